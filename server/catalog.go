@@ -1,0 +1,39 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// Catalog is what the broker needs from the metadata quorum: topics, their
+// configs, dynamic broker configs and producer-id blocks. metastore.Client
+// implements it; reads come from the client's local cache, which follows the
+// quorum's change stream, so they never wait on the network. Writes return
+// once the change is committed and visible in the local cache.
+type Catalog interface {
+	ClusterID() string
+
+	Topics() []metastore.Topic
+	TopicByName(name string) (metastore.Topic, bool)
+	TopicByID(id metastore.TopicID) (metastore.Topic, bool)
+
+	// CreateTopic fails with metastore.ErrTopicExists if the name is taken.
+	CreateTopic(ctx context.Context, spec metastore.TopicSpec) (metastore.Topic, error)
+	// DeleteTopic fails with metastore.ErrUnknownTopic.
+	DeleteTopic(ctx context.Context, id metastore.TopicID) error
+	// CreatePartitions grows the topic to total partitions;
+	// metastore.ErrInvalidPartitions if total is not larger than now.
+	CreatePartitions(ctx context.Context, name string, total int32) (metastore.Topic, error)
+	// AlterTopicConfigs sets the keys in set and removes those in del.
+	AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error
+
+	// BrokerConfigs are the dynamic broker configs: broker -1 holds the
+	// cluster-wide defaults, any other id that broker's own.
+	BrokerConfigs(broker int32) map[string]string
+	AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error
+
+	// AllocateProducerIDs reserves count consecutive producer ids and
+	// returns the first.
+	AllocateProducerIDs(ctx context.Context, count int64) (int64, error)
+}
