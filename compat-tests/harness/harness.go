@@ -1,0 +1,390 @@
+// Package harness starts the real sluice binary for the compat tests and drives
+// it from outside: free loopback ports, a fresh data directory, readiness via
+// the admin /readyz endpoint, SIGKILL and restart on the same data directory
+// and ports, and the broker's stderr in the test log when a test fails.
+//
+// The compat tests reach the broker over TCP only; nothing here imports broker
+// packages (compat-tests is its own Go module).
+package harness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Environment variables understood by the harness.
+const (
+	// EnvBinary names a prebuilt sluice binary to use instead of building one.
+	EnvBinary = "SLUICE_BIN"
+	// EnvCI, when "true", turns skips for missing tools into failures.
+	EnvCI = "CI"
+)
+
+const (
+	readyTimeout = 60 * time.Second
+	stopTimeout  = 20 * time.Second
+	// logTailBytes is how much of the broker's stderr a failing test prints.
+	logTailBytes = 48 << 10
+)
+
+var binPath string
+
+// Setup builds the sluice binary once for the whole `go test` run of a package
+// (call it from TestMain) and returns a cleanup func that removes it. When
+// SLUICE_BIN is set, that binary is used and nothing is built.
+func Setup() (cleanup func(), err error) {
+	if p := os.Getenv(EnvBinary); p != "" {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(abs); err != nil {
+			return nil, fmt.Errorf("%s=%s: %w", EnvBinary, p, err)
+		}
+		binPath = abs
+		return func() {}, nil
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "sluice-compat-bin-")
+	if err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, "sluice")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/sluice")
+	cmd.Dir = root
+	cmd.Env = os.Environ()
+	var buf bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	start := time.Now()
+	if err := cmd.Run(); err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("go build ./cmd/sluice in %s: %w\n%s", root, err, buf.String())
+	}
+	fmt.Fprintf(os.Stderr, "harness: built sluice in %v\n", time.Since(start).Round(time.Millisecond))
+	binPath = out
+	return func() { os.RemoveAll(dir) }, nil
+}
+
+// Binary returns the path of the sluice binary Setup prepared.
+func Binary() string { return binPath }
+
+// RepoRoot finds the broker's repository root: the nearest parent of the
+// working directory (a package dir under compat-tests when `go test` runs)
+// whose go.mod declares the broker module and which has cmd/sluice.
+func RepoRoot() (string, error) {
+	wd, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for dir := wd; ; {
+		mod, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.Contains(string(mod), "module github.com/sluice-broker/sluice\n") {
+			if st, err := os.Stat(filepath.Join(dir, "cmd", "sluice")); err == nil && st.IsDir() {
+				return dir, nil
+			}
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no parent of %s holds the sluice module with cmd/sluice", wd)
+		}
+		dir = parent
+	}
+}
+
+// RequireTool skips the test when an external tool is not on PATH, and fails it
+// instead when CI=true: on CI a missing tool is a broken CI script, not a reason
+// to pass quietly.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	p, err := exec.LookPath(name)
+	if err == nil {
+		return p
+	}
+	if os.Getenv(EnvCI) == "true" {
+		t.Fatalf("required tool %q not found on PATH (CI=true, so this is a failure): %v", name, err)
+	}
+	t.Skipf("tool %q not found on PATH: %v", name, err)
+	return ""
+}
+
+// Options configure a broker.
+type Options struct {
+	// ExtraArgs are appended to `sluice dev ...` (e.g. config overrides).
+	ExtraArgs []string
+	// Env is added to the broker's environment (KEY=VALUE).
+	Env []string
+}
+
+// Broker is one `sluice dev` process.
+type Broker struct {
+	t       testing.TB
+	opts    Options
+	DataDir string
+	// KafkaAddr and AdminAddr are host:port on loopback; they stay the same
+	// across restarts.
+	KafkaAddr string
+	AdminAddr string
+
+	logPath string
+	logFile *os.File
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when the current process has exited
+	werr error         // the current process's Wait error, valid after done
+	// expectExit is set while the harness itself stops or kills the process,
+	// so that an exit is not reported as a crash.
+	expectExit bool
+	crashed    []string
+}
+
+// Start starts `sluice dev` on free loopback ports with a fresh data dir and
+// waits for /readyz. The broker is stopped with SIGTERM when the test ends; a
+// broker that does not exit cleanly, or that exited on its own during the
+// test, fails the test. On failure the tail of its stderr goes to the test log.
+func Start(t testing.TB, opts Options) *Broker {
+	t.Helper()
+	if binPath == "" {
+		t.Fatal("harness.Setup was not called from TestMain")
+	}
+	tmp := t.TempDir()
+	b := &Broker{
+		t:         t,
+		opts:      opts,
+		DataDir:   filepath.Join(tmp, "data"),
+		KafkaAddr: freeAddr(t),
+		AdminAddr: freeAddr(t),
+		logPath:   filepath.Join(tmp, "broker.stderr"),
+	}
+	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.logFile = f
+	// Registered before the stop so that it runs after it (cleanups are LIFO):
+	// the log then includes whatever the broker said while stopping.
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("broker %s stderr (last %d KiB):\n%s", b.KafkaAddr, logTailBytes>>10, b.LogTail(logTailBytes))
+		}
+		b.logFile.Close()
+	})
+	t.Cleanup(b.stopAtEnd)
+	if err := b.launch(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// Args returns the command line the broker runs with (without the binary).
+func (b *Broker) Args() []string {
+	args := []string{"dev",
+		"--data-dir", b.DataDir,
+		"--kafka-addr", b.KafkaAddr,
+		"--admin-addr", b.AdminAddr,
+	}
+	return append(args, b.opts.ExtraArgs...)
+}
+
+func (b *Broker) launch() error {
+	fmt.Fprintf(b.logFile, "=== harness: starting %s %s\n", binPath, strings.Join(b.Args(), " "))
+	cmd := exec.Command(binPath, b.Args()...)
+	cmd.Env = append(os.Environ(), b.opts.Env...)
+	cmd.Stdout = b.logFile
+	cmd.Stderr = b.logFile
+	// If the test binary dies (e.g. a -timeout panic), take the broker with it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start broker: %w", err)
+	}
+	done := make(chan struct{})
+	b.mu.Lock()
+	b.cmd, b.done, b.expectExit, b.werr = cmd, done, false, nil
+	b.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		b.mu.Lock()
+		b.werr = err
+		if !b.expectExit {
+			b.crashed = append(b.crashed, fmt.Sprintf("pid %d exited on its own: %v", cmd.Process.Pid, err))
+		}
+		b.mu.Unlock()
+		fmt.Fprintf(b.logFile, "=== harness: pid %d exited: %v\n", cmd.Process.Pid, err)
+		close(done)
+	}()
+	return b.waitReady(done)
+}
+
+func (b *Broker) waitReady(done chan struct{}) error {
+	url := "http://" + b.AdminAddr + "/readyz"
+	client := &http.Client{Timeout: 2 * time.Second}
+	deadline := time.Now().Add(readyTimeout)
+	var last string
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("broker exited before it was ready (%s); stderr:\n%s", last, b.LogTail(logTailBytes))
+		default:
+		}
+		resp, err := client.Get(url)
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = "readyz: " + resp.Status
+		} else {
+			last = err.Error()
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("broker not ready after %v (last: %s)", readyTimeout, last)
+}
+
+// Running reports whether the current broker process is alive.
+func (b *Broker) Running() bool {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	select {
+	case <-done:
+		return false
+	default:
+		return true
+	}
+}
+
+// RequireRunning fails the test now if the broker process has exited.
+func (b *Broker) RequireRunning(t testing.TB) {
+	t.Helper()
+	if !b.Running() {
+		b.mu.Lock()
+		err := b.werr
+		b.mu.Unlock()
+		t.Fatalf("broker process is gone: %v", err)
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (b *Broker) Kill() {
+	b.t.Helper()
+	b.mu.Lock()
+	b.expectExit = true
+	cmd, done := b.cmd, b.done
+	b.mu.Unlock()
+	fmt.Fprintf(b.logFile, "=== harness: SIGKILL pid %d\n", cmd.Process.Pid)
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// Stop sends SIGTERM and waits for a clean exit (status 0).
+func (b *Broker) Stop() error {
+	b.mu.Lock()
+	b.expectExit = true
+	cmd, done := b.cmd, b.done
+	b.mu.Unlock()
+	select {
+	case <-done:
+		return errors.New("broker was not running")
+	default:
+	}
+	fmt.Fprintf(b.logFile, "=== harness: SIGTERM pid %d\n", cmd.Process.Pid)
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(stopTimeout):
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		return fmt.Errorf("broker did not exit within %v of SIGTERM; killed it", stopTimeout)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.werr != nil {
+		return fmt.Errorf("broker exited uncleanly after SIGTERM: %w", b.werr)
+	}
+	return nil
+}
+
+// Restart starts the broker again on the same data dir and ports (after Kill
+// or Stop) and waits for /readyz.
+func (b *Broker) Restart() {
+	b.t.Helper()
+	if b.Running() {
+		b.t.Fatal("Restart: broker is still running")
+	}
+	if err := b.launch(); err != nil {
+		b.t.Fatalf("restart: %v", err)
+	}
+}
+
+func (b *Broker) stopAtEnd() {
+	b.mu.Lock()
+	crashed := append([]string(nil), b.crashed...)
+	b.mu.Unlock()
+	for _, c := range crashed {
+		b.t.Errorf("broker crashed during the test: %s", c)
+	}
+	if !b.Running() {
+		return
+	}
+	if err := b.Stop(); err != nil {
+		b.t.Errorf("stopping broker: %v", err)
+	}
+}
+
+// LogTail returns up to the last n bytes of the broker's stderr so far.
+func (b *Broker) LogTail(n int64) string {
+	f, err := os.Open(b.logPath)
+	if err != nil {
+		return "(no log: " + err.Error() + ")"
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return err.Error()
+	}
+	off := int64(0)
+	if st.Size() > n {
+		off = st.Size() - n
+	}
+	buf := make([]byte, st.Size()-off)
+	_, _ = f.ReadAt(buf, off)
+	return string(buf)
+}
+
+// Context returns a context bounded by d and cancelled at the end of the test.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
