@@ -1,0 +1,64 @@
+package log
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// Config holds the topic-level settings one partition log obeys. Names follow
+// Kafka's topic configs. It can change at runtime through Log.SetConfig.
+type Config struct {
+	SegmentBytes       int64         // segment.bytes: roll when the next batch would pass it
+	SegmentMs          time.Duration // segment.ms: roll when a segment's timestamps span more
+	RetentionMs        time.Duration // retention.ms; < 0 keeps segments forever
+	RetentionBytes     int64         // retention.bytes; < 0 is unlimited
+	IndexIntervalBytes int           // index.interval.bytes between offset index entries
+	SegmentIndexBytes  int           // segment.index.bytes: roll when an index would pass it
+}
+
+// DefaultConfig returns Kafka's defaults.
+func DefaultConfig() Config {
+	return Config{
+		SegmentBytes:       1 << 30,
+		SegmentMs:          7 * 24 * time.Hour,
+		RetentionMs:        7 * 24 * time.Hour,
+		RetentionBytes:     -1,
+		IndexIntervalBytes: 4096,
+		SegmentIndexBytes:  10 << 20,
+	}
+}
+
+func (c Config) validate() error {
+	var errs []error
+	// Positions in the offset index are 32-bit, like Kafka's.
+	if c.SegmentBytes < batchHeaderSize || c.SegmentBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("segment.bytes %d not in [%d, %d]", c.SegmentBytes, batchHeaderSize, math.MaxInt32))
+	}
+	if c.SegmentMs <= 0 {
+		errs = append(errs, fmt.Errorf("segment.ms %v must be positive", c.SegmentMs))
+	}
+	if c.IndexIntervalBytes < 0 {
+		errs = append(errs, fmt.Errorf("index.interval.bytes %d is negative", c.IndexIntervalBytes))
+	}
+	if c.SegmentIndexBytes < 4*timeIndexEntrySize {
+		errs = append(errs, fmt.Errorf("segment.index.bytes %d is below %d", c.SegmentIndexBytes, 4*timeIndexEntrySize))
+	}
+	return errors.Join(errs...)
+}
+
+// Options are the per-process collaborators of a Log.
+type Options struct {
+	// Logger receives recovery warnings and fatal errors; the zero value
+	// discards them.
+	Logger zerolog.Logger
+	// Flusher is the broker-wide group-commit flusher. Nil means WaitDurable
+	// syncs the log itself (still group-committed among this log's waiters).
+	Flusher *Flusher
+	// Now is the clock for segment.ms when batches carry no timestamps and
+	// for retention of such segments; nil means time.Now.
+	Now func() time.Time
+}

@@ -1,0 +1,41 @@
+package log
+
+import "errors"
+
+// Append and AppendReplicated.
+var (
+	// ErrOutOfOrderSequence: an idempotent producer's batch does not follow
+	// the last sequence the log holds for it (Kafka OUT_OF_ORDER_SEQUENCE_NUMBER).
+	ErrOutOfOrderSequence = errors.New("log: out of order sequence number")
+	// ErrInvalidProducerEpoch: the batch's producer epoch is older than the
+	// one the log holds, so the producer has been fenced
+	// (Kafka INVALID_PRODUCER_EPOCH).
+	ErrInvalidProducerEpoch = errors.New("log: invalid (stale) producer epoch")
+	// ErrCorrupt: the bytes are not one well-formed v2 record batch (length,
+	// magic or field bounds). Append does not check the CRC; the caller does.
+	ErrCorrupt = errors.New("log: corrupt record batch")
+	// ErrBatchTooLarge: the batch cannot fit in one segment (larger than
+	// segment.bytes or than a 32-bit file position allows).
+	ErrBatchTooLarge = errors.New("log: record batch too large for a segment")
+	// ErrOffsetMismatch: a replicated batch's base offset is not the log end
+	// offset.
+	ErrOffsetMismatch = errors.New("log: replicated batch does not start at the log end offset")
+)
+
+// Read and offset lookups.
+var (
+	// ErrOffsetOutOfRange: the offset is below the log start offset or above
+	// the log end offset (Kafka OFFSET_OUT_OF_RANGE).
+	ErrOffsetOutOfRange = errors.New("log: offset out of range")
+)
+
+// Lifecycle.
+var (
+	// ErrClosed: the log was closed or deleted.
+	ErrClosed = errors.New("log: closed")
+	// ErrFatal wraps the first failed write, sync or file operation. Once a
+	// log has failed, every later call returns an error wrapping ErrFatal and
+	// the original cause; the process is expected to exit. Nothing is retried
+	// because after a failed fsync the page cache state is unknown.
+	ErrFatal = errors.New("log: fatal storage failure")
+)

@@ -1,0 +1,165 @@
+package log
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+)
+
+const (
+	offsetIndexEntrySize = 8  // relative offset uint32 | position uint32
+	timeIndexEntrySize   = 12 // timestamp int64 | relative offset uint32
+)
+
+type offsetEntry struct {
+	rel uint32 // last offset of the indexed batch, minus the segment base
+	pos uint32 // file position of the batch
+}
+
+type timeEntry struct {
+	ts  int64
+	rel uint32 // last offset of the batch that first reached ts, minus base
+}
+
+// index holds a segment's sparse offset and time indexes in memory and
+// mirrors every entry to its file. The files are a cache: Open checks them
+// against the segment and rewrites them if they disagree, so they are only
+// synced when a segment stops being active and at Close.
+type index struct {
+	offsets  []offsetEntry
+	times    []timeEntry
+	offFile  *os.File
+	timeFile *os.File
+	buf      [timeIndexEntrySize]byte
+}
+
+// lookup returns the position to start scanning from for rel: that of the
+// last indexed batch whose last offset is <= rel, or 0.
+func (x *index) lookup(rel uint32) int64 {
+	i := sort.Search(len(x.offsets), func(i int) bool { return x.offsets[i].rel > rel })
+	if i == 0 {
+		return 0
+	}
+	return int64(x.offsets[i-1].pos)
+}
+
+// lookupTime returns the relative offset to start scanning from for the first
+// batch with a timestamp >= ts: that of the last entry with a smaller
+// timestamp, so that no batch reaching ts can lie before it.
+func (x *index) lookupTime(ts int64) (uint32, bool) {
+	i := sort.Search(len(x.times), func(i int) bool { return x.times[i].ts >= ts })
+	if i == 0 {
+		return 0, false
+	}
+	return x.times[i-1].rel, true
+}
+
+func (x *index) appendOffset(e offsetEntry) error {
+	binary.BigEndian.PutUint32(x.buf[0:], e.rel)
+	binary.BigEndian.PutUint32(x.buf[4:], e.pos)
+	if _, err := x.offFile.WriteAt(x.buf[:offsetIndexEntrySize], int64(len(x.offsets))*offsetIndexEntrySize); err != nil {
+		return err
+	}
+	x.offsets = append(x.offsets, e)
+	return nil
+}
+
+// maybeAppendTime adds an entry only if ts is larger than the last one, as
+// Kafka's TimeIndex.maybeAppend does, so timestamps stay strictly increasing.
+func (x *index) maybeAppendTime(e timeEntry) error {
+	if e.ts < 0 || (len(x.times) > 0 && e.ts <= x.times[len(x.times)-1].ts) {
+		return nil
+	}
+	binary.BigEndian.PutUint64(x.buf[0:], uint64(e.ts))
+	binary.BigEndian.PutUint32(x.buf[8:], e.rel)
+	if _, err := x.timeFile.WriteAt(x.buf[:timeIndexEntrySize], int64(len(x.times))*timeIndexEntrySize); err != nil {
+		return err
+	}
+	x.times = append(x.times, e)
+	return nil
+}
+
+// rewrite replaces both files' contents with the in-memory entries.
+func (x *index) rewrite() error {
+	ob := make([]byte, len(x.offsets)*offsetIndexEntrySize)
+	for i, e := range x.offsets {
+		binary.BigEndian.PutUint32(ob[i*8:], e.rel)
+		binary.BigEndian.PutUint32(ob[i*8+4:], e.pos)
+	}
+	tb := make([]byte, len(x.times)*timeIndexEntrySize)
+	for i, e := range x.times {
+		binary.BigEndian.PutUint64(tb[i*12:], uint64(e.ts))
+		binary.BigEndian.PutUint32(tb[i*12+8:], e.rel)
+	}
+	for _, w := range []struct {
+		f *os.File
+		b []byte
+	}{{x.offFile, ob}, {x.timeFile, tb}} {
+		if err := w.f.Truncate(0); err != nil {
+			return err
+		}
+		if _, err := w.f.WriteAt(w.b, 0); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (x *index) sync() error {
+	if err := fdatasync(x.offFile); err != nil {
+		return err
+	}
+	return fdatasync(x.timeFile)
+}
+
+func (x *index) close() error {
+	err1 := x.offFile.Close()
+	err2 := x.timeFile.Close()
+	if err1 != nil {
+		return err1
+	}
+	return err2
+}
+
+// readIndexFiles loads both index files as they are on disk. Shape errors
+// (a size that is not a whole number of entries, a huge file) come back as an
+// error; the caller then rebuilds instead of trusting the contents.
+func readIndexFiles(off, tim *os.File, maxBytes int64) ([]offsetEntry, []timeEntry, error) {
+	ob, err := readSmallFile(off, maxBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	tb, err := readSmallFile(tim, maxBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ob)%offsetIndexEntrySize != 0 || len(tb)%timeIndexEntrySize != 0 {
+		return nil, nil, fmt.Errorf("index sizes %d and %d are not whole entries", len(ob), len(tb))
+	}
+	offs := make([]offsetEntry, len(ob)/offsetIndexEntrySize)
+	for i := range offs {
+		offs[i] = offsetEntry{rel: binary.BigEndian.Uint32(ob[i*8:]), pos: binary.BigEndian.Uint32(ob[i*8+4:])}
+	}
+	times := make([]timeEntry, len(tb)/timeIndexEntrySize)
+	for i := range times {
+		times[i] = timeEntry{ts: int64(binary.BigEndian.Uint64(tb[i*12:])), rel: binary.BigEndian.Uint32(tb[i*12+8:])}
+	}
+	return offs, times, nil
+}
+
+func readSmallFile(f *os.File, maxBytes int64) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if st.Size() > maxBytes {
+		return nil, fmt.Errorf("index file %s has %d bytes, more than %d", f.Name(), st.Size(), maxBytes)
+	}
+	b := make([]byte, st.Size())
+	if _, err := f.ReadAt(b, 0); err != nil && err != io.EOF {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,703 @@
+package log
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+const (
+	// cleanShutdownFile marks a log closed by Close after everything was
+	// synced; Open then skips the CRC scan of the last segment.
+	cleanShutdownFile = ".clean-shutdown"
+	// logStartFile persists a log start offset advanced past the first
+	// segment's base (DeleteRecords).
+	logStartFile = "log-start-offset"
+)
+
+// AppendResult reports where a batch went.
+type AppendResult struct {
+	BaseOffset, LastOffset int64
+	// Duplicate: the batch was a retry of one already in the log; nothing
+	// was written and the offsets are the original ones.
+	Duplicate bool
+}
+
+// ReadResult is the answer to Read.
+type ReadResult struct {
+	// Data holds whole record batches exactly as stored; the caller owns it.
+	Data []byte
+	// NextOffset is the offset after the last batch in Data, or the requested
+	// offset when Data is empty.
+	NextOffset     int64
+	LogStartOffset int64
+	LogEndOffset   int64
+}
+
+// Log is one partition's log in its own directory. All methods are safe for
+// concurrent use. Appends are serialised; reads run in parallel with each
+// other and wait only while a segment is rolled, truncated or deleted.
+type Log struct {
+	dir     string
+	lg      zerolog.Logger
+	flusher *Flusher
+	now     func() time.Time
+	// queued is set while the log sits in the flusher's dirty set.
+	queued atomic.Bool
+
+	// syncMu is held across an fdatasync of the active segment and by
+	// anything that closes or removes segment files, so a file is never
+	// closed under a sync. Lock order: syncMu, then mu.
+	syncMu sync.Mutex
+
+	mu        sync.RWMutex
+	cfg       Config
+	segs      []*segment // by base offset; the last is active
+	logStart  int64
+	leo       int64
+	durable   int64         // every offset below it is synced
+	durableCh chan struct{} // closed and replaced when durable advances or the log fails or closes
+	producers producers
+	epochs    epochCache
+	closed    bool
+	err       error // sticky; wraps ErrFatal
+}
+
+// Open opens or creates the log in dir and recovers it. Recovery checks the
+// last segment batch by batch (length bounds, magic, CRC-32C, record count,
+// increasing offsets) unless the previous Close was clean, walks every other
+// segment's headers, truncates at the first damaged batch (deleting any later
+// segments), rebuilds index files that disagree with their segment, removes
+// files that belong to no segment, and rebuilds producer state and the leader
+// epoch cache from the batch headers. An error means the log could not be
+// made consistent (I/O failure); the caller must not serve the partition.
+func Open(dir string, cfg Config, opts Options) (*Log, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	l := &Log{
+		dir:       dir,
+		lg:        opts.Logger.With().Str("component", "log").Str("log_dir", filepath.Base(dir)).Logger(),
+		flusher:   opts.Flusher,
+		now:       opts.Now,
+		cfg:       cfg,
+		durableCh: make(chan struct{}),
+		producers: producers{},
+	}
+	if err := l.recover(); err != nil {
+		for _, s := range l.segs {
+			s.close()
+		}
+		return nil, err
+	}
+	return l, nil
+}
+
+func (l *Log) recover() error {
+	entries, err := os.ReadDir(l.dir)
+	if err != nil {
+		return err
+	}
+	bases := map[int64]bool{}
+	var strays []string
+	clean := false
+	for _, e := range entries {
+		name := e.Name()
+		if b, ok := parseSegmentName(name, logSuffix); ok {
+			bases[b] = true
+		}
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case name == cleanShutdownFile:
+			clean = true
+		case name == logStartFile:
+		case strings.HasSuffix(name, logSuffix) && isSegmentFile(name, logSuffix):
+		case isSegmentFile(name, indexSuffix) || isSegmentFile(name, timeIndexSuffix):
+			b, _ := parseSegmentName(name, filepath.Ext(name))
+			if !bases[b] {
+				strays = append(strays, name)
+			}
+		case strings.HasSuffix(name, ".tmp") || strings.HasSuffix(name, ".deleted") ||
+			strings.HasSuffix(name, ".cleaned") || strings.HasSuffix(name, ".swap"):
+			strays = append(strays, name)
+		default:
+			l.lg.Warn().Str("file", name).Msg("unknown file in log directory left alone")
+		}
+	}
+	for _, name := range strays {
+		if err := os.Remove(filepath.Join(l.dir, name)); err != nil {
+			return err
+		}
+		l.lg.Warn().Str("file", name).Msg("removed file that belongs to no segment")
+	}
+	checkpoint, err := readLogStart(l.dir)
+	if err != nil {
+		l.lg.Warn().Err(err).Msg("ignoring unreadable log start checkpoint")
+		checkpoint = 0
+	}
+	sorted := make([]int64, 0, len(bases))
+	for b := range bases {
+		sorted = append(sorted, b)
+	}
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+
+	now := l.now()
+	for i, base := range sorted {
+		s, err := openSegment(l.dir, base, false, now, int64(l.cfg.SegmentIndexBytes))
+		if err != nil {
+			return err
+		}
+		if i > 0 && base < l.segs[i-1].next {
+			// Overlaps the previous segment: only a crash in the middle of a
+			// truncation or an outside hand can do this. Kafka drops it too.
+			l.lg.Error().Int64("segment", base).Int64("previous_end", l.segs[i-1].next).
+				Msg("segment overlaps its predecessor; deleting it and every later segment")
+			s.remove(l.dir)
+			if err := l.removeBases(sorted[i+1:]); err != nil {
+				return err
+			}
+			break
+		}
+		last := i == len(sorted)-1
+		minOffset := base
+		if i > 0 {
+			minOffset = l.segs[i-1].next
+		}
+		res, err := s.scan(minOffset, last && !clean, l.cfg.IndexIntervalBytes, func(h *batchHeader) {
+			l.producers.update(h)
+			l.epochs.assign(h.leaderEpoch, h.baseOffset)
+		})
+		if err != nil {
+			s.close()
+			return fmt.Errorf("scanning segment %s: %w", segmentName(base, logSuffix), err)
+		}
+		l.segs = append(l.segs, s)
+		if err := l.checkIndexFiles(s); err != nil {
+			return err
+		}
+		if res.bad != nil {
+			dropped := res.fileSize - res.validEnd
+			l.lg.Warn().Err(res.bad).Str("segment", segmentName(base, logSuffix)).
+				Int64("valid_bytes", res.validEnd).Int64("dropped_bytes", dropped).
+				Int("later_segments_deleted", len(sorted)-i-1).
+				Msg("truncating log at the first damaged batch")
+			if err := s.log.Truncate(res.validEnd); err != nil {
+				return err
+			}
+			if err := s.sync(); err != nil {
+				return err
+			}
+			if err := l.removeBases(sorted[i+1:]); err != nil {
+				return err
+			}
+			break
+		}
+	}
+	if len(l.segs) == 0 {
+		s, err := openSegment(l.dir, checkpoint, true, now, int64(l.cfg.SegmentIndexBytes))
+		if err != nil {
+			return err
+		}
+		l.segs = append(l.segs, s)
+	}
+	l.leo = l.active().next
+	l.logStart = min(max(checkpoint, l.segs[0].base), l.leo)
+	l.epochs.truncateFromStart(l.logStart)
+	// What the previous process wrote may still be only in the page cache;
+	// one sync makes all of it durable before anything is acknowledged.
+	if err := l.active().sync(); err != nil {
+		return err
+	}
+	l.durable = l.leo
+	if clean {
+		if err := os.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil {
+			return err
+		}
+	}
+	return syncDir(l.dir)
+}
+
+func isSegmentFile(name, suffix string) bool {
+	_, ok := parseSegmentName(name, suffix)
+	return ok
+}
+
+// checkIndexFiles compares s's index files with the entries its scan rebuilt
+// and rewrites them if they differ in any way (missing, torn, garbage, or
+// written with another index.interval.bytes).
+func (l *Log) checkIndexFiles(s *segment) error {
+	offs, times, err := readIndexFiles(s.idx.offFile, s.idx.timeFile, int64(l.cfg.SegmentIndexBytes)+1<<20)
+	if err == nil && equalEntries(offs, s.idx.offsets) && equalEntries(times, s.idx.times) {
+		return nil
+	}
+	l.lg.Warn().Str("segment", segmentName(s.base, logSuffix)).AnErr("reason", err).Msg("rebuilding index files")
+	if err := s.idx.rewrite(); err != nil {
+		return err
+	}
+	return s.idx.sync()
+}
+
+func equalEntries[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func (l *Log) removeBases(bases []int64) error {
+	for j := len(bases) - 1; j >= 0; j-- {
+		for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+			if err := os.Remove(filepath.Join(l.dir, segmentName(bases[j], suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *Log) active() *segment { return l.segs[len(l.segs)-1] }
+
+// usableLocked returns the sticky error or ErrClosed.
+func (l *Log) usableLocked() error {
+	if l.err != nil {
+		return l.err
+	}
+	if l.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// failLocked makes err sticky: from now on every call returns it. Nothing
+// is retried, because after a failed write or fsync the state of the page
+// cache is unknown (the fsyncgate lesson).
+func (l *Log) failLocked(op string, err error) error {
+	if l.err == nil {
+		l.err = fmt.Errorf("%w: %s: %w", ErrFatal, op, err)
+		l.lg.Error().Err(err).Str("op", op).Msg("log storage failed; refusing all further operations")
+		l.wakeLocked()
+	}
+	return l.err
+}
+
+func (l *Log) wakeLocked() {
+	close(l.durableCh)
+	l.durableCh = make(chan struct{})
+}
+
+// Append writes one v2 record batch as the leader. The caller has checked the
+// batch's framing and CRC and stamped its partitionLeaderEpoch; Append
+// overwrites bytes 0..8 (baseOffset) in place with the log end offset, which
+// the CRC does not cover, and keeps no reference to batch after returning.
+//
+// Idempotent batches (producerId >= 0) are checked against the producer's
+// state first (see producers.check): a retry of one of the last five batches
+// returns the original offsets with Duplicate set and writes nothing.
+//
+// Append does not wait for durability; call WaitDurable. It blocks only for
+// the write to the page cache, and on a segment roll for the old segment's
+// fdatasync. Errors: ErrCorrupt, ErrBatchTooLarge, ErrOutOfOrderSequence,
+// ErrInvalidProducerEpoch reject this batch only; ErrFatal and ErrClosed are
+// permanent.
+func (l *Log) Append(batch []byte) (AppendResult, error) {
+	h, err := parseHeader(batch)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	if h.size != int64(len(batch)) {
+		return AppendResult{}, fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.size, len(batch))
+	}
+	l.mu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
+	if h.producerID >= 0 {
+		dup, err := l.producers.check(&h)
+		if err != nil {
+			l.mu.Unlock()
+			return AppendResult{}, err
+		}
+		if dup != nil {
+			l.mu.Unlock()
+			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, Duplicate: true}, nil
+		}
+	}
+	h.baseOffset = l.leo
+	binary.BigEndian.PutUint64(batch[offBaseOffset:], uint64(h.baseOffset))
+	if err := l.appendLocked(batch, &h); err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
+	l.mu.Unlock()
+	l.markDirty()
+	return AppendResult{BaseOffset: h.baseOffset, LastOffset: h.lastOffset()}, nil
+}
+
+// AppendReplicated writes a batch whose offsets the leader already assigned;
+// its base offset must equal the log end offset (ErrOffsetMismatch otherwise).
+// No idempotence checks run: the leader made them, and every replica applies
+// the same batches to its producer state so that dedupe survives failover.
+// Blocking and the other errors are as for Append.
+func (l *Log) AppendReplicated(batch []byte) error {
+	h, err := parseHeader(batch)
+	if err != nil {
+		return err
+	}
+	if h.size != int64(len(batch)) {
+		return fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.size, len(batch))
+	}
+	l.mu.Lock()
+	if err := l.usableLocked(); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	if h.baseOffset != l.leo {
+		l.mu.Unlock()
+		return fmt.Errorf("%w: base offset %d, log end offset %d", ErrOffsetMismatch, h.baseOffset, l.leo)
+	}
+	err = l.appendLocked(batch, &h)
+	l.mu.Unlock()
+	if err == nil {
+		l.markDirty()
+	}
+	return err
+}
+
+func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
+	if h.size > l.cfg.SegmentBytes {
+		return fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrBatchTooLarge, h.size, l.cfg.SegmentBytes)
+	}
+	s := l.active()
+	if l.shouldRollLocked(s, h) {
+		if err := l.rollLocked(); err != nil {
+			return err
+		}
+		s = l.active()
+	}
+	pos := s.size
+	if _, err := s.log.WriteAt(batch, pos); err != nil {
+		return l.failLocked("write segment", err)
+	}
+	if err := s.track(pos, h, l.cfg.IndexIntervalBytes, true); err != nil {
+		return l.failLocked("write index", err)
+	}
+	l.leo = s.next
+	l.producers.update(h)
+	l.epochs.assign(h.leaderEpoch, h.baseOffset)
+	return nil
+}
+
+// shouldRollLocked is Kafka's LogSegment.shouldRoll.
+func (l *Log) shouldRollLocked(s *segment, h *batchHeader) bool {
+	if s.size == 0 {
+		return false
+	}
+	if s.size+h.size > l.cfg.SegmentBytes || s.indexFull() || h.lastOffset()-s.base > 1<<31-1 {
+		return true
+	}
+	// Like Kafka, measure segment.ms in the batches' own timestamps when
+	// they have them, so a restart does not reset the clock.
+	if s.firstBatchMaxTs >= 0 {
+		return h.maxTimestamp-s.firstBatchMaxTs > l.cfg.SegmentMs.Milliseconds()
+	}
+	return l.now().Sub(s.created) > l.cfg.SegmentMs
+}
+
+// rollLocked syncs the active segment and starts a new one at the log end
+// offset. Syncing here keeps recovery simple: only the last segment can ever
+// hold unsynced bytes, so only it needs a CRC scan after a crash.
+func (l *Log) rollLocked() error {
+	old := l.active()
+	if old.maxTs >= 0 {
+		if err := old.idx.maybeAppendTime(old.finalTimeEntry()); err != nil {
+			return l.failLocked("write time index", err)
+		}
+	}
+	if err := old.sync(); err != nil {
+		return l.failLocked("sync rolled segment", err)
+	}
+	s, err := openSegment(l.dir, l.leo, true, l.now(), int64(l.cfg.SegmentIndexBytes))
+	if err != nil {
+		return l.failLocked("create segment", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		s.close()
+		return l.failLocked("sync directory", err)
+	}
+	l.segs = append(l.segs, s)
+	l.advanceDurableLocked(l.leo)
+	return nil
+}
+
+func (l *Log) advanceDurableLocked(off int64) {
+	if off > l.durable {
+		l.durable = off
+		l.wakeLocked()
+	}
+}
+
+func (l *Log) markDirty() {
+	f := l.flusher
+	if f == nil || f.cfg.Policy == FlushNever || !f.running() {
+		return
+	}
+	if !l.queued.Swap(true) {
+		f.add(l)
+	}
+}
+
+// flush makes everything appended so far durable. It is what the Flusher
+// runs for each dirty log, and what WaitDurable runs without a Flusher.
+// Concurrent callers queue on syncMu, and each finds the work of the one
+// before done: group commit among one log's waiters.
+func (l *Log) flush() {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.RLock()
+	if l.usableLocked() != nil || l.leo <= l.durable {
+		l.mu.RUnlock()
+		return
+	}
+	target, f := l.leo, l.active().log
+	l.mu.RUnlock()
+	// Everything below target is in f or in a segment synced when it
+	// rolled, so syncing f alone makes target durable.
+	err := fdatasync(f)
+	l.mu.Lock()
+	if err != nil {
+		l.failLocked("sync segment", err)
+	} else {
+		l.advanceDurableLocked(target)
+	}
+	l.mu.Unlock()
+}
+
+// WaitDurable blocks until every offset below offset is synced to disk under
+// the Flusher's policy, the context ends (ctx.Err()), or the log fails
+// (ErrFatal) or closes (ErrClosed). With FlushNever it returns at once. An
+// offset past the log end offset waits for it to be appended.
+func (l *Log) WaitDurable(ctx context.Context, offset int64) error {
+	f := l.flusher
+	if f != nil && f.cfg.Policy == FlushNever {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		return l.usableLocked()
+	}
+	for {
+		l.mu.RLock()
+		err, durable, leo, ch := l.usableLocked(), l.durable, l.leo, l.durableCh
+		l.mu.RUnlock()
+		if err != nil {
+			return err
+		}
+		if durable >= offset {
+			return nil
+		}
+		var stopped <-chan struct{}
+		if f != nil && f.running() {
+			stopped = f.done
+			if !l.queued.Load() {
+				// The append this waiter depends on may have raced with the
+				// flusher's start or a round that took the log before it
+				// was written; queueing again is harmless.
+				l.markDirty()
+			}
+		} else if leo > durable {
+			l.flush()
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-stopped:
+		}
+	}
+}
+
+// LogStartOffset is the first offset a reader may ask for.
+func (l *Log) LogStartOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.logStart
+}
+
+// LogEndOffset is the offset the next appended batch will get.
+func (l *Log) LogEndOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.leo
+}
+
+// DurableOffset is the offset below which everything is synced; with
+// FlushNever it is the log end offset, since nothing is waited for.
+func (l *Log) DurableOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if l.flusher != nil && l.flusher.cfg.Policy == FlushNever {
+		return l.leo
+	}
+	return l.durable
+}
+
+// ProducerState returns what the log holds for an idempotent producer, false
+// if it holds nothing.
+func (l *Log) ProducerState(producerID int64) (ProducerState, bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.producers.state(producerID)
+}
+
+// SetConfig changes the topic config; new values apply to the next append,
+// roll and retention pass. An invalid config is refused and the old one kept.
+func (l *Log) SetConfig(cfg Config) error {
+	if err := cfg.validate(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cfg = cfg
+	for _, s := range l.segs {
+		s.maxIdxBytes = int64(cfg.SegmentIndexBytes)
+	}
+	return nil
+}
+
+// Close syncs everything, marks the shutdown clean and closes the files. It
+// waits for reads and a running flush. Later calls return ErrClosed; a
+// failed log closes its files but stays failed and is not marked clean.
+func (l *Log) Close() error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return nil
+	}
+	err := l.err
+	if err == nil {
+		err = l.closeCleanLocked()
+	}
+	for _, s := range l.segs {
+		s.close()
+	}
+	l.closed = true
+	l.wakeLocked()
+	return err
+}
+
+func (l *Log) closeCleanLocked() error {
+	s := l.active()
+	if s.maxTs >= 0 {
+		if err := s.idx.maybeAppendTime(s.finalTimeEntry()); err != nil {
+			return l.failLocked("write time index", err)
+		}
+	}
+	if err := s.sync(); err != nil {
+		return l.failLocked("sync segment", err)
+	}
+	l.advanceDurableLocked(l.leo)
+	if err := writeFileSync(l.dir, cleanShutdownFile, nil); err != nil {
+		return l.failLocked("write clean shutdown marker", err)
+	}
+	return nil
+}
+
+// Delete closes the log and removes its directory (topic deletion).
+func (l *Log) Delete() error {
+	cerr := l.Close()
+	if err := os.RemoveAll(l.dir); err != nil {
+		return err
+	}
+	if cerr != nil && !errors.Is(cerr, ErrFatal) {
+		return cerr
+	}
+	return nil
+}
+
+// syncDir makes creations, removals and renames in dir durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// writeFileSync replaces dir/name atomically and durably: temporary file,
+// fsync, rename, directory fsync.
+func writeFileSync(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, name+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return err
+	}
+	return syncDir(dir)
+}
+
+// The log start checkpoint is "0\n<offset>\n": a version, then the offset.
+func readLogStart(dir string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, logStartFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != 2 || lines[0] != "0" {
+		return 0, fmt.Errorf("malformed %s", logStartFile)
+	}
+	off, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil || off < 0 {
+		return 0, fmt.Errorf("malformed %s offset %q", logStartFile, lines[1])
+	}
+	return off, nil
+}
+
+func writeLogStart(dir string, off int64) error {
+	return writeFileSync(dir, logStartFile, []byte("0\n"+strconv.FormatInt(off, 10)+"\n"))
+}

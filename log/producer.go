@@ -1,0 +1,131 @@
+package log
+
+import "fmt"
+
+// producerWindow is how many recent batches per producer are kept for
+// duplicate detection; Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN, and
+// the reason a client may have at most five requests in flight.
+const producerWindow = 5
+
+type batchMeta struct {
+	firstSeq, lastSeq       int32
+	firstOffset, lastOffset int64
+}
+
+type producerEntry struct {
+	epoch   int16
+	batches []batchMeta // oldest first, at most producerWindow
+}
+
+// ProducerState is what the log knows about one idempotent producer.
+type ProducerState struct {
+	Epoch int16
+	// LastSequence and LastOffset are those of the producer's last batch in
+	// the current epoch, -1 if it has written none in this epoch.
+	LastSequence int32
+	LastOffset   int64
+}
+
+// producers is the per-partition idempotence state, a map from producer id.
+// It is rebuilt from batch headers on Open and after truncation, and entries
+// never expire (Kafka's producer.id.expiration.ms is not implemented).
+type producers map[int64]*producerEntry
+
+// check applies Kafka's ProducerAppendInfo rules to a client batch, before
+// it is written. It returns the original batch if h is a retry of one of the
+// last five, or an error if the batch must be rejected.
+//
+// Rules (Kafka 4):
+//   - a duplicate is a batch with the current epoch whose first and last
+//     sequence equal a retained batch's; it is answered with that batch's
+//     offsets and not written;
+//   - an epoch below the current one is fenced: ErrInvalidProducerEpoch;
+//   - a higher epoch must start at sequence 0;
+//   - the same epoch must continue at last sequence + 1, wrapping from
+//     MaxInt32 to 0;
+//   - a producer the log has no state for is accepted at any sequence
+//     (KIP-360: Kafka no longer answers UNKNOWN_PRODUCER_ID; state may have
+//     been lost with deleted segments).
+//
+// Control batches (transaction markers) only check and bump the epoch.
+func (p producers) check(h *batchHeader) (*batchMeta, error) {
+	e := p[h.producerID]
+	if e == nil {
+		return nil, nil
+	}
+	if h.producerEpoch < e.epoch {
+		return nil, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.producerID, h.producerEpoch, e.epoch)
+	}
+	if h.isControl() {
+		return nil, nil
+	}
+	first, last := h.baseSequence, h.lastSequence()
+	if h.producerEpoch != e.epoch {
+		if first != 0 {
+			return nil, fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d, not 0", ErrOutOfOrderSequence, h.producerID, h.producerEpoch, first)
+		}
+		return nil, nil
+	}
+	for i := range e.batches {
+		if b := &e.batches[i]; b.firstSeq == first && b.lastSeq == last {
+			return b, nil
+		}
+	}
+	lastSeq := int32(-1)
+	if n := len(e.batches); n > 0 {
+		lastSeq = e.batches[n-1].lastSeq
+	}
+	if !inSequence(lastSeq, first) {
+		return nil, fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", ErrOutOfOrderSequence, h.producerID, h.producerEpoch, first, lastSeq)
+	}
+	return nil, nil
+}
+
+func inSequence(last, next int32) bool {
+	return int64(next) == int64(last)+1 || (next == 0 && last == 1<<31-1)
+}
+
+// update records a batch that was written at h.baseOffset. It never fails:
+// replicated batches and batches replayed on Open are applied as they are.
+func (p producers) update(h *batchHeader) {
+	if h.producerID < 0 {
+		return
+	}
+	e := p[h.producerID]
+	if e == nil {
+		e = &producerEntry{epoch: h.producerEpoch}
+		p[h.producerID] = e
+	}
+	if h.producerEpoch != e.epoch {
+		if h.producerEpoch < e.epoch {
+			// Only replication can bring an older epoch; Kafka logs and keeps
+			// the newer one.
+			return
+		}
+		e.epoch = h.producerEpoch
+		e.batches = e.batches[:0]
+	}
+	if h.isControl() {
+		return
+	}
+	if len(e.batches) == producerWindow {
+		copy(e.batches, e.batches[1:])
+		e.batches = e.batches[:producerWindow-1]
+	}
+	e.batches = append(e.batches, batchMeta{
+		firstSeq: h.baseSequence, lastSeq: h.lastSequence(),
+		firstOffset: h.baseOffset, lastOffset: h.lastOffset(),
+	})
+}
+
+func (p producers) state(id int64) (ProducerState, bool) {
+	e := p[id]
+	if e == nil {
+		return ProducerState{}, false
+	}
+	s := ProducerState{Epoch: e.epoch, LastSequence: -1, LastOffset: -1}
+	if n := len(e.batches); n > 0 {
+		s.LastSequence, s.LastOffset = e.batches[n-1].lastSeq, e.batches[n-1].lastOffset
+	}
+	return s, true
+}

@@ -1,0 +1,237 @@
+package log
+
+import (
+	"fmt"
+	"sort"
+)
+
+// locateLocked finds the first batch whose last offset is >= offset: its
+// segment index, file position and header. found is false past the end.
+// Only headers are read: an index lookup, then at most index.interval.bytes
+// plus one batch of header reads.
+func (l *Log) locateLocked(offset int64) (si int, pos int64, h batchHeader, found bool, err error) {
+	si = sort.Search(len(l.segs), func(i int) bool { return l.segs[i].base > offset }) - 1
+	if si < 0 {
+		si = 0
+	}
+	var hb [batchHeaderSize]byte
+	for ; si < len(l.segs); si++ {
+		s := l.segs[si]
+		if offset >= s.next {
+			continue
+		}
+		pos = 0
+		if offset > s.base {
+			pos = s.idx.lookup(uint32(offset - s.base))
+		}
+		for pos < s.size {
+			if _, err = s.log.ReadAt(hb[:], pos); err != nil {
+				return 0, 0, h, false, fmt.Errorf("read %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
+			}
+			if h, err = parseHeader(hb[:]); err != nil {
+				return 0, 0, h, false, fmt.Errorf("segment %s position %d: %w", segmentName(s.base, logSuffix), pos, err)
+			}
+			if h.lastOffset() >= offset {
+				return si, pos, h, true, nil
+			}
+			pos += h.size
+		}
+	}
+	return 0, 0, h, false, nil
+}
+
+// Read returns whole batches starting with the one that contains offset,
+// none whose base offset is >= upTo (the caller's high watermark), stopping
+// before maxBytes would be exceeded but always returning at least one whole
+// batch if one qualifies (Kafka's minOneMessage). Like Kafka it reads from
+// one segment per call; NextOffset tells the caller where to continue.
+//
+// Errors: ErrOffsetOutOfRange if offset < LogStartOffset or > LogEndOffset;
+// an I/O or ErrCorrupt error for a file that cannot be read; ErrFatal,
+// ErrClosed. The returned Data is a fresh buffer the caller owns. Read
+// blocks on one pread and never decodes records.
+func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(); err != nil {
+		return ReadResult{}, err
+	}
+	res := ReadResult{NextOffset: offset, LogStartOffset: l.logStart, LogEndOffset: l.leo}
+	if offset < l.logStart || offset > l.leo {
+		return res, fmt.Errorf("%w: offset %d, log start %d, log end %d", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
+	}
+	if offset == l.leo {
+		return res, nil
+	}
+	si, pos, h, found, err := l.locateLocked(offset)
+	if err != nil || !found || h.baseOffset >= upTo {
+		return res, err
+	}
+	s := l.segs[si]
+	n := s.size - pos
+	if int64(maxBytes) < n {
+		n = max(int64(maxBytes), h.size)
+	}
+	buf := make([]byte, n)
+	if _, err := s.log.ReadAt(buf, pos); err != nil {
+		return res, fmt.Errorf("read %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
+	}
+	cut := int64(0)
+	for cut+batchHeaderSize <= n {
+		bh, err := parseHeader(buf[cut:])
+		if err != nil {
+			return res, fmt.Errorf("segment %s position %d: %w", segmentName(s.base, logSuffix), pos+cut, err)
+		}
+		if cut+bh.size > n || bh.baseOffset >= upTo {
+			break
+		}
+		cut += bh.size
+		res.NextOffset = bh.lastOffset() + 1
+	}
+	res.Data = buf[:cut]
+	return res, nil
+}
+
+// readBatchLocked reads the whole batch at pos in segment si.
+func (l *Log) readBatchLocked(si int, pos int64, h *batchHeader) ([]byte, error) {
+	b := make([]byte, h.size)
+	if _, err := l.segs[si].log.ReadAt(b, pos); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// OffsetForTimestamp answers ListOffsets by timestamp: the first record at
+// or after LogStartOffset with a timestamp >= ts, and that timestamp. found
+// is false when no record qualifies. Records of uncompressed CreateTime
+// batches are resolved exactly; for a compressed batch (records cannot be
+// read without a codec) or a LogAppendTime batch the answer is the batch:
+// its first offset and its max timestamp. The caller must treat an answer
+// at or above its high watermark as not found, as Kafka does.
+func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(); err != nil {
+		return -1, -1, false, err
+	}
+	for si, s := range l.segs {
+		if s.next <= l.logStart || s.maxTs < ts {
+			continue
+		}
+		start := max(s.base, l.logStart)
+		if rel, ok := s.idx.lookupTime(ts); ok {
+			start = max(start, s.base+int64(rel))
+		}
+		pos := int64(0)
+		if start > s.base {
+			pos = s.idx.lookup(uint32(start - s.base))
+		}
+		var hb [batchHeaderSize]byte
+		for pos < s.size {
+			if _, err := s.log.ReadAt(hb[:], pos); err != nil {
+				return -1, -1, false, err
+			}
+			h, err := parseHeader(hb[:])
+			if err != nil {
+				return -1, -1, false, err
+			}
+			if h.lastOffset() < l.logStart || h.maxTimestamp < ts {
+				pos += h.size
+				continue
+			}
+			first := max(h.baseOffset, l.logStart)
+			if h.compressed() || h.logAppendTime() {
+				return first, h.maxTimestamp, true, nil
+			}
+			b, err := l.readBatchLocked(si, pos, &h)
+			if err != nil {
+				return -1, -1, false, err
+			}
+			offset, timestamp = -1, -1
+			err = recordTimestamps(b, &h, func(d int32, rts int64) bool {
+				if o := h.baseOffset + int64(d); o >= l.logStart && rts >= ts {
+					offset, timestamp = o, rts
+					return false
+				}
+				return true
+			})
+			if err != nil {
+				return -1, -1, false, err
+			}
+			if offset >= 0 {
+				return offset, timestamp, true, nil
+			}
+			// The header promised a timestamp the records do not have; the
+			// batch is the best answer there is.
+			return first, h.maxTimestamp, true, nil
+		}
+	}
+	return -1, -1, false, nil
+}
+
+// MaxTimestamp answers ListOffsets -3 (KIP-734): the offset and timestamp of
+// the first record with the largest timestamp at or after LogStartOffset,
+// (-1, -1) if there is none. Exact for uncompressed CreateTime batches; for
+// a compressed batch it is the batch's first offset.
+func (l *Log) MaxTimestamp() (offset int64, timestamp int64, err error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(); err != nil {
+		return -1, -1, err
+	}
+	var best *segment
+	for _, s := range l.segs {
+		if s.next <= l.logStart || s.maxTs < 0 {
+			continue
+		}
+		if best == nil || s.maxTs > best.maxTs {
+			best = s
+		}
+	}
+	if best == nil {
+		return -1, -1, nil
+	}
+	// A segment's max may sit in a batch wholly below the log start; then
+	// fall back to the batch-level answer at the log start.
+	if best.maxTsLast < l.logStart {
+		return l.logStart, best.maxTs, nil
+	}
+	si, pos, h, found, err := l.locateLocked(max(best.maxTsBase, l.logStart))
+	if err != nil || !found {
+		return -1, -1, err
+	}
+	first := max(h.baseOffset, l.logStart)
+	if h.compressed() || h.logAppendTime() {
+		return first, h.maxTimestamp, nil
+	}
+	b, err := l.readBatchLocked(si, pos, &h)
+	if err != nil {
+		return -1, -1, err
+	}
+	offset = -1
+	err = recordTimestamps(b, &h, func(d int32, rts int64) bool {
+		if o := h.baseOffset + int64(d); o >= l.logStart && rts == h.maxTimestamp {
+			offset = o
+			return false
+		}
+		return true
+	})
+	if err != nil {
+		return -1, -1, err
+	}
+	if offset < 0 {
+		offset = first
+	}
+	return offset, h.maxTimestamp, nil
+}
+
+// OffsetForLeaderEpoch answers OffsetForLeaderEpoch (Kafka's
+// LeaderEpochFileCache.endOffsetFor): the end offset of the largest leader
+// epoch <= epoch, that is the start of the next epoch or the log end offset
+// for the latest, and that epoch; (-1, -1) if epoch is newer than every
+// epoch in the log or no batch carries one.
+func (l *Log) OffsetForLeaderEpoch(epoch int32) (endOffset int64, leaderEpoch int32) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.epochs.endOffsetFor(epoch, l.leo)
+}
