@@ -21,3 +21,23 @@ var (
 	// ErrStopped: the node or client was closed.
 	ErrStopped = errors.New("metastore: stopped")
 )
+
+// Errors added with the quorum.
+var (
+	// ErrUnknownGroup: LoadGroup for a group with no saved state.
+	ErrUnknownGroup = errors.New("metastore: unknown group")
+	// ErrUnknownBroker: an operation names a broker that is not registered.
+	ErrUnknownBroker = errors.New("metastore: unknown broker")
+	// ErrInvalidRequest: a malformed request (empty name, bad argument).
+	ErrInvalidRequest = errors.New("metastore: invalid request")
+	// ErrMemberExists: AddVoter for an id that is already a member.
+	ErrMemberExists = errors.New("metastore: raft member exists")
+	// ErrUnknownMember: RemoveVoter for an id that is not a member.
+	ErrUnknownMember = errors.New("metastore: unknown raft member")
+	// ErrTimeout: the request's outcome is unknown; it was proposed but its
+	// application was not seen before the deadline (leader change,
+	// partition). It may or may not have taken effect.
+	ErrTimeout = errors.New("metastore: request timed out, outcome unknown")
+	// ErrUnreachable: the transport could not reach the peer.
+	ErrUnreachable = errors.New("metastore: peer unreachable")
+)

@@ -1,0 +1,462 @@
+package metastore
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// applier applies the commands of committed entries to the state buckets
+// inside one bbolt write transaction (doc.go step 3). The caller writes
+// meta/applied in the same transaction. Apply is deterministic: it reads only
+// the transaction and the command, so every node reaches the same state.
+// A command that fails leaves no trace in the state and returns its error in
+// its result; only an inconsistency of the database itself is fatal (panic).
+type applier struct {
+	tx     *bolt.Tx
+	index  uint64
+	events []event
+	// leaseMs is the lease a registration grants, for the informational
+	// LeaseExpiry (expiry itself is decided by the leader, see lease.go).
+	leaseMs int64
+}
+
+func (a *applier) apply(c *command) (r result) {
+	defer func() {
+		r.Rev = a.index
+	}()
+	fail := func(err error) result { return result{Err: errCode(err)} }
+	switch c.Op {
+	case opNoop:
+		return result{}
+	case opInitCluster:
+		m := a.tx.Bucket(bucketMeta)
+		if cur := m.Get(keyClusterID); cur != nil {
+			return result{Err: errCode(errClusterIDSet)}
+		}
+		a.put(m, keyClusterID, []byte(c.ClusterID))
+		a.events = append(a.events, event{Rev: a.index, Kind: "cluster", ClusterID: c.ClusterID})
+		return result{Visible: true}
+	case opCreateTopic:
+		t, err := a.createTopic(c)
+		if err != nil {
+			return fail(err)
+		}
+		return result{Topic: t, Visible: true}
+	case opDeleteTopic:
+		if c.TopicID == nil {
+			return fail(ErrInvalidRequest)
+		}
+		t, ok := a.topicByID(*c.TopicID)
+		if !ok {
+			return fail(ErrUnknownTopic)
+		}
+		a.del(a.tx.Bucket(bucketTopics), t.ID[:])
+		a.del(a.tx.Bucket(bucketTopicNames), []byte(t.Name))
+		a.events = append(a.events, event{Rev: a.index, Kind: "topic", ID: t.ID, Deleted: true})
+		return result{Visible: true}
+	case opCreatePartitions:
+		t, ok := a.topicByName(c.Name)
+		if !ok {
+			return fail(ErrUnknownTopic)
+		}
+		have := int32(len(t.Partitions))
+		if c.Total <= have {
+			return fail(ErrInvalidPartitions)
+		}
+		rf := int16(1)
+		if have > 0 {
+			rf = int16(len(t.Partitions[0].Voters))
+		}
+		parts, err := placePartitions(a.brokers(), have, c.Total-have, rf, nil)
+		if err != nil {
+			return fail(err)
+		}
+		t.Partitions = append(t.Partitions, parts...)
+		a.putTopic(t)
+		return result{Topic: t, Visible: true}
+	case opAlterTopicConfigs:
+		t, ok := a.topicByName(c.Name)
+		if !ok {
+			return fail(ErrUnknownTopic)
+		}
+		t.Configs = alterMap(t.Configs, c.Set, c.Del)
+		a.putTopic(t)
+		return result{Visible: true}
+	case opSetLeader:
+		t, ok := a.topicByName(c.Name)
+		if !ok {
+			return fail(ErrUnknownTopic)
+		}
+		if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+			return fail(ErrInvalidPartitions)
+		}
+		p := &t.Partitions[c.Partition]
+		if c.Epoch < p.LeaderEpoch {
+			return result{Err: errCode(fmt.Errorf("stale leader epoch %d < %d", c.Epoch, p.LeaderEpoch))}
+		}
+		p.Leader, p.LeaderEpoch = c.Leader, c.Epoch
+		a.putTopic(t)
+		return result{Visible: true}
+	case opAlterBrokerConfig:
+		b := a.tx.Bucket(bucketBrokerConfigs)
+		var cur map[string]string
+		if v := b.Get(brokerKey(c.BrokerID)); v != nil {
+			mustUnmarshal(v, &cur)
+		}
+		cur = alterMap(cur, c.Set, c.Del)
+		if len(cur) == 0 {
+			a.del(b, brokerKey(c.BrokerID))
+		} else {
+			a.put(b, brokerKey(c.BrokerID), mustJSON(cur))
+		}
+		a.events = append(a.events, event{Rev: a.index, Kind: "bconf", BrokerID: c.BrokerID, Configs: maps.Clone(cur)})
+		return result{Visible: true}
+	case opAllocProducerIDs:
+		if c.Count <= 0 {
+			return fail(ErrInvalidRequest)
+		}
+		m := a.tx.Bucket(bucketMeta)
+		next := int64(getU64(m.Get(keyProducerID)))
+		a.put(m, keyProducerID, u64(uint64(next+c.Count)))
+		return result{Int: next}
+	case opRegisterBroker:
+		if c.Broker == nil || c.Broker.ID < 0 {
+			return fail(ErrInvalidRequest)
+		}
+		m := a.tx.Bucket(bucketMeta)
+		inc := getU64(m.Get(keyIncarnation)) + 1
+		a.put(m, keyIncarnation, u64(inc))
+		br := cloneBroker(*c.Broker)
+		br.Incarnation = inc
+		br.LeaseExpiry = time.UnixMilli(c.NowMs + a.leaseMs).UTC()
+		a.putBroker(br)
+		return result{Inc: inc, Visible: true}
+	case opExpireBroker, opUnregisterBroker:
+		b, ok := a.broker(c.BrokerID)
+		if !ok || b.Incarnation != c.Inc {
+			// Fenced by incarnation: a stale expiry never removes a broker
+			// that registered again.
+			return fail(ErrFenced)
+		}
+		a.del(a.tx.Bucket(bucketBrokers), brokerKey(c.BrokerID))
+		a.events = append(a.events, event{Rev: a.index, Kind: "broker", BrokerID: c.BrokerID, Deleted: true})
+		return result{Visible: true}
+	case opCommitOffsets:
+		if c.Group == "" {
+			return fail(ErrInvalidRequest)
+		}
+		gb, err := a.tx.Bucket(bucketOffsets).CreateBucketIfNotExists([]byte(c.Group))
+		if err != nil {
+			panic(fmt.Sprintf("metastore: offsets bucket: %v", err))
+		}
+		for _, o := range c.Offsets {
+			a.put(gb, offsetKey(o.Topic, o.Partition), mustJSON(offsetValue{
+				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
+				CommitTime: o.CommitTime.UnixMilli(),
+			}))
+		}
+		return result{}
+	case opDeleteOffsets:
+		ob := a.tx.Bucket(bucketOffsets)
+		gb := ob.Bucket([]byte(c.Group))
+		if gb == nil {
+			return result{}
+		}
+		for _, tp := range c.TPs {
+			a.del(gb, offsetKey(tp.Topic, tp.Partition))
+		}
+		if k, _ := gb.Cursor().First(); k == nil {
+			if err := ob.DeleteBucket([]byte(c.Group)); err != nil {
+				panic(fmt.Sprintf("metastore: delete offsets bucket: %v", err))
+			}
+		}
+		return result{}
+	case opSaveGroup:
+		if c.Group == "" {
+			return fail(ErrInvalidRequest)
+		}
+		state := c.State
+		if state == nil {
+			state = []byte{}
+		}
+		a.put(a.tx.Bucket(bucketGroups), []byte(c.Group), state)
+		return result{}
+	case opDeleteGroup:
+		a.del(a.tx.Bucket(bucketGroups), []byte(c.Group))
+		a.del(a.tx.Bucket(bucketGroupOwners), []byte(c.Group))
+		ob := a.tx.Bucket(bucketOffsets)
+		if ob.Bucket([]byte(c.Group)) != nil {
+			if err := ob.DeleteBucket([]byte(c.Group)); err != nil {
+				panic(fmt.Sprintf("metastore: delete offsets bucket: %v", err))
+			}
+		}
+		return result{}
+	case opClaimGroup:
+		if c.Group == "" {
+			return fail(ErrInvalidRequest)
+		}
+		gob := a.tx.Bucket(bucketGroupOwners)
+		if v := gob.Get([]byte(c.Group)); v != nil {
+			owner := brokerFromKey(v)
+			if _, live := a.broker(owner); live {
+				return result{Owner: owner}
+			}
+		}
+		if _, ok := a.broker(c.BrokerID); !ok {
+			return fail(ErrUnknownBroker)
+		}
+		a.put(gob, []byte(c.Group), brokerKey(c.BrokerID))
+		return result{Owner: c.BrokerID}
+	}
+	return fail(fmt.Errorf("%w: unknown op %q", ErrInvalidRequest, c.Op))
+}
+
+func (a *applier) createTopic(c *command) (*Topic, error) {
+	s := c.Spec
+	if s == nil || c.TopicID == nil || s.Name == "" || len(s.Name) > 249 {
+		return nil, ErrInvalidRequest
+	}
+	if _, ok := a.topicByName(s.Name); ok {
+		return nil, ErrTopicExists
+	}
+	n := s.Partitions
+	if len(s.Assignment) > 0 {
+		if n > 0 && int(n) != len(s.Assignment) {
+			return nil, ErrInvalidPartitions
+		}
+		n = int32(len(s.Assignment))
+	}
+	if n <= 0 {
+		return nil, ErrInvalidPartitions
+	}
+	parts, err := placePartitions(a.brokers(), 0, n, s.ReplicationFactor, s.Assignment)
+	if err != nil {
+		return nil, err
+	}
+	t := &Topic{ID: *c.TopicID, Name: s.Name, Partitions: parts, Configs: maps.Clone(s.Configs)}
+	if _, ok := a.topicByID(t.ID); ok {
+		return nil, fmt.Errorf("%w: topic id collision", ErrInvalidRequest)
+	}
+	a.putTopic(t)
+	return t, nil
+}
+
+// placePartitions assigns partitions [first, first+count). Voters are write
+// (and combined) brokers, round-robin from a rotating start over a list that
+// interleaves racks, so replicas of one partition land on distinct racks
+// when there are enough; learners are the read-only brokers. With no write
+// brokers registered the partitions get no voters and leader -1.
+func placePartitions(brokers []Broker, first, count int32, rf int16, assignment [][]int32) ([]Partition, error) {
+	var writers, readers []Broker
+	for _, b := range brokers {
+		switch b.Role {
+		case RoleWrite, RoleCombined, "":
+			writers = append(writers, b)
+		case RoleRead:
+			readers = append(readers, b)
+		}
+	}
+	writers = rackInterleave(writers)
+	learners := make([]int32, 0, len(readers))
+	for _, b := range readers {
+		learners = append(learners, b.ID)
+	}
+	if len(assignment) == 0 {
+		if rf <= 0 {
+			rf = int16(min(len(writers), 3))
+		}
+		if len(writers) > 0 && int(rf) > len(writers) {
+			return nil, ErrInvalidReplicationFactor
+		}
+	}
+	out := make([]Partition, 0, count)
+	for i := int32(0); i < count; i++ {
+		p := Partition{ID: first + i, Leader: -1}
+		switch {
+		case len(assignment) > 0:
+			p.Voters = append([]int32(nil), assignment[i]...)
+			if len(p.Voters) == 0 {
+				return nil, ErrInvalidReplicationFactor
+			}
+		case len(writers) > 0:
+			for k := 0; k < int(rf); k++ {
+				p.Voters = append(p.Voters, writers[(int(first+i)+k)%len(writers)].ID)
+			}
+		}
+		if len(p.Voters) > 0 {
+			p.Leader = p.Voters[0]
+		}
+		for _, l := range learners {
+			if !containsInt32(p.Voters, l) {
+				p.Learners = append(p.Learners, l)
+			}
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// rackInterleave orders brokers so consecutive entries alternate racks
+// (brokers sorted by id within a rack, racks by name); without racks it is
+// the id order.
+func rackInterleave(bs []Broker) []Broker {
+	sort.Slice(bs, func(i, j int) bool { return bs[i].ID < bs[j].ID })
+	byRack := map[string][]Broker{}
+	var racks []string
+	for _, b := range bs {
+		if _, ok := byRack[b.Rack]; !ok {
+			racks = append(racks, b.Rack)
+		}
+		byRack[b.Rack] = append(byRack[b.Rack], b)
+	}
+	if len(racks) <= 1 {
+		return bs
+	}
+	sort.Strings(racks)
+	out := make([]Broker, 0, len(bs))
+	for i := 0; len(out) < len(bs); i++ {
+		for _, r := range racks {
+			if i < len(byRack[r]) {
+				out = append(out, byRack[r][i])
+			}
+		}
+	}
+	return out
+}
+
+func containsInt32(s []int32, v int32) bool {
+	for _, x := range s {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func alterMap(cur, set map[string]string, del []string) map[string]string {
+	out := maps.Clone(cur)
+	if out == nil {
+		out = map[string]string{}
+	}
+	maps.Copy(out, set)
+	for _, k := range del {
+		delete(out, k)
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+func (a *applier) put(b *bolt.Bucket, k, v []byte) {
+	if err := b.Put(k, v); err != nil {
+		panic(fmt.Sprintf("metastore: put: %v", err))
+	}
+}
+
+func (a *applier) del(b *bolt.Bucket, k []byte) {
+	if err := b.Delete(k); err != nil {
+		panic(fmt.Sprintf("metastore: delete: %v", err))
+	}
+}
+
+func (a *applier) topicByID(id TopicID) (*Topic, bool) {
+	v := a.tx.Bucket(bucketTopics).Get(id[:])
+	if v == nil {
+		return nil, false
+	}
+	var t Topic
+	mustUnmarshal(v, &t)
+	return &t, true
+}
+
+func (a *applier) topicByName(name string) (*Topic, bool) {
+	id := a.tx.Bucket(bucketTopicNames).Get([]byte(name))
+	if id == nil {
+		return nil, false
+	}
+	var tid TopicID
+	copy(tid[:], id)
+	return a.topicByID(tid)
+}
+
+func (a *applier) putTopic(t *Topic) {
+	t.Revision = a.index
+	a.put(a.tx.Bucket(bucketTopics), t.ID[:], mustJSON(t))
+	a.put(a.tx.Bucket(bucketTopicNames), []byte(t.Name), t.ID[:])
+	cp := cloneTopic(*t)
+	a.events = append(a.events, event{Rev: a.index, Kind: "topic", ID: t.ID, Topic: &cp})
+}
+
+func (a *applier) broker(id int32) (Broker, bool) {
+	v := a.tx.Bucket(bucketBrokers).Get(brokerKey(id))
+	if v == nil {
+		return Broker{}, false
+	}
+	var b Broker
+	mustUnmarshal(v, &b)
+	return b, true
+}
+
+func (a *applier) putBroker(b Broker) {
+	a.put(a.tx.Bucket(bucketBrokers), brokerKey(b.ID), mustJSON(b))
+	cp := cloneBroker(b)
+	a.events = append(a.events, event{Rev: a.index, Kind: "broker", BrokerID: b.ID, Broker: &cp})
+}
+
+func (a *applier) brokers() []Broker {
+	var out []Broker
+	_ = a.tx.Bucket(bucketBrokers).ForEach(func(_, v []byte) error {
+		var b Broker
+		mustUnmarshal(v, &b)
+		out = append(out, b)
+		return nil
+	})
+	return out
+}
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(fmt.Sprintf("metastore: encode %T: %v", v, err))
+	}
+	return b
+}
+
+func mustUnmarshal(b []byte, v any) {
+	if err := json.Unmarshal(b, v); err != nil {
+		panic(fmt.Sprintf("metastore: corrupt value for %T: %v", v, err))
+	}
+}
+
+// loadImage reads the cache-visible state from a transaction.
+func loadImage(tx *bolt.Tx) *image {
+	img := &image{BrokerConfigs: map[int32]map[string]string{}}
+	m := tx.Bucket(bucketMeta)
+	img.Rev = getU64(m.Get(keyApplied))
+	img.ClusterID = string(m.Get(keyClusterID))
+	_ = tx.Bucket(bucketTopics).ForEach(func(_, v []byte) error {
+		var t Topic
+		mustUnmarshal(v, &t)
+		img.Topics = append(img.Topics, t)
+		return nil
+	})
+	_ = tx.Bucket(bucketBrokers).ForEach(func(_, v []byte) error {
+		var b Broker
+		mustUnmarshal(v, &b)
+		img.Brokers = append(img.Brokers, b)
+		return nil
+	})
+	_ = tx.Bucket(bucketBrokerConfigs).ForEach(func(k, v []byte) error {
+		var c map[string]string
+		mustUnmarshal(v, &c)
+		img.BrokerConfigs[brokerFromKey(k)] = c
+		return nil
+	})
+	return img
+}

@@ -1,0 +1,297 @@
+package metastore
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Client is what brokers use: the server.Catalog interface plus brokers,
+// leases, offsets, group state and coordinator placement. Reads of topics,
+// brokers, broker configs and the cluster id come from a local cache (the
+// view): the node's own for an embedded client, one kept by a watch for a
+// remote client. Writes return once applied and visible in that cache.
+// Offsets and group state are read linearizably (ReadIndex).
+//
+// All methods are safe for concurrent use. Many concurrent CommitOffsets
+// calls are grouped into one raft proposal by the node (group commit).
+type Client struct {
+	b        backend
+	v        *view
+	timeout  time.Duration
+	stopOnce sync.Once
+	stop     func()
+}
+
+// backend carries requests to a node: the node itself (localBackend) or a
+// remote node over TCP (remote.go).
+type backend interface {
+	do(ctx context.Context, req *Request) (*Response, error)
+}
+
+type localBackend struct{ n *Node }
+
+func (l localBackend) do(ctx context.Context, req *Request) (*Response, error) {
+	return l.n.HandleRequest(ctx, req), nil
+}
+
+func newClient(b backend, v *view, stop func()) *Client {
+	return &Client{b: b, v: v, timeout: 10 * time.Second, stop: stop}
+}
+
+// Close releases a remote client's connections and watch. Closing an
+// embedded client does nothing (close the Node).
+func (c *Client) Close() error {
+	c.stopOnce.Do(func() {
+		if c.stop != nil {
+			c.stop()
+		}
+	})
+	return nil
+}
+
+func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
+	resp, err := c.b.do(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if err := codeErr(resp.Err); err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	return resp, nil
+}
+
+// write proposes one command and waits until its effect is in the cache.
+func (c *Client) write(ctx context.Context, cmd command) (result, error) {
+	resp, err := c.call(ctx, &Request{Kind: reqCmd, Cmd: &cmd})
+	if err != nil {
+		return result{}, err
+	}
+	r := resp.Result
+	if r == nil {
+		return result{}, ErrInvalidRequest
+	}
+	if err := codeErr(r.Err); err != nil {
+		return *r, err
+	}
+	if r.Visible {
+		if err := c.v.waitRev(ctx, r.Rev); err != nil {
+			return *r, err
+		}
+	}
+	return *r, nil
+}
+
+func (c *Client) read(ctx context.Context, r *readRequest) (*Response, error) {
+	return c.call(ctx, &Request{Kind: reqRead, Read: r})
+}
+
+func now() int64 { return time.Now().UnixMilli() }
+
+// ---- server.Catalog ----
+
+// ClusterID is the cluster's UUID, made once by the first leader ("" until
+// then).
+func (c *Client) ClusterID() string { return c.v.ClusterID() }
+
+// Topics lists all topics from the cache, sorted by name.
+func (c *Client) Topics() []Topic { return c.v.Topics() }
+
+// TopicByName looks a topic up in the cache.
+func (c *Client) TopicByName(name string) (Topic, bool) { return c.v.TopicByName(name) }
+
+// TopicByID looks a topic up in the cache.
+func (c *Client) TopicByID(id TopicID) (Topic, bool) { return c.v.TopicByID(id) }
+
+// CreateTopic creates a topic with a random id, placing partitions over the
+// registered brokers (apply.go placePartitions). ErrTopicExists if taken.
+func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (Topic, error) {
+	id := newTopicID()
+	r, err := c.write(ctx, command{Op: opCreateTopic, Spec: &spec, TopicID: &id, NowMs: now()})
+	if err != nil {
+		return Topic{}, err
+	}
+	return cloneTopic(*r.Topic), nil
+}
+
+// DeleteTopic deletes a topic; ErrUnknownTopic if there is none.
+func (c *Client) DeleteTopic(ctx context.Context, id TopicID) error {
+	_, err := c.write(ctx, command{Op: opDeleteTopic, TopicID: &id})
+	return err
+}
+
+// CreatePartitions grows a topic to total partitions.
+func (c *Client) CreatePartitions(ctx context.Context, name string, total int32) (Topic, error) {
+	r, err := c.write(ctx, command{Op: opCreatePartitions, Name: name, Total: total})
+	if err != nil {
+		return Topic{}, err
+	}
+	return cloneTopic(*r.Topic), nil
+}
+
+// AlterTopicConfigs sets the keys in set and removes those in del.
+func (c *Client) AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error {
+	_, err := c.write(ctx, command{Op: opAlterTopicConfigs, Name: name, Set: set, Del: del})
+	return err
+}
+
+// BrokerConfigs returns the dynamic configs of a broker (-1: cluster-wide).
+func (c *Client) BrokerConfigs(broker int32) map[string]string { return c.v.BrokerConfigs(broker) }
+
+// AlterBrokerConfigs sets and removes dynamic broker configs.
+func (c *Client) AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error {
+	_, err := c.write(ctx, command{Op: opAlterBrokerConfig, BrokerID: broker, Set: set, Del: del})
+	return err
+}
+
+// AllocateProducerIDs reserves count consecutive producer ids and returns
+// the first.
+func (c *Client) AllocateProducerIDs(ctx context.Context, count int64) (int64, error) {
+	r, err := c.write(ctx, command{Op: opAllocProducerIDs, Count: count})
+	return r.Int, err
+}
+
+// ---- beyond server.Catalog ----
+
+// SetPartitionLeader records a partition's leader and epoch (the replica
+// layer reports raft leadership here); an epoch lower than the stored one is
+// rejected.
+func (c *Client) SetPartitionLeader(ctx context.Context, topic string, partition, leader, epoch int32) error {
+	_, err := c.write(ctx, command{Op: opSetLeader, Name: topic, Partition: partition, Leader: leader, Epoch: epoch})
+	return err
+}
+
+// RegisterBroker registers (or re-registers) a broker and returns its new
+// incarnation. The lease starts now; renew it with Heartbeat.
+func (c *Client) RegisterBroker(ctx context.Context, b Broker) (uint64, error) {
+	r, err := c.write(ctx, command{Op: opRegisterBroker, Broker: &b, NowMs: now()})
+	return r.Inc, err
+}
+
+// Heartbeat renews a broker's lease. ErrFenced when the broker is not
+// registered with that incarnation (its lease lapsed, or it registered
+// again): the broker must stop acting on its old registration and register
+// again.
+func (c *Client) Heartbeat(ctx context.Context, brokerID int32, incarnation uint64) error {
+	_, err := c.call(ctx, &Request{Kind: reqHeartbeat, BrokerID: brokerID, Inc: incarnation})
+	return err
+}
+
+// UnregisterBroker removes a broker at controlled shutdown.
+func (c *Client) UnregisterBroker(ctx context.Context, brokerID int32, incarnation uint64) error {
+	_, err := c.write(ctx, command{Op: opUnregisterBroker, BrokerID: brokerID, Inc: incarnation})
+	return err
+}
+
+// Brokers lists the registered (live) brokers from the cache, by id.
+func (c *Client) Brokers() []Broker { return c.v.Brokers() }
+
+// Revision is the metastore revision (raft applied index) the cache is at.
+func (c *Client) Revision() uint64 { return c.v.revision() }
+
+// WaitRevision blocks until the cache reached rev.
+func (c *Client) WaitRevision(ctx context.Context, rev uint64) error { return c.v.waitRev(ctx, rev) }
+
+// CommitOffsets stores offsets for a group. A zero CommitTime is set to now.
+func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	t := time.Now()
+	offs := make([]OffsetCommit, len(offsets))
+	copy(offs, offsets)
+	for i := range offs {
+		if offs[i].CommitTime.IsZero() {
+			offs[i].CommitTime = t
+		}
+	}
+	_, err := c.write(ctx, command{Op: opCommitOffsets, Group: group, Offsets: offs})
+	return err
+}
+
+// FetchOffsets reads a group's committed offsets linearizably; tps nil means
+// all of the group's. Partitions with no commit are left out.
+func (c *Client) FetchOffsets(ctx context.Context, group string, tps []TopicPartition) ([]OffsetCommit, error) {
+	if tps != nil && len(tps) == 0 {
+		return nil, nil
+	}
+	resp, err := c.read(ctx, &readRequest{What: "offsets", Group: group, TPs: tps})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Offsets, nil
+}
+
+// DeleteOffsets deletes a group's offsets for tps.
+func (c *Client) DeleteOffsets(ctx context.Context, group string, tps []TopicPartition) error {
+	_, err := c.write(ctx, command{Op: opDeleteOffsets, Group: group, TPs: tps})
+	return err
+}
+
+// SaveGroup stores a group's metadata, an opaque blob the coordinator owns.
+func (c *Client) SaveGroup(ctx context.Context, group string, state []byte) error {
+	_, err := c.write(ctx, command{Op: opSaveGroup, Group: group, State: state})
+	return err
+}
+
+// LoadGroup reads a group's metadata linearizably; ErrUnknownGroup if none
+// was saved.
+func (c *Client) LoadGroup(ctx context.Context, group string) ([]byte, error) {
+	resp, err := c.read(ctx, &readRequest{What: "group", Group: group})
+	if err != nil {
+		return nil, err
+	}
+	if !resp.Found {
+		return nil, ErrUnknownGroup
+	}
+	return resp.State, nil
+}
+
+// DeleteGroup deletes a group's metadata, its offsets and its owner.
+func (c *Client) DeleteGroup(ctx context.Context, group string) error {
+	_, err := c.write(ctx, command{Op: opDeleteGroup, Group: group})
+	return err
+}
+
+// ListGroups lists groups that have metadata or offsets.
+func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
+	resp, err := c.read(ctx, &readRequest{What: "groups"})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Groups, nil
+}
+
+// ClaimGroup makes broker the group's coordinator unless a live
+// (registered) broker already owns it; it returns the owner either way.
+// ErrUnknownBroker if broker is not registered.
+func (c *Client) ClaimGroup(ctx context.Context, group string, broker int32) (int32, error) {
+	r, err := c.write(ctx, command{Op: opClaimGroup, Group: group, BrokerID: broker})
+	return r.Owner, err
+}
+
+// GetTopic reads a topic linearizably from the quorum (not the cache).
+func (c *Client) GetTopic(ctx context.Context, name string) (Topic, bool, error) {
+	resp, err := c.read(ctx, &readRequest{What: "topic", Name: name})
+	if err != nil || !resp.Found {
+		return Topic{}, false, err
+	}
+	return *resp.Topic, true, nil
+}
+
+// Sync waits until the cache holds every write committed before the call.
+func (c *Client) Sync(ctx context.Context) error {
+	resp, err := c.read(ctx, &readRequest{What: "barrier"})
+	if err != nil {
+		return err
+	}
+	return c.v.waitRev(ctx, resp.Rev)
+}

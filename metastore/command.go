@@ -1,0 +1,182 @@
+package metastore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Command encoding (the Data of every normal raft entry this package
+// proposes):
+//
+//	byte 0     format: entryFormatJSON (1). Other values are reserved for a
+//	           compact binary encoding of the hot path (offset commits).
+//	bytes 1..  JSON of proposalBatch.
+//
+// A proposalBatch carries the proposing node's id and a per-process random
+// nonce, and one or more commands, each with a sequence number unique
+// within that process. Every node applies every command; only the node whose
+// (node, nonce) match hands the results to its waiting callers. Many
+// concurrent requests (above all offset commits) are grouped into one
+// batch, so one raft entry and one bbolt transaction serve all of them.
+//
+// Commands are deterministic: anything random or time-dependent (topic ids,
+// commit times, the cluster id) is chosen by the proposer and carried in
+// the command, never computed in apply.
+const entryFormatJSON byte = 1
+
+type proposalBatch struct {
+	Node  uint64    `json:"n"`
+	Nonce uint64    `json:"x"`
+	Cmds  []command `json:"c"`
+}
+
+// op names a command.
+type op string
+
+const (
+	opInitCluster       op = "init_cluster"
+	opCreateTopic       op = "create_topic"
+	opDeleteTopic       op = "delete_topic"
+	opCreatePartitions  op = "create_partitions"
+	opAlterTopicConfigs op = "alter_topic_configs"
+	opAlterBrokerConfig op = "alter_broker_configs"
+	opSetLeader         op = "set_partition_leader"
+	opAllocProducerIDs  op = "alloc_producer_ids"
+	opRegisterBroker    op = "register_broker"
+	opExpireBroker      op = "expire_broker"
+	opUnregisterBroker  op = "unregister_broker"
+	opCommitOffsets     op = "commit_offsets"
+	opDeleteOffsets     op = "delete_offsets"
+	opSaveGroup         op = "save_group"
+	opDeleteGroup       op = "delete_group"
+	opClaimGroup        op = "claim_group"
+	opNoop              op = "noop"
+)
+
+// command is one state machine operation. Only the fields its Op uses are
+// set.
+type command struct {
+	Seq uint64 `json:"s,omitempty"`
+	Op  op     `json:"op"`
+
+	ClusterID string            `json:"cid,omitempty"`
+	Spec      *TopicSpec        `json:"spec,omitempty"`
+	TopicID   *TopicID          `json:"tid,omitempty"`
+	Name      string            `json:"name,omitempty"`
+	Partition int32             `json:"p,omitempty"`
+	Total     int32             `json:"total,omitempty"`
+	Set       map[string]string `json:"set,omitempty"`
+	Del       []string          `json:"del,omitempty"`
+	Broker    *Broker           `json:"broker,omitempty"`
+	BrokerID  int32             `json:"bid,omitempty"`
+	Inc       uint64            `json:"inc,omitempty"`
+	Leader    int32             `json:"leader,omitempty"`
+	Epoch     int32             `json:"epoch,omitempty"`
+	Group     string            `json:"g,omitempty"`
+	Offsets   []OffsetCommit    `json:"offs,omitempty"`
+	TPs       []TopicPartition  `json:"tps,omitempty"`
+	State     []byte            `json:"state,omitempty"`
+	Count     int64             `json:"count,omitempty"`
+	// NowMs is the proposer's wall clock (unix ms). It is informational
+	// (commit times, LeaseExpiry shown to operators); no decision compares
+	// it with another node's clock.
+	NowMs int64 `json:"now,omitempty"`
+}
+
+// result is what applying one command produced.
+type result struct {
+	Err   string `json:"err,omitempty"` // errCode of a sentinel, or a message
+	Rev   uint64 `json:"rev,omitempty"` // index of the entry that applied it
+	Topic *Topic `json:"topic,omitempty"`
+	Int   int64  `json:"int,omitempty"`
+	Inc   uint64 `json:"inc,omitempty"`
+	Owner int32  `json:"owner,omitempty"`
+	// Visible says the command changed cache-visible state (topics,
+	// brokers, broker configs, cluster id): a writer waits until its
+	// cache reached Rev.
+	Visible bool `json:"vis,omitempty"`
+}
+
+func encodeBatch(b *proposalBatch) []byte {
+	js, err := json.Marshal(b)
+	if err != nil {
+		panic(fmt.Sprintf("metastore: encode proposal: %v", err))
+	}
+	out := make([]byte, 0, len(js)+1)
+	out = append(out, entryFormatJSON)
+	return append(out, js...)
+}
+
+func decodeBatch(data []byte) (*proposalBatch, error) {
+	if len(data) == 0 {
+		return nil, nil // raft's empty entry at a new term
+	}
+	if data[0] != entryFormatJSON {
+		return nil, fmt.Errorf("metastore: unknown entry format %d", data[0])
+	}
+	var b proposalBatch
+	if err := json.Unmarshal(data[1:], &b); err != nil {
+		return nil, fmt.Errorf("metastore: decode entry: %w", err)
+	}
+	return &b, nil
+}
+
+// Error codes carried across the wire and in results. Each sentinel of
+// errors.go has one; anything else travels as its message.
+var errCodes = map[string]error{
+	"topic_exists":      ErrTopicExists,
+	"unknown_topic":     ErrUnknownTopic,
+	"invalid_parts":     ErrInvalidPartitions,
+	"invalid_rf":        ErrInvalidReplicationFactor,
+	"fenced":            ErrFenced,
+	"not_leader":        ErrNotLeader,
+	"stopped":           ErrStopped,
+	"unknown_group":     ErrUnknownGroup,
+	"unknown_broker":    ErrUnknownBroker,
+	"invalid_request":   ErrInvalidRequest,
+	"member_exists":     ErrMemberExists,
+	"unknown_member":    ErrUnknownMember,
+	"timeout":           ErrTimeout,
+	"context_canceled":  errCtxCanceled,
+	"context_deadline":  errCtxDeadline,
+	"unreachable":       ErrUnreachable,
+	"cluster_id_exists": errClusterIDSet,
+}
+
+var (
+	errCtxCanceled  = errors.New("context canceled")
+	errCtxDeadline  = errors.New("context deadline exceeded")
+	errClusterIDSet = errors.New("metastore: cluster id already set")
+)
+
+func errCode(err error) string {
+	if err == nil {
+		return ""
+	}
+	for code, e := range errCodes {
+		if errors.Is(err, e) {
+			return code
+		}
+	}
+	return "msg:" + err.Error()
+}
+
+func codeErr(code string) error {
+	if code == "" {
+		return nil
+	}
+	if e, ok := errCodes[code]; ok {
+		switch e {
+		case errCtxCanceled:
+			return ErrTimeout
+		case errCtxDeadline:
+			return ErrTimeout
+		}
+		return e
+	}
+	if len(code) > 4 && code[:4] == "msg:" {
+		return errors.New(code[4:])
+	}
+	return errors.New(code)
+}

@@ -1,0 +1,79 @@
+// Package metastore is Sluice's metadata quorum: one etcd raft group of 1, 3
+// or 5 voters whose log, hard state, applied state and snapshots live in one
+// bbolt file per node, plus the Client brokers use (it implements
+// server.Catalog).
+//
+// # Embedding
+//
+//	node, err := metastore.Open(metastore.Config{ID: 1, DataDir: "data/meta", Logger: lg})
+//	cat := node.Client()       // *Client: server.Catalog and more
+//	...
+//	node.Close()
+//
+// A remote broker uses metastore.Dial(ClientConfig{Addrs: ...}) instead; the
+// Client API is the same. `sluice dev` embeds a one-voter node through
+// exactly the code path a 3-node quorum uses.
+//
+// # The Ready loop (raftnode.go)
+//
+// We follow etcd raft's doc.go contract; the step numbers below are its
+// numbers:
+//
+//   - Step 1, persist: HardState, Entries (discarding persisted entries at
+//     or after the first new index) and an incoming Snapshot (its image
+//     replaces the state buckets) are written in one bbolt transaction,
+//     committed (fsync) before anything that depends on them.
+//   - Step 2, send: a leader sends its Messages before persisting (Raft
+//     thesis 10.2.1, as etcd's raftNode.start does; raft counts the
+//     leader's own entries only after Advance), a follower only after the
+//     step-1 transaction committed. A MsgSnap gets its image (a consistent
+//     bbolt copy, Tx.WriteTo) off the loop and the transport reports it
+//     with ReportSnapshot.
+//   - Step 3, apply: CommittedEntries are applied in the same bbolt
+//     transaction as step 1, and meta/applied is written with them (etcd's
+//     cindex), so a crash never applies an entry twice or skips one. Conf
+//     changes are handed to ApplyConfChange in order after the commit.
+//     raft.Config.Applied is the snapshot index: after a restart raft
+//     redelivers entries after it; apply skips normal entries at or below
+//     meta/applied but replays conf changes so raft's configuration is
+//     rebuilt.
+//   - Step 4: Advance, after results went to waiters and events to the
+//     cache.
+//
+// Any persistence error is fatal (the process exits, as etcd does).
+//
+// # Commands
+//
+// Normal entries hold a format byte (1 = JSON) followed by a proposalBatch:
+// proposer node id, a per-process random nonce, and commands each with a
+// sequence number (command.go). Concurrent requests on a node are grouped
+// into one batch (group commit: one entry, one bbolt transaction for many
+// offset commits). The proposer waits until the entry is applied locally and
+// gets each command's result (error or value). Commands are deterministic:
+// ids, times and the cluster id are chosen by the proposer. A proposal whose
+// application is not seen before the caller's deadline returns ErrTimeout:
+// its outcome is unknown (it may still apply).
+//
+// # Reads
+//
+// Topics, brokers, broker configs and the cluster id are read from a cache
+// (view.go) updated on apply (embedded) or by a long-poll watch from a
+// revision (remote; revision = raft applied index; a watcher behind the
+// event history gets a full image). Writes return once visible in the
+// caller's cache. Offsets, group state and GetTopic are linearizable: a
+// batched ReadIndex round, then a wait until applied >= the read index.
+//
+// # Leases
+//
+// See lease.go: the leader alone decides expiry on its monotonic clock, a
+// new leader grants a full lease from its election, and everything is fenced
+// by incarnation; no two nodes' clocks are ever compared.
+//
+// # Snapshots
+//
+// Every Config.SnapshotEntries applied entries the node records a raft
+// snapshot (metadata only) and compacts the log, keeping
+// Config.CompactionKeep entries. The snapshot's data is the bbolt file
+// itself, copied when a follower needs it; the follower installs it in one
+// transaction that replaces all state buckets.
+package metastore

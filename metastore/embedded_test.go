@@ -1,0 +1,322 @@
+package metastore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+)
+
+// catalog mirrors server.Catalog (metastore must not import server); the
+// assignment below fails to compile if *Client stops satisfying it.
+type catalog interface {
+	ClusterID() string
+	Topics() []Topic
+	TopicByName(name string) (Topic, bool)
+	TopicByID(id TopicID) (Topic, bool)
+	CreateTopic(ctx context.Context, spec TopicSpec) (Topic, error)
+	DeleteTopic(ctx context.Context, id TopicID) error
+	CreatePartitions(ctx context.Context, name string, total int32) (Topic, error)
+	AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error
+	BrokerConfigs(broker int32) map[string]string
+	AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error
+	AllocateProducerIDs(ctx context.Context, count int64) (int64, error)
+}
+
+var _ catalog = (*Client)(nil)
+
+func TestEmbeddedTopicsAndOffsets(t *testing.T) {
+	dir := t.TempDir()
+	n := openSingle(t, dir)
+	c := n.Client()
+	ctx := ctxT(t)
+
+	cid := c.ClusterID()
+	if len(cid) != 36 {
+		t.Fatalf("cluster id %q", cid)
+	}
+	inc, err := c.RegisterBroker(ctx, Broker{ID: 0, Role: RoleCombined, Endpoints: []Endpoint{{Name: "PLAINTEXT", View: "mixed", Host: "127.0.0.1", Port: 9092}}})
+	if err != nil || inc != 1 {
+		t.Fatalf("register: %d %v", inc, err)
+	}
+	if bs := c.Brokers(); len(bs) != 1 || bs[0].Incarnation != 1 || bs[0].Endpoints[0].Port != 9092 {
+		t.Fatalf("brokers: %+v", bs)
+	}
+	top, err := c.CreateTopic(ctx, TopicSpec{Name: "orders", Partitions: 3, ReplicationFactor: -1, Configs: map[string]string{"retention.ms": "1000"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Partitions) != 3 || top.Partitions[2].Leader != 0 || len(top.Partitions[2].Voters) != 1 || top.ID == (TopicID{}) {
+		t.Fatalf("topic: %+v", top)
+	}
+	// Visible in the cache as soon as CreateTopic returns.
+	if got, ok := c.TopicByName("orders"); !ok || got.ID != top.ID {
+		t.Fatalf("cache: %+v %v", got, ok)
+	}
+	if _, ok := c.TopicByID(top.ID); !ok {
+		t.Fatal("by id")
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "orders", Partitions: 1}); !errors.Is(err, ErrTopicExists) {
+		t.Fatalf("dup: %v", err)
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "bad", Partitions: 0}); !errors.Is(err, ErrInvalidPartitions) {
+		t.Fatalf("zero partitions: %v", err)
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "rf", Partitions: 1, ReplicationFactor: 3}); !errors.Is(err, ErrInvalidReplicationFactor) {
+		t.Fatalf("rf: %v", err)
+	}
+	if _, err := c.CreatePartitions(ctx, "orders", 2); !errors.Is(err, ErrInvalidPartitions) {
+		t.Fatalf("shrink: %v", err)
+	}
+	if top2, err := c.CreatePartitions(ctx, "orders", 5); err != nil || len(top2.Partitions) != 5 || top2.Partitions[4].ID != 4 {
+		t.Fatalf("grow: %+v %v", top2, err)
+	}
+	if err := c.AlterTopicConfigs(ctx, "orders", map[string]string{"cleanup.policy": "compact"}, []string{"retention.ms"}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.TopicByName("orders"); got.Configs["cleanup.policy"] != "compact" || got.Configs["retention.ms"] != "" || len(got.Partitions) != 5 {
+		t.Fatalf("configs: %+v", got)
+	}
+	if err := c.AlterTopicConfigs(ctx, "nope", nil, nil); !errors.Is(err, ErrUnknownTopic) {
+		t.Fatal(err)
+	}
+	if err := c.AlterBrokerConfigs(ctx, -1, map[string]string{"log.retention.ms": "5"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.BrokerConfigs(-1); got["log.retention.ms"] != "5" {
+		t.Fatalf("broker configs %v", got)
+	}
+	p1, err := c.AllocateProducerIDs(ctx, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p2, _ := c.AllocateProducerIDs(ctx, 10)
+	if p2 != p1+1000 {
+		t.Fatalf("pids %d %d", p1, p2)
+	}
+
+	// Offsets.
+	if err := c.CommitOffsets(ctx, "g1", []OffsetCommit{
+		{TopicPartition: TopicPartition{"orders", 0}, Offset: 10, LeaderEpoch: 1, Metadata: "m"},
+		{TopicPartition: TopicPartition{"orders", 1}, Offset: 20},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	offs, err := c.FetchOffsets(ctx, "g1", nil)
+	if err != nil || len(offs) != 2 || offs[0].Offset != 10 || offs[0].Metadata != "m" || offs[0].LeaderEpoch != 1 || offs[0].CommitTime.IsZero() {
+		t.Fatalf("fetch all: %+v %v", offs, err)
+	}
+	offs, _ = c.FetchOffsets(ctx, "g1", []TopicPartition{{"orders", 1}, {"orders", 7}})
+	if len(offs) != 1 || offs[0].Offset != 20 {
+		t.Fatalf("fetch some: %+v", offs)
+	}
+	if err := c.DeleteOffsets(ctx, "g1", []TopicPartition{{"orders", 1}}); err != nil {
+		t.Fatal(err)
+	}
+	if offs, _ = c.FetchOffsets(ctx, "g1", nil); len(offs) != 1 {
+		t.Fatalf("after delete: %+v", offs)
+	}
+
+	// Groups.
+	if _, err := c.LoadGroup(ctx, "g1"); !errors.Is(err, ErrUnknownGroup) {
+		t.Fatal(err)
+	}
+	if err := c.SaveGroup(ctx, "g1", []byte("state-1")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := c.LoadGroup(ctx, "g1"); err != nil || string(st) != "state-1" {
+		t.Fatalf("load: %q %v", st, err)
+	}
+	if owner, err := c.ClaimGroup(ctx, "g1", 0); err != nil || owner != 0 {
+		t.Fatalf("claim: %d %v", owner, err)
+	}
+	if _, err := c.ClaimGroup(ctx, "g2", 7); !errors.Is(err, ErrUnknownBroker) {
+		t.Fatalf("claim unknown broker: %v", err)
+	}
+	if gs, _ := c.ListGroups(ctx); len(gs) != 1 || gs[0] != "g1" {
+		t.Fatalf("groups: %v", gs)
+	}
+
+	// Delete a topic.
+	tmp, _ := c.CreateTopic(ctx, TopicSpec{Name: "tmp", Partitions: 1})
+	if err := c.DeleteTopic(ctx, tmp.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.TopicByName("tmp"); ok {
+		t.Fatal("deleted topic still cached")
+	}
+	if err := c.DeleteTopic(ctx, tmp.ID); !errors.Is(err, ErrUnknownTopic) {
+		t.Fatal(err)
+	}
+
+	// Restart: everything intact.
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "x", Partitions: 1}); !errors.Is(err, ErrStopped) {
+		t.Fatalf("after close: %v", err)
+	}
+	n = openSingle(t, dir)
+	defer n.Close()
+	c = n.Client()
+	if c.ClusterID() != cid {
+		t.Fatalf("cluster id changed: %s -> %s", cid, c.ClusterID())
+	}
+	got, ok := c.TopicByName("orders")
+	if !ok || got.ID != top.ID || len(got.Partitions) != 5 || got.Configs["cleanup.policy"] != "compact" {
+		t.Fatalf("after restart: %+v", got)
+	}
+	if _, ok := c.TopicByName("tmp"); ok {
+		t.Fatal("deleted topic back")
+	}
+	if offs, _ = c.FetchOffsets(ctx, "g1", nil); len(offs) != 1 || offs[0].Offset != 10 {
+		t.Fatalf("offsets after restart: %+v", offs)
+	}
+	if st, _ := c.LoadGroup(ctx, "g1"); string(st) != "state-1" {
+		t.Fatal("group lost")
+	}
+	if p3, _ := c.AllocateProducerIDs(ctx, 1); p3 != p2+10 {
+		t.Fatalf("pid cursor lost: %d", p3)
+	}
+	if c.BrokerConfigs(-1)["log.retention.ms"] != "5" {
+		t.Fatal("broker config lost")
+	}
+	if inc, _ := c.RegisterBroker(ctx, Broker{ID: 0, Role: RoleCombined}); inc != 2 {
+		t.Fatalf("incarnation after restart %d", inc)
+	}
+}
+
+// TestEmbeddedCrashCopy copies the data dir while writes are in flight (a
+// kill -9 image) and opens the copy: whatever was acknowledged before the
+// copy started is there, and the node works.
+func TestEmbeddedCrashCopy(t *testing.T) {
+	dir := t.TempDir()
+	n := openSingle(t, dir)
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	for i := 0; i < 20; i++ {
+		if _, err := c.CreateTopic(ctx, TopicSpec{Name: fmt.Sprintf("t%d", i), Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t0", 0}, Offset: 42}}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = c.CommitOffsets(ctx, "busy", []OffsetCommit{{TopicPartition: TopicPartition{"t1", int32(w)}, Offset: int64(i)}})
+			}
+		}(w)
+	}
+	time.Sleep(50 * time.Millisecond)
+	crash := t.TempDir()
+	copyDir(t, dir, crash)
+	close(stop)
+	wg.Wait()
+
+	n2 := openSingle(t, crash)
+	defer n2.Close()
+	c2 := n2.Client()
+	if len(c2.Topics()) != 20 {
+		t.Fatalf("topics after crash: %d", len(c2.Topics()))
+	}
+	if offs, err := c2.FetchOffsets(ctx, "g", nil); err != nil || len(offs) != 1 || offs[0].Offset != 42 {
+		t.Fatalf("offsets after crash: %+v %v", offs, err)
+	}
+	if _, err := c2.CreateTopic(ctx, TopicSpec{Name: "after", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestEmbeddedSnapshotAndRestart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, 1, dir)
+	cfg.SnapshotEntries = 50
+	cfg.CompactionKeep = 10
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.Client()
+	ctx := ctxT(t)
+	for i := 0; i < 200; i++ {
+		if err := c.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t", int32(i % 7)}, Offset: int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 7}); err != nil {
+		t.Fatal(err)
+	}
+	st := n.Status()
+	if st.FirstLog <= 1 {
+		t.Fatalf("log not compacted: %+v", st)
+	}
+	n.Close()
+	n, err = Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	c = n.Client()
+	offs, err := c.FetchOffsets(ctx, "g", nil)
+	if err != nil || len(offs) != 7 {
+		t.Fatalf("%+v %v", offs, err)
+	}
+	for _, o := range offs {
+		if o.Offset < 193 {
+			t.Fatalf("stale offset %+v", o)
+		}
+	}
+	if _, ok := c.TopicByName("t"); !ok {
+		t.Fatal("topic lost")
+	}
+}
+
+func TestPlacement(t *testing.T) {
+	bs := []Broker{
+		{ID: 1, Role: RoleWrite, Rack: "a"}, {ID: 2, Role: RoleWrite, Rack: "a"},
+		{ID: 3, Role: RoleWrite, Rack: "b"}, {ID: 4, Role: RoleWrite, Rack: "c"},
+		{ID: 10, Role: RoleRead}, {ID: 11, Role: RoleRead},
+	}
+	parts, err := placePartitions(bs, 0, 8, 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rack := map[int32]string{1: "a", 2: "a", 3: "b", 4: "c"}
+	lead := map[int32]int{}
+	for _, p := range parts {
+		if len(p.Voters) != 3 || p.Leader != p.Voters[0] || len(p.Learners) != 2 {
+			t.Fatalf("partition %+v", p)
+		}
+		racks := map[string]bool{}
+		for _, v := range p.Voters {
+			racks[rack[v]] = true
+		}
+		if len(racks) < 2 {
+			t.Fatalf("voters on one rack: %+v", p)
+		}
+		lead[p.Leader]++
+	}
+	if len(lead) != 4 {
+		t.Fatalf("leaders not spread: %v", lead)
+	}
+	if _, err := placePartitions(bs, 0, 1, 5, nil); !errors.Is(err, ErrInvalidReplicationFactor) {
+		t.Fatal(err)
+	}
+	if ps, _ := placePartitions(nil, 0, 2, 1, nil); ps[0].Leader != -1 || len(ps[0].Voters) != 0 {
+		t.Fatalf("no brokers: %+v", ps)
+	}
+}

@@ -1,0 +1,270 @@
+package metastore
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// HandleRequest implements Handler: the node's internal API, used by the
+// embedded client directly and by remote clients and forwarding followers
+// over the transport.
+//
+// Writes are proposed on this node; raft forwards the proposal to the leader
+// and every node applies it, so the result comes back locally. Reads run
+// after a ReadIndex barrier, which raft also forwards. Only heartbeats and
+// membership changes must run on the leader; they are forwarded with
+// Transport.Call.
+func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		defer cancel()
+	}
+	select {
+	case <-n.stopc:
+		return errResponse(ErrStopped)
+	default:
+	}
+	switch req.Kind {
+	case reqCmd:
+		if req.Cmd == nil {
+			return errResponse(ErrInvalidRequest)
+		}
+		r, err := n.propose(ctx, *req.Cmd)
+		if err != nil {
+			return errResponse(err)
+		}
+		return &Response{Result: &r}
+	case reqRead:
+		if req.Read == nil {
+			return errResponse(ErrInvalidRequest)
+		}
+		if err := n.linearizableRead(ctx); err != nil {
+			return errResponse(err)
+		}
+		return n.read(req.Read)
+	case reqWatch:
+		return n.watch(ctx, req.FromRev, time.Duration(req.WaitMs)*time.Millisecond)
+	case reqHeartbeat, reqAddVoter, reqRemoveVoter:
+		return n.onLeader(ctx, req)
+	case reqStatus:
+		st := n.Status()
+		return &Response{Status: &st}
+	}
+	return errResponse(fmt.Errorf("%w: kind %q", ErrInvalidRequest, req.Kind))
+}
+
+// onLeader runs req here if this node leads, else forwards it to the leader,
+// waiting for one to be elected within ctx.
+func (n *Node) onLeader(ctx context.Context, req *Request) *Response {
+	for {
+		lead := n.leader.Load()
+		if lead == n.id {
+			var err error
+			switch req.Kind {
+			case reqHeartbeat:
+				err = n.heartbeat(ctx, req.BrokerID, req.Inc)
+			case reqAddVoter:
+				err = n.changeMember(ctx, pb.ConfChangeType_ConfChangeAddNode, req.NodeID, req.Addr)
+			case reqRemoveVoter:
+				err = n.changeMember(ctx, pb.ConfChangeType_ConfChangeRemoveNode, req.NodeID, "")
+			}
+			if err == ErrNotLeader && n.leader.Load() != n.id {
+				continue
+			}
+			return errResponse(err)
+		}
+		if lead != 0 && req.Hops < 3 {
+			fwd := *req
+			fwd.Hops++
+			resp, err := n.tr.Call(ctx, lead, &fwd)
+			if err == nil {
+				return resp
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return errResponse(ErrNotLeader)
+		case <-n.stopc:
+			return errResponse(ErrStopped)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) changeMember(ctx context.Context, t pb.ConfChangeType, id uint64, addr string) error {
+	if id == 0 {
+		return ErrInvalidRequest
+	}
+	seq := n.seq.Add(1)
+	mc, _ := json.Marshal(memberContext{Addr: addr, Node: n.id, Nonce: n.nonce, Seq: seq})
+	cc := &pb.ConfChange{Type: t.Enum(), NodeId: proto.Uint64(id), Context: mc}
+	ch := make(chan result, 1)
+	n.waitMu.Lock()
+	n.waiters[seq] = ch
+	n.waitMu.Unlock()
+	defer func() {
+		n.waitMu.Lock()
+		delete(n.waiters, seq)
+		n.waitMu.Unlock()
+	}()
+	if err := n.rn.ProposeConfChange(ctx, cc); err != nil {
+		return ErrNotLeader
+	}
+	select {
+	case r := <-ch:
+		return codeErr(r.Err)
+	case <-ctx.Done():
+		return ErrTimeout
+	case <-n.stopc:
+		return ErrStopped
+	}
+}
+
+// AddVoter adds node id, reachable at addr (its internal listener), as a
+// voter. Start that node first with Config.Join (an empty data dir and
+// peers listing at least one current member); it catches up by snapshot.
+// Runs on the leader (forwarded if needed); returns once applied here.
+func (n *Node) AddVoter(ctx context.Context, id uint64, addr string) error {
+	return codeErr(n.HandleRequest(ctx, &Request{Kind: reqAddVoter, NodeID: id, Addr: addr}).Err)
+}
+
+// RemoveVoter removes node id from the group. A removed node stops itself.
+func (n *Node) RemoveVoter(ctx context.Context, id uint64) error {
+	return codeErr(n.HandleRequest(ctx, &Request{Kind: reqRemoveVoter, NodeID: id}).Err)
+}
+
+// read serves a read after the barrier, from bbolt.
+func (n *Node) read(r *readRequest) *Response {
+	resp := &Response{}
+	err := n.db.View(func(tx *bolt.Tx) error {
+		resp.Rev = getU64(tx.Bucket(bucketMeta).Get(keyApplied))
+		switch r.What {
+		case "barrier":
+		case "offsets":
+			gb := tx.Bucket(bucketOffsets).Bucket([]byte(r.Group))
+			if gb == nil {
+				return nil
+			}
+			add := func(k, v []byte) {
+				topic, p, ok := parseOffsetKey(k)
+				if !ok {
+					return
+				}
+				var ov offsetValue
+				mustUnmarshal(v, &ov)
+				resp.Offsets = append(resp.Offsets, OffsetCommit{
+					TopicPartition: TopicPartition{Topic: topic, Partition: p},
+					Offset:         ov.Offset, LeaderEpoch: ov.LeaderEpoch, Metadata: ov.Metadata,
+					CommitTime: time.UnixMilli(ov.CommitTime).UTC(),
+				})
+			}
+			if r.TPs == nil {
+				return gb.ForEach(func(k, v []byte) error { add(k, v); return nil })
+			}
+			for _, tp := range r.TPs {
+				k := offsetKey(tp.Topic, tp.Partition)
+				if v := gb.Get(k); v != nil {
+					add(k, v)
+				}
+			}
+		case "group":
+			if v := tx.Bucket(bucketGroups).Get([]byte(r.Group)); v != nil {
+				resp.State = append([]byte{}, v...)
+				resp.Found = true
+			}
+		case "groups":
+			seen := map[string]bool{}
+			for _, b := range [][]byte{bucketGroups, bucketOffsets} {
+				_ = tx.Bucket(b).ForEach(func(k, _ []byte) error {
+					seen[string(k)] = true
+					return nil
+				})
+			}
+			for g := range seen {
+				resp.Groups = append(resp.Groups, g)
+			}
+			sort.Strings(resp.Groups)
+		case "topic":
+			a := &applier{tx: tx}
+			if t, ok := a.topicByName(r.Name); ok {
+				resp.Topic, resp.Found = t, true
+			}
+		default:
+			return ErrInvalidRequest
+		}
+		return nil
+	})
+	if err != nil {
+		return errResponse(err)
+	}
+	return resp
+}
+
+// watch answers a watcher at fromRev: the events after it, waiting up to
+// wait for one, or a full image if fromRev is behind the history (log
+// compaction, snapshot install, restart).
+func (n *Node) watch(ctx context.Context, fromRev uint64, wait time.Duration) *Response {
+	var timer <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timer = t.C
+	}
+	for {
+		n.histMu.Lock()
+		if fromRev < n.histFloor {
+			n.histMu.Unlock()
+			img := n.view.image()
+			return &Response{Image: img, Rev: img.Rev}
+		}
+		var evs []event
+		i := sort.Search(len(n.hist), func(i int) bool { return n.hist[i].Rev > fromRev })
+		evs = append(evs, n.hist[i:]...)
+		ch := n.histCh
+		rev := n.histRev
+		n.histMu.Unlock()
+		if len(evs) > 0 || timer == nil {
+			return &Response{Events: evs, Rev: rev}
+		}
+		select {
+		case <-ch:
+		case <-timer:
+			timer = nil
+		case <-ctx.Done():
+			timer = nil
+		case <-n.stopc:
+			return errResponse(ErrStopped)
+		}
+	}
+}
+
+// notifyWatchersLocked wakes long-polling watchers. histMu must be held.
+func (n *Node) notifyWatchersLocked() {
+	close(n.histCh)
+	n.histCh = make(chan struct{})
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}
+
+func newTopicID() TopicID {
+	var id TopicID
+	for id == (TopicID{}) {
+		_, _ = rand.Read(id[:])
+	}
+	return id
+}

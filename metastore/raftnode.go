@@ -1,0 +1,480 @@
+package metastore
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/raft/v3"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// run is the Ready loop. It follows the contract of etcd raft's doc.go
+// (steps 1-4) the way etcd's raftNode.start does, with one simplification:
+// steps 1 and 3 share one bbolt transaction.
+//
+//	2 (leader only)  send Messages before persisting (raft thesis 10.2.1):
+//	                 the leader counts its own entries only after Advance.
+//	1                persist Snapshot (install its image), Entries (dropping
+//	                 any persisted entry at or after the first new index)
+//	                 and HardState ...
+//	3                ... and, in the same transaction, apply
+//	                 CommittedEntries and write meta/applied (cindex), so a
+//	                 crash never applies an entry twice nor skips one.
+//	                 Commit = one fsync-ed bbolt transaction; a failure is
+//	                 fatal.
+//	                 Then mirror into raft's MemoryStorage, and call
+//	                 ApplyConfChange for each conf change entry in order.
+//	2 (follower)     send Messages only now, after the HardState and all
+//	                 entries are durable.
+//	                 Publish events to the view and history, hand results to
+//	                 waiters, pass ReadStates to the read loop, maybe take a
+//	                 snapshot and compact the log.
+//	4                Advance.
+func (n *Node) run() {
+	defer n.wg.Done()
+	ticker := time.NewTicker(n.cfg.TickInterval)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-ticker.C:
+			n.rn.Tick()
+		case rd := <-n.rn.Ready():
+			n.handleReady(rd)
+			n.rn.Advance()
+		case <-n.stopc:
+			return
+		}
+	}
+}
+
+func (n *Node) handleReady(rd raft.Ready) {
+	if rd.SoftState != nil {
+		wasLeader := n.isLeader
+		n.isLeader = rd.SoftState.RaftState == raft.StateLeader
+		n.leader.Store(rd.SoftState.Lead)
+		if n.isLeader && !wasLeader {
+			n.becameLeader()
+		} else if !n.isLeader && wasLeader {
+			n.leases.reset()
+		}
+	}
+	if rd.HardState != nil {
+		n.term.Store(rd.HardState.GetTerm())
+	}
+	if n.isLeader {
+		n.send(rd.Messages) // step 2, leader: in parallel with its own write
+	}
+
+	var (
+		snap     = rd.Snapshot
+		hasSnap  = !raft.IsEmptySnap(snap)
+		results  []deliverable
+		evs      []event
+		ccs      []pendingConfChange
+		applied  = n.appliedIndex()
+		newApply = applied
+	)
+	err := n.db.Update(func(tx *bolt.Tx) error {
+		if hasSnap {
+			a, err := n.installSnapshot(tx, snap)
+			if err != nil {
+				return err
+			}
+			newApply = a
+		}
+		if err := appendEntries(tx, rd.Entries); err != nil {
+			return err
+		}
+		if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+			if err := saveHardState(tx, rd.HardState); err != nil {
+				return err
+			}
+		}
+		if len(rd.CommittedEntries) > 0 {
+			var err error
+			results, evs, ccs, newApply, err = n.applyEntries(tx, rd.CommittedEntries, newApply)
+			if err != nil {
+				return err
+			}
+		}
+		if newApply != applied {
+			return tx.Bucket(bucketMeta).Put(keyApplied, u64(newApply))
+		}
+		return nil
+	})
+	if err != nil {
+		// Persistence failures are fatal (etcd: "failed to save Raft hard
+		// state and entries").
+		n.lg.Fatal().Err(err).Msg("metastore: failed to persist raft state or apply entries")
+	}
+
+	// Mirror into raft's storage: only now is it durable.
+	if hasSnap {
+		meta := proto.Clone(snap.GetMetadata()).(*pb.SnapshotMetadata)
+		if err := n.ms.ApplySnapshot(&pb.Snapshot{Metadata: meta}); err != nil {
+			n.lg.Panic().Err(err).Msg("metastore: apply snapshot to memory storage")
+		}
+		n.snapIndex = meta.GetIndex()
+		n.confState = proto.Clone(meta.GetConfState()).(*pb.ConfState)
+		var img *image
+		_ = n.db.View(func(tx *bolt.Tx) error {
+			img = loadImage(tx)
+			if v := tx.Bucket(bucketMeta).Get(keyMembers); v != nil {
+				m := map[uint64]string{}
+				mustUnmarshal(v, &m)
+				n.setMembers(m)
+			}
+			return nil
+		})
+		n.view.loadImage(img)
+		n.histMu.Lock()
+		n.hist = nil
+		n.histFloor = img.Rev
+		n.histRev = img.Rev
+		n.notifyWatchersLocked()
+		n.histMu.Unlock()
+		n.lg.Info().Uint64("index", n.snapIndex).Uint64("applied", img.Rev).Msg("installed snapshot")
+	}
+	if len(rd.Entries) > 0 {
+		if err := n.ms.Append(rd.Entries); err != nil {
+			n.lg.Panic().Err(err).Msg("metastore: append to memory storage")
+		}
+	}
+	if rd.HardState != nil && !raft.IsEmptyHardState(rd.HardState) {
+		if err := n.ms.SetHardState(rd.HardState); err != nil {
+			n.lg.Panic().Err(err).Msg("metastore: set hard state")
+		}
+	}
+	for _, cc := range ccs {
+		n.confState = n.rn.ApplyConfChange(cc.cc)
+		if cc.apply != nil {
+			cc.apply()
+		}
+	}
+	if !n.isLeader {
+		n.send(rd.Messages) // step 2, follower: after the write
+	}
+
+	if newApply > applied {
+		// View first: a watcher that sees rev R in the history finds the
+		// node's own cache at R or later.
+		n.view.apply(evs, newApply)
+		n.histMu.Lock()
+		n.hist = append(n.hist, evs...)
+		if over := len(n.hist) - maxHistory; over > 0 {
+			n.histFloor = n.hist[over-1].Rev
+			n.hist = append([]event(nil), n.hist[over:]...)
+		}
+		n.histRev = newApply
+		if len(evs) > 0 {
+			n.notifyWatchersLocked()
+		}
+		n.histMu.Unlock()
+	}
+	n.setApplied(newApply)
+	for _, d := range results {
+		n.deliver(d.seq, d.r)
+	}
+	for _, rs := range rd.ReadStates {
+		select {
+		case n.readStatec <- rs:
+		default:
+		}
+	}
+	n.maybeSnapshot(newApply)
+}
+
+// maxHistory bounds the watch history; a watcher behind it gets an image.
+const maxHistory = 10000
+
+type deliverable struct {
+	seq uint64
+	r   result
+}
+
+type pendingConfChange struct {
+	cc    pb.ConfChangeI
+	apply func() // runs after ApplyConfChange (transport peers, stop on removal)
+}
+
+// applyEntries applies committed entries above `applied` inside tx and
+// returns the results for our own waiters, the view events, the conf changes
+// to hand to raft and the new applied index. Conf change entries at or below
+// `applied` are still returned: raft's configuration is rebuilt by replaying
+// them after a restart (Config.Applied is the snapshot index).
+func (n *Node) applyEntries(tx *bolt.Tx, ents []*pb.Entry, applied uint64) ([]deliverable, []event, []pendingConfChange, uint64, error) {
+	var (
+		out []deliverable
+		evs []event
+		ccs []pendingConfChange
+	)
+	for _, e := range ents {
+		idx := e.GetIndex()
+		skip := idx <= applied
+		switch e.GetType() {
+		case pb.EntryNormal:
+			if skip {
+				continue
+			}
+			b, err := decodeBatch(e.GetData())
+			if err != nil {
+				return nil, nil, nil, 0, fmt.Errorf("entry %d: %w", idx, err)
+			}
+			if b != nil {
+				a := &applier{tx: tx, index: idx, leaseMs: n.cfg.LeaseDuration.Milliseconds()}
+				mine := b.Node == n.id && b.Nonce == n.nonce
+				for i := range b.Cmds {
+					r := a.apply(&b.Cmds[i])
+					if mine {
+						out = append(out, deliverable{seq: b.Cmds[i].Seq, r: r})
+					}
+				}
+				evs = append(evs, a.events...)
+			}
+		case pb.EntryConfChange:
+			var cc pb.ConfChange
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return nil, nil, nil, 0, fmt.Errorf("conf change %d: %w", idx, err)
+			}
+			pc, d := n.applyConfChange(tx, &cc, idx, skip)
+			ccs = append(ccs, pc)
+			if d != nil {
+				out = append(out, *d)
+			}
+		case pb.EntryConfChangeV2:
+			var cc pb.ConfChangeV2
+			if err := proto.Unmarshal(e.GetData(), &cc); err != nil {
+				return nil, nil, nil, 0, fmt.Errorf("conf change %d: %w", idx, err)
+			}
+			ccs = append(ccs, pendingConfChange{cc: &cc})
+		}
+		if idx > applied {
+			applied = idx
+		}
+	}
+	return out, evs, ccs, applied, nil
+}
+
+// applyConfChange records the member change in meta/members (unless the
+// entry was applied before) and computes the proposer's result.
+func (n *Node) applyConfChange(tx *bolt.Tx, cc *pb.ConfChange, idx uint64, skip bool) (pendingConfChange, *deliverable) {
+	var mc memberContext
+	if len(cc.GetContext()) > 0 {
+		_ = json.Unmarshal(cc.GetContext(), &mc)
+	}
+	m := tx.Bucket(bucketMeta)
+	members := map[uint64]string{}
+	if v := m.Get(keyMembers); v != nil {
+		mustUnmarshal(v, &members)
+	}
+	id := cc.GetNodeId()
+	var rerr error
+	switch cc.GetType() {
+	case pb.ConfChangeType_ConfChangeAddNode, pb.ConfChangeType_ConfChangeAddLearnerNode:
+		if _, ok := members[id]; ok && mc.Seq != 0 {
+			rerr = ErrMemberExists
+		}
+		members[id] = mc.Addr
+	case pb.ConfChangeType_ConfChangeRemoveNode:
+		if _, ok := members[id]; !ok {
+			rerr = ErrUnknownMember
+		}
+		delete(members, id)
+	}
+	// A duplicate add or an unknown remove is a no-op for raft too, so the
+	// change is never cancelled (zeroing NodeId): replaying it after a
+	// restart, against newer state, must reach the same configuration.
+	if rerr == nil && !skip {
+		if err := m.Put(keyMembers, mustJSON(members)); err != nil {
+			panic(fmt.Sprintf("metastore: members: %v", err))
+		}
+	}
+	var d *deliverable
+	if mc.Node == n.id && mc.Nonce == n.nonce && mc.Seq != 0 {
+		d = &deliverable{seq: mc.Seq, r: result{Err: errCode(rerr), Rev: idx}}
+	}
+	pc := pendingConfChange{cc: cc}
+	if rerr == nil {
+		pc.apply = func() {
+			switch cc.GetType() {
+			case pb.ConfChangeType_ConfChangeRemoveNode:
+				n.membersMu.Lock()
+				delete(n.members, id)
+				n.membersMu.Unlock()
+				if id == n.id {
+					n.lg.Warn().Msg("this node was removed from the metastore group; stopping")
+					go n.Close()
+				} else {
+					n.tr.RemovePeer(id)
+				}
+			default:
+				n.membersMu.Lock()
+				n.members[id] = mc.Addr
+				n.membersMu.Unlock()
+				if id != n.id {
+					n.tr.AddPeer(id, mc.Addr)
+				}
+			}
+		}
+	}
+	return pc, d
+}
+
+func (n *Node) setMembers(m map[uint64]string) {
+	n.membersMu.Lock()
+	old := n.members
+	n.members = m
+	n.membersMu.Unlock()
+	for id := range old {
+		if _, ok := m[id]; !ok && id != n.id {
+			n.tr.RemovePeer(id)
+		}
+	}
+	for id, a := range m {
+		if id != n.id {
+			n.tr.AddPeer(id, a)
+		}
+	}
+}
+
+// send hands messages to the transport. A MsgSnap carries only metadata in
+// raft's storage; its image (a consistent copy of the bbolt file, Tx.WriteTo)
+// is made here, off the Ready loop, at the current applied index, which is
+// at or after the snapshot's index: the follower's apply skips entries the
+// image already contains (cindex), so a newer image is safe.
+func (n *Node) send(msgs []*pb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	out := msgs[:0:0]
+	for _, m := range msgs {
+		if m.GetType() == pb.MsgSnap {
+			m := proto.Clone(m).(*pb.Message)
+			n.wg.Add(1)
+			go n.sendSnapshot(m)
+			continue
+		}
+		out = append(out, m)
+	}
+	if len(out) > 0 {
+		n.tr.Send(out)
+	}
+}
+
+func (n *Node) sendSnapshot(m *pb.Message) {
+	defer n.wg.Done()
+	var buf bytes.Buffer
+	err := n.db.View(func(tx *bolt.Tx) error {
+		_, err := tx.WriteTo(&buf)
+		return err
+	})
+	if err != nil {
+		n.lg.Error().Err(err).Msg("snapshot image")
+		n.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFailure)
+		return
+	}
+	m.Snapshot.Data = buf.Bytes()
+	n.lg.Info().Uint64("peer", m.GetTo()).Uint64("index", m.GetSnapshot().GetMetadata().GetIndex()).
+		Int("bytes", buf.Len()).Msg("sending snapshot")
+	n.tr.Send([]*pb.Message{m})
+}
+
+// installSnapshot replaces every state bucket with the image's, inside the
+// Ready loop's transaction, so the install is atomic with the snapshot
+// metadata and the log reset. It returns the image's applied index.
+func (n *Node) installSnapshot(tx *bolt.Tx, snap *pb.Snapshot) (uint64, error) {
+	tmp := filepath.Join(n.cfg.DataDir, "snapshot.recv")
+	if err := os.WriteFile(tmp, snap.GetData(), 0o600); err != nil {
+		return 0, fmt.Errorf("write snapshot image: %w", err)
+	}
+	defer os.Remove(tmp)
+	src, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return 0, fmt.Errorf("open snapshot image: %w", err)
+	}
+	defer src.Close()
+	var applied uint64
+	err = src.View(func(stx *bolt.Tx) error {
+		for _, name := range stateBuckets {
+			if tx.Bucket(name) != nil {
+				if err := tx.DeleteBucket(name); err != nil {
+					return err
+				}
+			}
+			dst, err := tx.CreateBucket(name)
+			if err != nil {
+				return err
+			}
+			if sb := stx.Bucket(name); sb != nil {
+				if err := copyBucket(dst, sb); err != nil {
+					return err
+				}
+			}
+		}
+		applied = getU64(stx.Bucket(bucketMeta).Get(keyApplied))
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	meta := snap.GetMetadata()
+	if applied < meta.GetIndex() {
+		return 0, fmt.Errorf("snapshot image applied %d is behind its index %d", applied, meta.GetIndex())
+	}
+	if err := saveSnapshotMeta(tx, meta, ^uint64(0)); err != nil {
+		return 0, err
+	}
+	return applied, nil
+}
+
+func copyBucket(dst, src *bolt.Bucket) error {
+	return src.ForEach(func(k, v []byte) error {
+		if v == nil {
+			sub := src.Bucket(k)
+			d, err := dst.CreateBucket(k)
+			if err != nil {
+				return err
+			}
+			return copyBucket(d, sub)
+		}
+		return dst.Put(append([]byte(nil), k...), append([]byte(nil), v...))
+	})
+}
+
+// maybeSnapshot takes a raft snapshot (metadata only: the image is the bbolt
+// file, made when one is sent) every SnapshotEntries applied entries and
+// compacts the log, keeping CompactionKeep entries for slow followers.
+func (n *Node) maybeSnapshot(applied uint64) {
+	if applied <= n.snapIndex || applied-n.snapIndex < n.cfg.SnapshotEntries {
+		return
+	}
+	snap, err := n.ms.CreateSnapshot(applied, n.confState, nil)
+	if err != nil {
+		if err == raft.ErrSnapOutOfDate {
+			return
+		}
+		n.lg.Panic().Err(err).Msg("create snapshot")
+	}
+	compactTo := uint64(0)
+	if applied > n.cfg.CompactionKeep {
+		compactTo = applied - n.cfg.CompactionKeep
+	}
+	if err := n.db.Update(func(tx *bolt.Tx) error {
+		return saveSnapshotMeta(tx, snap.GetMetadata(), compactTo)
+	}); err != nil {
+		n.lg.Fatal().Err(err).Msg("metastore: failed to save snapshot metadata")
+	}
+	if compactTo > 0 {
+		if err := n.ms.Compact(compactTo); err != nil && err != raft.ErrCompacted {
+			n.lg.Panic().Err(err).Msg("compact log")
+		}
+	}
+	n.snapIndex = applied
+	n.lg.Debug().Uint64("index", applied).Uint64("compacted_to", compactTo).Msg("snapshot")
+}

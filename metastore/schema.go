@@ -1,0 +1,119 @@
+package metastore
+
+import (
+	"encoding/binary"
+	"strconv"
+)
+
+// On-disk schema: one bbolt file, DataDir/meta.db, with these top-level
+// buckets. Keys and values are described beside each name. Integers in keys
+// are big-endian so cursors iterate in numeric order. JSON values are the Go
+// types of types.go unless noted.
+//
+// Raft's own state (written in the Ready loop, step 1):
+//
+//	raft      "hardstate" -> raftpb.HardState (protobuf)
+//	          "snapshot"  -> raftpb.SnapshotMetadata (protobuf) of the last
+//	                         snapshot: the log starts right after its index
+//	raft_log  index (u64) -> raftpb.Entry (protobuf)
+//
+// The state machine (written in apply, step 3). Every apply transaction also
+// writes meta/"applied" in the same bbolt transaction as the state it
+// produced (etcd's cindex), so replay after a crash skips exactly the
+// entries already applied. A snapshot copies these buckets; installing one
+// replaces them all in one transaction.
+//
+//	meta           "applied"      -> u64 raft index of the last applied entry
+//	               "cluster_id"   -> UUID string, set once by the first leader
+//	               "incarnation"  -> u64 last broker incarnation handed out
+//	               "producer_id"  -> u64 next producer id to hand out
+//	               "members"      -> JSON map[id]addr of raft members
+//	topics         topic id (16 bytes) -> JSON Topic
+//	topic_names    name -> topic id
+//	brokers        broker id (u32) -> JSON Broker
+//	broker_configs broker id (u32; -1 is 0xffffffff) -> JSON map[string]string
+//	offsets        group -> nested bucket: topic 0x00 partition(u32) -> JSON offsetValue
+//	groups         group -> opaque group metadata blob
+//	group_owners   group -> broker id (u32)
+//	requests       reserved
+//	acls, credentials, txn_state: reserved (created empty) for security and
+//	                               transactions.
+var (
+	bucketRaft          = []byte("raft")
+	bucketRaftLog       = []byte("raft_log")
+	bucketMeta          = []byte("meta")
+	bucketTopics        = []byte("topics")
+	bucketTopicNames    = []byte("topic_names")
+	bucketBrokers       = []byte("brokers")
+	bucketBrokerConfigs = []byte("broker_configs")
+	bucketOffsets       = []byte("offsets")
+	bucketGroups        = []byte("groups")
+	bucketGroupOwners   = []byte("group_owners")
+	bucketACLs          = []byte("acls")
+	bucketCredentials   = []byte("credentials")
+	bucketTxnState      = []byte("txn_state")
+
+	keyHardState   = []byte("hardstate")
+	keySnapshot    = []byte("snapshot")
+	keyApplied     = []byte("applied")
+	keyClusterID   = []byte("cluster_id")
+	keyIncarnation = []byte("incarnation")
+	keyProducerID  = []byte("producer_id")
+	keyMembers     = []byte("members")
+)
+
+// raftBuckets hold raft's log and hard state; they are never part of the
+// state a snapshot installs.
+var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
+
+// stateBuckets are the state machine; a snapshot replaces exactly these.
+var stateBuckets = [][]byte{
+	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
+	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
+	bucketTxnState,
+}
+
+// offsetValue is the stored form of one committed offset.
+type offsetValue struct {
+	Offset      int64  `json:"o"`
+	LeaderEpoch int32  `json:"e"`
+	Metadata    string `json:"m,omitempty"`
+	CommitTime  int64  `json:"t"` // unix milliseconds, from the proposer
+}
+
+func u64(v uint64) []byte {
+	b := make([]byte, 8)
+	binary.BigEndian.PutUint64(b, v)
+	return b
+}
+
+func getU64(b []byte) uint64 {
+	if len(b) != 8 {
+		return 0
+	}
+	return binary.BigEndian.Uint64(b)
+}
+
+func brokerKey(id int32) []byte {
+	b := make([]byte, 4)
+	binary.BigEndian.PutUint32(b, uint32(id))
+	return b
+}
+
+func brokerFromKey(b []byte) int32 { return int32(binary.BigEndian.Uint32(b)) }
+
+func offsetKey(topic string, partition int32) []byte {
+	b := make([]byte, 0, len(topic)+5)
+	b = append(b, topic...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+func parseOffsetKey(k []byte) (string, int32, bool) {
+	if len(k) < 5 || k[len(k)-5] != 0 {
+		return "", 0, false
+	}
+	return string(k[:len(k)-5]), int32(binary.BigEndian.Uint32(k[len(k)-4:])), true
+}
+
+func configBrokerKey(id int32) string { return strconv.Itoa(int(id)) }

@@ -1,0 +1,242 @@
+package metastore
+
+import (
+	"context"
+	"maps"
+	"sort"
+	"sync"
+)
+
+// view is the in-memory, cache-visible part of the state: cluster id,
+// topics, brokers and dynamic broker configs, at revision rev (a raft index).
+// A node keeps one, updated right after each apply transaction commits; a
+// remote client keeps one, updated by its watch. Readers get copies.
+type view struct {
+	mu            sync.RWMutex
+	rev           uint64
+	clusterID     string
+	topics        map[TopicID]*Topic
+	names         map[string]TopicID
+	brokers       map[int32]Broker
+	brokerConfigs map[int32]map[string]string
+	changed       chan struct{} // closed and replaced when rev advances
+}
+
+func newView() *view {
+	v := &view{changed: make(chan struct{})}
+	v.resetLocked()
+	return v
+}
+
+func (v *view) resetLocked() {
+	v.topics = map[TopicID]*Topic{}
+	v.names = map[string]TopicID{}
+	v.brokers = map[int32]Broker{}
+	v.brokerConfigs = map[int32]map[string]string{}
+}
+
+// event is one change of cache-visible state, produced by apply.
+type event struct {
+	Rev       uint64            `json:"rev"`
+	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster"
+	ID        TopicID           `json:"id,omitempty"`
+	BrokerID  int32             `json:"bid,omitempty"`
+	Topic     *Topic            `json:"topic,omitempty"`
+	Broker    *Broker           `json:"broker,omitempty"`
+	Configs   map[string]string `json:"configs,omitempty"`
+	ClusterID string            `json:"cid,omitempty"`
+	Deleted   bool              `json:"del,omitempty"`
+}
+
+// image is a full copy of a view; watchers behind the event history get one.
+type image struct {
+	Rev           uint64                      `json:"rev"`
+	ClusterID     string                      `json:"cid"`
+	Topics        []Topic                     `json:"topics"`
+	Brokers       []Broker                    `json:"brokers"`
+	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
+}
+
+func (v *view) apply(evs []event, rev uint64) {
+	v.mu.Lock()
+	for i := range evs {
+		v.applyEventLocked(&evs[i])
+	}
+	v.advanceLocked(rev)
+	v.mu.Unlock()
+}
+
+func (v *view) advanceLocked(rev uint64) {
+	if rev > v.rev {
+		v.rev = rev
+		close(v.changed)
+		v.changed = make(chan struct{})
+	}
+}
+
+func (v *view) applyEventLocked(e *event) {
+	switch e.Kind {
+	case "topic":
+		if old, ok := v.topics[e.ID]; ok {
+			delete(v.names, old.Name)
+			delete(v.topics, e.ID)
+		}
+		if !e.Deleted && e.Topic != nil {
+			t := cloneTopic(*e.Topic)
+			v.topics[e.ID] = &t
+			v.names[t.Name] = e.ID
+		}
+	case "broker":
+		if e.Deleted {
+			delete(v.brokers, e.BrokerID)
+		} else if e.Broker != nil {
+			v.brokers[e.BrokerID] = cloneBroker(*e.Broker)
+		}
+	case "bconf":
+		if len(e.Configs) == 0 {
+			delete(v.brokerConfigs, e.BrokerID)
+		} else {
+			v.brokerConfigs[e.BrokerID] = maps.Clone(e.Configs)
+		}
+	case "cluster":
+		v.clusterID = e.ClusterID
+	}
+}
+
+func (v *view) loadImage(img *image) {
+	v.mu.Lock()
+	v.resetLocked()
+	v.clusterID = img.ClusterID
+	for _, t := range img.Topics {
+		t := cloneTopic(t)
+		v.topics[t.ID] = &t
+		v.names[t.Name] = t.ID
+	}
+	for _, b := range img.Brokers {
+		v.brokers[b.ID] = cloneBroker(b)
+	}
+	for id, c := range img.BrokerConfigs {
+		v.brokerConfigs[id] = maps.Clone(c)
+	}
+	// An image may be older than what we had (a remote client switching to
+	// a node that lags); rev only moves forward for waiters, the content is
+	// that of the image.
+	if img.Rev > v.rev {
+		v.advanceLocked(img.Rev)
+	}
+	v.mu.Unlock()
+}
+
+func (v *view) image() *image {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.imageLocked()
+}
+
+func (v *view) imageLocked() *image {
+	img := &image{Rev: v.rev, ClusterID: v.clusterID, BrokerConfigs: map[int32]map[string]string{}}
+	for _, t := range v.topics {
+		img.Topics = append(img.Topics, cloneTopic(*t))
+	}
+	for _, b := range v.brokers {
+		img.Brokers = append(img.Brokers, cloneBroker(b))
+	}
+	for id, c := range v.brokerConfigs {
+		img.BrokerConfigs[id] = maps.Clone(c)
+	}
+	return img
+}
+
+func (v *view) revision() uint64 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.rev
+}
+
+// waitRev blocks until the view reached rev.
+func (v *view) waitRev(ctx context.Context, rev uint64) error {
+	for {
+		v.mu.RLock()
+		cur, ch := v.rev, v.changed
+		v.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (v *view) ClusterID() string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.clusterID
+}
+
+func (v *view) Topics() []Topic {
+	v.mu.RLock()
+	out := make([]Topic, 0, len(v.topics))
+	for _, t := range v.topics {
+		out = append(out, cloneTopic(*t))
+	}
+	v.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+func (v *view) TopicByName(name string) (Topic, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	id, ok := v.names[name]
+	if !ok {
+		return Topic{}, false
+	}
+	return cloneTopic(*v.topics[id]), true
+}
+
+func (v *view) TopicByID(id TopicID) (Topic, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	t, ok := v.topics[id]
+	if !ok {
+		return Topic{}, false
+	}
+	return cloneTopic(*t), true
+}
+
+func (v *view) BrokerConfigs(broker int32) map[string]string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return maps.Clone(v.brokerConfigs[broker])
+}
+
+func (v *view) Brokers() []Broker {
+	v.mu.RLock()
+	out := make([]Broker, 0, len(v.brokers))
+	for _, b := range v.brokers {
+		out = append(out, cloneBroker(b))
+	}
+	v.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+func cloneTopic(t Topic) Topic {
+	t.Configs = maps.Clone(t.Configs)
+	ps := make([]Partition, len(t.Partitions))
+	for i, p := range t.Partitions {
+		p.Voters = append([]int32(nil), p.Voters...)
+		p.Learners = append([]int32(nil), p.Learners...)
+		ps[i] = p
+	}
+	t.Partitions = ps
+	return t
+}
+
+func cloneBroker(b Broker) Broker {
+	b.Endpoints = append([]Endpoint(nil), b.Endpoints...)
+	return b
+}
