@@ -481,11 +481,11 @@ func (n *Node) ReportSnapshot(id uint64, ok bool) {
 // nopTransport serves a single node with no listener.
 type nopTransport struct{}
 
-func (nopTransport) Start(Handler) error  { return nil }
-func (nopTransport) Send([]*pb.Message)   {}
+func (nopTransport) Start(Handler) error    { return nil }
+func (nopTransport) Send([]*pb.Message)     {}
 func (nopTransport) AddPeer(uint64, string) {}
-func (nopTransport) RemovePeer(uint64)    {}
-func (nopTransport) Close() error         { return nil }
+func (nopTransport) RemovePeer(uint64)      {}
+func (nopTransport) Close() error           { return nil }
 func (nopTransport) Call(context.Context, uint64, *Request) (*Response, error) {
 	return nil, ErrUnreachable
 }
@@ -502,15 +502,19 @@ type memberContext struct {
 // raftLogger adapts zerolog to raft.Logger.
 type raftLogger struct{ l zerolog.Logger }
 
-func (r raftLogger) Debug(v ...any)                 { r.l.Debug().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Debugf(f string, v ...any)      { r.l.Debug().Msgf(f, v...) }
-func (r raftLogger) Info(v ...any)                  { r.l.Info().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Infof(f string, v ...any)       { r.l.Info().Msgf(f, v...) }
-func (r raftLogger) Warning(v ...any)               { r.l.Warn().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Warningf(f string, v ...any)    { r.l.Warn().Msgf(f, v...) }
-func (r raftLogger) Error(v ...any)                 { r.l.Error().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Errorf(f string, v ...any)      { r.l.Error().Msgf(f, v...) }
-func (r raftLogger) Fatal(v ...any)                 { r.l.Fatal().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Fatalf(f string, v ...any)      { r.l.Fatal().Msgf(f, v...) }
-func (r raftLogger) Panic(v ...any)                 { s := fmt.Sprint(v...); r.l.Error().Msg(s); panic(s) }
-func (r raftLogger) Panicf(f string, v ...any)      { s := fmt.Sprintf(f, v...); r.l.Error().Msg(s); panic(s) }
+func (r raftLogger) Debug(v ...any)              { r.l.Debug().Msg(fmt.Sprint(v...)) }
+func (r raftLogger) Debugf(f string, v ...any)   { r.l.Debug().Msgf(f, v...) }
+func (r raftLogger) Info(v ...any)               { r.l.Info().Msg(fmt.Sprint(v...)) }
+func (r raftLogger) Infof(f string, v ...any)    { r.l.Info().Msgf(f, v...) }
+func (r raftLogger) Warning(v ...any)            { r.l.Warn().Msg(fmt.Sprint(v...)) }
+func (r raftLogger) Warningf(f string, v ...any) { r.l.Warn().Msgf(f, v...) }
+func (r raftLogger) Error(v ...any)              { r.l.Error().Msg(fmt.Sprint(v...)) }
+func (r raftLogger) Errorf(f string, v ...any)   { r.l.Error().Msgf(f, v...) }
+func (r raftLogger) Fatal(v ...any)              { r.l.Fatal().Msg(fmt.Sprint(v...)) }
+func (r raftLogger) Fatalf(f string, v ...any)   { r.l.Fatal().Msgf(f, v...) }
+func (r raftLogger) Panic(v ...any)              { s := fmt.Sprint(v...); r.l.Error().Msg(s); panic(s) }
+func (r raftLogger) Panicf(f string, v ...any) {
+	s := fmt.Sprintf(f, v...)
+	r.l.Error().Msg(s)
+	panic(s)
+}
