@@ -22,7 +22,7 @@ func autoCreateOff(t *testing.T) harness.Options {
 	help, _ := exec.Command(harness.Binary(), "dev", "--help").CombinedOutput()
 	h := string(help)
 	switch {
-	case strings.Contains(h, "--set"):
+	case strings.Contains(h, "--set"), strings.Contains(h, "  -set "):
 		return harness.Options{ExtraArgs: []string{"--set", "auto.create.topics.enable=false"}}
 	case strings.Contains(h, "--auto.create.topics.enable"):
 		return harness.Options{ExtraArgs: []string{"--auto.create.topics.enable=false"}}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -100,5 +99,3 @@ func strp(s *string) string {
 	}
 	return *s
 }
-
-var _ = kadm.ResourceConfigs{}

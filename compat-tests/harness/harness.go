@@ -284,6 +284,20 @@ func (b *Broker) Running() bool {
 	}
 }
 
+// Exited waits up to d for the current broker process to exit and reports
+// whether it has.
+func (b *Broker) Exited(d time.Duration) bool {
+	b.mu.Lock()
+	done := b.done
+	b.mu.Unlock()
+	select {
+	case <-done:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
 // RequireRunning fails the test now if the broker process has exited.
 func (b *Broker) RequireRunning(t testing.TB) {
 	t.Helper()
