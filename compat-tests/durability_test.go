@@ -91,18 +91,18 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 		return true
 	}
 
-	if !waitAcked(ackedBeforeKill, 90*time.Second) {
+	if !waitAcked(ackedBeforeKill, 60*time.Second) {
 		stop.Store(true)
 		abort()
 		wg.Wait()
-		t.Fatalf("only %d records acknowledged (%d failed) in 90s before the kill", acked.Load(), failed.Load())
+		t.Fatalf("only %d records acknowledged (%d failed) in 60s before the kill", acked.Load(), failed.Load())
 	}
 	b.Kill()
 	atKill := acked.Load()
 	t.Logf("SIGKILL after %d acknowledged records", atKill)
 	time.Sleep(300 * time.Millisecond)
 	b.Restart()
-	if !waitAcked(atKill+ackedAfterRestart, 90*time.Second) {
+	if !waitAcked(atKill+ackedAfterRestart, 60*time.Second) {
 		t.Errorf("producers made little progress after the restart: %d acknowledged in all (%d at the kill), %d failed",
 			acked.Load(), atKill, failed.Load())
 	}
@@ -113,12 +113,12 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 	go func() { wg.Wait(); close(loopsDone) }()
 	select {
 	case <-loopsDone:
-	case <-time.After(60 * time.Second):
-		t.Errorf("produce loops still blocked 60s after stopping; aborting buffered records")
+	case <-time.After(30 * time.Second):
+		t.Errorf("produce loops still blocked 30s after stopping; aborting buffered records")
 		abort()
 		<-loopsDone
 	}
-	fctx, fcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	fctx, fcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	for p, cl := range clients {
 		if err := cl.Flush(fctx); err != nil {
 			t.Errorf("producer %d: flush: %v; closing it, which fails what is still buffered", p, err)
@@ -171,7 +171,7 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	ends := endOffsets(lctx, t, adm, topic)
 	lcancel()
-	rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer rcancel()
 	got := consumeAll(rctx, t, b.KafkaAddr, topic, ends)
 

@@ -53,7 +53,7 @@ func TestFranzGoProduceConsume100k(t *testing.T) {
 	acks := make([]ack, n)
 	var wg sync.WaitGroup
 	var failed atomic.Int64
-	pctx, pcancel := context.WithTimeout(ctx, 4*time.Minute)
+	pctx, pcancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer pcancel()
 	start := time.Now()
 	for i := 0; i < n; i++ {
@@ -112,7 +112,7 @@ func TestFranzGoProduceConsume100k(t *testing.T) {
 	}
 
 	// Consume from the start and compare record by record.
-	cctx, ccancel := context.WithTimeout(ctx, 3*time.Minute)
+	cctx, ccancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer ccancel()
 	start = time.Now()
 	got := consumeAll(cctx, t, b.KafkaAddr, topic, ends)

@@ -34,7 +34,7 @@ func TestJavaClient(t *testing.T) {
 	createTopic(ctx, t, adm, topic, partitions, nil)
 	cancel()
 
-	rctx, rcancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer rcancel()
 	cmd := exec.CommandContext(rctx, "java",
 		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
