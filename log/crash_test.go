@@ -1,0 +1,204 @@
+package log
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// writeCrashLog appends n batches across several segments, "crashes" and
+// returns the batches as stored and the config.
+func writeCrashLog(t *testing.T, dir string, n int) ([][]byte, Config) {
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 100
+	cfg.SegmentBytes = int64(4 * len(mkBatch(spec{n: 3, valueSize: 64})))
+	l := openT(t, dir, cfg)
+	var out [][]byte
+	for i := 0; i < n; i++ {
+		b := mkBatch(spec{n: 3, valueSize: 64, ts: int64(1000 + i), idem: true, pid: 1, seq: int32(3 * i), leaderEpoch: 1})
+		mustAppend(t, l, b)
+		out = append(out, b)
+	}
+	crash(t, l)
+	return out, cfg
+}
+
+func lastSegment(t *testing.T, dir string) string {
+	logs := segFiles(t, dir, logSuffix)
+	return logs[len(logs)-1]
+}
+
+// checkRecovered reopens dir and checks that exactly want[:keep] survived,
+// the log end offset is right, and appends continue after it, also with the
+// producer's next sequence.
+func checkRecovered(t *testing.T, dir string, cfg Config, want [][]byte, keep int) {
+	t.Helper()
+	l := openT(t, dir, cfg)
+	got := readAll(t, l)
+	if len(got) != keep {
+		t.Fatalf("recovered %d batches, want %d", len(got), keep)
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], want[i]) {
+			t.Fatalf("batch %d differs after recovery", i)
+		}
+	}
+	leo := int64(3 * keep)
+	if l.LogEndOffset() != leo {
+		t.Fatalf("leo %d, want %d", l.LogEndOffset(), leo)
+	}
+	r, err := l.Append(mkBatch(spec{n: 3, idem: true, pid: 1, seq: int32(3 * keep)}))
+	if err != nil || r.BaseOffset != leo {
+		t.Fatalf("append after recovery: %+v %v", r, err)
+	}
+	// An index rebuilt by recovery must serve reads at every offset.
+	for off := int64(0); off < leo; off++ {
+		res, err := l.Read(off, 1, 1<<62)
+		if err != nil || baseOf(res.Data) != off/3*3 {
+			t.Fatalf("read %d after recovery: %v", off, err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// And a second open (clean this time) agrees.
+	l = openT(t, dir, cfg)
+	defer l.Close()
+	if got := readAll(t, l); len(got) != keep+1 {
+		t.Fatalf("second open: %d batches", len(got))
+	}
+}
+
+func TestCrashTornTail(t *testing.T) {
+	for _, cut := range []int{1, 30, 61, 100} {
+		dir := t.TempDir()
+		want, cfg := writeCrashLog(t, dir, 10) // segments hold 4: 0-3, 4-7, 8-9
+		seg := lastSegment(t, dir)
+		st, _ := os.Stat(seg)
+		if err := os.Truncate(seg, st.Size()-int64(cut)); err != nil {
+			t.Fatal(err)
+		}
+		checkRecovered(t, dir, cfg, want, 9)
+	}
+}
+
+func TestCrashTornTailOnly(t *testing.T) {
+	// A tail that is only a piece of a header.
+	dir := t.TempDir()
+	want, cfg := writeCrashLog(t, dir, 9) // last segment holds batch 8 only
+	seg := lastSegment(t, dir)
+	st, _ := os.Stat(seg)
+	os.Truncate(seg, st.Size()-int64(len(want[8]))+20)
+	checkRecovered(t, dir, cfg, want, 8)
+}
+
+func TestCrashFlippedByte(t *testing.T) {
+	for _, where := range []string{"records", "header attributes", "crc"} {
+		t.Run(where, func(t *testing.T) {
+			dir := t.TempDir()
+			want, cfg := writeCrashLog(t, dir, 10)
+			seg := lastSegment(t, dir)
+			data, _ := os.ReadFile(seg)
+			last := int64(len(data)) - int64(len(want[9]))
+			var at int64
+			switch where {
+			case "records":
+				at = last + 80
+			case "header attributes":
+				at = last + offAttributes + 1
+			case "crc":
+				at = last + offCRC
+			}
+			data[at] ^= 0x40
+			if err := os.WriteFile(seg, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			checkRecovered(t, dir, cfg, want, 9)
+		})
+	}
+}
+
+func TestCrashBadBatchInMiddleOfLastSegment(t *testing.T) {
+	dir := t.TempDir()
+	want, cfg := writeCrashLog(t, dir, 11) // last segment holds 8, 9, 10
+	seg := lastSegment(t, dir)
+	data, _ := os.ReadFile(seg)
+	data[len(want[8])+70] ^= 1 // inside batch 9
+	os.WriteFile(seg, data, 0o644)
+	checkRecovered(t, dir, cfg, want, 9)
+}
+
+func TestCrashIndexFiles(t *testing.T) {
+	damage := map[string]func(t *testing.T, path string){
+		"missing": func(t *testing.T, path string) {
+			if err := os.Remove(path); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"garbage": func(t *testing.T, path string) {
+			if err := os.WriteFile(path, bytes.Repeat([]byte{0xff, 0x13, 0x00}, 40), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"plausible but wrong": func(t *testing.T, path string) {
+			// Whole entries that point at no batch start.
+			b := make([]byte, 24)
+			for i := range b {
+				b[i] = byte(i)
+			}
+			os.WriteFile(path, b, 0o644)
+		},
+		"truncated": func(t *testing.T, path string) {
+			st, _ := os.Stat(path)
+			if st.Size() > 0 {
+				os.Truncate(path, st.Size()-3)
+			}
+		},
+	}
+	for name, fn := range damage {
+		for _, which := range []string{indexSuffix, timeIndexSuffix} {
+			for _, segNo := range []int{0, 2} { // an old segment and the last
+				t.Run(name+which, func(t *testing.T) {
+					dir := t.TempDir()
+					want, cfg := writeCrashLog(t, dir, 10)
+					logs := segFiles(t, dir, logSuffix)
+					path := logs[segNo][:len(logs[segNo])-len(logSuffix)] + which
+					fn(t, path)
+					checkRecovered(t, dir, cfg, want, 10)
+					// The index file was rewritten from the segment.
+					if _, err := os.Stat(path); err != nil {
+						t.Fatal(err)
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestCrashTimeIndexStillAnswers(t *testing.T) {
+	dir := t.TempDir()
+	_, cfg := writeCrashLog(t, dir, 10)
+	for _, p := range segFiles(t, dir, timeIndexSuffix) {
+		os.WriteFile(p, []byte("nonsense"), 0o644)
+	}
+	l := openT(t, dir, cfg)
+	defer l.Close()
+	for i := int64(0); i < 10; i++ {
+		off, ts, found, err := l.OffsetForTimestamp(1000 + i)
+		if err != nil || !found || off != 3*i || ts != 1000+i {
+			t.Fatalf("ts %d: %d %d %v %v", 1000+i, off, ts, found, err)
+		}
+	}
+}
+
+func TestCrashEmptyAndMissingSegments(t *testing.T) {
+	dir := t.TempDir()
+	want, cfg := writeCrashLog(t, dir, 8) // segments 0 (0-3), 12 (4-7)
+	// A crash right after a roll can leave an empty last segment.
+	empty := filepath.Join(dir, segmentName(24, logSuffix))
+	if err := os.WriteFile(empty, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkRecovered(t, dir, cfg, want, 8)
+}
