@@ -21,6 +21,9 @@ type Client struct {
 	timeout  time.Duration
 	stopOnce sync.Once
 	stop     func()
+	// pull, for a remote client, fetches the watch events up to now into
+	// the cache at once (Sync) instead of waiting for the long-poll.
+	pull func(ctx context.Context) error
 }
 
 // backend carries requests to a node: the node itself (localBackend) or a
@@ -292,6 +295,15 @@ func (c *Client) Sync(ctx context.Context) error {
 	resp, err := c.read(ctx, &readRequest{What: "barrier"})
 	if err != nil {
 		return err
+	}
+	for c.pull != nil && c.v.revision() < resp.Rev {
+		if err := c.pull(ctx); err != nil {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
 	}
 	return c.v.waitRev(ctx, resp.Rev)
 }

@@ -382,8 +382,9 @@ func (n *Node) propose(ctx context.Context, cmd command) (result, error) {
 		drop()
 		return result{}, ErrTimeout
 	case <-n.stopc:
+		// It may have been proposed and may yet apply elsewhere.
 		drop()
-		return result{}, ErrStopped
+		return result{}, ErrTimeout
 	}
 }
 

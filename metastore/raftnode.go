@@ -187,7 +187,10 @@ func (n *Node) handleReady(rd raft.Ready) {
 		default:
 		}
 	}
-	n.maybeSnapshot(newApply)
+	// A snapshot must carry the current configuration: a voter added after
+	// the last snapshot ignores one whose ConfState lacks it. So a conf
+	// change forces a new (metadata-only) snapshot.
+	n.maybeSnapshot(newApply, len(ccs) > 0)
 }
 
 // maxHistory bounds the watch history; a watcher behind it gets an image.
@@ -450,8 +453,8 @@ func copyBucket(dst, src *bolt.Bucket) error {
 // maybeSnapshot takes a raft snapshot (metadata only: the image is the bbolt
 // file, made when one is sent) every SnapshotEntries applied entries and
 // compacts the log, keeping CompactionKeep entries for slow followers.
-func (n *Node) maybeSnapshot(applied uint64) {
-	if applied <= n.snapIndex || applied-n.snapIndex < n.cfg.SnapshotEntries {
+func (n *Node) maybeSnapshot(applied uint64, force bool) {
+	if applied <= n.snapIndex || (!force && applied-n.snapIndex < n.cfg.SnapshotEntries) {
 		return
 	}
 	snap, err := n.ms.CreateSnapshot(applied, n.confState, nil)
@@ -464,6 +467,9 @@ func (n *Node) maybeSnapshot(applied uint64) {
 	compactTo := uint64(0)
 	if applied > n.cfg.CompactionKeep {
 		compactTo = applied - n.cfg.CompactionKeep
+	}
+	if first, _ := n.ms.FirstIndex(); compactTo < first {
+		compactTo = 0
 	}
 	if err := n.db.Update(func(tx *bolt.Tx) error {
 		return saveSnapshotMeta(tx, snap.GetMetadata(), compactTo)

@@ -501,7 +501,9 @@ func (w *wireConn) call(ctx context.Context, req *Request) (*Response, error) {
 	select {
 	case resp, ok := <-ch:
 		if !ok {
-			return nil, ErrUnreachable
+			// The connection died after the request went out: the
+			// outcome is unknown.
+			return nil, ErrTimeout
 		}
 		return resp, nil
 	case <-ctx.Done():

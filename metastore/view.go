@@ -60,7 +60,12 @@ type image struct {
 func (v *view) apply(evs []event, rev uint64) {
 	v.mu.Lock()
 	for i := range evs {
-		v.applyEventLocked(&evs[i])
+		// Events at or below rev are already reflected (two watch
+		// answers may overlap); applying them again could revert a newer
+		// state.
+		if evs[i].Rev > v.rev {
+			v.applyEventLocked(&evs[i])
+		}
 	}
 	v.advanceLocked(rev)
 	v.mu.Unlock()
@@ -105,6 +110,11 @@ func (v *view) applyEventLocked(e *event) {
 
 func (v *view) loadImage(img *image) {
 	v.mu.Lock()
+	if img.Rev < v.rev {
+		// Older than what we hold (a lagging node): keep ours.
+		v.mu.Unlock()
+		return
+	}
 	v.resetLocked()
 	v.clusterID = img.ClusterID
 	for _, t := range img.Topics {
@@ -118,12 +128,7 @@ func (v *view) loadImage(img *image) {
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
-	// An image may be older than what we had (a remote client switching to
-	// a node that lags); rev only moves forward for waiters, the content is
-	// that of the image.
-	if img.Rev > v.rev {
-		v.advanceLocked(img.Rev)
-	}
+	v.advanceLocked(img.Rev)
 	v.mu.Unlock()
 }
 

@@ -1,0 +1,300 @@
+package metastore
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func TestClusterReplicatesAndForwards(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	lead := c.waitLeader()
+	f := c.follower(lead)
+	ctx := ctxT(t)
+
+	// Writes through a follower's embedded client and through a remote
+	// client connected to a follower only.
+	fc := c.node(f).Client()
+	if _, err := fc.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fc.RegisterBroker(ctx, Broker{ID: 2, Role: RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	top, err := fc.CreateTopic(ctx, TopicSpec{Name: "a", Partitions: 4, ReplicationFactor: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.Partitions[0].Voters) != 2 {
+		t.Fatalf("placement %+v", top.Partitions[0])
+	}
+	rc := c.hub.HubClient(100, f)
+	defer rc.Close()
+	if err := rc.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rc.TopicByName("a"); !ok {
+		t.Fatal("remote cache missing topic after Sync")
+	}
+	if _, err := rc.CreateTopic(ctx, TopicSpec{Name: "b", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rc.TopicByName("b"); !ok {
+		t.Fatal("remote write not visible in its cache")
+	}
+	if rc.ClusterID() == "" || rc.ClusterID() != fc.ClusterID() {
+		t.Fatalf("cluster ids %q %q", rc.ClusterID(), fc.ClusterID())
+	}
+	if err := rc.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"a", 1}, Offset: 5}}); err != nil {
+		t.Fatal(err)
+	}
+	// Linearizable read on another node sees it.
+	lc := c.node(lead).Client()
+	if offs, err := lc.FetchOffsets(ctx, "g", nil); err != nil || len(offs) != 1 || offs[0].Offset != 5 {
+		t.Fatalf("fetch on leader: %+v %v", offs, err)
+	}
+	// Heartbeat through a follower is forwarded to the leader.
+	bs := rc.Brokers()
+	if len(bs) != 2 {
+		t.Fatalf("brokers %+v", bs)
+	}
+	if err := rc.Heartbeat(ctx, 1, bs[0].Incarnation); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Heartbeat(ctx, 1, bs[0].Incarnation+100); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale incarnation: %v", err)
+	}
+	c.waitConverged()
+}
+
+func TestClusterLeaderCrashAndRestart(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	cl := c.node(lead).Client()
+	for i := 0; i < 10; i++ {
+		if _, err := cl.CreateTopic(ctx, TopicSpec{Name: fmt.Sprintf("t%d", i), Partitions: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.stop(lead)
+	lead2 := c.waitLeader()
+	if lead2 == lead {
+		t.Fatal("same leader")
+	}
+	cl2 := c.node(c.follower(lead2)).Client()
+	for i := 10; i < 20; i++ {
+		if _, err := cl2.CreateTopic(ctx, TopicSpec{Name: fmt.Sprintf("t%d", i), Partitions: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cl2.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t1", 0}, Offset: 99}}); err != nil {
+		t.Fatal(err)
+	}
+	c.start(lead, false)
+	c.waitLeader()
+	c.waitConverged()
+	old := c.node(lead)
+	if n := len(old.Client().Topics()); n != 20 {
+		t.Fatalf("restarted node has %d topics", n)
+	}
+	if got := offsetsOn(old, "g"); got[TopicPartition{"t1", 0}] != 99 {
+		t.Fatalf("restarted node offsets %v", got)
+	}
+}
+
+func TestClusterMinorityPartition(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	// Cut the leader away: the other two elect a new one and go on.
+	c.hub.Partition(lead)
+	var rest []uint64
+	for _, id := range c.ids() {
+		if id != lead {
+			rest = append(rest, id)
+		}
+	}
+	lead2 := c.waitLeader(rest...)
+	if lead2 == lead {
+		t.Fatal("leader did not change")
+	}
+	if _, err := c.node(lead2).Client().CreateTopic(ctx, TopicSpec{Name: "majority", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// The minority cannot write nor read linearizably.
+	sctx, cancel := shortCtx(500 * time.Millisecond)
+	_, err := c.node(lead).Client().CreateTopic(sctx, TopicSpec{Name: "minority", Partitions: 1})
+	cancel()
+	if err == nil {
+		t.Fatal("minority write succeeded")
+	}
+	sctx, cancel = shortCtx(500 * time.Millisecond)
+	_, err = c.node(lead).Client().FetchOffsets(sctx, "g", nil)
+	cancel()
+	if err == nil {
+		t.Fatal("minority linearizable read succeeded")
+	}
+	c.hub.Heal()
+	c.waitLeader()
+	c.waitConverged()
+	for _, id := range c.ids() {
+		if _, ok := c.node(id).Client().TopicByName("majority"); !ok {
+			t.Fatalf("node %d lacks the majority's write", id)
+		}
+	}
+	// The minority's write timed out: its outcome is unknown (it was
+	// proposed to a deposed leader). Whatever happened, all nodes agree,
+	// which waitConverged checked.
+}
+
+func TestClusterSnapshotCatchUp(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEntries = 40
+		cfg.CompactionKeep = 5
+	})
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	behind := c.follower(lead)
+	c.stop(behind)
+	cl := c.node(lead).Client()
+	if _, err := cl.CreateTopic(ctx, TopicSpec{Name: "s", Partitions: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 300; i++ {
+		if err := cl.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"s", int32(i % 3)}, Offset: int64(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := c.node(lead).Status(); st.FirstLog < 100 {
+		t.Fatalf("leader log not compacted: %+v", st)
+	}
+	n := c.start(behind, false)
+	c.waitConverged()
+	want := offsetsOn(c.node(lead), "g")
+	if got := offsetsOn(n, "g"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("caught-up follower offsets %v, want %v", got, want)
+	}
+	if st := n.Status(); st.Snapshot < 100 {
+		t.Fatalf("follower did not install a snapshot: %+v", st)
+	}
+	// And it keeps following after the snapshot.
+	if _, err := cl.CreateTopic(ctx, TopicSpec{Name: "after", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged()
+	// Restart the follower from its installed snapshot.
+	c.stop(behind)
+	n = c.start(behind, false)
+	c.waitConverged()
+	if got := offsetsOn(n, "g"); !reflect.DeepEqual(got, want) {
+		t.Fatalf("after restart %v, want %v", got, want)
+	}
+}
+
+func TestClusterAddRemoveVoter(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) {
+		cfg.SnapshotEntries = 20
+		cfg.CompactionKeep = 5
+	})
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	cl := c.node(lead).Client()
+	for i := 0; i < 30; i++ {
+		if _, err := cl.CreateTopic(ctx, TopicSpec{Name: fmt.Sprintf("t%d", i), Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.peers[4] = "node-4"
+	c.start(4, true)
+	// AddVoter through a follower: forwarded to the leader.
+	if err := c.node(c.follower(lead)).AddVoter(ctx, 4, "node-4"); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.node(lead).AddVoter(ctx, 4, "node-4"); !errors.Is(err, ErrMemberExists) {
+		t.Fatalf("second add: %v", err)
+	}
+	c.waitConverged()
+	if n := len(c.node(4).Client().Topics()); n != 30 {
+		t.Fatalf("new voter has %d topics", n)
+	}
+	st := c.node(lead).Status()
+	if len(st.Voters) != 4 || st.Members[4] != "node-4" {
+		t.Fatalf("status after add: %+v", st)
+	}
+	// Remove the leader itself; the other three go on.
+	if err := c.node(4).RemoveVoter(ctx, lead); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		select {
+		case <-c.node(lead).stopc:
+			return nil
+		default:
+			return errors.New("removed node still running")
+		}
+	})
+	c.stop(lead)
+	lead2 := c.waitLeader()
+	if lead2 == lead {
+		t.Fatal("removed node leads")
+	}
+	if _, err := c.node(4).Client().CreateTopic(ctx, TopicSpec{Name: "after-remove", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	c.waitConverged()
+	if st := c.node(lead2).Status(); len(st.Voters) != 3 {
+		t.Fatalf("voters after remove: %+v", st)
+	}
+	if err := c.node(lead2).RemoveVoter(ctx, 99); !errors.Is(err, ErrUnknownMember) {
+		t.Fatalf("remove unknown: %v", err)
+	}
+}
+
+func TestClusterLeases(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = 300 * time.Millisecond })
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	cl := c.hub.HubClient(100, c.follower(lead))
+	defer cl.Close()
+	inc, err := cl.RegisterBroker(ctx, Broker{ID: 7, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Heartbeats keep it alive well past the lease.
+	for i := 0; i < 15; i++ {
+		if err := cl.Heartbeat(ctx, 7, inc); err != nil {
+			t.Fatalf("heartbeat %d: %v", i, err)
+		}
+		time.Sleep(60 * time.Millisecond)
+	}
+	if owner, err := cl.ClaimGroup(ctx, "grp", 7); err != nil || owner != 7 {
+		t.Fatalf("claim %d %v", owner, err)
+	}
+	// Silence: the leader expires it; the old incarnation is fenced.
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if len(cl.Brokers()) != 0 {
+			return errors.New("broker still registered")
+		}
+		return nil
+	})
+	if err := cl.Heartbeat(ctx, 7, inc); !errors.Is(err, ErrFenced) {
+		t.Fatalf("heartbeat after expiry: %v", err)
+	}
+	inc2, err := cl.RegisterBroker(ctx, Broker{ID: 7, Role: RoleRead})
+	if err != nil || inc2 <= inc {
+		t.Fatalf("re-register %d %v", inc2, err)
+	}
+	if err := cl.Heartbeat(ctx, 7, inc2); err != nil {
+		t.Fatal(err)
+	}
+	// A new broker can claim the dead owner's group.
+	if _, err := cl.RegisterBroker(ctx, Broker{ID: 8, Role: RoleRead}); err != nil {
+		t.Fatal(err)
+	}
+	if owner, err := cl.ClaimGroup(ctx, "grp", 8); err != nil || owner != 7 {
+		t.Fatalf("group should stay with live re-registered 7: %d %v", owner, err)
+	}
+}

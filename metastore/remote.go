@@ -1,0 +1,169 @@
+package metastore
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+)
+
+// ClientConfig configures a remote client: a broker that is not itself a
+// metastore node. mapstructure tags let cmd fill it from viper.
+type ClientConfig struct {
+	// Addrs are the internal listeners of the metastore nodes (any subset;
+	// a request that reaches a follower is handled there or forwarded).
+	Addrs []string `mapstructure:"addrs"`
+	// RequestTimeout bounds a call whose context has no deadline. Zero: 10s.
+	RequestTimeout time.Duration `mapstructure:"request_timeout"`
+	// WatchWait is how long one watch long-poll waits. Zero: 1s.
+	WatchWait time.Duration `mapstructure:"watch_wait"`
+	Logger    zerolog.Logger `mapstructure:"-"`
+}
+
+type callFunc func(ctx context.Context, req *Request) (*Response, error)
+
+// Dial returns a Client that talks to the metastore over TCP. It returns
+// once the cache holds a full image (or ctx ends).
+func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
+	if len(cfg.Addrs) == 0 {
+		return nil, errors.New("metastore: no addresses to dial")
+	}
+	var eps []callFunc
+	for _, a := range cfg.Addrs {
+		p := &tcpPeer{addr: a, stopc: make(chan struct{}), t: &TCPTransport{closed: make(chan struct{})}}
+		eps = append(eps, func(ctx context.Context, req *Request) (*Response, error) {
+			wc, err := p.conn(ctx)
+			if err != nil {
+				return nil, errDial
+			}
+			return wc.call(ctx, req)
+		})
+	}
+	c := newRemoteClient(eps, cfg)
+	if err := c.Sync(ctx); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+var errDial = errors.New("metastore: dial failed")
+
+// remoteBackend sends requests to one node at a time and moves to the next
+// when that one is unreachable or cannot serve (no leader).
+type remoteBackend struct {
+	eps []callFunc
+	mu  sync.Mutex
+	cur int
+}
+
+func (r *remoteBackend) pick() (int, callFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cur, r.eps[r.cur]
+}
+
+func (r *remoteBackend) next(from int) {
+	r.mu.Lock()
+	if r.cur == from {
+		r.cur = (r.cur + 1) % len(r.eps)
+	}
+	r.mu.Unlock()
+}
+
+func (r *remoteBackend) do(ctx context.Context, req *Request) (*Response, error) {
+	// A request that surely never reached a node (dial failure, unreachable)
+	// or that a node refused without acting (ErrNotLeader: never proposed)
+	// is retried on the next node. A write lost in flight is ambiguous and
+	// returns ErrTimeout.
+	write := req.Kind == reqCmd || req.Kind == reqAddVoter || req.Kind == reqRemoveVoter
+	for {
+		i, call := r.pick()
+		resp, err := call(ctx, req)
+		if err == nil {
+			if resp.Err != errCode(ErrNotLeader) && resp.Err != errCode(ErrStopped) {
+				return resp, nil
+			}
+		} else if write && !errors.Is(err, errDial) && !errors.Is(err, ErrUnreachable) {
+			return nil, ErrTimeout
+		}
+		r.next(i)
+		select {
+		case <-ctx.Done():
+			if err == nil {
+				return resp, nil
+			}
+			return nil, ErrTimeout
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func newRemoteClient(eps []callFunc, cfg ClientConfig) *Client {
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = 10 * time.Second
+	}
+	if cfg.WatchWait <= 0 {
+		cfg.WatchWait = time.Second
+	}
+	rb := &remoteBackend{eps: eps}
+	v := newView()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	c := newClient(rb, v, func() { cancel(); <-done })
+	c.timeout = cfg.RequestTimeout
+	c.pull = func(ctx context.Context) error {
+		i, call := rb.pick()
+		resp, err := call(ctx, &Request{Kind: reqWatch, FromRev: v.revision()})
+		if err != nil || resp.Err != "" {
+			rb.next(i)
+			return ErrUnreachable
+		}
+		applyWatch(v, resp)
+		return nil
+	}
+	go func() {
+		defer close(done)
+		watchLoop(ctx, rb, v, cfg.WatchWait)
+	}()
+	return c
+}
+
+// watchLoop keeps v following the quorum: long-polls for events after the
+// view's revision; a full image replaces the view when the node's history
+// no longer reaches back that far.
+func watchLoop(ctx context.Context, rb *remoteBackend, v *view, wait time.Duration) {
+	first := true
+	for ctx.Err() == nil {
+		from := v.revision()
+		w := wait
+		if first {
+			from, w = 0, 0
+		}
+		cctx, cancel := context.WithTimeout(ctx, w+5*time.Second)
+		i, call := rb.pick()
+		resp, err := call(cctx, &Request{Kind: reqWatch, FromRev: from, WaitMs: w.Milliseconds()})
+		cancel()
+		if err != nil || resp.Err != "" {
+			rb.next(i)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		first = false
+		applyWatch(v, resp)
+	}
+}
+
+func applyWatch(v *view, resp *Response) {
+	if resp.Image != nil {
+		v.loadImage(resp.Image)
+	} else {
+		v.apply(resp.Events, resp.Rev)
+	}
+}
