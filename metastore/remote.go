@@ -18,7 +18,7 @@ type ClientConfig struct {
 	// RequestTimeout bounds a call whose context has no deadline. Zero: 10s.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
 	// WatchWait is how long one watch long-poll waits. Zero: 1s.
-	WatchWait time.Duration `mapstructure:"watch_wait"`
+	WatchWait time.Duration  `mapstructure:"watch_wait"`
 	Logger    zerolog.Logger `mapstructure:"-"`
 }
 
