@@ -25,10 +25,12 @@ func kcat(t *testing.T, timeout time.Duration, stdin string, args ...string) (st
 	start := time.Now()
 	err := cmd.Run()
 	if ctx.Err() != nil {
-		t.Fatalf("kcat %s: no exit within %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), timeout, out.String(), errb.String())
+		t.Fatalf("kcat %s: no exit within %v\nstdout (tail):\n%s\nstderr (head and tail):\n%s\n...\n%s", strings.Join(args, " "), timeout,
+			tail(out.String(), 4<<10), head(errb.String(), 2<<10), tail(errb.String(), 2<<10))
 	}
 	if err != nil {
-		t.Fatalf("kcat %s: %v\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), err, out.String(), errb.String())
+		t.Fatalf("kcat %s: %v\nstdout (tail):\n%s\nstderr (head and tail):\n%s\n...\n%s", strings.Join(args, " "), err,
+			tail(out.String(), 4<<10), head(errb.String(), 2<<10), tail(errb.String(), 2<<10))
 	}
 	t.Logf("kcat %s: ok in %v", strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	return out.String(), errb.String()
@@ -141,4 +143,11 @@ func TestKcat(t *testing.T) {
 			t.Errorf("kcat -C: missing message key=%s value=%s headers=%s", m.key, m.value, m.headers)
 		}
 	}
+}
+
+func head(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
