@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -37,6 +38,21 @@ func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 	case reqCmd:
 		if req.Cmd == nil {
 			return errResponse(ErrInvalidRequest)
+		}
+		// Forward to the leader, which batches everyone's commands into
+		// few entries and answers after its own apply: one Ready cycle
+		// less than waiting for this follower to learn the commit.
+		if lead := n.leader.Load(); lead != 0 && lead != n.id && req.Hops < 3 {
+			fwd := *req
+			fwd.Hops++
+			resp, err := n.tr.Call(ctx, lead, &fwd)
+			if err == nil {
+				return resp
+			}
+			if !errors.Is(err, ErrUnreachable) {
+				return errResponse(ErrTimeout) // delivered, answer lost
+			}
+			// Never delivered: propose here; raft forwards it.
 		}
 		r, err := n.propose(ctx, *req.Cmd)
 		if err != nil {

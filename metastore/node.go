@@ -69,6 +69,7 @@ type Node struct {
 	readStatec chan raft.ReadState
 
 	leases leaseTracker
+	stats  nodeStats
 
 	stopOnce sync.Once
 	stopc    chan struct{}
@@ -518,4 +519,27 @@ func (r raftLogger) Panicf(f string, v ...any) {
 	s := fmt.Sprintf(f, v...)
 	r.l.Error().Msg(s)
 	panic(s)
+}
+
+type nodeStats struct {
+	readies, readyNanos, txNanos, entriesApplied, cmdsApplied atomic.Int64
+}
+
+// Stats are counters for metrics: Ready batches handled, time spent in
+// them and in their bbolt transactions, entries and commands applied.
+type Stats struct {
+	Readies        int64
+	ReadyTime      time.Duration
+	TxTime         time.Duration
+	EntriesApplied int64
+	CmdsApplied    int64
+}
+
+// Stats returns the node's counters.
+func (n *Node) Stats() Stats {
+	return Stats{
+		Readies: n.stats.readies.Load(), ReadyTime: time.Duration(n.stats.readyNanos.Load()),
+		TxTime: time.Duration(n.stats.txNanos.Load()), EntriesApplied: n.stats.entriesApplied.Load(),
+		CmdsApplied: n.stats.cmdsApplied.Load(),
+	}
 }

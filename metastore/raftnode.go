@@ -45,8 +45,11 @@ func (n *Node) run() {
 		case <-ticker.C:
 			n.rn.Tick()
 		case rd := <-n.rn.Ready():
+			t0 := time.Now()
 			n.handleReady(rd)
 			n.rn.Advance()
+			n.stats.readies.Add(1)
+			n.stats.readyNanos.Add(int64(time.Since(t0)))
 		case <-n.stopc:
 			return
 		}
@@ -69,6 +72,20 @@ func (n *Node) handleReady(rd raft.Ready) {
 	}
 	if n.isLeader {
 		n.send(rd.Messages) // step 2, leader: in parallel with its own write
+	} else {
+		// A follower forwards proposals and read-index requests at once:
+		// they promise nothing about its log, so they need not wait for
+		// the write (everything else waits, step 2).
+		var early, late []*pb.Message
+		for _, m := range rd.Messages {
+			if t := m.GetType(); t == pb.MsgProp || t == pb.MsgReadIndex {
+				early = append(early, m)
+			} else {
+				late = append(late, m)
+			}
+		}
+		n.send(early)
+		rd.Messages = late
 	}
 
 	var (
@@ -80,6 +97,7 @@ func (n *Node) handleReady(rd raft.Ready) {
 		applied  = n.appliedIndex()
 		newApply = applied
 	)
+	txStart := time.Now()
 	err := n.db.Update(func(tx *bolt.Tx) error {
 		if hasSnap {
 			a, err := n.installSnapshot(tx, snap)
@@ -113,6 +131,8 @@ func (n *Node) handleReady(rd raft.Ready) {
 		// state and entries").
 		n.lg.Fatal().Err(err).Msg("metastore: failed to persist raft state or apply entries")
 	}
+	n.stats.txNanos.Add(int64(time.Since(txStart)))
+	n.stats.entriesApplied.Add(int64(len(rd.CommittedEntries)))
 
 	// Mirror into raft's storage: only now is it durable.
 	if hasSnap {
@@ -232,6 +252,7 @@ func (n *Node) applyEntries(tx *bolt.Tx, ents []*pb.Entry, applied uint64) ([]de
 			if b != nil {
 				a := &applier{tx: tx, index: idx, leaseMs: n.cfg.LeaseDuration.Milliseconds()}
 				mine := b.Node == n.id && b.Nonce == n.nonce
+				n.stats.cmdsApplied.Add(int64(len(b.Cmds)))
 				for i := range b.Cmds {
 					r := a.apply(&b.Cmds[i])
 					if mine {
