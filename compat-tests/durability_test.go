@@ -14,7 +14,8 @@ import (
 
 // TestKill9LosesNoAckedRecord runs several idempotent acks=all kgo producers
 // against a 4-partition topic, SIGKILLs the broker mid-stream, restarts it on
-// the same data dir, lets the producers carry on for a while, and then reads
+// the same data dir, lets the producers carry on for a while (twice over:
+// the second kill hits a log that already went through one recovery), then reads
 // everything back. Every acknowledged record (before or after the kill) must
 // be there exactly once, at the offset it was acknowledged with; each
 // producer's acknowledged records keep their order within a partition.
@@ -27,6 +28,7 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 		maxPerProd        = 200_000 // bound on the records one producer sends
 		ackedBeforeKill   = 20_000
 		ackedAfterRestart = 10_000
+		killCycles        = 2
 	)
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
@@ -43,6 +45,7 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		results = make([][]ack, producers) // per producer, in callback order
+		sent    atomic.Int64
 		acked   atomic.Int64
 		failed  atomic.Int64
 		stop    atomic.Bool
@@ -66,6 +69,7 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 					Key:   fmt.Appendf(nil, "key-%d-%08d", p, seq),
 					Value: []byte(value(p, seq)),
 				}
+				sent.Add(1)
 				cl.Produce(abortCtx, r, func(r *kgo.Record, err error) {
 					if err == nil {
 						acked.Add(1)
@@ -97,14 +101,18 @@ func TestKill9LosesNoAckedRecord(t *testing.T) {
 		wg.Wait()
 		t.Fatalf("only %d records acknowledged (%d failed) in 60s before the kill", acked.Load(), failed.Load())
 	}
-	b.Kill()
-	atKill := acked.Load()
-	t.Logf("SIGKILL after %d acknowledged records", atKill)
-	time.Sleep(300 * time.Millisecond)
-	b.Restart()
-	if !waitAcked(atKill+ackedAfterRestart, 60*time.Second) {
-		t.Errorf("producers made little progress after the restart: %d acknowledged in all (%d at the kill), %d failed",
-			acked.Load(), atKill, failed.Load())
+	for cycle := 1; cycle <= killCycles; cycle++ {
+		b.Kill()
+		atKill := acked.Load()
+		t.Logf("kill #%d: SIGKILL with %d records acknowledged and %d sent but not yet answered",
+			cycle, atKill, sent.Load()-atKill-failed.Load())
+		time.Sleep(300 * time.Millisecond)
+		b.Restart()
+		if !waitAcked(atKill+ackedAfterRestart, 60*time.Second) {
+			t.Errorf("kill #%d: producers made little progress after the restart: %d acknowledged in all (%d at the kill), %d failed",
+				cycle, acked.Load(), atKill, failed.Load())
+			break
+		}
 	}
 	stop.Store(true)
 

@@ -96,7 +96,7 @@ func TestKcat(t *testing.T) {
 	produce(2, []string{"trace=def"})
 
 	// -C from the beginning, exit at the end of every partition.
-	out, _ = kcat(t, 60*time.Second, "", "-b", b.KafkaAddr, "-C", "-t", topic, "-o", "beginning", "-e",
+	out, _ = kcat(t, 30*time.Second, "", "-b", b.KafkaAddr, "-C", "-t", topic, "-o", "beginning", "-e",
 		"-f", "%p|%o|%k|%s|%h\n")
 	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if out == "" {
