@@ -44,10 +44,11 @@ type Config struct {
 	ElectionTicks  int `mapstructure:"election_ticks"`
 	HeartbeatTicks int `mapstructure:"heartbeat_ticks"`
 	// SnapshotEntries: take a snapshot and compact the log every this many
-	// applied entries. Zero: 10000.
+	// applied entries. Zero: 5000.
 	SnapshotEntries uint64 `mapstructure:"snapshot_entries"`
 	// CompactionKeep: entries kept in the log behind a snapshot so slow
-	// followers catch up without one. Zero: 5000.
+	// followers catch up without one. Zero: 500. The snapshot image is the
+	// whole bbolt file, log bucket included, so this bounds its overhead.
 	CompactionKeep uint64 `mapstructure:"compaction_keep"`
 	// LeaseDuration is a broker's lease; it must heartbeat within it.
 	// Zero: 10s.
@@ -80,8 +81,8 @@ func Default() Config {
 		TickInterval:     100 * time.Millisecond,
 		ElectionTicks:    10,
 		HeartbeatTicks:   1,
-		SnapshotEntries:  10000,
-		CompactionKeep:   5000,
+		SnapshotEntries:  5000,
+		CompactionKeep:   500,
 		LeaseDuration:    10 * time.Second,
 		MaxBatchCommands: 1024,
 		RequestTimeout:   10 * time.Second,

@@ -53,12 +53,14 @@ func (n *Node) becameLeader() {
 	n.leases.leaderSince = time.Now()
 	n.leases.mu.Unlock()
 	if n.view.ClusterID() == "" {
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
-			defer cancel()
-			_, _ = n.propose(ctx, command{Op: opInitCluster, ClusterID: newUUID()})
-		}()
+		go n.initCluster()
 	}
+}
+
+func (n *Node) initCluster() {
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
+	defer cancel()
+	_, _ = n.propose(ctx, command{Op: opInitCluster, ClusterID: newUUID()})
 }
 
 // heartbeat runs on the leader.
@@ -99,6 +101,11 @@ func (n *Node) leaseLoop() {
 		var expire []Broker
 		now := time.Now()
 		n.leases.mu.Lock()
+		if !n.leases.leaderSince.IsZero() && n.view.ClusterID() == "" && now.Sub(n.leases.leaderSince) > time.Second {
+			// The first leader's init_cluster was lost: propose again
+			// (apply keeps the first one that lands).
+			go n.initCluster()
+		}
 		if !n.leases.leaderSince.IsZero() {
 			for _, b := range n.view.Brokers() {
 				s, ok := n.leases.seen[b.ID]

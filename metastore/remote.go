@@ -31,8 +31,11 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		return nil, errors.New("metastore: no addresses to dial")
 	}
 	var eps []callFunc
+	var peers []*tcpPeer
+	owner := &TCPTransport{closed: make(chan struct{})}
 	for _, a := range cfg.Addrs {
-		p := &tcpPeer{addr: a, stopc: make(chan struct{}), t: &TCPTransport{closed: make(chan struct{})}}
+		p := &tcpPeer{addr: a, stopc: make(chan struct{}), t: owner}
+		peers = append(peers, p)
 		eps = append(eps, func(ctx context.Context, req *Request) (*Response, error) {
 			wc, err := p.conn(ctx)
 			if err != nil {
@@ -42,6 +45,14 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		})
 	}
 	c := newRemoteClient(eps, cfg)
+	stopWatch := c.stop
+	c.stop = func() {
+		stopWatch()
+		for _, p := range peers {
+			p.stop()
+		}
+		owner.wg.Wait()
+	}
 	if err := c.Sync(ctx); err != nil {
 		c.Close()
 		return nil, err
