@@ -182,6 +182,23 @@ segments (truncating each to its checkpointed durable offset, then
 re-appending), before the per-segment recovery above. Raft hard state would
 go in the same WAL, so one sync covers entries and votes of every group.
 
+The implemented path, BenchmarkAppend (16 KiB batches of 1 KiB records;
+group: 64 goroutines doing Append then WaitDurable over N logs that share one
+FlushGroup Flusher), same machine, three runs:
+
+	go test ./log/ -run '^$' -bench BenchmarkAppend -benchtime 1s -count 3
+
+	nosync (FlushNever)   24-38 us/op   420-670 MB/s   0 allocs/op
+	group, 1 log          25-37 us/op   440-650 MB/s   0.033 syncs/append
+	group, 16 logs        62 us/op      259-261 MB/s   0.21 syncs/append
+
+# Testing
+
+Besides the table and crash tests, FuzzRecover feeds arbitrary bytes to Open
+as a segment. Each run syncs files, so keep minimisation short:
+
+	go test ./log/ -run '^$' -fuzz FuzzRecover -fuzztime 60s -fuzzminimizetime 2s
+
 # Not implemented
 
 Compaction, transactions (last stable offset, aborted transaction index),

@@ -60,14 +60,13 @@ type Flusher struct {
 	mu    sync.Mutex
 	dirty []*Log
 
-	kick    chan struct{}
-	stop    chan struct{}
-	done    chan struct{}
-	state   atomic.Int32 // 0 new, 1 running, 2 closed
-	once    sync.Once
-	rounds  atomic.Int64
-	syncs   atomic.Int64
-	started sync.Once
+	kick   chan struct{}
+	stop   chan struct{}
+	done   chan struct{}
+	state  atomic.Int32 // 0 new, 1 running, 2 closed
+	once   sync.Once
+	rounds atomic.Int64
+	syncs  atomic.Int64
 }
 
 // FlusherStats are cumulative counters.
@@ -100,25 +99,21 @@ func (f *Flusher) Policy() FlushPolicy { return f.cfg.Policy }
 // that use this Flusher sync inline in WaitDurable. Start after Close does
 // nothing.
 func (f *Flusher) Start() {
-	f.started.Do(func() {
-		if !f.state.CompareAndSwap(0, 1) {
-			return
-		}
+	if f.state.CompareAndSwap(0, 1) {
 		go f.run()
-	})
+	}
 }
 
 // Close runs a last round for everything dirty, stops the goroutine and
 // waits for it. Waiters still blocked then sync their logs themselves.
 func (f *Flusher) Close() error {
 	f.once.Do(func() {
-		if f.state.Load() == 1 {
-			close(f.stop)
-			<-f.done
-		} else {
+		if f.state.CompareAndSwap(0, 2) {
 			close(f.done)
+			return
 		}
-		f.state.Store(2)
+		close(f.stop)
+		<-f.done
 	})
 	return nil
 }
@@ -155,6 +150,9 @@ func (f *Flusher) run() {
 		case <-f.kick:
 		case <-tick:
 		case <-f.stop:
+			// Stop taking work first: from now on waiters sync inline, and
+			// this last round covers every log queued before.
+			f.state.Store(2)
 			f.round()
 			return
 		}

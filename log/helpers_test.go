@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -111,7 +112,7 @@ func readAll(t testing.TB, l *Log) [][]byte {
 	var out [][]byte
 	off := l.LogStartOffset()
 	for off < l.LogEndOffset() {
-		r, err := l.Read(off, 1<<20, 1<<62)
+		r, err := l.Read(off, 1<<20, math.MaxInt64)
 		if err != nil {
 			t.Fatalf("Read(%d): %v", off, err)
 		}

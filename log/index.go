@@ -23,37 +23,86 @@ type timeEntry struct {
 	rel uint32 // last offset of the batch that first reached ts, minus base
 }
 
-// index holds a segment's sparse offset and time indexes in memory and
-// mirrors every entry to its file. The files are a cache: Open checks them
-// against the segment and rewrites them if they disagree, so they are only
-// synced when a segment stops being active and at Close.
+// index holds a segment's sparse offset and time indexes. While the segment
+// is active (or being scanned) the entries are resident in memory and every
+// new one is also written to its file; once the segment is inactive only the
+// files are kept and lookups binary-search them with preads, so memory does
+// not grow with the number of segments. The files are a cache: Open checks
+// them against the segment and rewrites them if they disagree, so they are
+// only synced when a segment stops being active and at Close.
 type index struct {
-	offsets  []offsetEntry
-	times    []timeEntry
+	resident bool
+	offsets  []offsetEntry // only while resident
+	times    []timeEntry   // only while resident
+	nOffsets int           // entries in the files when not resident
+	nTimes   int
 	offFile  *os.File
 	timeFile *os.File
 	buf      [timeIndexEntrySize]byte
 }
 
+// evict drops the in-memory entries; the files hold them.
+func (x *index) evict() {
+	x.nOffsets, x.nTimes = len(x.offsets), len(x.times)
+	x.offsets, x.times = nil, nil
+	x.resident = false
+}
+
 // lookup returns the position to start scanning from for rel: that of the
 // last indexed batch whose last offset is <= rel, or 0.
-func (x *index) lookup(rel uint32) int64 {
-	i := sort.Search(len(x.offsets), func(i int) bool { return x.offsets[i].rel > rel })
-	if i == 0 {
-		return 0
+func (x *index) lookup(rel uint32) (int64, error) {
+	if x.resident {
+		i := sort.Search(len(x.offsets), func(i int) bool { return x.offsets[i].rel > rel })
+		if i == 0 {
+			return 0, nil
+		}
+		return int64(x.offsets[i-1].pos), nil
 	}
-	return int64(x.offsets[i-1].pos)
+	var b [offsetIndexEntrySize]byte
+	var err error
+	i := sort.Search(x.nOffsets, func(i int) bool {
+		if err != nil {
+			return true
+		}
+		_, err = x.offFile.ReadAt(b[:], int64(i)*offsetIndexEntrySize)
+		return err != nil || binary.BigEndian.Uint32(b[0:]) > rel
+	})
+	if err != nil || i == 0 {
+		return 0, err
+	}
+	if _, err := x.offFile.ReadAt(b[:], int64(i-1)*offsetIndexEntrySize); err != nil {
+		return 0, err
+	}
+	return int64(binary.BigEndian.Uint32(b[4:])), nil
 }
 
 // lookupTime returns the relative offset to start scanning from for the first
 // batch with a timestamp >= ts: that of the last entry with a smaller
 // timestamp, so that no batch reaching ts can lie before it.
-func (x *index) lookupTime(ts int64) (uint32, bool) {
-	i := sort.Search(len(x.times), func(i int) bool { return x.times[i].ts >= ts })
-	if i == 0 {
-		return 0, false
+func (x *index) lookupTime(ts int64) (uint32, bool, error) {
+	if x.resident {
+		i := sort.Search(len(x.times), func(i int) bool { return x.times[i].ts >= ts })
+		if i == 0 {
+			return 0, false, nil
+		}
+		return x.times[i-1].rel, true, nil
 	}
-	return x.times[i-1].rel, true
+	var b [timeIndexEntrySize]byte
+	var err error
+	i := sort.Search(x.nTimes, func(i int) bool {
+		if err != nil {
+			return true
+		}
+		_, err = x.timeFile.ReadAt(b[:], int64(i)*timeIndexEntrySize)
+		return err != nil || int64(binary.BigEndian.Uint64(b[0:])) >= ts
+	})
+	if err != nil || i == 0 {
+		return 0, false, err
+	}
+	if _, err := x.timeFile.ReadAt(b[:], int64(i-1)*timeIndexEntrySize); err != nil {
+		return 0, false, err
+	}
+	return binary.BigEndian.Uint32(b[8:]), true, nil
 }
 
 func (x *index) appendOffset(e offsetEntry) error {

@@ -194,6 +194,9 @@ func (l *Log) recover() error {
 		if err := l.checkIndexFiles(s); err != nil {
 			return err
 		}
+		if !last && res.bad == nil {
+			s.idx.evict()
+		}
 		if res.bad != nil {
 			dropped := res.fileSize - res.validEnd
 			l.lg.Warn().Err(res.bad).Str("segment", segmentName(base, logSuffix)).
@@ -441,6 +444,7 @@ func (l *Log) rollLocked() error {
 	if err := old.sync(); err != nil {
 		return l.failLocked("sync rolled segment", err)
 	}
+	old.idx.evict()
 	s, err := openSegment(l.dir, l.leo, true, l.now(), int64(l.cfg.SegmentIndexBytes))
 	if err != nil {
 		return l.failLocked("create segment", err)

@@ -715,3 +715,43 @@ func putBase(b []byte, off int64) {
 		b[i] = byte(off >> (56 - 8*i))
 	}
 }
+
+func TestInactiveSegmentsServeFromIndexFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig()
+	cfg.IndexIntervalBytes = 150
+	cfg.SegmentBytes = 4000
+	l := openT(t, dir, cfg)
+	for i := 0; i < 200; i++ {
+		mustAppend(t, l, mkBatch(spec{n: 2, valueSize: 30, ts: int64(10 * i)}))
+	}
+	check := func(l *Log) {
+		t.Helper()
+		if len(l.segs) < 5 {
+			t.Fatalf("%d segments", len(l.segs))
+		}
+		for _, s := range l.segs[:len(l.segs)-1] {
+			if s.idx.resident || s.idx.offsets != nil || s.idx.nOffsets == 0 || s.idx.nTimes == 0 {
+				t.Fatalf("segment %d: resident %v, %d/%d file entries", s.base, s.idx.resident, s.idx.nOffsets, s.idx.nTimes)
+			}
+		}
+		for off := int64(0); off < 400; off++ {
+			r, err := l.Read(off, 1, math.MaxInt64)
+			if err != nil || baseOf(r.Data) != off&^1 {
+				t.Fatalf("Read(%d): %v", off, err)
+			}
+			if 5*off > 1990 { // past the last batch's timestamp
+				continue
+			}
+			got, ts, found, err := l.OffsetForTimestamp(5 * off)
+			if want := (5*off + 9) / 10 * 2; err != nil || !found || got != want || ts != (want/2)*10 {
+				t.Fatalf("OffsetForTimestamp(%d) = %d, %d, %v, %v; want %d", 5*off, got, ts, found, err, want)
+			}
+		}
+	}
+	check(l)
+	l.Close()
+	l = openT(t, dir, cfg)
+	defer l.Close()
+	check(l)
+}

@@ -22,7 +22,9 @@ func (l *Log) locateLocked(offset int64) (si int, pos int64, h batchHeader, foun
 		}
 		pos = 0
 		if offset > s.base {
-			pos = s.idx.lookup(uint32(offset - s.base))
+			if pos, err = s.idx.lookup(uint32(offset - s.base)); err != nil {
+				return 0, 0, h, false, fmt.Errorf("index of %s: %w", segmentName(s.base, logSuffix), err)
+			}
 		}
 		for pos < s.size {
 			if _, err = s.log.ReadAt(hb[:], pos); err != nil {
@@ -119,12 +121,18 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 			continue
 		}
 		start := max(s.base, l.logStart)
-		if rel, ok := s.idx.lookupTime(ts); ok {
+		rel, ok, err := s.idx.lookupTime(ts)
+		if err != nil {
+			return -1, -1, false, err
+		}
+		if ok {
 			start = max(start, s.base+int64(rel))
 		}
 		pos := int64(0)
 		if start > s.base {
-			pos = s.idx.lookup(uint32(start - s.base))
+			if pos, err = s.idx.lookup(uint32(start - s.base)); err != nil {
+				return -1, -1, false, err
+			}
 		}
 		var hb [batchHeaderSize]byte
 		for pos < s.size {

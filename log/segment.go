@@ -87,6 +87,7 @@ func (s *segment) reset() {
 	s.firstBatchMaxTs, s.maxTs, s.maxTsBase, s.maxTsLast = -1, -1, -1, -1
 	s.sinceIndex = 0
 	s.idx.offsets, s.idx.times = s.idx.offsets[:0], s.idx.times[:0]
+	s.idx.resident = true
 }
 
 // track accounts for a batch written at pos, in Kafka's order: the max
