@@ -2,7 +2,11 @@ package log
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -170,5 +174,63 @@ func TestCloseWakesWaiters(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not woken by Close")
+	}
+}
+
+// failSyncs makes every file sync fail until the test ends.
+func failSyncs(t *testing.T) {
+	orig := syncFile
+	syncFile = func(f *os.File) error { return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: syscall.EIO} }
+	t.Cleanup(func() { syncFile = orig })
+}
+
+func TestFailedFlushIsFatal(t *testing.T) {
+	f := NewFlusher(FlusherConfig{Policy: FlushGroup})
+	f.Start()
+	defer f.Close()
+	dir := t.TempDir()
+	l := openT(t, dir, testConfig(), Options{Logger: testLogger(t), Flusher: f})
+	r := mustAppend(t, l, mkBatch(spec{}))
+	if err := l.WaitDurable(context.Background(), r.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	failSyncs(t)
+	r = mustAppend(t, l, mkBatch(spec{}))
+	err := l.WaitDurable(context.Background(), r.LastOffset+1)
+	if !errors.Is(err, ErrFatal) || !errors.Is(err, syscall.EIO) {
+		t.Fatalf("WaitDurable after failed sync: %v", err)
+	}
+	if l.DurableOffset() != 1 {
+		t.Fatalf("durable offset moved to %d past a failed sync", l.DurableOffset())
+	}
+	// Sticky: nothing works any more, even once syncs would succeed again.
+	syncFile = fdatasync
+	if _, err := l.Append(mkBatch(spec{})); !errors.Is(err, ErrFatal) {
+		t.Fatalf("append: %v", err)
+	}
+	if _, err := l.Read(0, 10, 10); !errors.Is(err, ErrFatal) {
+		t.Fatalf("read: %v", err)
+	}
+	if err := l.WaitDurable(context.Background(), 1); !errors.Is(err, ErrFatal) {
+		t.Fatalf("wait: %v", err)
+	}
+	l.Close()
+	if _, err := os.Stat(filepath.Join(dir, cleanShutdownFile)); err == nil {
+		t.Fatal("failed log marked clean")
+	}
+}
+
+func TestFailedRollSyncIsFatal(t *testing.T) {
+	cfg := testConfig()
+	cfg.SegmentBytes = int64(len(mkBatch(spec{})))
+	l := openT(t, t.TempDir(), cfg)
+	defer l.Close()
+	mustAppend(t, l, mkBatch(spec{}))
+	failSyncs(t)
+	if _, err := l.Append(mkBatch(spec{})); !errors.Is(err, ErrFatal) {
+		t.Fatalf("append that rolls over a failed sync: %v", err)
+	}
+	if l.LogEndOffset() != 1 {
+		t.Fatalf("leo %d", l.LogEndOffset())
 	}
 }

@@ -157,10 +157,10 @@ func (x *index) rewrite() error {
 }
 
 func (x *index) sync() error {
-	if err := fdatasync(x.offFile); err != nil {
+	if err := syncFile(x.offFile); err != nil {
 		return err
 	}
-	return fdatasync(x.timeFile)
+	return syncFile(x.timeFile)
 }
 
 func (x *index) close() error {

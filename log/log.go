@@ -89,8 +89,15 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	_, statErr := os.Stat(dir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
+	}
+	if errors.Is(statErr, os.ErrNotExist) {
+		// A new partition directory must survive a crash with its files.
+		if err := syncDir(filepath.Dir(dir)); err != nil {
+			return nil, err
+		}
 	}
 	l := &Log{
 		dir:       dir,
@@ -491,7 +498,7 @@ func (l *Log) flush() {
 	l.mu.RUnlock()
 	// Everything below target is in f or in a segment synced when it
 	// rolled, so syncing f alone makes target durable.
-	err := fdatasync(f)
+	err := syncFile(f)
 	l.mu.Lock()
 	if err != nil {
 		l.failLocked("sync segment", err)
@@ -638,11 +645,18 @@ func (l *Log) Delete() error {
 	if err := os.RemoveAll(l.dir); err != nil {
 		return err
 	}
+	if err := syncDir(filepath.Dir(l.dir)); err != nil {
+		return err
+	}
 	if cerr != nil && !errors.Is(cerr, ErrFatal) {
 		return cerr
 	}
 	return nil
 }
+
+// syncFile is how segment and index files are made durable; tests replace
+// it to inject failures.
+var syncFile = fdatasync
 
 // syncDir makes creations, removals and renames in dir durable.
 func syncDir(dir string) error {

@@ -12,7 +12,9 @@ import (
 // truncation is synced before TruncateTo returns; producer state and the
 // leader epoch cache are rebuilt from the remaining batch headers. It waits
 // for reads and a running flush. Errors are fatal (ErrFatal) except
-// ErrClosed.
+// ErrClosed. A WaitDurable caller blocked on a truncated offset is not told;
+// it returns once new data reaches that offset, so the caller (raft) must
+// not wait on entries it may truncate.
 func (l *Log) TruncateTo(offset int64) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
@@ -155,7 +157,11 @@ func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 		if l.cfg.RetentionMs >= 0 {
 			ts := s.maxTs
 			if ts < 0 {
+				// No timestamps: Kafka falls back to the file's mtime.
 				ts = s.created.UnixMilli()
+				if st, err := s.log.Stat(); err == nil {
+					ts = st.ModTime().UnixMilli()
+				}
 			}
 			byTime = now.UnixMilli()-ts > l.cfg.RetentionMs.Milliseconds()
 		}

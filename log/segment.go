@@ -137,7 +137,7 @@ func (s *segment) indexFull() bool {
 }
 
 func (s *segment) sync() error {
-	if err := fdatasync(s.log); err != nil {
+	if err := syncFile(s.log); err != nil {
 		return err
 	}
 	return s.idx.sync()
