@@ -28,9 +28,15 @@ uses AppendReplicated, whose base offset must already equal the log end
 offset. Append never waits for the disk; WaitDurable does.
 
 Every method is safe for concurrent use. Appends to one log are serialised;
-Read, OffsetForTimestamp and friends run in parallel with each other and with
-appends (they hold a read lock across one pread). Data returned by Read is a
+Read, OffsetForTimestamp and friends run in parallel with each other and hold
+the log's read lock across their preads, so an append waits for them (and
+they for it) only for the length of a page-cache copy; a segment roll holds
+the write lock across the old segment's fdatasync. Data returned by Read is a
 fresh buffer the caller owns. Append does not keep its argument.
+
+Locks: Log.syncMu (held across a sync of the active segment, and by
+anything that closes or removes files) before Log.mu; Flusher.mu is never
+held while a Log lock is taken or the other way round.
 
 Errors: ErrOutOfOrderSequence, ErrInvalidProducerEpoch, ErrCorrupt,
 ErrBatchTooLarge and ErrOffsetMismatch reject one call; ErrOffsetOutOfRange

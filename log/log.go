@@ -232,10 +232,13 @@ func (l *Log) recover() error {
 	l.leo = l.active().next
 	l.logStart = min(max(checkpoint, l.segs[0].base), l.leo)
 	l.epochs.truncateFromStart(l.logStart)
-	// What the previous process wrote may still be only in the page cache;
-	// one sync makes all of it durable before anything is acknowledged.
-	if err := l.active().sync(); err != nil {
-		return err
+	if !clean {
+		// What the previous process wrote may still be only in the page
+		// cache; one sync makes all of it durable before anything new is
+		// acknowledged on top of it.
+		if err := l.active().sync(); err != nil {
+			return err
+		}
 	}
 	l.durable = l.leo
 	if clean {
