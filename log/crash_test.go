@@ -202,3 +202,34 @@ func TestCrashEmptyAndMissingSegments(t *testing.T) {
 	}
 	checkRecovered(t, dir, cfg, want, 8)
 }
+
+func TestCrashDamageInOlderSegment(t *testing.T) {
+	// Segments 0 (batches 0-3), 12 (4-7), 24 (8-9). A torn batch 5 in the
+	// middle segment cannot come from a crash (rolled segments are synced),
+	// but if the disk returns it, recovery keeps what precedes it and, like
+	// Kafka, deletes every later segment rather than leave a gap.
+	dir := t.TempDir()
+	want, cfg := writeCrashLog(t, dir, 10)
+	mid := segFiles(t, dir, logSuffix)[1]
+	if err := os.Truncate(mid, int64(len(want[4])+len(want[5])/2)); err != nil {
+		t.Fatal(err)
+	}
+	checkRecovered(t, dir, cfg, want, 5)
+	if n := len(segFiles(t, dir, logSuffix)); n != 2 {
+		t.Fatalf("%d segments left", n)
+	}
+}
+
+func TestCrashOverlappingSegmentDropped(t *testing.T) {
+	dir := t.TempDir()
+	want, cfg := writeCrashLog(t, dir, 6) // segments 0 (batches 0-3), 12 (4-5)
+	// A segment named inside the first one's range can only be debris.
+	data, _ := os.ReadFile(segFiles(t, dir, logSuffix)[1])
+	os.Remove(segFiles(t, dir, logSuffix)[1])
+	os.Remove(filepath.Join(dir, segmentName(12, indexSuffix)))
+	os.Remove(filepath.Join(dir, segmentName(12, timeIndexSuffix)))
+	if err := os.WriteFile(filepath.Join(dir, segmentName(6, logSuffix)), data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	checkRecovered(t, dir, cfg, want, 4)
+}

@@ -25,12 +25,6 @@ func (c *epochCache) assign(epoch int32, start int64) {
 	}
 }
 
-// truncateFromEnd drops epochs that start at or after leo.
-func (c *epochCache) truncateFromEnd(leo int64) {
-	i := sort.Search(len(c.entries), func(i int) bool { return c.entries[i].start >= leo })
-	c.entries = c.entries[:i]
-}
-
 // truncateFromStart keeps only the last epoch that starts before logStart,
 // moved to start there, as Kafka's truncateFromStart does.
 func (c *epochCache) truncateFromStart(logStart int64) {

@@ -177,6 +177,7 @@ type idemStep struct {
 	epoch   int16
 	seq     int32
 	n       int
+	control bool
 	want    int64 // expected base offset, or the original one for a duplicate
 	dup     bool
 	wantErr error
@@ -245,6 +246,17 @@ func TestIdempotence(t *testing.T) {
 			{pid: 1, seq: 5, n: 1, want: 11},
 			{pid: 1, seq: math.MaxInt32 - 4, n: 10, want: 1, dup: true},
 		}},
+		{"control batch bumps the epoch", []idemStep{
+			{pid: 1, epoch: 0, seq: 0, n: 2, want: 0},
+			{pid: 1, epoch: 1, control: true, want: 2},
+			{pid: 1, epoch: 0, seq: 2, n: 1, wantErr: ErrInvalidProducerEpoch},
+			{pid: 1, epoch: 1, seq: 3, n: 1, wantErr: ErrOutOfOrderSequence},
+			{pid: 1, epoch: 1, seq: 0, n: 1, want: 3},
+		}},
+		{"stale control batch fenced", []idemStep{
+			{pid: 1, epoch: 2, seq: 0, n: 1, want: 0},
+			{pid: 1, epoch: 1, control: true, wantErr: ErrInvalidProducerEpoch},
+		}},
 		{"producers independent", []idemStep{
 			{pid: 1, seq: 0, n: 1, want: 0},
 			{pid: 2, seq: 0, n: 1, want: 1},
@@ -258,7 +270,11 @@ func TestIdempotence(t *testing.T) {
 			l := openT(t, dir, testConfig())
 			run := func(l *Log, steps []idemStep) {
 				for i, st := range steps {
-					r, err := l.Append(mkBatch(spec{idem: true, pid: st.pid, epoch: st.epoch, seq: st.seq, n: st.n}))
+					sp := spec{idem: true, pid: st.pid, epoch: st.epoch, seq: st.seq, n: st.n}
+					if st.control {
+						sp.attrs, sp.n, sp.seq = attrControl|attrTransactional, 1, -1
+					}
+					r, err := l.Append(mkBatch(sp))
 					if st.wantErr != nil {
 						if !errors.Is(err, st.wantErr) {
 							t.Fatalf("step %d: got %v, want %v", i, err, st.wantErr)
@@ -268,7 +284,7 @@ func TestIdempotence(t *testing.T) {
 					if err != nil {
 						t.Fatalf("step %d: %v", i, err)
 					}
-					if r.BaseOffset != st.want || r.Duplicate != st.dup || r.LastOffset != st.want+int64(st.n)-1 {
+					if r.BaseOffset != st.want || r.Duplicate != st.dup || r.LastOffset != st.want+int64(max(st.n, 1))-1 {
 						t.Fatalf("step %d: got %+v, want base %d dup %v", i, r, st.want, st.dup)
 					}
 				}
@@ -282,7 +298,7 @@ func TestIdempotence(t *testing.T) {
 			defer l.Close()
 			var retries []idemStep
 			for _, st := range tt.steps {
-				if st.wantErr == nil {
+				if st.wantErr == nil && !st.control {
 					retries = append(retries, st)
 				}
 			}
@@ -754,4 +770,23 @@ func TestInactiveSegmentsServeFromIndexFiles(t *testing.T) {
 	l = openT(t, dir, cfg)
 	defer l.Close()
 	check(l)
+}
+
+func TestDelete(t *testing.T) {
+	parent := t.TempDir()
+	dir := filepath.Join(parent, "topic-0")
+	l := openT(t, dir, testConfig())
+	mustAppend(t, l, mkBatch(spec{}))
+	if err := l.Delete(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("directory still there: %v", err)
+	}
+	if _, err := l.Read(0, 10, 10); !errors.Is(err, ErrClosed) {
+		t.Fatalf("read after delete: %v", err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
 }
