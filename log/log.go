@@ -72,6 +72,8 @@ type Log struct {
 	epochs    epochCache
 	closed    bool
 	err       error // sticky; wraps ErrFatal
+
+	openedFromSnapshot bool // for tests: Open skipped the recovery walk
 }
 
 // Open opens or creates the log in dir and recovers it. Recovery checks the
@@ -168,14 +170,28 @@ func (l *Log) recover() error {
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 
 	now := l.now()
+	fast := false
+	if clean && len(sorted) > 0 {
+		if err := l.loadSnapshot(sorted, now); err != nil {
+			// Without a usable snapshot the marker proves nothing.
+			l.lg.Warn().Err(err).Msg("clean shutdown marker present but unusable; recovering as after a crash")
+			clean = false
+		} else {
+			fast = true
+			l.openedFromSnapshot = true
+		}
+	}
 	for i, base := range sorted {
+		if fast {
+			break
+		}
 		s, err := openSegment(l.dir, base, false, now, int64(l.cfg.SegmentIndexBytes))
 		if err != nil {
 			return err
 		}
 		if i > 0 && base < l.segs[i-1].next {
-			// Overlaps the previous segment: only a crash in the middle of a
-			// truncation or an outside hand can do this. Kafka drops it too.
+			// Overlaps the previous segment: no crash of ours leaves this, so
+			// it is debris from outside. Like Kafka, keep the older data.
 			l.lg.Error().Int64("segment", base).Int64("previous_end", l.segs[i-1].next).
 				Msg("segment overlaps its predecessor; deleting it and every later segment")
 			s.remove(l.dir)
@@ -636,7 +652,7 @@ func (l *Log) closeCleanLocked() error {
 		return l.failLocked("sync segment", err)
 	}
 	l.advanceDurableLocked(l.leo)
-	if err := writeFileSync(l.dir, cleanShutdownFile, nil); err != nil {
+	if err := writeFileSync(l.dir, cleanShutdownFile, l.encodeSnapshotLocked()); err != nil {
 		return l.failLocked("write clean shutdown marker", err)
 	}
 	return nil
