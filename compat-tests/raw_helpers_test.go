@@ -166,6 +166,11 @@ func pickVersion(t *testing.T, versions map[int16]kmsg.ApiVersionsResponseApiKey
 // recordBatch encodes a magic-v2 record batch (no compression, no producer
 // id) holding one record per value, with a correct CRC32C.
 func recordBatch(values ...string) []byte {
+	return idempotentBatch(-1, -1, -1, values...)
+}
+
+// idempotentBatch is recordBatch with producer id, epoch and first sequence.
+func idempotentBatch(producerID int64, epoch int16, firstSeq int32, values ...string) []byte {
 	var recs []byte
 	for i, v := range values {
 		var body []byte
@@ -187,9 +192,9 @@ func recordBatch(values ...string) []byte {
 		LastOffsetDelta:      int32(len(values) - 1),
 		FirstTimestamp:       now,
 		MaxTimestamp:         now,
-		ProducerID:           -1,
-		ProducerEpoch:        -1,
-		FirstSequence:        -1,
+		ProducerID:           producerID,
+		ProducerEpoch:        epoch,
+		FirstSequence:        firstSeq,
 		NumRecords:           int32(len(values)),
 		Records:              recs,
 	}
