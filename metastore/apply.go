@@ -155,7 +155,7 @@ func (a *applier) apply(c *command) (r result) {
 			panic(fmt.Sprintf("metastore: offsets bucket: %v", err))
 		}
 		for _, o := range c.Offsets {
-			a.put(gb, offsetKey(o.Topic, o.Partition), mustJSON(offsetValue{
+			a.put(gb, offsetKey(o.Topic, o.Partition), encodeOffsetValue(offsetValue{
 				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
 				CommitTime: o.CommitTime.UnixMilli(),
 			}))

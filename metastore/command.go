@@ -7,11 +7,11 @@ import (
 )
 
 // Command encoding (the Data of every normal raft entry this package
-// proposes):
+// proposes): byte 0 is the format.
 //
-//	byte 0     format: entryFormatJSON (1). Other values are reserved for a
-//	           compact binary encoding of the hot path (offset commits).
-//	bytes 1..  JSON of proposalBatch.
+//	1  JSON of proposalBatch follows (decoded, no longer written).
+//	2  compact binary (codec.go): offset commits in binary, any other
+//	   command as JSON inside it. This is what encodeBatch writes.
 //
 // A proposalBatch carries the proposing node's id and a per-process random
 // nonce, and one or more commands, each with a sequence number unique
@@ -98,7 +98,11 @@ type result struct {
 	Visible bool `json:"vis,omitempty"`
 }
 
-func encodeBatch(b *proposalBatch) []byte {
+func encodeBatch(b *proposalBatch) []byte { return encodeBatchBinary(b) }
+
+// encodeBatchJSON is format 1, still decoded (entries written by it may be
+// in a log) but no longer written.
+func encodeBatchJSON(b *proposalBatch) []byte {
 	js, err := json.Marshal(b)
 	if err != nil {
 		panic(fmt.Sprintf("metastore: encode proposal: %v", err))
@@ -111,6 +115,9 @@ func encodeBatch(b *proposalBatch) []byte {
 func decodeBatch(data []byte) (*proposalBatch, error) {
 	if len(data) == 0 {
 		return nil, nil // raft's empty entry at a new term
+	}
+	if data[0] == entryFormatBinary {
+		return decodeBatchBinary(data)
 	}
 	if data[0] != entryFormatJSON {
 		return nil, fmt.Errorf("metastore: unknown entry format %d", data[0])

@@ -175,8 +175,10 @@ func (n *Node) read(r *readRequest) *Response {
 				if !ok {
 					return
 				}
-				var ov offsetValue
-				mustUnmarshal(v, &ov)
+				ov, err := decodeOffsetValue(v)
+				if err != nil {
+					panic(fmt.Sprintf("metastore: corrupt offset value: %v", err))
+				}
 				resp.Offsets = append(resp.Offsets, OffsetCommit{
 					TopicPartition: TopicPartition{Topic: topic, Partition: p},
 					Offset:         ov.Offset, LeaderEpoch: ov.LeaderEpoch, Metadata: ov.Metadata,

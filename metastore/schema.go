@@ -32,7 +32,7 @@ import (
 //	topic_names    name -> topic id
 //	brokers        broker id (u32) -> JSON Broker
 //	broker_configs broker id (u32; -1 is 0xffffffff) -> JSON map[string]string
-//	offsets        group -> nested bucket: topic 0x00 partition(u32) -> JSON offsetValue
+//	offsets        group -> nested bucket: topic 0x00 partition(u32) -> binary offsetValue (codec.go)
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
 //	requests       reserved
@@ -73,12 +73,12 @@ var stateBuckets = [][]byte{
 	bucketTxnState,
 }
 
-// offsetValue is the stored form of one committed offset.
+// offsetValue is one committed offset as stored (encodeOffsetValue).
 type offsetValue struct {
-	Offset      int64  `json:"o"`
-	LeaderEpoch int32  `json:"e"`
-	Metadata    string `json:"m,omitempty"`
-	CommitTime  int64  `json:"t"` // unix milliseconds, from the proposer
+	Offset      int64
+	LeaderEpoch int32
+	Metadata    string
+	CommitTime  int64 // unix milliseconds, from the proposer
 }
 
 func u64(v uint64) []byte {
