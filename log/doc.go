@@ -57,7 +57,8 @@ segment's base offset as 20 decimal digits:
 	00000000000000004711.log        next segment, base offset 4711
 	...
 	log-start-offset                only after DeleteRecords: "0\n<offset>\n"
-	.clean-shutdown                 only between a clean Close and the next Open
+	.clean-shutdown                 only between a clean Close and the next
+	                                Open: a snapshot of the log's state
 
 A .log file is a sequence of Kafka v2 record batches exactly as on the wire,
 with absolute offsets, big-endian:
@@ -101,18 +102,34 @@ the Flusher (or, without one, the waiter itself) fdatasyncs the active
 segment of each dirty log; index files are not synced on this path because
 Open rebuilds them.
 
-Open recovers the directory: it removes index files without a segment and
-temporary files, then walks every segment batch by batch. Each batch must
-have a sane length that fits the file, magic 2, a record count no larger than
-lastOffsetDelta+1, and a base offset not below the end of the previous batch
-and segment. The last segment's CRCs are checked too unless .clean-shutdown
-says the previous Close synced everything. At the first batch that fails, the
+Close syncs the active segment and its indexes, then writes .clean-shutdown
+(temporary file, fsync, rename, directory fsync) holding a snapshot:
+
+	"SLCS" | version uint16 (1) | crc uint32 (CRC-32C of the rest)
+	segments uint32, each: base, size, next, firstBatchMaxTs, maxTs,
+	                       maxTsBase, maxTsLast int64
+	epochs uint32, each:   epoch int32 | start int64
+	producers uint32, each: id int64 | epoch int16 | batches uint8, each:
+	                       firstSeq, lastSeq int32 | firstOffset, lastOffset int64
+
+Open removes index files without a segment and temporary files. If
+.clean-shutdown is there, its CRC is right, it lists exactly the segment
+files present with their current sizes, and the index files pass shape
+checks, Open takes segment statistics, producer state and leader epochs from
+it and reads no batch (Kafka's clean-shutdown path with its producer .snapshot
+and leader-epoch-checkpoint files). Otherwise the shutdown counts as unclean:
+Open walks every segment batch by batch. Each batch must have a sane length
+that fits the file, magic 2, a record count no larger than lastOffsetDelta+1,
+and a base offset not below the end of the previous batch and segment; the
+last segment's CRCs are checked too. At the first batch that fails, the
 segment is truncated there and every later segment deleted (one warning with
 the bytes dropped); every whole valid batch before it is kept. Index files
 that differ in any way from what the walk rebuilds are rewritten. Producer
 state and the leader epoch cache are rebuilt from the headers of the same
-walk. Finally the last segment is synced once, so everything the previous
-process wrote is durable before anything new is acknowledged.
+walk, and the last segment is synced once, so everything the previous
+process wrote is durable before anything new is acknowledged on top of it.
+Either way .clean-shutdown is removed (and the directory synced) before Open
+returns. The snapshot only saves time: correctness never depends on it.
 
 # Idempotence
 
@@ -125,11 +142,12 @@ epoch must start at sequence 0; the same epoch must continue at last+1
 (wrapping at MaxInt32); a producer the log holds nothing for is accepted at
 any sequence (KIP-360). Control batches only check and bump the epoch.
 Replicated batches update the state without checks, so every replica dedupes
-alike. The state is rebuilt from batch headers on Open and after TruncateTo.
-Not done yet: producer expiry (producer.id.expiration.ms), producer state
-snapshots (so Open reads every segment's headers, and state for producers
-whose batches were all deleted by retention is lost at the next Open, after
-which they are accepted as unknown), and transaction state.
+alike. The state comes from the clean-shutdown snapshot, or is rebuilt from batch
+headers after a crash and after TruncateTo. Not done yet: producer expiry
+(producer.id.expiration.ms; entries are never dropped), transaction state,
+and periodic snapshots: after a crash Open reads every segment's headers,
+and the state of a producer whose batches were all deleted by retention is
+then lost, so the producer is accepted as unknown.
 
 # Leader epochs
 
@@ -208,7 +226,7 @@ as a segment. Each run syncs files, so keep minimisation short:
 # Not implemented
 
 Compaction, transactions (last stable offset, aborted transaction index),
-producer expiry and snapshots, sendfile-style reads (Read copies into a
+producer expiry and periodic snapshots, sendfile-style reads (Read copies into a
 buffer), tiered storage, and the fault-injecting file system of the style
 guide: fault tests use real files, truncating and corrupting them between a
 simulated crash and the next Open.
