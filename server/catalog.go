@@ -13,6 +13,8 @@ import (
 // once the change is committed and visible in the local cache.
 type Catalog interface {
 	ClusterID() string
+	// Brokers are the registered brokers.
+	Brokers() []metastore.Broker
 
 	Topics() []metastore.Topic
 	TopicByName(name string) (metastore.Topic, bool)

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+
+	"github.com/go-viper/mapstructure/v2"
+	"github.com/spf13/cobra"
+	"github.com/spf13/viper"
+
+	"github.com/sluice-broker/sluice/configs"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func run(ctx context.Context, args []string) error {
+	root := &cobra.Command{
+		Use:           "sluice",
+		Short:         "Sluice: a Kafka-compatible broker with read/write separation",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand())
+	root.SetArgs(args)
+	return root.ExecuteContext(ctx)
+}
+
+func versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Run: func(cmd *cobra.Command, _ []string) {
+			fmt.Fprintf(cmd.OutOrStdout(), "sluice %s\n", version)
+		},
+	}
+}
+
+// overrides are the flags common to dev and serve.
+type overrides struct {
+	dataDir, kafkaAddr, adminAddr string
+	logFormat, logLevel           string
+	set                           []string
+}
+
+func (o *overrides) bind(cmd *cobra.Command, dev bool) {
+	f := cmd.Flags()
+	f.StringVar(&o.dataDir, "data-dir", "", "data directory (data.dir)")
+	if dev {
+		f.StringVar(&o.kafkaAddr, "kafka-addr", "", "Kafka listener host:port (default 127.0.0.1:9092)")
+	}
+	f.StringVar(&o.adminAddr, "admin-addr", "", "admin HTTP host:port: /metrics, /healthz, /readyz, pprof (admin.addr)")
+	f.StringVar(&o.logFormat, "log-format", "", "console or json (log.format; default console on a terminal)")
+	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
+	f.StringArrayVar(&o.set, "set", nil, "set any config key, e.g. --set auto.create.topics.enable=false (repeatable)")
+}
+
+func devCommand(ctx context.Context) *cobra.Command {
+	var o overrides
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run one node with every role (meta, write, read) on 127.0.0.1:9092 with data in ./data",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := loadConfig("", o)
+			if err != nil {
+				return err
+			}
+			cfg.Roles = []string{"meta", "write", "read"}
+			return runNode(cmd.Context(), cfg)
+		},
+	}
+	o.bind(cmd, true)
+	return cmd
+}
+
+func serveCommand(ctx context.Context) *cobra.Command {
+	var o overrides
+	var file string
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run the roles a YAML config file names",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return fmt.Errorf("serve needs --config FILE")
+			}
+			cfg, err := loadConfig(file, o)
+			if err != nil {
+				return err
+			}
+			return runNode(cmd.Context(), cfg)
+		},
+	}
+	cmd.Flags().StringVar(&file, "config", "", "YAML config file")
+	o.bind(cmd, false)
+	return cmd
+}
+
+// loadConfig layers flags over SLUICE_* environment variables over the file
+// over configs.Default(). Keys are flat Kafka-style names with dots, so
+// viper's key delimiter is changed to keep them whole.
+func loadConfig(file string, o overrides) (configs.Config, error) {
+	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
+	v.SetEnvPrefix("SLUICE")
+	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
+	v.AutomaticEnv()
+	// Every key needs a default, or AutomaticEnv plus Unmarshal would
+	// miss environment overrides (spf13/viper#761).
+	defaults := map[string]any{}
+	if err := mapstructure.Decode(configs.Default(), &defaults); err != nil {
+		return configs.Config{}, err
+	}
+	for k, val := range defaults {
+		v.SetDefault(k, val)
+	}
+	if file != "" {
+		v.SetConfigFile(file)
+		if err := v.ReadInConfig(); err != nil {
+			return configs.Config{}, fmt.Errorf("reading %s: %w", file, err)
+		}
+	}
+	for _, kv := range o.set {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			return configs.Config{}, fmt.Errorf("--set %q: want key=value", kv)
+		}
+		if _, known := defaults[k]; !known {
+			return configs.Config{}, fmt.Errorf("--set: unknown config key %q", k)
+		}
+		v.Set(k, val)
+	}
+	if o.dataDir != "" {
+		v.Set("data.dir", o.dataDir)
+	}
+	if o.adminAddr != "" {
+		v.Set("admin.addr", o.adminAddr)
+	}
+	if o.logFormat != "" {
+		v.Set("log.format", o.logFormat)
+	}
+	if o.logLevel != "" {
+		v.Set("log.level", o.logLevel)
+	}
+	var cfg configs.Config
+	dc := func(c *mapstructure.DecoderConfig) {
+		c.ErrorUnused = true
+		c.WeaklyTypedInput = true
+		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			mapstructure.StringToSliceHookFunc(","),
+			mapstructure.StringToTimeDurationHookFunc(),
+		)
+	}
+	if err := v.Unmarshal(&cfg, dc); err != nil {
+		return cfg, fmt.Errorf("config: %w", err)
+	}
+	if o.kafkaAddr != "" {
+		if _, _, err := net.SplitHostPort(o.kafkaAddr); err != nil {
+			return cfg, fmt.Errorf("--kafka-addr: %w", err)
+		}
+		cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: o.kafkaAddr}}
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, fmt.Errorf("invalid config:\n%w", err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/server"
+)
+
+func newLogger(cfg configs.Config) zerolog.Logger {
+	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	if err != nil || cfg.LogLevel == "" {
+		level = zerolog.InfoLevel
+	}
+	var l zerolog.Logger
+	console := cfg.LogFormat == "console"
+	if cfg.LogFormat == "" {
+		if fi, err := os.Stderr.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			console = true
+		}
+	}
+	if console {
+		l = zerolog.New(zerolog.ConsoleWriter{Out: os.Stderr, TimeFormat: time.RFC3339Nano})
+	} else {
+		l = zerolog.New(os.Stderr)
+	}
+	return l.Level(level).With().Timestamp().Int32("node_id", cfg.NodeID).Logger()
+}
+
+// runNode wires the roles cfg asks for and serves until ctx ends.
+func runNode(ctx context.Context, cfg configs.Config) error {
+	lg := newLogger(cfg)
+	lg.Info().Str("version", version).Strs("roles", cfg.Roles).Str("data_dir", cfg.DataDir).Msg("starting sluice")
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var ready atomic.Bool
+	admin, err := startAdmin(cfg.AdminAddr, reg, &ready, lg)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+
+	if !cfg.HasRole("meta") {
+		return errors.New("a broker without the meta role needs a remote metastore client, which is not wired yet: run the meta role in this process")
+	}
+	mcfg := metastore.Default()
+	mcfg.ID = cfg.MetaID
+	mcfg.DataDir = filepath.Join(cfg.DataDir, "meta")
+	mcfg.Listen = cfg.MetaListen
+	mcfg.PeerList = cfg.MetaPeers
+	mcfg.Logger = lg
+	meta, err := metastore.Open(mcfg)
+	if err != nil {
+		return fmt.Errorf("metastore: %w", err)
+	}
+	defer meta.Close()
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	err = meta.WaitReady(wctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("metastore not ready: %w", err)
+	}
+	catalog := meta.Client()
+
+	if !cfg.HasRole("write") && !cfg.HasRole("read") {
+		ready.Store(true)
+		lg.Info().Msg("metastore node serving")
+		<-ctx.Done()
+		return nil
+	}
+
+	flusher, err := newFlusher(cfg, lg)
+	if err != nil {
+		return err
+	}
+	flusher.Start()
+	defer flusher.Close()
+	parts, err := replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
+	if err != nil {
+		return err
+	}
+	defer parts.Close()
+
+	metrics := server.NewMetrics(reg)
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Logger: lg, Metrics: metrics})
+	if err != nil {
+		return err
+	}
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer srv.Close()
+
+	// Register with the endpoints actually bound (ports may be :0 in tests).
+	reg_ := metastore.Broker{ID: cfg.NodeID, Role: brokerRole(cfg), Rack: cfg.Rack}
+	for i, addr := range srv.Addrs() {
+		l := cfg.Listeners[i]
+		adv := l.Advertised
+		if adv == "" {
+			adv = addr
+		}
+		host, portStr, _ := net.SplitHostPort(adv)
+		port, _ := strconv.Atoi(portStr)
+		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: host, Port: int32(port)})
+	}
+	lease := server.NewLease(catalog, reg_, mcfg.LeaseDuration, lg)
+	if err := lease.Register(ctx); err != nil {
+		return fmt.Errorf("registering broker: %w", err)
+	}
+	if err := srv.OpenPartitions(); err != nil {
+		return err
+	}
+	go lease.Run(ctx)
+	go parts.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
+	go srv.FollowCatalog(ctx)
+
+	ready.Store(true)
+	lg.Info().Strs("kafka", srv.Addrs()).Str("admin", admin.Addr()).Msg("sluice is serving")
+	<-ctx.Done()
+	lg.Info().Msg("shutting down")
+	ready.Store(false)
+	return nil
+}
+
+func brokerRole(cfg configs.Config) metastore.BrokerRole {
+	switch {
+	case cfg.HasRole("write") && cfg.HasRole("read"):
+		return metastore.RoleCombined
+	case cfg.HasRole("write"):
+		return metastore.RoleWrite
+	default:
+		return metastore.RoleRead
+	}
+}
+
+func newFlusher(cfg configs.Config, lg zerolog.Logger) (*log.Flusher, error) {
+	fc := log.FlusherConfig{Logger: lg, Interval: time.Duration(cfg.LogFlushIntervalMs) * time.Millisecond}
+	switch strings.ToLower(cfg.LogFsync) {
+	case "group":
+		fc.Policy = log.FlushGroup
+	case "interval":
+		fc.Policy = log.FlushInterval
+	case "never":
+		fc.Policy = log.FlushNever
+	default:
+		return nil, fmt.Errorf("log.fsync %q", cfg.LogFsync)
+	}
+	return log.NewFlusher(fc), nil
+}
+
+type adminServer struct {
+	ln  net.Listener
+	srv *http.Server
+}
+
+func (a *adminServer) Addr() string { return a.ln.Addr().String() }
+func (a *adminServer) Close() error { return a.srv.Close() }
+
+// startAdmin serves /metrics, /healthz (the process is up), /readyz (the
+// Kafka listeners serve) and pprof.
+func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("admin listener: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			lg.Error().Err(err).Msg("admin http")
+		}
+	}()
+	return &adminServer{ln: ln, srv: srv}, nil
+}

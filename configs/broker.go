@@ -1,0 +1,97 @@
+package configs
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// BrokerConfig is one broker config as DescribeConfigs shows it.
+type BrokerConfig struct {
+	Name string
+	// Value is the static value (file, environment or flag, else default).
+	Value string
+	// Default is Sluice's default.
+	Default string
+	Type    ConfigType
+	// Dynamic configs may be changed at runtime with AlterConfigs and
+	// IncrementalAlterConfigs, per broker or cluster-wide.
+	Dynamic bool
+	Doc     string
+}
+
+// BrokerConfigs lists the broker configs of c, sorted by name. The
+// dynamic ones are the broker synonyms of topic configs (the cluster-wide
+// defaults for topics) and auto.create.topics.enable.
+func BrokerConfigs(c Config) []BrokerConfig {
+	d := Default()
+	out := []BrokerConfig{
+		{Name: "node.id", Value: itoa(int64(c.NodeID)), Default: itoa(int64(d.NodeID)), Type: TypeInt},
+		{Name: "process.roles", Value: strings.Join(c.Roles, ","), Default: strings.Join(d.Roles, ","), Type: TypeList},
+		{Name: "log.dirs", Value: c.DataDir, Default: d.DataDir, Type: TypeString},
+		{Name: "broker.rack", Value: c.Rack, Default: "", Type: TypeString},
+		{Name: "socket.request.max.bytes", Value: itoa(int64(c.SocketRequestMaxBytes)), Default: itoa(int64(d.SocketRequestMaxBytes)), Type: TypeInt},
+		{Name: "num.partitions", Value: itoa(int64(c.NumPartitions)), Default: itoa(int64(d.NumPartitions)), Type: TypeInt},
+		{Name: "default.replication.factor", Value: itoa(int64(c.DefaultReplicationFactor)), Default: itoa(int64(d.DefaultReplicationFactor)), Type: TypeInt},
+		{Name: "auto.create.topics.enable", Value: strconv.FormatBool(c.AutoCreateTopics), Default: strconv.FormatBool(d.AutoCreateTopics), Type: TypeBoolean, Dynamic: true,
+			Doc: "Create a topic when a client asks Metadata for one that does not exist."},
+		{Name: "log.retention.check.interval.ms", Value: itoa(c.LogRetentionCheckInterval), Default: itoa(d.LogRetentionCheckInterval), Type: TypeLong},
+		{Name: "log.fsync", Value: c.LogFsync, Default: d.LogFsync, Type: TypeString,
+			Doc: "group: acks=all waits for a shared fdatasync; interval: flush every log.flush.interval.ms; never: page cache only."},
+		{Name: "log.flush.interval.ms", Value: itoa(c.LogFlushIntervalMs), Default: itoa(d.LogFlushIntervalMs), Type: TypeLong},
+	}
+	static := c.TopicDefaults()
+	defaults := d.TopicDefaults()
+	for _, tc := range topicConfigs {
+		out = append(out, BrokerConfig{
+			Name: tc.BrokerSynonym, Value: static[tc.Name], Default: defaults[tc.Name],
+			Type: tc.Type, Dynamic: true, Doc: tc.Doc,
+		})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return dedupe(out)
+}
+
+// dedupe drops repeated names (compression.type is its own synonym).
+func dedupe(in []BrokerConfig) []BrokerConfig {
+	out := in[:0]
+	for i, c := range in {
+		if i > 0 && c.Name == in[i-1].Name {
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// ValidateDynamicBrokerConfig checks a runtime change to a broker config;
+// a nil value is a removal, which only needs a dynamic config's name.
+func ValidateDynamicBrokerConfig(c Config, name string, value *string) error {
+	for _, bc := range BrokerConfigs(c) {
+		if bc.Name != name {
+			continue
+		}
+		if !bc.Dynamic {
+			return fmt.Errorf("broker config %s cannot be changed at runtime", name)
+		}
+		if value == nil {
+			return nil
+		}
+		if name == "auto.create.topics.enable" {
+			if *value != "true" && *value != "false" {
+				return fmt.Errorf("invalid value %q for auto.create.topics.enable: must be true or false", *value)
+			}
+			return nil
+		}
+		for _, tc := range topicConfigs {
+			if tc.BrokerSynonym == name {
+				return tc.Validate(*value)
+			}
+		}
+		return nil
+	}
+	return fmt.Errorf("unknown broker config %s", name)
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -1,0 +1,160 @@
+package configs
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// ConfigType is a config's type as DescribeConfigs v3+ reports it.
+type ConfigType int8
+
+// Kafka's ConfigResource types (DescribeConfigsResponse ConfigType).
+const (
+	TypeBoolean  ConfigType = 1
+	TypeString   ConfigType = 2
+	TypeInt      ConfigType = 3
+	TypeShort    ConfigType = 4
+	TypeLong     ConfigType = 5
+	TypeDouble   ConfigType = 6
+	TypeList     ConfigType = 7
+	TypeClass    ConfigType = 8
+	TypePassword ConfigType = 9
+)
+
+// TopicConfig describes one topic-level config: its Kafka name, the broker
+// config that supplies its default (its synonym), its type and how a value
+// is validated. Only configs that Sluice honours are listed; setting any
+// other name is INVALID_CONFIG, never silently ignored.
+type TopicConfig struct {
+	Name          string
+	BrokerSynonym string
+	Type          ConfigType
+	Doc           string
+	validate      func(string) error
+}
+
+// Validate checks a value for this config.
+func (c TopicConfig) Validate(v string) error {
+	if c.validate == nil {
+		return nil
+	}
+	if err := c.validate(v); err != nil {
+		return fmt.Errorf("invalid value %q for configuration %s: %w", v, c.Name, err)
+	}
+	return nil
+}
+
+func longAtLeast(min int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		if err != nil {
+			return fmt.Errorf("not a number")
+		}
+		if n < min {
+			return fmt.Errorf("value must be at least %d", min)
+		}
+		return nil
+	}
+}
+
+func intAtLeast(min int64) func(string) error {
+	return func(v string) error {
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 32)
+		if err != nil {
+			return fmt.Errorf("not a 32-bit integer")
+		}
+		if n < min {
+			return fmt.Errorf("value must be at least %d", min)
+		}
+		return nil
+	}
+}
+
+func oneOf(allowed ...string) func(string) error {
+	return func(v string) error {
+		for _, a := range allowed {
+			if v == a {
+				return nil
+			}
+		}
+		return fmt.Errorf("must be one of %s", strings.Join(allowed, ", "))
+	}
+}
+
+// topicConfigs lists every topic config Sluice accepts.
+var topicConfigs = []TopicConfig{
+	{Name: "cleanup.policy", BrokerSynonym: "log.cleanup.policy", Type: TypeList,
+		Doc: "Only delete is supported; log compaction is not implemented yet.", validate: oneOf("delete")},
+	{Name: "compression.type", BrokerSynonym: "compression.type", Type: TypeString,
+		Doc: "Only producer: batches are stored exactly as the producer compressed them.", validate: oneOf("producer")},
+	{Name: "max.message.bytes", BrokerSynonym: "message.max.bytes", Type: TypeInt,
+		Doc: "Largest record batch the topic accepts (MESSAGE_TOO_LARGE beyond).", validate: intAtLeast(0)},
+	{Name: "message.timestamp.type", BrokerSynonym: "log.message.timestamp.type", Type: TypeString,
+		Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.",
+		validate: oneOf("CreateTime", "LogAppendTime")},
+	{Name: "message.timestamp.before.max.ms", BrokerSynonym: "log.message.timestamp.before.max.ms", Type: TypeLong,
+		Doc: "How far a CreateTime timestamp may lie in the past (INVALID_TIMESTAMP beyond).", validate: longAtLeast(0)},
+	{Name: "message.timestamp.after.max.ms", BrokerSynonym: "log.message.timestamp.after.max.ms", Type: TypeLong,
+		Doc: "How far a CreateTime timestamp may lie in the future (INVALID_TIMESTAMP beyond).", validate: longAtLeast(0)},
+	{Name: "retention.ms", BrokerSynonym: "log.retention.ms", Type: TypeLong,
+		Doc: "Segments older than this are deleted; -1 keeps them forever.", validate: longAtLeast(-1)},
+	{Name: "retention.bytes", BrokerSynonym: "log.retention.bytes", Type: TypeLong,
+		Doc: "Oldest segments are deleted while a partition is larger than this; -1 for no limit.", validate: longAtLeast(-1)},
+	{Name: "segment.bytes", BrokerSynonym: "log.segment.bytes", Type: TypeInt,
+		Doc: "A new segment is rolled once the active one reaches this size.", validate: intAtLeast(14)},
+	{Name: "segment.ms", BrokerSynonym: "log.roll.ms", Type: TypeLong,
+		Doc: "A new segment is rolled once the active one is this old.", validate: longAtLeast(1)},
+	{Name: "segment.index.bytes", BrokerSynonym: "log.index.size.max.bytes", Type: TypeInt,
+		Doc: "Maximum size of a segment's offset index.", validate: intAtLeast(4)},
+	{Name: "index.interval.bytes", BrokerSynonym: "log.index.interval.bytes", Type: TypeInt,
+		Doc: "Bytes between two offset index entries.", validate: intAtLeast(0)},
+	{Name: "min.insync.replicas", BrokerSynonym: "min.insync.replicas", Type: TypeInt,
+		Doc: "Replicas that must have a write before acks=all is answered.", validate: intAtLeast(1)},
+}
+
+var topicConfigIndex = func() map[string]TopicConfig {
+	m := make(map[string]TopicConfig, len(topicConfigs))
+	for _, c := range topicConfigs {
+		m[c.Name] = c
+	}
+	return m
+}()
+
+// LookupTopicConfig returns the definition of a topic config by name.
+func LookupTopicConfig(name string) (TopicConfig, bool) {
+	c, ok := topicConfigIndex[name]
+	return c, ok
+}
+
+// TopicConfigNames returns every accepted topic config name, sorted.
+func TopicConfigNames() []string {
+	names := make([]string, 0, len(topicConfigs))
+	for _, c := range topicConfigs {
+		names = append(names, c.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// ValidateTopicConfigs checks names and values of explicitly set topic
+// configs. The error names the first offender.
+func ValidateTopicConfigs(m map[string]string) error {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		c, ok := topicConfigIndex[k]
+		if !ok {
+			return fmt.Errorf("unknown or unsupported topic config %s", k)
+		}
+		if err := c.Validate(m[k]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+

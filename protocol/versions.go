@@ -1,0 +1,72 @@
+package protocol
+
+import "github.com/twmb/franz-go/pkg/kmsg"
+
+// VersionRange is the inclusive range of versions Sluice serves for one API.
+type VersionRange struct{ Min, Max int16 }
+
+// versions is the single table ApiVersions is built from. An API is listed
+// here only once its handler is complete; a server test fails if a listed
+// key has no handler, or a handler has no entry.
+//
+// Floors follow what today's clients need for their feature detection
+// rather than Kafka 4's KIP-896 floor (see DESIGN.md's version table):
+//   - Produce from v0 because librdkafka switches compression off unless
+//     v0 is in range; v0-v2 are then refused the way Kafka 4 refuses them.
+//   - Metadata from v0 (librdkafka 2.0 tops out at v4, kafkajs at v6).
+//   - Fetch from v4, the first version that carries v2 record batches.
+//   - ListOffsets from v1: v0's multi-offset shape died with Kafka 4.
+var versions = map[int16]VersionRange{
+	0:  {0, 13}, // Produce
+	1:  {4, 18}, // Fetch
+	2:  {1, 11}, // ListOffsets
+	3:  {0, 13}, // Metadata
+	18: {0, 5},  // ApiVersions
+	19: {0, 7},  // CreateTopics
+	20: {0, 6},  // DeleteTopics
+	22: {0, 5},  // InitProducerId
+	23: {0, 4},  // OffsetForLeaderEpoch
+	32: {0, 4},  // DescribeConfigs
+	33: {0, 2},  // AlterConfigs
+	37: {0, 3},  // CreatePartitions
+	44: {0, 1},  // IncrementalAlterConfigs
+	60: {0, 2},  // DescribeCluster
+}
+
+// ProduceMinServed is the lowest Produce version actually served: v0-v2
+// carry the old message formats, advertised only for librdkafka's sake.
+const ProduceMinServed = 3
+
+// Versions returns the advertised range for key.
+func Versions(key int16) (VersionRange, bool) {
+	r, ok := versions[key]
+	return r, ok
+}
+
+// Keys returns every advertised key in ascending order.
+func Keys() []int16 {
+	keys := make([]int16, 0, len(versions))
+	for k := int16(0); k <= kmsg.MaxKey; k++ {
+		if _, ok := versions[k]; ok {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// Supported reports whether version of key is advertised.
+func Supported(key, version int16) bool {
+	r, ok := versions[key]
+	return ok && version >= r.Min && version <= r.Max
+}
+
+func maxKmsgVersion(key int16) int16 {
+	req := kmsg.RequestForKey(key)
+	if req == nil {
+		return -1
+	}
+	return req.MaxVersion()
+}
+
+// KmsgMaxVersion is the newest version kmsg can encode for key, -1 if none.
+func KmsgMaxVersion(key int16) int16 { return maxKmsgVersion(key) }

@@ -1,0 +1,214 @@
+package replica
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// Key names a partition by topic id, which survives renames and tells a
+// re-created topic from its deleted namesake.
+type Key struct {
+	TopicID [16]byte
+	Index   int32
+}
+
+// Manager opens, finds and deletes the partitions of one broker. Each
+// partition lives in dataDir/<topic>-<partition>, as in Kafka, with a
+// partition.metadata file naming its topic id.
+type Manager struct {
+	dir     string
+	flusher *log.Flusher
+	logger  zerolog.Logger
+
+	mu    sync.RWMutex
+	parts map[Key]*Partition
+}
+
+// NewManager manages partitions under dir; flusher groups their fsyncs.
+func NewManager(dir string, flusher *log.Flusher, logger zerolog.Logger) (*Manager, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Manager{dir: dir, flusher: flusher, logger: logger, parts: make(map[Key]*Partition)}, nil
+}
+
+// Get returns a hosted partition.
+func (m *Manager) Get(k Key) (*Partition, bool) {
+	m.mu.RLock()
+	p, ok := m.parts[k]
+	m.mu.RUnlock()
+	return p, ok
+}
+
+// Open opens (creating if needed) the partition k of topic. It is
+// idempotent; cfg applies to a partition that is already open too.
+func (m *Manager) Open(topic string, k Key, cfg log.Config) (*Partition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if p, ok := m.parts[k]; ok {
+		p.log.SetConfig(cfg)
+		return p, nil
+	}
+	dir := filepath.Join(m.dir, topic+"-"+strconv.Itoa(int(k.Index)))
+	if id, err := readTopicID(dir); err == nil && id != k.TopicID {
+		// A directory left by a deleted topic of the same name.
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeTopicID(dir, k.TopicID); err != nil {
+		return nil, err
+	}
+	lg := m.logger.With().Str("topic", topic).Int32("partition", k.Index).Logger()
+	l, err := log.Open(dir, cfg, log.Options{Logger: lg, Flusher: m.flusher})
+	if err != nil {
+		return nil, fmt.Errorf("open %s-%d: %w", topic, k.Index, err)
+	}
+	p := newPartition(l, topic, k.TopicID, k.Index, lg)
+	p.dir = dir
+	m.parts[k] = p
+	return p, nil
+}
+
+// Remove closes and deletes the partition's data.
+func (m *Manager) Remove(k Key) error {
+	m.mu.Lock()
+	p, ok := m.parts[k]
+	delete(m.parts, k)
+	m.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	if err := p.close(); err != nil && !errors.Is(err, log.ErrClosed) {
+		return err
+	}
+	return os.RemoveAll(p.dir)
+}
+
+// Partitions returns every hosted partition.
+func (m *Manager) Partitions() []*Partition {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := make([]*Partition, 0, len(m.parts))
+	for _, p := range m.parts {
+		out = append(out, p)
+	}
+	return out
+}
+
+// RemoveStale deletes partition directories whose topic id is not in live
+// (topics deleted while the broker was down).
+func (m *Manager) RemoveStale(live func(id [16]byte, index int32) bool) error {
+	entries, err := os.ReadDir(m.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(m.dir, e.Name())
+		id, err := readTopicID(dir)
+		if err != nil {
+			continue // not a partition directory
+		}
+		i := strings.LastIndexByte(e.Name(), '-')
+		idx, err := strconv.Atoi(e.Name()[i+1:])
+		if i < 0 || err != nil {
+			continue
+		}
+		if !live(id, int32(idx)) {
+			m.logger.Info().Str("dir", e.Name()).Msg("removing data of a deleted topic")
+			if err := os.RemoveAll(dir); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close closes every partition.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	parts := m.parts
+	m.parts = make(map[Key]*Partition)
+	m.mu.Unlock()
+	var errs []error
+	for _, p := range parts {
+		if err := p.close(); err != nil && !errors.Is(err, log.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+const metadataFile = "partition.metadata"
+
+func readTopicID(dir string) ([16]byte, error) {
+	var id [16]byte
+	b, err := os.ReadFile(filepath.Join(dir, metadataFile))
+	if err != nil {
+		return id, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "topic_id: "); ok {
+			raw, err := hex.DecodeString(strings.TrimSpace(v))
+			if err != nil || len(raw) != 16 {
+				return id, fmt.Errorf("bad topic id in %s", dir)
+			}
+			copy(id[:], raw)
+			return id, nil
+		}
+	}
+	return id, fmt.Errorf("no topic id in %s", dir)
+}
+
+func writeTopicID(dir string, id [16]byte) error {
+	path := filepath.Join(dir, metadataFile)
+	want := "version: 0\ntopic_id: " + hex.EncodeToString(id[:]) + "\n"
+	if b, err := os.ReadFile(path); err == nil && string(b) == want {
+		return nil
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(want), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// RunRetention applies retention to every partition each interval until
+// ctx ends.
+func (m *Manager) RunRetention(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			for _, p := range m.Partitions() {
+				n, err := p.log.ApplyRetention(now)
+				if err != nil {
+					m.logger.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("retention")
+				} else if n > 0 {
+					m.logger.Info().Str("topic", p.Topic).Int32("partition", p.Index).Int("segments", n).Msg("retention deleted segments")
+				}
+			}
+		}
+	}
+}

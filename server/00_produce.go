@@ -1,0 +1,181 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/protocol"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// Produce (key 0). Advertised v0-13; v0-v2 close the connection (see
+// conn.handle), as Kafka 4 refuses them.
+//
+// Semantics: acks=0 gets no response; acks=1 is answered once the batch is
+// written; acks=-1 once it is committed (durable under the flush policy),
+// or REQUEST_TIMED_OUT after TimeoutMillis. Each partition's records must
+// be exactly one v2 batch (CORRUPT_MESSAGE for a bad length or CRC,
+// INVALID_RECORD for several batches). A batch over max.message.bytes gets
+// MESSAGE_TOO_LARGE; CreateTime timestamps outside the topic's
+// message.timestamp.before/after.max.ms get INVALID_TIMESTAMP (checked on
+// the batch's base and max timestamps, without decompressing).
+// LogAppendTime topics stamp the batch. Idempotent batches are checked by
+// the log: a retry of one of the last five returns its original offsets.
+// Version notes: v3 transactional id, v5 log start offset, v7 zstd,
+// v8 record errors and error message, v9+ flexible, v13 topic ids.
+// Roles: the partition's leader (every partition, in `sluice dev`).
+func init() { register(0, handleProduce) }
+
+func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.ProduceRequest)
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+
+	type pending struct {
+		p    *replica.Partition
+		rp   *kmsg.ProduceResponseTopicPartition
+		end  int64
+		skip bool
+	}
+	var waits []pending
+
+	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.InvalidRequiredAcks.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
+
+	now := time.Now().UnixMilli()
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t metastore.Topic
+		var ok bool
+		topicCode := int16(0)
+		if req.Version >= 13 {
+			t, ok = s.catalog.TopicByID(metastore.TopicID(rt.TopicID))
+			if !ok {
+				topicCode = kerr.UnknownTopicID.Code
+			}
+		} else {
+			t, ok = s.catalog.TopicByName(rt.Topic)
+			if !ok {
+				topicCode = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
+		for i, rp := range rt.Partitions {
+			sp := &st.Partitions[i]
+			*sp = kmsg.NewProduceResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.BaseOffset = -1
+			sp.LogAppendTime = -1
+			sp.LogStartOffset = -1
+			if topicCode != 0 {
+				sp.ErrorCode = topicCode
+				continue
+			}
+			if rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			p, err := s.partition(t, rp.Partition)
+			if err != nil {
+				s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", rp.Partition).Msg("opening partition")
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				continue
+			}
+			end, err := s.appendBatch(t, p, rp.Records, now, sp)
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+				continue
+			}
+			s.metrics.produced.WithLabelValues(t.Name).Add(float64(len(rp.Records)))
+			if req.Acks == -1 {
+				waits = append(waits, pending{p: p, rp: sp, end: end})
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	switch {
+	case req.Acks == 0:
+		rc.noResponse()
+		return nil, nil
+	case len(waits) == 0:
+		return resp, nil
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	rc.later(func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
+		defer cancel()
+		for _, w := range waits {
+			if err := w.p.WaitCommitted(ctx, w.end); err != nil {
+				if errors.Is(err, context.DeadlineExceeded) {
+					w.rp.ErrorCode = kerr.RequestTimedOut.Code
+				} else {
+					w.rp.ErrorCode = errorCode(err)
+				}
+			}
+		}
+		return resp
+	})
+	return nil, nil
+}
+
+// appendBatch validates and appends one partition's records, filling sp's
+// offsets. It returns the offset after the batch, for acks=all to wait on.
+func (s *Server) appendBatch(t metastore.Topic, p *replica.Partition, records []byte, now int64, sp *kmsg.ProduceResponseTopicPartition) (int64, error) {
+	if int64(len(records)) > s.topicInt(t, "max.message.bytes") {
+		return 0, errMessageTooLarge
+	}
+	b, err := protocol.ParseBatch(records)
+	if err != nil {
+		return 0, err
+	}
+	if b.IsControl() {
+		return 0, protocol.ErrInvalidRecord
+	}
+	if b.IsTransactional() {
+		// No transaction coordinator yet, so no transactional producer
+		// can have a valid epoch here.
+		return 0, errTransactionsUnsupported
+	}
+	tsType, _ := s.topicConfig(t, "message.timestamp.type")
+	if tsType.value == "LogAppendTime" {
+		b.SetLogAppendTime(now)
+		sp.LogAppendTime = now
+	} else {
+		before := s.topicInt(t, "message.timestamp.before.max.ms")
+		after := s.topicInt(t, "message.timestamp.after.max.ms")
+		for _, ts := range []int64{b.BaseTimestamp(), b.MaxTimestamp()} {
+			if ts >= 0 && (now-ts > before || ts-now > after) {
+				return 0, errInvalidTimestamp
+			}
+		}
+	}
+	b.SetLeaderEpoch(p.LeaderEpoch())
+	res, err := p.Append(records)
+	if err != nil {
+		return 0, err
+	}
+	sp.BaseOffset = res.BaseOffset
+	sp.LogStartOffset = p.LogStartOffset()
+	return res.LastOffset + 1, nil
+}

@@ -1,0 +1,200 @@
+package server
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// Fetch (key 1). Supported: v4-18.
+//
+// Semantics: returns committed whole batches (up to the high watermark,
+// which is also the last stable offset until transactions exist). The
+// first partition with data always gets at least one whole batch, however
+// large; after that MaxBytes and each PartitionMaxBytes are respected.
+// While fewer than MinBytes are available the request long-polls up to
+// MaxWaitMillis, woken by the partitions' high watermark moves. An offset
+// past the high watermark but not past the log end waits; one below the
+// log start or past the log end is OFFSET_OUT_OF_RANGE.
+//
+// Fetch sessions (KIP-227) are declined: a request that asks for a new
+// session gets session id 0 and a full response, which every client
+// handles by sending full requests; a request naming a session id gets
+// FETCH_SESSION_ID_NOT_FOUND.
+// Version notes: v4 isolation level, v5 log start offset, v7 sessions,
+// v9 current leader epoch (FENCED/UNKNOWN_LEADER_EPOCH), v11 rack and
+// preferred read replica, v12+ flexible, v13 topic ids, v15 replica state.
+// Roles: leaders and read replicas.
+func init() { register(1, handleFetch) }
+
+type fetchPart struct {
+	topic metastore.Topic
+	p     *replica.Partition
+	req   *kmsg.FetchRequestTopicPartition
+	resp  *kmsg.FetchResponseTopicPartition
+}
+
+func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FetchRequest)
+	resp := req.ResponseKind().(*kmsg.FetchResponse)
+	if req.Version >= 7 && req.SessionID != 0 {
+		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+		return resp, nil
+	}
+
+	var parts []fetchPart
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		st := kmsg.NewFetchResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		var t metastore.Topic
+		var ok bool
+		topicCode := int16(0)
+		if req.Version >= 13 {
+			if t, ok = s.catalog.TopicByID(metastore.TopicID(rt.TopicID)); !ok {
+				topicCode = kerr.UnknownTopicID.Code
+			}
+		} else if t, ok = s.catalog.TopicByName(rt.Topic); !ok {
+			topicCode = kerr.UnknownTopicOrPartition.Code
+		}
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
+		for j := range rt.Partitions {
+			rp := &rt.Partitions[j]
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewFetchResponseTopicPartition()
+			sp.Partition = rp.Partition
+			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
+			sp.PreferredReadReplica = -1
+			sp.RecordBatches = []byte{}
+			switch {
+			case topicCode != 0:
+				sp.ErrorCode = topicCode
+				continue
+			case rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			p, err := s.partition(t, rp.Partition)
+			if err != nil {
+				sp.ErrorCode = kerr.KafkaStorageError.Code
+				continue
+			}
+			if req.Version >= 9 && rp.CurrentLeaderEpoch >= 0 {
+				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
+					sp.ErrorCode = code
+					continue
+				}
+			}
+			parts = append(parts, fetchPart{topic: t, p: p, req: rp, resp: sp})
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+
+	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) {
+		s.countFetched(parts)
+		return resp, nil
+	}
+	rc.later(func() kmsg.Response {
+		wake := make(chan struct{}, 1)
+		for _, fp := range parts {
+			stop := fp.p.Watch(wake)
+			defer stop()
+		}
+		timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
+		defer timer.Stop()
+		defer s.countFetched(parts)
+		for {
+			select {
+			case <-wake:
+				if s.fillFetch(req, parts) >= int(req.MinBytes) || fetchHasError(parts) {
+					return resp
+				}
+			case <-timer.C:
+				s.fillFetch(req, parts)
+				return resp
+			case <-rc.ctx().Done():
+				return resp
+			}
+		}
+	})
+	return nil, nil
+}
+
+// checkLeaderEpoch compares a client's leader epoch with ours (KIP-320):
+// an older one is fenced, a newer one means our metadata is behind.
+func checkLeaderEpoch(client, ours int32) int16 {
+	switch {
+	case client < ours:
+		return kerr.FencedLeaderEpoch.Code
+	case client > ours:
+		return kerr.UnknownLeaderEpoch.Code
+	}
+	return 0
+}
+
+func fetchHasError(parts []fetchPart) bool {
+	for _, fp := range parts {
+		if fp.resp.ErrorCode != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// fillFetch reads every partition afresh and returns the bytes gathered.
+func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
+	budget := int(req.MaxBytes)
+	if req.Version < 3 || budget <= 0 {
+		budget = int(^uint32(0) >> 1)
+	}
+	total := 0
+	for _, fp := range parts {
+		sp, rp, p := fp.resp, fp.req, fp.p
+		sp.ErrorCode = 0
+		// Empty, never null: librdkafka rejects a null record set.
+		sp.RecordBatches = []byte{}
+		sp.HighWatermark = p.HighWatermark()
+		sp.LastStableOffset = p.LastStableOffset()
+		sp.LogStartOffset = p.LogStartOffset()
+		if rp.FetchOffset < sp.LogStartOffset || rp.FetchOffset > p.LogEndOffset() {
+			sp.ErrorCode = kerr.OffsetOutOfRange.Code
+			continue
+		}
+		if rp.FetchOffset >= sp.HighWatermark {
+			continue // committed data not there yet: wait, never OOR
+		}
+		limit := int(rp.PartitionMaxBytes)
+		if limit > budget-total {
+			limit = budget - total
+		}
+		if total > 0 && limit <= 0 {
+			continue
+		}
+		res, err := p.Read(rp.FetchOffset, limit)
+		if err != nil {
+			sp.ErrorCode = errorCode(err)
+			continue
+		}
+		// Only the first partition with data may exceed the limits
+		// (KIP-74); later ones return nothing rather than overshoot.
+		if total > 0 && len(res.Data) > limit {
+			continue
+		}
+		sp.RecordBatches = res.Data
+		total += len(res.Data)
+	}
+	return total
+}
+
+// countFetched records the bytes a finished fetch returns.
+func (s *Server) countFetched(parts []fetchPart) {
+	for _, fp := range parts {
+		if n := len(fp.resp.RecordBatches); n > 0 {
+			s.metrics.fetched.WithLabelValues(fp.topic.Name).Add(float64(n))
+		}
+	}
+}

@@ -1,0 +1,108 @@
+package server
+
+import (
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// Metadata (key 3). Supported: v0-13.
+//
+// Semantics: a null topic list (v1+) or an empty one (v0) asks for every
+// topic. Unknown topics are auto-created when the request allows it (v4+;
+// always before v4) and auto.create.topics.enable is on. Topics may be
+// named by id from v10 (UNKNOWN_TOPIC_ID when unknown).
+// Version notes: v1 controller id, rack, internal flag; v2 cluster id;
+// v5 offline replicas; v7 leader epoch; v9+ flexible; v10 topic ids;
+// v8-10 cluster authorized operations; v13 top-level error code.
+// Roles: every broker; the brokers listed depend on the listener's view.
+func init() { register(3, handleMetadata) }
+
+const authorizedOperationsUnset = -2147483648
+
+func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.MetadataRequest)
+	resp := req.ResponseKind().(*kmsg.MetadataResponse)
+
+	view := s.viewOf(rc)
+	resp.Brokers = view.brokers
+	clusterID := s.catalog.ClusterID()
+	resp.ClusterID = &clusterID
+	resp.ControllerID = view.controller
+	resp.AuthorizedOperations = authorizedOperationsUnset
+	if req.IncludeClusterAuthorizedOperations {
+		resp.AuthorizedOperations = clusterOps
+	}
+	topicAuthOps := int32(authorizedOperationsUnset)
+	if req.IncludeTopicAuthorizedOperations {
+		topicAuthOps = topicOps
+	}
+
+	var topics []metastore.Topic
+	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
+	if all {
+		topics = s.catalog.Topics()
+		for _, t := range topics {
+			resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps))
+		}
+		return resp, nil
+	}
+	allowCreate := req.Version < 4 || req.AllowAutoTopicCreation
+	for _, rt := range req.Topics {
+		if rt.Topic == nil {
+			t, ok := s.catalog.TopicByID(metastore.TopicID(rt.TopicID))
+			if !ok {
+				mt := kmsg.NewMetadataResponseTopic()
+				mt.TopicID = rt.TopicID
+				mt.ErrorCode = kerr.UnknownTopicID.Code
+				mt.AuthorizedOperations = authorizedOperationsUnset
+				resp.Topics = append(resp.Topics, mt)
+				continue
+			}
+			resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps))
+			continue
+		}
+		name := *rt.Topic
+		t, ok := s.catalog.TopicByName(name)
+		code := int16(0)
+		if !ok {
+			if allowCreate {
+				t, code = s.autoCreate(rc.ctx(), name)
+			} else {
+				code = kerr.UnknownTopicOrPartition.Code
+			}
+			if code == 0 {
+				s.refreshPartitions()
+			}
+		}
+		if code != 0 {
+			mt := kmsg.NewMetadataResponseTopic()
+			mt.Topic = kmsg.StringPtr(name)
+			mt.ErrorCode = code
+			mt.AuthorizedOperations = authorizedOperationsUnset
+			resp.Topics = append(resp.Topics, mt)
+			continue
+		}
+		resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps))
+	}
+	return resp, nil
+}
+
+func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32) kmsg.MetadataResponseTopic {
+	mt := kmsg.NewMetadataResponseTopic()
+	mt.Topic = kmsg.StringPtr(t.Name)
+	mt.TopicID = t.ID
+	mt.AuthorizedOperations = authOps
+	for i, p := range t.Partitions {
+		mp := kmsg.NewMetadataResponseTopicPartition()
+		mp.Partition = int32(i)
+		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = view.partitionRoute(p)
+		if mp.Leader < 0 {
+			mp.ErrorCode = kerr.LeaderNotAvailable.Code
+		}
+		mp.OfflineReplicas = []int32{}
+		mt.Partitions = append(mt.Partitions, mp)
+	}
+	return mt
+}

@@ -1,0 +1,166 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// CreateTopics (key 19). Supported: v0-7.
+//
+// Semantics: each topic is checked like Kafka checks it: a valid name
+// (INVALID_TOPIC_EXCEPTION), a name given once per request
+// (INVALID_REQUEST), partitions and replication factor positive or -1 for
+// the broker default (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, the
+// latter also when there are fewer write brokers than replicas), an
+// explicit assignment only without counts and naming known brokers
+// (INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT), configs Sluice knows with
+// valid values (INVALID_CONFIG), and a free name (TOPIC_ALREADY_EXISTS).
+// validate_only stops after the checks. The topic is stored in the
+// metastore; its partitions open on first use.
+// Version notes: v1 validate_only and error messages; v4 -1 defaults;
+// v5+ flexible, configs and counts in the response; v7 topic id.
+// Roles: every broker (forwarded to the metastore).
+func init() { register(19, handleCreateTopics) }
+
+func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreateTopicsRequest)
+	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+
+	seen := make(map[string]int)
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	created := false
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreateTopicsResponseTopic()
+		st.Topic = rt.Topic
+		st.NumPartitions, st.ReplicationFactor = -1, -1
+		fail := func(code int16, msg string) {
+			st.ErrorCode = code
+			if req.Version >= 1 {
+				st.ErrorMessage = kmsg.StringPtr(msg)
+			}
+		}
+		if seen[rt.Topic] > 1 {
+			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %s is listed more than once in the request", rt.Topic))
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		spec, code, msg := s.topicSpec(rt)
+		if code != 0 {
+			fail(code, msg)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if _, exists := s.catalog.TopicByName(rt.Topic); exists {
+			fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists", rt.Topic))
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		t := metastore.Topic{Name: spec.Name, Configs: spec.Configs, Partitions: make([]metastore.Partition, spec.Partitions)}
+		if !req.ValidateOnly {
+			var err error
+			t, err = s.catalog.CreateTopic(rc.ctx(), spec)
+			if err != nil {
+				fail(errorCode(err), err.Error())
+				resp.Topics = append(resp.Topics, st)
+				continue
+			}
+			created = true
+			s.log.Info().Str("topic", t.Name).Int("partitions", len(t.Partitions)).Msg("created topic")
+		}
+		st.TopicID = t.ID
+		st.NumPartitions = spec.Partitions
+		st.ReplicationFactor = spec.ReplicationFactor
+		if req.Version >= 5 {
+			for _, name := range configs.TopicConfigNames() {
+				v, _ := s.topicConfig(t, name)
+				c := kmsg.NewCreateTopicsResponseTopicConfig()
+				c.Name, c.Value, c.Source = name, kmsg.StringPtr(v.value), v.source
+				st.Configs = append(st.Configs, c)
+			}
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if created {
+		s.refreshPartitions()
+	}
+	return resp, nil
+}
+
+// topicSpec turns a CreateTopics entry into a spec, or the error to report.
+func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpec, int16, string) {
+	spec := metastore.TopicSpec{Name: rt.Topic, Partitions: rt.NumPartitions, ReplicationFactor: rt.ReplicationFactor}
+	if err := validTopicName(rt.Topic); err != nil {
+		return spec, kerr.InvalidTopicException.Code, err.Error()
+	}
+	writers := make(map[int32]bool)
+	for _, b := range s.catalog.Brokers() {
+		if b.Role == metastore.RoleWrite || b.Role == metastore.RoleCombined {
+			writers[b.ID] = true
+		}
+	}
+	if len(rt.ReplicaAssignment) > 0 {
+		if rt.NumPartitions != -1 || rt.ReplicationFactor != -1 {
+			return spec, kerr.InvalidRequest.Code, "both a replica assignment and a partition count or replication factor were given"
+		}
+		spec.Partitions = int32(len(rt.ReplicaAssignment))
+		spec.Assignment = make([][]int32, len(rt.ReplicaAssignment))
+		for _, a := range rt.ReplicaAssignment {
+			if a.Partition < 0 || int(a.Partition) >= len(rt.ReplicaAssignment) || spec.Assignment[a.Partition] != nil {
+				return spec, kerr.InvalidReplicaAssignment.Code, "partitions in the assignment must be consecutive from 0, each given once"
+			}
+			if len(a.Replicas) == 0 {
+				return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d has no replicas", a.Partition)
+			}
+			if spec.ReplicationFactor == -1 {
+				spec.ReplicationFactor = int16(len(a.Replicas))
+			} else if int(spec.ReplicationFactor) != len(a.Replicas) {
+				return spec, kerr.InvalidReplicaAssignment.Code, "every partition must have the same number of replicas"
+			}
+			dup := make(map[int32]bool)
+			for _, id := range a.Replicas {
+				if !writers[id] || dup[id] {
+					return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("replica %d of partition %d is not a distinct write broker", id, a.Partition)
+				}
+				dup[id] = true
+			}
+			spec.Assignment[a.Partition] = a.Replicas
+		}
+	}
+	if spec.Partitions == -1 {
+		spec.Partitions = s.cfg.NumPartitions
+	}
+	if spec.ReplicationFactor == -1 {
+		spec.ReplicationFactor = s.cfg.DefaultReplicationFactor
+	}
+	if spec.Partitions <= 0 {
+		return spec, kerr.InvalidPartitions.Code, "number of partitions must be larger than 0"
+	}
+	if spec.ReplicationFactor <= 0 {
+		return spec, kerr.InvalidReplicationFactor.Code, "replication factor must be larger than 0"
+	}
+	if int(spec.ReplicationFactor) > len(writers) {
+		return spec, kerr.InvalidReplicationFactor.Code,
+			fmt.Sprintf("replication factor: %d larger than available brokers: %d", spec.ReplicationFactor, len(writers))
+	}
+	if len(rt.Configs) > 0 {
+		spec.Configs = make(map[string]string, len(rt.Configs))
+		for _, c := range rt.Configs {
+			if c.Value == nil {
+				continue // a null value means "use the default"
+			}
+			spec.Configs[c.Name] = *c.Value
+		}
+		if err := configs.ValidateTopicConfigs(spec.Configs); err != nil {
+			return spec, kerr.InvalidConfig.Code, err.Error()
+		}
+	}
+	return spec, 0, ""
+}
+

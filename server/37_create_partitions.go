@@ -1,0 +1,85 @@
+package server
+
+import (
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// CreatePartitions (key 37). Supported: v0-3.
+//
+// Semantics: grows a topic to Count partitions. Unknown topic:
+// UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one:
+// INVALID_PARTITIONS; a topic named twice: INVALID_REQUEST; an explicit
+// assignment must give one list per new partition, naming write brokers
+// (INVALID_REPLICA_ASSIGNMENT). validate_only stops after the checks.
+// Version notes: v2+ flexible.
+// Roles: every broker (forwarded to the metastore).
+func init() { register(37, handleCreatePartitions) }
+
+func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.CreatePartitionsRequest)
+	resp := req.ResponseKind().(*kmsg.CreatePartitionsResponse)
+	seen := make(map[string]int)
+	for _, rt := range req.Topics {
+		seen[rt.Topic]++
+	}
+	grown := false
+	for _, rt := range req.Topics {
+		st := kmsg.NewCreatePartitionsResponseTopic()
+		st.Topic = rt.Topic
+		fail := func(code int16, msg string) {
+			st.ErrorCode = code
+			st.ErrorMessage = kmsg.StringPtr(msg)
+		}
+		t, ok := s.catalog.TopicByName(rt.Topic)
+		switch {
+		case seen[rt.Topic] > 1:
+			fail(kerr.InvalidRequest.Code, "topic listed more than once")
+		case !ok:
+			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", rt.Topic))
+		case rt.Count <= int32(len(t.Partitions)):
+			fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, %d would not be an increase", len(t.Partitions), rt.Count))
+		case rt.Assignment != nil && len(rt.Assignment) != int(rt.Count)-len(t.Partitions):
+			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d new partitions but %d assignments", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
+		default:
+			if msg := s.checkAssignment(rt.Assignment); msg != "" {
+				fail(kerr.InvalidReplicaAssignment.Code, msg)
+				break
+			}
+			if req.ValidateOnly {
+				break
+			}
+			if _, err := s.catalog.CreatePartitions(rc.ctx(), rt.Topic, rt.Count); err != nil {
+				fail(errorCode(err), err.Error())
+				break
+			}
+			grown = true
+			s.log.Info().Str("topic", rt.Topic).Int32("partitions", rt.Count).Msg("added partitions")
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	if grown {
+		s.refreshPartitions()
+	}
+	return resp, nil
+}
+
+func (s *Server) checkAssignment(as []kmsg.CreatePartitionsRequestTopicAssignment) string {
+	writers := make(map[int32]bool)
+	for _, b := range s.catalog.Brokers() {
+		writers[b.ID] = true
+	}
+	for i, a := range as {
+		if len(a.Replicas) == 0 {
+			return fmt.Sprintf("assignment %d has no replicas", i)
+		}
+		for _, id := range a.Replicas {
+			if !writers[id] {
+				return fmt.Sprintf("broker %d in assignment %d is not registered", id, i)
+			}
+		}
+	}
+	return ""
+}

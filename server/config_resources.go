@@ -1,0 +1,226 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/configs"
+)
+
+// Shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: the
+// two resource types Sluice has configs for, and how changes are checked
+// and stored.
+
+// resourceError is a per-resource failure with its Kafka code.
+type resourceError struct {
+	code int16
+	msg  string
+}
+
+func (e *resourceError) Error() string { return e.msg }
+
+func resErr(code int16, format string, args ...any) *resourceError {
+	return &resourceError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// brokerResource resolves a BROKER resource name: "" is the cluster-wide
+// default (-1), otherwise a registered broker's id.
+func (s *Server) brokerResource(name string) (int32, *resourceError) {
+	if name == "" {
+		return -1, nil
+	}
+	id, err := strconv.ParseInt(name, 10, 32)
+	if err != nil {
+		return 0, resErr(kerr.InvalidRequest.Code, "broker resource name %q is not a broker id", name)
+	}
+	for _, b := range s.catalog.Brokers() {
+		if b.ID == int32(id) {
+			return int32(id), nil
+		}
+	}
+	if int32(id) == s.cfg.NodeID {
+		return int32(id), nil
+	}
+	return 0, resErr(kerr.InvalidRequest.Code, "unknown broker id %d", id)
+}
+
+// describedConfig is one row of a DescribeConfigs answer.
+type describedConfig struct {
+	name      string
+	value     configValue
+	readOnly  bool
+	synonyms  []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	typ       configs.ConfigType
+	doc       string
+	sensitive bool
+}
+
+func (s *Server) describeTopicConfigs(name string, withSynonyms bool) ([]describedConfig, *resourceError) {
+	t, ok := s.catalog.TopicByName(name)
+	if !ok {
+		return nil, resErr(kerr.UnknownTopicOrPartition.Code, "topic %s does not exist", name)
+	}
+	var out []describedConfig
+	for _, n := range configs.TopicConfigNames() {
+		def, _ := configs.LookupTopicConfig(n)
+		v, _ := s.topicConfig(t, n)
+		dc := describedConfig{name: n, value: v, typ: def.Type, doc: def.Doc}
+		if withSynonyms {
+			if tv, ok := t.Configs[n]; ok {
+				dc.synonyms = append(dc.synonyms, synonym(n, tv, sourceDynamicTopic))
+			}
+			dc.synonyms = append(dc.synonyms, s.brokerSynonyms(def.BrokerSynonym)...)
+		}
+		out = append(out, dc)
+	}
+	return out, nil
+}
+
+// brokerSynonyms lists every level that sets a broker config, most
+// specific first, as Kafka's synonyms do.
+func (s *Server) brokerSynonyms(name string) []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	var out []kmsg.DescribeConfigsResponseResourceConfigConfigSynonym
+	if v, ok := s.catalog.BrokerConfigs(s.cfg.NodeID)[name]; ok {
+		out = append(out, synonym(name, v, sourceDynamicBroker))
+	}
+	if v, ok := s.catalog.BrokerConfigs(-1)[name]; ok {
+		out = append(out, synonym(name, v, sourceDynamicDefaultBroker))
+	}
+	for _, bc := range configs.BrokerConfigs(s.cfg.Config) {
+		if bc.Name == name {
+			if bc.Value != bc.Default {
+				out = append(out, synonym(name, bc.Value, sourceStaticBroker))
+			}
+			out = append(out, synonym(name, bc.Default, sourceDefault))
+		}
+	}
+	return out
+}
+
+func synonym(name, value string, source int8) kmsg.DescribeConfigsResponseResourceConfigConfigSynonym {
+	syn := kmsg.NewDescribeConfigsResponseResourceConfigConfigSynonym()
+	syn.Name, syn.Value, syn.Source = name, kmsg.StringPtr(value), kmsg.ConfigSource(source)
+	return syn
+}
+
+func (s *Server) describeBrokerConfigs(name string, withSynonyms bool) ([]describedConfig, *resourceError) {
+	id, rerr := s.brokerResource(name)
+	if rerr != nil {
+		return nil, rerr
+	}
+	var out []describedConfig
+	for _, bc := range configs.BrokerConfigs(s.cfg.Config) {
+		dc := describedConfig{name: bc.Name, readOnly: !bc.Dynamic, typ: bc.Type, doc: bc.Doc}
+		if id == -1 {
+			// The cluster-wide resource shows only its dynamic defaults.
+			v, ok := s.catalog.BrokerConfigs(-1)[bc.Name]
+			if !ok {
+				continue
+			}
+			dc.value = configValue{v, sourceDynamicDefaultBroker}
+		} else {
+			syns := s.brokerSynonyms(bc.Name)
+			if id != s.cfg.NodeID {
+				// Another broker's own dynamic value is in the
+				// metastore; its static file is not visible here.
+				if v, ok := s.catalog.BrokerConfigs(id)[bc.Name]; ok {
+					syns = append([]kmsg.DescribeConfigsResponseResourceConfigConfigSynonym{synonym(bc.Name, v, sourceDynamicBroker)}, syns[1:]...)
+				}
+			}
+			if len(syns) == 0 {
+				continue
+			}
+			dc.value = configValue{*syns[0].Value, int8(syns[0].Source)}
+			if withSynonyms {
+				dc.synonyms = syns
+			}
+		}
+		out = append(out, dc)
+	}
+	return out, nil
+}
+
+// configChange is a validated change to one resource.
+type configChange struct {
+	topic  string // set for TOPIC resources
+	broker int32  // for BROKER resources
+	set    map[string]string
+	del    []string
+}
+
+// current returns the resource's dynamic configs as stored now.
+func (s *Server) currentDynamic(resType kmsg.ConfigResourceType, name string) (map[string]string, *resourceError) {
+	switch resType {
+	case kmsg.ConfigResourceTypeTopic:
+		t, ok := s.catalog.TopicByName(name)
+		if !ok {
+			return nil, resErr(kerr.UnknownTopicOrPartition.Code, "topic %s does not exist", name)
+		}
+		return t.Configs, nil
+	case kmsg.ConfigResourceTypeBroker:
+		id, rerr := s.brokerResource(name)
+		if rerr != nil {
+			return nil, rerr
+		}
+		return s.catalog.BrokerConfigs(id), nil
+	}
+	return nil, resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", resType)
+}
+
+// validateChange checks every value set on the resource.
+func (s *Server) validateChange(resType kmsg.ConfigResourceType, name string, set map[string]string, del []string) (configChange, *resourceError) {
+	ch := configChange{set: set, del: del}
+	switch resType {
+	case kmsg.ConfigResourceTypeTopic:
+		ch.topic = name
+		for _, k := range del {
+			if _, ok := configs.LookupTopicConfig(k); !ok {
+				return ch, resErr(kerr.InvalidConfig.Code, "unknown or unsupported topic config %s", k)
+			}
+		}
+		if err := configs.ValidateTopicConfigs(set); err != nil {
+			return ch, resErr(kerr.InvalidConfig.Code, "%v", err)
+		}
+	case kmsg.ConfigResourceTypeBroker:
+		id, rerr := s.brokerResource(name)
+		if rerr != nil {
+			return ch, rerr
+		}
+		ch.broker = id
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			v := set[k]
+			if err := configs.ValidateDynamicBrokerConfig(s.cfg.Config, k, &v); err != nil {
+				return ch, resErr(kerr.InvalidConfig.Code, "%v", err)
+			}
+		}
+		for _, k := range del {
+			if err := configs.ValidateDynamicBrokerConfig(s.cfg.Config, k, nil); err != nil {
+				return ch, resErr(kerr.InvalidConfig.Code, "%v", err)
+			}
+		}
+	default:
+		return ch, resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", resType)
+	}
+	return ch, nil
+}
+
+// applyChange stores a validated change and applies it to open partitions.
+func (s *Server) applyChange(ctx context.Context, ch configChange) *resourceError {
+	var err error
+	if ch.topic != "" {
+		err = s.catalog.AlterTopicConfigs(ctx, ch.topic, ch.set, ch.del)
+	} else {
+		err = s.catalog.AlterBrokerConfigs(ctx, ch.broker, ch.set, ch.del)
+	}
+	if err != nil {
+		return resErr(errorCode(err), "%v", err)
+	}
+	s.refreshPartitions()
+	return nil
+}

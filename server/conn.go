@@ -1,0 +1,232 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/protocol"
+)
+
+// maxInFlight bounds the requests a connection may have read but not yet
+// answered; the reader stops reading (TCP backpressure) beyond it.
+const maxInFlight = 64
+
+// slot is one request's place in the connection's response order.
+type slot struct {
+	done   chan struct{}
+	corrID int32
+	resp   kmsg.Response // nil with skip set: acks=0 produce
+	skip   bool
+}
+
+func (s *slot) finish(resp kmsg.Response) {
+	s.resp = resp
+	close(s.done)
+}
+
+type conn struct {
+	srv      *Server
+	nc       net.Conn
+	listener *listener
+	log      zerolog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	slots  chan *slot
+	wg     sync.WaitGroup // second stages
+}
+
+func (s *Server) serveConn(l *listener, nc net.Conn) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	c := &conn{
+		srv:      s,
+		nc:       nc,
+		listener: l,
+		log:      s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
+		ctx:      ctx,
+		cancel:   cancel,
+		slots:    make(chan *slot, maxInFlight),
+	}
+	if !s.trackConn(c, true) {
+		nc.Close()
+		cancel()
+		return
+	}
+	defer s.trackConn(c, false)
+	s.metrics.connections.WithLabelValues(l.cfg.View).Inc()
+	defer s.metrics.connections.WithLabelValues(l.cfg.View).Dec()
+	writerDone := make(chan struct{})
+	go func() {
+		defer close(writerDone)
+		c.writeLoop()
+	}()
+	err := c.readLoop()
+	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+		c.log.Warn().Err(err).Msg("closing connection")
+	}
+	close(c.slots)
+	<-writerDone
+	cancel()
+	c.wg.Wait()
+	nc.Close()
+}
+
+func (c *conn) readLoop() error {
+	br := bufio.NewReaderSize(c.nc, 64<<10)
+	var buf []byte
+	for {
+		frame, err := protocol.ReadFrame(br, buf, c.srv.cfg.MaxFrameBytes)
+		if err != nil {
+			return err
+		}
+		// The frame buffer is reused for the next read, but a request
+		// decoded from it (and its records) lives on in second stages.
+		// Hand the frame to the request and start a fresh buffer.
+		buf = nil
+		if err := c.handle(frame); err != nil {
+			return err
+		}
+	}
+}
+
+// handle runs one request's first stage. A returned error closes the
+// connection.
+func (c *conn) handle(frame []byte) error {
+	key, version, corrID := protocol.PeekHeader(frame)
+	sl := &slot{done: make(chan struct{}), corrID: corrID}
+	req := kmsg.RequestForKey(key)
+	if key == protocol.ApiVersionsKey && !protocol.Supported(key, version) {
+		// KIP-511: answer an ApiVersions we do not know with
+		// UNSUPPORTED_VERSION in a v0 body listing what we do speak,
+		// so the client can retry with a version we share.
+		resp := c.srv.apiVersionsResponse(0)
+		resp.ErrorCode = errUnsupportedVersion
+		c.enqueue(sl)
+		c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
+		sl.finish(resp)
+		return nil
+	}
+	if req == nil || !protocol.Supported(key, version) {
+		c.srv.metrics.badRequests.Inc()
+		return errUnsupportedRequest{key: key, version: version}
+	}
+	if key == 0 && version < protocol.ProduceMinServed {
+		// Produce v0-v2 are advertised only so librdkafka keeps
+		// compression on; like Kafka 4 we refuse them by closing.
+		c.srv.metrics.badRequests.Inc()
+		return errUnsupportedRequest{key: key, version: version}
+	}
+	req.SetVersion(version)
+	hdr, body, err := protocol.ParseRequestHeader(frame, req.IsFlexible())
+	if err != nil {
+		c.srv.metrics.badRequests.Inc()
+		return err
+	}
+	if err := req.ReadFrom(body); err != nil {
+		c.srv.metrics.badRequests.Inc()
+		return errMalformed{key: key, version: version, err: err}
+	}
+	c.enqueue(sl)
+	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: time.Now()}
+	c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
+	resp, err := c.srv.dispatch(rc, req)
+	if err != nil {
+		return err
+	}
+	if !rc.async {
+		rc.finish(resp)
+	}
+	return nil
+}
+
+// enqueue reserves the request's place in the response order; it blocks
+// while maxInFlight requests are unanswered.
+func (c *conn) enqueue(sl *slot) {
+	c.slots <- sl
+}
+
+func (c *conn) writeLoop() {
+	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	var out []byte
+	failed := false
+	flush := func() {
+		if !failed && bw.Buffered() > 0 {
+			if err := bw.Flush(); err != nil {
+				failed = true
+				c.cancel()
+				c.nc.Close() // unblock the reader
+			}
+		}
+	}
+	for {
+		// Flush only when the writer would otherwise block, so
+		// responses that are ready together share one syscall.
+		var sl *slot
+		var ok bool
+		select {
+		case sl, ok = <-c.slots:
+		default:
+			flush()
+			sl, ok = <-c.slots
+		}
+		if !ok {
+			flush()
+			return
+		}
+		select {
+		case <-sl.done:
+		default:
+			flush()
+			<-sl.done // second stages watch ctx and finish promptly
+		}
+		if sl.skip || failed {
+			continue
+		}
+		out = protocol.AppendResponse(out[:0], sl.corrID, sl.resp)
+		if _, err := bw.Write(out); err != nil {
+			failed = true
+			c.cancel()
+			c.nc.Close()
+		}
+	}
+}
+
+// reqCtx carries one request through its handler.
+type reqCtx struct {
+	conn  *conn
+	hdr   protocol.RequestHeader
+	slot  *slot
+	start time.Time
+	async bool
+}
+
+func (rc *reqCtx) ctx() context.Context { return rc.conn.ctx }
+func (rc *reqCtx) view() string         { return rc.conn.listener.cfg.View }
+
+func (rc *reqCtx) finish(resp kmsg.Response) {
+	if resp == nil {
+		rc.slot.skip = true
+	}
+	rc.conn.srv.metrics.latency.WithLabelValues(apiName(rc.hdr.Key)).Observe(time.Since(rc.start).Seconds())
+	rc.slot.finish(resp)
+}
+
+// later runs a handler's second stage on its own goroutine; the handler
+// then returns (nil, nil). fn must watch rc.ctx() and return promptly when
+// the connection closes.
+func (rc *reqCtx) later(fn func() kmsg.Response) {
+	rc.async = true
+	rc.conn.wg.Add(1)
+	go func() {
+		defer rc.conn.wg.Done()
+		rc.finish(fn())
+	}()
+}

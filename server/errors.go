@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/protocol"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+var errUnsupportedVersion = kerr.UnsupportedVersion.Code
+
+// errUnsupportedRequest closes a connection that sent an API key or version
+// we do not advertise, as Kafka does.
+type errUnsupportedRequest struct{ key, version int16 }
+
+func (e errUnsupportedRequest) Error() string {
+	return fmt.Sprintf("unsupported request: api key %d (%s) version %d", e.key, apiName(e.key), e.version)
+}
+
+// errMalformed closes a connection whose request body did not decode.
+type errMalformed struct {
+	key, version int16
+	err          error
+}
+
+func (e errMalformed) Error() string {
+	return fmt.Sprintf("malformed %s v%d request: %v", apiName(e.key), e.version, e.err)
+}
+
+// errorCode is the one place internal errors become Kafka error codes.
+func errorCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, protocol.ErrCorruptBatch), errors.Is(err, log.ErrCorrupt):
+		return kerr.CorruptMessage.Code
+	case errors.Is(err, protocol.ErrUnsupportedMagic):
+		return kerr.UnsupportedForMessageFormat.Code
+	case errors.Is(err, protocol.ErrInvalidRecord):
+		return kerr.InvalidRecord.Code
+	case errors.Is(err, protocol.ErrUnsupportedCompression):
+		return kerr.UnsupportedCompressionType.Code
+	case errors.Is(err, log.ErrOutOfOrderSequence):
+		return kerr.OutOfOrderSequenceNumber.Code
+	case errors.Is(err, log.ErrInvalidProducerEpoch):
+		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, errMessageTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, errInvalidTimestamp):
+		return kerr.InvalidTimestamp.Code
+	case errors.Is(err, errTransactionsUnsupported):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, log.ErrBatchTooLarge):
+		return kerr.MessageTooLarge.Code
+	case errors.Is(err, log.ErrOffsetOutOfRange):
+		return kerr.OffsetOutOfRange.Code
+	case errors.Is(err, replica.ErrPartitionClosed), errors.Is(err, log.ErrClosed):
+		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, metastore.ErrTopicExists):
+		return kerr.TopicAlreadyExists.Code
+	case errors.Is(err, metastore.ErrUnknownTopic):
+		return kerr.UnknownTopicOrPartition.Code
+	case errors.Is(err, metastore.ErrInvalidPartitions):
+		return kerr.InvalidPartitions.Code
+	case errors.Is(err, metastore.ErrInvalidReplicationFactor):
+		return kerr.InvalidReplicationFactor.Code
+	case errors.Is(err, metastore.ErrNotLeader), errors.Is(err, context.DeadlineExceeded):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, log.ErrFatal):
+		return kerr.KafkaStorageError.Code
+	default:
+		return kerr.UnknownServerError.Code
+	}
+}
+
+// errorMessage is the message that goes with errorCode where the protocol
+// carries one.
+func errorMessage(err error) *string {
+	if err == nil {
+		return nil
+	}
+	s := err.Error()
+	return &s
+}
+
+var (
+	errMessageTooLarge         = errors.New("record batch is larger than max.message.bytes")
+	errInvalidTimestamp        = errors.New("timestamp is outside message.timestamp.before.max.ms / after.max.ms")
+	errTransactionsUnsupported = errors.New("transactional batches need a transaction coordinator, which Sluice does not have yet")
+)

@@ -1,0 +1,63 @@
+package server
+
+import (
+	"context"
+	"time"
+
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// OpenPartitions opens every partition the catalog assigns to this broker,
+// so crash recovery runs at start rather than on first use, and deletes
+// the data of topics deleted while the broker was down.
+func (s *Server) OpenPartitions() error {
+	live := make(map[replica.Key]bool)
+	for _, t := range s.catalog.Topics() {
+		for i := range t.Partitions {
+			live[replica.Key{TopicID: t.ID, Index: int32(i)}] = true
+		}
+	}
+	if err := s.partitions.RemoveStale(func(id [16]byte, index int32) bool {
+		return live[replica.Key{TopicID: id, Index: index}]
+	}); err != nil {
+		return err
+	}
+	for _, t := range s.catalog.Topics() {
+		for i := range t.Partitions {
+			if _, err := s.partition(t, int32(i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// revisionWatcher is implemented by catalogs that can say when they change.
+type revisionWatcher interface {
+	Revision() uint64
+	WaitRevision(ctx context.Context, rev uint64) error
+}
+
+// FollowCatalog applies catalog changes made elsewhere (another broker's
+// DeleteTopics or config change) to the local partitions until ctx ends.
+func (s *Server) FollowCatalog(ctx context.Context) {
+	w, ok := s.catalog.(revisionWatcher)
+	for ctx.Err() == nil {
+		if ok {
+			if err := w.WaitRevision(ctx, w.Revision()+1); err != nil {
+				if ctx.Err() == nil {
+					time.Sleep(time.Second)
+				}
+				continue
+			}
+		} else {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+		}
+		s.refreshPartitions()
+	}
+}
+

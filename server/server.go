@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// Options wires a Server. Everything it needs is passed in; it opens no
+// storage of its own.
+type Options struct {
+	Config     configs.Config
+	Catalog    Catalog
+	Partitions *replica.Manager
+	Logger     zerolog.Logger
+	Metrics    *Metrics // nil: a private registry
+}
+
+type listener struct {
+	cfg  configs.Listener
+	ln   net.Listener
+	host string
+	port int32
+}
+
+// Server serves the Kafka protocol on the configured listeners.
+type Server struct {
+	cfg struct {
+		configs.Config
+		MaxFrameBytes int32
+	}
+	catalog    Catalog
+	partitions *replica.Manager
+	log        zerolog.Logger
+	metrics    *Metrics
+	producers  *producerIDs
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu        sync.Mutex
+	listeners []*listener
+	conns     map[*conn]struct{}
+}
+
+func (s *Server) trackConn(c *conn, add bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if add {
+		if s.ctx.Err() != nil {
+			return false
+		}
+		if s.conns == nil {
+			s.conns = make(map[*conn]struct{})
+		}
+		s.conns[c] = struct{}{}
+	} else {
+		delete(s.conns, c)
+	}
+	return true
+}
+
+func (s *Server) closeConns() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for c := range s.conns {
+		c.cancel()
+		c.nc.Close()
+	}
+}
+
+// New creates a server; Start binds its listeners.
+func New(opts Options) (*Server, error) {
+	if opts.Catalog == nil || opts.Partitions == nil {
+		return nil, errors.New("server: Catalog and Partitions are required")
+	}
+	s := &Server{
+		catalog:    opts.Catalog,
+		partitions: opts.Partitions,
+		log:        opts.Logger.With().Str("component", "server").Logger(),
+		metrics:    opts.Metrics,
+	}
+	if s.metrics == nil {
+		s.metrics = NewMetrics(nil)
+	}
+	s.cfg.Config = opts.Config
+	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
+	s.producers = newProducerIDs(opts.Catalog)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	return s, nil
+}
+
+// Start binds every listener and serves connections in the background.
+func (s *Server) Start() error {
+	for _, lc := range s.cfg.Listeners {
+		ln, err := net.Listen("tcp", lc.Address)
+		if err != nil {
+			s.Close()
+			return fmt.Errorf("listener %s: %w", lc.Name, err)
+		}
+		adv := lc.Advertised
+		if adv == "" {
+			adv = ln.Addr().String()
+		}
+		host, portStr, err := net.SplitHostPort(adv)
+		if err != nil {
+			ln.Close()
+			s.Close()
+			return fmt.Errorf("listener %s: advertised address: %w", lc.Name, err)
+		}
+		port, _ := strconv.Atoi(portStr)
+		l := &listener{cfg: lc, ln: ln, host: host, port: int32(port)}
+		s.mu.Lock()
+		s.listeners = append(s.listeners, l)
+		s.mu.Unlock()
+		s.wg.Add(1)
+		go s.acceptLoop(l)
+		s.log.Info().Str("listener", lc.Name).Str("view", lc.View).Str("addr", ln.Addr().String()).Msg("kafka listener up")
+	}
+	return nil
+}
+
+// Addrs returns the bound address of each listener, in config order.
+func (s *Server) Addrs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, len(s.listeners))
+	for i, l := range s.listeners {
+		out[i] = l.ln.Addr().String()
+	}
+	return out
+}
+
+func (s *Server) acceptLoop(l *listener) {
+	defer s.wg.Done()
+	for {
+		nc, err := l.ln.Accept()
+		if err != nil {
+			if s.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
+				s.log.Error().Err(err).Msg("accept failed")
+			}
+			return
+		}
+		if tc, ok := nc.(*net.TCPConn); ok {
+			tc.SetNoDelay(true)
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveConn(l, nc)
+		}()
+	}
+}
+
+// Close stops accepting, closes every connection and waits for them.
+func (s *Server) Close() error {
+	s.cancel()
+	s.mu.Lock()
+	for _, l := range s.listeners {
+		l.ln.Close()
+	}
+	s.mu.Unlock()
+	s.closeConns()
+	s.wg.Wait()
+	return nil
+}

@@ -1,0 +1,175 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// Config sources as DescribeConfigs reports them.
+const (
+	sourceDynamicTopic         int8 = 1
+	sourceDynamicBroker        int8 = 2
+	sourceDynamicDefaultBroker int8 = 3
+	sourceStaticBroker         int8 = 4
+	sourceDefault              int8 = 5
+)
+
+// configValue is one resolved config with where it came from.
+type configValue struct {
+	value  string
+	source int8
+}
+
+// brokerTopicDefault resolves the broker-level default of a topic config
+// (through its broker synonym): this broker's dynamic config, then the
+// cluster-wide dynamic default, then the static file, then Sluice's default.
+func (s *Server) brokerTopicDefault(def configs.TopicConfig) configValue {
+	if v, ok := s.catalog.BrokerConfigs(s.cfg.NodeID)[def.BrokerSynonym]; ok {
+		return configValue{v, sourceDynamicBroker}
+	}
+	if v, ok := s.catalog.BrokerConfigs(-1)[def.BrokerSynonym]; ok {
+		return configValue{v, sourceDynamicDefaultBroker}
+	}
+	static := s.cfg.TopicDefaults()[def.Name]
+	if static != configs.Default().TopicDefaults()[def.Name] {
+		return configValue{static, sourceStaticBroker}
+	}
+	return configValue{static, sourceDefault}
+}
+
+// topicConfig resolves one topic config for t.
+func (s *Server) topicConfig(t metastore.Topic, name string) (configValue, bool) {
+	def, ok := configs.LookupTopicConfig(name)
+	if !ok {
+		return configValue{}, false
+	}
+	if v, ok := t.Configs[name]; ok {
+		return configValue{v, sourceDynamicTopic}, true
+	}
+	return s.brokerTopicDefault(def), true
+}
+
+func (s *Server) topicInt(t metastore.Topic, name string) int64 {
+	v, _ := s.topicConfig(t, name)
+	n, err := strconv.ParseInt(v.value, 10, 64)
+	if err != nil {
+		// Values are validated before they are stored.
+		panic(fmt.Sprintf("server: config %s=%q is not a number", name, v.value))
+	}
+	return n
+}
+
+// logConfig is the storage view of t's effective configs.
+func (s *Server) logConfig(t metastore.Topic) log.Config {
+	c := log.DefaultConfig()
+	c.SegmentBytes = s.topicInt(t, "segment.bytes")
+	c.SegmentMs = time.Duration(s.topicInt(t, "segment.ms")) * time.Millisecond
+	c.RetentionMs = time.Duration(s.topicInt(t, "retention.ms")) * time.Millisecond
+	if s.topicInt(t, "retention.ms") < 0 {
+		c.RetentionMs = -1
+	}
+	c.RetentionBytes = s.topicInt(t, "retention.bytes")
+	c.IndexIntervalBytes = int(s.topicInt(t, "index.interval.bytes"))
+	c.SegmentIndexBytes = int(s.topicInt(t, "segment.index.bytes"))
+	return c
+}
+
+// partition returns the hosted partition idx of t, opening it on first use.
+func (s *Server) partition(t metastore.Topic, idx int32) (*replica.Partition, error) {
+	k := replica.Key{TopicID: t.ID, Index: idx}
+	if p, ok := s.partitions.Get(k); ok {
+		return p, nil
+	}
+	return s.partitions.Open(t.Name, k, s.logConfig(t))
+}
+
+// refreshPartitions reapplies topic configs to open partitions and opens
+// or removes partitions to match the catalog. Called after changes this
+// broker made and periodically for changes made elsewhere.
+func (s *Server) refreshPartitions() {
+	live := make(map[replica.Key]metastore.Topic)
+	for _, t := range s.catalog.Topics() {
+		for i := range t.Partitions {
+			live[replica.Key{TopicID: t.ID, Index: int32(i)}] = t
+		}
+	}
+	for _, p := range s.partitions.Partitions() {
+		k := replica.Key{TopicID: p.TopicID, Index: p.Index}
+		t, ok := live[k]
+		if !ok {
+			if err := s.partitions.Remove(k); err != nil {
+				s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("removing partition")
+			}
+			continue
+		}
+		p.Log().SetConfig(s.logConfig(t))
+	}
+}
+
+// validTopicName applies Kafka's topic name rules.
+func validTopicName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("topic name is empty")
+	case name == "." || name == "..":
+		return errors.New("topic name cannot be '.' or '..'")
+	case len(name) > 249:
+		return fmt.Errorf("topic name is %d characters long, the limit is 249", len(name))
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic name %q contains a character other than ASCII alphanumerics, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}
+
+// autoCreate creates name with the broker defaults when
+// auto.create.topics.enable allows it. It returns the topic, or the Kafka
+// error code to report.
+func (s *Server) autoCreate(ctx context.Context, name string) (metastore.Topic, int16) {
+	if t, ok := s.catalog.TopicByName(name); ok {
+		return t, 0
+	}
+	if !s.autoCreateEnabled() {
+		return metastore.Topic{}, kerr.UnknownTopicOrPartition.Code
+	}
+	if err := validTopicName(name); err != nil {
+		return metastore.Topic{}, kerr.InvalidTopicException.Code
+	}
+	t, err := s.catalog.CreateTopic(ctx, metastore.TopicSpec{
+		Name:              name,
+		Partitions:        s.cfg.NumPartitions,
+		ReplicationFactor: s.cfg.DefaultReplicationFactor,
+	})
+	if errors.Is(err, metastore.ErrTopicExists) {
+		if t, ok := s.catalog.TopicByName(name); ok {
+			return t, 0
+		}
+	}
+	if err != nil {
+		s.log.Warn().Err(err).Str("topic", name).Msg("auto-creating topic")
+		return metastore.Topic{}, errorCode(err)
+	}
+	s.log.Info().Str("topic", name).Int32("partitions", s.cfg.NumPartitions).Msg("auto-created topic")
+	return t, 0
+}
+
+func (s *Server) autoCreateEnabled() bool {
+	for _, id := range []int32{s.cfg.NodeID, -1} {
+		if v, ok := s.catalog.BrokerConfigs(id)["auto.create.topics.enable"]; ok {
+			return v == "true"
+		}
+	}
+	return s.cfg.AutoCreateTopics
+}
