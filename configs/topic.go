@@ -92,7 +92,7 @@ var topicConfigs = []TopicConfig{
 	{Name: "max.message.bytes", BrokerSynonym: "message.max.bytes", Type: TypeInt,
 		Doc: "Largest record batch the topic accepts (MESSAGE_TOO_LARGE beyond).", validate: intAtLeast(0)},
 	{Name: "message.timestamp.type", BrokerSynonym: "log.message.timestamp.type", Type: TypeString,
-		Doc: "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.",
+		Doc:      "CreateTime keeps the producer's timestamps; LogAppendTime stamps batches on append.",
 		validate: oneOf("CreateTime", "LogAppendTime")},
 	{Name: "message.timestamp.before.max.ms", BrokerSynonym: "log.message.timestamp.before.max.ms", Type: TypeLong,
 		Doc: "How far a CreateTime timestamp may lie in the past (INVALID_TIMESTAMP beyond).", validate: longAtLeast(0)},
@@ -157,4 +157,3 @@ func ValidateTopicConfigs(m map[string]string) error {
 	}
 	return nil
 }
-

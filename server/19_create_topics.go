@@ -163,4 +163,3 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 	}
 	return spec, 0, ""
 }
-

@@ -60,4 +60,3 @@ func (s *Server) FollowCatalog(ctx context.Context) {
 		s.refreshPartitions()
 	}
 }
-

@@ -1,0 +1,47 @@
+# Sluice. `make run` starts a single node; `make test` runs every test.
+GO       ?= go
+BIN      := bin/sluice
+VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+FUZZTIME ?= 30s
+PKGS     := ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./server/... ./cmd/...
+
+.PHONY: build run test test-unit test-compat fuzz bench lint verify clean
+
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
+
+run: build
+	./$(BIN) dev
+
+# Unit tests with the race detector, then the black-box compatibility
+# suite against the real binary (its own module under compat-tests/).
+test: test-unit test-compat
+
+test-unit:
+	$(GO) vet $(PKGS)
+	$(GO) test -race -short -count=1 $(PKGS)
+
+test-compat:
+	cd compat-tests && $(GO) test -count=1 -timeout 20m ./...
+
+# Every Fuzz target for FUZZTIME each.
+fuzz:
+	@for pkg in $$($(GO) list $(PKGS)); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+	  done; \
+	done
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 2s ./log/... ./metastore/...
+
+lint:
+	$(GO) vet $(PKGS)
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt:"; echo "$$out"; exit 1; fi
+
+verify: lint
+	$(GO) mod tidy && git diff --exit-code go.mod go.sum
+
+clean:
+	rm -rf bin
