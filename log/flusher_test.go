@@ -21,7 +21,8 @@ func TestConcurrentAppendWaitDurable(t *testing.T) {
 	defer f.Close()
 	const nlogs, writers, perWriter = 4, 16, 40
 	cfg := testConfig()
-	cfg.SegmentBytes = 64 << 10 // rolls happen under load too
+	cfg.SegmentBytes = 16 << 10   // rolls happen under load too
+	cfg.RetentionBytes = 64 << 10 // and retention deletes segments
 	var logs []*Log
 	dirs := make([]string, nlogs)
 	for i := range dirs {
@@ -30,6 +31,33 @@ func TestConcurrentAppendWaitDurable(t *testing.T) {
 	}
 	type got struct{ log, base int }
 	results := make(chan got, writers*perWriter)
+	stop := make(chan struct{})
+	var bg sync.WaitGroup
+	bg.Add(1)
+	go func() {
+		// Retention and timestamp lookups race with appends, rolls and syncs.
+		defer bg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			for _, l := range logs {
+				if _, err := l.ApplyRetention(time.Now()); err != nil {
+					t.Error(err)
+					return
+				}
+				if _, _, _, err := l.OffsetForTimestamp(0); err != nil {
+					t.Error(err)
+				}
+				if _, _, err := l.MaxTimestamp(); err != nil {
+					t.Error(err)
+				}
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}()
 	var wg sync.WaitGroup
 	for w := 0; w < writers; w++ {
 		wg.Add(1)
@@ -52,8 +80,8 @@ func TestConcurrentAppendWaitDurable(t *testing.T) {
 				if d := l.DurableOffset(); d <= r.LastOffset {
 					t.Errorf("WaitDurable returned with durable %d <= %d", d, r.LastOffset)
 				}
-				// Readers run concurrently with appends and rolls.
-				if _, err := l.Read(r.BaseOffset, 1<<10, r.LastOffset+1); err != nil {
+				// Readers run concurrently with appends, rolls and retention.
+				if _, err := l.Read(r.BaseOffset, 1<<10, r.LastOffset+1); err != nil && !errors.Is(err, ErrOffsetOutOfRange) {
 					t.Error(err)
 				}
 				results <- got{li, int(r.BaseOffset)}
@@ -61,6 +89,8 @@ func TestConcurrentAppendWaitDurable(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	close(stop)
+	bg.Wait()
 	close(results)
 	seen := make([]map[int]bool, nlogs)
 	for i := range seen {
@@ -83,8 +113,16 @@ func TestConcurrentAppendWaitDurable(t *testing.T) {
 		t.Errorf("no group commit: %d syncs for %d appends", st.Syncs, n)
 	}
 	for i, l := range logs {
-		if got := len(readAll(t, l)); got != len(seen[i]) {
-			t.Fatalf("log %d holds %d batches, %d appended", i, got, len(seen[i]))
+		if l.LogEndOffset() != int64(4*len(seen[i])) {
+			t.Fatalf("log %d ends at %d after %d batches", i, l.LogEndOffset(), len(seen[i]))
+		}
+		if l.LogStartOffset() == 0 {
+			t.Fatalf("log %d: retention deleted nothing", i)
+		}
+		for _, b := range readAll(t, l) {
+			if !seen[i][int(baseOf(b))] {
+				t.Fatalf("log %d holds a batch at %d nobody appended", i, baseOf(b))
+			}
 		}
 		l.Close()
 	}

@@ -19,7 +19,7 @@ import (
 
 const (
 	// cleanShutdownFile marks a log closed by Close after everything was
-	// synced; Open then skips the CRC scan of the last segment.
+	// synced, and holds the snapshot that lets Open skip recovery.
 	cleanShutdownFile = ".clean-shutdown"
 	// logStartFile persists a log start offset advanced past the first
 	// segment's base (DeleteRecords).
@@ -47,7 +47,8 @@ type ReadResult struct {
 
 // Log is one partition's log in its own directory. All methods are safe for
 // concurrent use. Appends are serialised; reads run in parallel with each
-// other and wait only while a segment is rolled, truncated or deleted.
+// other and wait only for an append's page-cache write or while a segment is
+// rolled, truncated or deleted.
 type Log struct {
 	dir     string
 	lg      zerolog.Logger
@@ -76,14 +77,17 @@ type Log struct {
 	openedFromSnapshot bool // for tests: Open skipped the recovery walk
 }
 
-// Open opens or creates the log in dir and recovers it. Recovery checks the
-// last segment batch by batch (length bounds, magic, CRC-32C, record count,
-// increasing offsets) unless the previous Close was clean, walks every other
-// segment's headers, truncates at the first damaged batch (deleting any later
-// segments), rebuilds index files that disagree with their segment, removes
-// files that belong to no segment, and rebuilds producer state and the leader
-// epoch cache from the batch headers. An error means the log could not be
-// made consistent (I/O failure); the caller must not serve the partition.
+// Open opens or creates the log in dir and recovers it (see the package
+// documentation). After a clean Close it loads the snapshot Close left and
+// reads no batch. Otherwise it checks the last segment batch by batch (length
+// bounds, magic, CRC-32C, record count, increasing offsets), walks every
+// other segment's headers, truncates at the first damaged batch (deleting any
+// later segments), rebuilds index files that disagree with their segment and
+// rebuilds producer state and the leader epoch cache from the batch headers.
+// Files that belong to no segment are removed either way. Open blocks for all
+// of that and a few fsyncs. An error means the log could not be made
+// consistent (an invalid Config or an I/O failure); the caller must not
+// serve the partition.
 func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -345,7 +349,8 @@ func (l *Log) wakeLocked() {
 //
 // Idempotent batches (producerId >= 0) are checked against the producer's
 // state first (see producers.check): a retry of one of the last five batches
-// returns the original offsets with Duplicate set and writes nothing.
+// returns the original offsets with Duplicate set and writes nothing. The
+// original may not be durable yet, so acks=all still waits on LastOffset+1.
 //
 // Append does not wait for durability; call WaitDurable. It blocks only for
 // the write to the page cache, and on a segment roll for the old segment's
