@@ -185,10 +185,13 @@ min-max of three runs:
 	1 KiB   256         5.6-5.7    8.6-9.2       89-127
 
 Syncing files concurrently roughly doubles a-serial: the journal commits
-concurrent fdatasyncs together. But one shared file wins by 1.3-2x with few
-partitions and large batches, and by 4-14x with many partitions or small
-batches, because its cost is one sync per group whatever the number of
-partitions, while (a) pays one per dirty partition.
+concurrent fdatasyncs together. But one shared file wins; comparing medians
+with a-concurrent, by 1.6x at 16 KiB and 16 partitions, 7.6x at 16 KiB and
+256 partitions, 5.6x at 1 KiB and 16 partitions and 11x at 1 KiB and 256
+partitions, because its cost is one sync per group whatever the number of
+partitions, while (a) pays one per dirty partition. (The model syncs all
+dirty files at once; the Flusher caps a round at MaxConcurrent, 64 by
+default.)
 
 Choice: (a), per-partition segment files with concurrent group-commit syncs,
 because it keeps Kafka's layout (Fetch serves byte ranges of segment files,
