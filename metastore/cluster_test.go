@@ -298,3 +298,47 @@ func TestClusterLeases(t *testing.T) {
 		t.Fatalf("group should stay with live re-registered 7: %d %v", owner, err)
 	}
 }
+
+// A remote client cut off while more changes than the watch history holds
+// happen gets a full image when it comes back: deleted topics disappear,
+// new ones appear.
+func TestWatchBehindHistoryGetsImage(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.WatchHistory = 5 })
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	cl := c.node(lead).Client()
+	old, err := cl.CreateTopic(ctx, TopicSpec{Name: "old", Partitions: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := c.hub.HubClient(100, lead)
+	defer rc.Close()
+	if err := rc.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rc.TopicByName("old"); !ok {
+		t.Fatal("no old topic")
+	}
+	c.hub.Partition(100)
+	if err := cl.DeleteTopic(ctx, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 20; i++ {
+		if _, err := cl.CreateTopic(ctx, TopicSpec{Name: fmt.Sprintf("n%d", i), Partitions: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, ok := rc.TopicByName("old"); !ok {
+		t.Fatal("partitioned client should still hold its stale cache")
+	}
+	c.hub.Heal()
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
+		if _, ok := rc.TopicByName("old"); ok {
+			return errors.New("deleted topic still cached")
+		}
+		if len(rc.Topics()) != 20 {
+			return fmt.Errorf("%d topics cached", len(rc.Topics()))
+		}
+		return nil
+	})
+}

@@ -56,6 +56,9 @@ type Config struct {
 	// MaxBatchCommands caps the commands grouped into one proposal.
 	// Zero: 1024.
 	MaxBatchCommands int `mapstructure:"max_batch_commands"`
+	// WatchHistory is how many cache events a node keeps for watchers; a
+	// watcher further behind gets a full image. Zero: 10000.
+	WatchHistory int `mapstructure:"watch_history"`
 	// RequestTimeout bounds a forwarded or proposed request when the
 	// caller's context has no deadline. Zero: 10s.
 	RequestTimeout time.Duration `mapstructure:"request_timeout"`
@@ -86,6 +89,7 @@ func Default() Config {
 		LeaseDuration:    10 * time.Second,
 		MaxBatchCommands: 1024,
 		RequestTimeout:   10 * time.Second,
+		WatchHistory:     10000,
 		Logger:           zerolog.Nop(),
 	}
 }
@@ -115,6 +119,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.RequestTimeout <= 0 {
 		c.RequestTimeout = d.RequestTimeout
+	}
+	if c.WatchHistory <= 0 {
+		c.WatchHistory = d.WatchHistory
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now

@@ -223,7 +223,7 @@ func TestEmbeddedCrashCopy(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond)
 	crash := t.TempDir()
-	copyDir(t, dir, crash)
+	crashCopy(t, n, crash)
 	close(stop)
 	wg.Wait()
 

@@ -60,6 +60,7 @@ type Node struct {
 	hist      []event
 	histFloor uint64
 	histRev   uint64 // applied index the history is complete up to
+	histMax   int
 	histCh    chan struct{}
 
 	// ReadIndex batching (read.go).
@@ -152,6 +153,7 @@ func Open(cfg Config) (*Node, error) {
 	n.applied = disk.applied
 	n.histFloor = disk.applied
 	n.histRev = disk.applied
+	n.histMax = cfg.WatchHistory
 	if disk.snap != nil {
 		n.snapIndex = disk.snap.GetIndex()
 		n.confState = proto.Clone(disk.snap.GetConfState()).(*pb.ConfState)
@@ -217,7 +219,17 @@ func Open(cfg Config) (*Node, error) {
 	go n.readLoop()
 	go n.leaseLoop()
 
-	single := !cfg.Join && len(cfg.Peers) == 1
+	// A group whose only voter is this node (sluice dev) campaigns at once
+	// instead of waiting an election timeout. Membership on disk wins over
+	// the configured peers (it may have changed with AddVoter).
+	voters := len(cfg.Peers)
+	if len(n.members) > 0 {
+		voters = len(n.members)
+		if _, ok := n.members[n.id]; !ok {
+			voters = 0
+		}
+	}
+	single := !cfg.Join && voters == 1
 	if single {
 		_ = n.rn.Campaign(context.Background())
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -187,7 +187,7 @@ func (n *Node) handleReady(rd raft.Ready) {
 		n.view.apply(evs, newApply)
 		n.histMu.Lock()
 		n.hist = append(n.hist, evs...)
-		if over := len(n.hist) - maxHistory; over > 0 {
+		if over := len(n.hist) - n.histMax; over > 0 {
 			n.histFloor = n.hist[over-1].Rev
 			n.hist = append([]event(nil), n.hist[over:]...)
 		}
@@ -212,9 +212,6 @@ func (n *Node) handleReady(rd raft.Ready) {
 	// change forces a new (metadata-only) snapshot.
 	n.maybeSnapshot(newApply, len(ccs) > 0)
 }
-
-// maxHistory bounds the watch history; a watcher behind it gets an image.
-const maxHistory = 10000
 
 type deliverable struct {
 	seq uint64
