@@ -40,7 +40,8 @@ held while a Log lock is taken or the other way round.
 
 Errors: ErrOutOfOrderSequence, ErrInvalidProducerEpoch, ErrCorrupt,
 ErrBatchTooLarge and ErrOffsetMismatch reject one call; ErrOffsetOutOfRange
-answers a read; ErrClosed after Close. Any failed write, fsync, truncate or
+answers a read; ErrClosed after Close; ErrLocked from Open when another
+open Log (in this or another process) holds the directory's flock. Any failed write, fsync, truncate or
 file creation is fatal: the log records the first such error and returns an
 error wrapping ErrFatal and the cause from every later call (logged once at
 error level). Nothing is retried, because after a failed fsync the state of

@@ -40,6 +40,8 @@ var (
 var (
 	// ErrClosed: the log was closed or deleted.
 	ErrClosed = errors.New("log: closed")
+	// ErrLocked: Open found the directory held by another open Log.
+	ErrLocked = errors.New("log: directory is locked by another open log")
 	// ErrFatal wraps the first failed write, sync or file operation. Once a
 	// log has failed, every later call returns an error wrapping ErrFatal and
 	// the original cause; the process is expected to exit. Nothing is retried

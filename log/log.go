@@ -50,6 +50,7 @@ type ReadResult struct {
 // other and wait only for an append's page-cache write or while a segment is
 // rolled, truncated or deleted.
 type Log struct {
+	lock    *os.File // holds the directory lock until Close
 	dir     string
 	lg      zerolog.Logger
 	flusher *Flusher
@@ -105,7 +106,12 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
+	lock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
 	l := &Log{
+		lock:      lock,
 		dir:       dir,
 		lg:        opts.Logger.With().Str("component", "log").Str("log_dir", filepath.Base(dir)).Logger(),
 		flusher:   opts.Flusher,
@@ -118,6 +124,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		for _, s := range l.segs {
 			s.close()
 		}
+		lock.Close()
 		return nil, err
 	}
 	return l, nil
@@ -641,6 +648,7 @@ func (l *Log) Close() error {
 	for _, s := range l.segs {
 		s.close()
 	}
+	l.lock.Close()
 	l.closed = true
 	l.wakeLocked()
 	return err

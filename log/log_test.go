@@ -790,3 +790,14 @@ func TestDelete(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+func TestOpenTwiceRefused(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, testConfig())
+	if _, err := Open(dir, testConfig(), Options{}); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked", err)
+	}
+	l.Close()
+	l = openT(t, dir, testConfig())
+	l.Close()
+}

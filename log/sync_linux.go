@@ -21,3 +21,21 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// lockDir takes an exclusive advisory lock on dir, so that two Logs (or two
+// processes) never write one partition directory. The lock lives as long as
+// the returned file stays open.
+func lockDir(dir string) (*os.File, error) {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(d.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		d.Close()
+		if err == syscall.EWOULDBLOCK {
+			return nil, ErrLocked
+		}
+		return nil, &os.PathError{Op: "flock", Path: dir, Err: err}
+	}
+	return d, nil
+}
