@@ -31,7 +31,14 @@ const (
 	EnvBinary = "SLUICE_BIN"
 	// EnvCI, when "true", turns skips for missing tools into failures.
 	EnvCI = "CI"
+	// EnvRace, when "1", builds the broker with -race; a data race the
+	// broker reports on stderr then fails the test that ran it.
+	EnvRace = "SLUICE_RACE"
 )
+
+// logAlarms are stderr lines that fail a test whatever else happened: the
+// Go runtime's crash and race reports.
+var logAlarms = []string{"panic: ", "fatal error: ", "WARNING: DATA RACE"}
 
 const (
 	readyTimeout = 60 * time.Second
@@ -66,7 +73,11 @@ func Setup() (cleanup func(), err error) {
 		return nil, err
 	}
 	out := filepath.Join(dir, "sluice")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/sluice")
+	args := []string{"build", "-o", out}
+	if os.Getenv(EnvRace) == "1" {
+		args = append(args, "-race")
+	}
+	cmd := exec.Command("go", append(args, "./cmd/sluice")...)
 	cmd.Dir = root
 	cmd.Env = os.Environ()
 	var buf bytes.Buffer
@@ -183,6 +194,7 @@ func Start(t testing.TB, opts Options) *Broker {
 	// Registered before the stop so that it runs after it (cleanups are LIFO):
 	// the log then includes whatever the broker said while stopping.
 	t.Cleanup(func() {
+		b.checkAlarms()
 		if t.Failed() {
 			t.Logf("broker %s stderr (last %d KiB):\n%s", b.KafkaAddr, logTailBytes>>10, b.LogTail(logTailBytes))
 		}
@@ -373,6 +385,23 @@ func (b *Broker) stopAtEnd() {
 	}
 	if err := b.Stop(); err != nil {
 		b.t.Errorf("stopping broker: %v", err)
+	}
+}
+
+// checkAlarms fails the test if the broker's stderr holds a crash or race
+// report.
+func (b *Broker) checkAlarms() {
+	data, err := os.ReadFile(b.logPath)
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		for _, a := range logAlarms {
+			if strings.HasPrefix(line, a) {
+				b.t.Errorf("broker stderr reports %q", line)
+				return
+			}
+		}
 	}
 }
 
