@@ -1,0 +1,118 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+func frameOf(body []byte) []byte {
+	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+}
+
+func TestReadFrame(t *testing.T) {
+	hdr := []byte{0, 18, 0, 3, 0, 0, 0, 9, 0xff, 0xff, 0}
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		max  int32
+		want error
+	}{
+		{"ok", frameOf(hdr), 100, nil},
+		{"negative", []byte{0xff, 0xff, 0xff, 0xfe}, 100, ErrNegativeFrame},
+		{"too large", binary.BigEndian.AppendUint32(nil, 101), 100, ErrFrameTooLarge},
+		{"too short for a header", frameOf([]byte{1, 2, 3}), 100, ErrShortFrame},
+		{"truncated body", frameOf(hdr)[:8], 100, io.ErrUnexpectedEOF},
+		{"truncated size", []byte{0, 0}, 100, io.ErrUnexpectedEOF},
+		{"eof", nil, 100, io.EOF},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ReadFrame(bytes.NewReader(tc.in), nil, tc.max)
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("err %v, want %v", err, tc.want)
+			}
+			if err == nil && !bytes.Equal(got, hdr) {
+				t.Fatalf("frame %x", got)
+			}
+		})
+	}
+}
+
+func TestParseRequestHeader(t *testing.T) {
+	req := kmsg.NewPtrMetadataRequest()
+	for _, v := range []int16{0, 8, 9, 13} {
+		req.Version = v
+		f := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cli"))
+		frame := f.AppendRequest(nil, req, 77)[4:]
+		h, body, err := ParseRequestHeader(frame, req.IsFlexible())
+		if err != nil {
+			t.Fatalf("v%d: %v", v, err)
+		}
+		if h.Key != 3 || h.Version != v || h.CorrelationID != 77 || h.ClientID == nil || *h.ClientID != "cli" {
+			t.Fatalf("v%d: header %+v", v, h)
+		}
+		var back kmsg.MetadataRequest
+		back.Version = v
+		if err := back.ReadFrom(body); err != nil {
+			t.Fatalf("v%d body: %v", v, err)
+		}
+	}
+	if _, _, err := ParseRequestHeader([]byte{0, 3, 0, 1, 0, 0, 0, 1, 0, 50, 'x'}, false); err == nil {
+		t.Fatal("client id longer than the frame accepted")
+	}
+	if _, _, err := ParseRequestHeader([]byte{0, 3, 0, 9, 0, 0, 0, 1, 0xff, 0xff, 5, 1, 9}, true); err == nil {
+		t.Fatal("tagged field longer than the frame accepted")
+	}
+}
+
+func TestApiVersionsResponseHeaderIsV0(t *testing.T) {
+	resp := kmsg.NewPtrApiVersionsResponse()
+	resp.Version = 3 // flexible body
+	out := AppendResponse(nil, 5, resp)
+	body := resp.AppendTo(nil)
+	if len(out) != 4+4+len(body) {
+		t.Fatalf("ApiVersions v3 response has a tagged header section: %d bytes, want %d", len(out), 8+len(body))
+	}
+	meta := kmsg.NewPtrMetadataResponse()
+	meta.Version = 9
+	out = AppendResponse(nil, 5, meta)
+	if len(out) != 4+4+1+len(meta.AppendTo(nil)) {
+		t.Fatal("flexible response without the v1 header's tag section")
+	}
+}
+
+// FuzzRequest feeds arbitrary frames through header parsing and kmsg
+// decoding as the connection does; nothing may panic, and an accepted
+// header never claims bytes beyond the frame.
+func FuzzRequest(f *testing.F) {
+	fmtr := kmsg.NewRequestFormatter(kmsg.FormatterClientID("seed"))
+	for _, req := range []kmsg.Request{kmsg.NewPtrApiVersionsRequest(), kmsg.NewPtrMetadataRequest(), kmsg.NewPtrProduceRequest(), kmsg.NewPtrFetchRequest()} {
+		for _, v := range []int16{0, req.MaxVersion()} {
+			req.SetVersion(v)
+			f.Add(fmtr.AppendRequest(nil, req, 1)[4:])
+		}
+	}
+	f.Fuzz(func(t *testing.T, frame []byte) {
+		if len(frame) < 8 {
+			return
+		}
+		key, version, _ := PeekHeader(frame)
+		req := kmsg.RequestForKey(key)
+		if req == nil || !Supported(key, version) {
+			return
+		}
+		req.SetVersion(version)
+		_, body, err := ParseRequestHeader(frame, req.IsFlexible())
+		if err != nil {
+			return
+		}
+		if len(body) > len(frame) {
+			t.Fatal("body longer than frame")
+		}
+		_ = req.ReadFrom(body)
+	})
+}
