@@ -59,6 +59,9 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 		ctx, cancel = context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 	}
+	if dl, ok := ctx.Deadline(); ok {
+		req.TimeoutMs = max(time.Until(dl).Milliseconds(), 1)
+	}
 	resp, err := c.b.do(ctx, req)
 	if err != nil {
 		return nil, err

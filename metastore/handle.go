@@ -25,8 +25,12 @@ import (
 // Transport.Call.
 func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 	if _, ok := ctx.Deadline(); !ok {
+		d := n.cfg.RequestTimeout
+		if req.TimeoutMs > 0 && time.Duration(req.TimeoutMs)*time.Millisecond < d {
+			d = time.Duration(req.TimeoutMs) * time.Millisecond
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, n.cfg.RequestTimeout)
+		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
 	select {

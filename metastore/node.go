@@ -213,12 +213,6 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metastore: transport: %w", err)
 	}
 
-	n.wg.Add(4)
-	go n.run()
-	go n.proposeLoop()
-	go n.readLoop()
-	go n.leaseLoop()
-
 	// A group whose only voter is this node (sluice dev) campaigns at once
 	// instead of waiting an election timeout. Membership on disk wins over
 	// the configured peers (it may have changed with AddVoter).
@@ -230,6 +224,12 @@ func Open(cfg Config) (*Node, error) {
 		}
 	}
 	single := !cfg.Join && voters == 1
+	n.wg.Add(4)
+	go n.run()
+	go n.proposeLoop()
+	go n.readLoop()
+	go n.leaseLoop()
+
 	if single {
 		_ = n.rn.Campaign(context.Background())
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

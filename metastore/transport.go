@@ -64,6 +64,8 @@ type Request struct {
 
 	// Hops counts forwards, so a confused cluster cannot loop a request.
 	Hops int `json:"hops,omitempty"`
+	// TimeoutMs carries the caller's remaining deadline across the wire.
+	TimeoutMs int64 `json:"tmo,omitempty"`
 }
 
 const (
