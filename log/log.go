@@ -150,6 +150,9 @@ func (l *Log) recover() error {
 		case name == cleanShutdownFile:
 			clean = true
 		case name == logStartFile:
+		case name == "partition.metadata":
+			// Kafka's layout keeps the topic id beside the segments;
+			// the replica layer writes it, the log leaves it alone.
 		case strings.HasSuffix(name, logSuffix) && isSegmentFile(name, logSuffix):
 		case isSegmentFile(name, indexSuffix) || isSegmentFile(name, timeIndexSuffix):
 			b, _ := parseSegmentName(name, filepath.Ext(name))

@@ -58,7 +58,9 @@ func (m *Manager) Open(topic string, k Key, cfg log.Config) (*Partition, error) 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if p, ok := m.parts[k]; ok {
-		p.log.SetConfig(cfg)
+		if err := p.log.SetConfig(cfg); err != nil {
+			return nil, fmt.Errorf("config of %s-%d: %w", topic, k.Index, err)
+		}
 		return p, nil
 	}
 	dir := filepath.Join(m.dir, topic+"-"+strconv.Itoa(int(k.Index)))

@@ -112,7 +112,11 @@ func (s *Server) refreshPartitions() {
 			}
 			continue
 		}
-		p.Log().SetConfig(s.logConfig(t))
+		if err := p.Log().SetConfig(s.logConfig(t)); err != nil {
+			// Topic configs are validated before they are stored, so
+			// this is a bug; keep the old config and say so.
+			s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("refusing topic config")
+		}
 	}
 }
 

@@ -1,0 +1,92 @@
+package server
+
+import (
+	"context"
+	"net"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// testBroker is one in-process broker on a free port over a real embedded
+// metastore and real logs in t.TempDir().
+type testBroker struct {
+	srv  *Server
+	meta *metastore.Node
+	addr string
+}
+
+func startBroker(t *testing.T, mutate func(*configs.Config)) *testBroker {
+	t.Helper()
+	dir := t.TempDir()
+	lg := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	cfg := configs.Default()
+	cfg.DataDir = dir
+	cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:0"}}
+	cfg.LogFsync = "never"
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	mc := metastore.Default()
+	mc.DataDir = filepath.Join(dir, "meta")
+	mc.TickInterval = 10 * time.Millisecond
+	mc.Logger = lg
+	meta, err := metastore.Open(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { meta.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := meta.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	policy := log.FlushNever
+	if cfg.LogFsync == "group" {
+		policy = log.FlushGroup
+	}
+	fl := log.NewFlusher(log.FlusherConfig{Policy: policy, Logger: lg})
+	fl.Start()
+	t.Cleanup(func() { fl.Close() })
+	parts, err := replica.NewManager(filepath.Join(dir, "logs"), fl, lg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { parts.Close() })
+	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	addr := srv.Addrs()[0]
+	host, port, _ := net.SplitHostPort(addr)
+	_ = host
+	_ = port
+	b := metastore.Broker{ID: cfg.NodeID, Role: metastore.RoleCombined,
+		Endpoints: []metastore.Endpoint{{Name: "PLAINTEXT", View: "mixed", Host: "127.0.0.1"}}}
+	if _, err := meta.Client().RegisterBroker(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	return &testBroker{srv: srv, meta: meta, addr: addr}
+}
+
+func (b *testBroker) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(b.addr)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
