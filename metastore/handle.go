@@ -283,10 +283,19 @@ func newUUID() string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
+// newTopicID makes a random (version 4) UUID the way Kafka's
+// Uuid.randomUuid does: never zero, never the reserved metadata topic id
+// (1), and never one whose base64 form starts with '-' (the first six bits
+// 62), which Kafka's tools would read as a flag.
 func newTopicID() TopicID {
-	var id TopicID
-	for id == (TopicID{}) {
+	for {
+		var id TopicID
 		_, _ = rand.Read(id[:])
+		id[6] = id[6]&0x0f | 0x40
+		id[8] = id[8]&0x3f | 0x80
+		if id[0]>>2 == 62 || id == (TopicID{}) || id == (TopicID{15: 1}) {
+			continue
+		}
+		return id
 	}
-	return id
 }

@@ -272,6 +272,15 @@ func (n *Node) Close() error {
 	return n.closeErr
 }
 
+// Addr is the internal listener's address (useful with port 0), or "" for
+// a node without one.
+func (n *Node) Addr() string {
+	if t, ok := n.tr.(*TCPTransport); ok {
+		return t.Addr()
+	}
+	return ""
+}
+
 // ID is this node's raft id.
 func (n *Node) ID() uint64 { return n.id }
 
@@ -413,17 +422,34 @@ func (n *Node) proposeLoop() {
 			return
 		}
 		b := &proposalBatch{Node: n.id, Nonce: n.nonce, Cmds: []command{first}}
+		size := cmdSize(&first)
 	drain:
-		for len(b.Cmds) < n.cfg.MaxBatchCommands {
+		for len(b.Cmds) < n.cfg.MaxBatchCommands && size < maxBatchBytes {
 			select {
 			case c := <-n.propc:
 				b.Cmds = append(b.Cmds, c)
+				size += cmdSize(&c)
 			default:
 				break drain
 			}
 		}
 		n.proposeBatch(encodeBatch(b), b)
 	}
+}
+
+// maxBatchBytes bounds one entry's estimated size (group blobs can be
+// large); a single bigger command still goes alone.
+const maxBatchBytes = 1 << 20
+
+func cmdSize(c *command) int {
+	sz := 128 + len(c.State) + len(c.Group)
+	for _, o := range c.Offsets {
+		sz += 24 + len(o.Topic) + len(o.Metadata)
+	}
+	if c.Spec != nil {
+		sz += 64 * int(max(c.Spec.Partitions, 1))
+	}
+	return sz
 }
 
 func (n *Node) proposeBatch(data []byte, b *proposalBatch) {
