@@ -13,6 +13,7 @@ import (
 // assignment below fails to compile if *Client stops satisfying it.
 type catalog interface {
 	ClusterID() string
+	Brokers() []Broker
 	Topics() []Topic
 	TopicByName(name string) (Topic, bool)
 	TopicByID(id TopicID) (Topic, bool)
@@ -26,6 +27,14 @@ type catalog interface {
 }
 
 var _ catalog = (*Client)(nil)
+
+// registrar mirrors server.Registrar.
+type registrar interface {
+	RegisterBroker(ctx context.Context, b Broker) (uint64, error)
+	Heartbeat(ctx context.Context, brokerID int32, incarnation uint64) error
+}
+
+var _ registrar = (*Client)(nil)
 
 func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	dir := t.TempDir()
