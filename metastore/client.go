@@ -200,6 +200,12 @@ func (c *Client) UnregisterBroker(ctx context.Context, brokerID int32, incarnati
 // Brokers lists the registered (live) brokers from the cache, by id.
 func (c *Client) Brokers() []Broker { return c.v.Brokers() }
 
+// Changed returns a channel closed the next time the cached topics,
+// brokers, broker configs or cluster id change. Call it again after each
+// wake-up; read the new state with Topics, Brokers, ... (a change may be
+// coalesced with later ones).
+func (c *Client) Changed() <-chan struct{} { return c.v.changedCh() }
+
 // Revision is the metastore revision (raft applied index) the cache is at.
 func (c *Client) Revision() uint64 { return c.v.revision() }
 

@@ -53,12 +53,27 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if bs := c.Brokers(); len(bs) != 1 || bs[0].Incarnation != 1 || bs[0].Endpoints[0].Port != 9092 {
 		t.Fatalf("brokers: %+v", bs)
 	}
+	ch := c.Changed()
 	top, err := c.CreateTopic(ctx, TopicSpec{Name: "orders", Partitions: 3, ReplicationFactor: -1, Configs: map[string]string{"retention.ms": "1000"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(top.Partitions) != 3 || top.Partitions[2].Leader != 0 || len(top.Partitions[2].Voters) != 1 || top.ID == (TopicID{}) {
 		t.Fatalf("topic: %+v", top)
+	}
+	select {
+	case <-ch:
+	default:
+		t.Fatal("Changed not signalled by a topic creation")
+	}
+	ch = c.Changed()
+	if err := c.CommitOffsets(ctx, "g0", []OffsetCommit{{TopicPartition: TopicPartition{"orders", 0}, Offset: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-ch:
+		t.Fatal("Changed signalled by an offset commit")
+	default:
 	}
 	// Visible in the cache as soon as CreateTopic returns.
 	if got, ok := c.TopicByName("orders"); !ok || got.ID != top.ID {
@@ -144,7 +159,7 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if _, err := c.ClaimGroup(ctx, "g2", 7); !errors.Is(err, ErrUnknownBroker) {
 		t.Fatalf("claim unknown broker: %v", err)
 	}
-	if gs, _ := c.ListGroups(ctx); len(gs) != 1 || gs[0] != "g1" {
+	if gs, _ := c.ListGroups(ctx); len(gs) != 2 || gs[0] != "g0" || gs[1] != "g1" {
 		t.Fatalf("groups: %v", gs)
 	}
 

@@ -20,10 +20,11 @@ type view struct {
 	brokers       map[int32]Broker
 	brokerConfigs map[int32]map[string]string
 	changed       chan struct{} // closed and replaced when rev advances
+	contentCh     chan struct{} // closed and replaced when the content changes
 }
 
 func newView() *view {
-	v := &view{changed: make(chan struct{})}
+	v := &view{changed: make(chan struct{}), contentCh: make(chan struct{})}
 	v.resetLocked()
 	return v
 }
@@ -59,16 +60,33 @@ type image struct {
 
 func (v *view) apply(evs []event, rev uint64) {
 	v.mu.Lock()
+	changed := false
 	for i := range evs {
 		// Events at or below rev are already reflected (two watch
 		// answers may overlap); applying them again could revert a newer
 		// state.
 		if evs[i].Rev > v.rev {
 			v.applyEventLocked(&evs[i])
+			changed = true
 		}
 	}
 	v.advanceLocked(rev)
+	if changed {
+		v.contentChangedLocked()
+	}
 	v.mu.Unlock()
+}
+
+func (v *view) contentChangedLocked() {
+	close(v.contentCh)
+	v.contentCh = make(chan struct{})
+}
+
+// changedCh is closed the next time the content changes.
+func (v *view) changedCh() <-chan struct{} {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.contentCh
 }
 
 func (v *view) advanceLocked(rev uint64) {
@@ -129,6 +147,7 @@ func (v *view) loadImage(img *image) {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
 	v.advanceLocked(img.Rev)
+	v.contentChangedLocked()
 	v.mu.Unlock()
 }
 
