@@ -182,7 +182,7 @@ func TestBadInput(t *testing.T) {
 // answers UNKNOWN_TOPIC_OR_PARTITION (3) and creates nothing (Produce never
 // auto-creates in Kafka; Metadata does, and here it must not).
 func TestProduceUnknownTopicNoAutoCreate(t *testing.T) {
-	b := harness.Start(t, autoCreateOff(t))
+	b := harness.Start(t, autoCreateOff())
 	requireHealthy(t, b)
 	const topic = "no-such-topic"
 

@@ -18,6 +18,14 @@ import (
 // producer state can only come from the log. A sequence gap is
 // OUT_OF_ORDER_SEQUENCE_NUMBER (45).
 func TestIdempotentRetryDedupedAcrossRestart(t *testing.T) {
+	// A clean stop and a crash take different paths on start (a shutdown
+	// snapshot of the producer state versus a scan of the log); both must
+	// give the same answers.
+	t.Run("SIGKILL", func(t *testing.T) { testIdempotentRetry(t, true) })
+	t.Run("SIGTERM", func(t *testing.T) { testIdempotentRetry(t, false) })
+}
+
+func testIdempotentRetry(t *testing.T, kill bool) {
 	const topic = "idempotent"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
@@ -64,10 +72,18 @@ func TestIdempotentRetryDedupedAcrossRestart(t *testing.T) {
 	produce(c, "batch after a sequence gap", 10, kerr.OutOfOrderSequenceNumber.Code, 0, "gap")
 	hw("after a rejected gap", 6)
 
-	b.Kill()
+	how := "kill -9"
+	if kill {
+		b.Kill()
+	} else {
+		how = "a clean stop"
+		if err := b.Stop(); err != nil {
+			t.Errorf("SIGTERM: %v", err)
+		}
+	}
 	b.Restart()
 	c = dialRaw(t, b.KafkaAddr)
-	produce(c, "retry of the second batch after kill -9 and restart", 3, 0, 3, "b0", "b1", "b2")
+	produce(c, "retry of the second batch after "+how+" and restart", 3, 0, 3, "b0", "b1", "b2")
 	hw("after a retry across the restart", 6)
 	produce(c, "next batch after the restart", 6, 0, 6, "c0")
 	hw("after the next batch", 7)
