@@ -67,6 +67,12 @@ type Config struct {
 	MetaID     uint64   `mapstructure:"meta.id"`
 	MetaListen string   `mapstructure:"meta.listen"`
 	MetaPeers  []string `mapstructure:"meta.peers"`
+	// MetaJoin starts an empty meta node that waits to be added as a
+	// voter (sluice meta add-voter) instead of bootstrapping.
+	MetaJoin bool `mapstructure:"meta.join"`
+	// MetaAddrs are the metastore nodes' internal addresses, for a broker
+	// that does not run the meta role itself.
+	MetaAddrs []string `mapstructure:"meta.addrs"`
 }
 
 // Default returns the single source of defaults: one node with every role,
@@ -126,6 +132,12 @@ func (c Config) Validate() error {
 		if r != "meta" && r != "write" && r != "read" {
 			errs = append(errs, fmt.Errorf("process.roles: unknown role %q", r))
 		}
+	}
+	if !c.HasRole("meta") && len(c.MetaAddrs) == 0 {
+		errs = append(errs, fmt.Errorf("a process without the meta role needs meta.addrs"))
+	}
+	if c.HasRole("meta") && len(c.MetaPeers) > 1 && c.MetaListen == "" {
+		errs = append(errs, fmt.Errorf("a meta node with peers needs meta.listen"))
 	}
 	if c.DataDir == "" {
 		errs = append(errs, fmt.Errorf("data.dir is empty"))

@@ -23,7 +23,7 @@ func run(ctx context.Context, args []string) error {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand())
+	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand(), metaCommand())
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
 }

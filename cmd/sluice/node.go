@@ -62,27 +62,42 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer admin.Close()
 
-	if !cfg.HasRole("meta") {
-		return errors.New("a broker without the meta role needs a remote metastore client, which is not wired yet: run the meta role in this process")
+	var catalog *metastore.Client
+	leaseDuration := metastore.Default().LeaseDuration
+	if cfg.HasRole("meta") {
+		mcfg := metastore.Default()
+		mcfg.ID = cfg.MetaID
+		mcfg.DataDir = filepath.Join(cfg.DataDir, "meta")
+		mcfg.Listen = cfg.MetaListen
+		mcfg.PeerList = cfg.MetaPeers
+		mcfg.Join = cfg.MetaJoin
+		mcfg.Logger = lg
+		meta, err := metastore.Open(mcfg)
+		if err != nil {
+			return fmt.Errorf("metastore: %w", err)
+		}
+		defer meta.Close()
+		admin.meta.Store(meta)
+		if !cfg.MetaJoin {
+			wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+			err = meta.WaitReady(wctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("metastore not ready: %w", err)
+			}
+		}
+		catalog = meta.Client()
+		leaseDuration = mcfg.LeaseDuration
+	} else {
+		dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		c, err := metastore.Dial(dctx, metastore.ClientConfig{Addrs: cfg.MetaAddrs, Logger: lg})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("connecting to the metastore at %v: %w", cfg.MetaAddrs, err)
+		}
+		defer c.Close()
+		catalog = c
 	}
-	mcfg := metastore.Default()
-	mcfg.ID = cfg.MetaID
-	mcfg.DataDir = filepath.Join(cfg.DataDir, "meta")
-	mcfg.Listen = cfg.MetaListen
-	mcfg.PeerList = cfg.MetaPeers
-	mcfg.Logger = lg
-	meta, err := metastore.Open(mcfg)
-	if err != nil {
-		return fmt.Errorf("metastore: %w", err)
-	}
-	defer meta.Close()
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	err = meta.WaitReady(wctx)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("metastore not ready: %w", err)
-	}
-	catalog := meta.Client()
 
 	if !cfg.HasRole("write") && !cfg.HasRole("read") {
 		ready.Store(true)
@@ -125,7 +140,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		port, _ := strconv.Atoi(portStr)
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: host, Port: int32(port)})
 	}
-	lease := server.NewLease(catalog, reg_, mcfg.LeaseDuration, lg)
+	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
 	if err := lease.Register(ctx); err != nil {
 		return fmt.Errorf("registering broker: %w", err)
 	}
@@ -171,8 +186,9 @@ func newFlusher(cfg configs.Config, lg zerolog.Logger) (*log.Flusher, error) {
 }
 
 type adminServer struct {
-	ln  net.Listener
-	srv *http.Server
+	ln   net.Listener
+	srv  *http.Server
+	meta atomic.Pointer[metastore.Node] // set on meta nodes: membership changes
 }
 
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
@@ -200,11 +216,16 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 	if err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
+	a := &adminServer{ln: ln}
+	mux.HandleFunc("POST /meta/voters", a.handleAddVoter)
+	mux.HandleFunc("DELETE /meta/voters/{id}", a.handleRemoveVoter)
+	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	a.srv = srv
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			lg.Error().Err(err).Msg("admin http")
 		}
 	}()
-	return &adminServer{ln: ln, srv: srv}, nil
+	return a, nil
 }

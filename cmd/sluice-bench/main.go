@@ -1,0 +1,617 @@
+// Command sluice-bench is a Kafka load generator built on franz-go. It
+// produces fixed-size records (at a target rate or as fast as the broker
+// takes them) from several producer clients while consumer clients read the
+// same topic, and reports throughput, produce-ack latency and end-to-end
+// latency (the send time travels in the first 8 bytes of each record value
+// and is read back by a consumer in the same process, on the same monotonic
+// clock). It works against any Kafka-compatible broker.
+//
+// Every run is bounded: by -duration, by -records, and by -max-duration.
+// Progress goes to stderr once a second; the last line on stdout is one JSON
+// object with the results.
+//
+//	sluice-bench -brokers 127.0.0.1:9092 -partitions 8 -producers 4 -duration 15s
+//
+// Two helper modes measure the loopback TCP ceiling without a broker:
+//
+//	sluice-bench tcp-sink -addr 127.0.0.1:7000 -duration 5s
+//	sluice-bench tcp-source -addr 127.0.0.1:7000 -duration 4s
+package main
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+type config struct {
+	Brokers        string        `json:"brokers"`
+	Topic          string        `json:"topic"`
+	Partitions     int           `json:"partitions"`
+	Replication    int           `json:"replication"`
+	RecordSize     int           `json:"record_size"`
+	Acks           string        `json:"acks"`
+	Idempotent     bool          `json:"idempotent"`
+	Compression    string        `json:"compression"`
+	Linger         time.Duration `json:"linger_ns"`
+	Producers      int           `json:"producers"`
+	Consumers      int           `json:"consumers"`
+	BacklogReaders int           `json:"backlog_readers"`
+	Prefill        int64         `json:"prefill_records"`
+	Rate           float64       `json:"rate_records_per_s"`
+	Duration       time.Duration `json:"duration_ns"`
+	Warmup         time.Duration `json:"warmup_ns"`
+	Records        int64         `json:"records"`
+	MaxDuration    time.Duration `json:"max_duration_ns"`
+	Drain          time.Duration `json:"drain_ns"`
+	CreateTopic    bool          `json:"create_topic"`
+	Label          string        `json:"label,omitempty"`
+	Quiet          bool          `json:"-"`
+}
+
+// base is the origin of the timestamps carried in record values.
+var base = time.Now()
+
+func now() int64 { return int64(time.Since(base)) }
+
+func main() {
+	if len(os.Args) > 1 {
+		switch os.Args[1] {
+		case "tcp-sink", "tcp-source":
+			if err := runTCP(os.Args[1], os.Args[2:]); err != nil {
+				fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+				os.Exit(1)
+			}
+			return
+		}
+	}
+	var c config
+	fs := flag.NewFlagSet("sluice-bench", flag.ExitOnError)
+	fs.StringVar(&c.Brokers, "brokers", "127.0.0.1:9092", "comma-separated seed brokers")
+	fs.StringVar(&c.Topic, "topic", "sluice-bench", "topic (created unless -create-topic=false)")
+	fs.IntVar(&c.Partitions, "partitions", 8, "partitions of the topic")
+	fs.IntVar(&c.Replication, "replication", 1, "replication factor of the topic")
+	fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes (>= 8)")
+	fs.StringVar(&c.Acks, "acks", "all", "all, 1 or 0")
+	fs.BoolVar(&c.Idempotent, "idempotent", true, "idempotent producer (needs acks=all)")
+	fs.StringVar(&c.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
+	fs.DurationVar(&c.Linger, "linger", 5*time.Millisecond, "producer linger (the Java client's default since Kafka 4.0 is 5ms)")
+	fs.IntVar(&c.Producers, "producers", 1, "producer clients")
+	fs.IntVar(&c.Consumers, "consumers", 1, "tailing consumer clients, each reading every partition; they measure end-to-end latency")
+	fs.IntVar(&c.BacklogReaders, "backlog-readers", 0, "extra consumer clients that start at the end of the warm-up and read every partition from the start")
+	fs.Int64Var(&c.Prefill, "prefill", 0, "records produced (unmeasured) before the run, for backlog readers to catch up on")
+	fs.Float64Var(&c.Rate, "rate", 0, "target produce rate in records/s over all producers (0 = as fast as acknowledged)")
+	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long producers send, warm-up included (0 = until -records)")
+	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "first part of -duration left out of the figures")
+	fs.Int64Var(&c.Records, "records", 0, "stop after this many records in all (0 = until -duration)")
+	fs.DurationVar(&c.MaxDuration, "max-duration", 10*time.Minute, "hard bound on sending time")
+	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long consumers may take to read the last acknowledged records")
+	fs.BoolVar(&c.CreateTopic, "create-topic", true, "create the topic (an existing one is used as it is)")
+	fs.StringVar(&c.Label, "label", "", "free text copied into the JSON result")
+	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.Parse(os.Args[1:])
+
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	res, err := run(ctx, &c)
+	if res != nil {
+		b, _ := json.Marshal(res)
+		fmt.Println(string(b))
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "sluice-bench:", err)
+		os.Exit(1)
+	}
+}
+
+func (c *config) validate() error {
+	if c.RecordSize < 8 {
+		return errors.New("-record-size must be at least 8 (the send timestamp)")
+	}
+	if c.Duration <= 0 && c.Records <= 0 {
+		return errors.New("need -duration or -records")
+	}
+	if c.Duration <= 0 || c.Duration > c.MaxDuration {
+		c.Duration = c.MaxDuration
+	}
+	if c.Warmup >= c.Duration {
+		return errors.New("-warmup must be shorter than -duration")
+	}
+	if c.Producers < 1 || c.Consumers < 0 || c.BacklogReaders < 0 || c.Partitions < 1 {
+		return errors.New("need at least one producer and one partition")
+	}
+	switch c.Acks {
+	case "all", "-1", "1", "0":
+	default:
+		return fmt.Errorf("bad -acks %q", c.Acks)
+	}
+	if c.Acks != "all" && c.Acks != "-1" {
+		c.Idempotent = false
+	}
+	if _, err := codec(c.Compression); err != nil {
+		return err
+	}
+	return nil
+}
+
+func codec(s string) (kgo.CompressionCodec, error) {
+	switch s {
+	case "none", "":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "snappy":
+		return kgo.SnappyCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("bad -compression %q", s)
+}
+
+// counters are shared by every producer or every consumer of one kind.
+type counters struct {
+	records atomic.Int64
+	bytes   atomic.Int64
+	errors  atomic.Int64
+}
+
+// batchHook counts produced batches and produce requests: records per batch
+// and per request are what the broker sees per append and per syscall.
+type batchHook struct {
+	batches  atomic.Int64
+	requests atomic.Int64
+}
+
+func (h *batchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, _ kgo.ProduceBatchMetrics) {
+	h.batches.Add(1)
+}
+
+func (h *batchHook) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if key == 0 && err == nil { // Produce
+		h.requests.Add(1)
+	}
+}
+
+type result struct {
+	Config   config  `json:"config"`
+	WindowS  float64 `json:"window_s"`
+	ElapsedS float64 `json:"elapsed_s"`
+	Produce  struct {
+		Records        int64   `json:"records"`
+		Bytes          int64   `json:"bytes"`
+		TotalRecords   int64   `json:"total_records"`
+		TotalBytes     int64   `json:"total_bytes"`
+		RecordsPerS    float64 `json:"records_per_s"`
+		MBPerS         float64 `json:"mb_per_s"`
+		Errors         int64   `json:"errors"`
+		FirstError     string  `json:"first_error,omitempty"`
+		Batches        int64   `json:"batches"`
+		Requests       int64   `json:"requests"`
+		RecordsPerReq  float64 `json:"records_per_request"`
+		RecordsPerBat  float64 `json:"records_per_batch"`
+		PrefillRecords int64   `json:"prefill_records"`
+		Ack            summary `json:"ack_latency"`
+	} `json:"produce"`
+	Consume struct {
+		Records     int64   `json:"records"`
+		RecordsPerS float64 `json:"records_per_s"`
+		MBPerS      float64 `json:"mb_per_s"`
+		Missing     int64   `json:"missing"`
+		E2E         summary `json:"e2e_latency"`
+	} `json:"consume"`
+	Backlog struct {
+		Records     int64   `json:"records"`
+		RecordsPerS float64 `json:"records_per_s"`
+		MBPerS      float64 `json:"mb_per_s"`
+	} `json:"backlog"`
+}
+
+func run(ctx context.Context, c *config) (*result, error) {
+	seeds := strings.Split(c.Brokers, ",")
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return nil, err
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	if err := waitBroker(ctx, adm, time.Minute); err != nil {
+		return nil, err
+	}
+	if c.CreateTopic {
+		if err := createTopic(ctx, adm, c); err != nil {
+			return nil, err
+		}
+	}
+	res := &result{Config: *c}
+	var firstErr atomic.Value
+
+	if c.Prefill > 0 {
+		if err := prefill(ctx, c, seeds, &firstErr); err != nil {
+			return res, err
+		}
+		res.Produce.PrefillRecords = c.Prefill
+	}
+	// Tailing consumers start exactly at the current end of every partition.
+	ends, err := adm.ListEndOffsets(ctx, c.Topic)
+	if err != nil {
+		return res, fmt.Errorf("list end offsets: %w", err)
+	}
+	endAt := map[int32]kgo.Offset{}
+	startAt := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) {
+		endAt[o.Partition] = kgo.NewOffset().At(o.Offset)
+		startAt[o.Partition] = kgo.NewOffset().AtStart()
+	})
+	if len(endAt) != c.Partitions {
+		return res, fmt.Errorf("end offsets for %d of %d partitions", len(endAt), c.Partitions)
+	}
+
+	var (
+		prod, cons, back counters
+		ackH, e2eH       hist
+		hook             batchHook
+	)
+	start := time.Now()
+	warmEnd := start.Add(c.Warmup)
+	warmEndNs := int64(warmEnd.Sub(base))
+	deadline := start.Add(c.Duration)
+
+	cctx, cancelConsumers := context.WithCancel(ctx)
+	defer cancelConsumers()
+	var cwg sync.WaitGroup
+	consumerOpts := func(offsets map[int32]kgo.Offset) []kgo.Opt {
+		return []kgo.Opt{
+			kgo.SeedBrokers(seeds...),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: offsets}),
+			kgo.FetchMaxBytes(64 << 20),
+			kgo.FetchMaxPartitionBytes(8 << 20),
+		}
+	}
+	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist) error {
+		cl, err := kgo.NewClient(consumerOpts(offsets)...)
+		if err != nil {
+			return err
+		}
+		cwg.Add(1)
+		go func() {
+			defer cwg.Done()
+			defer cl.Close()
+			for {
+				fetches := cl.PollFetches(cctx)
+				if cctx.Err() != nil {
+					return
+				}
+				t := now()
+				fetches.EachError(func(_ string, _ int32, err error) {
+					if !errors.Is(err, context.Canceled) {
+						cnt.errors.Add(1)
+						firstErr.CompareAndSwap(nil, "fetch: "+err.Error())
+					}
+				})
+				var n, b int64
+				fetches.EachRecord(func(r *kgo.Record) {
+					n++
+					b += int64(len(r.Value))
+					if lat != nil && len(r.Value) >= 8 {
+						ts := int64(binary.LittleEndian.Uint64(r.Value))
+						if ts >= warmEndNs {
+							lat.record(time.Duration(t - ts))
+						}
+					}
+				})
+				cnt.records.Add(n)
+				cnt.bytes.Add(b)
+			}
+		}()
+		return nil
+	}
+	for i := 0; i < c.Consumers; i++ {
+		if err := startConsumer(endAt, &cons, &e2eH); err != nil {
+			return res, err
+		}
+	}
+
+	// Producers.
+	var pwg sync.WaitGroup
+	clients := make([]*kgo.Client, c.Producers)
+	for i := range clients {
+		cl, err := kgo.NewClient(producerOpts(c, seeds, &hook)...)
+		if err != nil {
+			return res, err
+		}
+		defer cl.Close()
+		clients[i] = cl
+	}
+	pool := sync.Pool{New: func() any { return make([]byte, c.RecordSize) }}
+	promise := func(r *kgo.Record, err error) {
+		if err != nil {
+			prod.errors.Add(1)
+			firstErr.CompareAndSwap(nil, "produce: "+err.Error())
+		} else {
+			ts := int64(binary.LittleEndian.Uint64(r.Value))
+			if ts >= warmEndNs {
+				ackH.record(time.Duration(now() - ts))
+			}
+			prod.records.Add(1)
+			prod.bytes.Add(int64(len(r.Value)))
+		}
+		pool.Put(r.Value) //nolint:staticcheck // a slice header is fine here
+	}
+	var budget atomic.Int64
+	budget.Store(c.Records)
+	perRate := c.Rate / float64(c.Producers)
+	for _, cl := range clients {
+		pwg.Add(1)
+		go func(cl *kgo.Client) {
+			defer pwg.Done()
+			var i int64
+			for {
+				if c.Records > 0 && budget.Add(-1) < 0 {
+					return
+				}
+				t := time.Now()
+				if !t.Before(deadline) || ctx.Err() != nil {
+					return
+				}
+				if perRate > 0 {
+					due := start.Add(time.Duration(float64(i) / perRate * 1e9))
+					if d := due.Sub(t); d > 0 {
+						time.Sleep(d)
+					}
+				}
+				v := pool.Get().([]byte)
+				binary.LittleEndian.PutUint64(v, uint64(now()))
+				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, promise)
+				i++
+			}
+		}(cl)
+	}
+
+	// Progress and window snapshots.
+	type snap struct{ prod, prodB, cons, consB, back, backB int64 }
+	take := func() snap {
+		return snap{prod.records.Load(), prod.bytes.Load(), cons.records.Load(), cons.bytes.Load(), back.records.Load(), back.bytes.Load()}
+	}
+	var atWarm, atEnd snap
+	var endTime time.Time
+	producersDone := make(chan struct{})
+	go func() { pwg.Wait(); close(producersDone) }()
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	warmTimer := time.NewTimer(time.Until(warmEnd))
+	endTimer := time.NewTimer(time.Until(deadline))
+	prev, prevT := take(), start
+	sending := true
+	backlogStarted := false
+	for sending {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-warmTimer.C:
+			atWarm = take()
+			if !backlogStarted {
+				backlogStarted = true
+				for i := 0; i < c.BacklogReaders; i++ {
+					if err := startConsumer(startAt, &back, nil); err != nil {
+						return res, err
+					}
+				}
+			}
+		case <-endTimer.C:
+			atEnd, endTime = take(), time.Now()
+			sending = false
+		case <-producersDone:
+			// -records reached before -duration.
+			atEnd, endTime = take(), time.Now()
+			sending = false
+		case t := <-tick.C:
+			cur := take()
+			dt := t.Sub(prevT).Seconds()
+			if !c.Quiet {
+				fmt.Fprintf(os.Stderr, "%5.1fs produce %8.0f rec/s %7.1f MB/s | consume %8.0f rec/s | backlog %7.1f MB/s | ack p99 %7.2f ms | e2e p99 %7.2f ms | errors %d\n",
+					t.Sub(start).Seconds(), float64(cur.prod-prev.prod)/dt, float64(cur.prodB-prev.prodB)/dt/1e6,
+					float64(cur.cons-prev.cons)/dt, float64(cur.backB-prev.backB)/dt/1e6,
+					ms(ackH.quantile(0.99)), ms(e2eH.quantile(0.99)), prod.errors.Load()+cons.errors.Load()+back.errors.Load())
+			}
+			prev, prevT = cur, t
+		}
+	}
+	if atWarm == (snap{}) && endTime.Before(warmEnd) {
+		atWarm = snap{} // run ended inside the warm-up: the window is the whole run
+		warmEnd = start
+	}
+	window := endTime.Sub(warmEnd).Seconds()
+
+	// Stop sending, wait for outstanding acks, then let consumers catch up.
+	<-producersDone
+	fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
+	for _, cl := range clients {
+		if err := cl.Flush(fctx); err != nil {
+			firstErr.CompareAndSwap(nil, "flush: "+err.Error())
+		}
+	}
+	fcancel()
+	want := prod.records.Load() * int64(c.Consumers)
+	drainUntil := time.Now().Add(c.Drain)
+	for cons.records.Load() < want && time.Now().Before(drainUntil) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancelConsumers()
+	cwg.Wait()
+
+	p := &res.Produce
+	p.Records = atEnd.prod - atWarm.prod
+	p.Bytes = atEnd.prodB - atWarm.prodB
+	p.TotalRecords = prod.records.Load() + c.Prefill
+	p.TotalBytes = prod.bytes.Load() + c.Prefill*int64(c.RecordSize)
+	p.RecordsPerS = round(float64(p.Records)/window, 1)
+	p.MBPerS = round(float64(p.Bytes)/window/1e6, 2)
+	p.Errors = prod.errors.Load()
+	p.Batches = hook.batches.Load()
+	p.Requests = hook.requests.Load()
+	if p.Requests > 0 {
+		p.RecordsPerReq = round(float64(prod.records.Load())/float64(p.Requests), 1)
+	}
+	if p.Batches > 0 {
+		p.RecordsPerBat = round(float64(prod.records.Load())/float64(p.Batches), 1)
+	}
+	p.Ack = ackH.summary()
+	cs := &res.Consume
+	cs.Records = atEnd.cons - atWarm.cons
+	cs.RecordsPerS = round(float64(cs.Records)/window, 1)
+	cs.MBPerS = round(float64(atEnd.consB-atWarm.consB)/window/1e6, 2)
+	cs.Missing = want - cons.records.Load()
+	cs.E2E = e2eH.summary()
+	bk := &res.Backlog
+	bk.Records = back.records.Load()
+	bk.RecordsPerS = round(float64(atEnd.back-atWarm.back)/window, 1)
+	bk.MBPerS = round(float64(atEnd.backB-atWarm.backB)/window/1e6, 2)
+	res.WindowS = round(window, 3)
+	res.ElapsedS = round(time.Since(start).Seconds(), 3)
+	if e, ok := firstErr.Load().(string); ok {
+		p.FirstError = e
+	}
+	if p.Errors > 0 || cons.errors.Load() > 0 || back.errors.Load() > 0 {
+		return res, fmt.Errorf("%d produce, %d consume errors; first: %v", p.Errors, cons.errors.Load()+back.errors.Load(), p.FirstError)
+	}
+	if cs.Missing > 0 {
+		return res, fmt.Errorf("consumers read %d fewer records than acknowledged within -drain", cs.Missing)
+	}
+	return res, nil
+}
+
+func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
+	cd, _ := codec(c.Compression)
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(seeds...),
+		kgo.DefaultProduceTopic(c.Topic),
+		kgo.ProducerBatchCompression(cd),
+		kgo.ProducerLinger(c.Linger),
+		kgo.MaxBufferedRecords(16 << 10),
+		kgo.ProduceRequestTimeout(30 * time.Second),
+		kgo.RecordRetries(5),
+	}
+	if hook != nil {
+		opts = append(opts, kgo.WithHooks(hook))
+	}
+	switch c.Acks {
+	case "all", "-1":
+		opts = append(opts, kgo.RequiredAcks(kgo.AllISRAcks()))
+	case "1":
+		opts = append(opts, kgo.RequiredAcks(kgo.LeaderAck()))
+	case "0":
+		opts = append(opts, kgo.RequiredAcks(kgo.NoAck()))
+	}
+	if !c.Idempotent {
+		opts = append(opts, kgo.DisableIdempotentWrite())
+	}
+	return opts
+}
+
+func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Value) error {
+	cl, err := kgo.NewClient(producerOpts(c, seeds, nil)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var errs atomic.Int64
+	v := make([]byte, c.RecordSize) // shared: never written after this
+	t0 := time.Now()
+	for i := int64(0); i < c.Prefill && ctx.Err() == nil; i++ {
+		cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, "prefill: "+err.Error())
+			}
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return err
+	}
+	if !c.Quiet {
+		fmt.Fprintf(os.Stderr, "prefill: %d records in %.1fs\n", c.Prefill, time.Since(t0).Seconds())
+	}
+	if n := errs.Load(); n > 0 {
+		return fmt.Errorf("prefill: %d errors", n)
+	}
+	return nil
+}
+
+func waitBroker(ctx context.Context, adm *kadm.Client, limit time.Duration) error {
+	until := time.Now().Add(limit)
+	for {
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err := adm.ListBrokers(rctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(until) || ctx.Err() != nil {
+			return fmt.Errorf("broker not reachable: %w", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func createTopic(ctx context.Context, adm *kadm.Client, c *config) error {
+	r, err := adm.CreateTopic(ctx, int32(c.Partitions), int16(c.Replication), nil, c.Topic)
+	if err == nil {
+		err = r.Err
+	}
+	if err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+		return fmt.Errorf("create topic: %w", err)
+	}
+	// Wait until every partition has a leader.
+	until := time.Now().Add(2 * time.Minute)
+	for {
+		md, err := adm.Metadata(ctx, c.Topic)
+		if err == nil {
+			if t, ok := md.Topics[c.Topic]; ok && t.Err == nil && len(t.Partitions) == c.Partitions {
+				ready := true
+				for _, p := range t.Partitions {
+					if p.Leader < 0 || p.Err != nil {
+						ready = false
+						break
+					}
+				}
+				if ready {
+					return nil
+				}
+			} else if ok && t.Err == nil && len(t.Partitions) != c.Partitions {
+				return fmt.Errorf("topic %s has %d partitions, want %d", c.Topic, len(t.Partitions), c.Partitions)
+			}
+		}
+		if time.Now().After(until) || ctx.Err() != nil {
+			return fmt.Errorf("topic %s not ready: %v", c.Topic, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func round(v float64, digits int) float64 {
+	p := 1.0
+	for i := 0; i < digits; i++ {
+		p *= 10
+	}
+	return float64(int64(v*p+0.5)) / p
+}

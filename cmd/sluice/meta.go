@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Membership of the metadata quorum is changed through the admin HTTP
+// endpoint of any meta node; `sluice meta` is its command-line front.
+
+func (a *adminServer) handleAddVoter(w http.ResponseWriter, r *http.Request) {
+	meta := a.meta.Load()
+	if meta == nil {
+		http.Error(w, "not a meta node", http.StatusNotFound)
+		return
+	}
+	id, err := strconv.ParseUint(r.FormValue("id"), 10, 64)
+	addr := r.FormValue("addr")
+	if err != nil || id == 0 || addr == "" {
+		http.Error(w, "want id (a new, non-zero node id) and addr (its meta.listen address)", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if err := meta.AddVoter(ctx, id, addr); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	fmt.Fprintf(w, "added voter %d at %s\n", id, addr)
+}
+
+func (a *adminServer) handleRemoveVoter(w http.ResponseWriter, r *http.Request) {
+	meta := a.meta.Load()
+	if meta == nil {
+		http.Error(w, "not a meta node", http.StatusNotFound)
+		return
+	}
+	id, err := strconv.ParseUint(r.PathValue("id"), 10, 64)
+	if err != nil || id == 0 {
+		http.Error(w, "bad node id", http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 30*time.Second)
+	defer cancel()
+	if err := meta.RemoveVoter(ctx, id); err != nil {
+		http.Error(w, err.Error(), http.StatusConflict)
+		return
+	}
+	fmt.Fprintf(w, "removed voter %d\n", id)
+}
+
+func (a *adminServer) handleMetaStatus(w http.ResponseWriter, _ *http.Request) {
+	meta := a.meta.Load()
+	if meta == nil {
+		http.Error(w, "not a meta node", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]any{
+		"id":      meta.ID(),
+		"leader":  meta.Leader(),
+		"members": meta.Members(),
+	})
+}
+
+func metaCommand() *cobra.Command {
+	var admin string
+	cmd := &cobra.Command{Use: "meta", Short: "Change or show the metadata quorum (through a meta node's admin address)"}
+	cmd.PersistentFlags().StringVar(&admin, "admin", "127.0.0.1:9644", "admin HTTP address of any meta node")
+	add := &cobra.Command{
+		Use:   "add-voter ID ADDR",
+		Short: "Add a meta node (started with meta.join=true) as a voter",
+		Args:  cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return adminCall(cmd, http.MethodPost, admin, "/meta/voters", url.Values{"id": {args[0]}, "addr": {args[1]}})
+		},
+	}
+	remove := &cobra.Command{
+		Use:   "remove-voter ID",
+		Short: "Remove a voter from the metadata quorum",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return adminCall(cmd, http.MethodDelete, admin, "/meta/voters/"+url.PathEscape(args[0]), nil)
+		},
+	}
+	status := &cobra.Command{
+		Use:   "status",
+		Short: "Show this meta node's id, the leader and the members",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return adminCall(cmd, http.MethodGet, admin, "/meta/status", nil)
+		},
+	}
+	cmd.AddCommand(add, remove, status)
+	return cmd
+}
+
+func adminCall(cmd *cobra.Command, method, admin, path string, form url.Values) error {
+	var body io.Reader
+	if form != nil {
+		body = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, "http://"+admin+path, body)
+	if err != nil {
+		return err
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	out, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(out)))
+	}
+	fmt.Fprint(cmd.OutOrStdout(), string(out))
+	return nil
+}
