@@ -97,7 +97,7 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 	for i, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
-		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = view.partitionRoute(p)
+		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = view.partitionRoute(t.Name, p)
 		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}

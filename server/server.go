@@ -11,6 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/replica"
 )
 
@@ -22,6 +23,9 @@ type Options struct {
 	Partitions *replica.Manager
 	Logger     zerolog.Logger
 	Metrics    *Metrics // nil: a private registry
+	// Groups is the group coordinator of a broker with the read role;
+	// nil: the group APIs answer COORDINATOR_NOT_AVAILABLE.
+	Groups *coordinator.Coordinator
 }
 
 type listener struct {
@@ -42,6 +46,7 @@ type Server struct {
 	log        zerolog.Logger
 	metrics    *Metrics
 	producers  *producerIDs
+	groups     *coordinator.Coordinator
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -88,6 +93,7 @@ func New(opts Options) (*Server, error) {
 		partitions: opts.Partitions,
 		log:        opts.Logger.With().Str("component", "server").Logger(),
 		metrics:    opts.Metrics,
+		groups:     opts.Groups,
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)

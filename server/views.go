@@ -1,39 +1,156 @@
 package server
 
 import (
+	"hash/fnv"
+	"sort"
+
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metastore"
 )
 
-// brokerView is what one listener shows a client: the brokers it lists and
-// how each partition is routed. DESIGN.md's view table is the contract:
-// `write` lists write brokers and raft leaders, `read` read brokers and a
-// read replica per partition, `mixed` everything.
+// brokerView is what one listener shows a client (DESIGN.md, "Routing"):
 //
-// Today a Sluice cluster is one broker holding every role (`sluice dev`),
-// so every view lists this broker and routes every partition to it. The
-// read/write split replaces partitionRoute, not the handlers.
+//	view   brokers listed     a partition's leader
+//	write  write brokers      its raft leader
+//	read   read brokers       one of its read replicas, spread over them
+//	mixed  every broker       its raft leader; read replicas listed as
+//	                          replicas, for KIP-392 preferred read replicas
+//
+// A broker is listed with its endpoint of the same view, the way Kafka
+// answers with the endpoints of the listener a request arrived on; a
+// broker without such an endpoint is not listed. A combined broker (`sluice
+// dev`) is both a writer and a reader.
 type brokerView struct {
+	name       string
 	brokers    []kmsg.MetadataResponseBroker
+	listed     map[int32]bool
+	writers    map[int32]bool
+	readers    map[int32]bool
 	controller int32
 	self       int32
 }
 
 func (s *Server) viewOf(rc *reqCtx) brokerView {
 	l := rc.conn.listener
-	b := kmsg.NewMetadataResponseBroker()
-	b.NodeID = s.cfg.NodeID
-	b.Host = l.host
-	b.Port = l.port
-	if s.cfg.Rack != "" {
-		b.Rack = kmsg.StringPtr(s.cfg.Rack)
+	v := brokerView{
+		name:    l.cfg.View,
+		listed:  make(map[int32]bool),
+		writers: make(map[int32]bool),
+		readers: make(map[int32]bool),
+		self:    s.cfg.NodeID,
 	}
-	return brokerView{brokers: []kmsg.MetadataResponseBroker{b}, controller: s.cfg.NodeID, self: s.cfg.NodeID}
+	for _, b := range s.catalog.Brokers() {
+		switch b.Role {
+		case metastore.RoleWrite:
+			v.writers[b.ID] = true
+		case metastore.RoleRead:
+			v.readers[b.ID] = true
+		default:
+			v.writers[b.ID], v.readers[b.ID] = true, true
+		}
+		if b.ID == s.cfg.NodeID {
+			continue // listed below with the listener this request used
+		}
+		if !v.wants(b.ID) {
+			continue
+		}
+		for _, ep := range b.Endpoints {
+			if ep.View == l.cfg.View {
+				mb := kmsg.NewMetadataResponseBroker()
+				mb.NodeID, mb.Host, mb.Port = b.ID, ep.Host, ep.Port
+				if b.Rack != "" {
+					mb.Rack = kmsg.StringPtr(b.Rack)
+				}
+				v.brokers = append(v.brokers, mb)
+				v.listed[b.ID] = true
+				break
+			}
+		}
+	}
+	if _, known := v.writers[s.cfg.NodeID]; !known {
+		// Not registered yet (start-up): this broker is what it runs.
+		v.writers[s.cfg.NodeID] = s.cfg.HasRole("write")
+		v.readers[s.cfg.NodeID] = s.cfg.HasRole("read")
+	}
+	self := kmsg.NewMetadataResponseBroker()
+	self.NodeID, self.Host, self.Port = s.cfg.NodeID, l.host, l.port
+	if s.cfg.Rack != "" {
+		self.Rack = kmsg.StringPtr(s.cfg.Rack)
+	}
+	v.brokers = append(v.brokers, self)
+	v.listed[s.cfg.NodeID] = true
+	sort.Slice(v.brokers, func(i, j int) bool { return v.brokers[i].NodeID < v.brokers[j].NodeID })
+	// The controller is whichever listed broker forwards admin requests
+	// to the metastore, which is every broker: name the lowest id.
+	v.controller = v.brokers[0].NodeID
+	return v
 }
 
-// partitionRoute returns the leader a client should use for p, its epoch,
-// and the replica and in-sync lists to report.
-func (v brokerView) partitionRoute(p metastore.Partition) (leader, epoch int32, replicas, isr []int32) {
-	return v.self, p.LeaderEpoch, []int32{v.self}, []int32{v.self}
+// wants reports whether broker id belongs in this view.
+func (v *brokerView) wants(id int32) bool {
+	switch v.name {
+	case "write":
+		return v.writers[id]
+	case "read":
+		return v.readers[id]
+	}
+	return true
+}
+
+// partitionRoute returns the leader a client of this view should use for
+// p, the leader epoch, and the replica and in-sync lists to report. Only
+// brokers listed in the view appear.
+func (v brokerView) partitionRoute(topic string, p metastore.Partition) (leader, epoch int32, replicas, isr []int32) {
+	epoch = p.LeaderEpoch
+	leader = p.Leader
+	if leader < 0 && len(p.Voters) > 0 {
+		leader = p.Voters[0]
+	}
+	voters := v.keepListed(p.Voters)
+	learners := v.keepListed(p.Learners)
+	switch v.name {
+	case "read":
+		// Read brokers only: the partition's learners, plus any
+		// combined voter (which is a reader too).
+		var readers []int32
+		for _, id := range p.Voters {
+			if v.readers[id] && v.listed[id] {
+				readers = append(readers, id)
+			}
+		}
+		readers = append(readers, learners...)
+		if len(readers) == 0 {
+			return -1, epoch, []int32{}, []int32{}
+		}
+		return readers[spread(topic, p.ID, len(readers))], epoch, readers, readers
+	case "write":
+		if !v.listed[leader] {
+			leader = -1
+		}
+		return leader, epoch, voters, voters
+	default:
+		if !v.listed[leader] {
+			leader = -1
+		}
+		return leader, epoch, append(append([]int32{}, voters...), learners...), voters
+	}
+}
+
+func (v brokerView) keepListed(ids []int32) []int32 {
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if v.listed[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// spread picks a stable index for a partition, so the partitions of a
+// topic spread evenly over n replicas and every client agrees.
+func spread(topic string, partition int32, n int) int {
+	h := fnv.New32a()
+	h.Write([]byte(topic))
+	return int((h.Sum32() + uint32(partition)) % uint32(n))
 }

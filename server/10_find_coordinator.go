@@ -1,0 +1,95 @@
+package server
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// FindCoordinator (key 10). Supported: v0-6.
+//
+// Semantics: for a group (key type 0) the answer is the broker that owns
+// the group in the metastore (ClaimGroup: this broker claims it unless a
+// live broker already does), with that broker's endpoint on the listener
+// the request came in on. For a transactional id (key type 1) there is no
+// transaction coordinator yet: COORDINATOR_NOT_AVAILABLE with a message
+// saying so, the code Kafka gives while no coordinator can serve the key.
+// Other key types (share groups) are INVALID_REQUEST.
+// Version notes: v1 key type, error message, throttle; v3+ flexible; v4
+// batched keys (the response's Coordinators); v5-6 no change for groups.
+// Roles: every broker.
+func init() { register(10, handleFindCoordinator) }
+
+const (
+	coordinatorKeyGroup = 0
+	coordinatorKeyTxn   = 1
+)
+
+func handleFindCoordinator(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.FindCoordinatorRequest)
+	resp := req.ResponseKind().(*kmsg.FindCoordinatorResponse)
+	keys := req.CoordinatorKeys
+	if req.Version < 4 {
+		keys = []string{req.CoordinatorKey}
+	}
+	keyType := req.CoordinatorType
+	groupCall(rc, func(ctx context.Context) kmsg.Response {
+		for _, key := range keys {
+			c := s.findCoordinator(ctx, rc, keyType, key)
+			if req.Version >= 4 {
+				resp.Coordinators = append(resp.Coordinators, c)
+				continue
+			}
+			resp.ErrorCode, resp.ErrorMessage = c.ErrorCode, c.ErrorMessage
+			resp.NodeID, resp.Host, resp.Port = c.NodeID, c.Host, c.Port
+		}
+		return resp
+	})
+	return nil, nil
+}
+
+func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+	c := kmsg.NewFindCoordinatorResponseCoordinator()
+	c.Key = key
+	c.NodeID, c.Port = -1, -1
+	fail := func(code int16, msg string) kmsg.FindCoordinatorResponseCoordinator {
+		c.ErrorCode = code
+		c.ErrorMessage = kmsg.StringPtr(msg)
+		return c
+	}
+	switch keyType {
+	case coordinatorKeyGroup:
+	case coordinatorKeyTxn:
+		return fail(kerr.CoordinatorNotAvailable.Code, "this broker has no transaction coordinator: transactions are not supported yet")
+	default:
+		return fail(kerr.InvalidRequest.Code, "unsupported coordinator key type")
+	}
+	if key == "" {
+		return fail(kerr.InvalidRequest.Code, "empty group id")
+	}
+	if s.groups == nil {
+		return fail(kerr.CoordinatorNotAvailable.Code, "this broker does not coordinate groups")
+	}
+	owner, err := s.groups.Claim(ctx, key)
+	if err != nil {
+		return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
+	}
+	l := rc.conn.listener
+	if owner == s.cfg.NodeID {
+		c.NodeID, c.Host, c.Port = owner, l.host, l.port
+		return c
+	}
+	for _, b := range s.catalog.Brokers() {
+		if b.ID != owner {
+			continue
+		}
+		for _, e := range b.Endpoints {
+			if e.Name == l.cfg.Name {
+				c.NodeID, c.Host, c.Port = owner, e.Host, e.Port
+				return c
+			}
+		}
+	}
+	return fail(kerr.CoordinatorNotAvailable.Code, "the group's coordinator has no endpoint on this listener")
+}
