@@ -46,6 +46,13 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		return resp, nil
 	}
 
+	var view *brokerView
+	if req.Version >= 11 && rc.view() == "mixed" && fetchFromConsumer(req) && !s.cfg.HasRole("read") {
+		v := s.viewOf(rc)
+		view = &v
+	}
+	redirected := false
+
 	var parts []fetchPart
 	for i := range req.Topics {
 		rt := &req.Topics[i]
@@ -89,12 +96,22 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					continue
 				}
 			}
+			if view != nil {
+				if id := view.preferredReadReplica(t.Name, t.Partitions[rp.Partition], req.Rack, s.brokerRacks()); id >= 0 {
+					// KIP-392: send the consumer to a read broker,
+					// with no records and at once.
+					sp.PreferredReadReplica = id
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.HighWatermark(), p.LastStableOffset(), p.LogStartOffset()
+					redirected = true
+					continue
+				}
+			}
 			parts = append(parts, fetchPart{topic: t, p: p, req: rp, resp: sp})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 
-	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) {
+	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
 		s.countFetched(parts)
 		return resp, nil
 	}
@@ -122,6 +139,23 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		}
 	})
 	return nil, nil
+}
+
+// fetchFromConsumer tells a consumer's fetch from a replica's.
+func fetchFromConsumer(req *kmsg.FetchRequest) bool {
+	if req.Version >= 15 {
+		return req.ReplicaState.ID < 0
+	}
+	return req.ReplicaID < 0
+}
+
+// brokerRacks maps registered brokers to their racks.
+func (s *Server) brokerRacks() map[int32]string {
+	racks := make(map[int32]string)
+	for _, b := range s.catalog.Brokers() {
+		racks[b.ID] = b.Rack
+	}
+	return racks
 }
 
 // checkLeaderEpoch compares a client's leader epoch with ours (KIP-320):

@@ -154,3 +154,26 @@ func spread(topic string, partition int32, n int) int {
 	h.Write([]byte(topic))
 	return int((h.Sum32() + uint32(partition)) % uint32(n))
 }
+
+// preferredReadReplica picks the read broker a mixed-view consumer should
+// fetch p from (KIP-392): a learner listed in this view, in the client's
+// rack when it sent one and such a learner exists, otherwise a stable
+// spread over the learners. -1 when p has none.
+func (v brokerView) preferredReadReplica(topic string, p metastore.Partition, clientRack string, racks map[int32]string) int32 {
+	candidates := v.keepListed(p.Learners)
+	if len(candidates) == 0 {
+		return -1
+	}
+	if clientRack != "" {
+		var local []int32
+		for _, id := range candidates {
+			if racks[id] == clientRack {
+				local = append(local, id)
+			}
+		}
+		if len(local) > 0 {
+			candidates = local
+		}
+	}
+	return candidates[spread(topic, p.ID, len(candidates))]
+}
