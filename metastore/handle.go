@@ -124,6 +124,21 @@ func (n *Node) changeMember(ctx context.Context, t pb.ConfChangeType, id uint64,
 	if id == 0 {
 		return ErrInvalidRequest
 	}
+	// raft accepts one conf change at a time: a new one proposed before
+	// raft saw the previous one applied (Advance) is silently replaced by
+	// an empty entry. Serialize, and wait for raft's applied index to catch
+	// up with ours before proposing.
+	n.confMu.Lock()
+	defer n.confMu.Unlock()
+	for n.rn.Status().Applied < n.appliedIndex() {
+		select {
+		case <-ctx.Done():
+			return ErrTimeout
+		case <-n.stopc:
+			return ErrStopped
+		case <-time.After(time.Millisecond):
+		}
+	}
 	seq := n.seq.Add(1)
 	mc, _ := json.Marshal(memberContext{Addr: addr, Node: n.id, Nonce: n.nonce, Seq: seq})
 	cc := &pb.ConfChange{Type: t.Enum(), NodeId: proto.Uint64(id), Context: mc}

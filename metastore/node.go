@@ -71,6 +71,7 @@ type Node struct {
 
 	leases leaseTracker
 	stats  nodeStats
+	confMu sync.Mutex // one membership change at a time (handle.go)
 
 	stopOnce sync.Once
 	stopc    chan struct{}
