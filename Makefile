@@ -33,7 +33,14 @@ fuzz:
 	  done; \
 	done
 
+# Sluice against Apache Kafka 4.4 on this machine; writes BENCHMARKS.md
+# (about 17 minutes with the defaults; BENCH_ARGS goes to bench/run.sh,
+# e.g. BENCH_ARGS="-pairs 5 -duration 15s").
 bench:
+	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" bash bench/run.sh $(BENCH_ARGS)
+
+# The Go micro-benchmarks of the storage and metadata packages.
+bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./log/... ./metastore/...
 
 lint:

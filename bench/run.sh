@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# `make bench`: build Sluice and the load generator, fetch Apache Kafka from
+# Maven Central (once, into a cache directory), then run bench/runner, which
+# measures the machine's limits, runs every workload against both brokers and
+# writes BENCHMARKS.md. Arguments go to the runner, e.g.
+#   bash bench/run.sh -pairs 5 -duration 15s
+#   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
+#   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+GO=${GO:-go}
+KAFKA_VERSION=4.4.0
+CACHE=${SLUICE_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
+LIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
+
+for tool in java mvn taskset dd findmnt; do
+  command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 1; }
+done
+java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+if [ "${java_major:-0}" -lt 17 ]; then
+  echo "bench: Kafka $KAFKA_VERSION needs Java 17 or later (found ${java_major:-none})" >&2; exit 1
+fi
+if [ "$(nproc)" -lt 2 ]; then
+  echo "bench: needs 2 cores (broker and generator are pinned apart)" >&2; exit 1
+fi
+
+echo "bench: building" >&2
+make --no-print-directory build
+"$GO" build -o bin/sluice-bench ./cmd/sluice-bench
+"$GO" build -o bin/sluice-bench-runner ./bench/runner
+
+if [ ! -f "$LIBS/.complete" ]; then
+  echo "bench: fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies into $LIBS" >&2
+  rm -rf "$LIBS"
+  mvn -q -B -f bench/pom.xml dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$LIBS"
+  touch "$LIBS/.complete"
+fi
+
+exec bin/sluice-bench-runner -kafka-libs "$LIBS" -command "${BENCH_COMMAND:-make bench}" "$@"

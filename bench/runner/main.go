@@ -1,0 +1,1024 @@
+// Command runner drives `make bench`: it measures the machine's limits, runs
+// each workload against Sluice and Apache Kafka alternately (A B B A ...,
+// fresh broker process and data directory per run, broker and load generator
+// pinned to different cores), and writes BENCHMARKS.md with per-pair ratios
+// and their medians. bench/run.sh builds the binaries and fetches Kafka
+// first; run it rather than this program directly.
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+type opts struct {
+	pairs       int
+	duration    time.Duration
+	warmup      time.Duration
+	workloads   string
+	out         string
+	rawOut      string
+	sluiceBin   string
+	genBin      string
+	kafkaLibs   string
+	brokerCPU   string
+	genCPU      string
+	tmp         string
+	profileDir  string
+	ddMiB       int
+	command     string
+	kafkaHeap   string
+	quiet       bool
+	profileSecs int
+}
+
+// durability names a matched pair of settings.
+type durability string
+
+const (
+	durable   durability = "fsync"      // Sluice log.fsync=group, Kafka log.flush.interval.messages=1
+	pageCache durability = "page-cache" // Sluice log.fsync=never, Kafka default
+)
+
+func (d durability) sluice() string {
+	if d == durable {
+		return "log.fsync=group (default: group-committed fdatasync before acks=all)"
+	}
+	return "log.fsync=never (page cache)"
+}
+
+func (d durability) kafka() string {
+	if d == durable {
+		return "flush.messages=1 (fsync per partition append)"
+	}
+	return "default (page cache, flush left to the OS)"
+}
+
+type workload struct {
+	Name  string
+	Desc  string
+	Dur   durability
+	Args  []string // generator flags beyond brokers/duration/warmup
+	Latcy bool     // latency workload: e2e figures matter
+}
+
+func allWorkloads() []workload {
+	w3 := []string{"-partitions", "100", "-record-size", "1024", "-rate", "50000", "-producers", "1", "-consumers", "1"}
+	return []workload{
+		{Name: "W1", Dur: durable, Desc: "1 KiB, acks=all, 8 partitions, 4 producers, max throughput",
+			Args: []string{"-partitions", "8", "-record-size", "1024", "-producers", "4", "-consumers", "0"}},
+		{Name: "W1-cache", Dur: pageCache, Desc: "W1 without fsync on either broker",
+			Args: []string{"-partitions", "8", "-record-size", "1024", "-producers", "4", "-consumers", "0"}},
+		{Name: "W1-1p", Dur: durable, Desc: "W1 on 1 partition",
+			Args: []string{"-partitions", "1", "-record-size", "1024", "-producers", "4", "-consumers", "0"}},
+		{Name: "W1-1p-cache", Dur: pageCache, Desc: "W1 on 1 partition without fsync",
+			Args: []string{"-partitions", "1", "-record-size", "1024", "-producers", "4", "-consumers", "0"}},
+		{Name: "W2", Dur: durable, Latcy: true, Desc: "fixed 10 MB/s (9,766 x 1 KiB records/s), 8 partitions, 1 producer, 1 consumer",
+			Args: []string{"-partitions", "8", "-record-size", "1024", "-rate", "9766", "-producers", "1", "-consumers", "1"}},
+		{Name: "W2-cache", Dur: pageCache, Latcy: true, Desc: "W2 without fsync",
+			Args: []string{"-partitions", "8", "-record-size", "1024", "-rate", "9766", "-producers", "1", "-consumers", "1"}},
+		{Name: "W3", Dur: durable, Latcy: true, Desc: "OMB shape: 100 partitions, 1 KiB, 50,000 records/s, 1 producer, 1 consumer", Args: w3},
+		{Name: "W3-cache", Dur: pageCache, Latcy: true, Desc: "W3 without fsync", Args: w3},
+		{Name: "W4", Dur: durable, Desc: "1,000 partitions, 1 KiB, 1,000 records/s, 1 producer, 1 consumer",
+			Args: []string{"-partitions", "1000", "-record-size", "1024", "-rate", "1000", "-producers", "1", "-consumers", "1"}},
+		{Name: "W5", Dur: durable, Latcy: true, Desc: "W3 while 4 extra consumers read the topic from the start (250,000 records prefilled)",
+			Args: append(append([]string{}, w3...), "-backlog-readers", "4", "-prefill", "250000")},
+	}
+}
+
+const defaultWorkloads = "W1,W1-cache,W1-1p,W2,W3,W3-cache,W4,W5"
+
+func main() {
+	var o opts
+	flag.IntVar(&o.pairs, "pairs", 3, "Sluice/Kafka pairs per workload (run order A B B A A B ...)")
+	flag.DurationVar(&o.duration, "duration", 10*time.Second, "generator sending time per run, warm-up included")
+	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up left out of each run's figures")
+	flag.StringVar(&o.workloads, "workloads", defaultWorkloads, "comma-separated workloads; all: "+names())
+	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "report to write")
+	flag.StringVar(&o.rawOut, "raw", "", "also write every run's figures as JSON lines here")
+	flag.StringVar(&o.sluiceBin, "sluice", "bin/sluice", "sluice binary")
+	flag.StringVar(&o.genBin, "gen", "bin/sluice-bench", "load generator binary")
+	flag.StringVar(&o.kafkaLibs, "kafka-libs", "", "directory of the Kafka 4.4.0 jars")
+	flag.StringVar(&o.brokerCPU, "broker-cpu", "0", "cores for the broker (taskset list)")
+	flag.StringVar(&o.genCPU, "gen-cpu", "1", "cores for the generator (taskset list)")
+	flag.StringVar(&o.tmp, "tmp", os.TempDir(), "where data directories go (its disk is the one measured)")
+	flag.StringVar(&o.profileDir, "profile", "", "instead of comparing, profile Sluice under W1 and W3 and write pprof files here")
+	flag.IntVar(&o.profileSecs, "profile-seconds", 8, "CPU profile length")
+	flag.IntVar(&o.ddMiB, "dd-mib", 1024, "MiB written by the dd fdatasync test")
+	flag.StringVar(&o.command, "command", "make bench", "command line recorded in the report")
+	flag.StringVar(&o.kafkaHeap, "kafka-heap", "1G", "Kafka JVM heap (-Xms and -Xmx)")
+	flag.BoolVar(&o.quiet, "quiet", false, "no generator progress lines")
+	flag.Parse()
+	if err := mainErr(&o); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func names() string {
+	var n []string
+	for _, w := range allWorkloads() {
+		n = append(n, w.Name)
+	}
+	return strings.Join(n, ",")
+}
+
+func pick(list string) ([]workload, error) {
+	all := map[string]workload{}
+	for _, w := range allWorkloads() {
+		all[w.Name] = w
+	}
+	var out []workload
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		if n == "" {
+			continue
+		}
+		w, ok := all[n]
+		if !ok {
+			return nil, fmt.Errorf("unknown workload %q (have %s)", n, names())
+		}
+		out = append(out, w)
+	}
+	return out, nil
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "[bench %s] %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
+
+func mainErr(o *opts) error {
+	wls, err := pick(o.workloads)
+	if err != nil {
+		return err
+	}
+	if o.profileDir != "" {
+		return profile(o)
+	}
+	if o.pairs < 1 {
+		return errors.New("-pairs must be at least 1")
+	}
+	if o.kafkaLibs == "" {
+		return errors.New("-kafka-libs is required")
+	}
+	started := time.Now()
+	m := machineInfo(o)
+	logf("machine: %s; load average %s", m.CPU, m.LoadStart)
+	lim, err := measureLimits(o)
+	if err != nil {
+		return fmt.Errorf("limits: %w", err)
+	}
+	m.Limits = lim
+	logf("limits: loopback TCP %.0f MB/s, dd fdatasync %.0f MB/s", lim.TCPMBps, lim.DiskMBps)
+
+	var raw *os.File
+	if o.rawOut != "" {
+		if raw, err = os.Create(o.rawOut); err != nil {
+			return err
+		}
+		defer raw.Close()
+	}
+	results := map[string][]pair{}
+	for _, w := range wls {
+		for p := 0; p < o.pairs; p++ {
+			order := []string{"sluice", "kafka"}
+			if p%2 == 1 {
+				order = []string{"kafka", "sluice"}
+			}
+			var pr pair
+			for _, b := range order {
+				logf("%s pair %d/%d: %s (%s)", w.Name, p+1, o.pairs, b, w.Dur)
+				r, err := runOnce(o, w, b)
+				if err != nil {
+					return fmt.Errorf("%s %s pair %d: %w", w.Name, b, p+1, err)
+				}
+				logf("  %.0f rec/s, %.1f MB/s, ack p99 %.2f ms, e2e p99 %.2f ms, broker CPU %.2f s/GB, peak RSS %.0f MiB",
+					r.Gen.Produce.RecordsPerS, r.Gen.Produce.MBPerS, r.Gen.Produce.Ack.P99, r.Gen.Consume.E2E.P99, r.CPUPerGB, r.PeakRSSMiB)
+				if raw != nil {
+					b, _ := json.Marshal(r)
+					raw.Write(append(b, '\n'))
+				}
+				if b == "sluice" {
+					pr.S = r
+				} else {
+					pr.K = r
+				}
+			}
+			results[w.Name] = append(results[w.Name], pr)
+		}
+	}
+	m.LoadEnd = loadavg()
+	m.Elapsed = time.Since(started)
+	rep := report(o, m, wls, results)
+	if err := os.WriteFile(o.out, []byte(rep), 0o644); err != nil {
+		return err
+	}
+	logf("wrote %s in %s", o.out, m.Elapsed.Round(time.Second))
+	return nil
+}
+
+// ---------------------------------------------------------------- machine
+
+type limits struct {
+	TCPMBps  float64
+	DiskMBps float64
+	DiskLine string
+}
+
+type machine struct {
+	CPU, Kernel, Mem, Disk, GoVersion, JavaVersion, SluiceVersion, FranzGo string
+	NProc                                                              int
+	LoadStart, LoadEnd                                                 string
+	Date                                                               string
+	Limits                                                             limits
+	Elapsed                                                            time.Duration
+}
+
+func sh(name string, args ...string) string {
+	out, _ := exec.Command(name, args...).CombinedOutput()
+	return strings.TrimSpace(string(out))
+}
+
+func loadavg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func machineInfo(o *opts) machine {
+	m := machine{NProc: runtime.NumCPU(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				m.CPU = strings.TrimSpace(strings.SplitN(l, ":", 2)[1])
+				break
+			}
+		}
+	}
+	if n, err := strconv.Atoi(sh("nproc")); err == nil {
+		m.NProc = n
+	}
+	m.Kernel = sh("uname", "-sr")
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "MemTotal:") {
+				f := strings.Fields(l)
+				kb, _ := strconv.ParseFloat(f[1], 64)
+				m.Mem = fmt.Sprintf("%.1f GiB", kb/1024/1024)
+			}
+		}
+	}
+	// The file system and block device under the data directories.
+	src := sh("findmnt", "-n", "-o", "SOURCE,FSTYPE", "--target", o.tmp)
+	dev := strings.Fields(src)
+	disk := src
+	if len(dev) > 0 && strings.HasPrefix(dev[0], "/dev/") {
+		if model := sh("lsblk", "-ndo", "MODEL,SIZE,ROTA", dev[0]); model != "" {
+			disk += " (" + strings.Join(strings.Fields(model), " ") + ")"
+		}
+	}
+	m.Disk = disk
+	m.GoVersion = runtime.Version()
+	m.JavaVersion = firstLine(sh("java", "-version"))
+	m.SluiceVersion = sh("git", "describe", "--always", "--dirty")
+	m.FranzGo = "franz-go " + modVersion("github.com/twmb/franz-go")
+	m.LoadStart = loadavg()
+	return m
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func modVersion(path string) string {
+	b, err := os.ReadFile("go.mod")
+	if err != nil {
+		return "?"
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) >= 2 && f[0] == path {
+			return f[1]
+		}
+	}
+	return "?"
+}
+
+func measureLimits(o *opts) (limits, error) {
+	var l limits
+	// Loopback TCP: sink on the broker's core, source on the generator's.
+	port, err := freePort()
+	if err != nil {
+		return l, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	sink := exec.Command("taskset", "-c", o.brokerCPU, o.genBin, "tcp-sink", "-addr", addr, "-duration", "3s")
+	var sinkOut bytes.Buffer
+	sink.Stdout = &sinkOut
+	sink.Stderr = os.Stderr
+	if err := sink.Start(); err != nil {
+		return l, err
+	}
+	time.Sleep(300 * time.Millisecond)
+	src := exec.Command("taskset", "-c", o.genCPU, o.genBin, "tcp-source", "-addr", addr, "-duration", "3s")
+	src.Stderr = os.Stderr
+	if err := src.Run(); err != nil {
+		sink.Process.Kill()
+		return l, fmt.Errorf("tcp-source: %w", err)
+	}
+	if err := sink.Wait(); err != nil {
+		return l, fmt.Errorf("tcp-sink: %w", err)
+	}
+	var t struct {
+		MBps float64 `json:"mb_per_s"`
+	}
+	if err := json.Unmarshal(sinkOut.Bytes(), &t); err != nil {
+		return l, fmt.Errorf("tcp-sink output %q: %w", sinkOut.String(), err)
+	}
+	l.TCPMBps = t.MBps
+
+	// Sequential durable write: dd in 1 MiB blocks, fdatasync at the end.
+	f := filepath.Join(o.tmp, fmt.Sprintf("sluice-bench-dd-%d", os.Getpid()))
+	defer os.Remove(f)
+	out, err := exec.Command("taskset", "-c", o.brokerCPU, "dd", "if=/dev/zero", "of="+f, "bs=1M",
+		fmt.Sprintf("count=%d", o.ddMiB), "conv=fdatasync").CombinedOutput()
+	if err != nil {
+		return l, fmt.Errorf("dd: %v: %s", err, out)
+	}
+	// "1073741824 bytes (1.1 GB, 1.0 GiB) copied, 2.1 s, 511 MB/s"
+	re := regexp.MustCompile(`(\d+) bytes .* copied, ([0-9.]+) s`)
+	mm := re.FindStringSubmatch(string(out))
+	if mm == nil {
+		return l, fmt.Errorf("dd output %q", out)
+	}
+	by, _ := strconv.ParseFloat(mm[1], 64)
+	secs, _ := strconv.ParseFloat(mm[2], 64)
+	l.DiskMBps = by / secs / 1e6
+	l.DiskLine = strings.TrimSpace(lastLine(string(out)))
+	return l, nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		return s[i+1:]
+	}
+	return s
+}
+
+func freePort() (int, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port, nil
+}
+
+// ---------------------------------------------------------------- one run
+
+type genResult struct {
+	WindowS float64 `json:"window_s"`
+	Produce struct {
+		Records       int64   `json:"records"`
+		TotalRecords  int64   `json:"total_records"`
+		TotalBytes    int64   `json:"total_bytes"`
+		RecordsPerS   float64 `json:"records_per_s"`
+		MBPerS        float64 `json:"mb_per_s"`
+		Batches       int64   `json:"batches"`
+		Requests      int64   `json:"requests"`
+		RecordsPerReq float64 `json:"records_per_request"`
+		Ack           lat     `json:"ack_latency"`
+	} `json:"produce"`
+	Consume struct {
+		RecordsPerS float64 `json:"records_per_s"`
+		E2E         lat     `json:"e2e_latency"`
+	} `json:"consume"`
+	Backlog struct {
+		MBPerS float64 `json:"mb_per_s"`
+	} `json:"backlog"`
+}
+
+type lat struct {
+	Count uint64  `json:"count"`
+	P50   float64 `json:"p50_ms"`
+	P99   float64 `json:"p99_ms"`
+	P999  float64 `json:"p999_ms"`
+	Max   float64 `json:"max_ms"`
+}
+
+type runResult struct {
+	Workload   string    `json:"workload"`
+	Broker     string    `json:"broker"`
+	Gen        genResult `json:"gen"`
+	CPUSec     float64   `json:"broker_cpu_s"`
+	CPUPerGB   float64   `json:"broker_cpu_s_per_gb"`
+	PeakRSSMiB float64   `json:"broker_peak_rss_mib"`
+	GenCPUUtil float64   `json:"gen_cpu_util"` // generator CPU-seconds per wall second
+	DiskWriteB int64     `json:"broker_disk_write_bytes"`
+	SysCalls   int64     `json:"broker_rw_syscalls"`
+	StartS     float64   `json:"broker_start_s"`
+}
+
+type procStat struct {
+	cpu      float64 // seconds
+	writeB   int64
+	syscalls int64
+}
+
+var clkTck = 100.0 // sysconf(_SC_CLK_TCK) is 100 on Linux
+
+func readProc(pid int) (procStat, error) {
+	var s procStat
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return s, err
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// fields 14 and 15 of the whole line.
+	i := bytes.LastIndexByte(b, ')')
+	f := strings.Fields(string(b[i+2:]))
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	s.cpu = (ut + st) / clkTck
+	if io, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid)); err == nil {
+		for _, l := range strings.Split(string(io), "\n") {
+			k, v, _ := strings.Cut(l, ": ")
+			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			switch k {
+			case "write_bytes":
+				s.writeB = n
+			case "syscr", "syscw":
+				s.syscalls += n
+			}
+		}
+	}
+	return s, nil
+}
+
+func peakRSS(pid int) float64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "VmHWM:") {
+			f := strings.Fields(l)
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+type broker struct {
+	cmd     *exec.Cmd
+	dir     string
+	addr    string
+	admin   string // Sluice only
+	logFile *os.File
+	started time.Duration
+}
+
+func (b *broker) pid() int { return b.cmd.Process.Pid }
+
+func (b *broker) stop() {
+	if b.cmd != nil && b.cmd.Process != nil {
+		b.cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { b.cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(8 * time.Second):
+			b.cmd.Process.Kill()
+			<-done
+		}
+	}
+	if b.logFile != nil {
+		b.logFile.Close()
+	}
+	os.RemoveAll(b.dir)
+}
+
+func startBroker(o *opts, kind string, d durability) (*broker, error) {
+	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-"+kind+"-")
+	if err != nil {
+		return nil, err
+	}
+	b := &broker{dir: dir}
+	port, err := freePort()
+	if err != nil {
+		return b, err
+	}
+	b.addr = fmt.Sprintf("127.0.0.1:%d", port)
+	b.logFile, err = os.Create(filepath.Join(dir, "broker.log"))
+	if err != nil {
+		return b, err
+	}
+	t0 := time.Now()
+	switch kind {
+	case "sluice":
+		ap, err := freePort()
+		if err != nil {
+			return b, err
+		}
+		b.admin = fmt.Sprintf("127.0.0.1:%d", ap)
+		args := []string{"-c", o.brokerCPU, o.sluiceBin, "dev", "--data-dir", filepath.Join(dir, "data"),
+			"--kafka-addr", b.addr, "--admin-addr", b.admin, "--log-level", "warn", "--log-format", "json"}
+		if d == pageCache {
+			args = append(args, "--set", "log.fsync=never")
+		} else {
+			args = append(args, "--set", "log.fsync=group")
+		}
+		b.cmd = exec.Command("taskset", args...)
+	case "kafka":
+		cport, err := freePort()
+		if err != nil {
+			return b, err
+		}
+		props := fmt.Sprintf(`process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:%d
+listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d
+advertised.listeners=PLAINTEXT://%s
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=%s
+num.partitions=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+`, cport, b.addr, cport, b.addr, filepath.Join(dir, "data"))
+		if d == durable {
+			props += "log.flush.interval.messages=1\n"
+		}
+		pf := filepath.Join(dir, "server.properties")
+		lf := filepath.Join(dir, "log4j2.properties")
+		if err := os.WriteFile(pf, []byte(props), 0o644); err != nil {
+			return b, err
+		}
+		if err := os.WriteFile(lf, []byte(log4j2), 0o644); err != nil {
+			return b, err
+		}
+		cp := filepath.Join(o.kafkaLibs, "*")
+		logProp := "-Dlog4j2.configurationFile=" + lf
+		format := exec.Command("taskset", "-c", o.brokerCPU, "java", "-Xmx256m", logProp, "-cp", cp,
+			"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", pf)
+		if out, err := format.CombinedOutput(); err != nil {
+			return b, fmt.Errorf("kafka-storage format: %v: %s", err, out)
+		}
+		t0 = time.Now()
+		// The JVM options of kafka-server-start.sh / kafka-run-class.sh.
+		b.cmd = exec.Command("taskset", "-c", o.brokerCPU, "java",
+			"-Xmx"+o.kafkaHeap, "-Xms"+o.kafkaHeap, "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+			logProp, "-cp", cp, "kafka.Kafka", pf)
+	}
+	b.cmd.Stdout = b.logFile
+	b.cmd.Stderr = b.logFile
+	if err := b.cmd.Start(); err != nil {
+		return b, err
+	}
+	exited := make(chan struct{})
+	go func() {
+		// Only watches; stop() does the Wait.
+		for {
+			if err := syscall.Kill(b.pid(), 0); err != nil {
+				close(exited)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	deadline := time.Now().Add(90 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", b.addr, time.Second)
+		if err == nil {
+			c.Close()
+			break
+		}
+		select {
+		case <-exited:
+			return b, fmt.Errorf("%s exited on start; log in %s", kind, b.logFile.Name())
+		default:
+		}
+		if time.Now().After(deadline) {
+			return b, fmt.Errorf("%s did not listen on %s within 90s", kind, b.addr)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.started = time.Since(t0)
+	return b, nil
+}
+
+const log4j2 = `rootLogger.level = WARN
+rootLogger.appenderRef.stdout.ref = STDOUT
+appender.stdout.type = Console
+appender.stdout.name = STDOUT
+appender.stdout.layout.type = PatternLayout
+appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+`
+
+func clusterID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
+
+func genArgs(o *opts, w workload, addr string) []string {
+	args := []string{"-c", o.genCPU, o.genBin, "-brokers", addr, "-topic", "bench-" + strings.ToLower(w.Name),
+		"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-label", w.Name}
+	if o.quiet {
+		args = append(args, "-quiet")
+	}
+	return append(args, w.Args...)
+}
+
+func runOnce(o *opts, w workload, kind string) (*runResult, error) {
+	b, err := startBroker(o, kind, w.Dur)
+	defer b.stop()
+	if err != nil {
+		return nil, err
+	}
+	r := &runResult{Workload: w.Name, Broker: kind, StartS: b.started.Seconds()}
+	before, err := readProc(b.pid())
+	if err != nil {
+		return nil, err
+	}
+	gen := exec.Command("taskset", genArgs(o, w, b.addr)...)
+	var out bytes.Buffer
+	gen.Stdout = &out
+	gen.Stderr = os.Stderr
+	t0 := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration+5*time.Minute)
+	defer cancel()
+	go func() { <-ctx.Done(); gen.Process.Kill() }()
+	runErr := gen.Run()
+	wall := time.Since(t0).Seconds()
+	after, perr := readProc(b.pid())
+	if perr != nil {
+		return nil, fmt.Errorf("broker gone after the run: %v (log %s)", perr, b.logFile.Name())
+	}
+	r.PeakRSSMiB = peakRSS(b.pid())
+	line := lastLine(out.String())
+	if err := json.Unmarshal([]byte(line), &r.Gen); err != nil {
+		return nil, fmt.Errorf("generator output %q: %v (run error %v)", line, err, runErr)
+	}
+	if runErr != nil {
+		return nil, fmt.Errorf("generator: %v", runErr)
+	}
+	r.CPUSec = after.cpu - before.cpu
+	if gb := float64(r.Gen.Produce.TotalBytes) / 1e9; gb > 0 {
+		r.CPUPerGB = r.CPUSec / gb
+	}
+	r.DiskWriteB = after.writeB - before.writeB
+	r.SysCalls = after.syscalls - before.syscalls
+	if ps := gen.ProcessState; ps != nil && wall > 0 {
+		r.GenCPUUtil = (ps.UserTime() + ps.SystemTime()).Seconds() / wall
+	}
+	return r, nil
+}
+
+// ---------------------------------------------------------------- profile
+
+func profile(o *opts) error {
+	if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range []string{"W1", "W3"} {
+		ws, _ := pick(name)
+		w := ws[0]
+		b, err := startBroker(o, "sluice", w.Dur)
+		if err != nil {
+			b.stop()
+			return err
+		}
+		get := func(path, file string) error {
+			resp, err := http.Get("http://" + b.admin + path)
+			if err != nil {
+				return err
+			}
+			defer resp.Body.Close()
+			f, err := os.Create(filepath.Join(o.profileDir, file))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = bufio.NewReader(resp.Body).WriteTo(f)
+			return err
+		}
+		gen := exec.Command("taskset", genArgs(o, w, b.addr)...)
+		var out bytes.Buffer
+		gen.Stdout = &out
+		gen.Stderr = os.Stderr
+		before, _ := readProc(b.pid())
+		if err := gen.Start(); err != nil {
+			b.stop()
+			return err
+		}
+		time.Sleep(o.warmup + 500*time.Millisecond)
+		lower := strings.ToLower(name)
+		err = get("/debug/pprof/allocs", lower+"-allocs-before.pb.gz")
+		if err == nil {
+			err = get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", o.profileSecs), lower+"-cpu.pb.gz")
+		}
+		if err == nil {
+			err = get("/debug/pprof/allocs", lower+"-allocs-after.pb.gz")
+		}
+		if err == nil {
+			err = get("/metrics", lower+"-metrics.txt")
+		}
+		gerr := gen.Wait()
+		after, _ := readProc(b.pid())
+		b.stop()
+		if err != nil {
+			return err
+		}
+		if gerr != nil {
+			return fmt.Errorf("generator: %v", gerr)
+		}
+		os.WriteFile(filepath.Join(o.profileDir, lower+"-gen.json"), out.Bytes(), 0o644)
+		logf("%s: broker %.2f CPU-s, %d read/write syscalls, %d disk bytes written; profiles in %s",
+			name, after.cpu-before.cpu, after.syscalls-before.syscalls, after.writeB-before.writeB, o.profileDir)
+		os.WriteFile(filepath.Join(o.profileDir, lower+"-proc.txt"), []byte(fmt.Sprintf(
+			"cpu_s %.2f\nrw_syscalls %d\ndisk_write_bytes %d\n", after.cpu-before.cpu, after.syscalls-before.syscalls, after.writeB-before.writeB)), 0o644)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------- report
+
+type pair struct{ S, K *runResult }
+
+func median(v []float64) float64 {
+	var c []float64
+	for _, x := range v {
+		if !math.IsNaN(x) && !math.IsInf(x, 0) {
+			c = append(c, x)
+		}
+	}
+	if len(c) == 0 {
+		return math.NaN()
+	}
+	sort.Float64s(c)
+	n := len(c)
+	if n%2 == 1 {
+		return c[n/2]
+	}
+	return (c[n/2-1] + c[n/2]) / 2
+}
+
+type figure struct {
+	name   string
+	unit   string
+	better string // "higher" or "lower"
+	get    func(*runResult) float64
+}
+
+func figuresFor(w workload) []figure {
+	f := []figure{
+		{"produce throughput", "records/s", "higher", func(r *runResult) float64 { return r.Gen.Produce.RecordsPerS }},
+		{"produce throughput", "MB/s", "higher", func(r *runResult) float64 { return r.Gen.Produce.MBPerS }},
+		{"produce ack p50", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.P50 }},
+		{"produce ack p99", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.P99 }},
+		{"produce ack p99.9", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.P999 }},
+		{"produce ack max", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.Max }},
+	}
+	if w.Latcy || w.Name == "W4" {
+		f = append(f,
+			figure{"end-to-end p50", "ms", "lower", func(r *runResult) float64 { return r.Gen.Consume.E2E.P50 }},
+			figure{"end-to-end p99", "ms", "lower", func(r *runResult) float64 { return r.Gen.Consume.E2E.P99 }},
+			figure{"end-to-end p99.9", "ms", "lower", func(r *runResult) float64 { return r.Gen.Consume.E2E.P999 }},
+			figure{"end-to-end max", "ms", "lower", func(r *runResult) float64 { return r.Gen.Consume.E2E.Max }},
+		)
+	}
+	if w.Name == "W5" {
+		f = append(f, figure{"backlog read (4 readers)", "MB/s", "higher", func(r *runResult) float64 { return r.Gen.Backlog.MBPerS }})
+	}
+	f = append(f,
+		figure{"broker CPU per GB ingested", "CPU-s/GB", "lower", func(r *runResult) float64 { return r.CPUPerGB }},
+		figure{"broker peak RSS", "MiB", "lower", func(r *runResult) float64 { return r.PeakRSSMiB }},
+		figure{"broker disk writes per byte ingested", "x", "lower", func(r *runResult) float64 {
+			return float64(r.DiskWriteB) / float64(r.Gen.Produce.TotalBytes)
+		}},
+		figure{"generator core busy", "%", "", func(r *runResult) float64 { return 100 * r.GenCPUUtil }},
+	)
+	return f
+}
+
+func fmtNum(v float64) string {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return "n/a"
+	case v == 0:
+		return "0"
+	case math.Abs(v) >= 1000:
+		return commas(int64(math.Round(v)))
+	case math.Abs(v) >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case math.Abs(v) >= 10:
+		return fmt.Sprintf("%.1f", v)
+	case math.Abs(v) >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3f", v)
+	}
+}
+
+func commas(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+type agg struct{ S, K, R float64 } // medians of Sluice, Kafka, and of the per-pair ratios
+
+func aggregate(ps []pair, get func(*runResult) float64) agg {
+	var s, k, r []float64
+	for _, p := range ps {
+		a, b := get(p.S), get(p.K)
+		s = append(s, a)
+		k = append(k, b)
+		if b != 0 {
+			r = append(r, a/b)
+		}
+	}
+	return agg{median(s), median(k), median(r)}
+}
+
+func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("# Benchmarks: Sluice and Apache Kafka, side by side\n\n")
+	p("Generated by `%s` (bench/run.sh, bench/runner) on %s; do not edit by hand.\n", o.command, m.Date)
+	p("Every figure is a median over %d pairs; the Sluice/Kafka column is the median of the per-pair ratios ", o.pairs)
+	p("(runs alternate A B B A ..., each with a fresh broker process and a fresh data directory), ")
+	p("which holds far better than absolute figures on a shared machine.\n\n")
+
+	p("## Machine and versions\n\n")
+	p("| | |\n|---|---|\n")
+	p("| CPU | %s, %d cores (nproc) |\n", m.CPU, m.NProc)
+	p("| memory | %s |\n", m.Mem)
+	p("| kernel | %s |\n", m.Kernel)
+	p("| data directories on | %s |\n", m.Disk)
+	p("| load average (1/5/15 min) | %s at start, %s at end |\n", m.LoadStart, m.LoadEnd)
+	p("| pinning | broker on core %s, generator on core %s (taskset) |\n", o.brokerCPU, o.genCPU)
+	p("| Sluice | %s, %s |\n", m.SluiceVersion, m.GoVersion)
+	p("| Apache Kafka | 4.4.0 (kafka_2.13 from Maven Central), single KRaft combined node, JVM heap %s, G1, %s |\n", o.kafkaHeap, m.JavaVersion)
+	p("| generator | cmd/sluice-bench, %s, linger 5 ms, idempotent producer, no compression |\n", m.FranzGo)
+	p("| runs | %d pairs per workload, %s per run of which %s warm-up, total %s |\n", o.pairs, o.duration, o.warmup, m.Elapsed.Round(time.Second))
+	p("\n## Machine limits (same run)\n\n")
+	p("| limit | value | how |\n|---|---|---|\n")
+	p("| loopback TCP | %s MB/s | one connection, 1 MiB writes, sender and receiver on the two cores, 3 s |\n", fmtNum(m.Limits.TCPMBps))
+	p("| sequential durable write | %s MB/s | `dd if=/dev/zero bs=1M count=%d conv=fdatasync` in the data directory's file system: %s |\n",
+		fmtNum(m.Limits.DiskMBps), o.ddMiB, m.Limits.DiskLine)
+
+	p("\n## Durability\n\n")
+	p("| mode | Sluice | Kafka |\n|---|---|---|\n")
+	p("| fsync | %s | %s |\n", durable.sluice(), durable.kafka())
+	p("| page-cache | %s | %s |\n", pageCache.sluice(), pageCache.kafka())
+	p("\nBoth acknowledge acks=all after their single replica has the write; in fsync mode, only after it is on disk.\n")
+
+	p("\n## Workloads\n\n| workload | durability | shape |\n|---|---|---|\n")
+	for _, w := range wls {
+		p("| %s | %s | %s |\n", w.Name, w.Dur, w.Desc)
+	}
+
+	p("\n## Results\n\n")
+	p("Throughput is acknowledged records in the measured window; ack latency is from `Produce` to the acknowledgement; ")
+	p("end-to-end latency is from `Produce` to the record in a consumer's hands. CPU per GB counts the broker's user+system ")
+	p("time over the whole generator run (consumers' fetches included) per 10^9 bytes of record values acknowledged. ")
+	p("Peak RSS is VmHWM. The generator line shows how busy its one core was: near 100 %% means the generator, not the broker, may be the limit.\n\n")
+	p("| workload | figure | Sluice | Kafka | Sluice/Kafka |\n|---|---|---:|---:|---:|\n")
+	for _, w := range wls {
+		ps := res[w.Name]
+		if len(ps) == 0 {
+			continue
+		}
+		for _, f := range figuresFor(w) {
+			a := aggregate(ps, f.get)
+			p("| %s | %s (%s) | %s | %s | %s |\n", w.Name, f.name, f.unit, fmtNum(a.S), fmtNum(a.K), ratio(a.R))
+		}
+	}
+	// W5 against W3: how much the backlog readers cost the producer.
+	if len(res["W3"]) > 0 && len(res["W5"]) > 0 {
+		get := func(r *runResult) float64 { return r.Gen.Produce.Ack.P99 }
+		a3, a5 := aggregate(res["W3"], get), aggregate(res["W5"], get)
+		p("| W5 vs W3 | produce ack p99, W5 / W3 | %s | %s | |\n", ratio(a5.S/a3.S), ratio(a5.K/a3.K))
+	}
+
+	p("\n## Sluice against the machine's limits\n\n")
+	p("| workload | Sluice MB/s | of dd fdatasync (%s MB/s) | of loopback TCP (%s MB/s) |\n|---|---:|---:|---:|\n",
+		fmtNum(m.Limits.DiskMBps), fmtNum(m.Limits.TCPMBps))
+	for _, w := range wls {
+		ps := res[w.Name]
+		if len(ps) == 0 {
+			continue
+		}
+		a := aggregate(ps, func(r *runResult) float64 { return r.Gen.Produce.MBPerS })
+		p("| %s | %s | %.0f %% | %.1f %% |\n", w.Name, fmtNum(a.S), 100*a.S/m.Limits.DiskMBps, 100*a.S/m.Limits.TCPMBps)
+	}
+
+	p("\n## Goals (issue 7)\n\n| goal | measured | met |\n|---|---|---|\n")
+	goals(&b, m, res)
+
+	p("\n## Every run\n\n| workload | pair | broker | records/s | MB/s | ack p99 ms | e2e p99 ms | CPU-s/GB | peak RSS MiB | broker start s | gen core |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, w := range wls {
+		for i, pr := range res[w.Name] {
+			for _, r := range []*runResult{pr.S, pr.K} {
+				p("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %.1f | %.0f %% |\n", w.Name, i+1, r.Broker,
+					fmtNum(r.Gen.Produce.RecordsPerS), fmtNum(r.Gen.Produce.MBPerS), fmtNum(r.Gen.Produce.Ack.P99),
+					fmtNum(r.Gen.Consume.E2E.P99), fmtNum(r.CPUPerGB), fmtNum(r.PeakRSSMiB), r.StartS, 100*r.GenCPUUtil)
+			}
+		}
+	}
+	return b.String()
+}
+
+func ratio(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.2fx", v)
+}
+
+func goals(b *strings.Builder, m machine, res map[string][]pair) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	yes := func(ok bool) string {
+		if ok {
+			return "yes"
+		}
+		return "**no**"
+	}
+	mb := func(r *runResult) float64 { return r.Gen.Produce.MBPerS }
+	if ps := res["W1"]; len(ps) > 0 {
+		a := aggregate(ps, mb)
+		p("| W1 (fsync) throughput >= 1.5x Kafka | %s | %s |\n", ratio(a.R), yes(a.R >= 1.5))
+		f := a.S / m.Limits.DiskMBps
+		p("| W1 (fsync) throughput >= 65 %% of dd fdatasync | %.0f %% (%s of %s MB/s) | %s |\n", 100*f, fmtNum(a.S), fmtNum(m.Limits.DiskMBps), yes(f >= 0.65))
+		c := aggregate(ps, func(r *runResult) float64 { return r.CPUPerGB })
+		p("| W1 (fsync) broker CPU <= 2.0 CPU-s/GB | %s | %s |\n", fmtNum(c.S), yes(c.S <= 2.0))
+		if p1 := res["W1-1p"]; len(p1) > 0 {
+			b1 := aggregate(p1, mb)
+			p("| W1 1 partition >= 0.9x 8 partitions | %.2fx | %s |\n", b1.S/a.S, yes(b1.S/a.S >= 0.9))
+		}
+	}
+	for _, n := range []string{"W2", "W3"} {
+		if ps := res[n]; len(ps) > 0 {
+			a := aggregate(ps, func(r *runResult) float64 { return r.Gen.Consume.E2E.P99 })
+			p("| %s (fsync) end-to-end p99 <= 0.5x Kafka | %s (%s vs %s ms) | %s |\n", n, ratio(a.R), fmtNum(a.S), fmtNum(a.K), yes(a.R <= 0.5))
+		}
+	}
+	for _, n := range []string{"W1", "W3", "W4"} {
+		ps := res[n]
+		if len(ps) == 0 {
+			continue
+		}
+		a := aggregate(ps, func(r *runResult) float64 { return r.PeakRSSMiB })
+		parts := map[string]float64{"W1": 8, "W3": 100, "W4": 1000}[n]
+		lim := 64 + parts*16/1024
+		p("| %s peak RSS <= 0.25x Kafka and <= %.0f MiB (64 MiB + 16 KiB x %.0f partitions) | %s MiB, %s | %s |\n",
+			n, lim, parts, fmtNum(a.S), ratio(a.R), yes(a.R <= 0.25 && a.S <= lim))
+	}
+}
