@@ -22,6 +22,9 @@ type rawConn struct {
 	t    *testing.T
 	conn net.Conn
 	corr int32
+	// lastBody is the body (after the response header) of the last response
+	// roundTrip read.
+	lastBody []byte
 }
 
 func dialRaw(t *testing.T, addr string) *rawConn {
@@ -92,6 +95,7 @@ func (c *rawConn) roundTrip(req kmsg.Request, respVersion int16) (kmsg.Response,
 	if !rd.Ok() {
 		return nil, fmt.Errorf("%s v%d: truncated response header (% x)", kmsg.NameForKey(req.Key()), req.GetVersion(), trunc(body, 64))
 	}
+	c.lastBody = rd.Src
 	resp := req.ResponseKind()
 	resp.SetVersion(respVersion)
 	if err := resp.ReadFrom(rd.Src); err != nil {
