@@ -125,6 +125,10 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("ApiVersions v99: %v", err)
 		}
 		r := resp.(*kmsg.ApiVersionsResponse)
+		// A v0 body is exactly: error code, int32 array length, 6 bytes per key.
+		if want := 2 + 4 + 6*len(r.ApiKeys); len(c.lastBody) != want {
+			t.Errorf("ApiVersions v99: body is %d bytes, a v0 body with %d keys is %d (was it encoded at another version?)", len(c.lastBody), len(r.ApiKeys), want)
+		}
 		if r.ErrorCode != kerr.UnsupportedVersion.Code {
 			t.Errorf("ApiVersions v99: error code %d, want %d (UNSUPPORTED_VERSION)", r.ErrorCode, kerr.UnsupportedVersion.Code)
 		}
