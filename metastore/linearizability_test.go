@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand"
+	"os"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -80,6 +82,14 @@ func TestLinearizabilityUnderFaults(t *testing.T) {
 	if testing.Short() {
 		dur = 2 * time.Second
 	}
+	if d, err := time.ParseDuration(os.Getenv("METASTORE_LIN_DURATION")); err == nil {
+		dur = d
+	}
+	seed := int64(42)
+	if v, err := strconv.ParseInt(os.Getenv("METASTORE_LIN_SEED"), 10, 64); err == nil {
+		seed = v
+	}
+	t.Logf("seed %d (METASTORE_LIN_SEED), duration %v (METASTORE_LIN_DURATION)", seed, dur)
 	c := newTestCluster(t, 3, func(cfg *Config) {
 		cfg.SnapshotEntries = 200
 		cfg.CompactionKeep = 20
@@ -122,7 +132,7 @@ func TestLinearizabilityUnderFaults(t *testing.T) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
-			r := rand.New(rand.NewSource(int64(w)))
+			r := rand.New(rand.NewSource(seed*100 + int64(w)))
 			for {
 				select {
 				case <-stop:
@@ -169,7 +179,7 @@ func TestLinearizabilityUnderFaults(t *testing.T) {
 	}
 
 	// Nemesis: partitions, message loss/duplication/delay, crash+restart.
-	r := rand.New(rand.NewSource(42))
+	r := rand.New(rand.NewSource(seed))
 	deadline := time.Now().Add(dur)
 	faults := 0
 	for time.Now().Before(deadline) {
@@ -217,7 +227,10 @@ func TestLinearizabilityUnderFaults(t *testing.T) {
 	t.Logf("%d operations (%d with unknown outcome), %d faults, result %v", nOps.Load(), unknown, faults, res)
 	if res != porcupine.Ok {
 		if res == porcupine.Illegal {
-			f := t.TempDir() + "/lin.html"
+			f := "lin.html"
+			if d, err := os.MkdirTemp("", "metastore-lin-"); err == nil {
+				f = d + "/lin.html" // kept after the test, unlike t.TempDir
+			}
 			_ = porcupine.VisualizePath(linModel, info, f)
 			t.Fatalf("history is not linearizable (visualization: %s)", f)
 		}
