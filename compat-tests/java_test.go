@@ -15,7 +15,8 @@ import (
 )
 
 // TestJavaClient builds compat-tests/java offline (its dependencies are
-// fetched beforehand by .ci/run) and runs it once: it produces with the Java
+// fetched beforehand by .ci/run) and runs it once: it creates the topic with
+// the Java Admin client, produces with the Java
 // producer's default settings (idempotence on, acks=all) and consumes with
 // assign()+seekToBeginning(), validating every record itself.
 func TestJavaClient(t *testing.T) {
@@ -30,9 +31,6 @@ func TestJavaClient(t *testing.T) {
 
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	createTopic(ctx, t, adm, topic, partitions, nil)
-	cancel()
 
 	rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer rcancel()
@@ -40,7 +38,7 @@ func TestJavaClient(t *testing.T) {
 		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
 		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
 		"-cp", classpath,
-		"dev.sluice.compat.ProduceConsume", b.KafkaAddr, topic, itoa(n))
+		"dev.sluice.compat.ProduceConsume", b.KafkaAddr, topic, itoa(partitions), itoa(n))
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -49,16 +47,21 @@ func TestJavaClient(t *testing.T) {
 	if err != nil || rctx.Err() != nil {
 		t.Errorf("java client failed (%v, ctx %v)\nstderr (tail):\n%s", err, rctx.Err(), tail(errb.String(), 16<<10))
 	}
-	if !strings.Contains(out.String(), "PRODUCED "+itoa(n)+"\n") || !strings.Contains(out.String(), "CONSUMED "+itoa(n)+"\n") ||
+	if !strings.Contains(out.String(), "CREATED "+topic+" "+itoa(partitions)+"\n") ||
+		!strings.Contains(out.String(), "PRODUCED "+itoa(n)+"\n") || !strings.Contains(out.String(), "CONSUMED "+itoa(n)+"\n") ||
 		!strings.HasSuffix(out.String(), "RESULT OK\n") {
-		t.Errorf("java client did not report PRODUCED/CONSUMED %d and RESULT OK", n)
+		t.Errorf("java client did not report CREATED, PRODUCED/CONSUMED %d and RESULT OK", n)
 	}
 
 	// The broker's own view agrees: n records in all.
 	lctx, lcancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer lcancel()
 	var total int64
-	for _, e := range endOffsets(lctx, t, adm, topic) {
+	ends := endOffsets(lctx, t, adm, topic)
+	if len(ends) != partitions {
+		t.Errorf("topic created by the Java Admin client has %d partitions, want %d", len(ends), partitions)
+	}
+	for _, e := range ends {
 		total += e
 	}
 	if total != n {

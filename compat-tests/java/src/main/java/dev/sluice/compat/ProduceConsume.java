@@ -9,6 +9,10 @@ import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.Future;
 
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -23,15 +27,16 @@ import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
 
 /**
- * Produces N records with the Java producer's default settings (idempotence on,
+ * Creates TOPIC with PARTITIONS partitions through the Java Admin client,
+ * produces N records with the Java producer's default settings (idempotence on,
  * acks=all), then reads the topic back from the beginning with a group-less
  * consumer (assign + seekToBeginning) and checks every record: exact key, value
  * and headers, each produced record exactly once, at the offset the producer was
  * told, in per-partition order.
  *
- * Usage: ProduceConsume BOOTSTRAP TOPIC N
+ * Usage: ProduceConsume BOOTSTRAP TOPIC PARTITIONS N
  *
- * The topic must exist and be empty. Prints "PRODUCED n", "CONSUMED n" and a last
+ * The topic must not exist. Prints "CREATED topic partitions", "PRODUCED n", "CONSUMED n" and a last
  * line "RESULT OK" (exit 0) or "RESULT FAIL: reason" (exit 1). One JVM does both
  * halves because JVM start-up dominates the run time.
  */
@@ -39,15 +44,19 @@ public final class ProduceConsume {
     private static final Duration CONSUME_DEADLINE = Duration.ofSeconds(90);
 
     public static void main(String[] args) {
-        if (args.length != 3) {
-            System.out.println("RESULT FAIL: usage: ProduceConsume BOOTSTRAP TOPIC N");
+        if (args.length != 4) {
+            System.out.println("RESULT FAIL: usage: ProduceConsume BOOTSTRAP TOPIC PARTITIONS N");
             System.exit(2);
         }
         String bootstrap = args[0];
         String topic = args[1];
-        int n = Integer.parseInt(args[2]);
+        int partitions = Integer.parseInt(args[2]);
+        int n = Integer.parseInt(args[3]);
         try {
-            String failure = run(bootstrap, topic, n);
+            String failure = create(bootstrap, topic, partitions);
+            if (failure == null) {
+                failure = run(bootstrap, topic, n);
+            }
             if (failure == null) {
                 System.out.println("RESULT OK");
                 System.exit(0);
@@ -62,6 +71,27 @@ public final class ProduceConsume {
 
     static String key(int i) { return "java-key-" + i; }
     static String value(int i) { return "java-value-" + i + "-" + Integer.toHexString(i * 31 + 7); }
+
+    /** Creates the topic with the Admin client (CreateTopics goes to the controller) and describes it. */
+    private static String create(String bootstrap, String topic, int partitions) throws Exception {
+        Properties ap = new Properties();
+        ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        ap.put(AdminClientConfig.CLIENT_ID_CONFIG, "sluice-compat-java-admin");
+        try (Admin admin = Admin.create(ap)) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get();
+            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
+            if (d == null || d.partitions().size() != partitions) {
+                return "describeTopics(" + topic + ") after createTopics: " + d;
+            }
+            for (var p : d.partitions()) {
+                if (p.leader() == null || p.leader().isEmpty()) {
+                    return "describeTopics(" + topic + "): partition " + p.partition() + " has no leader";
+                }
+            }
+        }
+        System.out.println("CREATED " + topic + " " + partitions);
+        return null;
+    }
 
     private static String run(String bootstrap, String topic, int n) throws Exception {
         // 1. Produce with default settings: only the bootstrap and the serializers are set.
