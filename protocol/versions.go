@@ -16,11 +16,23 @@ type VersionRange struct{ Min, Max int16 }
 //   - Metadata from v0 (librdkafka 2.0 tops out at v4, kafkajs at v6).
 //   - Fetch from v4, the first version that carries v2 record batches.
 //   - ListOffsets from v1: v0's multi-offset shape died with Kafka 4.
+//   - The group APIs and FindCoordinator from v0 (librdkafka gates its
+//     group consumer on FindCoordinator v0; kafka-go joins with JoinGroup
+//     v1/v2 and commits with OffsetCommit v2).
 var versions = map[int16]VersionRange{
 	0:  {0, 13}, // Produce
 	1:  {4, 18}, // Fetch
 	2:  {1, 11}, // ListOffsets
 	3:  {0, 13}, // Metadata
+	8:  {0, 10}, // OffsetCommit
+	9:  {0, 10}, // OffsetFetch
+	10: {0, 6},  // FindCoordinator
+	11: {0, 9},  // JoinGroup
+	12: {0, 4},  // Heartbeat
+	13: {0, 5},  // LeaveGroup
+	14: {0, 5},  // SyncGroup
+	15: {0, 6},  // DescribeGroups
+	16: {0, 5},  // ListGroups
 	18: {0, 5},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
@@ -29,7 +41,9 @@ var versions = map[int16]VersionRange{
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
+	42: {0, 2},  // DeleteGroups
 	44: {0, 1},  // IncrementalAlterConfigs
+	47: {0, 0},  // OffsetDelete
 	60: {0, 2},  // DescribeCluster
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/replica"
@@ -118,8 +119,18 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer parts.Close()
 
+	// Read brokers coordinate groups (DESIGN.md); offsets and group state
+	// live in the metastore.
+	var groups *coordinator.Coordinator
+	if cfg.HasRole("read") {
+		groups, err = coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, Store: catalog, Logger: lg})
+		if err != nil {
+			return err
+		}
+		defer groups.Close()
+	}
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Logger: lg, Metrics: metrics})
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Logger: lg, Metrics: metrics, Groups: groups})
 	if err != nil {
 		return err
 	}

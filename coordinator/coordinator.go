@@ -1,0 +1,262 @@
+package coordinator
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
+
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// Store is what the coordinator needs from the metadata quorum.
+// *metastore.Client implements it. Every call blocks until the quorum
+// answered; reads of offsets and groups are linearizable, topic lookups
+// come from the local cache.
+type Store interface {
+	CommitOffsets(ctx context.Context, group string, offsets []metastore.OffsetCommit) error
+	// FetchOffsets returns the committed offsets of tps (nil: all of the
+	// group's); partitions without a commit are left out.
+	FetchOffsets(ctx context.Context, group string, tps []metastore.TopicPartition) ([]metastore.OffsetCommit, error)
+	DeleteOffsets(ctx context.Context, group string, tps []metastore.TopicPartition) error
+	// SaveGroup stores the group's encoded metadata (persist.go).
+	SaveGroup(ctx context.Context, group string, state []byte) error
+	// LoadGroup fails with metastore.ErrUnknownGroup if nothing was saved.
+	LoadGroup(ctx context.Context, group string) ([]byte, error)
+	// DeleteGroup removes metadata, offsets and ownership at once.
+	DeleteGroup(ctx context.Context, group string) error
+	// ListGroups names every group with metadata or offsets.
+	ListGroups(ctx context.Context) ([]string, error)
+	// ClaimGroup makes broker the owner unless a live broker owns the
+	// group, and returns the owner.
+	ClaimGroup(ctx context.Context, group string, broker int32) (int32, error)
+
+	Topics() []metastore.Topic
+	TopicByName(name string) (metastore.Topic, bool)
+	TopicByID(id metastore.TopicID) (metastore.Topic, bool)
+}
+
+// Config tunes the coordinator; zero fields take Kafka's defaults.
+type Config struct {
+	// BrokerID is this broker: the owner it claims groups for.
+	BrokerID int32
+	Store    Store
+	Clock    Clock // nil: RealClock
+	Logger   zerolog.Logger
+
+	// MinSessionTimeout and MaxSessionTimeout bound a classic member's
+	// session timeout (group.min/max.session.timeout.ms: 6s, 30m).
+	MinSessionTimeout, MaxSessionTimeout time.Duration
+	// MaxGroupSize caps members per group (group.max.size: unbounded in
+	// Kafka; 1000 here so a runaway client cannot grow a group forever).
+	MaxGroupSize int
+	// ConsumerSessionTimeout and ConsumerHeartbeatInterval are the KIP-848
+	// group.consumer.session.timeout.ms (45s) and
+	// group.consumer.heartbeat.interval.ms (5s).
+	ConsumerSessionTimeout, ConsumerHeartbeatInterval time.Duration
+	// StoreTimeout bounds a metastore call made outside a request (a
+	// timer's persist). Default 10s.
+	StoreTimeout time.Duration
+}
+
+func (c *Config) defaults() {
+	if c.Clock == nil {
+		c.Clock = RealClock{}
+	}
+	if c.MinSessionTimeout == 0 {
+		c.MinSessionTimeout = 6 * time.Second
+	}
+	if c.MaxSessionTimeout == 0 {
+		c.MaxSessionTimeout = 30 * time.Minute
+	}
+	if c.MaxGroupSize == 0 {
+		c.MaxGroupSize = 1000
+	}
+	if c.ConsumerSessionTimeout == 0 {
+		c.ConsumerSessionTimeout = 45 * time.Second
+	}
+	if c.ConsumerHeartbeatInterval == 0 {
+		c.ConsumerHeartbeatInterval = 5 * time.Second
+	}
+	if c.StoreTimeout == 0 {
+		c.StoreTimeout = 10 * time.Second
+	}
+}
+
+// Client identifies the connection a request came from.
+type Client struct {
+	ID   string // client.id from the request header
+	Host string // remote address
+}
+
+// Coordinator is the group coordinator of one broker. It is safe for
+// concurrent use; see doc.go for the locking.
+type Coordinator struct {
+	cfg   Config
+	store Store
+	clock Clock
+	log   zerolog.Logger
+
+	mu struct {
+		sync.Mutex
+		groups map[string]*group
+		owned  map[string]bool
+		closed bool
+	}
+}
+
+// New returns a coordinator; it loads groups lazily, on first use.
+func New(cfg Config) (*Coordinator, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("coordinator: Store is required")
+	}
+	cfg.defaults()
+	c := &Coordinator{cfg: cfg, store: cfg.Store, clock: cfg.Clock,
+		log: cfg.Logger.With().Str("component", "coordinator").Logger()}
+	c.mu.groups = make(map[string]*group)
+	c.mu.owned = make(map[string]bool)
+	return c, nil
+}
+
+// Close stops every group's timers and answers requests waiting in a
+// rebalance with NOT_COORDINATOR. Group state stays in the metastore.
+func (c *Coordinator) Close() error {
+	c.mu.Lock()
+	c.mu.closed = true
+	gs := c.mu.groups
+	c.mu.groups = map[string]*group{}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		g.unloadLocked(kerr.NotCoordinator.Code)
+		g.mu.Unlock()
+	}
+	return nil
+}
+
+// Claim makes this broker the group's coordinator unless another live
+// broker owns it, and returns the owner (FindCoordinator).
+func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
+	owner, err := c.store.ClaimGroup(ctx, group, c.cfg.BrokerID)
+	if err != nil {
+		return -1, err
+	}
+	c.mu.Lock()
+	if owner == c.cfg.BrokerID {
+		c.mu.owned[group] = true
+	} else if c.mu.owned[group] {
+		// Ownership moved: drop our copy, the new owner rebuilds it.
+		delete(c.mu.owned, group)
+		if g := c.mu.groups[group]; g != nil {
+			delete(c.mu.groups, group)
+			g.mu.Lock()
+			g.unloadLocked(kerr.NotCoordinator.Code)
+			g.mu.Unlock()
+		}
+	}
+	c.mu.Unlock()
+	return owner, nil
+}
+
+// lookup modes for getGroup.
+const (
+	lookupExisting = iota // nil if the group has no metadata and no offsets
+	lookupCreate          // an empty classic group if none exists
+)
+
+// getGroup returns the group, loading it from the metastore on first use.
+// The error is a Kafka code: NOT_COORDINATOR when another broker owns the
+// group, COORDINATOR_NOT_AVAILABLE when the metastore cannot answer,
+// GROUP_ID_NOT_FOUND (lookupExisting) when it does not exist.
+func (c *Coordinator) getGroup(ctx context.Context, name string, mode int) (*group, int16) {
+	if name == "" {
+		return nil, kerr.InvalidGroupID.Code
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
+		return nil, kerr.NotCoordinator.Code
+	}
+	if !c.mu.owned[name] {
+		// The metastore lock around the claim keeps two requests from
+		// loading the group twice; claims are rare (once per group).
+		owner, err := c.store.ClaimGroup(ctx, name, c.cfg.BrokerID)
+		if err != nil {
+			return nil, storeCode(err)
+		}
+		if owner != c.cfg.BrokerID {
+			return nil, kerr.NotCoordinator.Code
+		}
+		c.mu.owned[name] = true
+	}
+	if g := c.mu.groups[name]; g != nil {
+		return g, 0
+	}
+	g := newGroup(c, name)
+	blob, err := c.store.LoadGroup(ctx, name)
+	switch {
+	case err == nil:
+		if err := g.restore(blob); err != nil {
+			c.log.Error().Err(err).Str("group", name).Msg("stored group state does not decode; starting it empty")
+			g = newGroup(c, name)
+		}
+	case errors.Is(err, metastore.ErrUnknownGroup):
+		if mode == lookupExisting {
+			offs, err := c.store.FetchOffsets(ctx, name, nil)
+			if err != nil {
+				return nil, storeCode(err)
+			}
+			if len(offs) == 0 {
+				return nil, kerr.GroupIDNotFound.Code
+			}
+		}
+	default:
+		return nil, storeCode(err)
+	}
+	c.mu.groups[name] = g
+	return g, 0
+}
+
+// forget drops a deleted group from memory. Lock order: c.mu, then g.mu.
+func (c *Coordinator) forget(g *group) {
+	if c.mu.groups[g.name] == g {
+		delete(c.mu.groups, g.name)
+	}
+	delete(c.mu.owned, g.name)
+}
+
+// storeCode maps a metastore error to the Kafka code a client retries on.
+func storeCode(err error) int16 {
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded),
+		errors.Is(err, metastore.ErrTimeout), errors.Is(err, metastore.ErrNotLeader),
+		errors.Is(err, metastore.ErrUnreachable), errors.Is(err, metastore.ErrStopped):
+		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, metastore.ErrUnknownBroker):
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	return kerr.UnknownServerError.Code
+}
+
+// storeCtx bounds a metastore call made on behalf of a timer.
+func (c *Coordinator) storeCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), c.cfg.StoreTimeout)
+}
+
+// newMemberID is Kafka's format: the client id (or the instance id of a
+// static member), a dash and a random UUID.
+func newMemberID(prefix string) string {
+	var b [16]byte
+	rand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	h := hex.EncodeToString(b[:])
+	return prefix + "-" + h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}

@@ -1,0 +1,48 @@
+// Package coordinator is Sluice's group coordinator: the classic consumer
+// group protocol (JoinGroup, SyncGroup, Heartbeat, LeaveGroup), the KIP-848
+// consumer protocol (ConsumerGroupHeartbeat, ConsumerGroupDescribe) with
+// server-side uniform and range assignors, and committed offsets.
+//
+// # Storage
+//
+// Nothing here lives in a data log. Offsets are written with
+// Store.CommitOffsets, one metastore key per group and partition, and read
+// back linearizably; a group's membership is one opaque blob per group
+// (Store.SaveGroup, format in persist.go). A coordinator that restarts, or
+// that takes over a group from another broker, loads the blob on the
+// group's first request and carries on from it.
+//
+// # Ownership
+//
+// Exactly one broker coordinates a group: the one recorded by
+// Store.ClaimGroup, which a live owner keeps. FindCoordinator claims (and
+// so names) the owner; a group request at any other broker answers
+// NOT_COORDINATOR.
+//
+// # Concurrency
+//
+// Coordinator.mu guards the map of loaded groups and the set of owned
+// names; a group's first load (a metastore read) happens under it. Each
+// group has its own mutex, group.mu, that guards all of the group's state;
+// every request and every timer callback for a group runs under it, so a
+// group's state machine is sequential. Lock order: Coordinator.mu, then
+// group.mu; nothing takes Coordinator.mu while holding a group's lock.
+//
+// Metastore writes for a group (offset commits, group saves) are made
+// while holding group.mu, so they apply in the order the state machine
+// decided them; other groups are not held up.
+//
+// A request that must wait (JoinGroup until the rebalance completes,
+// SyncGroup until the leader's assignment) registers a channel with room
+// for exactly one answer on its member and waits on it outside the lock,
+// together with its context; the state machine never blocks sending an
+// answer. A member has at most one waiting join and one waiting sync, so
+// the waiting is bounded by the group's members (MaxGroupSize).
+//
+// Timers (session expiry, rebalance timeout, pending SyncGroup, KIP-848
+// session and revocation deadlines) come from the injected Clock and run
+// their callback under group.mu. A timer that already fired cannot be
+// retracted, so each callback re-checks that what it expires is still
+// current (the same member object, the same generation) before acting.
+// Tests use FakeClock, which fires callbacks inside Advance.
+package coordinator
