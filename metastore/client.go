@@ -316,3 +316,29 @@ func (c *Client) Sync(ctx context.Context) error {
 	}
 	return c.v.waitRev(ctx, resp.Rev)
 }
+
+// AddVoter adds metastore node id (internal listener addr) as a voter; see
+// Node.AddVoter. Usable from any broker (forwarded to the raft leader).
+func (c *Client) AddVoter(ctx context.Context, id uint64, addr string) error {
+	_, err := c.call(ctx, &Request{Kind: reqAddVoter, NodeID: id, Addr: addr})
+	return err
+}
+
+// RemoveVoter removes metastore node id from the group; see
+// Node.RemoveVoter.
+func (c *Client) RemoveVoter(ctx context.Context, id uint64) error {
+	_, err := c.call(ctx, &Request{Kind: reqRemoveVoter, NodeID: id})
+	return err
+}
+
+// NodeStatus returns the status of the metastore node this client talks to.
+func (c *Client) NodeStatus(ctx context.Context) (Status, error) {
+	resp, err := c.call(ctx, &Request{Kind: reqStatus})
+	if err != nil {
+		return Status{}, err
+	}
+	if resp.Status == nil {
+		return Status{}, ErrInvalidRequest
+	}
+	return *resp.Status, nil
+}

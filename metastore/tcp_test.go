@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func freeAddrs(t *testing.T, n int) []string {
+func freeAddrs(t testing.TB, n int) []string {
 	var out []string
 	var lns []net.Listener
 	for i := 0; i < n; i++ {
@@ -92,6 +92,10 @@ func TestTCPCluster(t *testing.T) {
 	}
 	if offs, err := rc.FetchOffsets(ctx, "g", nil); err != nil || len(offs) != 1 || offs[0].Offset != 3 {
 		t.Fatalf("%+v %v", offs, err)
+	}
+	st, err := rc.NodeStatus(ctx)
+	if err != nil || st.Leader != lead || len(st.Voters) != 3 || st.Members[lead] != addrs[lead-1] {
+		t.Fatalf("status %+v %v", st, err)
 	}
 	// Kill the leader; the client (dialed to a surviving follower, or
 	// failing over) keeps working.
