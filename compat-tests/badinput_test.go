@@ -149,6 +149,69 @@ func TestBadInput(t *testing.T) {
 		requireHealthy(t, b)
 	})
 
+	run("GarbageBody", func(t *testing.T) {
+		// A well-framed Metadata v12 request whose body is not a Metadata
+		// request. Kafka: parsing throws, the connection is closed.
+		c := dialRaw(t, b.KafkaAddr)
+		body := append(frameHeader(3, 12, 1), 0) // + empty header tags
+		body = append(body, 0xff, 0xff, 0xff, 0xff, 0x0f, 0xde, 0xad, 0xbe, 0xef)
+		if err := c.write(sizePrefixed(int32(len(body)), body)); err != nil {
+			t.Fatal(err)
+		}
+		c.expectClosed(5 * time.Second)
+		requireHealthy(t, b)
+	})
+
+	run("HugeArrayLength", func(t *testing.T) {
+		// Produce v3 (non-flexible) claiming 2^31-1 topics in a 30-byte frame:
+		// the decoder must check the length against the bytes left before
+		// allocating, and close the connection.
+		c := dialRaw(t, b.KafkaAddr)
+		body := frameHeader(0, 3, 1)
+		body = kbin.AppendNullableString(body, nil) // transactional id
+		body = kbin.AppendInt16(body, -1)           // acks
+		body = kbin.AppendInt32(body, 1000)         // timeout
+		body = kbin.AppendInt32(body, 1<<31-1)      // topics array length
+		if err := c.write(sizePrefixed(int32(len(body)), body)); err != nil {
+			t.Fatal(err)
+		}
+		c.expectClosed(5 * time.Second)
+		requireHealthy(t, b)
+	})
+
+	run("AcksZeroGetsNoResponse", func(t *testing.T) {
+		// Kafka sends nothing back for acks=0 (kafka-go's default), but
+		// appends the batch. The next request's response must be the next
+		// thing on the wire.
+		const topic = "acks-zero"
+		adm := newAdmin(t, b.KafkaAddr)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		createTopic(ctx, t, adm, topic, 1, nil)
+		c := dialRaw(t, b.KafkaAddr)
+		v := pickVersion(t, c.apiVersions(), 0, 12)
+		req := kmsg.NewPtrProduceRequest()
+		req.Version = v
+		req.Acks = 0
+		req.TimeoutMillis = 10_000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = recordBatch("fire-and-forget")
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		c.send(req)
+		c.apiVersions() // fails on a correlation id mismatch if the produce was answered
+		deadline := time.Now().Add(10 * time.Second)
+		for endOffsets(ctx, t, adm, topic)[0] != 1 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the acks=0 record was not appended within 10s")
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		requireHealthy(t, b)
+	})
+
 	run("CorruptBatchCRC", func(t *testing.T) {
 		// Kafka: batch.ensureValid() throws CorruptRecordException, answered as
 		// CORRUPT_MESSAGE (2) for the partition; nothing is appended.
