@@ -27,7 +27,7 @@ type groupMember struct {
 	done   chan struct{}
 
 	mu       sync.Mutex
-	assigned map[int32]bool // partitions ever assigned to this member
+	assigned map[int32]time.Time // partitions ever assigned, when last
 }
 
 type processedLog struct {
@@ -54,7 +54,7 @@ func (l *processedLog) total() int {
 
 func startGroupMember(t *testing.T, addr, group, topic, name string, log *processedLog) *groupMember {
 	t.Helper()
-	m := &groupMember{name: name, done: make(chan struct{}), assigned: map[int32]bool{}}
+	m := &groupMember{name: name, done: make(chan struct{}), assigned: map[int32]time.Time{}}
 	m.cl = newClient(t, addr,
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(group),
@@ -69,7 +69,7 @@ func startGroupMember(t *testing.T, addr, group, topic, name string, log *proces
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
 			m.mu.Lock()
 			for _, p := range a[topic] {
-				m.assigned[p] = true
+				m.assigned[p] = time.Now()
 			}
 			m.mu.Unlock()
 		}),
@@ -118,6 +118,14 @@ func (m *groupMember) partitions() map[int32]bool {
 	return out
 }
 
+// assignedAfter reports whether p was assigned to m after t.
+func (m *groupMember) assignedAfter(p int32, t time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	at, ok := m.assigned[p]
+	return ok && at.After(t)
+}
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)
@@ -152,10 +160,14 @@ func TestGroupFranzGoRebalanceExactlyOnce(t *testing.T) {
 	m1 := startGroupMember(t, b.KafkaAddr, group, topic, "m1", log)
 	m2 := startGroupMember(t, b.KafkaAddr, group, topic, "m2", log)
 	m3 := startGroupMember(t, b.KafkaAddr, group, topic, "m3", log)
+	waitFor(t, time.Minute, "every member to own partitions", func() bool {
+		return len(m1.partitions()) > 0 && len(m2.partitions()) > 0 && len(m3.partitions()) > 0
+	})
 	waitFor(t, time.Minute, "the first 600 records", func() bool { return log.total() >= 600 })
 
 	// m1 leaves, m4 joins, while more records arrive.
 	m1.stop()
+	left := time.Now()
 	produceN(ctx, t, b.KafkaAddr, topic, "b", 600)
 	m4 := startGroupMember(t, b.KafkaAddr, group, topic, "m4", log)
 	produceN(ctx, t, b.KafkaAddr, topic, "c", 600)
@@ -188,7 +200,7 @@ func TestGroupFranzGoRebalanceExactlyOnce(t *testing.T) {
 	log.mu.Unlock()
 	moved := false
 	for p := range m1.partitions() {
-		if m2.partitions()[p] || m3.partitions()[p] || m4.partitions()[p] {
+		if m2.assignedAfter(p, left) || m3.assignedAfter(p, left) || m4.assignedAfter(p, left) {
 			moved = true
 		}
 	}
