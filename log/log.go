@@ -57,6 +57,8 @@ type Log struct {
 	now     func() time.Time
 	// queued is set while the log sits in the flusher's dirty set.
 	queued atomic.Bool
+	// wal is the flusher's write-ahead log, nil without one.
+	wal *wal
 
 	// syncMu is held across an fdatasync of the active segment and by
 	// anything that closes or removes segment files, so a file is never
@@ -68,7 +70,10 @@ type Log struct {
 	segs      []*segment // by base offset; the last is active
 	logStart  int64
 	leo       int64
-	durable   int64         // every offset below it is synced
+	durable   int64         // every offset below it is synced (in the WAL or a segment)
+	segSynced int64         // every offset below it is in synced segment files
+	ident     logIdentity   // id and truncation epoch in the WAL
+	wl        *walLog       // registration with wal; nil when appends are not logged
 	durableCh chan struct{} // closed and replaced when durable advances or the log fails or closes
 	producers producers
 	epochs    epochCache
@@ -106,6 +111,9 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 			return nil, err
 		}
 	}
+	if opts.Flusher != nil && opts.Flusher.err != nil {
+		return nil, opts.Flusher.err
+	}
 	lock, err := lockDir(dir)
 	if err != nil {
 		return nil, err
@@ -120,12 +128,30 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		durableCh: make(chan struct{}),
 		producers: producers{},
 	}
-	if err := l.recover(); err != nil {
+	if opts.Flusher != nil {
+		l.wal = opts.Flusher.wal
+	}
+	fail := func(err error) (*Log, error) {
 		for _, s := range l.segs {
 			s.close()
 		}
 		lock.Close()
 		return nil, err
+	}
+	if l.ident, err = loadIdentity(dir); err != nil {
+		return fail(err)
+	}
+	if err := l.recover(); err != nil {
+		return fail(err)
+	}
+	if l.wal != nil {
+		wl, err := l.wal.register(l, l.ident.id, l.ident.epoch)
+		if err != nil && !errors.Is(err, errWALClosed) {
+			return fail(err)
+		}
+		l.wl = wl
+		// Everything replayed is in a synced segment now.
+		l.wal.recoveredDone(l.ident.id)
 	}
 	return l, nil
 }
@@ -149,7 +175,7 @@ func (l *Log) recover() error {
 		switch {
 		case name == cleanShutdownFile:
 			clean = true
-		case name == logStartFile:
+		case name == logStartFile, name == logIDFile:
 		case name == "partition.metadata":
 			// Kafka's layout keeps the topic id beside the segments;
 			// the replica layer writes it, the log leaves it alone.
@@ -262,7 +288,11 @@ func (l *Log) recover() error {
 	l.leo = l.active().next
 	l.logStart = min(max(checkpoint, l.segs[0].base), l.leo)
 	l.epochs.truncateFromStart(l.logStart)
-	if !clean {
+	replayed, err := l.replayWAL()
+	if err != nil {
+		return err
+	}
+	if !clean || replayed > 0 {
 		// What the previous process wrote may still be only in the page
 		// cache; one sync makes all of it durable before anything new is
 		// acknowledged on top of it.
@@ -270,13 +300,59 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
-	l.durable = l.leo
+	l.durable, l.segSynced = l.leo, l.leo
 	if clean {
 		if err := os.Remove(filepath.Join(l.dir, cleanShutdownFile)); err != nil {
 			return err
 		}
 	}
 	return syncDir(l.dir)
+}
+
+// replayWAL appends the WAL records an earlier process left for this log
+// that its recovered segments lack: those of its current truncation epoch,
+// in WAL order, starting with the one whose base offset is the log end
+// offset and continuing while each starts where the last ended. It stops,
+// with an error in the log, at a gap or a record that straddles the log end
+// offset; neither can follow from a crash.
+func (l *Log) replayWAL() (int, error) {
+	if l.wal == nil {
+		return 0, nil
+	}
+	n := 0
+	for _, r := range l.wal.recoveredFor(l.ident.id) {
+		if r.epoch != l.ident.epoch || r.end <= l.leo {
+			if r.epoch > l.ident.epoch {
+				l.lg.Error().Uint32("record_epoch", r.epoch).Uint32("epoch", l.ident.epoch).
+					Msg("write-ahead log record from a later truncation epoch than this log's; skipped")
+			}
+			continue
+		}
+		if r.base != l.leo {
+			l.lg.Error().Int64("record_base", r.base).Int64("record_end", r.end).Int64("log_end", l.leo).
+				Msg("write-ahead log records do not continue the recovered log; replay stopped")
+			break
+		}
+		b, err := l.wal.readRecovered(r)
+		if err != nil {
+			return n, fmt.Errorf("replaying write-ahead log: %w", err)
+		}
+		h, err := parseHeader(b)
+		if err != nil || h.size != int64(len(b)) || h.baseOffset != r.base || !checkCRC(b) {
+			l.lg.Error().AnErr("reason", err).Int64("record_base", r.base).
+				Msg("write-ahead log record changed since it was scanned; replay stopped")
+			break
+		}
+		if err := l.appendLocked(b, &h); err != nil {
+			return n, fmt.Errorf("replaying write-ahead log at offset %d: %w", r.base, err)
+		}
+		n++
+	}
+	if n > 0 {
+		l.lg.Warn().Int("batches", n).Int64("log_end", l.leo).
+			Msg("restored batches from the write-ahead log that the segment had lost")
+	}
+	return n, nil
 }
 
 func isSegmentFile(name, suffix string) bool {
@@ -375,6 +451,9 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if h.size != int64(len(batch)) {
 		return AppendResult{}, fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.size, len(batch))
 	}
+	if l.wal != nil {
+		l.wal.admit()
+	}
 	l.mu.Lock()
 	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
@@ -397,9 +476,32 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 		l.mu.Unlock()
 		return AppendResult{}, err
 	}
+	logged, kick, err := l.logLocked(batch, &h)
 	l.mu.Unlock()
-	l.markDirty()
+	if err != nil {
+		return AppendResult{}, err
+	}
+	l.markDirty(logged, kick)
 	return AppendResult{BaseOffset: h.baseOffset, LastOffset: h.lastOffset()}, nil
+}
+
+// logLocked appends the batch just written to the segment to the WAL, if the
+// log uses one. logged says it did; once the WAL is closed (the Flusher
+// closed) the log stops using it and syncs its segment instead.
+func (l *Log) logLocked(batch []byte, h *batchHeader) (logged, kick bool, err error) {
+	if l.wl == nil {
+		return false, false, nil
+	}
+	kick, err = l.wal.append(l.wl, h.baseOffset, l.leo, batch)
+	switch {
+	case err == nil:
+		return true, kick, nil
+	case errors.Is(err, errWALClosed):
+		l.wl = nil
+		return false, false, nil
+	default:
+		return false, false, l.failLocked("append to write-ahead log", err)
+	}
 }
 
 // AppendReplicated writes a batch whose offsets the leader already assigned;
@@ -415,6 +517,9 @@ func (l *Log) AppendReplicated(batch []byte) error {
 	if h.size != int64(len(batch)) {
 		return fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.size, len(batch))
 	}
+	if l.wal != nil {
+		l.wal.admit()
+	}
 	l.mu.Lock()
 	if err := l.usableLocked(); err != nil {
 		l.mu.Unlock()
@@ -424,10 +529,14 @@ func (l *Log) AppendReplicated(batch []byte) error {
 		l.mu.Unlock()
 		return fmt.Errorf("%w: base offset %d, log end offset %d", ErrOffsetMismatch, h.baseOffset, l.leo)
 	}
-	err = l.appendLocked(batch, &h)
+	if err := l.appendLocked(batch, &h); err != nil {
+		l.mu.Unlock()
+		return err
+	}
+	logged, kick, err := l.logLocked(batch, &h)
 	l.mu.Unlock()
 	if err == nil {
-		l.markDirty()
+		l.markDirty(logged, kick)
 	}
 	return err
 }
@@ -495,8 +604,30 @@ func (l *Log) rollLocked() error {
 		return l.failLocked("sync directory", err)
 	}
 	l.segs = append(l.segs, s)
-	l.advanceDurableLocked(l.leo)
+	l.segmentSyncedLocked(l.leo)
 	return nil
+}
+
+// segmentSyncedLocked records that every offset below off is in synced
+// segment files.
+func (l *Log) segmentSyncedLocked(off int64) {
+	l.advanceDurableLocked(off)
+	if off > l.segSynced {
+		l.segSynced = off
+	}
+	if l.wl != nil {
+		l.wal.segmentSynced(l.wl, l.ident.epoch, off)
+	}
+}
+
+// walDurable is called by a WAL round: every record of this log up to end,
+// in truncation epoch epoch, is synced in the WAL.
+func (l *Log) walDurable(epoch uint32, end int64) {
+	l.mu.Lock()
+	if l.ident.epoch == epoch && l.usableLocked() == nil {
+		l.advanceDurableLocked(min(end, l.leo))
+	}
+	l.mu.Unlock()
 }
 
 func (l *Log) advanceDurableLocked(off int64) {
@@ -506,9 +637,21 @@ func (l *Log) advanceDurableLocked(off int64) {
 	}
 }
 
-func (l *Log) markDirty() {
+// markDirty tells the flusher there is something to sync: with the WAL
+// (logged) a kick under FlushGroup, or when the WAL buffer is large;
+// otherwise the log joins the flusher's dirty set.
+func (l *Log) markDirty(logged, kick bool) {
 	f := l.flusher
-	if f == nil || f.cfg.Policy == FlushNever || !f.running() {
+	if f == nil || f.cfg.Policy == FlushNever {
+		return
+	}
+	if logged {
+		if kick || f.cfg.Policy == FlushGroup {
+			f.kickNow()
+		}
+		return
+	}
+	if !f.running() {
 		return
 	}
 	if !l.queued.Swap(true) {
@@ -516,16 +659,28 @@ func (l *Log) markDirty() {
 	}
 }
 
-// flush makes everything appended so far durable. It is what the Flusher
-// runs for each dirty log, and what WaitDurable runs without a Flusher.
-// Concurrent callers queue on syncMu, and each finds the work of the one
-// before done: group commit among one log's waiters.
+// flush syncs the active segment, making everything appended so far
+// durable in the segment files. It is what the Flusher runs for each dirty
+// log without a WAL, what WaitDurable runs without a running Flusher, and
+// what a WAL checkpoint runs. Concurrent callers queue on syncMu, and each
+// finds the work of the one before done: group commit among one log's
+// waiters.
 func (l *Log) flush() {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.RLock()
-	if l.usableLocked() != nil || l.leo <= l.durable {
+	if l.usableLocked() != nil {
 		l.mu.RUnlock()
+		return
+	}
+	if l.leo <= l.segSynced {
+		l.mu.RUnlock()
+		if l.wl != nil {
+			// Let a checkpoint see what an earlier sync covered.
+			l.mu.Lock()
+			l.segmentSyncedLocked(l.segSynced)
+			l.mu.Unlock()
+		}
 		return
 	}
 	target, f := l.leo, l.active().log
@@ -536,8 +691,8 @@ func (l *Log) flush() {
 	l.mu.Lock()
 	if err != nil {
 		l.failLocked("sync segment", err)
-	} else {
-		l.advanceDurableLocked(target)
+	} else if l.usableLocked() == nil {
+		l.segmentSyncedLocked(target)
 	}
 	l.mu.Unlock()
 }
@@ -555,7 +710,7 @@ func (l *Log) WaitDurable(ctx context.Context, offset int64) error {
 	}
 	for {
 		l.mu.RLock()
-		err, durable, leo, ch := l.usableLocked(), l.durable, l.leo, l.durableCh
+		err, durable, leo, ch, logged := l.usableLocked(), l.durable, l.leo, l.durableCh, l.wl != nil
 		l.mu.RUnlock()
 		if err != nil {
 			return err
@@ -566,13 +721,24 @@ func (l *Log) WaitDurable(ctx context.Context, offset int64) error {
 		var stopped <-chan struct{}
 		if f != nil && f.running() {
 			stopped = f.done
-			if !l.queued.Load() {
+			if logged {
+				// The WAL round that covers this log's records releases
+				// the waiter; under FlushGroup make sure one is coming.
+				if f.cfg.Policy == FlushGroup {
+					f.kickNow()
+				}
+			} else if !l.queued.Load() {
 				// The append this waiter depends on may have raced with the
 				// flusher's start or a round that took the log before it
 				// was written; queueing again is harmless.
-				l.markDirty()
+				l.markDirty(false, false)
 			}
 		} else if leo > durable {
+			if logged {
+				if synced, _ := l.wal.sync(); synced {
+					continue
+				}
+			}
 			l.flush()
 			continue
 		}
@@ -648,6 +814,10 @@ func (l *Log) Close() error {
 	if err == nil {
 		err = l.closeCleanLocked()
 	}
+	if l.wl != nil {
+		// A failed log keeps the WAL files that hold its records.
+		l.wal.unregister(l.wl, l.err == nil)
+	}
 	for _, s := range l.segs {
 		s.close()
 	}
@@ -667,7 +837,7 @@ func (l *Log) closeCleanLocked() error {
 	if err := s.sync(); err != nil {
 		return l.failLocked("sync segment", err)
 	}
-	l.advanceDurableLocked(l.leo)
+	l.segmentSyncedLocked(l.leo)
 	if err := writeFileSync(l.dir, cleanShutdownFile, l.encodeSnapshotLocked()); err != nil {
 		return l.failLocked("write clean shutdown marker", err)
 	}

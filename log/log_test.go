@@ -720,7 +720,7 @@ func TestStrayFilesRemoved(t *testing.T) {
 	for _, e := range ents {
 		names = append(names, e.Name())
 	}
-	want := []string{"00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex"}
+	want := []string{"00000000000000000000.index", "00000000000000000000.log", "00000000000000000000.timeindex", logIDFile}
 	if !equalEntries(names, want) {
 		t.Fatalf("files %v, want %v", names, want)
 	}

@@ -26,6 +26,9 @@ func (l *Log) TruncateTo(offset int64) error {
 	if offset >= l.leo {
 		return nil
 	}
+	if err := l.newEpochLocked(); err != nil {
+		return err
+	}
 	if offset <= l.logStart || offset <= l.segs[0].base {
 		return l.resetLocked(offset)
 	}
@@ -55,6 +58,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	}
 	l.leo = s.next
 	l.durable = min(l.durable, l.leo)
+	l.segSynced = min(l.segSynced, l.leo)
 	if l.logStart > l.leo {
 		l.logStart = l.leo
 		if err := writeLogStart(l.dir, l.logStart); err != nil {
@@ -62,6 +66,31 @@ func (l *Log) TruncateTo(offset int64) error {
 		}
 	}
 	return l.rebuildStateLocked()
+}
+
+// newEpochLocked starts a new truncation epoch before anything is cut, so
+// that no WAL record written before the cut is ever replayed (replay takes
+// only records of the log's current epoch). The active segment is synced
+// first: every batch the WAL made durable is then in a synced segment, so
+// giving up the WAL's copies loses nothing, and a crash between here and
+// the cut leaves the untruncated log, which the caller truncates again.
+func (l *Log) newEpochLocked() error {
+	if l.segSynced < l.leo {
+		if err := l.active().sync(); err != nil {
+			return l.failLocked("sync segment", err)
+		}
+		l.segmentSyncedLocked(l.leo)
+	}
+	id := l.ident
+	id.epoch++
+	if err := writeFileSync(l.dir, logIDFile, id.encode()); err != nil {
+		return l.failLocked("write log id", err)
+	}
+	l.ident = id
+	if l.wl != nil {
+		l.wal.truncated(l.wl, id.epoch)
+	}
+	return nil
 }
 
 // rescanLocked rebuilds s's in-memory state and index files from the segment
@@ -99,7 +128,7 @@ func (l *Log) resetLocked(offset int64) error {
 	if err := syncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
-	l.logStart, l.leo, l.durable = offset, offset, offset
+	l.logStart, l.leo, l.durable, l.segSynced = offset, offset, offset, offset
 	l.wakeLocked()
 	clear(l.producers)
 	l.epochs.reset()
