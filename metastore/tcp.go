@@ -128,6 +128,15 @@ func (t *TCPTransport) serveConn(wc *wireConn) {
 // serveFrames is the acceptor's side of a connection; it is shared with
 // nothing else but kept apart for clarity.
 func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-closed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	for {
 		kind, payload, err := wc.readFrame()
 		if err != nil {
@@ -154,15 +163,6 @@ func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struc
 				return
 			}
 			go func() {
-				ctx, cancel := context.WithCancel(context.Background())
-				defer cancel()
-				go func() {
-					select {
-					case <-closed:
-						cancel()
-					case <-ctx.Done():
-					}
-				}()
 				resp := h.HandleRequest(ctx, &req)
 				body, _ := json.Marshal(resp)
 				_ = wc.writeFrame(frameResponse, id, body)
@@ -403,7 +403,7 @@ func decodeRaftBatch(b []byte) ([]*pb.Message, error) {
 type wireConn struct {
 	c       net.Conn
 	r       *bufio.Reader
-	wmu     sync.Mutex
+	out     chan []byte // whole frames, written by writeLoop
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[uint64]chan *Response
@@ -415,7 +415,42 @@ func newWireConn(c net.Conn) *wireConn {
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	return &wireConn{c: c, r: bufio.NewReaderSize(c, 64<<10), pending: map[uint64]chan *Response{}, done: make(chan struct{})}
+	w := &wireConn{c: c, r: bufio.NewReaderSize(c, 64<<10), out: make(chan []byte, 1024),
+		pending: map[uint64]chan *Response{}, done: make(chan struct{})}
+	go w.writeLoop()
+	return w
+}
+
+// writeLoop writes queued frames, coalescing whatever is queued into one
+// write (many concurrent calls, one syscall).
+func (w *wireConn) writeLoop() {
+	var buf []byte
+	for {
+		var f []byte
+		select {
+		case f = <-w.out:
+		case <-w.done:
+			return
+		}
+		buf = append(buf[:0], f...)
+	more:
+		for len(buf) < 1<<20 {
+			select {
+			case f = <-w.out:
+				buf = append(buf, f...)
+			default:
+				break more
+			}
+		}
+		_ = w.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
+		if _, err := w.c.Write(buf); err != nil {
+			w.close(ErrUnreachable)
+			return
+		}
+		if cap(buf) > 4<<20 {
+			buf = nil
+		}
+	}
 }
 
 func (w *wireConn) isClosed() bool {
@@ -462,15 +497,16 @@ func (w *wireConn) writeRaw(kind byte, payload []byte) error {
 	if len(payload)+1 > maxFrame {
 		return fmt.Errorf("frame too large: %d bytes", len(payload))
 	}
-	var hdr [5]byte
-	binary.BigEndian.PutUint32(hdr[:4], uint32(len(payload)+1))
-	hdr[4] = kind
-	w.wmu.Lock()
-	defer w.wmu.Unlock()
-	_ = w.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-	bufs := net.Buffers{hdr[:], payload}
-	_, err := bufs.WriteTo(w.c)
-	return err
+	f := make([]byte, 5, 5+len(payload))
+	binary.BigEndian.PutUint32(f[:4], uint32(len(payload)+1))
+	f[4] = kind
+	f = append(f, payload...)
+	select {
+	case w.out <- f:
+		return nil
+	case <-w.done:
+		return ErrUnreachable
+	}
 }
 
 func (w *wireConn) writeFrame(kind byte, id uint64, body []byte) error {
