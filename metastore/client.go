@@ -342,3 +342,25 @@ func (c *Client) NodeStatus(ctx context.Context) (Status, error) {
 	}
 	return *resp.Status, nil
 }
+
+// PreferredGroupOwner is a stable choice of coordinator for group among
+// the registered read and combined brokers (FNV-1a hash of the name over
+// their sorted ids), or -1 if there are none. Pass it to ClaimGroup, which
+// keeps an existing live owner.
+func (c *Client) PreferredGroupOwner(group string) int32 {
+	var ids []int32
+	for _, b := range c.v.Brokers() {
+		if b.Role == RoleRead || b.Role == RoleCombined {
+			ids = append(ids, b.ID)
+		}
+	}
+	if len(ids) == 0 {
+		return -1
+	}
+	h := uint32(2166136261)
+	for i := 0; i < len(group); i++ {
+		h ^= uint32(group[i])
+		h *= 16777619
+	}
+	return ids[h%uint32(len(ids))]
+}

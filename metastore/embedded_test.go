@@ -153,6 +153,9 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if st, err := c.LoadGroup(ctx, "g1"); err != nil || string(st) != "state-1" {
 		t.Fatalf("load: %q %v", st, err)
 	}
+	if p := c.PreferredGroupOwner("g1"); p != 0 {
+		t.Fatalf("preferred owner %d", p)
+	}
 	if owner, err := c.ClaimGroup(ctx, "g1", 0); err != nil || owner != 0 {
 		t.Fatalf("claim: %d %v", owner, err)
 	}
