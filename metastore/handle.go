@@ -72,7 +72,13 @@ func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 		}
 		return n.read(req.Read)
 	case reqWatch:
-		return n.watch(ctx, req.FromRev, time.Duration(req.WaitMs)*time.Millisecond)
+		resp := n.watch(ctx, req.FromRev, time.Duration(req.WaitMs)*time.Millisecond)
+		if lead := n.leader.Load(); lead != 0 {
+			n.membersMu.RLock()
+			resp.Leader, resp.LeaderAddr = lead, n.members[lead]
+			n.membersMu.RUnlock()
+		}
+		return resp
 	case reqHeartbeat, reqAddVoter, reqRemoveVoter:
 		return n.onLeader(ctx, req)
 	case reqStatus:

@@ -30,27 +30,39 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("metastore: no addresses to dial")
 	}
-	var eps []callFunc
-	var peers []*tcpPeer
 	owner := &TCPTransport{closed: make(chan struct{})}
-	for _, a := range cfg.Addrs {
-		p := &tcpPeer{addr: a, stopc: make(chan struct{}), t: owner}
-		peers = append(peers, p)
-		eps = append(eps, func(ctx context.Context, req *Request) (*Response, error) {
+	var mu sync.Mutex
+	peers := map[string]*tcpPeer{}
+	dial := func(addr string) callFunc {
+		mu.Lock()
+		p, ok := peers[addr]
+		if !ok {
+			p = &tcpPeer{addr: addr, stopc: make(chan struct{}), t: owner}
+			peers[addr] = p
+		}
+		mu.Unlock()
+		return func(ctx context.Context, req *Request) (*Response, error) {
 			wc, err := p.conn(ctx)
 			if err != nil {
 				return nil, errDial
 			}
 			return wc.call(ctx, req)
-		})
+		}
+	}
+	var eps []callFunc
+	for _, a := range cfg.Addrs {
+		eps = append(eps, dial(a))
 	}
 	c := newRemoteClient(eps, cfg)
+	c.b.(*remoteBackend).dial = dial
 	stopWatch := c.stop
 	c.stop = func() {
 		stopWatch()
+		mu.Lock()
 		for _, p := range peers {
 			p.stop()
 		}
+		mu.Unlock()
 		owner.wg.Wait()
 	}
 	if err := c.Sync(ctx); err != nil {
@@ -68,6 +80,40 @@ type remoteBackend struct {
 	eps []callFunc
 	mu  sync.Mutex
 	cur int
+	// dial, when set (TCP), reaches any address: writes then go straight
+	// to the leader the watch reported, saving the follower's forward.
+	dial       func(addr string) callFunc
+	leaderAddr string
+	leader     callFunc
+}
+
+func (r *remoteBackend) setLeader(addr string) {
+	if r.dial == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if addr == r.leaderAddr && (r.leader != nil || addr == "") {
+		return
+	}
+	r.leaderAddr, r.leader = addr, nil
+	if addr != "" {
+		r.leader = r.dial(addr)
+	}
+}
+
+func (r *remoteBackend) leaderCall() (string, callFunc) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.leaderAddr, r.leader
+}
+
+func (r *remoteBackend) dropLeader(addr string) {
+	r.mu.Lock()
+	if r.leaderAddr == addr {
+		r.leader = nil
+	}
+	r.mu.Unlock()
 }
 
 func (r *remoteBackend) pick() (int, callFunc) {
@@ -90,6 +136,16 @@ func (r *remoteBackend) do(ctx context.Context, req *Request) (*Response, error)
 	// is retried on the next node. A write lost in flight is ambiguous and
 	// returns ErrTimeout.
 	write := req.Kind == reqCmd || req.Kind == reqAddVoter || req.Kind == reqRemoveVoter
+	if addr, lc := r.leaderCall(); lc != nil && (write || req.Kind == reqHeartbeat) {
+		resp, err := lc(ctx, req)
+		switch {
+		case err == nil && resp.Err != errCode(ErrNotLeader) && resp.Err != errCode(ErrStopped):
+			return resp, nil
+		case err != nil && write && !errors.Is(err, errDial) && !errors.Is(err, ErrUnreachable):
+			return nil, ErrTimeout
+		}
+		r.dropLeader(addr) // unreachable or deposed: back to the list
+	}
 	for {
 		i, call := r.pick()
 		resp, err := call(ctx, req)
@@ -132,7 +188,7 @@ func newRemoteClient(eps []callFunc, cfg ClientConfig) *Client {
 			rb.next(i)
 			return ErrUnreachable
 		}
-		applyWatch(v, resp)
+		applyWatch(rb, v, resp)
 		return nil
 	}
 	go func() {
@@ -167,11 +223,14 @@ func watchLoop(ctx context.Context, rb *remoteBackend, v *view, wait time.Durati
 			continue
 		}
 		first = false
-		applyWatch(v, resp)
+		applyWatch(rb, v, resp)
 	}
 }
 
-func applyWatch(v *view, resp *Response) {
+func applyWatch(rb *remoteBackend, v *view, resp *Response) {
+	if rb != nil {
+		rb.setLeader(resp.LeaderAddr)
+	}
 	if resp.Image != nil {
 		v.loadImage(resp.Image)
 	} else {

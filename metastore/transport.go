@@ -100,8 +100,10 @@ type Response struct {
 	Image  *image   `json:"image,omitempty"`
 	Rev    uint64   `json:"rev,omitempty"`
 	Status *Status  `json:"status,omitempty"`
-	Leader uint64   `json:"leader,omitempty"`
-	Peers  []string `json:"peers,omitempty"`
+	// Watch answers name the leader and its internal address, so a remote
+	// client can send writes straight to it.
+	Leader     uint64 `json:"leader,omitempty"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
 }
 
 func errResponse(err error) *Response { return &Response{Err: errCode(err)} }
