@@ -96,10 +96,10 @@ type Response struct {
 	Topic   *Topic         `json:"topic,omitempty"`
 	Found   bool           `json:"found,omitempty"`
 
-	Events []event  `json:"events,omitempty"`
-	Image  *image   `json:"image,omitempty"`
-	Rev    uint64   `json:"rev,omitempty"`
-	Status *Status  `json:"status,omitempty"`
+	Events []event `json:"events,omitempty"`
+	Image  *image  `json:"image,omitempty"`
+	Rev    uint64  `json:"rev,omitempty"`
+	Status *Status `json:"status,omitempty"`
 	// Watch answers name the leader and its internal address, so a remote
 	// client can send writes straight to it.
 	Leader     uint64 `json:"leader,omitempty"`
