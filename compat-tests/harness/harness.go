@@ -264,7 +264,7 @@ func (b *Broker) waitReady(done chan struct{}) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			return fmt.Errorf("broker exited before it was ready (%s); stderr:\n%s", last, b.LogTail(logTailBytes))
+			return fmt.Errorf("broker exited before it was ready (last probe: %s); its stderr is printed below", last)
 		default:
 		}
 		resp, err := client.Get(url)
