@@ -25,10 +25,25 @@ if [ "$(nproc)" -lt 2 ]; then
   echo "bench: needs 2 cores (broker and generator are pinned apart)" >&2; exit 1
 fi
 
-echo "bench: building" >&2
-make --no-print-directory build
-"$GO" build -o bin/sluice-bench ./cmd/sluice-bench
-"$GO" build -o bin/sluice-bench-runner ./bench/runner
+# Private binaries, so a rebuild of bin/ during the run changes nothing.
+# BENCH_SOURCE=head builds Sluice from the last commit (git archive HEAD)
+# instead of the working tree.
+BIN=$(mktemp -d "${TMPDIR:-/tmp}/sluice-bench-bin.XXXXXX")
+trap 'rm -rf "$BIN"' EXIT
+if [ "${BENCH_SOURCE:-tree}" = head ]; then
+  version=$(git rev-parse --short HEAD)
+  src="$BIN/src"; mkdir "$src"
+  git archive HEAD | tar -x -C "$src"
+  echo "bench: building Sluice $version (HEAD)" >&2
+  (cd "$src" && "$GO" build -ldflags "-X main.version=$version" -o "$BIN/sluice" ./cmd/sluice)
+  rm -rf "$src"
+else
+  version=$(git describe --always --dirty 2>/dev/null || echo dev)
+  echo "bench: building Sluice $version (working tree)" >&2
+  "$GO" build -ldflags "-X main.version=$version" -o "$BIN/sluice" ./cmd/sluice
+fi
+"$GO" build -o "$BIN/sluice-bench" ./cmd/sluice-bench
+"$GO" build -o "$BIN/runner" ./bench/runner
 
 if [ ! -f "$LIBS/.complete" ]; then
   echo "bench: fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies into $LIBS" >&2
@@ -38,4 +53,5 @@ if [ ! -f "$LIBS/.complete" ]; then
   touch "$LIBS/.complete"
 fi
 
-exec bin/sluice-bench-runner -kafka-libs "$LIBS" -command "${BENCH_COMMAND:-make bench}" "$@"
+"$BIN/runner" -sluice "$BIN/sluice" -gen "$BIN/sluice-bench" -sluice-version "$version" \
+  -kafka-libs "$LIBS" -command "${BENCH_COMMAND:-make bench}" "$@"

@@ -51,6 +51,7 @@ type config struct {
 	Producers      int           `json:"producers"`
 	Consumers      int           `json:"consumers"`
 	BacklogReaders int           `json:"backlog_readers"`
+	BacklogGroups  bool          `json:"backlog_groups"`
 	Prefill        int64         `json:"prefill_records"`
 	Rate           float64       `json:"rate_records_per_s"`
 	Duration       time.Duration `json:"duration_ns"`
@@ -93,6 +94,7 @@ func main() {
 	fs.IntVar(&c.Producers, "producers", 1, "producer clients")
 	fs.IntVar(&c.Consumers, "consumers", 1, "tailing consumer clients, each reading every partition; they measure end-to-end latency")
 	fs.IntVar(&c.BacklogReaders, "backlog-readers", 0, "extra consumer clients that start at the end of the warm-up and read every partition from the start")
+	fs.BoolVar(&c.BacklogGroups, "backlog-groups", false, "backlog readers are consumer-group members (one group each, reset to the start) instead of direct partition consumers")
 	fs.Int64Var(&c.Prefill, "prefill", 0, "records produced (unmeasured) before the run, for backlog readers to catch up on")
 	fs.Float64Var(&c.Rate, "rate", 0, "target produce rate in records/s over all producers (0 = as fast as acknowledged)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long producers send, warm-up included (0 = until -records)")
@@ -287,8 +289,19 @@ func run(ctx context.Context, c *config) (*result, error) {
 			kgo.FetchMaxPartitionBytes(8 << 20),
 		}
 	}
-	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist) error {
-		cl, err := kgo.NewClient(consumerOpts(offsets)...)
+	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist, group string) error {
+		opts := consumerOpts(offsets)
+		if group != "" {
+			opts = []kgo.Opt{
+				kgo.SeedBrokers(seeds...),
+				kgo.ConsumerGroup(group),
+				kgo.ConsumeTopics(c.Topic),
+				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchMaxBytes(64 << 20),
+				kgo.FetchMaxPartitionBytes(8 << 20),
+			}
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return err
 		}
@@ -326,7 +339,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 		return nil
 	}
 	for i := 0; i < c.Consumers; i++ {
-		if err := startConsumer(endAt, &cons, &e2eH); err != nil {
+		if err := startConsumer(endAt, &cons, &e2eH, ""); err != nil {
 			return res, err
 		}
 	}
@@ -412,7 +425,11 @@ func run(ctx context.Context, c *config) (*result, error) {
 			if !backlogStarted {
 				backlogStarted = true
 				for i := 0; i < c.BacklogReaders; i++ {
-					if err := startConsumer(startAt, &back, nil); err != nil {
+					group := ""
+					if c.BacklogGroups {
+						group = fmt.Sprintf("%s-reader-%d-%d", c.Topic, os.Getpid(), i)
+					}
+					if err := startConsumer(startAt, &back, nil, group); err != nil {
 						return res, err
 					}
 				}
