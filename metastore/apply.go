@@ -249,18 +249,23 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 // placePartitions assigns partitions [first, first+count). Voters are write
 // (and combined) brokers, round-robin from a rotating start over a list that
 // interleaves racks, so replicas of one partition land on distinct racks
-// when there are enough; learners are the read-only brokers. With no write
-// brokers registered the partitions get no voters and leader -1.
+// when there are enough; learners are the read and combined brokers that are
+// not voters of that partition. With no write brokers registered the
+// partitions get no voters and leader -1.
 func placePartitions(brokers []Broker, first, count int32, rf int16, assignment [][]int32) ([]Partition, error) {
 	var writers, readers []Broker
 	for _, b := range brokers {
 		switch b.Role {
-		case RoleWrite, RoleCombined, "":
+		case RoleWrite, "":
 			writers = append(writers, b)
+		case RoleCombined:
+			writers = append(writers, b)
+			readers = append(readers, b)
 		case RoleRead:
 			readers = append(readers, b)
 		}
 	}
+	sort.Slice(readers, func(i, j int) bool { return readers[i].ID < readers[j].ID })
 	writers = rackInterleave(writers)
 	learners := make([]int32, 0, len(readers))
 	for _, b := range readers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -339,6 +340,13 @@ func TestPlacement(t *testing.T) {
 	}
 	if len(lead) != 4 {
 		t.Fatalf("leaders not spread: %v", lead)
+	}
+	// Combined brokers are voters, and learners where they are not voters.
+	cs := []Broker{{ID: 1, Role: RoleCombined}, {ID: 2, Role: RoleCombined}, {ID: 3, Role: RoleRead}}
+	ps, err := placePartitions(cs, 0, 2, 1, nil)
+	if err != nil || !reflect.DeepEqual(ps[0].Voters, []int32{1}) || !reflect.DeepEqual(ps[0].Learners, []int32{2, 3}) ||
+		!reflect.DeepEqual(ps[1].Learners, []int32{1, 3}) {
+		t.Fatalf("combined placement %+v %v", ps, err)
 	}
 	if _, err := placePartitions(bs, 0, 1, 5, nil); !errors.Is(err, ErrInvalidReplicationFactor) {
 		t.Fatal(err)
