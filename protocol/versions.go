@@ -45,6 +45,8 @@ var versions = map[int16]VersionRange{
 	44: {0, 1},  // IncrementalAlterConfigs
 	47: {0, 0},  // OffsetDelete
 	60: {0, 2},  // DescribeCluster
+	68: {0, 1},  // ConsumerGroupHeartbeat
+	69: {0, 1},  // ConsumerGroupDescribe
 }
 
 // ProduceMinServed is the lowest Produce version actually served: v0-v2
