@@ -1,0 +1,47 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the replicated path. protocol/ maps them to Kafka codes:
+// ErrNotLeader NOT_LEADER_OR_FOLLOWER (6), ErrNotEnoughReplicas
+// NOT_ENOUGH_REPLICAS (19), ErrProposalDropped and ErrBusy
+// REQUEST_TIMED_OUT (7) (the client retries), ErrReplicaClosed
+// NOT_LEADER_OR_FOLLOWER (6). Idempotence errors are the log package's
+// (log.ErrOutOfOrderSequence, log.ErrInvalidProducerEpoch).
+var (
+	// ErrNotLeader: this replica is not the raft leader, or stopped being
+	// it before the write was answered; errors.As gives a *NotLeaderError
+	// with the leader this replica knows of.
+	ErrNotLeader = errors.New("replica: not the leader")
+	// ErrNotEnoughReplicas: acks=all in raft mode while fewer voters than
+	// min.insync.replicas are in sync (nothing was written).
+	ErrNotEnoughReplicas = errors.New("replica: not enough in-sync replicas")
+	// ErrProposalDropped: raft refused the entry (a leadership transfer is
+	// under way or too much is uncommitted); nothing was written.
+	ErrProposalDropped = errors.New("replica: proposal dropped by raft")
+	// ErrBusy: too many proposals are queued for this partition.
+	ErrBusy = errors.New("replica: too many pending proposals")
+	// ErrReplicaClosed: the replica or its host was closed.
+	ErrReplicaClosed = errors.New("replica: raft replica closed")
+	// ErrReplicaFailed: the replica's storage failed (log.ErrFatal is
+	// wrapped too); the broker should exit.
+	ErrReplicaFailed = errors.New("replica: raft replica failed")
+)
+
+// NotLeaderError says who the leader is, as far as this replica knows.
+type NotLeaderError struct {
+	Leader NodeID // -1 when unknown
+	Term   uint64
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader < 0 {
+		return fmt.Sprintf("replica: not the leader (term %d, leader unknown)", e.Term)
+	}
+	return fmt.Sprintf("replica: not the leader (term %d, leader %d)", e.Term, e.Leader)
+}
+
+func (e *NotLeaderError) Is(target error) bool { return target == ErrNotLeader }

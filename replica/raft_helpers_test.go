@@ -1,0 +1,339 @@
+package replica
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// testBatch encodes one v2 batch of n records whose values are value-i,
+// with base offset 0 and a valid CRC. pid < 0 makes it non-idempotent.
+func testBatch(value string, n int, pid int64, epoch int16, seq int32) []byte {
+	var recs []byte
+	for i := range n {
+		var r []byte
+		r = append(r, 0)
+		r = binary.AppendVarint(r, int64(i))
+		r = binary.AppendVarint(r, int64(i))
+		r = binary.AppendVarint(r, -1)
+		v := fmt.Sprintf("%s-%d", value, i)
+		r = binary.AppendVarint(r, int64(len(v)))
+		r = append(r, v...)
+		r = binary.AppendVarint(r, 0)
+		recs = binary.AppendVarint(recs, int64(len(r)))
+		recs = append(recs, r...)
+	}
+	b := make([]byte, batchHeaderLen, batchHeaderLen+len(recs))
+	binary.BigEndian.PutUint32(b[bOffBatchLength:], uint32(batchHeaderLen-12+len(recs)))
+	binary.BigEndian.PutUint32(b[bOffLeaderEpoch:], 0xffffffff)
+	b[bOffMagic] = 2
+	binary.BigEndian.PutUint32(b[bOffLastOffsetDelta:], uint32(n-1))
+	binary.BigEndian.PutUint64(b[bOffBaseTimestamp:], 1700000000000)
+	binary.BigEndian.PutUint64(b[bOffMaxTimestamp:], 1700000000000+uint64(n-1))
+	if pid < 0 {
+		epoch, seq = -1, -1
+	}
+	binary.BigEndian.PutUint64(b[bOffProducerID:], uint64(pid))
+	binary.BigEndian.PutUint16(b[bOffProducerEpoch:], uint16(epoch))
+	binary.BigEndian.PutUint32(b[bOffBaseSequence:], uint32(seq))
+	binary.BigEndian.PutUint32(b[bOffRecordCount:], uint32(n))
+	b = append(b, recs...)
+	binary.BigEndian.PutUint32(b[bOffCRC:], crc32.Checksum(b[bOffAttributes:], crc32c))
+	return b
+}
+
+// body is what identifies a batch independent of its offset and epoch.
+func body(b []byte) []byte { return b[bOffMagic:] }
+
+type testCluster struct {
+	t       *testing.T
+	net     *MemNetwork
+	root    string
+	key     Key
+	topic   string
+	members Members
+	opts    ReplicaOptions
+	cfg     HostConfig // template
+
+	mu    sync.Mutex
+	hosts map[NodeID]*Host
+	reps  map[NodeID]*Replica
+}
+
+func testLogger(t testing.TB) zerolog.Logger {
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+}
+
+func smallLogConfig() log.Config {
+	c := log.DefaultConfig()
+	c.SegmentBytes = 16 << 10
+	c.IndexIntervalBytes = 512
+	return c
+}
+
+func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions) *testCluster {
+	t.Helper()
+	if opts.Log.SegmentBytes == 0 {
+		opts.Log = smallLogConfig()
+	}
+	c := &testCluster{
+		t: t, net: NewMemNetwork(uint64(time.Now().UnixNano())), root: t.TempDir(),
+		key:     Key{TopicID: [16]byte{1, 2, 3}, Index: 7},
+		topic:   "t",
+		members: Members{Voters: voters, Learners: learners},
+		opts:    opts,
+		cfg: HostConfig{
+			TickInterval:   10 * time.Millisecond,
+			ElectionTicks:  15,
+			HeartbeatTicks: 2,
+			Workers:        4,
+			MaxFollowerLag: 500 * time.Millisecond,
+			Logger:         testLogger(t),
+		},
+		hosts: map[NodeID]*Host{},
+		reps:  map[NodeID]*Replica{},
+	}
+	for _, n := range append(append([]NodeID(nil), voters...), learners...) {
+		c.start(n)
+	}
+	t.Cleanup(func() {
+		for _, n := range c.nodes() {
+			c.stop(n)
+		}
+	})
+	return c
+}
+
+func (c *testCluster) nodes() []NodeID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []NodeID
+	for n := range c.hosts {
+		out = append(out, n)
+	}
+	return out
+}
+
+func (c *testCluster) start(n NodeID) *Replica {
+	c.t.Helper()
+	cfg := c.cfg
+	cfg.Node = n
+	cfg.Dir = filepath.Join(c.root, fmt.Sprint("node", n))
+	cfg.Transport = c.net.Transport(n)
+	cfg.Logger = cfg.Logger.With().Int32("node", int32(n)).Logger()
+	h, err := NewHost(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r, err := h.Open(c.topic, c.key, c.members, c.opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.hosts[n], c.reps[n] = h, r
+	c.mu.Unlock()
+	return r
+}
+
+func (c *testCluster) stop(n NodeID) {
+	c.mu.Lock()
+	h := c.hosts[n]
+	delete(c.hosts, n)
+	delete(c.reps, n)
+	c.mu.Unlock()
+	if h != nil {
+		if err := h.Close(); err != nil {
+			c.t.Errorf("closing host %d: %v", n, err)
+		}
+	}
+}
+
+func (c *testCluster) rep(n NodeID) *Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.reps[n]
+}
+
+func (c *testCluster) running() map[NodeID]*Replica {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[NodeID]*Replica{}
+	for n, r := range c.reps {
+		out[n] = r
+	}
+	return out
+}
+
+// checkFor polls fn until it returns nil or timeout passes.
+func checkFor(t testing.TB, timeout time.Duration, fn func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = fn(); err == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v: %v", timeout, err)
+}
+
+// leader waits for a leader among the running replicas, optionally one that
+// is not `not`.
+func (c *testCluster) leader(not ...NodeID) (NodeID, *Replica) {
+	c.t.Helper()
+	var ln NodeID
+	var lr *Replica
+	checkFor(c.t, 10*time.Second, func() error {
+	next:
+		for n, r := range c.running() {
+			for _, x := range not {
+				if x == n {
+					continue next
+				}
+			}
+			if r.IsLeader() {
+				ln, lr = n, r
+				return nil
+			}
+		}
+		return errors.New("no leader")
+	})
+	return ln, lr
+}
+
+// produce proposes batch at the current leader until it is answered,
+// retrying on leadership changes. It returns the result and the batch
+// as stored.
+func (c *testCluster) produce(batch []byte, acks Acks) ProduceResult {
+	c.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		_, r := c.leader()
+		b := append([]byte(nil), batch...)
+		p, err := r.Propose(b, acks)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			var res ProduceResult
+			res, err = p.Wait(ctx)
+			cancel()
+			if err == nil {
+				return res
+			}
+		}
+		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrProposalDropped) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrReplicaClosed) {
+			c.t.Fatalf("produce: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatal("produce: no answer in 20s")
+	return ProduceResult{}
+}
+
+// logBytes reads a replica's whole log, from its start to its end,
+// committed or not.
+func logBytes(t testing.TB, r *Replica) []byte {
+	t.Helper()
+	var out []byte
+	off := r.LogStartOffset()
+	end := r.LogEndOffset()
+	for off < end {
+		rr, err := r.Log().Read(off, 1<<20, end)
+		if err != nil {
+			t.Fatalf("read %d: %v", off, err)
+		}
+		if len(rr.Data) == 0 {
+			break
+		}
+		out = append(out, rr.Data...)
+		off = rr.NextOffset
+	}
+	return out
+}
+
+type storedBatch struct {
+	base, last int64
+	epoch      int32
+	control    bool
+	raw        []byte
+}
+
+func batchesOf(t testing.TB, b []byte) []storedBatch {
+	t.Helper()
+	var out []storedBatch
+	for len(b) > 0 {
+		h, err := parseBatch(b, false)
+		if err != nil || h.size > len(b) {
+			t.Fatalf("bad batch in log: %v", err)
+		}
+		out = append(out, storedBatch{base: h.baseOffset, last: h.lastOffset(), epoch: h.leaderEpoch, control: h.isControl(), raw: b[:h.size]})
+		b = b[h.size:]
+	}
+	return out
+}
+
+// converged waits until every running replica has the same high watermark
+// (at least minHW) and byte-identical logs, checked from the latest log
+// start among them.
+func (c *testCluster) converged(minHW int64, timeout time.Duration) {
+	c.t.Helper()
+	checkFor(c.t, timeout, func() error {
+		reps := c.running()
+		var hw int64 = -1
+		var first NodeID = -1
+		for n, r := range reps {
+			if hw == -1 {
+				hw, first = r.HighWatermark(), n
+			}
+			if r.HighWatermark() != hw {
+				return fmt.Errorf("node %d hw %d, node %d hw %d", n, r.HighWatermark(), first, hw)
+			}
+			if r.LogEndOffset() != hw {
+				return fmt.Errorf("node %d log end %d, hw %d", n, r.LogEndOffset(), hw)
+			}
+		}
+		if hw < minHW {
+			return fmt.Errorf("hw %d < %d", hw, minHW)
+		}
+		return nil
+	})
+	c.sameBytes()
+}
+
+func (c *testCluster) sameBytes() {
+	c.t.Helper()
+	reps := c.running()
+	var start int64
+	for _, r := range reps {
+		start = max(start, r.LogStartOffset())
+	}
+	var ref []byte
+	var refN NodeID
+	for n, r := range reps {
+		all := batchesOf(c.t, logBytes(c.t, r))
+		var b []byte
+		for _, x := range all {
+			if x.base >= start {
+				b = append(b, x.raw...)
+			}
+		}
+		if ref == nil {
+			ref, refN = b, n
+			continue
+		}
+		if !bytes.Equal(ref, b) {
+			c.t.Fatalf("logs of node %d (%d bytes) and node %d (%d bytes) differ from offset %d", refN, len(ref), n, len(b), start)
+		}
+	}
+}

@@ -1,0 +1,371 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// HostConfig configures a broker's raft host.
+type HostConfig struct {
+	// Node is this broker's id.
+	Node NodeID
+	// Dir holds one directory per partition, <topic>-<partition>.
+	Dir string
+	// Transport reaches the other brokers; the host owns it from NewHost on
+	// and closes it in Close.
+	Transport Transport
+	// Flusher groups the logs' fsyncs (nil: each log syncs itself).
+	Flusher *log.Flusher
+	Logger  zerolog.Logger
+	// Workers is the scheduler's pool size (default 8). Workers block in
+	// fsync, so more workers than cores let more syncs be grouped.
+	Workers int
+	// TickInterval is raft's tick (default 100ms); ElectionTicks (default
+	// 20) and HeartbeatTicks (default 3) are in ticks.
+	TickInterval   time.Duration
+	ElectionTicks  int
+	HeartbeatTicks int
+	// MaxFollowerLag: a voter not heard from for longer is out of sync for
+	// min.insync.replicas (default 10s, Kafka's replica.lag.time.max.ms is
+	// 30s).
+	MaxFollowerLag time.Duration
+	// OnLeaderChange is called by a worker (raftMu held) when a replica
+	// learns of a new leader or term; it must not block or call back into
+	// the Replica.
+	OnLeaderChange func(key Key, leader NodeID, term uint64)
+	// OnFatal is called when a replica's storage fails; the broker should
+	// exit (DESIGN.md: a failed write or flush is fatal).
+	OnFatal func(key Key, err error)
+}
+
+// Host owns every raft group of one broker: the scheduler's workers, one
+// ticker for all groups, and the transport. Groups are added with Open.
+type Host struct {
+	cfg   HostConfig
+	lg    zerolog.Logger
+	tr    Transport
+	sched *scheduler
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu     sync.RWMutex
+	reps   map[Key]*Replica
+	list   []*Replica // for the ticker
+	closed bool
+}
+
+// NewHost starts a host: workers, ticker and the transport's receiver.
+func NewHost(cfg HostConfig) (*Host, error) {
+	if cfg.Transport == nil {
+		return nil, errors.New("replica: HostConfig.Transport is required")
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 8
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = 100 * time.Millisecond
+	}
+	if cfg.ElectionTicks <= 0 {
+		cfg.ElectionTicks = 20
+	}
+	if cfg.HeartbeatTicks <= 0 {
+		cfg.HeartbeatTicks = 3
+	}
+	if cfg.HeartbeatTicks >= cfg.ElectionTicks {
+		return nil, fmt.Errorf("replica: heartbeat ticks %d must be below election ticks %d", cfg.HeartbeatTicks, cfg.ElectionTicks)
+	}
+	if cfg.MaxFollowerLag <= 0 {
+		cfg.MaxFollowerLag = 10 * time.Second
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	h := &Host{
+		cfg:   cfg,
+		lg:    cfg.Logger.With().Str("component", "raft-host").Int32("node_id", int32(cfg.Node)).Logger(),
+		tr:    cfg.Transport,
+		sched: newScheduler(cfg.Workers),
+		reps:  map[Key]*Replica{},
+	}
+	h.ctx, h.cancel = context.WithCancel(context.Background())
+	h.tr.Handle(h.receive)
+	h.wg.Add(1)
+	go h.tickLoop()
+	return h, nil
+}
+
+// Open opens (creating if needed) the replica of partition key of topic on
+// this broker. members is the initial configuration and is used only when
+// the partition has no raft state yet; afterwards the persisted
+// configuration wins. A new group is campaigned for at once by its first
+// voter, so the metastore's voter order places leaders. Open on an open
+// partition returns the open replica (its options updated).
+func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions) (*Replica, error) {
+	if opts.MinInsyncReplicas <= 0 {
+		opts.MinInsyncReplicas = 1
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, ErrReplicaClosed
+	}
+	if r, ok := h.reps[key]; ok {
+		return r, r.SetOptions(opts)
+	}
+	isMember := false
+	for _, n := range append(append([]NodeID(nil), members.Voters...), members.Learners...) {
+		isMember = isMember || n == h.cfg.Node
+	}
+	if !isMember {
+		return nil, fmt.Errorf("replica: node %d is not a member of %s-%d", h.cfg.Node, topic, key.Index)
+	}
+	dir := filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(key.Index)))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	if err := writeTopicID(dir, key.TopicID); err != nil {
+		return nil, err
+	}
+	lg := h.lg.With().Str("topic", topic).Int32("partition", key.Index).Logger()
+	l, err := log.Open(dir, opts.Log, log.Options{Logger: lg, Flusher: h.cfg.Flusher})
+	if err != nil {
+		return nil, fmt.Errorf("open %s-%d: %w", topic, key.Index, err)
+	}
+	_, statErr := os.Stat(filepath.Join(dir, stateFileName))
+	fresh := errors.Is(statErr, os.ErrNotExist)
+	initial := raftpb.EnsureConfState(&raftpb.ConfState{Voters: raftIDs(members.Voters), Learners: raftIDs(members.Learners)})
+	st, err := openStorage(dir, l, initial, lg)
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("raft state of %s-%d: %w", topic, key.Index, err)
+	}
+	hs := st.hs
+	applied := st.state.cur.applied &^ stateFlagPendingBit
+	applied = max(min(applied, hs.GetCommit()), st.snapIndex)
+	rc := &raft.Config{
+		ID:                        raftID(h.cfg.Node),
+		ElectionTick:              h.cfg.ElectionTicks,
+		HeartbeatTick:             h.cfg.HeartbeatTicks,
+		Storage:                   st,
+		Applied:                   applied,
+		MaxSizePerMsg:             1 << 20,
+		MaxCommittedSizePerReady:  16 << 20,
+		MaxUncommittedEntriesSize: 256 << 20,
+		MaxInflightMsgs:           256,
+		CheckQuorum:               true,
+		PreVote:                   true,
+		Logger:                    &raftLogger{lg: lg.With().Str("component", "raft").Logger()},
+		DisableProposalForwarding: true,
+		StepDownOnRemoval:         true,
+	}
+	rn, err := raft.NewRawNode(rc)
+	if err != nil {
+		st.close()
+		l.Close()
+		return nil, err
+	}
+	r := &Replica{
+		host: h, key: key, topic: topic, dir: dir, lg: lg, log: l, st: st,
+		rn: rn, applied: applied, lastHeard: map[uint64]time.Time{},
+		notify: make(chan struct{}),
+	}
+	r.opts.Store(&opts)
+	r.leader.Store(-1)
+	r.hw.Store(st.endOffsetOf(hs.GetCommit()))
+	r.term.Store(hs.GetTerm())
+	if fresh && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node {
+		r.raftMu.Lock()
+		_ = rn.Campaign()
+		r.raftMu.Unlock()
+	}
+	h.reps[key] = r
+	h.list = append(h.list, r)
+	h.sched.enqueue(r)
+	return r, nil
+}
+
+// Get returns an open replica.
+func (h *Host) Get(key Key) (*Replica, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	r, ok := h.reps[key]
+	return r, ok
+}
+
+// Replicas returns every open replica.
+func (h *Host) Replicas() []*Replica {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return append([]*Replica(nil), h.list...)
+}
+
+// Remove closes the replica of key and, if deleteData, removes its
+// directory (topic deletion; the raft state goes with it).
+func (h *Host) Remove(key Key, deleteData bool) error {
+	h.mu.Lock()
+	r, ok := h.reps[key]
+	if ok {
+		delete(h.reps, key)
+		for i, x := range h.list {
+			if x == r {
+				h.list = append(h.list[:i], h.list[i+1:]...)
+				break
+			}
+		}
+	}
+	h.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	err := r.close()
+	if deleteData {
+		if rerr := os.RemoveAll(r.dir); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	return err
+}
+
+// Close stops the host: the ticker, the transport, the workers (each
+// finishes the group it is processing), then every replica.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	h.cancel()
+	h.wg.Wait()
+	err := h.tr.Close()
+	h.sched.stop()
+	h.mu.Lock()
+	reps := h.list
+	h.reps, h.list = map[Key]*Replica{}, nil
+	h.mu.Unlock()
+	for _, r := range reps {
+		err = errors.Join(err, r.close())
+	}
+	return err
+}
+
+// tickLoop is the host's one ticker: every TickInterval each group owes one
+// more tick (at most maxTicks) and is scheduled.
+func (h *Host) tickLoop() {
+	defer h.wg.Done()
+	t := time.NewTicker(h.cfg.TickInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.RLock()
+		list := h.list
+		h.mu.RUnlock()
+		for _, r := range list {
+			r.inMu.Lock()
+			if r.in.ticks < maxTicks {
+				r.in.ticks++
+			}
+			r.inMu.Unlock()
+		}
+		h.sched.enqueueAll(list)
+	}
+}
+
+// receive takes a batch from a peer and queues each message on its group.
+func (h *Host) receive(from NodeID, msgs []Envelope) {
+	self := raftID(h.cfg.Node)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	var last *Replica
+	for _, e := range msgs {
+		if e.Msg.GetTo() != self || raft.IsLocalMsg(e.Msg.GetType()) {
+			continue
+		}
+		r := h.reps[e.Group]
+		if r == nil {
+			continue // not open (yet); raft retries
+		}
+		r.inMu.Lock()
+		if len(r.in.msgs) < maxQueuedMsgs && !r.in.closed {
+			r.in.msgs = append(r.in.msgs, e.Msg)
+		}
+		r.inMu.Unlock()
+		if r != last && last != nil {
+			h.sched.enqueue(last)
+		}
+		last = r
+	}
+	if last != nil {
+		h.sched.enqueue(last)
+	}
+}
+
+// send hands a Ready's messages to the transport, one batch per peer.
+func (h *Host) send(r *Replica, msgs []*raftpb.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	if len(msgs) == 1 {
+		m := msgs[0]
+		h.tr.Send(nodeOf(m.GetTo()), []Envelope{{Group: r.key, Msg: m}})
+		if m.GetType() == raftpb.MsgSnap {
+			r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+		}
+		return
+	}
+	by := map[uint64][]Envelope{}
+	for _, m := range msgs {
+		by[m.GetTo()] = append(by[m.GetTo()], Envelope{Group: r.key, Msg: m})
+	}
+	for to, envs := range by {
+		h.tr.Send(nodeOf(to), envs)
+	}
+	for _, m := range msgs {
+		if m.GetType() == raftpb.MsgSnap {
+			// Snapshots are a few hundred bytes and travel like any
+			// message; if one is lost the follower rejects the next
+			// append and the leader sends it again.
+			r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
+		}
+	}
+}
+
+// raftLogger adapts zerolog to raft.Logger. raft's Info (elections, term
+// changes) is logged at debug level: thousands of groups elect at start.
+type raftLogger struct{ lg zerolog.Logger }
+
+func (l *raftLogger) Debug(v ...any)              { l.lg.Debug().Msg(fmt.Sprint(v...)) }
+func (l *raftLogger) Debugf(f string, v ...any)   { l.lg.Debug().Msgf(f, v...) }
+func (l *raftLogger) Info(v ...any)               { l.lg.Debug().Msg(fmt.Sprint(v...)) }
+func (l *raftLogger) Infof(f string, v ...any)    { l.lg.Debug().Msgf(f, v...) }
+func (l *raftLogger) Warning(v ...any)            { l.lg.Warn().Msg(fmt.Sprint(v...)) }
+func (l *raftLogger) Warningf(f string, v ...any) { l.lg.Warn().Msgf(f, v...) }
+func (l *raftLogger) Error(v ...any)              { l.lg.Error().Msg(fmt.Sprint(v...)) }
+func (l *raftLogger) Errorf(f string, v ...any)   { l.lg.Error().Msgf(f, v...) }
+func (l *raftLogger) Fatal(v ...any)              { l.Panic(v...) }
+func (l *raftLogger) Fatalf(f string, v ...any)   { l.Panicf(f, v...) }
+func (l *raftLogger) Panic(v ...any)              { s := fmt.Sprint(v...); l.lg.Error().Msg(s); panic(s) }
+func (l *raftLogger) Panicf(f string, v ...any) {
+	s := fmt.Sprintf(f, v...)
+	l.lg.Error().Msg(s)
+	panic(s)
+}

@@ -1,0 +1,796 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// Mode is a topic's replication.mode: when acks=all is answered.
+type Mode int8
+
+const (
+	// ModeRaft answers acks=all at raft commit: a majority of the voters
+	// (write brokers) hold the batch durably.
+	ModeRaft Mode = iota
+	// ModeSemiSync answers acks=all once the leader's write is durable and
+	// one other replica has acknowledged it (durably, as raft followers
+	// acknowledge). A failover can lose it if that replica is a learner or
+	// is not elected.
+	ModeSemiSync
+	// ModeAsync answers acks=all once the leader's write is durable. A
+	// failover can lose it.
+	ModeAsync
+)
+
+// ParseMode reads a replication.mode config value.
+func ParseMode(s string) (Mode, error) {
+	switch strings.ToLower(s) {
+	case "raft", "":
+		return ModeRaft, nil
+	case "semi-sync":
+		return ModeSemiSync, nil
+	case "async":
+		return ModeAsync, nil
+	}
+	return 0, fmt.Errorf("replica: unknown replication.mode %q", s)
+}
+
+func (m Mode) String() string {
+	switch m {
+	case ModeRaft:
+		return "raft"
+	case ModeSemiSync:
+		return "semi-sync"
+	case ModeAsync:
+		return "async"
+	}
+	return "unknown"
+}
+
+// Acks is the producer's acks setting.
+type Acks int8
+
+const (
+	AcksNone   Acks = 0  // nobody waits; the write is still replicated
+	AcksLeader Acks = 1  // answered after the leader's own append
+	AcksAll    Acks = -1 // answered as the topic's Mode says
+)
+
+// Members are a partition's replicas: voters are write brokers, learners
+// read brokers.
+type Members struct {
+	Voters   []NodeID
+	Learners []NodeID
+}
+
+// ReplicaOptions are the topic settings a replica obeys.
+type ReplicaOptions struct {
+	Mode Mode
+	// MinInsyncReplicas is min.insync.replicas for acks=all in ModeRaft:
+	// voters (the leader included) heard from within MaxFollowerLag and
+	// replicating normally. Zero means 1.
+	MinInsyncReplicas int
+	// Log is the partition log's config.
+	Log log.Config
+}
+
+// ProduceResult is where an acknowledged batch went.
+type ProduceResult struct {
+	BaseOffset, LastOffset int64
+	// Duplicate: a retry of a batch the log already has; the offsets are
+	// the original ones and nothing new was written.
+	Duplicate bool
+}
+
+// Proposal is one batch on its way through raft; see Replica.Propose.
+type Proposal struct {
+	r     *Replica
+	batch []byte
+	acks  Acks
+
+	// Set by the raft worker (raftMu).
+	index, term uint64
+	persisted   bool
+
+	once sync.Once
+	done chan struct{}
+	res  ProduceResult
+	err  error
+}
+
+// Wait blocks until the proposal is answered as its acks ask, or ctx ends.
+// After ctx ends the batch may still be committed (the client retries and
+// idempotence dedupes it).
+func (p *Proposal) Wait(ctx context.Context) (ProduceResult, error) {
+	select {
+	case <-p.done:
+		return p.res, p.err
+	case <-ctx.Done():
+		return ProduceResult{}, ctx.Err()
+	}
+}
+
+// Done is closed when the proposal is answered.
+func (p *Proposal) Done() <-chan struct{} { return p.done }
+
+func (p *Proposal) complete(res ProduceResult, err error) {
+	p.once.Do(func() {
+		p.res, p.err = res, err
+		close(p.done)
+	})
+}
+
+const (
+	maxQueuedMsgs       = 8192 // per group; more are dropped (raft retries)
+	maxPendingProposals = 4096 // per group; more get ErrBusy
+	maxTicks            = 4    // ticks a slow group may owe
+	maxReadyLoops       = 8    // Ready rounds per process before yielding
+)
+
+// Replica is one partition's raft group member on this broker. Its log is
+// the raft log (see doc.go). All methods are safe for concurrent use.
+type Replica struct {
+	host  *Host
+	key   Key
+	topic string
+	dir   string
+	lg    zerolog.Logger
+	log   *log.Log
+	st    *raftStorage
+	opts  atomic.Pointer[ReplicaOptions]
+
+	sched schedState // guarded by host.sched.mu
+
+	// inMu guards the inputs that wait for a worker. Leaf lock.
+	inMu sync.Mutex
+	in   struct {
+		msgs   []*raftpb.Message
+		ticks  int
+		props  []*Proposal
+		closed bool
+	}
+
+	// raftMu serialises everything that touches the RawNode and the
+	// storage's write side; the worker holds it across a whole process
+	// round (doc.go, "Locks").
+	raftMu    sync.Mutex
+	rn        *raft.RawNode
+	inflight  []*Proposal // proposed by this leader, by index
+	dupWait   []*Proposal // duplicates waiting for the high watermark
+	applied   uint64
+	lastHeard map[uint64]time.Time
+	wasLeader bool
+	ledTerm   uint64
+	closed    bool
+	failed    error
+
+	hw       atomic.Int64
+	leader   atomic.Int32
+	term     atomic.Uint64
+	isLeader atomic.Bool
+
+	// mu guards the high-watermark notification. Leaf lock.
+	mu       sync.Mutex
+	notify   chan struct{}
+	watchers map[chan<- struct{}]struct{}
+}
+
+// Key returns the partition's key.
+func (r *Replica) Key() Key { return r.key }
+
+// Topic returns the topic name the replica was opened with.
+func (r *Replica) Topic() string { return r.topic }
+
+// Propose hands a batch to raft. Only the leader accepts it; a follower or
+// learner returns a *NotLeaderError (errors.Is ErrNotLeader) naming the
+// leader it knows. batch must be exactly one v2 record batch whose framing
+// and CRC the caller checked; Propose takes ownership of it (the leader
+// stamps baseOffset and partitionLeaderEpoch into it in place, and raft
+// keeps it as the entry). It never blocks: the batch is queued for the
+// group's worker, which checks idempotence, assigns offsets and proposes in
+// queue order, so proposals from one connection keep their order.
+// Wait on the result for the answer acks asks for. With AcksNone nobody
+// needs to wait.
+func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
+	if !r.isLeader.Load() {
+		return nil, r.notLeader()
+	}
+	if _, err := parseBatch(batch, true); err != nil {
+		return nil, err
+	}
+	p := &Proposal{r: r, batch: batch, acks: acks, done: make(chan struct{})}
+	r.inMu.Lock()
+	switch {
+	case r.in.closed:
+		r.inMu.Unlock()
+		return nil, ErrReplicaClosed
+	case len(r.in.props) >= maxPendingProposals:
+		r.inMu.Unlock()
+		return nil, ErrBusy
+	}
+	r.in.props = append(r.in.props, p)
+	r.inMu.Unlock()
+	r.host.sched.enqueue(r)
+	return p, nil
+}
+
+func (r *Replica) notLeader() error {
+	return &NotLeaderError{Leader: NodeID(r.leader.Load()), Term: r.term.Load()}
+}
+
+// HighWatermark is the offset after the last committed entry: readers see
+// offsets below it. It never moves back on one replica.
+func (r *Replica) HighWatermark() int64 { return r.hw.Load() }
+
+// LogStartOffset and LogEndOffset are the log's.
+func (r *Replica) LogStartOffset() int64 { return r.log.LogStartOffset() }
+func (r *Replica) LogEndOffset() int64   { return r.log.LogEndOffset() }
+
+// Leader is the raft leader this replica knows of, -1 if none.
+func (r *Replica) Leader() NodeID { return NodeID(r.leader.Load()) }
+
+// IsLeader says whether this replica is the leader.
+func (r *Replica) IsLeader() bool { return r.isLeader.Load() }
+
+// Term is the raft term this replica is in.
+func (r *Replica) Term() uint64 { return r.term.Load() }
+
+// LeaderEpoch is the Kafka leader epoch: the raft term.
+func (r *Replica) LeaderEpoch() int32 { return int32(r.term.Load()) }
+
+// Read returns whole committed batches from offset (see log.Log.Read),
+// raft's own control batches included (clients skip them).
+func (r *Replica) Read(offset int64, maxBytes int) (log.ReadResult, error) {
+	return r.log.Read(offset, maxBytes, r.hw.Load())
+}
+
+// OffsetForLeaderEpoch answers from the batches' partitionLeaderEpoch
+// fields, which carry raft terms.
+func (r *Replica) OffsetForLeaderEpoch(epoch int32) (int64, int32) {
+	return r.log.OffsetForLeaderEpoch(epoch)
+}
+
+// Log exposes the log for lookups that need no commit bound (timestamps,
+// producer state). Never write to it.
+func (r *Replica) Log() *log.Log { return r.log }
+
+// SetOptions changes the mode or min.insync.replicas (topic config change).
+func (r *Replica) SetOptions(o ReplicaOptions) error {
+	if err := r.log.SetConfig(o.Log); err != nil {
+		return err
+	}
+	r.opts.Store(&o)
+	return nil
+}
+
+// Changed returns a channel closed at the next high watermark move or when
+// the replica closes. Take it before checking the state it guards.
+func (r *Replica) Changed() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.notify
+}
+
+// Watch sends on ch (without blocking; give it a buffer of one) whenever
+// the high watermark moves or the replica closes, until stop is called.
+func (r *Replica) Watch(ch chan<- struct{}) (stop func()) {
+	r.mu.Lock()
+	if r.watchers == nil {
+		r.watchers = make(map[chan<- struct{}]struct{})
+	}
+	r.watchers[ch] = struct{}{}
+	r.mu.Unlock()
+	return func() {
+		r.mu.Lock()
+		delete(r.watchers, ch)
+		r.mu.Unlock()
+	}
+}
+
+// WaitCommitted blocks until every offset below end is committed.
+func (r *Replica) WaitCommitted(ctx context.Context, end int64) error {
+	for {
+		ch := r.Changed()
+		if r.hw.Load() >= end {
+			return nil
+		}
+		r.inMu.Lock()
+		closed := r.in.closed
+		r.inMu.Unlock()
+		if closed {
+			return ErrReplicaClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+func (r *Replica) setHW(o int64) {
+	if o <= r.hw.Load() {
+		return
+	}
+	r.mu.Lock()
+	r.hw.Store(o)
+	r.wakeLocked()
+	r.mu.Unlock()
+}
+
+func (r *Replica) wakeLocked() {
+	close(r.notify)
+	r.notify = make(chan struct{})
+	for ch := range r.watchers {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// InSyncVoters counts the voters in sync as min.insync.replicas means it
+// (the leader included); 0 on a non-leader.
+func (r *Replica) InSyncVoters() int {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.closed || r.rn.BasicStatus().RaftState != raft.StateLeader {
+		return 0
+	}
+	return r.inSyncVotersLocked(time.Now())
+}
+
+func (r *Replica) inSyncVotersLocked(now time.Time) int {
+	self := raftID(r.host.cfg.Node)
+	n := 0
+	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
+		if typ == raft.ProgressTypeLearner {
+			return
+		}
+		if id == self || (pr.State == tracker.StateReplicate && now.Sub(r.lastHeard[id]) <= r.host.cfg.MaxFollowerLag) {
+			n++
+		}
+	})
+	return n
+}
+
+// process is one scheduler round: step the queued messages, apply ticks,
+// propose, and handle Readys until none is left (doc.go).
+func (r *Replica) process() {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	r.inMu.Lock()
+	msgs, ticks, props := r.in.msgs, r.in.ticks, r.in.props
+	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
+	r.inMu.Unlock()
+	if r.closed || r.failed != nil {
+		err := error(ErrReplicaClosed)
+		if r.failed != nil {
+			err = r.failed
+		}
+		for _, p := range props {
+			p.complete(ProduceResult{}, err)
+		}
+		return
+	}
+	if len(msgs) > 0 {
+		now := time.Now()
+		for _, m := range msgs {
+			r.lastHeard[m.GetFrom()] = now
+			if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+				r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step")
+			}
+		}
+	}
+	for range ticks {
+		r.rn.Tick()
+	}
+	if len(props) > 0 {
+		if err := r.proposeLocked(props); err != nil {
+			r.failLocked(err)
+			return
+		}
+	}
+	for i := 0; r.rn.HasReady(); i++ {
+		if i == maxReadyLoops {
+			r.host.sched.enqueue(r)
+			break
+		}
+		if err := r.handleReadyLocked(); err != nil {
+			r.failLocked(err)
+			return
+		}
+	}
+	r.afterProcessLocked()
+}
+
+// proposeLocked assigns offsets and proposes. It first persists any Ready
+// pending, so raft's log has no unstable tail and the next entry's index
+// and offset are the storage's last index and next offset plus one.
+func (r *Replica) proposeLocked(props []*Proposal) error {
+	if r.rn.HasReady() {
+		if err := r.handleReadyLocked(); err != nil {
+			for _, p := range props {
+				p.complete(ProduceResult{}, err)
+			}
+			return err
+		}
+	}
+	bs := r.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader {
+		err := &NotLeaderError{Leader: leaderOf(bs.Lead), Term: bs.GetTerm()}
+		for _, p := range props {
+			p.complete(ProduceResult{}, err)
+		}
+		return nil
+	}
+	opts := r.opts.Load()
+	now := time.Now()
+	inSync := -1
+	term := bs.GetTerm()
+	st := r.st
+	st.mu.Lock()
+	idx, next := st.lastIndexLocked(), st.nextOffsetLocked()
+	st.mu.Unlock()
+	scratch := map[int64]*prodEntry{}
+	for _, p := range props {
+		h, _ := parseBatch(p.batch, true) // checked by Propose
+		if p.acks == AcksAll && opts.Mode == ModeRaft && opts.MinInsyncReplicas > 1 {
+			if inSync < 0 {
+				inSync = r.inSyncVotersLocked(now)
+			}
+			if inSync < opts.MinInsyncReplicas {
+				p.complete(ProduceResult{}, fmt.Errorf("%w: %d in sync, min.insync.replicas %d", ErrNotEnoughReplicas, inSync, opts.MinInsyncReplicas))
+				continue
+			}
+		}
+		var pe *prodEntry
+		if h.producerID >= 0 {
+			pe = scratch[h.producerID]
+			if pe == nil {
+				st.mu.Lock()
+				st.producers.seed(r.log, h.producerID)
+				pe = st.producers.clone(h.producerID)
+				st.mu.Unlock()
+			}
+			if err := checkProducer(pe, &h); err != nil {
+				var dup *errDuplicate
+				if errors.As(err, &dup) {
+					r.answerDuplicateLocked(p, dup, opts.Mode)
+					continue
+				}
+				p.complete(ProduceResult{}, err)
+				continue
+			}
+		}
+		h.baseOffset, h.leaderEpoch = next, int32(term)
+		stamp(p.batch, next, int32(term))
+		if err := r.rn.Propose(p.batch); err != nil {
+			p.complete(ProduceResult{}, fmt.Errorf("%w: %v", ErrProposalDropped, err))
+			continue
+		}
+		idx++
+		p.index, p.term = idx, term
+		p.res = ProduceResult{BaseOffset: next, LastOffset: h.lastOffset()}
+		next = h.lastOffset() + 1
+		if h.producerID >= 0 {
+			scratch[h.producerID] = updateEntry(pe, &h)
+		}
+		if p.acks == AcksNone {
+			continue
+		}
+		r.inflight = append(r.inflight, p)
+	}
+	return nil
+}
+
+func (r *Replica) answerDuplicateLocked(p *Proposal, dup *errDuplicate, mode Mode) {
+	res := ProduceResult{BaseOffset: dup.base, LastOffset: dup.last, Duplicate: true}
+	// The original may not be committed yet: acks=all in raft mode waits
+	// for the high watermark to pass it.
+	if p.acks == AcksAll && mode == ModeRaft && r.hw.Load() <= dup.last {
+		p.res = res
+		r.dupWait = append(r.dupWait, p)
+		return
+	}
+	p.complete(res, nil)
+}
+
+func leaderOf(id uint64) NodeID {
+	if id == raft.None {
+		return -1
+	}
+	return nodeOf(id)
+}
+
+// handleReadyLocked follows raft's doc.go steps 1-4 for one Ready.
+func (r *Replica) handleReadyLocked() error {
+	rd := r.rn.Ready()
+	// Step 1: persist the snapshot, the entries and the hard state; the
+	// entries' batches are synced (WaitDurable) before anything is sent.
+	if !raft.IsEmptySnap(rd.Snapshot) {
+		if err := r.st.applySnapshot(rd.Snapshot, rd.HardState); err != nil {
+			return fmt.Errorf("install snapshot: %w", err)
+		}
+		si := rd.Snapshot.GetMetadata().GetIndex()
+		r.applied = si
+		r.setHW(r.st.endOffsetOf(si))
+		r.lg.Info().Uint64("index", si).Int64("offset", r.log.LogStartOffset()).Msg("installed raft snapshot")
+	}
+	if len(rd.Entries) > 0 {
+		if err := r.st.append(rd.Entries); err != nil {
+			return err
+		}
+		if err := r.log.WaitDurable(r.host.ctx, r.log.LogEndOffset()); err != nil {
+			return err
+		}
+		r.persistedLocked(rd.Entries[len(rd.Entries)-1].GetIndex())
+	}
+	if rd.HardState != nil {
+		if err := r.st.saveHardState(rd.HardState, r.applied, false); err != nil {
+			return fmt.Errorf("save hard state: %w", err)
+		}
+	}
+	// Step 2: send. Every Message may depend on what step 1 wrote; a
+	// leader could send its appends while it syncs (thesis 10.2.1), this
+	// implementation does not yet.
+	r.host.send(r, rd.Messages)
+	// Step 3: apply. The log already holds the committed batches, so
+	// applying is moving the high watermark (and conf changes).
+	if n := len(rd.CommittedEntries); n > 0 {
+		for _, e := range rd.CommittedEntries {
+			if err := r.applyConfChangeLocked(e); err != nil {
+				return err
+			}
+		}
+		last := rd.CommittedEntries[n-1].GetIndex()
+		r.applied = last
+		r.setHW(r.st.endOffsetOf(last))
+		r.completeCommittedLocked(last)
+	}
+	// Step 4.
+	r.rn.Advance(rd)
+	return nil
+}
+
+func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
+	var cc raftpb.ConfChangeI
+	switch e.GetType() {
+	case raftpb.EntryConfChange:
+		var c raftpb.ConfChange
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return fmt.Errorf("conf change at %d: %w", e.GetIndex(), err)
+		}
+		cc = &c
+	case raftpb.EntryConfChangeV2:
+		var c raftpb.ConfChangeV2
+		if err := proto.Unmarshal(e.GetData(), &c); err != nil {
+			return fmt.Errorf("conf change at %d: %w", e.GetIndex(), err)
+		}
+		cc = &c
+	default:
+		return nil
+	}
+	cs := r.rn.ApplyConfChange(cc)
+	return r.st.setConfState(cs)
+}
+
+// persistedLocked notes that entries up to last are durable here: acks=1,
+// and acks=all in async mode, are answered.
+func (r *Replica) persistedLocked(last uint64) {
+	if len(r.inflight) == 0 {
+		return
+	}
+	mode := r.opts.Load().Mode
+	keep := r.inflight[:0]
+	for _, p := range r.inflight {
+		if p.index > last || p.persisted {
+			keep = append(keep, p)
+			continue
+		}
+		r.st.mu.Lock()
+		m, ok := r.st.metaLocked(p.index)
+		r.st.mu.Unlock()
+		if !ok || m.term != p.term {
+			p.complete(ProduceResult{}, r.notLeader())
+			continue
+		}
+		p.persisted = true
+		p.res.BaseOffset, p.res.LastOffset = m.base, m.last
+		if p.acks == AcksLeader || (p.acks == AcksAll && mode == ModeAsync) {
+			p.complete(p.res, nil)
+			continue
+		}
+		keep = append(keep, p)
+	}
+	clear(r.inflight[len(keep):])
+	r.inflight = keep
+}
+
+// completeCommittedLocked answers everything committed up to last.
+func (r *Replica) completeCommittedLocked(last uint64) {
+	keep := r.inflight[:0]
+	for _, p := range r.inflight {
+		if p.index > last {
+			keep = append(keep, p)
+			continue
+		}
+		t, err := r.st.Term(p.index)
+		if err == nil && t == p.term {
+			p.complete(p.res, nil)
+		} else {
+			p.complete(ProduceResult{}, r.notLeader())
+		}
+	}
+	clear(r.inflight[len(keep):])
+	r.inflight = keep
+	if len(r.dupWait) > 0 {
+		hw := r.hw.Load()
+		keep := r.dupWait[:0]
+		for _, p := range r.dupWait {
+			if p.res.LastOffset < hw {
+				p.complete(p.res, nil)
+			} else {
+				keep = append(keep, p)
+			}
+		}
+		clear(r.dupWait[len(keep):])
+		r.dupWait = keep
+	}
+}
+
+// afterProcessLocked publishes the raft status, fails the writes of a
+// leader that lost its term, and answers semi-sync writes.
+func (r *Replica) afterProcessLocked() {
+	bs := r.rn.BasicStatus()
+	isLeader := bs.RaftState == raft.StateLeader
+	lead := leaderOf(bs.Lead)
+	if r.wasLeader && (!isLeader || bs.GetTerm() != r.ledTerm) {
+		err := &NotLeaderError{Leader: lead, Term: bs.GetTerm()}
+		for _, p := range r.inflight {
+			p.complete(ProduceResult{}, err)
+		}
+		for _, p := range r.dupWait {
+			p.complete(ProduceResult{}, err)
+		}
+		r.inflight, r.dupWait = nil, nil
+	}
+	changed := NodeID(r.leader.Load()) != lead || r.term.Load() != bs.GetTerm()
+	r.wasLeader, r.ledTerm = isLeader, bs.GetTerm()
+	r.leader.Store(int32(lead))
+	r.term.Store(bs.GetTerm())
+	r.isLeader.Store(isLeader)
+	if changed && r.host.cfg.OnLeaderChange != nil {
+		r.host.cfg.OnLeaderChange(r.key, lead, bs.GetTerm())
+	}
+	if isLeader && len(r.inflight) > 0 && r.opts.Load().Mode == ModeSemiSync {
+		self := raftID(r.host.cfg.Node)
+		var best uint64
+		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id != self && pr.Match > best {
+				best = pr.Match
+			}
+		})
+		keep := r.inflight[:0]
+		for _, p := range r.inflight {
+			if p.acks == AcksAll && p.persisted && p.index <= best {
+				p.complete(p.res, nil)
+				continue
+			}
+			keep = append(keep, p)
+		}
+		clear(r.inflight[len(keep):])
+		r.inflight = keep
+	}
+}
+
+// failLocked stops the replica after a storage failure: a failed write or
+// sync is never retried (log.ErrFatal). The host's OnFatal decides what the
+// process does.
+func (r *Replica) failLocked(err error) {
+	if r.host.ctx.Err() != nil {
+		err = ErrReplicaClosed
+	} else {
+		err = fmt.Errorf("%w: %w", ErrReplicaFailed, err)
+		r.lg.Error().Err(err).Msg("raft replica failed; it stops serving")
+		if r.host.cfg.OnFatal != nil {
+			r.host.cfg.OnFatal(r.key, err)
+		}
+	}
+	r.failed = err
+	for _, p := range r.inflight {
+		p.complete(ProduceResult{}, err)
+	}
+	for _, p := range r.dupWait {
+		p.complete(ProduceResult{}, err)
+	}
+	r.inflight, r.dupWait = nil, nil
+	r.isLeader.Store(false)
+}
+
+// ApplyRetention applies the topic's retention to the log and compacts the
+// raft log to match: entries wholly below the new log start leave the
+// index, and a replica that needs them gets a snapshot.
+func (r *Replica) ApplyRetention(now time.Time) (int, error) {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.closed {
+		return 0, ErrReplicaClosed
+	}
+	n, err := r.log.ApplyRetention(now)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	return n, r.st.compact(r.applied)
+}
+
+// DeleteRecordsBefore moves this replica's log start to offset (at most the
+// high watermark) and compacts the raft log to match. It is local: each
+// replica keeps its own log start, as each applies its own retention.
+func (r *Replica) DeleteRecordsBefore(offset int64) error {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.closed {
+		return ErrReplicaClosed
+	}
+	if hw := r.hw.Load(); offset > hw {
+		return fmt.Errorf("%w: offset %d past high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
+	}
+	if err := r.log.DeleteRecordsBefore(offset); err != nil {
+		return err
+	}
+	return r.st.compact(r.applied)
+}
+
+// close stops the replica: queued and in-flight writes fail with
+// ErrReplicaClosed, the hard state is saved with the applied index, and
+// the files are closed. The host's workers must not be processing it.
+func (r *Replica) close() error {
+	r.inMu.Lock()
+	r.in.closed = true
+	props := r.in.props
+	r.in.props = nil
+	r.inMu.Unlock()
+	for _, p := range props {
+		p.complete(ProduceResult{}, ErrReplicaClosed)
+	}
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	for _, p := range r.inflight {
+		p.complete(ProduceResult{}, ErrReplicaClosed)
+	}
+	for _, p := range r.dupWait {
+		p.complete(ProduceResult{}, ErrReplicaClosed)
+	}
+	r.inflight, r.dupWait = nil, nil
+	r.isLeader.Store(false)
+	var errs []error
+	if r.failed == nil {
+		errs = append(errs, r.st.saveHardState(nil, r.applied, true))
+	}
+	errs = append(errs, r.st.close())
+	if err := r.log.Close(); err != nil && !errors.Is(err, log.ErrClosed) {
+		errs = append(errs, err)
+	}
+	r.mu.Lock()
+	r.wakeLocked()
+	r.mu.Unlock()
+	return errors.Join(errs...)
+}

@@ -1,0 +1,667 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"sync"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// raftStorage is raft.Storage over the partition log and the raft.index
+// sidecar: entry i (snapIndex < i <= lastIndex) is the batch at metas[i-
+// snapIndex-1].base in the log. Nothing else keeps entry bytes.
+//
+// Raft calls the Storage methods with the replica's raftMu held; the write
+// methods are called by the replica with raftMu held too. mu guards the
+// fields against the few readers outside raftMu (offset lookups for the high
+// watermark and snapshots built for the transport).
+type raftStorage struct {
+	dir string
+	log *log.Log
+	lg  zerolog.Logger
+
+	mu    sync.Mutex
+	idx   *indexFile
+	state *stateFile
+	hs    *raftpb.HardState
+	cs    *raftpb.ConfState
+	metas []entryMeta // entries snapIndex+1 ..
+	// snapIndex/snapTerm/snapOffset mirror state.cur: the entry at
+	// snapIndex+1 is the batch at snapOffset.
+	snapIndex, snapTerm uint64
+	snapOffset          int64
+
+	producers producerTable
+	snapProds []byte // producer table of the last installed snapshot
+}
+
+// openStorage loads or creates the raft state in dir over l and makes the
+// log and the sidecar agree (see doc.go, "Recovery").
+func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.Logger) (*raftStorage, error) {
+	s := &raftStorage{dir: dir, log: l, lg: lg, producers: producerTable{}}
+	st, found, err := openStateFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.state = st
+	cs, err := loadConfState(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		if found {
+			return nil, fmt.Errorf("replica: %s exists but %s is missing", stateFileName, confFileName)
+		}
+		cs = initial
+		if err := saveConfState(dir, cs); err != nil {
+			return nil, err
+		}
+	} else if err != nil {
+		return nil, err
+	}
+	s.cs = cs
+	if !found {
+		if l.LogEndOffset() != l.LogStartOffset() {
+			return nil, fmt.Errorf("replica: log in %s holds data but no raft state", dir)
+		}
+		st.cur.snapOffset = l.LogStartOffset()
+		if err := st.save(st.cur); err != nil {
+			return nil, err
+		}
+	}
+	cur := st.cur
+	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, cur.snapOffset
+	s.hs = &raftpb.HardState{Term: new(cur.term), Vote: new(cur.vote), Commit: new(cur.commit)}
+	if b, err := loadBlob(dir, snapFileName); err == nil {
+		s.snapProds = b
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	idx, metas, err := openIndexFile(dir)
+	if err != nil {
+		return nil, err
+	}
+	s.idx = idx
+	if cur.commit < cur.snapIndex {
+		return nil, fmt.Errorf("replica: bad raft state in %s", dir)
+	}
+	if err := s.recover(metas); err != nil {
+		idx.close()
+		st.close()
+		return nil, err
+	}
+	if err := s.resetProducers(); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// recover reconciles the sidecar records with the log after Open.
+func (s *raftStorage) recover(metas []entryMeta) error {
+	pending := s.pendingReset()
+	// Only records after the snapshot, contiguous from it, count.
+	i := 0
+	for i < len(metas) && metas[i].index <= s.snapIndex {
+		i++
+	}
+	metas = metas[i:]
+	if len(metas) > 0 && (metas[0].index != s.snapIndex+1 || metas[0].base != s.snapOffset) {
+		metas = nil
+	}
+	if pending {
+		metas = nil
+	}
+	leo, ls := s.log.LogEndOffset(), s.log.LogStartOffset()
+	for len(metas) > 0 && metas[len(metas)-1].last >= leo {
+		metas = metas[:len(metas)-1]
+	}
+	next := s.snapOffset
+	if n := len(metas); n > 0 {
+		next = metas[n-1].last + 1
+	}
+	rewrite := pending || len(metas) != int(s.idx.n)
+	switch {
+	case pending || next < ls || (len(metas) == 0 && (ls != s.snapOffset || leo < s.snapOffset)):
+		// The log does not continue what the state knows: a snapshot
+		// install was cut short. Redo its reset.
+		if len(metas) > 0 && next >= ls {
+			break
+		}
+		metas = nil
+		if err := resetLogTo(s.log, s.snapOffset); err != nil {
+			return err
+		}
+		rewrite = true
+	}
+	leo = s.log.LogEndOffset()
+	if next < leo && next >= s.log.LogStartOffset() {
+		// Batches the sidecar did not get to disk before a crash: they
+		// continue the log, one entry each, term = partitionLeaderEpoch.
+		rebuilt, err := s.scanEntries(metas, next, leo)
+		if err != nil {
+			return err
+		}
+		metas = rebuilt
+		rewrite = true
+		if n := len(metas); n > 0 {
+			next = metas[n-1].last + 1
+		} else {
+			next = s.snapOffset
+		}
+		if next < leo {
+			s.lg.Warn().Int64("from", next).Int64("log_end", leo).Msg("truncating log batches that are no raft entries")
+			if err := s.log.TruncateTo(next); err != nil {
+				return err
+			}
+		}
+	}
+	s.metas = metas
+	if rewrite {
+		if err := s.idx.reset(metas); err != nil {
+			return err
+		}
+	}
+	if pending {
+		cur := s.state.cur
+		cur.applied &^= stateFlagPendingBit
+		if err := s.state.save(cur); err != nil {
+			return err
+		}
+	}
+	// Commit may not point past what the log holds (it never does unless
+	// a crash lost synced data).
+	if last := s.lastIndexLocked(); s.hs.GetCommit() > last {
+		s.lg.Error().Uint64("commit", s.hs.GetCommit()).Uint64("last_index", last).Msg("persisted commit index beyond the log; lowering it")
+		s.hs.Commit = new(last)
+	}
+	return nil
+}
+
+// stateFlagPendingBit marks, in the applied field of raft.state, a snapshot
+// install whose log reset may not have finished.
+const stateFlagPendingBit = 1 << 62
+
+func (s *raftStorage) pendingReset() bool { return s.state.cur.applied&stateFlagPendingBit != 0 }
+
+// scanEntries appends to metas one entry per batch in [from, to).
+func (s *raftStorage) scanEntries(metas []entryMeta, from, to int64) ([]entryMeta, error) {
+	idx, term := s.snapIndex, s.snapTerm
+	if n := len(metas); n > 0 {
+		idx, term = metas[n-1].index, metas[n-1].term
+	}
+	off := from
+	for off < to {
+		rr, err := s.log.Read(off, 1, to)
+		if err != nil {
+			return nil, err
+		}
+		b := rr.Data
+		if len(b) == 0 {
+			break
+		}
+		for len(b) > 0 {
+			h, err := parseBatch(b, false)
+			if err != nil || h.size > len(b) || h.baseOffset != off || h.leaderEpoch <= 0 || uint64(h.leaderEpoch) < term {
+				return metas, nil
+			}
+			idx++
+			term = uint64(h.leaderEpoch)
+			metas = append(metas, entryMeta{index: idx, term: term, base: h.baseOffset, last: h.lastOffset()})
+			off = h.lastOffset() + 1
+			b = b[h.size:]
+		}
+	}
+	return metas, nil
+}
+
+// resetLogTo empties l and makes it start at off. The log package has no
+// call for "empty, starting at off" when off is past its end, so a
+// record-less control batch fills the gap and DeleteRecordsBefore moves the
+// log start over it.
+func resetLogTo(l *log.Log, off int64) error {
+	if l.LogEndOffset() != l.LogStartOffset() {
+		if err := l.TruncateTo(l.LogStartOffset()); err != nil {
+			return err
+		}
+	}
+	if start := l.LogStartOffset(); off < start {
+		// TruncateTo at or below the start restarts an empty log there.
+		return l.TruncateTo(off)
+	}
+	for l.LogEndOffset() < off {
+		span := min(off-l.LogEndOffset(), math.MaxInt32)
+		if err := l.AppendReplicated(controlBatch(l.LogEndOffset(), -1, ctrlFiller, nil, int32(span))); err != nil {
+			return err
+		}
+	}
+	return l.DeleteRecordsBefore(off)
+}
+
+func (s *raftStorage) lastIndexLocked() uint64 { return s.snapIndex + uint64(len(s.metas)) }
+
+// InitialState implements raft.Storage.
+func (s *raftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return cloneHS(s.hs), cloneCS(s.cs), nil
+}
+
+// Entries implements raft.Storage: it reads the batches from the log and
+// turns each back into the entry raft appended.
+func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if lo <= s.snapIndex {
+		return nil, raft.ErrCompacted
+	}
+	if hi > s.lastIndexLocked()+1 || lo > hi {
+		return nil, raft.ErrUnavailable
+	}
+	if lo == hi {
+		return nil, nil
+	}
+	var out []*raftpb.Entry
+	var size uint64
+	i := lo
+	for i < hi {
+		m := s.metas[i-s.snapIndex-1]
+		upTo := s.metas[hi-s.snapIndex-2].last + 1
+		want := max(int(min(maxSize-size, 8<<20)), 1)
+		rr, err := s.log.Read(max(m.base, s.log.LogStartOffset()), want, upTo)
+		if err != nil {
+			return nil, fmt.Errorf("replica: reading raft entry %d at offset %d: %w", i, m.base, err)
+		}
+		b := rr.Data
+		if len(b) == 0 {
+			return nil, fmt.Errorf("replica: raft entry %d at offset %d missing from the log", i, m.base)
+		}
+		for len(b) > 0 && i < hi {
+			m := s.metas[i-s.snapIndex-1]
+			h, err := parseBatch(b, false)
+			if err != nil || h.size > len(b) || h.baseOffset != m.base || h.lastOffset() != m.last {
+				return nil, fmt.Errorf("replica: log batch at offset %d does not match raft entry %d", m.base, i)
+			}
+			e := entryFromBatch(b[:h.size:h.size], &h, m)
+			sz := uint64(len(e.Data)) + 24
+			if len(out) > 0 && size+sz > maxSize {
+				return out, nil
+			}
+			out = append(out, e)
+			size += sz
+			i++
+			b = b[h.size:]
+		}
+		if size >= maxSize {
+			break
+		}
+	}
+	return out, nil
+}
+
+func entryFromBatch(b []byte, h *batchInfo, m entryMeta) *raftpb.Entry {
+	e := &raftpb.Entry{Term: new(m.term), Index: new(m.index)}
+	typ := raftpb.EntryNormal
+	if ctrl, v, ok := raftControl(b, h); ok {
+		switch ctrl {
+		case ctrlRaftNoop:
+			v = nil
+		case ctrlRaftConfChange:
+			typ = raftpb.EntryConfChange
+		case ctrlRaftConfChgV2:
+			typ = raftpb.EntryConfChangeV2
+		}
+		if len(v) > 0 {
+			e.Data = append([]byte(nil), v...)
+		}
+	} else {
+		e.Data = b
+	}
+	e.Type = new(typ)
+	return e
+}
+
+// Term implements raft.Storage.
+func (s *raftStorage) Term(i uint64) (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.termLocked(i)
+}
+
+func (s *raftStorage) termLocked(i uint64) (uint64, error) {
+	switch {
+	case i < s.snapIndex:
+		return 0, raft.ErrCompacted
+	case i == s.snapIndex:
+		return s.snapTerm, nil
+	case i > s.lastIndexLocked():
+		return 0, raft.ErrUnavailable
+	}
+	return s.metas[i-s.snapIndex-1].term, nil
+}
+
+// LastIndex implements raft.Storage.
+func (s *raftStorage) LastIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastIndexLocked(), nil
+}
+
+// FirstIndex implements raft.Storage.
+func (s *raftStorage) FirstIndex() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapIndex + 1, nil
+}
+
+// Snapshot implements raft.Storage. A partition snapshot is small: where the
+// log starts (snapIndex+1 is the batch at snapOffset) and the producer table
+// as of that offset; the receiver resets its log there and gets the entries
+// after it by ordinary appends.
+func (s *raftStorage) Snapshot() (*raftpb.Snapshot, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapshotLocked(), nil
+}
+
+func (s *raftStorage) snapshotLocked() *raftpb.Snapshot {
+	data := binary.BigEndian.AppendUint32(nil, snapMagic)
+	data = binary.BigEndian.AppendUint64(data, uint64(s.snapOffset))
+	data = append(data, s.producers.encode(s.snapOffset)...)
+	return &raftpb.Snapshot{
+		Data: data,
+		Metadata: &raftpb.SnapshotMetadata{
+			Index:     new(s.snapIndex),
+			Term:      new(s.snapTerm),
+			ConfState: cloneCS(s.cs),
+		},
+	}
+}
+
+const snapMagic = 0x534c534e // "SLSN"
+
+func decodeSnapshotData(b []byte) (int64, producerTable, error) {
+	if len(b) < 12 || binary.BigEndian.Uint32(b) != snapMagic {
+		return 0, nil, errBadSnapshot
+	}
+	off := int64(binary.BigEndian.Uint64(b[4:]))
+	p, _, err := decodeProducers(b[12:])
+	return off, p, err
+}
+
+// nextOffsetLocked is the Kafka offset the entry after the last gets.
+func (s *raftStorage) nextOffsetLocked() int64 {
+	if n := len(s.metas); n > 0 {
+		return s.metas[n-1].last + 1
+	}
+	return s.snapOffset
+}
+
+// metaLocked returns the index record of entry i.
+func (s *raftStorage) metaLocked(i uint64) (entryMeta, bool) {
+	if i <= s.snapIndex || i > s.lastIndexLocked() {
+		return entryMeta{}, false
+	}
+	return s.metas[i-s.snapIndex-1], true
+}
+
+// endOffsetOf is the offset after entry i: the high watermark when i is the
+// commit index.
+func (s *raftStorage) endOffsetOf(i uint64) int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i == s.snapIndex {
+		return s.snapOffset
+	}
+	if m, ok := s.metaLocked(i); ok {
+		return m.last + 1
+	}
+	if i < s.snapIndex {
+		return s.snapOffset
+	}
+	return s.nextOffsetLocked()
+}
+
+// append stores entries (doc.go step 1), truncating a conflicting tail
+// first. It writes the batches to the page cache; the caller makes them
+// durable with WaitDurable before sending anything that depends on them.
+func (s *raftStorage) append(ents []*raftpb.Entry) error {
+	if len(ents) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	first := ents[0].GetIndex()
+	if first <= s.snapIndex {
+		k := s.snapIndex + 1 - first
+		if k >= uint64(len(ents)) {
+			return nil
+		}
+		ents = ents[k:]
+		first = s.snapIndex + 1
+	}
+	last := s.lastIndexLocked()
+	if first > last+1 {
+		return fmt.Errorf("replica: raft entry %d appended after last index %d", first, last)
+	}
+	if first <= last {
+		m := s.metas[first-s.snapIndex-1]
+		s.lg.Info().Uint64("index", first).Int64("offset", m.base).Uint64("last_index", last).Msg("truncating divergent uncommitted tail")
+		if err := s.log.TruncateTo(m.base); err != nil {
+			return err
+		}
+		s.metas = s.metas[:first-s.snapIndex-1]
+		if err := s.idx.truncateFrom(first); err != nil {
+			return err
+		}
+		if err := s.resetProducers(); err != nil {
+			return err
+		}
+	}
+	next := s.nextOffsetLocked()
+	added := make([]entryMeta, 0, len(ents))
+	for _, e := range ents {
+		term := e.GetTerm()
+		var b []byte
+		var h batchInfo
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.Data) == 0 {
+				b = controlBatch(next, int32(term), ctrlRaftNoop, nil, 0)
+				break
+			}
+			var err error
+			h, err = parseBatch(e.Data, true)
+			if err != nil {
+				return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
+			}
+			b = e.Data
+			if h.baseOffset != next || h.leaderEpoch != int32(term) {
+				// The leader stamps both when it proposes; if it did not,
+				// every replica stamps the same values here. Never write
+				// into raft's copy of the entry.
+				b = append([]byte(nil), b...)
+				stamp(b, next, int32(term))
+				h.baseOffset, h.leaderEpoch = next, int32(term)
+			}
+		case raftpb.EntryConfChange:
+			b = controlBatch(next, int32(term), ctrlRaftConfChange, e.Data, 0)
+		case raftpb.EntryConfChangeV2:
+			b = controlBatch(next, int32(term), ctrlRaftConfChgV2, e.Data, 0)
+		default:
+			return fmt.Errorf("replica: raft entry %d has unknown type %v", e.GetIndex(), e.GetType())
+		}
+		if h.size == 0 {
+			h, _ = parseBatch(b, true)
+		}
+		if err := s.log.AppendReplicated(b); err != nil {
+			return fmt.Errorf("replica: storing raft entry %d at offset %d: %w", e.GetIndex(), next, err)
+		}
+		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.lastOffset()}
+		s.metas = append(s.metas, m)
+		added = append(added, m)
+		s.producers.update(&h)
+		next = m.last + 1
+	}
+	return s.idx.append(added)
+}
+
+// resetProducers rebuilds the producer table after Open or a truncation:
+// the last installed snapshot's table, with the log's own state preferred
+// for producers the log has batches of.
+func (s *raftStorage) resetProducers() error {
+	s.producers = producerTable{}
+	if s.snapProds == nil {
+		return nil
+	}
+	_, p, err := decodeSnapshotData(s.snapProds)
+	if err != nil {
+		return err
+	}
+	for id, e := range p {
+		if _, ok := s.log.ProducerState(id); ok {
+			continue // seeded from the log on first use
+		}
+		s.producers[id] = e
+	}
+	return nil
+}
+
+// saveHardState persists hs when its term or vote changed (MustSync); a
+// commit-only change is kept in memory and written with the next sync.
+func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if hs != nil {
+		must := hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote()
+		s.hs = cloneHS(hs)
+		force = force || must
+	}
+	if !force {
+		return nil
+	}
+	cur := s.state.cur
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), s.hs.GetCommit()
+	cur.applied = applied | (cur.applied & stateFlagPendingBit)
+	return s.state.save(cur)
+}
+
+// applySnapshot installs a snapshot received from the leader: the log is
+// reset to start at the snapshot's offset, the sidecar emptied and the
+// producer table replaced. raft.state records the snapshot first, with the
+// pending flag, so a crash part-way is finished by the next Open.
+func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState) error {
+	off, prods, err := decodeSnapshotData(snap.GetData())
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	md := snap.GetMetadata()
+	if err := saveBlob(s.dir, snapFileName, snap.GetData()); err != nil {
+		return err
+	}
+	if err := saveConfState(s.dir, md.GetConfState()); err != nil {
+		return err
+	}
+	if hs != nil {
+		s.hs = cloneHS(hs)
+	}
+	cur := s.state.cur
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), max(s.hs.GetCommit(), md.GetIndex())
+	cur.snapIndex, cur.snapTerm, cur.snapOffset = md.GetIndex(), md.GetTerm(), off
+	cur.applied = md.GetIndex() | stateFlagPendingBit
+	if err := s.state.save(cur); err != nil {
+		return err
+	}
+	if err := s.idx.reset(nil); err != nil {
+		return err
+	}
+	if err := resetLogTo(s.log, off); err != nil {
+		return err
+	}
+	cur.applied &^= stateFlagPendingBit
+	if err := s.state.save(cur); err != nil {
+		return err
+	}
+	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, off
+	s.metas = nil
+	s.cs = cloneCS(md.GetConfState())
+	s.snapProds = snap.GetData()
+	s.producers = prods
+	return nil
+}
+
+// compact drops the index records of entries wholly below the log start
+// (after retention or DeleteRecords) so raft sends a snapshot to replicas
+// that need them. Only applied entries are dropped.
+func (s *raftStorage) compact(applied uint64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ls := s.log.LogStartOffset()
+	k := 0
+	for k < len(s.metas) && s.metas[k].last < ls && s.metas[k].index <= applied {
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	gone := s.metas[k-1]
+	rest := append([]entryMeta(nil), s.metas[k:]...)
+	next := gone.last + 1
+	// The snapshot's producer table is the table as of the new start.
+	snapData := binary.BigEndian.AppendUint32(nil, snapMagic)
+	snapData = binary.BigEndian.AppendUint64(snapData, uint64(next))
+	snapData = append(snapData, s.producers.encode(next)...)
+	if err := saveBlob(s.dir, snapFileName, snapData); err != nil {
+		return err
+	}
+	cur := s.state.cur
+	cur.snapIndex, cur.snapTerm, cur.snapOffset = gone.index, gone.term, next
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), max(s.hs.GetCommit(), gone.index)
+	if err := s.state.save(cur); err != nil {
+		return err
+	}
+	if err := s.idx.reset(rest); err != nil {
+		return err
+	}
+	s.snapIndex, s.snapTerm, s.snapOffset = gone.index, gone.term, next
+	s.metas = rest
+	s.snapProds = snapData
+	return nil
+}
+
+// setConfState persists the configuration after a conf change was applied.
+func (s *raftStorage) setConfState(cs *raftpb.ConfState) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := saveConfState(s.dir, cs); err != nil {
+		return err
+	}
+	s.cs = cloneCS(cs)
+	return nil
+}
+
+func (s *raftStorage) close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return errors.Join(s.idx.close(), s.state.close())
+}
+
+func cloneHS(hs *raftpb.HardState) *raftpb.HardState {
+	return &raftpb.HardState{Term: new(hs.GetTerm()), Vote: new(hs.GetVote()), Commit: new(hs.GetCommit())}
+}
+
+func cloneCS(cs *raftpb.ConfState) *raftpb.ConfState {
+	return raftpb.EnsureConfState(&raftpb.ConfState{
+		Voters:         append([]uint64(nil), cs.GetVoters()...),
+		Learners:       append([]uint64(nil), cs.GetLearners()...),
+		VotersOutgoing: append([]uint64(nil), cs.GetVotersOutgoing()...),
+		LearnersNext:   append([]uint64(nil), cs.GetLearnersNext()...),
+		AutoLeave:      new(cs.GetAutoLeave()),
+	})
+}

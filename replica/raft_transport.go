@@ -1,0 +1,136 @@
+package replica
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
+)
+
+// NodeID is a broker id. Raft ids are NodeID+1, because raft reserves 0.
+type NodeID int32
+
+func raftID(n NodeID) uint64  { return uint64(n) + 1 }
+func nodeOf(id uint64) NodeID { return NodeID(id - 1) }
+func raftIDs(ns []NodeID) []uint64 {
+	out := make([]uint64, len(ns))
+	for i, n := range ns {
+		out[i] = raftID(n)
+	}
+	return out
+}
+
+// Envelope is one raft message of one partition's group.
+type Envelope struct {
+	Group Key
+	Msg   *raftpb.Message
+}
+
+// Transport carries raft messages between the hosts of different brokers:
+// one stream per peer broker for the messages of every group.
+//
+// Send never blocks and may drop: when a peer's bounded queue is full, or
+// the peer is unreachable, messages are discarded and counted, and raft
+// retries (etcd's rafthttp Transporter: "Sending messages MUST NOT block").
+// The caller gives up msgs; the transport may hold them until written.
+// Handle installs the receiver, called from the transport's goroutines with
+// batches in the order the peer sent them; it must not block for long.
+type Transport interface {
+	Send(to NodeID, msgs []Envelope)
+	Handle(func(from NodeID, msgs []Envelope))
+	Close() error
+}
+
+// maxFrameBytes bounds one frame on the wire; a peer sending more is cut
+// off.
+const maxFrameBytes = 64 << 20
+
+var errBadFrame = errors.New("replica: malformed raft transport frame")
+
+// encodeFrame serialises a batch of envelopes as
+//
+//	frameLen u32 | count u32 | count × (topicID [16]byte | partition i32 | msgLen u32 | raftpb.Message)
+//
+// frameLen counts the bytes after itself.
+func encodeFrame(dst []byte, msgs []Envelope) ([]byte, error) {
+	body, err := encodeEnvelopes(nil, msgs)
+	if err != nil {
+		return dst, err
+	}
+	return appendFrame(dst, [][]byte{body}, len(msgs))
+}
+
+// encodeEnvelopes appends the envelopes' encodings (the repeated part of a
+// frame) to dst.
+func encodeEnvelopes(dst []byte, msgs []Envelope) ([]byte, error) {
+	start := len(dst)
+	for _, e := range msgs {
+		dst = append(dst, e.Group.TopicID[:]...)
+		dst = binary.BigEndian.AppendUint32(dst, uint32(e.Group.Index))
+		at := len(dst)
+		dst = append(dst, 0, 0, 0, 0)
+		var err error
+		dst, err = proto.MarshalOptions{}.MarshalAppend(dst, e.Msg)
+		if err != nil {
+			return dst[:start], err
+		}
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	}
+	return dst, nil
+}
+
+// appendFrame appends one frame holding count envelopes already encoded in
+// bodies.
+func appendFrame(dst []byte, bodies [][]byte, count int) ([]byte, error) {
+	n := 4
+	for _, b := range bodies {
+		n += len(b)
+	}
+	if n > maxFrameBytes {
+		return dst, fmt.Errorf("replica: raft frame of %d bytes exceeds %d", n, maxFrameBytes)
+	}
+	dst = binary.BigEndian.AppendUint32(dst, uint32(n))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(count))
+	for _, b := range bodies {
+		dst = append(dst, b...)
+	}
+	return dst, nil
+}
+
+// decodeFrame parses a frame body (after frameLen).
+func decodeFrame(b []byte) ([]Envelope, error) {
+	if len(b) < 4 {
+		return nil, errBadFrame
+	}
+	n := binary.BigEndian.Uint32(b)
+	b = b[4:]
+	if uint64(n) > uint64(len(b))/24 {
+		return nil, errBadFrame
+	}
+	out := make([]Envelope, 0, n)
+	for range n {
+		if len(b) < 24 {
+			return nil, errBadFrame
+		}
+		var e Envelope
+		copy(e.Group.TopicID[:], b)
+		e.Group.Index = int32(binary.BigEndian.Uint32(b[16:]))
+		l := binary.BigEndian.Uint32(b[20:])
+		b = b[24:]
+		if uint64(l) > uint64(len(b)) {
+			return nil, errBadFrame
+		}
+		e.Msg = &raftpb.Message{}
+		if err := proto.Unmarshal(b[:l], e.Msg); err != nil {
+			return nil, fmt.Errorf("%w: %v", errBadFrame, err)
+		}
+		b = b[l:]
+		out = append(out, e)
+	}
+	if len(b) != 0 {
+		return nil, errBadFrame
+	}
+	return out, nil
+}
