@@ -61,10 +61,7 @@ func TestKafkaErrorCodes(t *testing.T) {
 			want(t, "CreateTopics "+c.what, resp.Err, resp.ErrMessage, c.code)
 		}
 		// None of the refused topics may exist afterwards.
-		td, err := adm.ListTopics(ctx)
-		if err != nil {
-			t.Fatalf("Metadata: %v", err)
-		}
+		td := freshTopics(ctx, t, b.KafkaAddr)
 		for _, c := range cases[3:] {
 			if _, ok := td[c.name]; ok {
 				t.Errorf("CreateTopics %s was refused, but topic %q exists", c.what, c.name)

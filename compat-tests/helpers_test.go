@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
@@ -39,6 +40,9 @@ func newClient(t *testing.T, addr string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
+// newAdmin returns a kadm client on a new kgo client. kadm answers ListTopics
+// and finds partitions through kgo's metadata cache, so after changing
+// topics use a new admin client (or freshTopics) to see the broker's view.
 func newAdmin(t *testing.T, addr string) *kadm.Client {
 	t.Helper()
 	return kadm.NewClient(newClient(t, addr))
@@ -55,6 +59,34 @@ func createTopic(ctx context.Context, t *testing.T, adm *kadm.Client, topic stri
 	if resp.Err != nil {
 		t.Fatalf("CreateTopics %q: %v (%s)", topic, resp.Err, resp.ErrMessage)
 	}
+}
+
+// freshTopics sends a Metadata request for topics (all topics when none are
+// given) straight to the broker, bypassing kgo's metadata cache.
+func freshTopics(ctx context.Context, t *testing.T, addr string, topics ...string) map[string]kmsg.MetadataResponseTopic {
+	t.Helper()
+	cl := newClient(t, addr)
+	defer cl.Close()
+	req := kmsg.NewPtrMetadataRequest()
+	if len(topics) == 0 {
+		req.Topics = nil
+	}
+	for _, tp := range topics {
+		rt := kmsg.NewMetadataRequestTopic()
+		rt.Topic = kmsg.StringPtr(tp)
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("Metadata: %v", err)
+	}
+	out := map[string]kmsg.MetadataResponseTopic{}
+	for _, tp := range resp.Topics {
+		if tp.Topic != nil {
+			out[*tp.Topic] = tp
+		}
+	}
+	return out
 }
 
 // endOffsets returns the high watermark of each partition of topic.

@@ -41,25 +41,23 @@ func TestTopicsSurviveKill9(t *testing.T) {
 
 	check := func(when string) {
 		t.Helper()
-		td, err := adm.ListTopics(ctx, withConfig, plain)
-		if err != nil {
-			t.Fatalf("%s: Metadata: %v", when, err)
-		}
+		td := freshTopics(ctx, t, b.KafkaAddr, withConfig, plain)
 		for name, want := range map[string]int{withConfig: 3, plain: 2} {
 			d, ok := td[name]
 			switch {
 			case !ok:
 				t.Errorf("%s: topic %q missing from Metadata", when, name)
-			case d.Err != nil:
-				t.Errorf("%s: topic %q: %v", when, name, d.Err)
+			case d.ErrorCode != 0:
+				t.Errorf("%s: topic %q: error %d", when, name, d.ErrorCode)
 			case len(d.Partitions) != want:
 				t.Errorf("%s: topic %q has %d partitions, want %d", when, name, len(d.Partitions), want)
 			}
 			// Topic ids never change (clients using Fetch v13+ address topics by id).
-			if prev, ok := ids[name]; ok && prev != d.ID {
-				t.Errorf("%s: topic %q id changed from %s to %s", when, name, prev, d.ID)
+			id := kadm.TopicID(d.TopicID)
+			if prev, ok := ids[name]; ok && prev != id {
+				t.Errorf("%s: topic %q id changed from %s to %s", when, name, prev, id)
 			}
-			ids[name] = d.ID
+			ids[name] = id
 		}
 		rcs, err := adm.DescribeTopicConfigs(ctx, withConfig)
 		if err != nil {
