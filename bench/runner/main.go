@@ -840,6 +840,9 @@ func figuresFor(w workload) []figure {
 		{"produce ack p99.9", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.P999 }},
 		{"produce ack max", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.Max }},
 	}
+	if rate := targetRate(w); rate > 0 {
+		f = append(f, figure{"target rate achieved", "%", "higher", func(r *runResult) float64 { return 100 * r.Gen.Produce.RecordsPerS / rate }})
+	}
 	if w.Latcy || w.Name == "W4" {
 		f = append(f,
 			figure{"end-to-end p50", "ms", "lower", func(r *runResult) float64 { return r.Gen.Consume.E2E.P50 }},
@@ -861,6 +864,17 @@ func figuresFor(w workload) []figure {
 		figure{"generator core busy", "%", "", func(r *runResult) float64 { return 100 * r.GenCPUUtil }},
 	)
 	return f
+}
+
+// targetRate is the workload's -rate, 0 for max throughput.
+func targetRate(w workload) float64 {
+	for i := 0; i+1 < len(w.Args); i++ {
+		if w.Args[i] == "-rate" {
+			v, _ := strconv.ParseFloat(w.Args[i+1], 64)
+			return v
+		}
+	}
+	return 0
 }
 
 func fmtNum(v float64) string {

@@ -281,12 +281,12 @@ func run(ctx context.Context, c *config) (*result, error) {
 	cctx, cancelConsumers := context.WithCancel(ctx)
 	defer cancelConsumers()
 	var cwg sync.WaitGroup
+	// Consumers keep franz-go's fetch defaults (50 MiB per fetch, 1 MiB per
+	// partition), which are the Java consumer's too.
 	consumerOpts := func(offsets map[int32]kgo.Offset) []kgo.Opt {
 		return []kgo.Opt{
 			kgo.SeedBrokers(seeds...),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: offsets}),
-			kgo.FetchMaxBytes(64 << 20),
-			kgo.FetchMaxPartitionBytes(8 << 20),
 		}
 	}
 	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist, group string) error {
@@ -297,8 +297,6 @@ func run(ctx context.Context, c *config) (*result, error) {
 				kgo.ConsumerGroup(group),
 				kgo.ConsumeTopics(c.Topic),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-				kgo.FetchMaxBytes(64 << 20),
-				kgo.FetchMaxPartitionBytes(8 << 20),
 			}
 		}
 		cl, err := kgo.NewClient(opts...)
