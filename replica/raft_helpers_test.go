@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/log"
 )
@@ -337,3 +339,7 @@ func (c *testCluster) sameBytes() {
 		}
 	}
 }
+
+var errOutOfOrder = log.ErrOutOfOrderSequence
+
+func marshalForTest(m *raftpb.ConfChange) ([]byte, error) { return proto.Marshal(m) }

@@ -1,0 +1,311 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// copyTree copies a node's directory while its host runs: what a kill -9
+// leaves (everything written is in the page cache), file by file at
+// slightly different moments.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.Walk(src, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		if fi.IsDir() {
+			return os.MkdirAll(out, 0o755)
+		}
+		in, err := os.Open(p)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return nil // a temporary file renamed away
+			}
+			return err
+		}
+		defer in.Close()
+		o, err := os.Create(out)
+		if err != nil {
+			return err
+		}
+		_, err = io.Copy(o, in)
+		if cerr := o.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (c *testCluster) nodeDir(n NodeID) string { return filepath.Join(c.root, fmt.Sprint("node", n)) }
+
+// TestRaftLeaderCrashRestart: the leader dies (its directory as a kill -9
+// leaves it), a new leader takes over, the old one restarts from disk and
+// catches up; every acknowledged batch is everywhere exactly once at its
+// acknowledged offsets.
+func TestRaftLeaderCrashRestart(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	produceN := func(prefix string, n int) {
+		for i := range n {
+			b := testBatch(fmt.Sprint(prefix, i), 1+i%3, -1, 0, 0)
+			res := c.produce(b, AcksAll)
+			acked = append(acked, ackedBatch{res, append([]byte(nil), body(b)...)})
+		}
+	}
+	produceN("a", 30)
+	old, _ := c.leader()
+	image := filepath.Join(t.TempDir(), "image")
+	copyTree(t, c.nodeDir(old), image)
+	c.stop(old)
+	if err := os.RemoveAll(c.nodeDir(old)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(image, c.nodeDir(old)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	nl, _ := c.leader(old)
+	t.Logf("new leader %d after %v", nl, time.Since(start))
+	produceN("b", 30)
+	c.start(old)
+	produceN("c", 10)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
+
+	// And once more with every node restarted cleanly.
+	for _, n := range []NodeID{1, 2, 3, 4} {
+		c.stop(n)
+	}
+	for _, n := range []NodeID{1, 2, 3, 4} {
+		c.start(n)
+	}
+	produceN("d", 5)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
+}
+
+// TestRaftPartitionHeal: an isolated leader appends batches no one else
+// gets; the majority elects a new leader and moves on; on heal the old
+// leader's uncommitted tail is truncated and nothing diverges.
+func TestRaftPartitionHeal(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	for i := range 10 {
+		b := testBatch(fmt.Sprint("a", i), 2, -1, 0, 0)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	old, or := c.leader()
+	c.net.Partition(old)
+	var lost [][]byte
+	var props []*Proposal
+	for i := range 5 {
+		b := testBatch(fmt.Sprint("lost", i), 3, -1, 0, 0)
+		lost = append(lost, append([]byte(nil), body(b)...))
+		p, err := or.Propose(b, AcksAll)
+		if err != nil {
+			t.Fatalf("isolated leader refused: %v", err)
+		}
+		props = append(props, p)
+	}
+	// acks=1 is answered from the isolated leader's own log...
+	p1, err := or.Propose(testBatch("lost-acks1", 1, -1, 0, 0), AcksLeader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost = append(lost, body(testBatch("lost-acks1", 1, -1, 0, 0)))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p1.Wait(ctx); err != nil {
+		t.Fatalf("acks=1 on the isolated leader: %v", err)
+	}
+	if or.LogEndOffset() <= or.HighWatermark() {
+		t.Fatalf("isolated leader has no uncommitted tail: end %d hw %d", or.LogEndOffset(), or.HighWatermark())
+	}
+	// ... acks=all never is: it fails when the old leader steps down.
+	for _, p := range props {
+		if _, err := p.Wait(ctx); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("acks=all on the isolated leader: %v, want ErrNotLeader", err)
+		}
+	}
+	nl, _ := c.leader(old)
+	t.Logf("old leader %d isolated, new leader %d", old, nl)
+	for i := range 10 {
+		b := testBatch(fmt.Sprint("b", i), 1, -1, 0, 0)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	c.net.Heal()
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
+	for n, r := range c.running() {
+		for _, x := range batchesOf(t, logBytes(t, r)) {
+			for _, l := range lost {
+				if string(body(x.raw)) == string(l) {
+					t.Fatalf("node %d still holds an uncommitted batch of the isolated leader at %d", n, x.base)
+				}
+			}
+		}
+	}
+}
+
+// TestRaftRandomFaults: messages dropped, duplicated and delayed at random
+// while an idempotent producer writes with retries and a follower restarts.
+func TestRaftRandomFaults(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4, 5}, ReplicaOptions{Mode: ModeRaft})
+	c.leader()
+	c.net.SetFaults(0.1, 0.1, 0, 15*time.Millisecond)
+	var acked []ackedBatch
+	seq := int32(0)
+	for i := range 80 {
+		n := 1 + i%4
+		b := testBatch(fmt.Sprint("f", i), n, 99, 0, seq)
+		seq += int32(n)
+		res := c.produce(b, AcksAll)
+		if res.Duplicate {
+			t.Logf("batch %d answered as a duplicate at %d", i, res.BaseOffset)
+		}
+		acked = append(acked, ackedBatch{res, append([]byte(nil), body(b)...)})
+		if i == 40 {
+			ln, _ := c.leader()
+			f := NodeID(1 + (int(ln))%3)
+			c.stop(f)
+			c.start(f)
+		}
+	}
+	t.Logf("sent %d, dropped %d", c.net.Sent.Load(), c.net.Dropped.Load())
+	c.net.Heal()
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 20*time.Second)
+	c.checkAcked(acked)
+}
+
+// TestRaftSnapshotCatchUp: a learner that was away while every voter's log
+// start moved past what it has is caught up by a snapshot: its log restarts
+// at the snapshot's offset and then matches the leader byte for byte.
+func TestRaftSnapshotCatchUp(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	produceN := func(prefix string, n int) {
+		for i := range n {
+			b := testBatch(fmt.Sprintf("%s%d-%0200d", prefix, i, i), 3, 5, 0, int32(len(acked)*3))
+			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+		}
+	}
+	produceN("a", 10)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	c.stop(4)
+	produceN("b", 150)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	cut := acked[len(acked)-20].res.BaseOffset
+	for n, r := range c.running() {
+		if err := r.DeleteRecordsBefore(cut); err != nil {
+			t.Fatalf("node %d: %v", n, err)
+		}
+		if fi, _ := r.st.FirstIndex(); fi < 100 {
+			t.Fatalf("node %d: first raft index %d after deleting records before %d", n, fi, cut)
+		}
+	}
+	r4 := c.start(4)
+	produceN("c", 5)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	if r4.LogStartOffset() == 0 || r4.st.snapIndex == 0 {
+		t.Fatalf("learner was not caught up by a snapshot: log start %d, snapshot index %d", r4.LogStartOffset(), r4.st.snapIndex)
+	}
+	c.checkAcked(acked)
+	// The snapshot carried the producer's state: a retry of the last batch
+	// is a duplicate on the learner's table too.
+	last := acked[len(acked)-1]
+	r4.st.mu.Lock()
+	pe := r4.st.producers.seed(r4.log, 5)
+	r4.st.mu.Unlock()
+	h, _ := parseBatch(testBatch("x", 3, 5, 0, int32((len(acked)-1)*3)), true)
+	var dup *errDuplicate
+	if err := checkProducer(pe, &h); !errors.As(err, &dup) || dup.base != last.res.BaseOffset {
+		t.Fatalf("learner's producer table after snapshot: %v", err)
+	}
+	// A restart after the snapshot keeps it.
+	c.stop(4)
+	c.start(4)
+	produceN("d", 3)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
+}
+
+// TestRaftIdempotenceFailover: a new leader dedupes retries of batches the
+// old leader wrote, and refuses sequence gaps.
+func TestRaftIdempotenceFailover(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft})
+	var res []ProduceResult
+	for i := range 8 {
+		res = append(res, c.produce(testBatch(fmt.Sprint("i", i), 2, 7, 3, int32(2*i)), AcksAll))
+	}
+	// A retry at the same leader.
+	if r := c.produce(testBatch("i6", 2, 7, 3, 12), AcksAll); !r.Duplicate || r.BaseOffset != res[6].BaseOffset {
+		t.Fatalf("retry at the leader: %+v, want duplicate of %+v", r, res[6])
+	}
+	old, _ := c.leader()
+	c.stop(old)
+	for _, i := range []int{7, 4} {
+		r := c.produce(testBatch(fmt.Sprint("i", i), 2, 7, 3, int32(2*i)), AcksAll)
+		if !r.Duplicate || r.BaseOffset != res[i].BaseOffset || r.LastOffset != res[i].LastOffset {
+			t.Fatalf("retry of batch %d at the new leader: %+v, want %+v", i, r, res[i])
+		}
+	}
+	_, lr := c.leader()
+	p, err := lr.Propose(testBatch("gap", 1, 7, 3, 20), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err == nil || !errors.Is(err, errOutOfOrder) {
+		t.Fatalf("sequence gap: %v", err)
+	}
+	r := c.produce(testBatch("i8", 1, 7, 3, 16), AcksAll)
+	if r.Duplicate || r.BaseOffset <= res[7].LastOffset {
+		t.Fatalf("next batch: %+v", r)
+	}
+	c.start(old)
+	c.converged(r.LastOffset+1, 10*time.Second)
+}
+
+// The raft entry types survive the round trip through the log.
+func TestRaftEntryRoundTrip(t *testing.T) {
+	cc := &raftpb.ConfChange{Type: new(raftpb.ConfChangeAddLearnerNode), NodeId: new(uint64(9))}
+	data, err := marshalForTest(cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		ctrl int16
+		data []byte
+		typ  raftpb.EntryType
+	}{{ctrlRaftNoop, nil, raftpb.EntryNormal}, {ctrlRaftConfChange, data, raftpb.EntryConfChange}} {
+		b := controlBatch(100, 4, tc.ctrl, tc.data, 0)
+		h, err := parseBatch(b, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e := entryFromBatch(b, &h, entryMeta{index: 3, term: 4, base: 100, last: 100})
+		if e.GetType() != tc.typ || string(e.GetData()) != string(tc.data) || e.GetIndex() != 3 || e.GetTerm() != 4 {
+			t.Fatalf("ctrl %d: got %v", tc.ctrl, e)
+		}
+	}
+	f := controlBatch(10, -1, ctrlFiller, nil, 90)
+	h, _ := parseBatch(f, true)
+	if h.lastOffset() != 99 || h.recordCount != 0 || !h.isControl() {
+		t.Fatalf("filler: %+v", h)
+	}
+}
