@@ -166,16 +166,17 @@ type Replica struct {
 	// raftMu serialises everything that touches the RawNode and the
 	// storage's write side; the worker holds it across a whole process
 	// round (doc.go, "Locks").
-	raftMu    sync.Mutex
-	rn        *raft.RawNode
-	inflight  []*Proposal // proposed by this leader, by index
-	dupWait   []*Proposal // duplicates waiting for the high watermark
-	applied   uint64
-	lastHeard map[uint64]time.Time
-	wasLeader bool
-	ledTerm   uint64
-	closed    bool
-	failed    error
+	raftMu      sync.Mutex
+	rn          *raft.RawNode
+	inflight    []*Proposal // proposed by this leader, by index
+	dupWait     []*Proposal // duplicates waiting for the high watermark
+	applied     uint64
+	lastHeard   map[uint64]time.Time
+	wasLeader   bool
+	ledTerm     uint64
+	leaderSince time.Time
+	closed      bool
+	failed      error
 
 	hw       atomic.Int64
 	leader   atomic.Int32
@@ -360,7 +361,21 @@ func (r *Replica) inSyncVotersLocked(now time.Time) int {
 		if typ == raft.ProgressTypeLearner {
 			return
 		}
-		if id == self || (pr.State == tracker.StateReplicate && now.Sub(r.lastHeard[id]) <= r.host.cfg.MaxFollowerLag) {
+		if id == self {
+			n++
+			return
+		}
+		if pr.State == tracker.StateSnapshot {
+			return
+		}
+		heard, ok := r.lastHeard[id]
+		// A new leader has not heard from anyone yet: like Kafka's ISR,
+		// which a new leader inherits and shrinks only after the lag
+		// time, followers count until they have been silent that long.
+		if !ok {
+			heard = r.leaderSince
+		}
+		if now.Sub(heard) <= r.host.cfg.MaxFollowerLag {
 			n++
 		}
 	})
@@ -667,6 +682,9 @@ func (r *Replica) afterProcessLocked() {
 			p.complete(ProduceResult{}, err)
 		}
 		r.inflight, r.dupWait = nil, nil
+	}
+	if isLeader && (!r.wasLeader || bs.GetTerm() != r.ledTerm) {
+		r.leaderSince = time.Now()
 	}
 	changed := NodeID(r.leader.Load()) != lead || r.term.Load() != bs.GetTerm()
 	r.wasLeader, r.ledTerm = isLeader, bs.GetTerm()
