@@ -213,4 +213,3 @@ func lastLine(s, substr string) string {
 	}
 	return ""
 }
-
