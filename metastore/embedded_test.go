@@ -186,6 +186,9 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "x", Partitions: 1}); !errors.Is(err, ErrStopped) {
 		t.Fatalf("after close: %v", err)
 	}
+	if _, err := Open(testConfig(t, 2, dir)); err == nil {
+		t.Fatal("opened node 1's data dir as node 2")
+	}
 	n = openSingle(t, dir)
 	defer n.Close()
 	c = n.Client()

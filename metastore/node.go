@@ -106,7 +106,17 @@ func Open(cfg Config) (*Node, error) {
 	if err != nil {
 		return nil, fmt.Errorf("metastore: open db: %w", err)
 	}
-	if err := db.Update(ensureBuckets); err != nil {
+	if err := db.Update(func(tx *bolt.Tx) error {
+		if err := ensureBuckets(tx); err != nil {
+			return err
+		}
+		// The data dir belongs to one raft id forever.
+		rb := tx.Bucket(bucketRaft)
+		if v := rb.Get(keyNodeID); v != nil && getU64(v) != cfg.ID {
+			return fmt.Errorf("data dir %s belongs to node %d, not %d", cfg.DataDir, getU64(v), cfg.ID)
+		}
+		return rb.Put(keyNodeID, u64(cfg.ID))
+	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("metastore: init db: %w", err)
 	}

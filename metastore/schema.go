@@ -12,7 +12,8 @@ import (
 //
 // Raft's own state (written in the Ready loop, step 1):
 //
-//	raft      "hardstate" -> raftpb.HardState (protobuf)
+//	raft      "node_id"   -> u64 raft id owning this file (checked at Open)
+//	          "hardstate" -> raftpb.HardState (protobuf)
 //	          "snapshot"  -> raftpb.SnapshotMetadata (protobuf) of the last
 //	                         snapshot: the log starts right after its index
 //	raft_log  index (u64) -> raftpb.Entry (protobuf)
@@ -53,6 +54,7 @@ var (
 	bucketCredentials   = []byte("credentials")
 	bucketTxnState      = []byte("txn_state")
 
+	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
 	keySnapshot    = []byte("snapshot")
 	keyApplied     = []byte("applied")
