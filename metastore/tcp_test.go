@@ -130,3 +130,27 @@ func TestTCPCluster(t *testing.T) {
 		return nil
 	})
 }
+
+// A single voter with a listener (sluice serve --roles meta,write,read on
+// one host): remote brokers dial it.
+func TestSingleNodeWithListener(t *testing.T) {
+	cfg := testConfig(t, 1, t.TempDir())
+	cfg.Listen = "127.0.0.1:0"
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	ctx := ctxT(t)
+	rc, err := Dial(ctx, ClientConfig{Addrs: []string{n.Addr()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	if _, err := rc.CreateTopic(ctx, TopicSpec{Name: "x", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := n.Client().TopicByName("x"); !ok {
+		t.Fatal("embedded client does not see the remote write")
+	}
+}
