@@ -89,11 +89,30 @@ func (c *Client) write(ctx context.Context, cmd command) (result, error) {
 		return *r, err
 	}
 	if r.Visible {
-		if err := c.v.waitRev(ctx, r.Rev); err != nil {
+		if err := c.waitVisible(ctx, r.Rev); err != nil {
 			return *r, err
 		}
 	}
 	return *r, nil
+}
+
+// waitVisible waits until the cache reached rev. A remote client whose
+// watch is stuck on an unreachable node pulls from the next one.
+func (c *Client) waitVisible(ctx context.Context, rev uint64) error {
+	for {
+		wctx, cancel := context.WithTimeout(ctx, 250*time.Millisecond)
+		err := c.v.waitRev(wctx, rev)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ErrTimeout
+		}
+		if c.pull != nil {
+			_ = c.pull(ctx)
+		}
+	}
 }
 
 func (c *Client) read(ctx context.Context, r *readRequest) (*Response, error) {
