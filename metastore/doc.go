@@ -44,10 +44,13 @@
 //
 // # Commands
 //
-// Normal entries hold a format byte (1 = JSON) followed by a proposalBatch:
-// proposer node id, a per-process random nonce, and commands each with a
-// sequence number (command.go). Concurrent requests on a node are grouped
-// into one batch (group commit: one entry, one bbolt transaction for many
+// Normal entries hold a format byte followed by a proposalBatch: proposer
+// node id, a per-process random nonce, and commands each with a sequence
+// number (command.go). Format 2 (codec.go), what is written, is binary with
+// offset commits in a compact form and other commands as JSON inside it;
+// format 1 (all JSON) is still read. Requests reaching a follower are
+// forwarded to the leader, whose batcher groups every concurrent command
+// into one entry (group commit: one entry and one bbolt transaction for many
 // offset commits). The proposer waits until the entry is applied locally and
 // gets each command's result (error or value). Commands are deterministic:
 // ids, times and the cluster id are chosen by the proposer. A proposal whose

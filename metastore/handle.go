@@ -18,11 +18,14 @@ import (
 // embedded client directly and by remote clients and forwarding followers
 // over the transport.
 //
-// Writes are proposed on this node; raft forwards the proposal to the leader
-// and every node applies it, so the result comes back locally. Reads run
-// after a ReadIndex barrier, which raft also forwards. Only heartbeats and
-// membership changes must run on the leader; they are forwarded with
-// Transport.Call.
+// Writes are forwarded to the leader with Transport.Call (the caller does
+// not know): the leader batches everyone's commands into few entries and
+// answers after its own apply. If the leader is unknown or the request could
+// not be delivered, the command is proposed here and raft forwards the
+// proposal; every node applies every entry, so the result still comes back
+// locally. Reads run after a ReadIndex barrier on this node (raft forwards
+// the ReadIndex). Heartbeats and membership changes run on the leader,
+// forwarded with Transport.Call.
 func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 	if _, ok := ctx.Deadline(); !ok {
 		d := n.cfg.RequestTimeout
