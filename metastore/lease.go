@@ -34,8 +34,9 @@ type leaseTracker struct {
 }
 
 type leaseSeen struct {
-	inc uint64
-	at  time.Time
+	inc      uint64
+	at       time.Time
+	expiring time.Time // when an expiry was last proposed
 }
 
 func (l *leaseTracker) init() { l.seen = map[int32]leaseSeen{} }
@@ -117,7 +118,9 @@ func (n *Node) leaseLoop() {
 				if n.leases.leaderSince.After(base) {
 					base = n.leases.leaderSince
 				}
-				if now.Sub(base) > n.cfg.LeaseDuration {
+				if now.Sub(base) > n.cfg.LeaseDuration && now.Sub(s.expiring) > n.cfg.LeaseDuration {
+					s.expiring = now // once per lease period, not every tick
+					n.leases.seen[b.ID] = s
 					expire = append(expire, b)
 				}
 			}
