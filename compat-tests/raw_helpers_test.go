@@ -175,6 +175,15 @@ func recordBatch(values ...string) []byte {
 
 // idempotentBatch is recordBatch with producer id, epoch and first sequence.
 func idempotentBatch(producerID int64, epoch int16, firstSeq int32, values ...string) []byte {
+	return buildBatch(producerID, epoch, firstSeq, time.Now().UnixMilli(), values...)
+}
+
+// recordBatchAt is recordBatch with every record's timestamp set to tsMillis.
+func recordBatchAt(tsMillis int64, values ...string) []byte {
+	return buildBatch(-1, -1, -1, tsMillis, values...)
+}
+
+func buildBatch(producerID int64, epoch int16, firstSeq int32, now int64, values ...string) []byte {
 	var recs []byte
 	for i, v := range values {
 		var body []byte
@@ -188,7 +197,6 @@ func idempotentBatch(producerID int64, epoch int16, firstSeq int32, values ...st
 		recs = kbin.AppendVarint(recs, int32(len(body)))
 		recs = append(recs, body...)
 	}
-	now := time.Now().UnixMilli()
 	b := kmsg.RecordBatch{
 		FirstOffset:          0,
 		PartitionLeaderEpoch: -1,
