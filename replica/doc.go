@@ -12,4 +12,167 @@
 // committed once written. A per-partition goroutine follows the log end
 // offset, waits for durability and advances the watermark, waking Fetch
 // long-polls and acks=all producers through a broadcast channel.
+//
+// # Raft-replicated partitions
+//
+// The raft_*.go files replicate a partition with one etcd raft group (go.etcd.io/raft/v3
+// v3.7, RawNode) per partition. Voters are write brokers, learners read
+// brokers (raft learners never vote or lead). One Host per broker owns all
+// groups:
+//
+//	tr, _ := replica.NewTCPTransport(replica.TCPConfig{Self: id, Listen: addr, Resolve: peerAddr})
+//	h, _ := replica.NewHost(replica.HostConfig{Node: id, Dir: dataDir, Transport: tr, Flusher: f})
+//	r, _ := h.Open(topic, key, replica.Members{Voters: w, Learners: rd}, replica.ReplicaOptions{Mode: m, MinInsyncReplicas: n, Log: cfg})
+//	p, err := r.Propose(batch, replica.AcksAll) // *NotLeaderError on a follower
+//	res, err := p.Wait(ctx)                     // offsets, or why not
+//	rr, err := r.Read(offset, maxBytes)         // up to the high watermark
+//
+// Host: a scheduler (raft_scheduler.go, after CockroachDB's) whose fixed
+// pool of workers processes groups with pending work; one ticker for every
+// group; one Transport with one stream per peer broker carrying the
+// messages of all groups (raft_transport_tcp.go; raft_transport_mem.go is
+// the fault-injecting network for tests). A worker's round for a group
+// (Replica.process) steps the queued messages, applies the ticks owed,
+// proposes the queued batches and handles Readys.
+//
+// # The partition log is the raft log
+//
+// Entry i of the group is one record batch of the partition log; no other
+// store holds entry bytes. The leader assigns offsets when it proposes: it
+// first handles any pending Ready, so raft's log has no unstable tail and the
+// new entry's index and offset follow the storage's last ones; it stamps
+// baseOffset and partitionLeaderEpoch (= the raft term, which raft gives the
+// entry in the same Propose call) into the batch, both outside the CRC, and
+// proposes those bytes. Every replica appends them unchanged with
+// log.AppendReplicated. raft's own entries are stored as control batches
+// (attributes control bit, producer id -1, timestamps -1, one control record
+// with key version 0 and type 200 for raft's empty entry, 201 for a
+// ConfChange, 202 for a ConfChangeV2 with the entry's data as value). They
+// are built from the entry alone, so they too are byte-identical everywhere,
+// and they take one offset each; clients skip control batches. If a stored
+// normal entry's base offset or epoch were ever not the expected ones, every
+// replica would stamp the same values into a copy.
+//
+// The high watermark is the offset after the last committed entry. A new
+// leader's raft commit index advances only through an entry of its own
+// term, so it exposes no high watermark it did not commit in its term. A
+// follower whose log conflicts with the leader's truncates the tail
+// (log.TruncateTo at the first conflicting entry's offset, synced).
+//
+// # Ready loop (etcd raft doc.go steps)
+//
+// handleReadyLocked, for each Ready, with raftMu held:
+//
+//	step 1: persist. A snapshot first (see below); then Entries, after
+//	        truncating a conflicting tail, appended to the log and made
+//	        durable with log.WaitDurable (the Flusher's group commit); then
+//	        HardState, fdatasynced whenever term or vote changed (a
+//	        commit-only change is written with the next sync or at Close).
+//	step 2: send Messages, only after step 1 is durable, leader and
+//	        follower alike. (etcd lets a leader send while it syncs, thesis
+//	        10.2.1; not done yet.) MsgSnap is reported finished once sent.
+//	step 3: apply CommittedEntries: conf changes are applied to the RawNode
+//	        and raft.conf is rewritten; the high watermark moves to the
+//	        last committed entry's end; acks=all waiters are answered.
+//	step 4: Advance. In synchronous-storage mode raft steps the leader's own
+//	        append acknowledgement here, so the leader counts itself only
+//	        after its own sync.
+//
+// With one voter the same entries arrive as Entries and CommittedEntries of
+// one Ready (etcd #14370); step 1 completes before step 3, so nothing is
+// acknowledged before it is durable.
+//
+// # Acknowledgements
+//
+// acks=1 is answered once the leader's append is durable (step 1). acks=all:
+// ModeRaft at commit (a majority of voters durable); ModeSemiSync once the
+// leader's write is durable and some other replica (voter or learner) has
+// acknowledged it (raft progress Match); ModeAsync once the leader's write is
+// durable. In every mode the batch is still replicated by raft and becomes
+// readable only at commit. A leader that loses its term fails its waiting
+// writes with NotLeaderError (the entry may still commit; the idempotent
+// producer's retry is then a duplicate). min.insync.replicas (ModeRaft,
+// acks=all) counts the leader and the voters heard from within
+// MaxFollowerLag (a new leader counts everyone for that long, as Kafka's new
+// leader inherits the ISR), and refuses with ErrNotEnoughReplicas before
+// proposing.
+//
+// # Idempotence
+//
+// The leader checks producer sequence and epoch before proposing, so a
+// refused or duplicate batch never becomes an entry. The rules are the log's
+// (log/producer.go); the table (raft_producers.go) is updated by every
+// replica from the batches it stores, in log order, so a follower that
+// becomes leader dedupes as the old leader did, and it travels in
+// snapshots. For a producer the table has not seen since Open it falls back
+// to log.ProducerState, which knows only the last batch; see "Not done".
+//
+// # Files
+//
+// Beside the log's segments in the partition directory:
+//
+//	raft.index  one 32-byte record per raft entry, in index order:
+//	            index u64 | term u64 | baseOffset i64 | lastOffset-baseOffset u32 |
+//	            crc32c u32 (of the 28 bytes before it). Appends are not synced:
+//	            the file is an index of the log and is rebuilt from its batch
+//	            headers (one entry per batch, term = partitionLeaderEpoch).
+//	            Truncations and prefix drops rewrite it durably (temporary
+//	            file, fsync, rename, directory fsync).
+//	raft.state  two 128-byte slots written alternately, each "SLRS" | version
+//	            u16 (1) | 0 u16 | seq | term | vote | commit | applied |
+//	            snapIndex | snapTerm | snapOffset (u64 each) | zero padding |
+//	            crc32c u32 of the rest. Every write is fdatasynced before the
+//	            caller goes on; the valid slot with the higher seq wins, so a
+//	            torn write leaves the previous state. snapIndex/snapTerm name
+//	            the entry before the first one the log holds, which starts at
+//	            snapOffset. Bit 62 of applied marks a snapshot install whose
+//	            log reset may not have finished.
+//	raft.conf   crc32c u32 | raftpb.ConfState, rewritten durably when it changes.
+//	raft.snap   crc32c u32 | the last snapshot's data (below), for the
+//	            producer table after a restart.
+//
+// Snapshot data: "SLSN" | snapOffset i64 | producer count u32 | per producer:
+// id i64 | epoch i16 | n u8 | n x (firstSeq i32 | lastSeq i32 | firstOffset i64 |
+// lastOffset i64), the table as of snapOffset. The snapshot's metadata holds
+// the index, term and ConfState. It is a few hundred bytes: a replica behind
+// the leader's first index resets its log to start at snapOffset and gets
+// the entries after it by ordinary appends.
+//
+// # Recovery
+//
+// Open reads raft.state (a missing one means a new group, allowed only on an
+// empty log), raft.conf (the members passed to Open are used only for a new
+// group), then raft.index, keeping the records after snapIndex that are
+// contiguous in index and offset, starting at snapOffset, and inside the
+// log. Batches after the last record are turned back into records from
+// their headers; a batch that cannot be an entry (no epoch, or an epoch
+// below the previous term) is truncated. If the log does not continue the
+// state (a snapshot install cut short, marked pending), the log is reset to
+// snapOffset. A persisted commit beyond the last entry is lowered with an
+// error logged. The result is the same raft log as before the crash for
+// everything that was synced, so offsets never change.
+//
+// Retention and DeleteRecords go through Replica.ApplyRetention and
+// Replica.DeleteRecordsBefore, which compact the raft log to the entry that
+// holds the new log start (only applied entries), so a replica that needs
+// older entries is sent a snapshot. Each replica applies retention itself.
+//
+// # Locks
+//
+// Host.mu, then Replica.raftMu, then raftStorage.mu, then the log's locks.
+// Replica.inMu (queued inputs), Replica.mu (high watermark notification) and
+// scheduler.mu are leaves: nothing else is taken while one is held. A worker
+// holds raftMu for a whole round, including fsyncs; producers never take it
+// (Propose only queues under inMu), so they are not blocked by a sync.
+// OnLeaderChange runs with raftMu held.
+//
+// # Not done
+//
+// Heartbeat coalescing (heartbeats of all groups travel in the same frames
+// per peer but are one message per group) and quiescence of idle groups;
+// the leader's send in parallel with its own sync; an exported idempotence
+// check in the log package (after a restart a retry of one of the last five
+// batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
+// answers batches outside its window); membership changes beyond applying
+// conf change entries; the index is held in memory (24 bytes per entry).
 package replica
