@@ -27,9 +27,13 @@ type rawConn struct {
 	lastBody []byte
 }
 
+func dialTimeout(addr string) (net.Conn, error) {
+	return net.DialTimeout("tcp", addr, 5*time.Second)
+}
+
 func dialRaw(t *testing.T, addr string) *rawConn {
 	t.Helper()
-	c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+	c, err := dialTimeout(addr)
 	if err != nil {
 		t.Fatalf("dial %s: %v", addr, err)
 	}
