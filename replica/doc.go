@@ -68,9 +68,11 @@
 //	        durable with log.WaitDurable (the Flusher's group commit); then
 //	        HardState, fdatasynced whenever term or vote changed (a
 //	        commit-only change is written with the next sync or at Close).
-//	step 2: send Messages, only after step 1 is durable, leader and
-//	        follower alike. (etcd lets a leader send while it syncs, thesis
-//	        10.2.1; not done yet.) MsgSnap is reported finished once sent.
+//	step 2: send Messages. A follower or candidate sends only after step 1
+//	        is durable. A leader whose term and vote are unchanged sends
+//	        before step 1, in parallel with its own sync as etcd's raftNode
+//	        does (thesis 10.2.1): its own acknowledgement is stepped only at
+//	        Advance. MsgSnap is reported finished once sent.
 //	step 3: apply CommittedEntries: conf changes are applied to the RawNode
 //	        and raft.conf is rewritten; the high watermark moves to the
 //	        last committed entry's end; acks=all waiters are answered.
@@ -170,7 +172,7 @@
 //
 // Heartbeat coalescing (heartbeats of all groups travel in the same frames
 // per peer but are one message per group) and quiescence of idle groups;
-// the leader's send in parallel with its own sync; an exported idempotence
+// an exported idempotence
 // check in the log package (after a restart a retry of one of the last five
 // batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
 // answers batches outside its window); membership changes beyond applying

@@ -534,8 +534,18 @@ func leaderOf(id uint64) NodeID {
 // handleReadyLocked follows raft's doc.go steps 1-4 for one Ready.
 func (r *Replica) handleReadyLocked() error {
 	rd := r.rn.Ready()
+	// Step 2 may come first for a leader (raft thesis 10.2.1, as etcd's
+	// raftNode does): its appends and heartbeats depend on no state it has
+	// not already synced, as long as its term and vote are unchanged, and it
+	// counts its own acknowledgement only at Advance, after its sync. A
+	// follower's acknowledgements and votes go out only after step 1.
+	sent := false
+	if r.rn.BasicStatus().RaftState == raft.StateLeader && raft.IsEmptySnap(rd.Snapshot) && !r.st.termOrVoteChanged(rd.HardState) {
+		r.host.send(r, rd.Messages)
+		sent = true
+	}
 	// Step 1: persist the snapshot, the entries and the hard state; the
-	// entries' batches are synced (WaitDurable) before anything is sent.
+	// entries' batches are synced (WaitDurable) before step 3.
 	if !raft.IsEmptySnap(rd.Snapshot) {
 		if err := r.st.applySnapshot(rd.Snapshot, rd.HardState); err != nil {
 			return fmt.Errorf("install snapshot: %w", err)
@@ -559,10 +569,11 @@ func (r *Replica) handleReadyLocked() error {
 			return fmt.Errorf("save hard state: %w", err)
 		}
 	}
-	// Step 2: send. Every Message may depend on what step 1 wrote; a
-	// leader could send its appends while it syncs (thesis 10.2.1), this
-	// implementation does not yet.
-	r.host.send(r, rd.Messages)
+	// Step 2 for everyone else: every Message may depend on what step 1
+	// wrote.
+	if !sent {
+		r.host.send(r, rd.Messages)
+	}
 	// Step 3: apply. The log already holds the committed batches, so
 	// applying is moving the high watermark (and conf changes).
 	if n := len(rd.CommittedEntries); n > 0 {

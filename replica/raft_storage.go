@@ -531,6 +531,16 @@ func (s *raftStorage) resetProducers() error {
 	return nil
 }
 
+// termOrVoteChanged says whether hs would need a sync before messages go out.
+func (s *raftStorage) termOrVoteChanged(hs *raftpb.HardState) bool {
+	if hs == nil {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote()
+}
+
 // saveHardState persists hs when its term or vote changed (MustSync); a
 // commit-only change is kept in memory and written with the next sync.
 func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force bool) error {
