@@ -51,6 +51,7 @@ type opts struct {
 	quiet       bool
 	profileSecs int
 	version     string
+	w5Groups    bool
 }
 
 // durability names a matched pair of settings.
@@ -129,6 +130,7 @@ func main() {
 	flag.StringVar(&o.command, "command", "make bench", "command line recorded in the report")
 	flag.StringVar(&o.kafkaHeap, "kafka-heap", "1G", "Kafka JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&o.version, "sluice-version", "", "Sluice version shown in the report (default: git describe)")
+	flag.BoolVar(&o.w5Groups, "w5-groups", false, "W5's readers join consumer groups (one each) instead of consuming partitions directly")
 	flag.BoolVar(&o.quiet, "quiet", false, "no generator progress lines")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
@@ -686,6 +688,9 @@ func genArgs(o *opts, w workload, addr string) []string {
 	if o.quiet {
 		args = append(args, "-quiet")
 	}
+	if w.Name == "W5" && o.w5Groups {
+		args = append(args, "-backlog-groups")
+	}
 	return append(args, w.Args...)
 }
 
@@ -972,7 +977,8 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 
 	p("\n## Results\n\n")
 	p("Throughput is acknowledged records in the measured window; ack latency is from `Produce` to the acknowledgement; ")
-	p("end-to-end latency is from `Produce` to the record in a consumer's hands. CPU per GB counts the broker's user+system ")
+	p("end-to-end latency is from `Produce` to the record in a consumer's hands (at a fixed rate both clocks start at the ")
+	p("record's scheduled send time, so a broker that holds the producer back is charged for the wait). CPU per GB counts the broker's user+system ")
 	p("time over the whole generator run (consumers' fetches included) per 10^9 bytes of record values acknowledged. ")
 	p("Peak RSS is VmHWM. The generator line shows how busy its one core was: near 100 %% means the generator, not the broker, may be the limit.\n\n")
 	p("| workload | figure | Sluice | Kafka | Sluice/Kafka |\n|---|---|---:|---:|---:|\n")
@@ -1008,6 +1014,8 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("\n## Goals (issue 7)\n\n| goal | measured | met |\n|---|---|---|\n")
 	goals(&b, m, res)
 
+	notes(&b, o, m, wls, res)
+
 	p("\n## Every run\n\n| workload | pair | broker | records/s | MB/s | ack p99 ms | e2e p99 ms | CPU-s/GB | peak RSS MiB | broker start s | gen core |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, w := range wls {
 		for i, pr := range res[w.Name] {
@@ -1019,6 +1027,50 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 		}
 	}
 	return b.String()
+}
+
+func notes(b *strings.Builder, o *opts, m machine, wls []workload, res map[string][]pair) {
+	p := func(format string, a ...any) { fmt.Fprintf(b, format, a...) }
+	p("\n## Notes\n\n")
+	p("- Each run: a fresh broker in a fresh temporary data directory; the generator creates the topic (replication factor 1), ")
+	p("then %s of sending of which the first %s is left out of throughput and latency figures; consumers then get up to 10 s to read the rest. ", o.duration, o.warmup)
+	p("Kafka is started as `kafka.Kafka server.properties` with the JVM options of `kafka-server-start.sh`, after `kafka-storage format` (StorageTool); ")
+	p("Sluice as `sluice dev`. Broker start-up is outside the measured interval.\n")
+	p("- The machine has %d cores: the broker gets one, the generator (every producer and consumer client) the other. ", m.NProc)
+	p("The 'generator core busy' rows show whether the generator itself came near its limit.\n")
+	p("- Other work on the machine shows in the load average above; pair ratios cancel most of it, absolute figures do not.\n")
+	if o.w5Groups {
+		p("- W5's four readers are consumer-group members, one group each, reset to the start of the topic.\n")
+	} else {
+		p("- W5's four readers consume every partition directly from offset 0 (kgo.ConsumePartitions), not as consumer groups: ")
+		p("groups were not yet served by the Sluice build measured. They start when the warm-up ends, with the 250,000 prefilled records (256 MB) and everything since to read.\n")
+	}
+	var short []string
+	for _, w := range wls {
+		rate := targetRate(w)
+		if rate == 0 {
+			continue
+		}
+		for _, side := range []string{"Sluice", "Kafka"} {
+			a := aggregate(res[w.Name], func(r *runResult) float64 { return r.Gen.Produce.RecordsPerS })
+			v := a.S
+			if side == "Kafka" {
+				v = a.K
+			}
+			if v < 0.97*rate {
+				short = append(short, fmt.Sprintf("%s on %s (%.0f %% of the target)", side, w.Name, 100*v/rate))
+			}
+		}
+	}
+	if len(short) > 0 {
+		p("- Target rate not held (median): %s. Its latency figures are then mostly queueing behind the broker.\n", strings.Join(short, "; "))
+	}
+	p("- Kafka with flush.messages=1 fsyncs every partition it appends to, in the request path, once per produce request and partition; ")
+	p("Sluice's group commit syncs each partition written since the last round once per round, shared by every request that waited on it.\n")
+	p("- CPU per GB at low rates (W2, W4) is dominated by what a broker spends per second regardless of data (timers, ")
+	p("metadata, idle fetch sessions); the 'share of its core' rows are the better figure there.\n")
+	p("- Peak RSS (VmHWM) covers the whole process life, start-up included; Kafka's heap is fixed at %s, so its RSS says little about its needs. ", o.kafkaHeap)
+	p("The 10-second runs cannot show RSS as retained data grows; W1 retains about 3 GB per run.\n")
 }
 
 func ratio(v float64) string {

@@ -384,14 +384,23 @@ func run(ctx context.Context, c *config) (*result, error) {
 				if !t.Before(deadline) || ctx.Err() != nil {
 					return
 				}
+				stamp := int64(0)
 				if perRate > 0 {
+					// At a fixed rate the latency clock starts at the
+					// scheduled send time, so a broker that holds the
+					// producer back (its buffer full) is charged for the
+					// wait: no coordinated omission.
 					due := start.Add(time.Duration(float64(i) / perRate * 1e9))
 					if d := due.Sub(t); d > 0 {
 						time.Sleep(d)
 					}
+					stamp = int64(due.Sub(base))
 				}
 				v := pool.Get().([]byte)
-				binary.LittleEndian.PutUint64(v, uint64(now()))
+				if stamp == 0 {
+					stamp = now()
+				}
+				binary.LittleEndian.PutUint64(v, uint64(stamp))
 				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, promise)
 				i++
 			}
