@@ -220,8 +220,11 @@ func TestRaftSnapshotCatchUp(t *testing.T) {
 	r4 := c.start(4)
 	produceN("c", 5)
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
-	if r4.LogStartOffset() == 0 || r4.st.snapIndex == 0 {
-		t.Fatalf("learner was not caught up by a snapshot: log start %d, snapshot index %d", r4.LogStartOffset(), r4.st.snapIndex)
+	r4.st.mu.Lock()
+	si := r4.st.snapIndex
+	r4.st.mu.Unlock()
+	if r4.LogStartOffset() == 0 || si == 0 {
+		t.Fatalf("learner was not caught up by a snapshot: log start %d, snapshot index %d", r4.LogStartOffset(), si)
 	}
 	c.checkAcked(acked)
 	// The snapshot carried the producer's state: a retry of the last batch

@@ -152,7 +152,10 @@ func TestRaftSnapshotInstallInterrupted(t *testing.T) {
 	if fi, _ := r.st.FirstIndex(); fi != snapIndex+1 {
 		t.Fatalf("first index %d, want %d", fi, snapIndex+1)
 	}
-	if r.st.pendingReset() {
+	r.st.mu.Lock()
+	pending := r.st.pendingReset()
+	r.st.mu.Unlock()
+	if pending {
 		t.Fatal("pending flag still set")
 	}
 	c.leader()
