@@ -779,7 +779,10 @@ func profile(o *opts) error {
 		}
 		time.Sleep(o.warmup + 500*time.Millisecond)
 		lower := strings.ToLower(name)
-		err = get("/debug/pprof/allocs", lower+"-allocs-before.pb.gz")
+		err = get("/metrics", lower+"-metrics-before.txt")
+		if err == nil {
+			err = get("/debug/pprof/allocs", lower+"-allocs-before.pb.gz")
+		}
 		if err == nil {
 			err = get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", o.profileSecs), lower+"-cpu.pb.gz")
 		}
@@ -787,7 +790,15 @@ func profile(o *opts) error {
 			err = get("/debug/pprof/allocs", lower+"-allocs-after.pb.gz")
 		}
 		if err == nil {
-			err = get("/metrics", lower+"-metrics.txt")
+			err = get("/metrics", lower+"-metrics-after.txt")
+		}
+		if err == nil {
+			// Syscall counts over 3 s (strace slows the broker, so this
+			// comes after the profiles and only its ratios matter).
+			if _, lerr := exec.LookPath("strace"); lerr == nil {
+				exec.Command("timeout", "-s", "INT", "3", "strace", "-c", "-f", "-o",
+					filepath.Join(o.profileDir, lower+"-strace.txt"), "-p", strconv.Itoa(b.pid())).Run()
+			}
 		}
 		gerr := gen.Wait()
 		after, _ := readProc(b.pid())
@@ -799,12 +810,40 @@ func profile(o *opts) error {
 			return fmt.Errorf("generator: %v", gerr)
 		}
 		os.WriteFile(filepath.Join(o.profileDir, lower+"-gen.json"), out.Bytes(), 0o644)
+		mb, _ := os.ReadFile(filepath.Join(o.profileDir, lower+"-metrics-before.txt"))
+		ma, _ := os.ReadFile(filepath.Join(o.profileDir, lower+"-metrics-after.txt"))
+		d := func(k string) float64 { return metric(ma, k) - metric(mb, k) }
+		recs := d("sluice_produced_bytes_total") / 1024
+		if recs > 0 {
+			logf("%s: over the CPU profile: %.0f records produced, %.2f heap allocations and %.0f bytes allocated per record",
+				name, recs, d("go_memstats_mallocs_total")/recs, d("go_memstats_alloc_bytes_total")/recs)
+		}
 		logf("%s: broker %.2f CPU-s, %d read/write syscalls, %d disk bytes written; profiles in %s",
 			name, after.cpu-before.cpu, after.syscalls-before.syscalls, after.writeB-before.writeB, o.profileDir)
 		os.WriteFile(filepath.Join(o.profileDir, lower+"-proc.txt"), []byte(fmt.Sprintf(
 			"cpu_s %.2f\nrw_syscalls %d\ndisk_write_bytes %d\n", after.cpu-before.cpu, after.syscalls-before.syscalls, after.writeB-before.writeB)), 0o644)
 	}
 	return nil
+}
+
+// metric sums the samples of one Prometheus metric (all label sets).
+func metric(text []byte, name string) float64 {
+	var sum float64
+	for _, l := range strings.Split(string(text), "\n") {
+		if !strings.HasPrefix(l, name) {
+			continue
+		}
+		rest := l[len(name):]
+		if rest == "" || (rest[0] != ' ' && rest[0] != '{') {
+			continue
+		}
+		f := strings.Fields(l)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum
 }
 
 // ---------------------------------------------------------------- report
