@@ -150,8 +150,7 @@
 // their headers; a batch that cannot be an entry (no epoch, or an epoch
 // below the previous term) is truncated. If the log does not continue the
 // state (a snapshot install cut short, marked pending), the log is reset to
-// snapOffset. A persisted commit beyond the last entry is lowered with an
-// error logged. The result is the same raft log as before the crash for
+// snapOffset. A persisted commit beyond the last entry fails Open with The result is the same raft log as before the crash for
 // everything that was synced, so offsets never change.
 //
 // Retention and DeleteRecords go through Replica.ApplyRetention and
@@ -175,6 +174,15 @@
 // an exported idempotence
 // check in the log package (after a restart a retry of one of the last five
 // batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
-// answers batches outside its window); membership changes beyond applying
-// conf change entries; the index is held in memory (24 bytes per entry).
+// answers batches outside its window); leadership transfer for rebalancing
+// (raft's TransferLeader is not exposed yet); the index is held in memory
+// (32 bytes per entry).
+//
+// # Membership
+//
+// Replica.ChangeMembership proposes one ConfChangeV2 from the applied
+// configuration to the wanted one (joint consensus, left automatically,
+// when more than one voter changes) and waits until it is applied. Conf
+// change entries are stored as control batches like raft's other entries
+// and applied in step 3; raft.conf is rewritten then.
 package replica

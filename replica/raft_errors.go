@@ -29,6 +29,11 @@ var (
 	// ErrReplicaFailed: the replica's storage failed (log.ErrFatal is
 	// wrapped too); the broker should exit.
 	ErrReplicaFailed = errors.New("replica: raft replica failed")
+	// ErrLostCommitted: Open found fewer entries than the persisted commit
+	// index covers; the replica is not opened (it must not vote or lead) and
+	// has to be re-seeded: its directory removed and the broker added back
+	// by a membership change.
+	ErrLostCommitted = errors.New("replica: log lost committed raft entries")
 )
 
 // NotLeaderError says who the leader is, as far as this replica knows.

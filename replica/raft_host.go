@@ -181,7 +181,7 @@ func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions)
 	r := &Replica{
 		host: h, key: key, topic: topic, dir: dir, lg: lg, log: l, st: st,
 		rn: rn, applied: applied, lastHeard: map[uint64]time.Time{},
-		notify: make(chan struct{}),
+		notify: make(chan struct{}), confNotify: make(chan struct{}),
 	}
 	r.opts.Store(&opts)
 	r.leader.Store(-1)

@@ -177,16 +177,20 @@ type Replica struct {
 	leaderSince time.Time
 	closed      bool
 	failed      error
+	// confPending: this leader proposed a conf change not yet applied.
+	confPending bool
 
 	hw       atomic.Int64
 	leader   atomic.Int32
 	term     atomic.Uint64
 	isLeader atomic.Bool
 
-	// mu guards the high-watermark notification. Leaf lock.
-	mu       sync.Mutex
-	notify   chan struct{}
-	watchers map[chan<- struct{}]struct{}
+	// mu guards the high-watermark and configuration notifications. Leaf
+	// lock.
+	mu         sync.Mutex
+	notify     chan struct{}
+	confNotify chan struct{}
+	watchers   map[chan<- struct{}]struct{}
 }
 
 // Key returns the partition's key.
@@ -611,7 +615,17 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		return nil
 	}
 	cs := r.rn.ApplyConfChange(cc)
-	return r.st.setConfState(cs)
+	if err := r.st.setConfState(cs); err != nil {
+		return err
+	}
+	if len(cs.GetVotersOutgoing()) == 0 {
+		r.confPending = false
+	}
+	r.mu.Lock()
+	close(r.confNotify)
+	r.confNotify = make(chan struct{})
+	r.mu.Unlock()
+	return nil
 }
 
 // persistedLocked notes that entries up to last are durable here: acks=1,
@@ -693,6 +707,7 @@ func (r *Replica) afterProcessLocked() {
 			p.complete(ProduceResult{}, err)
 		}
 		r.inflight, r.dupWait = nil, nil
+		r.confPending = false
 	}
 	if isLeader && (!r.wasLeader || bs.GetTerm() != r.ledTerm) {
 		r.leaderSince = time.Now()

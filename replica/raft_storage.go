@@ -173,11 +173,13 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 			return err
 		}
 	}
-	// Commit may not point past what the log holds (it never does unless
-	// a crash lost synced data).
+	// The persisted commit index is written only after the entries it
+	// covers were synced, and only ever lags. Past the log's end it means
+	// the log lost synced, committed entries (a damaged segment truncated
+	// by recovery, a disk that lied): this replica must not vote or lead
+	// on that log (DESIGN.md, safety rules) until it is re-seeded.
 	if last := s.lastIndexLocked(); s.hs.GetCommit() > last {
-		s.lg.Error().Uint64("commit", s.hs.GetCommit()).Uint64("last_index", last).Msg("persisted commit index beyond the log; lowering it")
-		s.hs.Commit = new(last)
+		return fmt.Errorf("%w: commit index %d, last entry %d", ErrLostCommitted, s.hs.GetCommit(), last)
 	}
 	return nil
 }

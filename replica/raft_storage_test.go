@@ -202,3 +202,34 @@ func TestRaftStorageContract(t *testing.T) {
 	_ = context.Background
 	_ = time.Second
 }
+
+// TestRaftLostCommittedRefused: a replica whose log lost entries below its
+// persisted commit index is not opened, so it never votes on that log.
+func TestRaftLostCommittedRefused(t *testing.T) {
+	c := oneNode(t)
+	for i := range 10 {
+		c.produce(testBatch(fmt.Sprint("l", i), 2, -1, 0, 0), AcksAll)
+	}
+	r := c.rep(1)
+	dir := r.dir
+	c.stop(1) // the clean close persists commit = last index
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	if len(segs) == 0 {
+		t.Fatal("no segment")
+	}
+	fi, _ := os.Stat(segs[len(segs)-1])
+	if err := os.Truncate(segs[len(segs)-1], fi.Size()-30); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, ".clean-shutdown"))
+	cfg := c.cfg
+	cfg.Node, cfg.Dir, cfg.Transport = 1, c.nodeDir(1), c.net.Transport(1)
+	h, err := NewHost(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.Open(c.topic, c.key, c.members, c.opts); !errors.Is(err, ErrLostCommitted) {
+		t.Fatalf("Open after losing committed entries: %v", err)
+	}
+}

@@ -1,0 +1,139 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// ErrMembershipChangePending: a configuration change is still being
+// applied (or the group is in a joint configuration); try again later.
+var ErrMembershipChangePending = errors.New("replica: a membership change is pending")
+
+// Members returns the configuration this replica has applied.
+func (r *Replica) Members() Members {
+	r.st.mu.Lock()
+	cs := r.st.cs
+	r.st.mu.Unlock()
+	return membersOf(cs)
+}
+
+func membersOf(cs *raftpb.ConfState) Members {
+	var m Members
+	for _, id := range cs.GetVoters() {
+		m.Voters = append(m.Voters, nodeOf(id))
+	}
+	for _, id := range cs.GetLearners() {
+		m.Learners = append(m.Learners, nodeOf(id))
+	}
+	slices.Sort(m.Voters)
+	slices.Sort(m.Learners)
+	return m
+}
+
+// confChangeFor is the single raft configuration change from cur to m:
+// new voters are added (a learner named as a voter is promoted), new
+// learners added (a voter named as a learner is demoted), and everyone else
+// removed. With more than one voter changing, raft goes through a joint
+// configuration and leaves it by itself (ConfChangeTransitionAuto).
+func confChangeFor(cur *raftpb.ConfState, m Members) *raftpb.ConfChangeV2 {
+	has := func(ids []uint64, id uint64) bool { return slices.Contains(ids, id) }
+	cc := &raftpb.ConfChangeV2{Transition: new(raftpb.ConfChangeTransitionAuto)}
+	add := func(t raftpb.ConfChangeType, id uint64) {
+		cc.Changes = append(cc.Changes, &raftpb.ConfChangeSingle{Type: new(t), NodeId: new(id)})
+	}
+	want := map[uint64]bool{}
+	for _, v := range m.Voters {
+		id := raftID(v)
+		want[id] = true
+		if !has(cur.GetVoters(), id) {
+			add(raftpb.ConfChangeAddNode, id)
+		}
+	}
+	for _, l := range m.Learners {
+		id := raftID(l)
+		want[id] = true
+		if !has(cur.GetLearners(), id) {
+			add(raftpb.ConfChangeAddLearnerNode, id)
+		}
+	}
+	for _, id := range append(append([]uint64(nil), cur.GetVoters()...), cur.GetLearners()...) {
+		if !want[id] {
+			add(raftpb.ConfChangeRemoveNode, id)
+		}
+	}
+	return cc
+}
+
+// ChangeMembership moves the partition's raft group to members (placement
+// changes: a read broker joins or leaves, a reassignment). Only the leader
+// accepts it (*NotLeaderError otherwise). It returns once this replica has
+// applied the final configuration, or ctx ends (the change may still
+// complete). A broker being added opens the partition with Host.Open and
+// the new members; it then receives the log from the leader (a snapshot if
+// the leader's log no longer starts at the beginning). A removed broker
+// stops receiving and should Host.Remove the partition.
+func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
+	if len(m.Voters) == 0 {
+		return errors.New("replica: a configuration needs a voter")
+	}
+	for _, v := range m.Voters {
+		if slices.Contains(m.Learners, v) {
+			return fmt.Errorf("replica: node %d is both voter and learner", v)
+		}
+	}
+	want := Members{Voters: slices.Sorted(slices.Values(m.Voters)), Learners: slices.Sorted(slices.Values(m.Learners))}
+	r.raftMu.Lock()
+	if r.closed {
+		r.raftMu.Unlock()
+		return ErrReplicaClosed
+	}
+	bs := r.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader {
+		r.raftMu.Unlock()
+		return &NotLeaderError{Leader: leaderOf(bs.Lead), Term: bs.GetTerm()}
+	}
+	r.st.mu.Lock()
+	cur := cloneCS(r.st.cs)
+	r.st.mu.Unlock()
+	if len(cur.GetVotersOutgoing()) > 0 || r.confPending {
+		r.raftMu.Unlock()
+		return ErrMembershipChangePending
+	}
+	cc := confChangeFor(cur, want)
+	if len(cc.Changes) == 0 {
+		r.raftMu.Unlock()
+		return nil
+	}
+	if err := r.rn.ProposeConfChange(cc); err != nil {
+		r.raftMu.Unlock()
+		return fmt.Errorf("%w: %v", ErrProposalDropped, err)
+	}
+	r.confPending = true
+	r.raftMu.Unlock()
+	r.host.sched.enqueue(r)
+	for {
+		r.mu.Lock()
+		ch := r.confNotify
+		r.mu.Unlock()
+		got := r.Members()
+		r.st.mu.Lock()
+		joint := len(r.st.cs.GetVotersOutgoing()) > 0
+		r.st.mu.Unlock()
+		if !joint && slices.Equal(got.Voters, want.Voters) && slices.Equal(got.Learners, want.Learners) {
+			return nil
+		}
+		if !r.isLeader.Load() {
+			return r.notLeader()
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

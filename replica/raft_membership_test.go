@@ -1,0 +1,79 @@
+package replica
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+)
+
+// TestRaftMembershipChange: a learner joins (a read broker added), another
+// leaves, a learner is promoted to voter and a voter removed (joint
+// consensus), with writes in between; every member converges.
+func TestRaftMembershipChange(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	produceN := func(prefix string, n int) {
+		for i := range n {
+			b := testBatch(fmt.Sprint(prefix, i), 2, -1, 0, 0)
+			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+		}
+	}
+	change := func(m Members) {
+		t.Helper()
+		checkFor(t, 10*time.Second, func() error {
+			_, lr := c.leader()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			return lr.ChangeMembership(ctx, m)
+		})
+		c.members = m
+	}
+	produceN("a", 10)
+
+	// A read broker joins.
+	change(Members{Voters: []NodeID{1, 2, 3}, Learners: []NodeID{4, 5}})
+	c.start(5)
+	produceN("b", 10)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	c.checkAcked(acked)
+
+	// One leaves.
+	change(Members{Voters: []NodeID{1, 2, 3}, Learners: []NodeID{5}})
+	c.stop(4)
+	produceN("c", 5)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+
+	// Node 5 becomes a voter and a voter that is not the leader leaves
+	// (two voter changes: a joint configuration, left automatically).
+	ln, _ := c.leader()
+	gone := NodeID(1 + int(ln)%3)
+	voters := []NodeID{5}
+	for _, v := range []NodeID{1, 2, 3} {
+		if v != gone {
+			voters = append(voters, v)
+		}
+	}
+	change(Members{Voters: voters})
+	c.stop(gone)
+	produceN("d", 5)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	c.checkAcked(acked)
+	for n, r := range c.running() {
+		got := r.Members()
+		if !slices.Equal(got.Voters, slices.Sorted(slices.Values(voters))) || len(got.Learners) != 0 {
+			t.Fatalf("node %d has members %+v, want voters %v", n, got, voters)
+		}
+	}
+	// The new configuration survives restarts, and node 5 can lead.
+	for _, n := range voters {
+		c.stop(n)
+	}
+	for _, n := range voters {
+		c.start(n)
+	}
+	produceN("e", 3)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	c.checkAcked(acked)
+}
