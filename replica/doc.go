@@ -150,8 +150,11 @@
 // their headers; a batch that cannot be an entry (no epoch, or an epoch
 // below the previous term) is truncated. If the log does not continue the
 // state (a snapshot install cut short, marked pending), the log is reset to
-// snapOffset. A persisted commit beyond the last entry fails Open with The result is the same raft log as before the crash for
-// everything that was synced, so offsets never change.
+// snapOffset. A persisted commit beyond the last entry fails Open with
+// ErrLostCommitted: such a log lost synced, committed entries, and the
+// replica is not opened, so it never votes or leads on it. The result is
+// the same raft log as before the crash for everything that was synced, so
+// offsets never change.
 //
 // Retention and DeleteRecords go through Replica.ApplyRetention and
 // Replica.DeleteRecordsBefore, which compact the raft log to the entry that
