@@ -82,10 +82,10 @@ type Flusher struct {
 	done     chan struct{}
 	ckpt     chan struct{}
 	ckptDone chan struct{}
-	state  atomic.Int32 // 0 new, 1 running, 2 closed, 3 abandoned (tests)
-	once   sync.Once
-	rounds atomic.Int64
-	syncs  atomic.Int64
+	state    atomic.Int32 // 0 new, 1 running, 2 closed, 3 abandoned (tests)
+	once     sync.Once
+	rounds   atomic.Int64
+	syncs    atomic.Int64
 }
 
 // FlusherStats are cumulative counters.

@@ -674,8 +674,9 @@ func (l *Log) flush() {
 		return
 	}
 	if l.leo <= l.segSynced {
+		logged := l.wl != nil
 		l.mu.RUnlock()
-		if l.wl != nil {
+		if logged {
 			// Let a checkpoint see what an earlier sync covered.
 			l.mu.Lock()
 			l.segmentSyncedLocked(l.segSynced)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/rs/zerolog"
 )
@@ -228,8 +229,9 @@ type wal struct {
 	fsize  int64
 
 	mu        sync.Mutex
-	drained   *sync.Cond // signalled when the buffer is taken or the WAL fails or closes
-	buf       []byte     // records appended and not yet written
+	drained   *sync.Cond   // signalled when the buffer is taken or the WAL fails or closes
+	buf       []byte       // records appended and not yet written
+	bufLen    atomic.Int64 // len(buf), for admit without the lock
 	spare     []byte
 	dirty     []*walLog // logs with records in buf
 	files     []*walFile
@@ -463,6 +465,9 @@ func (w *wal) forgetUnopened() int {
 // admit waits while the buffer is over its hard limit (back-pressure when
 // the disk is slower than the appenders). Called without Log locks.
 func (w *wal) admit() {
+	if w.bufLen.Load() < walHardBuffer {
+		return
+	}
 	w.mu.Lock()
 	for len(w.buf) >= walHardBuffer && w.err == nil && !w.closed {
 		if !w.running() {
@@ -490,6 +495,7 @@ func (w *wal) append(wl *walLog, base, end int64, batch []byte) (kick bool, err 
 		return false, errWALClosed
 	}
 	w.buf = appendWALRecord(w.buf, wl.id, wl.epoch, base, batch)
+	w.bufLen.Store(int64(len(w.buf)))
 	wl.end = end
 	if !wl.inRound {
 		wl.inRound = true
@@ -516,6 +522,7 @@ func (w *wal) sync() (bool, error) {
 	}
 	buf := w.buf
 	w.buf, w.spare = w.spare[:0], nil
+	w.bufLen.Store(0)
 	advs := make([]walAdvance, 0, len(w.dirty))
 	for _, wl := range w.dirty {
 		wl.inRound = false
@@ -550,7 +557,10 @@ func (w *wal) sync() (bool, error) {
 	for _, a := range advs {
 		a.wl.l.walDurable(a.epoch, a.end)
 	}
-	if w.fsize >= w.fileBytes {
+	w.mu.Lock()
+	closed := w.closed
+	w.mu.Unlock()
+	if w.fsize >= w.fileBytes && !closed {
 		if err := w.rotate(); err != nil {
 			w.fail(fmt.Errorf("rotating write-ahead log: %w", err))
 			return true, err
