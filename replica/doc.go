@@ -177,9 +177,8 @@
 // an exported idempotence
 // check in the log package (after a restart a retry of one of the last five
 // batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
-// answers batches outside its window); leadership transfer for rebalancing
-// (raft's TransferLeader is not exposed yet); the index is held in memory
-// (32 bytes per entry).
+// answers batches outside its window); the index is held in memory (32
+// bytes per entry).
 //
 // # Membership
 //
@@ -188,4 +187,6 @@
 // when more than one voter changes) and waits until it is applied. Conf
 // change entries are stored as control batches like raft's other entries
 // and applied in step 3; raft.conf is rewritten then.
+// Replica.TransferLeadership hands leadership to another voter (preferred
+// leader election).
 package replica

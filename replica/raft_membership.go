@@ -137,3 +137,31 @@ func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
 		}
 	}
 }
+
+// TransferLeadership asks the leader to hand leadership to voter to (the
+// metastore's preferred leader, ElectLeaders). It returns at once; raft
+// brings to up to date and makes it campaign, and gives up after an
+// election timeout. Proposals are refused while the transfer runs.
+func (r *Replica) TransferLeadership(to NodeID) error {
+	r.raftMu.Lock()
+	if r.closed {
+		r.raftMu.Unlock()
+		return ErrReplicaClosed
+	}
+	bs := r.rn.BasicStatus()
+	if bs.RaftState != raft.StateLeader {
+		r.raftMu.Unlock()
+		return &NotLeaderError{Leader: leaderOf(bs.Lead), Term: bs.GetTerm()}
+	}
+	r.st.mu.Lock()
+	isVoter := slices.Contains(r.st.cs.GetVoters(), raftID(to))
+	r.st.mu.Unlock()
+	if !isVoter {
+		r.raftMu.Unlock()
+		return fmt.Errorf("replica: node %d is not a voter", to)
+	}
+	r.rn.TransferLeader(raftID(to))
+	r.raftMu.Unlock()
+	r.host.sched.enqueue(r)
+	return nil
+}

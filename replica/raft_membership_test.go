@@ -77,3 +77,27 @@ func TestRaftMembershipChange(t *testing.T) {
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
 	c.checkAcked(acked)
 }
+
+func TestRaftTransferLeadership(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	c.produce(testBatch("x", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	to := NodeID(1 + int(ln)%3)
+	if err := lr.TransferLeadership(4); err == nil {
+		t.Fatal("transfer to a learner accepted")
+	}
+	if err := lr.TransferLeadership(to); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if !c.rep(to).IsLeader() {
+			return fmt.Errorf("node %d not leader", to)
+		}
+		return nil
+	})
+	if c.rep(4).Leader() != to && c.rep(4).Leader() != -1 {
+		t.Logf("learner still names %d", c.rep(4).Leader())
+	}
+	c.produce(testBatch("y", 1, -1, 0, 0), AcksAll)
+	c.converged(2, 10*time.Second)
+}

@@ -240,6 +240,9 @@ func (r *Replica) notLeader() error {
 // offsets below it. It never moves back on one replica.
 func (r *Replica) HighWatermark() int64 { return r.hw.Load() }
 
+// LastStableOffset equals the high watermark until transactions exist.
+func (r *Replica) LastStableOffset() int64 { return r.hw.Load() }
+
 // LogStartOffset and LogEndOffset are the log's.
 func (r *Replica) LogStartOffset() int64 { return r.log.LogStartOffset() }
 func (r *Replica) LogEndOffset() int64   { return r.log.LogEndOffset() }
