@@ -54,4 +54,4 @@ if [ ! -f "$LIBS/.complete" ]; then
 fi
 
 "$BIN/runner" -sluice "$BIN/sluice" -gen "$BIN/sluice-bench" -sluice-version "$version" \
-  -kafka-libs "$LIBS" -command "${BENCH_COMMAND:-make bench}" "$@"
+  -kafka-libs "$LIBS" -command "${BENCH_SOURCE:+BENCH_SOURCE=$BENCH_SOURCE }${BENCH_COMMAND:-make bench}" "$@"

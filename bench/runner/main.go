@@ -130,7 +130,7 @@ func main() {
 	flag.StringVar(&o.command, "command", "make bench", "command line recorded in the report")
 	flag.StringVar(&o.kafkaHeap, "kafka-heap", "1G", "Kafka JVM heap (-Xms and -Xmx)")
 	flag.StringVar(&o.version, "sluice-version", "", "Sluice version shown in the report (default: git describe)")
-	flag.BoolVar(&o.w5Groups, "w5-groups", false, "W5's readers join consumer groups (one each) instead of consuming partitions directly")
+	flag.BoolVar(&o.w5Groups, "w5-groups", true, "W5's readers join consumer groups (one each); false: they consume partitions directly")
 	flag.BoolVar(&o.quiet, "quiet", false, "no generator progress lines")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
@@ -1079,10 +1079,11 @@ func notes(b *strings.Builder, o *opts, m machine, wls []workload, res map[strin
 	p("The 'generator core busy' rows show whether the generator itself came near its limit.\n")
 	p("- Other work on the machine shows in the load average above; pair ratios cancel most of it, absolute figures do not.\n")
 	if o.w5Groups {
-		p("- W5's four readers are consumer-group members, one group each, reset to the start of the topic.\n")
+		p("- W5's four readers are consumer-group members, one group each, reset to the start of the topic; they join when the warm-up ends, ")
+		p("with the 250,000 prefilled records (256 MB) and everything produced since to read.\n")
 	} else {
 		p("- W5's four readers consume every partition directly from offset 0 (kgo.ConsumePartitions), not as consumer groups: ")
-		p("groups were not yet served by the Sluice build measured. They start when the warm-up ends, with the 250,000 prefilled records (256 MB) and everything since to read.\n")
+		p("(-w5-groups=false). They start when the warm-up ends, with the 250,000 prefilled records (256 MB) and everything since to read.\n")
 	}
 	var short []string
 	for _, w := range wls {
