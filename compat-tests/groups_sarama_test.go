@@ -11,7 +11,8 @@ import (
 )
 
 // saramaHandler processes records up to a limit, marking each after
-// processing and committing synchronously.
+// processing and committing synchronously after each run of buffered
+// messages.
 type saramaHandler struct {
 	mu    sync.Mutex
 	limit int
@@ -28,12 +29,19 @@ func (h *saramaHandler) ConsumeClaim(sess sarama.ConsumerGroupSession, claim sar
 		h.mu.Lock()
 		if len(h.got) >= h.limit {
 			h.mu.Unlock()
+			sess.Commit() // what this claim marked before the limit
 			return nil
 		}
 		h.got = append(h.got, tpo{msg.Partition, msg.Offset})
 		sess.MarkMessage(msg, "")
-		sess.Commit()
 		full := len(h.got) >= h.limit
+		// Commit what was processed once the buffered messages are
+		// done: sarama shares one connection per broker between
+		// fetches and commits, so a commit per message would queue
+		// behind each fetch's long-poll.
+		if full || len(claim.Messages()) == 0 {
+			sess.Commit()
+		}
 		h.mu.Unlock()
 		if full {
 			h.once.Do(func() { close(h.done) })
@@ -73,6 +81,8 @@ func saramaConsume(version sarama.KafkaVersion) groupConsumeFunc {
 				t.Logf("sarama group error: %v", err)
 			}
 		}()
+		start := time.Now()
+		defer func() { t.Logf("sarama: consumed %d in %v", n, time.Since(start).Round(time.Millisecond)) }()
 		select {
 		case <-h.done:
 		case <-ctx.Done():
