@@ -3,6 +3,7 @@ package log
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 
@@ -13,7 +14,8 @@ import (
 //
 //	nosync:         Append only, page cache (FlushNever)
 //	group/logs=N:   Append + WaitDurable from 64 goroutines over N logs
-//	                sharing one FlushGroup flusher
+//	                sharing one FlushGroup flusher, per-segment syncs
+//	group-wal/logs=N: the same with the broker-wide WAL
 func BenchmarkAppend(b *testing.B) {
 	proto := mkBatch(spec{n: 16, valueSize: 1000})
 	b.Run("nosync", func(b *testing.B) {
@@ -34,9 +36,21 @@ func BenchmarkAppend(b *testing.B) {
 			}
 		}
 	})
-	for _, nlogs := range []int{1, 16} {
-		b.Run(fmt.Sprintf("group/logs=%d", nlogs), func(b *testing.B) {
-			f := NewFlusher(FlusherConfig{Policy: FlushGroup})
+	for _, v := range []struct {
+		name string
+		wal  bool
+		logs int
+	}{{"group", false, 1}, {"group", false, 16}, {"group-wal", true, 1}, {"group-wal", true, 16}} {
+		nlogs := v.logs
+		b.Run(fmt.Sprintf("%s/logs=%d", v.name, nlogs), func(b *testing.B) {
+			fc := FlusherConfig{Policy: FlushGroup}
+			if v.wal {
+				fc.Dir = filepath.Join(b.TempDir(), "wal")
+			}
+			f, err := OpenFlusher(fc)
+			if err != nil {
+				b.Fatal(err)
+			}
 			f.Start()
 			defer f.Close()
 			logs := make([]*Log, nlogs)

@@ -1,12 +1,16 @@
 package log
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+
+	"github.com/rs/zerolog"
 )
 
 // The flush-design benchmarks model the two ways one fdatasync can cover many
@@ -21,18 +25,81 @@ import (
 //	              that is synced once per group. Materialising segments from it
 //	              is not modelled, so b's cost is understated.
 //
+// and the implementations, this package's Log and Flusher under FlushGroup:
+//
+//	log-segments: design (a): each dirty log's segment synced, concurrently
+//	              (FlusherConfig without Dir).
+//	log-wal:      design (b): the broker-wide WAL (FlusherConfig.Dir),
+//	              segments written to the page cache and checkpointed in the
+//	              background, WAL files rotated at the default 64 MiB.
+//
 // In every variant many appenders write a batch, then wait until a flush that
 // started after their write has finished: true group commit.
 func BenchmarkFlushDesign(b *testing.B) {
 	for _, batch := range []int{1 << 10, 16 << 10} {
 		for _, parts := range []int{16, 256} {
-			for _, v := range []string{"a-serial", "a-concurrent", "b-wal"} {
+			for _, v := range []string{"a-serial", "a-concurrent", "b-wal", "log-segments", "log-wal"} {
 				b.Run(fmt.Sprintf("%s/partitions=%d/batch=%d", v, parts, batch), func(b *testing.B) {
+					if strings.HasPrefix(v, "log-") {
+						benchFlushLog(b, v == "log-wal", parts, batch)
+						return
+					}
 					benchFlushModel(b, v, parts, batch)
 				})
 			}
 		}
 	}
+}
+
+// benchFlushLog runs the flush-design workload against the real Log: 64
+// appenders, each Append then WaitDurable, over parts logs, with batches of
+// about batchSize bytes.
+func benchFlushLog(b *testing.B, withWAL bool, parts, batchSize int) {
+	dir := b.TempDir()
+	fc := FlusherConfig{Policy: FlushGroup, Logger: zerolog.Nop()}
+	if withWAL {
+		fc.Dir = filepath.Join(dir, "wal")
+	}
+	f, err := OpenFlusher(fc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	f.Start()
+	defer f.Close()
+	// Records of about 1000 bytes, or one record filling the batch.
+	n, value := max(batchSize/1024, 1), min(batchSize, 1024)-40
+	proto := mkBatch(spec{n: n, valueSize: value})
+	logs := make([]*Log, parts)
+	for i := range logs {
+		l, err := Open(filepath.Join(dir, fmt.Sprintf("t-%d", i)), DefaultConfig(), Options{Logger: zerolog.Nop(), Flusher: f})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer l.Close()
+		logs[i] = l
+	}
+	var next atomic.Int64
+	b.SetBytes(int64(len(proto)))
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		batch := make([]byte, len(proto))
+		for pb.Next() {
+			l := logs[int(next.Add(1))%parts]
+			copy(batch, proto)
+			r, err := l.Append(batch)
+			if err == nil {
+				err = l.WaitDurable(context.Background(), r.LastOffset+1)
+			}
+			if err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	st := f.Stats()
+	b.ReportMetric(float64(st.Syncs)/float64(b.N), "fsyncs/op")
 }
 
 type flushModel struct {

@@ -223,6 +223,7 @@ func (f *Flusher) abandon() {
 			f.wal.mu.Lock()
 			f.wal.closed = true
 			f.wal.buf = nil
+			f.wal.bufLen.Store(0)
 			f.wal.mu.Unlock()
 			f.wal.release()
 		}

@@ -142,11 +142,15 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		return fail(err)
 	}
 	if err := l.recover(); err != nil {
+		if l.wal != nil {
+			l.wal.replayAborted(l.ident.id)
+		}
 		return fail(err)
 	}
 	if l.wal != nil {
 		wl, err := l.wal.register(l, l.ident.id, l.ident.epoch)
 		if err != nil && !errors.Is(err, errWALClosed) {
+			l.wal.replayAborted(l.ident.id)
 			return fail(err)
 		}
 		l.wl = wl

@@ -238,6 +238,7 @@ type wal struct {
 	active    *walFile // nil when closed or recovery-only
 	logs      map[[16]byte]*walLog
 	recovered map[[16]byte][]walRec
+	replaying map[[16]byte]int // Opens between recoveredFor and recoveredDone
 	closed    bool
 	err       error
 
@@ -267,7 +268,7 @@ func openWAL(dir string, active bool, fileBytes int64, maxConc int, lg zerolog.L
 	}
 	w := &wal{
 		dir: dir, lg: lg, lock: lock, fileBytes: fileBytes, maxConc: maxConc,
-		logs: map[[16]byte]*walLog{}, recovered: map[[16]byte][]walRec{},
+		logs: map[[16]byte]*walLog{}, recovered: map[[16]byte][]walRec{}, replaying: map[[16]byte]int{},
 		running: func() bool { return false }, kick: func() {}, ckptKick: func() {},
 	}
 	w.drained = sync.NewCond(&w.mu)
@@ -419,11 +420,22 @@ func (w *wal) register(l *Log, id [16]byte, epoch uint32) (*walLog, error) {
 	return wl, nil
 }
 
-// recoveredFor returns the recovered records of a log id, in WAL order.
+// recoveredFor returns the recovered records of a log id, in WAL order,
+// and keeps them from forgetUnopened until recoveredDone or replayAborted.
 func (w *wal) recoveredFor(id [16]byte) []walRec {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.replaying[id]++
 	return w.recovered[id]
+}
+
+// replayAborted undoes recoveredFor for an Open that failed.
+func (w *wal) replayAborted(id [16]byte) {
+	w.mu.Lock()
+	if w.replaying[id]--; w.replaying[id] <= 0 {
+		delete(w.replaying, id)
+	}
+	w.mu.Unlock()
 }
 
 // readRecovered reads a recovered record's batch again.
@@ -440,6 +452,7 @@ func (w *wal) readRecovered(r walRec) ([]byte, error) {
 func (w *wal) recoveredDone(id [16]byte) {
 	w.mu.Lock()
 	delete(w.recovered, id)
+	delete(w.replaying, id)
 	for _, f := range w.files {
 		delete(f.ids, id)
 	}
@@ -451,10 +464,16 @@ func (w *wal) recoveredDone(id [16]byte) {
 // forgetUnopened drops the recovered records of every log not opened yet.
 func (w *wal) forgetUnopened() int {
 	w.mu.Lock()
-	n := len(w.recovered)
-	clear(w.recovered)
-	for _, f := range w.files {
-		clear(f.ids)
+	n := 0
+	for id := range w.recovered {
+		if w.replaying[id] > 0 {
+			continue // an Open is replaying it now
+		}
+		delete(w.recovered, id)
+		for _, f := range w.files {
+			delete(f.ids, id)
+		}
+		n++
 	}
 	gone := w.reapLocked()
 	w.mu.Unlock()
