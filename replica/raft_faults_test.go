@@ -150,6 +150,31 @@ func TestRaftPartitionHeal(t *testing.T) {
 	c.net.Heal()
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
 	c.checkAcked(acked)
+	// The old leader, truncated, leads again: what it sends comes from its
+	// storage (and entry cache) after the truncation.
+	checkFor(t, 10*time.Second, func() error {
+		_, lr := c.leader()
+		if lr == or {
+			return nil
+		}
+		if err := lr.TransferLeadership(old); err != nil {
+			return err
+		}
+		return errors.New("transfer pending")
+	})
+	// A learner starting empty (a new read broker; learners never vote, so
+	// reusing its id is safe) gets the whole log from the old leader.
+	c.stop(4)
+	if err := os.RemoveAll(c.nodeDir(4)); err != nil {
+		t.Fatal(err)
+	}
+	c.start(4)
+	for i := range 5 {
+		b := testBatch(fmt.Sprint("c", i), 1, -1, 0, 0)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
 	for n, r := range c.running() {
 		for _, x := range batchesOf(t, logBytes(t, r)) {
 			for _, l := range lost {

@@ -41,6 +41,57 @@ type raftStorage struct {
 
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
+
+	// cache holds the most recently stored entries (contiguous, ending at
+	// the last index), as CockroachDB's raft entry cache does, so raft's
+	// reads of fresh entries (appends to followers, committed entries)
+	// need no pread. Entries are never mutated once stored.
+	cache      []*raftpb.Entry
+	cacheBytes int
+}
+
+const (
+	maxCacheEntries = 512
+	maxCacheBytes   = 8 << 20
+)
+
+func (s *raftStorage) cacheAddLocked(e *raftpb.Entry) {
+	s.cache = append(s.cache, e)
+	s.cacheBytes += len(e.GetData())
+	for len(s.cache) > maxCacheEntries || (s.cacheBytes > maxCacheBytes && len(s.cache) > 1) {
+		s.cacheBytes -= len(s.cache[0].GetData())
+		s.cache[0] = nil
+		s.cache = s.cache[1:]
+	}
+}
+
+// cacheCutLocked drops cached entries at index i and later.
+func (s *raftStorage) cacheCutLocked(i uint64) {
+	for n := len(s.cache); n > 0 && s.cache[n-1].GetIndex() >= i; n = len(s.cache) {
+		s.cacheBytes -= len(s.cache[n-1].GetData())
+		s.cache[n-1] = nil
+		s.cache = s.cache[:n-1]
+	}
+}
+
+// cachedLocked serves Entries from the cache when it holds all of [lo, hi).
+func (s *raftStorage) cachedLocked(lo, hi, maxSize uint64) ([]*raftpb.Entry, bool) {
+	if len(s.cache) == 0 || lo < s.cache[0].GetIndex() || hi-1 > s.cache[len(s.cache)-1].GetIndex() {
+		return nil, false
+	}
+	first := s.cache[0].GetIndex()
+	var out []*raftpb.Entry
+	var size uint64
+	for i := lo; i < hi; i++ {
+		e := s.cache[i-first]
+		sz := uint64(len(e.GetData())) + 24
+		if len(out) > 0 && size+sz > maxSize {
+			break
+		}
+		out = append(out, e)
+		size += sz
+	}
+	return out, true
 }
 
 // openStorage loads or creates the raft state in dir over l and makes the
@@ -267,6 +318,9 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	if lo == hi {
 		return nil, nil
 	}
+	if out, ok := s.cachedLocked(lo, hi, maxSize); ok {
+		return out, nil
+	}
 	var out []*raftpb.Entry
 	var size uint64
 	i := lo
@@ -457,6 +511,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 			return err
 		}
 		s.metas = s.metas[:first-s.snapIndex-1]
+		s.cacheCutLocked(first)
 		if err := s.idx.truncateFrom(first); err != nil {
 			return err
 		}
@@ -505,6 +560,11 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		}
 		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.lastOffset()}
 		s.metas = append(s.metas, m)
+		if e.GetType() == raftpb.EntryNormal && len(e.Data) > 0 && &b[0] != &e.Data[0] {
+			// Stamped copy: cache what the log holds.
+			e = &raftpb.Entry{Term: new(term), Index: new(e.GetIndex()), Type: new(raftpb.EntryNormal), Data: b}
+		}
+		s.cacheAddLocked(e)
 		added = append(added, m)
 		s.producers.update(&h)
 		next = m.last + 1
@@ -602,6 +662,8 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, off
 	s.metas = nil
+	clear(s.cache)
+	s.cache, s.cacheBytes = nil, 0
 	s.cs = cloneCS(md.GetConfState())
 	s.snapProds = snap.GetData()
 	s.producers = prods
