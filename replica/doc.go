@@ -170,6 +170,16 @@
 // (Propose only queues under inMu), so they are not blocked by a sync.
 // OnLeaderChange runs with raftMu held.
 //
+// # Failures
+//
+// A failed log write or sync, or a raft panic (raft panics when its
+// invariants break, e.g. a node id reused after its disk was wiped), stops
+// that replica only: its writes fail with ErrReplicaFailed and
+// HostConfig.OnFatal is told; DESIGN.md wants the broker to exit on a
+// storage failure, which is OnFatal's call. Raft node ids are broker ids
+// plus one, so a broker that lost its disk must not come back under the same
+// id into groups that knew it (see the report on replica ids).
+//
 // # Not done
 //
 // Heartbeat coalescing (heartbeats of all groups travel in the same frames

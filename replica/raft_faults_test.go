@@ -162,13 +162,15 @@ func TestRaftPartitionHeal(t *testing.T) {
 		}
 		return errors.New("transfer pending")
 	})
-	// A learner starting empty (a new read broker; learners never vote, so
-	// reusing its id is safe) gets the whole log from the old leader.
-	c.stop(4)
-	if err := os.RemoveAll(c.nodeDir(4)); err != nil {
+	// A new learner, starting empty, gets the whole log from the old
+	// leader.
+	c.members = Members{Voters: []NodeID{1, 2, 3}, Learners: []NodeID{4, 5}}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if err := or.ChangeMembership(ctx2, c.members); err != nil {
 		t.Fatal(err)
 	}
-	c.start(4)
+	c.start(5)
 	for i := range 5 {
 		b := testBatch(fmt.Sprint("c", i), 1, -1, 0, 0)
 		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
@@ -336,4 +338,38 @@ func TestRaftEntryRoundTrip(t *testing.T) {
 	if h.lastOffset() != 99 || h.recordCount != 0 || !h.isControl() {
 		t.Fatalf("filler: %+v", h)
 	}
+}
+
+// TestRaftPanicStopsOnlyThatReplica: a learner whose disk was wiped comes
+// back under the same id, which raft forbids (the leader remembers what it
+// had acknowledged and raft panics on it). The panic stops that replica
+// and reports it; the process and the group go on.
+func TestRaftPanicStopsOnlyThatReplica(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	for i := range 5 {
+		c.produce(testBatch(fmt.Sprint("p", i), 1, -1, 0, 0), AcksAll)
+	}
+	c.converged(5, 10*time.Second)
+	fatal := make(chan error, 1)
+	c.cfg.OnFatal = func(_ Key, err error) {
+		select {
+		case fatal <- err:
+		default:
+		}
+	}
+	c.stop(4)
+	if err := os.RemoveAll(c.nodeDir(4)); err != nil {
+		t.Fatal(err)
+	}
+	c.start(4)
+	select {
+	case err := <-fatal:
+		if !errors.Is(err, ErrReplicaFailed) {
+			t.Fatalf("OnFatal got %v", err)
+		}
+		t.Logf("reported: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failure reported for the reused id")
+	}
+	c.produce(testBatch("after", 1, -1, 0, 0), AcksAll)
 }

@@ -394,6 +394,14 @@ func (r *Replica) inSyncVotersLocked(now time.Time) int {
 func (r *Replica) process() {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
+	defer func() {
+		// raft panics when its invariants break (a log lost or a node id
+		// reused after its disk was wiped). That is fatal for this group,
+		// not for the broker's other partitions: the replica stops.
+		if p := recover(); p != nil {
+			r.failLocked(fmt.Errorf("raft panic: %v", p))
+		}
+	}()
 	r.inMu.Lock()
 	msgs, ticks, props := r.in.msgs, r.in.ticks, r.in.props
 	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
