@@ -52,20 +52,20 @@ func (l *processedLog) total() int {
 	return len(l.seen)
 }
 
-func startGroupMember(t *testing.T, addr, group, topic, name string, log *processedLog) *groupMember {
+func startGroupMember(t *testing.T, addr, group, topic, name string, log *processedLog, extra ...kgo.Opt) *groupMember {
 	t.Helper()
 	m := &groupMember{name: name, done: make(chan struct{}), assigned: map[int32]time.Time{}}
-	m.cl = newClient(t, addr,
+	m.cl = newClient(t, addr, append([]kgo.Opt{
 		kgo.ClientID(name),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.HeartbeatInterval(500*time.Millisecond),
-		kgo.SessionTimeout(10*time.Second),
-		kgo.RebalanceTimeout(20*time.Second),
-		kgo.FetchMaxWait(300*time.Millisecond),
+		kgo.HeartbeatInterval(500 * time.Millisecond),
+		kgo.SessionTimeout(10 * time.Second),
+		kgo.RebalanceTimeout(20 * time.Second),
+		kgo.FetchMaxWait(300 * time.Millisecond),
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, a map[string][]int32) {
 			m.mu.Lock()
 			for _, p := range a[topic] {
@@ -73,7 +73,7 @@ func startGroupMember(t *testing.T, addr, group, topic, name string, log *proces
 			}
 			m.mu.Unlock()
 		}),
-	)
+	}, extra...)...)
 	ctx, cancel := context.WithCancel(context.Background())
 	m.cancel = cancel
 	go func() {
@@ -143,12 +143,17 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // rebalances, that partitions moved, that kadm's lag is zero with the
 // commits at the end offsets, and that after the consumers stop and the
 // broker restarts a new consumer resumes exactly at the committed offsets.
+//
+// It runs with the classic protocol (client-side cooperative-sticky) and with
+// KIP-848 (kgo.ServerSideBalancer: the broker's uniform assignor).
 func TestGroupFranzGoRebalanceExactlyOnce(t *testing.T) {
-	const (
-		topic = "grp-franz"
-		group = "grp-franz-g"
-		parts = 6
-	)
+	t.Run("classic", func(t *testing.T) { testFranzGoRebalance(t, "grp-franz", nil) })
+	t.Run("consumer", func(t *testing.T) { testFranzGoRebalance(t, "grp-franz848", []kgo.Opt{kgo.ServerSideBalancer()}) })
+}
+
+func testFranzGoRebalance(t *testing.T, topic string, extra []kgo.Opt) {
+	group := topic + "-g"
+	const parts = 6
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -157,19 +162,31 @@ func TestGroupFranzGoRebalanceExactlyOnce(t *testing.T) {
 	produceN(ctx, t, b.KafkaAddr, topic, "a", 600)
 
 	log := &processedLog{seen: map[tpo]int{}, byWho: map[tpo]string{}}
-	m1 := startGroupMember(t, b.KafkaAddr, group, topic, "m1", log)
-	m2 := startGroupMember(t, b.KafkaAddr, group, topic, "m2", log)
-	m3 := startGroupMember(t, b.KafkaAddr, group, topic, "m3", log)
+	m1 := startGroupMember(t, b.KafkaAddr, group, topic, "m1", log, extra...)
+	m2 := startGroupMember(t, b.KafkaAddr, group, topic, "m2", log, extra...)
+	m3 := startGroupMember(t, b.KafkaAddr, group, topic, "m3", log, extra...)
 	waitFor(t, time.Minute, "every member to own partitions", func() bool {
 		return len(m1.partitions()) > 0 && len(m2.partitions()) > 0 && len(m3.partitions()) > 0
 	})
 	waitFor(t, time.Minute, "the first 600 records", func() bool { return log.total() >= 600 })
+	// The group runs the protocol asked for: ConsumerGroupDescribe knows
+	// only KIP-848 groups, DescribeGroups only classic ones.
+	dcg, err := adm.DescribeConsumerGroups(ctx, group)
+	if err != nil {
+		t.Fatalf("DescribeConsumerGroups: %v", err)
+	}
+	if is848 := dcg[group].Err == nil; is848 != (len(extra) > 0) {
+		t.Fatalf("group is a KIP-848 group: %v (describe error %v), want %v", is848, dcg[group].Err, len(extra) > 0)
+	}
+	if len(extra) > 0 && len(dcg[group].Members) != 3 {
+		t.Errorf("ConsumerGroupDescribe lists %d members, want 3", len(dcg[group].Members))
+	}
 
 	// m1 leaves, m4 joins, while more records arrive.
 	m1.stop()
 	left := time.Now()
 	produceN(ctx, t, b.KafkaAddr, topic, "b", 600)
-	m4 := startGroupMember(t, b.KafkaAddr, group, topic, "m4", log)
+	m4 := startGroupMember(t, b.KafkaAddr, group, topic, "m4", log, extra...)
 	produceN(ctx, t, b.KafkaAddr, topic, "c", 600)
 	waitFor(t, 2*time.Minute, "all 1800 records", func() bool { return log.total() >= 1800 })
 	waitFor(t, time.Minute, "m4 to own partitions", func() bool { return len(m4.partitions()) > 0 })
@@ -236,8 +253,8 @@ func TestGroupFranzGoRebalanceExactlyOnce(t *testing.T) {
 	first := map[int32]int64{}
 	var mu sync.Mutex
 	n := 0
-	cl := newClient(t, b.KafkaAddr, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(300*time.Millisecond))
+	cl := newClient(t, b.KafkaAddr, append([]kgo.Opt{kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(300 * time.Millisecond)}, extra...)...)
 	for n < 60 && ctx.Err() == nil {
 		fs := cl.PollFetches(ctx)
 		fs.EachRecord(func(r *kgo.Record) {
