@@ -146,20 +146,23 @@
 // empty log), raft.conf (the members passed to Open are used only for a new
 // group), then raft.index, keeping the records after snapIndex that are
 // contiguous in index and offset, starting at snapOffset, and inside the
-// log. Batches after the last record are turned back into records from
-// their headers; a batch that cannot be an entry (no epoch, or an epoch
-// below the previous term) is truncated. If the log does not continue the
-// state (a snapshot install cut short, marked pending), the log is reset to
-// snapOffset. A persisted commit beyond the last entry fails Open with
-// ErrLostCommitted: such a log lost synced, committed entries, and the
-// replica is not opened, so it never votes or leads on it. The result is
-// the same raft log as before the crash for everything that was synced, so
-// offsets never change.
+// log. A snapshot install marked pending is finished (the log reset to
+// snapOffset). Records wholly below the log start (retention ran, the
+// compaction after it did not persist) are compacted. Batches after the
+// last record are turned back into records from their headers; a batch
+// that cannot be an entry (no epoch, or an epoch below the previous term)
+// is truncated. Open fails with ErrLostCommitted, and the replica is not
+// opened, so it never votes or leads on a damaged log, when the log starts
+// after the last entry the index knows or ends before the snapshot, or when
+// the persisted commit index is past the last entry (the log lost synced,
+// committed entries). Everything else gives the same raft log as before the
+// crash for everything that was synced, so offsets never change.
 //
 // Retention and DeleteRecords go through Replica.ApplyRetention and
-// Replica.DeleteRecordsBefore, which compact the raft log to the entry that
-// holds the new log start (only applied entries), so a replica that needs
-// older entries is sent a snapshot. Each replica applies retention itself.
+// Replica.DeleteRecordsBefore, which sync raft.index, let the log delete,
+// then compact the raft log to the entry that holds the new log start (only
+// applied entries), so a replica that needs older entries is sent a
+// snapshot. Each replica applies retention itself.
 //
 // # Locks
 //

@@ -785,6 +785,9 @@ func (r *Replica) ApplyRetention(now time.Time) (int, error) {
 	if r.closed {
 		return 0, ErrReplicaClosed
 	}
+	if err := r.st.syncIndex(); err != nil {
+		return 0, err
+	}
 	n, err := r.log.ApplyRetention(now)
 	if err != nil || n == 0 {
 		return n, err
@@ -803,6 +806,9 @@ func (r *Replica) DeleteRecordsBefore(offset int64) error {
 	}
 	if hw := r.hw.Load(); offset > hw {
 		return fmt.Errorf("%w: offset %d past high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
+	}
+	if err := r.st.syncIndex(); err != nil {
+		return err
 	}
 	if err := r.log.DeleteRecordsBefore(offset); err != nil {
 		return err

@@ -164,33 +164,40 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 	if len(metas) > 0 && (metas[0].index != s.snapIndex+1 || metas[0].base != s.snapOffset) {
 		metas = nil
 	}
+	rewrite := len(metas) != int(s.idx.n)
 	if pending {
-		metas = nil
-	}
-	leo, ls := s.log.LogEndOffset(), s.log.LogStartOffset()
-	for len(metas) > 0 && metas[len(metas)-1].last >= leo {
-		metas = metas[:len(metas)-1]
-	}
-	next := s.snapOffset
-	if n := len(metas); n > 0 {
-		next = metas[n-1].last + 1
-	}
-	rewrite := pending || len(metas) != int(s.idx.n)
-	switch {
-	case pending || next < ls || (len(metas) == 0 && (ls != s.snapOffset || leo < s.snapOffset)):
-		// The log does not continue what the state knows: a snapshot
-		// install was cut short. Redo its reset.
-		if len(metas) > 0 && next >= ls {
-			break
-		}
+		// A snapshot install was cut short after raft.state recorded it:
+		// finish the log reset.
 		metas = nil
 		if err := resetLogTo(s.log, s.snapOffset); err != nil {
 			return err
 		}
 		rewrite = true
 	}
-	leo = s.log.LogEndOffset()
-	if next < leo && next >= s.log.LogStartOffset() {
+	leo, ls := s.log.LogEndOffset(), s.log.LogStartOffset()
+	for len(metas) > 0 && metas[len(metas)-1].last >= leo {
+		metas = metas[:len(metas)-1]
+		rewrite = true
+	}
+	// Entries wholly below the log start: retention or DeleteRecords ran
+	// and the compaction after it was not persisted.
+	compacted := false
+	for len(metas) > 0 && metas[0].last < ls {
+		s.snapIndex, s.snapTerm, s.snapOffset = metas[0].index, metas[0].term, metas[0].last+1
+		metas = metas[1:]
+		compacted, rewrite = true, true
+	}
+	next := s.snapOffset
+	if n := len(metas); n > 0 {
+		next = metas[n-1].last + 1
+	}
+	if next < ls || next > leo {
+		// The log starts after the last entry the index knows (so the raft
+		// indexes of its batches are unknown), or ends before the state's
+		// snapshot: either way entries this replica had are gone.
+		return fmt.Errorf("%w: raft log continues at offset %d, partition log holds %d..%d", ErrLostCommitted, next, ls, leo)
+	}
+	if next < leo {
 		// Batches the sidecar did not get to disk before a crash: they
 		// continue the log, one entry each, term = partitionLeaderEpoch.
 		rebuilt, err := s.scanEntries(metas, next, leo)
@@ -199,10 +206,9 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 		}
 		metas = rebuilt
 		rewrite = true
+		next = s.snapOffset
 		if n := len(metas); n > 0 {
 			next = metas[n-1].last + 1
-		} else {
-			next = s.snapOffset
 		}
 		if next < leo {
 			s.lg.Warn().Int64("from", next).Int64("log_end", leo).Msg("truncating log batches that are no raft entries")
@@ -217,9 +223,13 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 			return err
 		}
 	}
-	if pending {
+	if pending || compacted {
 		cur := s.state.cur
 		cur.applied &^= stateFlagPendingBit
+		cur.snapIndex, cur.snapTerm, cur.snapOffset = s.snapIndex, s.snapTerm, s.snapOffset
+		cur.applied = max(cur.applied, s.snapIndex)
+		cur.commit = max(cur.commit, s.snapIndex)
+		s.hs.Commit = new(cur.commit)
 		if err := s.state.save(cur); err != nil {
 			return err
 		}
@@ -240,6 +250,15 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 const stateFlagPendingBit = 1 << 62
 
 func (s *raftStorage) pendingReset() bool { return s.state.cur.applied&stateFlagPendingBit != 0 }
+
+// syncIndex makes every record written so far durable: before the log
+// deletes segments, so that a crash before the compaction that follows
+// still finds the raft index of every batch left.
+func (s *raftStorage) syncIndex() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.idx.f.Sync()
+}
 
 // scanEntries appends to metas one entry per batch in [from, to).
 func (s *raftStorage) scanEntries(metas []entryMeta, from, to int64) ([]entryMeta, error) {

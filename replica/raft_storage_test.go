@@ -233,3 +233,62 @@ func TestRaftLostCommittedRefused(t *testing.T) {
 		t.Fatalf("Open after losing committed entries: %v", err)
 	}
 }
+
+// TestRaftCompactionInterrupted: the log deleted segments (retention) and
+// the process died before the raft log was compacted to match: Open
+// compacts, and the group goes on.
+func TestRaftCompactionInterrupted(t *testing.T) {
+	for _, lostIndex := range []bool{false, true} {
+		t.Run(fmt.Sprint("index-lost=", lostIndex), func(t *testing.T) {
+			c := oneNode(t)
+			for i := range 120 {
+				c.produce(testBatch(fmt.Sprintf("%03d-%0300d", i, i), 2, -1, 0, 0), AcksAll)
+			}
+			r := c.rep(1)
+			hw := r.HighWatermark()
+			r.raftMu.Lock()
+			if err := r.st.syncIndex(); err != nil {
+				t.Fatal(err)
+			}
+			// The log alone, as if the compaction after it never ran.
+			if err := r.log.DeleteRecordsBefore(hw - 20); err != nil {
+				t.Fatal(err)
+			}
+			r.raftMu.Unlock()
+			dir := r.dir
+			c.stop(1)
+			if lostIndex {
+				// Without the index the raft indexes of the remaining
+				// batches are unknown: the replica must not open.
+				os.Remove(filepath.Join(dir, indexFileName))
+				cfg := c.cfg
+				cfg.Node, cfg.Dir, cfg.Transport = 1, c.nodeDir(1), c.net.Transport(1)
+				h, err := NewHost(cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+				if _, err := h.Open(c.topic, c.key, c.members, c.opts); !errors.Is(err, ErrLostCommitted) {
+					t.Fatalf("Open with the log start past the index: %v", err)
+				}
+				return
+			}
+			r = c.start(1)
+			fi, _ := r.st.FirstIndex()
+			r.st.mu.Lock()
+			so := r.st.snapOffset
+			r.st.mu.Unlock()
+			if fi < 50 || so > r.LogStartOffset() {
+				t.Fatalf("not compacted on open: first index %d, snapshot offset %d, log start %d", fi, so, r.LogStartOffset())
+			}
+			c.leader()
+			if res := c.produce(testBatch("next", 1, -1, 0, 0), AcksAll); res.BaseOffset < hw {
+				t.Fatalf("produced at %d below old hw %d", res.BaseOffset, hw)
+			}
+			v := viewOf(t, r)
+			if len(v.ents) == 0 {
+				t.Fatal("no entries")
+			}
+		})
+	}
+}
