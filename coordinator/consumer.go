@@ -273,6 +273,10 @@ func (cg *consumerGroup) heartbeatLocked(cl Client, req *kmsg.ConsumerGroupHeart
 			// A fenced member rejoining with its id: start over.
 			cg.releaseLocked(m)
 		} else {
+			if len(cg.members) >= c.cfg.MaxGroupSize {
+				resp.ErrorCode = kerr.GroupMaxSizeReached.Code
+				return
+			}
 			id := req.MemberID
 			if id == "" {
 				id = newMemberID("")[1:]

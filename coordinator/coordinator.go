@@ -141,7 +141,18 @@ func (c *Coordinator) Close() error {
 
 // Claim makes this broker the group's coordinator unless another live
 // broker owns it, and returns the owner (FindCoordinator).
+//
+// A group this coordinator already owns is answered from memory: claims
+// are metastore writes, and kadm or a restarting consumer asks for the
+// coordinator often. Ownership is kept while this broker's registration
+// lives (a fenced broker stops serving altogether).
 func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
+	c.mu.Lock()
+	owned := c.mu.owned[group]
+	c.mu.Unlock()
+	if owned {
+		return c.cfg.BrokerID, nil
+	}
 	owner, err := c.store.ClaimGroup(ctx, group, c.cfg.BrokerID)
 	if err != nil {
 		return -1, err
