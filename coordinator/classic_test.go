@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 func TestJoinSyncSingleMember(t *testing.T) {
@@ -378,5 +379,61 @@ func TestListDescribeDeleteGroups(t *testing.T) {
 	// topic is not seen as subscribed: the delete goes through.
 	if r := e.c.OffsetDelete(ctx, od); r.ErrorCode != 0 || r.Topics[0].Partitions[0].ErrorCode != 0 {
 		t.Fatalf("offset delete: %+v", r)
+	}
+}
+
+// TestPlacementSpreadsOverReadBrokers: FindCoordinator's claim places new
+// groups on the live read brokers by rendezvous hashing, never on a
+// write-only broker, and keeps an owner once recorded.
+func TestPlacementSpreadsOverReadBrokers(t *testing.T) {
+	e := newEnv(t)
+	e.store.brokers = []metastore.Broker{{ID: 1, Role: metastore.RoleCombined}, {ID: 2, Role: metastore.RoleRead},
+		{ID: 3, Role: metastore.RoleRead}, {ID: 4, Role: metastore.RoleWrite}}
+	count := map[int32]int{}
+	for i := 0; i < 300; i++ {
+		g := fmt.Sprintf("g%d", i)
+		owner, err := e.c.Claim(context.Background(), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		count[owner]++
+		if again, _ := e.c.Claim(context.Background(), g); again != owner {
+			t.Fatalf("%s: owner moved from %d to %d", g, owner, again)
+		}
+	}
+	if count[4] != 0 || count[1] < 60 || count[2] < 60 || count[3] < 60 {
+		t.Fatalf("placement: %v", count)
+	}
+	// A request for a group owned elsewhere is refused here.
+	for g, o := range e.store.owners {
+		if o != 1 {
+			if r := e.join(3, g, "", nil); r.ErrorCode != kerr.NotCoordinator.Code {
+				t.Fatalf("join at a non-owner: %d", r.ErrorCode)
+			}
+			break
+		}
+	}
+}
+
+// TestWriteOnlyBrokerPlacesButDoesNotCoordinate: a broker without the read
+// role names read brokers in FindCoordinator and refuses group requests.
+func TestWriteOnlyBrokerPlacesButDoesNotCoordinate(t *testing.T) {
+	store := newMemStore()
+	c, err := New(Config{BrokerID: 4, NoGroups: true, Store: store, Clock: NewFakeClock()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Claim(context.Background(), "g"); err != ErrNoReadBroker {
+		t.Fatalf("claim with no read broker: %v", err)
+	}
+	store.brokers = []metastore.Broker{{ID: 2, Role: metastore.RoleRead}, {ID: 4, Role: metastore.RoleWrite}}
+	if owner, err := c.Claim(context.Background(), "g"); err != nil || owner != 2 {
+		t.Fatalf("claim: owner %d err %v, want 2", owner, err)
+	}
+	hb := kmsg.NewPtrHeartbeatRequest()
+	hb.Group = "g"
+	if r := c.Heartbeat(context.Background(), hb); r.ErrorCode != kerr.NotCoordinator.Code {
+		t.Fatalf("heartbeat at a write-only broker: %d", r.ErrorCode)
 	}
 }

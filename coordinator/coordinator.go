@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"hash/fnv"
 	"sync"
 	"time"
 
@@ -35,6 +36,8 @@ type Store interface {
 	// ClaimGroup makes broker the owner unless a live broker owns the
 	// group, and returns the owner.
 	ClaimGroup(ctx context.Context, group string, broker int32) (int32, error)
+	// Brokers are the registered (live) brokers, from the local cache.
+	Brokers() []metastore.Broker
 
 	Topics() []metastore.Topic
 	TopicByName(name string) (metastore.Topic, bool)
@@ -45,6 +48,10 @@ type Store interface {
 type Config struct {
 	// BrokerID is this broker: the owner it claims groups for.
 	BrokerID int32
+	// NoGroups marks a broker without the read role: it coordinates no
+	// group itself (every group request answers NOT_COORDINATOR) but
+	// still places groups on read brokers for FindCoordinator.
+	NoGroups bool
 	Store    Store
 	Clock    Clock // nil: RealClock
 	Logger   zerolog.Logger
@@ -153,7 +160,11 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 	if owned {
 		return c.cfg.BrokerID, nil
 	}
-	owner, err := c.store.ClaimGroup(ctx, group, c.cfg.BrokerID)
+	candidate, err := c.placement(group)
+	if err != nil {
+		return -1, err
+	}
+	owner, err := c.store.ClaimGroup(ctx, group, candidate)
 	if err != nil {
 		return -1, err
 	}
@@ -174,6 +185,36 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 	return owner, nil
 }
 
+// placement picks the broker a new group should live on: the live read
+// brokers (read or combined role) are ranked by a hash of the group id and
+// the broker id (rendezvous hashing), so groups spread evenly and only the
+// groups of a broker that leaves move. With no read broker registered
+// (tests, start-up) this broker takes it, if it has the read role.
+func (c *Coordinator) placement(group string) (int32, error) {
+	best, bestScore, found := int32(-1), uint64(0), false
+	for _, b := range c.store.Brokers() {
+		if b.Role != metastore.RoleRead && b.Role != metastore.RoleCombined {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(group))
+		h.Write([]byte{byte(b.ID >> 24), byte(b.ID >> 16), byte(b.ID >> 8), byte(b.ID)})
+		if score := h.Sum64(); !found || score > bestScore {
+			best, bestScore, found = b.ID, score, true
+		}
+	}
+	switch {
+	case found:
+		return best, nil
+	case !c.cfg.NoGroups:
+		return c.cfg.BrokerID, nil
+	}
+	return -1, ErrNoReadBroker
+}
+
+// ErrNoReadBroker: no live broker can coordinate a group.
+var ErrNoReadBroker = errors.New("coordinator: no live read broker to coordinate the group")
+
 // lookup modes for getGroup.
 const (
 	lookupExisting = iota // nil if the group has no metadata and no offsets
@@ -190,7 +231,7 @@ func (c *Coordinator) getGroup(ctx context.Context, name string, mode int) (*gro
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.mu.closed {
+	if c.mu.closed || c.cfg.NoGroups {
 		return nil, kerr.NotCoordinator.Code
 	}
 	if !c.mu.owned[name] {

@@ -20,7 +20,14 @@ type memStore struct {
 	groups  map[string][]byte
 	owners  map[string]int32
 	topics  []metastore.Topic
+	brokers []metastore.Broker
 	saves   int
+}
+
+func (s *memStore) Brokers() []metastore.Broker {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]metastore.Broker(nil), s.brokers...)
 }
 
 func newMemStore(topics ...metastore.Topic) *memStore {

@@ -120,15 +120,13 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	defer parts.Close()
 
 	// Read brokers coordinate groups (DESIGN.md); offsets and group state
-	// live in the metastore.
-	var groups *coordinator.Coordinator
-	if cfg.HasRole("read") {
-		groups, err = coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, Store: catalog, Logger: lg})
-		if err != nil {
-			return err
-		}
-		defer groups.Close()
+	// live in the metastore. Every broker places groups for
+	// FindCoordinator; one without the read role coordinates none itself.
+	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg})
+	if err != nil {
+		return err
 	}
+	defer groups.Close()
 	metrics := server.NewMetrics(reg)
 	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Logger: lg, Metrics: metrics, Groups: groups})
 	if err != nil {
