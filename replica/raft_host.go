@@ -62,10 +62,11 @@ type Host struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu     sync.RWMutex
-	reps   map[Key]*Replica
-	list   []*Replica // for the ticker
-	closed bool
+	mu      sync.RWMutex
+	reps    map[Key]*Replica
+	opening map[Key]chan struct{} // Opens under way
+	list    []*Replica            // for the ticker
+	closed  bool
 }
 
 // NewHost starts a host: workers, ticker and the transport's receiver.
@@ -101,6 +102,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		sched: newScheduler(cfg.Workers),
 		reps:  map[Key]*Replica{},
 	}
+	h.opening = map[Key]chan struct{}{}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.tr.Handle(h.receive)
 	h.wg.Add(1)
@@ -119,13 +121,53 @@ func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions)
 		opts.MinInsyncReplicas = 1
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
+	for {
+		if h.closed {
+			h.mu.Unlock()
+			return nil, ErrReplicaClosed
+		}
+		if r, ok := h.reps[key]; ok {
+			h.mu.Unlock()
+			return r, r.SetOptions(opts)
+		}
+		ch := h.opening[key]
+		if ch == nil {
+			break
+		}
+		h.mu.Unlock()
+		<-ch
+		h.mu.Lock()
+	}
+	// The log's recovery and the raft state's fsyncs run without h.mu, so
+	// opening many partitions does not hold up the others' messages and
+	// ticks.
+	done := make(chan struct{})
+	h.opening[key] = done
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		delete(h.opening, key)
+		h.mu.Unlock()
+		close(done)
+	}()
+	r, err := h.openReplica(topic, key, members, opts)
+	if err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
 	if h.closed {
+		h.mu.Unlock()
+		r.close()
 		return nil, ErrReplicaClosed
 	}
-	if r, ok := h.reps[key]; ok {
-		return r, r.SetOptions(opts)
-	}
+	h.reps[key] = r
+	h.list = append(h.list, r)
+	h.mu.Unlock()
+	h.sched.enqueue(r)
+	return r, nil
+}
+
+func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaOptions) (*Replica, error) {
 	isMember := false
 	for _, n := range append(append([]NodeID(nil), members.Voters...), members.Learners...) {
 		isMember = isMember || n == h.cfg.Node
@@ -192,9 +234,6 @@ func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions)
 		_ = rn.Campaign()
 		r.raftMu.Unlock()
 	}
-	h.reps[key] = r
-	h.list = append(h.list, r)
-	h.sched.enqueue(r)
 	return r, nil
 }
 

@@ -65,17 +65,30 @@ func TestRaftIdleCPU(t *testing.T) {
 	}()
 	opened := time.Now()
 	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
-	for p := range parts {
-		key := Key{TopicID: [16]byte{9}, Index: int32(p)}
-		// Rotate the voter order so the first voters, which campaign,
-		// spread the leaders.
-		m := Members{Voters: []NodeID{nodes[p%3], nodes[(p+1)%3], nodes[(p+2)%3]}}
-		for _, h := range hosts {
-			if _, err := h.Open("idle", key, m, opts); err != nil {
-				t.Fatal(err)
+	var wg sync.WaitGroup
+	work := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for p := range work {
+				key := Key{TopicID: [16]byte{9}, Index: int32(p)}
+				// Rotate the voter order so the first voters, which
+				// campaign, spread the leaders.
+				m := Members{Voters: []NodeID{nodes[p%3], nodes[(p+1)%3], nodes[(p+2)%3]}}
+				for _, h := range hosts {
+					if _, err := h.Open("idle", key, m, opts); err != nil {
+						t.Error(err)
+					}
+				}
 			}
-		}
+		}()
 	}
+	for p := range parts {
+		work <- p
+	}
+	close(work)
+	wg.Wait()
 	t.Logf("opened %d partitions x 3 replicas in %v", parts, time.Since(opened))
 	checkFor(t, 120*time.Second, func() error {
 		leaders := 0
