@@ -32,8 +32,9 @@ type HostConfig struct {
 	// Workers is the scheduler's pool size (default 8). Workers block in
 	// fsync, so more workers than cores let more syncs be grouped.
 	Workers int
-	// TickInterval is raft's tick (default 100ms); ElectionTicks (default
-	// 20) and HeartbeatTicks (default 3) are in ticks.
+	// TickInterval is raft's tick (default 200ms); ElectionTicks (default
+	// 10: a follower campaigns after 2-4s without a leader) and
+	// HeartbeatTicks (default 2: 400ms) are in ticks.
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
@@ -78,13 +79,13 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		cfg.Workers = 8
 	}
 	if cfg.TickInterval <= 0 {
-		cfg.TickInterval = 100 * time.Millisecond
+		cfg.TickInterval = 200 * time.Millisecond
 	}
 	if cfg.ElectionTicks <= 0 {
-		cfg.ElectionTicks = 20
+		cfg.ElectionTicks = 10
 	}
 	if cfg.HeartbeatTicks <= 0 {
-		cfg.HeartbeatTicks = 3
+		cfg.HeartbeatTicks = 2
 	}
 	if cfg.HeartbeatTicks >= cfg.ElectionTicks {
 		return nil, fmt.Errorf("replica: heartbeat ticks %d must be below election ticks %d", cfg.HeartbeatTicks, cfg.ElectionTicks)
