@@ -98,6 +98,9 @@ type consumerMember struct {
 
 	assigned tpSet // what the member was told it owns
 	revoking tpSet // told to give up, not yet confirmed
+	// assignEpoch is the member epoch at which each owned partition was
+	// given to it (KIP-1251 commit checks).
+	assignEpoch map[tp]int32
 	target   tpSet // the assignor's target for the member
 	lastSent tpSet // the assignment last put in an answer (nil: none yet)
 
@@ -286,6 +289,7 @@ func (cg *consumerGroup) heartbeatLocked(cl Client, req *kmsg.ConsumerGroupHeart
 		}
 		m.epoch, m.prevEpoch, m.state = 0, 0, msStable
 		m.assigned, m.revoking, m.lastSent = tpSet{}, nil, nil
+		m.assignEpoch = map[tp]int32{}
 		m.clientID, m.clientHost = cl.ID, cl.Host
 		changed = true
 	case !known:
@@ -412,6 +416,7 @@ func (cg *consumerGroup) reconcileLocked(m *consumerMember, owned tpSet) {
 			if cg.owners[k] == m.id {
 				delete(cg.owners, k)
 			}
+			delete(m.assignEpoch, k)
 		}
 		m.revoking = nil
 		stop(m.tRevoke)
@@ -458,6 +463,7 @@ func (cg *consumerGroup) reconcileLocked(m *consumerMember, owned tpSet) {
 		}
 		cg.owners[k] = m.id
 		m.assigned[k] = struct{}{}
+		m.assignEpoch[k] = m.epoch
 	}
 }
 
@@ -588,7 +594,24 @@ func (cg *consumerGroup) validateCommitLocked(simple bool, epoch int32, memberID
 	if version < 9 {
 		return kerr.UnsupportedVersion.Code
 	}
-	if epoch != m.epoch {
+	if epoch > m.epoch {
+		return kerr.StaleMemberEpoch.Code
+	}
+	cg.touchLocked(m)
+	return 0
+}
+
+// partitionCommitLocked is KIP-1251's per-partition check: a member may
+// commit a partition with any epoch from the one at which it was given the
+// partition on, so a commit racing the heartbeat that moved its epoch is not
+// refused. Epochs of partitions assigned before a coordinator restart are
+// not kept; such partitions are checked against the member epoch only.
+func (cg *consumerGroup) partitionCommitLocked(memberID string, epoch int32, k tp) int16 {
+	m, ok := cg.members[memberID]
+	if !ok {
+		return kerr.UnknownMemberID.Code
+	}
+	if at, ok := m.assignEpoch[k]; ok && epoch < at {
 		return kerr.StaleMemberEpoch.Code
 	}
 	return 0
@@ -766,7 +789,7 @@ func (cg *consumerGroup) restore(sc *storedConsumer) {
 			clientHost: sm.ClientHost, epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, state: sm.State,
 			rebalanceTimeout: time.Duration(sm.RebalanceTimeoutMs) * time.Millisecond, assignor: sm.Assignor,
 			topics: sm.Topics, regex: sm.Regex,
-			assigned: decodeSet(sm.Assigned), target: decodeSet(sm.Target)}
+			assigned: decodeSet(sm.Assigned), target: decodeSet(sm.Target), assignEpoch: map[tp]int32{}}
 		if len(sm.Revoking) > 0 {
 			m.revoking = decodeSet(sm.Revoking)
 		}

@@ -212,8 +212,23 @@ func TestConsumerGroupReconciliation(t *testing.T) {
 	if c := commit(9, "a", 2); c != 0 {
 		t.Fatalf("commit at the member epoch: %d", c)
 	}
-	if c := commit(9, "a", 1); c != kerr.StaleMemberEpoch.Code {
-		t.Fatalf("commit at an old epoch: %d", c)
+	// KIP-1251: a's partitions were given to it at epoch 1, so a commit
+	// at epoch 1 still counts; one from the future or from before the
+	// assignment does not.
+	if c := commit(9, "a", 1); c != 0 {
+		t.Fatalf("commit at the epoch the partition was assigned at: %d", c)
+	}
+	if c := commit(9, "a", 3); c != kerr.StaleMemberEpoch.Code {
+		t.Fatalf("commit at a future epoch: %d", c)
+	}
+	// b got its partitions at epoch 2; which of x it owns decides.
+	for k := range b.owned {
+		req := commitReq(9, "cg", "b", nil, "x", 1, 1)
+		req.Topics[0].Partitions[0].Partition = k.p
+		if c := e.c.OffsetCommit(context.Background(), req).Topics[0].Partitions[0].ErrorCode; c != kerr.StaleMemberEpoch.Code {
+			t.Fatalf("b commits partition %d at epoch 1, before it had it: %d", k.p, c)
+		}
+		break
 	}
 	if c := commit(8, "a", 2); c != kerr.UnsupportedVersion.Code {
 		t.Fatalf("commit v8 by a consumer-protocol member: %d", c)

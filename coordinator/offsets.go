@@ -22,9 +22,11 @@ const maxMetadataBytes = 4096
 // FENCED_INSTANCE_ID, ILLEGAL_GENERATION; REBALANCE_IN_PROGRESS while
 // CompletingRebalance). A missing group with generation >= 0 is
 // GROUP_ID_NOT_FOUND from v9 and ILLEGAL_GENERATION before. For a KIP-848
-// group the generation is the member epoch (STALE_MEMBER_EPOCH from v9;
-// older versions cannot commit as members of such a group:
-// UNSUPPORTED_VERSION).
+// group the generation is the member epoch, checked as KIP-1251 does: not
+// newer than the member's epoch, and per partition not older than the
+// epoch at which the member got that partition (STALE_MEMBER_EPOCH);
+// versions before v9 cannot commit as members of such a group
+// (UNSUPPORTED_VERSION).
 func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRequest) *kmsg.OffsetCommitResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
 	generation, memberID, instanceID := req.Generation, req.MemberID, req.InstanceID
@@ -36,6 +38,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	type item struct {
 		sp  *kmsg.OffsetCommitResponseTopicPartition
 		oc  metastore.OffsetCommit
+		id  metastore.TopicID
 		bad bool
 	}
 	var items []item
@@ -77,7 +80,7 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			if rp.Metadata != nil {
 				oc.Metadata = *rp.Metadata
 			}
-			items = append(items, item{sp: sp, oc: oc, bad: sp.ErrorCode != 0})
+			items = append(items, item{sp: sp, oc: oc, id: t.ID, bad: sp.ErrorCode != 0})
 		}
 	}
 	failAll := func(code int16) *kmsg.OffsetCommitResponse {
@@ -110,9 +113,16 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	}
 	var offs []metastore.OffsetCommit
 	for _, it := range items {
-		if !it.bad {
-			offs = append(offs, it.oc)
+		if it.bad {
+			continue
 		}
+		if g.typ == typeConsumer && !simple {
+			if code := g.cg.partitionCommitLocked(memberID, generation, tp{it.id, it.oc.Partition}); code != 0 {
+				it.sp.ErrorCode = code
+				continue
+			}
+		}
+		offs = append(offs, it.oc)
 	}
 	if err := c.store.CommitOffsets(ctx, g.name, offs); err != nil {
 		return failAll(storeCode(err))
