@@ -101,8 +101,8 @@ type consumerMember struct {
 	// assignEpoch is the member epoch at which each owned partition was
 	// given to it (KIP-1251 commit checks).
 	assignEpoch map[tp]int32
-	target   tpSet // the assignor's target for the member
-	lastSent tpSet // the assignment last put in an answer (nil: none yet)
+	target      tpSet // the assignor's target for the member
+	lastSent    tpSet // the assignment last put in an answer (nil: none yet)
 
 	tSession Timer
 	tRevoke  Timer
