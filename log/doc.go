@@ -1,15 +1,24 @@
 /*
 Package log stores the record batches of one Kafka partition in one
 directory, in Kafka's on-disk layout, and makes them durable through a
-broker-wide group-commit Flusher.
+broker-wide group-commit Flusher, which with FlusherConfig.Dir keeps one
+write-ahead log (WAL) for every partition of the broker.
 
 # Usage
 
 One Flusher per broker, one Log per partition:
 
-	f := log.NewFlusher(log.FlusherConfig{Policy: log.FlushGroup, Logger: lg})
+	f, err := log.OpenFlusher(log.FlusherConfig{
+		Policy: log.FlushGroup, Logger: lg,
+		Dir: filepath.Join(dataDir, "wal"), // the broker-wide WAL; "" for none
+	})
+	// err: the WAL directory could not be opened or scanned (also
+	// f.Err(), and every Open with f fails with it).
 	f.Start()
-	defer f.Close()
+	defer f.Close() // after every Log is closed, so the WAL ends empty
+
+	// ... open every partition this broker hosts, then:
+	f.ForgetUnopened() // WAL records of logs not opened (deleted topics)
 
 	l, err := log.Open(dir, cfg, log.Options{Logger: lg, Flusher: f})
 	// err: the directory could not be recovered; do not serve the partition.
@@ -34,9 +43,11 @@ they for it) only for the length of a page-cache copy; a segment roll holds
 the write lock across the old segment's fdatasync. Data returned by Read is a
 fresh buffer the caller owns. Append does not keep its argument.
 
-Locks: Log.syncMu (held across a sync of the active segment, and by
-anything that closes or removes files) before Log.mu; Flusher.mu is never
-held while a Log lock is taken or the other way round.
+Locks: wal.syncMu (one WAL round at a time) before Log.syncMu (held
+across a sync of the active segment, and by anything that closes or
+removes files) before Log.mu before wal.mu; wal.mu is never held while a
+Log lock is taken; Flusher.mu is never held while a Log lock is taken or
+the other way round.
 
 Errors: ErrOutOfOrderSequence, ErrInvalidProducerEpoch, ErrCorrupt,
 ErrBatchTooLarge and ErrOffsetMismatch reject one call; ErrOffsetOutOfRange
@@ -60,6 +71,8 @@ segment's base offset as 20 decimal digits:
 	log-start-offset                only after DeleteRecords: "0\n<offset>\n"
 	.clean-shutdown                 only between a clean Close and the next
 	                                Open: a snapshot of the log's state
+	log-id                          the log's name in the WAL and its
+	                                truncation epoch (see below)
 
 A .log file is a sequence of Kafka v2 record batches exactly as on the wire,
 with absolute offsets, big-endian:
@@ -93,15 +106,106 @@ when the batch's max timestamp is more than segment.ms after the segment's
 first batch's (the wall clock if batches have no timestamps), when an index
 is full (segment.index.bytes), or when relative offsets would overflow.
 
+The log-id file is written (temporary file, fsync, rename, directory
+fsync) when a directory is first opened and by every TruncateTo:
+
+	"SLID" | version uint16 (1) | crc uint32 (CRC-32C of the rest) |
+	id [16]byte (random) | truncation epoch uint32
+
+Open fails on a damaged log-id (ErrCorrupt) rather than guess: a new id
+would skip acknowledged WAL records, a lost epoch could replay truncated
+ones.
+
+The WAL directory (FlusherConfig.Dir, one per broker, outside every
+partition directory) holds files named by a sequence number:
+
+	00000000000000000001.wal
+	00000000000000000002.wal ...
+
+	header: "SLWL" | version uint16 (1) | reserved uint16 | seq uint64 |
+	        crc uint32 (CRC-32C of the 16 bytes before it)
+	record: length uint32 (of the payload) |
+	        crc uint32 (CRC-32C of the length field and the payload) |
+	        payload: kind uint8 (1, a batch) | log id [16]byte |
+	                 truncation epoch uint32 | base offset int64 |
+	                 the batch exactly as written to the segment
+
+A record is valid only if its length fits the file, its CRC matches, its
+kind is 1 and its batch has a sane v2 header whose length is the rest of
+the payload and whose base offset is the record's. Files are created with
+O_EXCL, their header fdatasynced and the directory synced before any record
+is written to them, and are never written again by a later process: a
+restart starts a new file.
+
 # Durability and recovery
 
 Appends write to the page cache. A segment that stops being active is
 fdatasynced with its indexes before the next segment file is created (and the
 directory synced), so at any time only the last segment can hold unsynced
-bytes. WaitDurable(ctx, off) returns when every offset below off is synced:
-the Flusher (or, without one, the waiter itself) fdatasyncs the active
-segment of each dirty log; index files are not synced on this path because
-Open rebuilds them.
+bytes. WaitDurable(ctx, off) returns when every offset below off is durable,
+either in the WAL or in synced segment files; DurableOffset says how far
+that is. Index files are never needed for durability because Open rebuilds
+them.
+
+Without a WAL (FlusherConfig.Dir empty, or no Flusher) the Flusher (or,
+without one, the waiter itself) fdatasyncs the active segment of each dirty
+log. With a WAL (design (b) below):
+
+  - Append and AppendReplicated write the batch to the segment (page cache,
+    no fsync) and then, under the log's lock, append a record to the WAL's
+    in-memory buffer, so one log's records are in offset order.
+  - A round (FlushGroup: as soon as there is anything buffered; FlushInterval:
+    every Interval, or early once 4 MiB are buffered) takes the whole buffer,
+    writes it to the active WAL file and fdatasyncs that file once, then
+    advances the durable offset of every log that had records in it:
+    waiters whose append reached the buffer before the round began are
+    released by it, later ones by the next round. One fdatasync covers every
+    partition's appends. Appenders block once 64 MiB wait for a round.
+  - When the active file passes WALFileBytes (64 MiB) after a round, it is
+    sealed and a new one started. A background checkpointer fdatasyncs the
+    active segment of every log with records in a sealed file; a file is
+    deleted once every such log has synced its segment past its last
+    record there (a roll, Close, TruncateTo or a checkpoint does that). If
+    more than two sealed files still wait, the round that rotates
+    checkpoints inline. WAL disk use is therefore bounded by about
+    4 x WALFileBytes plus one round's buffer (at most 64 MiB more), plus
+    the files an earlier process left until the logs they hold records
+    for are opened or ForgetUnopened is called.
+  - A failed WAL write, fdatasync or file creation fails every log that uses
+    the WAL (sticky ErrFatal), like a failed segment sync fails its log.
+  - Flusher.Close runs a last round, stops taking WAL records and deletes
+    the WAL files nothing needs; logs still open then append to their
+    segments only and sync them as without a WAL.
+  - FlushNever writes no WAL; a Flusher with Dir and FlushNever still
+    replays the WAL files an earlier run left.
+
+WAL recovery. NewFlusher scans the WAL files in sequence order, each up to
+its first invalid record (a torn tail in the last file: a warning; damage in
+an earlier file: an error, and that file's later records are lost; files
+with no valid record are deleted), and indexes the records by log id. When
+a Log opens it first recovers its segments as described below, then
+replays its records: those of its current truncation epoch, in WAL order,
+skipping those that end at or below the log end offset, appending the one
+whose base offset equals the log end offset, and so on while each continues
+the last. A record that would leave a gap or straddles the log end offset
+stops replay (an error in the log: it cannot follow from a crash). The
+replayed batches are appended exactly as an append would (producer state,
+leader epochs and indexes follow) and the segment is synced before Open
+returns; only then may the files holding those records go. So every batch
+a WAL round made durable is back in the segment after a crash, byte for
+byte, even if the segment's page cache was lost.
+
+A log's WAL identity is the random id in its log-id file: a topic deleted
+and created again gets a new directory and a new id, so it never receives
+the old incarnation's records; records of a log that is never opened again
+are dropped when Flusher.ForgetUnopened is called (the WAL file holding
+them is then deleted). TruncateTo first syncs the active segment (every
+batch the WAL made durable is then in a synced segment), then persists the
+next truncation epoch in log-id, and only then cuts: replay takes only
+records of the current epoch, so nothing written before a truncation can
+come back, and a crash between the epoch and the cut leaves the whole
+synced log for the caller to truncate again. Retention and DeleteRecords
+only remove batches below the log end offset, which replay never touches.
 
 Close syncs the active segment and its indexes, then writes .clean-shutdown
 (temporary file, fsync, rename, directory fsync) holding a snapshot:
