@@ -394,18 +394,21 @@ func (r *Replica) inSyncVotersLocked(now time.Time) int {
 func (r *Replica) process() {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
+	r.inMu.Lock()
+	msgs, ticks, props := r.in.msgs, r.in.ticks, r.in.props
+	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
+	r.inMu.Unlock()
 	defer func() {
 		// raft panics when its invariants break (a log lost or a node id
 		// reused after its disk was wiped). That is fatal for this group,
 		// not for the broker's other partitions: the replica stops.
 		if p := recover(); p != nil {
 			r.failLocked(fmt.Errorf("raft panic: %v", p))
+			for _, pr := range props {
+				pr.complete(ProduceResult{}, r.failed)
+			}
 		}
 	}()
-	r.inMu.Lock()
-	msgs, ticks, props := r.in.msgs, r.in.ticks, r.in.props
-	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
-	r.inMu.Unlock()
 	if r.closed || r.failed != nil {
 		err := error(ErrReplicaClosed)
 		if r.failed != nil {
