@@ -267,69 +267,89 @@ at p99, and durable bandwidth grows with the bytes one sync covers, so one
 sync must cover many partitions' appends. Two designs were measured with
 BenchmarkFlushDesign (flushdesign_bench_test.go), 64 concurrent appenders,
 each writing a batch and waiting for a group-commit sync that started after
-its write:
+its write. Three variants are models with nothing of this package in the
+way, two are this package:
 
-	a-serial      per-partition files, dirty files synced one after another
-	a-concurrent  per-partition files, dirty files synced concurrently
-	b-wal         one shared write-ahead file, one sync per group
+	a-serial      model: per-partition files, dirty files synced one after another
+	a-concurrent  model: per-partition files, dirty files synced concurrently
+	b-wal         model: one shared write-ahead file, one sync per group
 	              (materialising segments from it is not modelled)
+	log-segments  Log + Flusher without a WAL: design (a) as implemented
+	log-wal       Log + Flusher with FlusherConfig.Dir: design (b) as
+	              implemented, segments written too and checkpointed
 
-Reproduce with (each under a minute):
+Reproduce with (about eight minutes; two seconds per run):
 
-	go test ./log/ -run '^$' -bench 'BenchmarkFlushDesign/.+/.+/batch=16384' -benchtime 1s -count 3
-	go test ./log/ -run '^$' -bench 'BenchmarkFlushDesign/.+/.+/batch=1024' -benchtime 1s -count 3
+	go test ./log/ -run '^$' -bench 'Append|FlushDesign' -benchtime 2s -count 3
 
 Results on the 2-core development VM (ext4 on a virtio disk, shared with
-other builds, so the spread is wide), MB/s of appended data made durable,
+other engineers' builds and tests, so the spread is wide; dd of 512 MiB with
+conv=fdatasync gave 520-670 MB/s), MB/s of appended data made durable,
 min-max of three runs:
 
-	batch   partitions  a-serial   a-concurrent  b-wal
-	16 KiB  16          70-150     164-324       227-425
-	16 KiB  256         22-60      82-180        392-733
-	1 KiB   16          9.5-11.5   19-23         118-125
-	1 KiB   256         5.6-5.7    8.6-9.2       89-127
+	batch   partitions  a-serial  a-concurrent  b-wal    log-segments  log-wal
+	1 KiB   16          2.8-3.4   9.6-14        94-105   18-28         24-51
+	1 KiB   256         2.2-4.2   5.0-8.8       33-105   5.6-7.7       50-67
+	16 KiB  16          94-115    179-229       208-371  153-191       169-265
+	16 KiB  256         23-48     52-74         320-360  44-104        135-248
 
-Syncing files concurrently roughly doubles a-serial: the journal commits
-concurrent fdatasyncs together. But one shared file wins; comparing medians
-with a-concurrent, by 1.6x at 16 KiB and 16 partitions, 7.6x at 16 KiB and
-256 partitions, 5.6x at 1 KiB and 16 partitions and 11x at 1 KiB and 256
-partitions, because its cost is one sync per group whatever the number of
-partitions, while (a) pays one per dirty partition. (The model syncs all
-dirty files at once; the Flusher caps a round at MaxConcurrent, 64 by
-default.)
+(An earlier, quieter run of the models alone, 1 s each: a-concurrent 19-23
+and b-wal 118-125 at 1 KiB x 16; a-concurrent 82-180 and b-wal 392-733 at
+16 KiB x 256. The machine was busier this time; compare within a table.)
 
-Choice: (a), per-partition segment files with concurrent group-commit syncs,
-because it keeps Kafka's layout (Fetch serves byte ranges of segment files,
-the raft log is the segment file, retention deletes files) and fits the time
-available. (b) wins big and should replace the sync path when many
-partitions with small batches matter. What (b) would take: a broker-wide WAL
-of (partition, batch) records with its own CRC and sequence, appended under
-one lock and group-synced by the Flusher; Append would write to the WAL and
-to the segment's page cache (no segment fsync); WaitDurable would wait on
-the WAL position; segments would be synced lazily (on roll, or in the
-background) and a WAL checkpoint would record, per partition, the offset up
-to which its segment is synced, so WAL files before the oldest unsynced
-position can be deleted; Open would first replay the WAL tail into the
-segments (truncating each to its checkpointed durable offset, then
-re-appending), before the per-segment recovery above. Raft hard state would
-go in the same WAL, so one sync covers entries and votes of every group.
+The implemented WAL against the implemented per-partition syncs, by
+medians: 2.0x at 1 KiB x 16 partitions, 9.3x at 1 KiB x 256, 1.0x at
+16 KiB x 16 and 1.6x at 16 KiB x 256. log-wal makes one fdatasync per
+about 32 appends (one per round, 0.03 fsyncs/op) whatever the number of
+partitions; log-segments makes one per dirty log per round (0.22 at 16
+partitions, 1.0 at 256). log-wal reaches the b-wal model at 1 KiB x 256 and
+falls short of it with 16 KiB batches: every byte is written twice (WAL
+and segment), the segments' page cache is written back by the kernel
+while the WAL is synced, and each round also takes every dirty log's lock
+to advance its durable offset.
 
-The implemented path, BenchmarkAppend (16 KiB batches of 1 KiB records;
-group: 64 goroutines doing Append then WaitDurable over N logs that share one
-FlushGroup Flusher), same machine, three runs:
+BenchmarkAppend (16 KiB batches of 1 KiB records; group: 64 goroutines
+doing Append then WaitDurable over N logs that share one FlushGroup
+Flusher), same run:
 
-	go test ./log/ -run '^$' -bench BenchmarkAppend -benchtime 1s -count 3
+	nosync (FlushNever)     347-690 MB/s   0 allocs/op
+	group, 1 log            329-499 MB/s   0.032 syncs/append
+	group, 16 logs          161-268 MB/s   0.23 syncs/append
+	group-wal, 1 log        199-255 MB/s   0.032 syncs/append
+	group-wal, 16 logs      164-285 MB/s   0.032 syncs/append
 
-	nosync (FlushNever)   24-38 us/op   420-670 MB/s   0 allocs/op
-	group, 1 log          25-37 us/op   440-650 MB/s   0.033 syncs/append
-	group, 16 logs        62 us/op      259-261 MB/s   0.21 syncs/append
+With one log and large batches the WAL costs about a third (one segment sync
+per group already covers everything there, and the WAL adds a copy and a
+second write of every byte); from 16 logs on it ties or wins, and with many
+partitions or small batches it wins by 2-9x.
+
+Choice: (b), the broker-wide WAL, for write brokers: the workloads that
+matter (acks=all with 100+ partitions, small batches, latency) are where
+per-partition syncs pay one fdatasync per partition per round and the WAL
+pays one. It keeps Kafka's layout for everything else: segments are still
+written by every append and serve Fetch, retention and the raft log; the
+WAL only holds what their page cache may lose until a checkpoint. It is
+switched on by FlusherConfig.Dir; without it the Flusher keeps design (a)
+(concurrent per-segment syncs, at most MaxConcurrent in flight, 64 by
+default). Left for later: raft hard state in the same WAL (one sync for
+entries and votes of every group), preallocated and recycled WAL files (an
+fdatasync that changes no file size skips the journal commit), and
+checkpointing by time as well as by WAL size.
 
 # Testing
 
 Besides the table and crash tests, FuzzRecover feeds arbitrary bytes to Open
-as a segment. Each run syncs files, so keep minimisation short:
+as a segment, and FuzzWALRecover feeds them to the WAL as a file left by an
+earlier process and opens a log whose id its seed records use. Each run
+syncs files, so keep minimisation short:
 
 	go test ./log/ -run '^$' -fuzz FuzzRecover -fuzztime 60s -fuzzminimizetime 2s
+	go test ./log/ -run '^$' -fuzz FuzzWALRecover -fuzztime 60s -fuzzminimizetime 2s
+
+The WAL crash tests (wal_test.go) wrap the file sync to record each file's
+size at its last sync, kill the Flusher and the logs without any sync, cut
+every segment and WAL file back to that size (what a power cut leaves) and
+reopen.
 
 # Not implemented
 
@@ -337,6 +357,9 @@ Compaction, transactions (last stable offset, aborted transaction index),
 producer expiry and periodic snapshots, sendfile-style reads (Read copies into a
 buffer), tiered storage, and the fault-injecting file system of the style
 guide: fault tests use real files, truncating and corrupting them between a
-simulated crash and the next Open.
+simulated crash and the next Open. For the WAL: raft hard state records,
+preallocated or recycled WAL files, time-based checkpoints, and automatic
+dropping of records for logs that are never opened again (the caller calls
+Flusher.ForgetUnopened).
 */
 package log
