@@ -2,9 +2,12 @@
 // produces fixed-size records (at a target rate or as fast as the broker
 // takes them) from several producer clients while consumer clients read the
 // same topic, and reports throughput, produce-ack latency and end-to-end
-// latency (the send time travels in the first 8 bytes of each record value
+// latency (the send time travels in the first 16 bytes of each record value
 // and is read back by a consumer in the same process, on the same monotonic
-// clock). It works against any Kafka-compatible broker.
+// clock). At a fixed rate the latency clock starts at each record's scheduled
+// send time, so a broker that holds the producer back is charged for the
+// wait; the warm-up is cut by actual send time. It works against any
+// Kafka-compatible broker.
 //
 // Every run is bounded: by -duration, by -records, and by -max-duration.
 // Progress goes to stderr once a second; the last line on stdout is one JSON
@@ -86,7 +89,7 @@ func main() {
 	fs.StringVar(&c.Topic, "topic", "sluice-bench", "topic (created unless -create-topic=false)")
 	fs.IntVar(&c.Partitions, "partitions", 8, "partitions of the topic")
 	fs.IntVar(&c.Replication, "replication", 1, "replication factor of the topic")
-	fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes (>= 8)")
+	fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes (>= 16: the latency origin and the send time)")
 	fs.StringVar(&c.Acks, "acks", "all", "all, 1 or 0")
 	fs.BoolVar(&c.Idempotent, "idempotent", true, "idempotent producer (needs acks=all)")
 	fs.StringVar(&c.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
@@ -125,8 +128,8 @@ func main() {
 }
 
 func (c *config) validate() error {
-	if c.RecordSize < 8 {
-		return errors.New("-record-size must be at least 8 (the send timestamp)")
+	if c.RecordSize < 16 {
+		return errors.New("-record-size must be at least 16 (the latency origin and the send time)")
 	}
 	if c.Duration <= 0 && c.Records <= 0 {
 		return errors.New("need -duration or -records")
@@ -323,10 +326,10 @@ func run(ctx context.Context, c *config) (*result, error) {
 				fetches.EachRecord(func(r *kgo.Record) {
 					n++
 					b += int64(len(r.Value))
-					if lat != nil && len(r.Value) >= 8 {
-						ts := int64(binary.LittleEndian.Uint64(r.Value))
-						if ts >= warmEndNs {
-							lat.record(time.Duration(t - ts))
+					if lat != nil && len(r.Value) >= 16 {
+						origin, sent := stamps(r.Value)
+						if sent >= warmEndNs {
+							lat.record(time.Duration(t - origin))
 						}
 					}
 				})
@@ -359,9 +362,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 			prod.errors.Add(1)
 			firstErr.CompareAndSwap(nil, "produce: "+err.Error())
 		} else {
-			ts := int64(binary.LittleEndian.Uint64(r.Value))
-			if ts >= warmEndNs {
-				ackH.record(time.Duration(now() - ts))
+			origin, sent := stamps(r.Value)
+			if sent >= warmEndNs {
+				ackH.record(time.Duration(now() - origin))
 			}
 			prod.records.Add(1)
 			prod.bytes.Add(int64(len(r.Value)))
@@ -397,10 +400,12 @@ func run(ctx context.Context, c *config) (*result, error) {
 					stamp = int64(due.Sub(base))
 				}
 				v := pool.Get().([]byte)
+				sent := now()
 				if stamp == 0 {
-					stamp = now()
+					stamp = sent
 				}
 				binary.LittleEndian.PutUint64(v, uint64(stamp))
+				binary.LittleEndian.PutUint64(v[8:], uint64(sent))
 				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, promise)
 				i++
 			}
@@ -522,6 +527,13 @@ func run(ctx context.Context, c *config) (*result, error) {
 		return res, fmt.Errorf("consumers read %d fewer records than acknowledged within -drain", cs.Missing)
 	}
 	return res, nil
+}
+
+// stamps reads a record value's latency origin (the scheduled send time at a
+// fixed rate, else the send time) and its actual send time, which decides
+// whether it falls in the warm-up.
+func stamps(v []byte) (origin, sent int64) {
+	return int64(binary.LittleEndian.Uint64(v)), int64(binary.LittleEndian.Uint64(v[8:]))
 }
 
 func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
