@@ -256,11 +256,11 @@ type limits struct {
 
 type machine struct {
 	CPU, Kernel, Mem, Disk, GoVersion, JavaVersion, SluiceVersion, FranzGo string
-	NProc                                                              int
-	LoadStart, LoadEnd                                                 string
-	Date                                                               string
-	Limits                                                             limits
-	Elapsed                                                            time.Duration
+	NProc                                                                  int
+	LoadStart, LoadEnd                                                     string
+	Date                                                                   string
+	Limits                                                                 limits
+	Elapsed                                                                time.Duration
 }
 
 func sh(name string, args ...string) string {
