@@ -604,6 +604,9 @@ func (r *Replica) handleReadyLocked() error {
 		r.applied = last
 		r.setHW(r.st.endOffsetOf(last))
 		r.completeCommittedLocked(last)
+		if err := r.st.maybeCheckpoint(last, time.Now()); err != nil {
+			return fmt.Errorf("checkpoint applied index: %w", err)
+		}
 	}
 	// Step 4.
 	r.rn.Advance(rd)

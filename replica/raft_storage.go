@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3"
@@ -48,6 +49,8 @@ type raftStorage struct {
 	// need no pread. Entries are never mutated once stored.
 	cache      []*raftpb.Entry
 	cacheBytes int
+
+	savedAt time.Time // last save of raft.state by saveHardState
 }
 
 const (
@@ -97,7 +100,7 @@ func (s *raftStorage) cachedLocked(lo, hi, maxSize uint64) ([]*raftpb.Entry, boo
 // openStorage loads or creates the raft state in dir over l and makes the
 // log and the sidecar agree (see doc.go, "Recovery").
 func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.Logger) (*raftStorage, error) {
-	s := &raftStorage{dir: dir, log: l, lg: lg, producers: producerTable{}}
+	s := &raftStorage{dir: dir, log: l, lg: lg, producers: producerTable{}, savedAt: time.Now()}
 	st, found, err := openStateFile(dir)
 	if err != nil {
 		return nil, err
@@ -638,7 +641,30 @@ func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force 
 	cur := s.state.cur
 	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), s.hs.GetCommit()
 	cur.applied = applied | (cur.applied & stateFlagPendingBit)
+	s.savedAt = time.Now()
 	return s.state.save(cur)
+}
+
+// Checkpoints of the applied index: after a crash raft hands back the
+// committed entries after the persisted applied index, read from the log,
+// so it is saved every checkpointEntries entries or checkpointInterval.
+const (
+	checkpointEntries  = 10000
+	checkpointInterval = time.Minute
+)
+
+// maybeCheckpoint saves the applied index when enough has been applied
+// since the last save. Called after step 3, when everything up to applied
+// is durable.
+func (s *raftStorage) maybeCheckpoint(applied uint64, now time.Time) error {
+	s.mu.Lock()
+	saved := s.state.cur.applied &^ stateFlagPendingBit
+	due := applied > saved && (applied-saved >= checkpointEntries || now.Sub(s.savedAt) >= checkpointInterval)
+	s.mu.Unlock()
+	if !due {
+		return nil
+	}
+	return s.saveHardState(nil, applied, true)
 }
 
 // applySnapshot installs a snapshot received from the leader: the log is
