@@ -134,7 +134,7 @@ func Open(cfg Config) (*Node, error) {
 	_, _ = rand.Read(nonce[:])
 	n := &Node{
 		cfg:        cfg,
-		lg:         cfg.Logger.With().Str("component", "metastore").Uint64("node_id", cfg.ID).Logger(),
+		lg:         cfg.Logger.With().Str("component", "metastore").Uint64("meta_id", cfg.ID).Logger(),
 		id:         cfg.ID,
 		nonce:      binary.BigEndian.Uint64(nonce[:]),
 		db:         db,

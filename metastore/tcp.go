@@ -58,7 +58,7 @@ type TCPTransport struct {
 func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport {
 	return &TCPTransport{
 		id: id, listen: listen,
-		lg:      lg.With().Str("component", "metastore_transport").Uint64("node_id", id).Logger(),
+		lg:      lg.With().Str("component", "metastore_transport").Uint64("meta_id", id).Logger(),
 		peers:   map[uint64]*tcpPeer{},
 		inbound: map[*wireConn]struct{}{},
 		closed:  make(chan struct{}),
