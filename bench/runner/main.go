@@ -436,6 +436,7 @@ type genResult struct {
 		Requests      int64   `json:"requests"`
 		RecordsPerReq float64 `json:"records_per_request"`
 		Ack           lat     `json:"ack_latency"`
+		SendDelay     lat     `json:"send_delay"`
 	} `json:"produce"`
 	Consume struct {
 		RecordsPerS float64 `json:"records_per_s"`
@@ -885,7 +886,9 @@ func figuresFor(w workload) []figure {
 		{"produce ack max", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.Ack.Max }},
 	}
 	if rate := targetRate(w); rate > 0 {
-		f = append(f, figure{"target rate achieved", "%", "higher", func(r *runResult) float64 { return 100 * r.Gen.Produce.RecordsPerS / rate }})
+		f = append(f,
+			figure{"target rate achieved", "%", "higher", func(r *runResult) float64 { return 100 * r.Gen.Produce.RecordsPerS / rate }},
+			figure{"send delay behind schedule p99", "ms", "lower", func(r *runResult) float64 { return r.Gen.Produce.SendDelay.P99 }})
 	}
 	if w.Latcy || w.Name == "W4" {
 		f = append(f,
@@ -1016,8 +1019,9 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 
 	p("\n## Results\n\n")
 	p("Throughput is acknowledged records in the measured window; ack latency is from `Produce` to the acknowledgement; ")
-	p("end-to-end latency is from `Produce` to the record in a consumer's hands (at a fixed rate both clocks start at the ")
-	p("record's scheduled send time, so a broker that holds the producer back is charged for the wait). CPU per GB counts the broker's user+system ")
+	p("end-to-end latency is from `Produce` to the record in a consumer's hands. At a fixed rate a producer held back by ")
+	p("the broker (its buffer full) falls behind its schedule and then catches up; the send delay rows say how far behind it was ")
+	p("(the OpenMessaging Benchmark's 'publish delay'), and are part of the latency a user would see. CPU per GB counts the broker's user+system ")
 	p("time over the whole generator run (consumers' fetches included) per 10^9 bytes of record values acknowledged. ")
 	p("Peak RSS is VmHWM. The generator line shows how busy its one core was: near 100 %% means the generator, not the broker, may be the limit.\n\n")
 	p("| workload | figure | Sluice | Kafka | Sluice/Kafka |\n|---|---|---:|---:|---:|\n")

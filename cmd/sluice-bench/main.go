@@ -4,10 +4,10 @@
 // same topic, and reports throughput, produce-ack latency and end-to-end
 // latency (the send time travels in the first 16 bytes of each record value
 // and is read back by a consumer in the same process, on the same monotonic
-// clock). At a fixed rate the latency clock starts at each record's scheduled
-// send time, so a broker that holds the producer back is charged for the
-// wait; the warm-up is cut by actual send time. It works against any
-// Kafka-compatible broker.
+// clock). At a fixed rate a producer that falls behind its schedule (the
+// broker holding it back) catches up, and how far behind it was is reported
+// as the send delay, as the OpenMessaging Benchmark does. It works against
+// any Kafka-compatible broker.
 //
 // Every run is bounded: by -duration, by -records, and by -max-duration.
 // Progress goes to stderr once a second; the last line on stdout is one JSON
@@ -89,7 +89,7 @@ func main() {
 	fs.StringVar(&c.Topic, "topic", "sluice-bench", "topic (created unless -create-topic=false)")
 	fs.IntVar(&c.Partitions, "partitions", 8, "partitions of the topic")
 	fs.IntVar(&c.Replication, "replication", 1, "replication factor of the topic")
-	fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes (>= 16: the latency origin and the send time)")
+	fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes (>= 16: the send and the scheduled time)")
 	fs.StringVar(&c.Acks, "acks", "all", "all, 1 or 0")
 	fs.BoolVar(&c.Idempotent, "idempotent", true, "idempotent producer (needs acks=all)")
 	fs.StringVar(&c.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
@@ -129,7 +129,7 @@ func main() {
 
 func (c *config) validate() error {
 	if c.RecordSize < 16 {
-		return errors.New("-record-size must be at least 16 (the latency origin and the send time)")
+		return errors.New("-record-size must be at least 16 (the send and the scheduled time)")
 	}
 	if c.Duration <= 0 && c.Records <= 0 {
 		return errors.New("need -duration or -records")
@@ -216,6 +216,7 @@ type result struct {
 		RecordsPerBat  float64 `json:"records_per_batch"`
 		PrefillRecords int64   `json:"prefill_records"`
 		Ack            summary `json:"ack_latency"`
+		SendDelay      summary `json:"send_delay"`
 	} `json:"produce"`
 	Consume struct {
 		Records     int64   `json:"records"`
@@ -274,6 +275,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 	var (
 		prod, cons, back counters
 		ackH, e2eH       hist
+		delayH           hist // send time behind schedule, fixed rate only
 		hook             batchHook
 	)
 	start := time.Now()
@@ -327,9 +329,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 					n++
 					b += int64(len(r.Value))
 					if lat != nil && len(r.Value) >= 16 {
-						origin, sent := stamps(r.Value)
+						sent := sentAt(r.Value)
 						if sent >= warmEndNs {
-							lat.record(time.Duration(t - origin))
+							lat.record(time.Duration(t - sent))
 						}
 					}
 				})
@@ -362,9 +364,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 			prod.errors.Add(1)
 			firstErr.CompareAndSwap(nil, "produce: "+err.Error())
 		} else {
-			origin, sent := stamps(r.Value)
+			sent := sentAt(r.Value)
 			if sent >= warmEndNs {
-				ackH.record(time.Duration(now() - origin))
+				ackH.record(time.Duration(now() - sent))
 			}
 			prod.records.Add(1)
 			prod.bytes.Add(int64(len(r.Value)))
@@ -387,25 +389,24 @@ func run(ctx context.Context, c *config) (*result, error) {
 				if !t.Before(deadline) || ctx.Err() != nil {
 					return
 				}
-				stamp := int64(0)
+				sched := int64(0)
 				if perRate > 0 {
-					// At a fixed rate the latency clock starts at the
-					// scheduled send time, so a broker that holds the
-					// producer back (its buffer full) is charged for the
-					// wait: no coordinated omission.
 					due := start.Add(time.Duration(float64(i) / perRate * 1e9))
 					if d := due.Sub(t); d > 0 {
 						time.Sleep(d)
 					}
-					stamp = int64(due.Sub(base))
+					sched = int64(due.Sub(base))
 				}
 				v := pool.Get().([]byte)
 				sent := now()
-				if stamp == 0 {
-					stamp = sent
+				if sched == 0 {
+					sched = sent
+				} else if sent >= warmEndNs {
+					// Behind schedule: Produce blocked on a full buffer.
+					delayH.record(time.Duration(sent - sched))
 				}
-				binary.LittleEndian.PutUint64(v, uint64(stamp))
-				binary.LittleEndian.PutUint64(v[8:], uint64(sent))
+				binary.LittleEndian.PutUint64(v, uint64(sent))
+				binary.LittleEndian.PutUint64(v[8:], uint64(sched))
 				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, promise)
 				i++
 			}
@@ -505,6 +506,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 		p.RecordsPerBat = round(float64(prod.records.Load())/float64(p.Batches), 1)
 	}
 	p.Ack = ackH.summary()
+	p.SendDelay = delayH.summary()
 	cs := &res.Consume
 	cs.Records = atEnd.cons - atWarm.cons
 	cs.RecordsPerS = round(float64(cs.Records)/window, 1)
@@ -529,12 +531,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 	return res, nil
 }
 
-// stamps reads a record value's latency origin (the scheduled send time at a
-// fixed rate, else the send time) and its actual send time, which decides
-// whether it falls in the warm-up.
-func stamps(v []byte) (origin, sent int64) {
-	return int64(binary.LittleEndian.Uint64(v)), int64(binary.LittleEndian.Uint64(v[8:]))
-}
+// sentAt reads the send time from a record value; bytes 8-16 hold the
+// scheduled send time.
+func sentAt(v []byte) int64 { return int64(binary.LittleEndian.Uint64(v)) }
 
 func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
 	cd, _ := codec(c.Compression)
