@@ -158,3 +158,10 @@ func TestRaftMinInsyncReplicas(t *testing.T) {
 	})
 	c.produce(testBatch("z", 1, -1, 0, 0), AcksAll)
 }
+
+// With no other replica, semi-sync acks=all is answered after the leader's
+// durable write.
+func TestRaftSemiSyncSingleReplica(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, nil, ReplicaOptions{Mode: ModeSemiSync})
+	c.produce(testBatch("only", 1, -1, 0, 0), AcksAll)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -740,11 +741,18 @@ func (r *Replica) afterProcessLocked() {
 	if isLeader && len(r.inflight) > 0 && r.opts.Load().Mode == ModeSemiSync {
 		self := raftID(r.host.cfg.Node)
 		var best uint64
+		others := 0
 		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id != self && pr.Match > best {
-				best = pr.Match
+			if id != self {
+				others++
+				best = max(best, pr.Match)
 			}
 		})
+		if others == 0 {
+			// A partition with no other replica: the leader's durable
+			// write is all there is.
+			best = math.MaxUint64
+		}
 		keep := r.inflight[:0]
 		for _, p := range r.inflight {
 			if p.acks == AcksAll && p.persisted && p.index <= best {
