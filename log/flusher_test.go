@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -16,7 +17,12 @@ import (
 // unique offset, WaitDurable must not return before the log's durable
 // offset covers it, and the syncs must be shared (fewer syncs than appends).
 func TestConcurrentAppendWaitDurable(t *testing.T) {
-	f := NewFlusher(FlusherConfig{Policy: FlushGroup, Logger: testLogger(t)})
+	t.Run("segments", func(t *testing.T) { testConcurrentAppendWaitDurable(t, "") })
+	t.Run("wal", func(t *testing.T) { testConcurrentAppendWaitDurable(t, filepath.Join(t.TempDir(), "wal")) })
+}
+
+func testConcurrentAppendWaitDurable(t *testing.T, walDir string) {
+	f := NewFlusher(FlusherConfig{Policy: FlushGroup, Logger: testLogger(t), Dir: walDir, WALFileBytes: 32 << 10})
 	f.Start()
 	defer f.Close()
 	const nlogs, writers, perWriter = 4, 16, 40
@@ -129,21 +135,35 @@ func TestConcurrentAppendWaitDurable(t *testing.T) {
 }
 
 func TestWaitDurablePolicies(t *testing.T) {
+	wal := func(t *testing.T, cfg FlusherConfig) *Flusher {
+		cfg.Dir = filepath.Join(t.TempDir(), "wal")
+		f, err := OpenFlusher(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return f
+	}
 	for _, tc := range []struct {
 		name string
-		f    func() *Flusher
+		f    func(t *testing.T) *Flusher
 	}{
-		{"no flusher", func() *Flusher { return nil }},
-		{"group", func() *Flusher { return NewFlusher(FlusherConfig{Policy: FlushGroup}) }},
-		{"interval", func() *Flusher {
+		{"no flusher", func(*testing.T) *Flusher { return nil }},
+		{"group", func(*testing.T) *Flusher { return NewFlusher(FlusherConfig{Policy: FlushGroup}) }},
+		{"interval", func(*testing.T) *Flusher {
 			return NewFlusher(FlusherConfig{Policy: FlushInterval, Interval: 5 * time.Millisecond})
 		}},
-		{"never", func() *Flusher { return NewFlusher(FlusherConfig{Policy: FlushNever}) }},
-		{"not started", func() *Flusher { return NewFlusher(FlusherConfig{Policy: FlushGroup}) }},
+		{"never", func(*testing.T) *Flusher { return NewFlusher(FlusherConfig{Policy: FlushNever}) }},
+		{"not started", func(*testing.T) *Flusher { return NewFlusher(FlusherConfig{Policy: FlushGroup}) }},
+		{"wal group", func(t *testing.T) *Flusher { return wal(t, FlusherConfig{Policy: FlushGroup}) }},
+		{"wal interval", func(t *testing.T) *Flusher {
+			return wal(t, FlusherConfig{Policy: FlushInterval, Interval: 5 * time.Millisecond})
+		}},
+		{"wal never", func(t *testing.T) *Flusher { return wal(t, FlusherConfig{Policy: FlushNever}) }},
+		{"wal not started", func(t *testing.T) *Flusher { return wal(t, FlusherConfig{Policy: FlushGroup}) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			f := tc.f()
-			if f != nil && tc.name != "not started" {
+			f := tc.f(t)
+			if f != nil && !strings.HasSuffix(tc.name, "not started") {
 				f.Start()
 				defer f.Close()
 			}
@@ -163,7 +183,7 @@ func TestWaitDurablePolicies(t *testing.T) {
 			short, cancel2 := context.WithTimeout(context.Background(), 20*time.Millisecond)
 			defer cancel2()
 			err := l.WaitDurable(short, 100)
-			if tc.name == "never" {
+			if strings.HasSuffix(tc.name, "never") {
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -175,7 +195,12 @@ func TestWaitDurablePolicies(t *testing.T) {
 }
 
 func TestFlusherCloseReleasesWaiters(t *testing.T) {
-	f := NewFlusher(FlusherConfig{Policy: FlushInterval, Interval: time.Hour})
+	t.Run("segments", func(t *testing.T) { testFlusherCloseReleasesWaiters(t, "") })
+	t.Run("wal", func(t *testing.T) { testFlusherCloseReleasesWaiters(t, filepath.Join(t.TempDir(), "wal")) })
+}
+
+func testFlusherCloseReleasesWaiters(t *testing.T, walDir string) {
+	f := NewFlusher(FlusherConfig{Policy: FlushInterval, Interval: time.Hour, Dir: walDir})
 	f.Start()
 	l := openT(t, t.TempDir(), testConfig(), Options{Logger: testLogger(t), Flusher: f})
 	defer l.Close()
