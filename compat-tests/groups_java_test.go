@@ -178,3 +178,32 @@ func committedOnly(m map[int32]int64) map[int32]int64 {
 	}
 	return out
 }
+
+// TestGroupJavaRebalance runs three Java consumers in one group, closes one
+// and starts another mid-stream, with group.protocol=classic (cooperative
+// sticky) and group.protocol=consumer (KIP-848, the broker's assignor):
+// every record is processed exactly once and the group ends with no lag.
+func TestGroupJavaRebalance(t *testing.T) {
+	requireTool(t, "java")
+	requireTool(t, "mvn")
+	classpath := buildJava(t)
+	for _, protocol := range []string{"classic", "consumer"} {
+		t.Run(protocol, func(t *testing.T) {
+			topic, group := "grp-javareb-"+protocol, "grp-javareb-g-"+protocol
+			const total = 3000
+			b := startBroker(t)
+			ctx := harness.Context(t, 5*time.Minute)
+			adm := newAdmin(t, b.KafkaAddr)
+			createTopic(ctx, t, adm, topic, 6, nil)
+			produceN(ctx, t, b.KafkaAddr, topic, "r", total)
+			out := runJava(t, classpath, 4*time.Minute, "dev.sluice.compat.GroupRebalance", b.KafkaAddr, topic, group, protocol, strconv.Itoa(total))
+			if !strings.HasSuffix(out, "RESULT OK\n") {
+				t.Fatalf("java rebalance run failed")
+			}
+			committed, lag := groupLag(ctx, t, adm, group, topic)
+			if lag != 0 || sumCommitted(committed) != total {
+				t.Errorf("after the run: commits %v lag %d, want %d committed and lag 0", committed, lag, total)
+			}
+		})
+	}
+}
