@@ -203,6 +203,7 @@ func (c *Coordinator) JoinGroup(ctx context.Context, cl Client, req *kmsg.JoinGr
 	}
 	select {
 	case r := <-wait:
+		r.Version = req.Version // answers made elsewhere encode at this request's version
 		return r
 	case <-ctx.Done():
 		return fail(kerr.NotCoordinator.Code)
