@@ -90,7 +90,10 @@ type Log struct {
 // other segment's headers, truncates at the first damaged batch (deleting any
 // later segments), rebuilds index files that disagree with their segment and
 // rebuilds producer state and the leader epoch cache from the batch headers.
-// Files that belong to no segment are removed either way. Open blocks for all
+// Files that belong to no segment are removed either way. If the Flusher
+// has a WAL, Open then replays the WAL records of this log that the
+// recovered segments lack (see the package documentation) and registers the
+// log with the WAL. A new directory gets a log-id file. Open blocks for all
 // of that and a few fsyncs. An error means the log could not be made
 // consistent (an invalid Config or an I/O failure); the caller must not
 // serve the partition.

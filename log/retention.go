@@ -8,8 +8,10 @@ import (
 // TruncateTo drops every batch at or after offset, for a raft follower whose
 // log diverged. A batch that contains offset is dropped whole, so the new log
 // end offset is that batch's base offset (<= offset). If offset is at or
-// below the log start, the log is emptied and restarts at offset. The
-// truncation is synced before TruncateTo returns; producer state and the
+// below the log start, the log is emptied and restarts at offset. Before
+// cutting, it syncs the active segment and persists a new truncation epoch
+// in the log-id file, so that no WAL record from before the cut is replayed
+// after a crash. The truncation is synced before TruncateTo returns; producer state and the
 // leader epoch cache are rebuilt from the remaining batch headers. It waits
 // for reads and a running flush. Errors are fatal (ErrFatal) except
 // ErrClosed. A WaitDurable caller blocked on a truncated offset is not told;
