@@ -660,6 +660,11 @@ func (g *group) checkInstanceLocked(instanceID *string, memberID string) int16 {
 // the leader's assignment.
 func (c *Coordinator) SyncGroup(ctx context.Context, cl Client, req *kmsg.SyncGroupRequest) *kmsg.SyncGroupResponse {
 	resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+	if req.Version >= 5 && (req.ProtocolType == nil || req.Protocol == nil) {
+		// From v5 both are mandatory (Kafka's KafkaApis check).
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		return resp
+	}
 	g, code := c.getGroup(ctx, req.Group, lookupExisting)
 	if code == kerr.GroupIDNotFound.Code {
 		code = kerr.UnknownMemberID.Code

@@ -250,6 +250,7 @@ func (e *env) syncAsync(group, memberID string, gen int32, instance *string, ass
 	req := kmsg.NewPtrSyncGroupRequest()
 	req.Version = 5
 	req.Group, req.MemberID, req.Generation, req.InstanceID = group, memberID, gen, instance
+	req.ProtocolType, req.Protocol = kmsg.StringPtr("consumer"), kmsg.StringPtr("range")
 	for m, a := range assign {
 		req.GroupAssignment = append(req.GroupAssignment, kmsg.SyncGroupRequestGroupAssignment{MemberID: m, MemberAssignment: []byte(a)})
 	}
