@@ -48,8 +48,11 @@ const (
 	// before a round checkpoints inline (back-pressure) instead of leaving
 	// it to the background.
 	walMaxSealed = 2
-	// walSoftBuffer: above this many buffered bytes an append kicks the
-	// flusher even under FlushInterval. walHardBuffer: appends wait.
+)
+
+// walSoftBuffer: above this many buffered bytes an append kicks the flusher
+// even under FlushInterval. walHardBuffer: appends wait. Variables for tests.
+var (
 	walSoftBuffer = 4 << 20
 	walHardBuffer = 64 << 20
 )
@@ -484,7 +487,7 @@ func (w *wal) forgetUnopened() int {
 // admit waits while the buffer is over its hard limit (back-pressure when
 // the disk is slower than the appenders). Called without Log locks.
 func (w *wal) admit() {
-	if w.bufLen.Load() < walHardBuffer {
+	if w.bufLen.Load() < int64(walHardBuffer) {
 		return
 	}
 	w.mu.Lock()

@@ -829,3 +829,56 @@ func TestWALAfterCleanClose(t *testing.T) {
 		t.Fatalf("%d WAL files left", n)
 	}
 }
+
+// TestWALBackPressure: with tiny buffer limits, appenders are held back
+// until a round takes the buffer, with the flusher running (FlushInterval
+// with a long interval: only full buffers start rounds) and without it.
+func TestWALBackPressure(t *testing.T) {
+	soft, hard := walSoftBuffer, walHardBuffer
+	walSoftBuffer, walHardBuffer = 2<<10, 8<<10
+	t.Cleanup(func() { walSoftBuffer, walHardBuffer = soft, hard })
+	for _, started := range []bool{true, false} {
+		t.Run(fmt.Sprintf("started=%v", started), func(t *testing.T) {
+			root := t.TempDir()
+			f, err := OpenFlusher(FlusherConfig{Policy: FlushInterval, Interval: time.Hour, Dir: filepath.Join(root, "wal"), Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if started {
+				f.Start()
+			}
+			defer f.Close()
+			var logs []*Log
+			for i := 0; i < 3; i++ {
+				logs = append(logs, openT(t, filepath.Join(root, fmt.Sprint(i)), testConfig(), Options{Logger: testLogger(t), Flusher: f}))
+			}
+			var wg sync.WaitGroup
+			for w := 0; w < 6; w++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := 0; j < 50; j++ {
+						if _, err := logs[(w+j)%3].Append(mkBatch(spec{n: 1, valueSize: 500})); err != nil {
+							t.Error(err)
+							return
+						}
+						if n := f.wal.bufLen.Load(); n > int64(walHardBuffer)+6*700 {
+							t.Errorf("buffer at %d bytes", n)
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if st := f.Stats(); st.Rounds == 0 {
+				t.Fatalf("no round under back-pressure: %+v", st)
+			}
+			for _, l := range logs {
+				if l.DurableOffset() == 0 {
+					t.Errorf("nothing durable in a log")
+				}
+				l.Close()
+			}
+		})
+	}
+}
