@@ -64,9 +64,11 @@ type FlusherConfig struct {
 }
 
 // Flusher is the broker-wide group-commit flusher shared by every Log opened
-// with it. It owns one goroutine between Start and Close, plus up to
-// MaxConcurrent short-lived ones during a round. A failed sync fails only
-// the log it belongs to (see ErrFatal); the Flusher goes on with the others.
+// with it. It owns two goroutines between Start and Close (rounds, and WAL
+// checkpoints), plus up to MaxConcurrent short-lived ones during a round or
+// a checkpoint. A failed segment sync fails only the log it belongs to (see
+// ErrFatal); the Flusher goes on with the others. A failed WAL write or sync
+// fails every log that uses the WAL.
 type Flusher struct {
 	cfg FlusherConfig
 	lg  zerolog.Logger
