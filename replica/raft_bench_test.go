@@ -19,6 +19,7 @@ import (
 // group-commit Flusher, real fsyncs, 16 partitions led in turn by the three
 // hosts, 64 producers each writing 1 KiB batches (10 records) one at a time.
 // It logs batches/s and latency percentiles; it asserts nothing about time.
+// The raft-wal run uses the log's broker-wide write-ahead log.
 //
 //	go test ./replica/ -run TestRaftProduceThroughput -v -count=1
 func TestRaftProduceThroughput(t *testing.T) {
@@ -26,11 +27,12 @@ func TestRaftProduceThroughput(t *testing.T) {
 		t.Skip("slow")
 	}
 	for _, mode := range []Mode{ModeRaft, ModeSemiSync, ModeAsync} {
-		t.Run(mode.String(), func(t *testing.T) { produceThroughput(t, mode) })
+		t.Run(mode.String(), func(t *testing.T) { produceThroughput(t, mode, false) })
 	}
+	t.Run("raft-wal", func(t *testing.T) { produceThroughput(t, ModeRaft, true) })
 }
 
-func produceThroughput(t *testing.T, mode Mode) {
+func produceThroughput(t *testing.T, mode Mode, wal bool) {
 	const (
 		parts     = 16
 		producers = 64
@@ -50,7 +52,14 @@ func produceThroughput(t *testing.T, mode Mode) {
 			t.Fatal(err)
 		}
 		addrs.Store(n, tr.Addr())
-		f := log.NewFlusher(log.FlusherConfig{Policy: log.FlushGroup})
+		fc := log.FlusherConfig{Policy: log.FlushGroup}
+		if wal {
+			fc.Dir = filepath.Join(root, fmt.Sprint("wal", n))
+		}
+		f, err := log.OpenFlusher(fc)
+		if err != nil {
+			t.Fatal(err)
+		}
 		f.Start()
 		t.Cleanup(func() { f.Close() })
 		h, err := NewHost(HostConfig{Node: n, Dir: filepath.Join(root, fmt.Sprint(n)), Transport: tr, Flusher: f, Logger: testLogger(t)})
@@ -135,7 +144,7 @@ func produceThroughput(t *testing.T, mode Mode) {
 		t.Fatal("nothing produced")
 	}
 	pct := func(q float64) time.Duration { return all[int(q*float64(len(all)-1))] }
-	t.Logf("mode %s: %d acks=all batches of %d bytes in %v: %.0f batches/s, %.2f MB/s; latency p50 %v p99 %v max %v",
-		mode, n.Load(), len(batch), el.Round(time.Millisecond), float64(n.Load())/el.Seconds(),
+	t.Logf("mode %s (wal %v): %d acks=all batches of %d bytes in %v: %.0f batches/s, %.2f MB/s; latency p50 %v p99 %v max %v",
+		mode, wal, n.Load(), len(batch), el.Round(time.Millisecond), float64(n.Load())/el.Seconds(),
 		float64(n.Load())*float64(len(batch))/el.Seconds()/1e6, pct(0.5).Round(10*time.Microsecond), pct(0.99).Round(10*time.Microsecond), all[len(all)-1].Round(10*time.Microsecond))
 }

@@ -81,3 +81,33 @@ func TestRaftConvergence(t *testing.T) {
 		t.Fatalf("OffsetForLeaderEpoch(%d) = %d, %d", lr.Term(), end, ep)
 	}
 }
+
+// TestRaftWithWAL: the same replication over logs that make appends
+// durable through the log package's broker-wide write-ahead log.
+func TestRaftWithWAL(t *testing.T) {
+	c := newWALCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	produceN := func(prefix string, n int) {
+		for i := range n {
+			b := testBatch(fmt.Sprint(prefix, i), 2, -1, 0, 0)
+			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+		}
+	}
+	produceN("a", 30)
+	old, _ := c.leader()
+	c.stop(old)
+	produceN("b", 30)
+	c.start(old)
+	produceN("c", 10)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
+	for _, n := range []NodeID{1, 2, 3, 4} {
+		c.stop(n)
+	}
+	for _, n := range []NodeID{1, 2, 3, 4} {
+		c.start(n)
+	}
+	produceN("d", 5)
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
+}

@@ -68,9 +68,15 @@ type testCluster struct {
 	opts    ReplicaOptions
 	cfg     HostConfig // template
 
-	mu    sync.Mutex
-	hosts map[NodeID]*Host
-	reps  map[NodeID]*Replica
+	// wal runs every node's logs under a group-commit Flusher with the
+	// broker-wide write-ahead log (kept in the node's directory, beside the
+	// partition directories).
+	wal bool
+
+	mu       sync.Mutex
+	hosts    map[NodeID]*Host
+	reps     map[NodeID]*Replica
+	flushers map[NodeID]*log.Flusher
 }
 
 func testLogger(t testing.TB) zerolog.Logger {
@@ -103,10 +109,16 @@ func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions
 			MaxFollowerLag: 500 * time.Millisecond,
 			Logger:         testLogger(t),
 		},
-		hosts: map[NodeID]*Host{},
-		reps:  map[NodeID]*Replica{},
+		hosts:    map[NodeID]*Host{},
+		reps:     map[NodeID]*Replica{},
+		flushers: map[NodeID]*log.Flusher{},
 	}
-	for _, n := range append(append([]NodeID(nil), voters...), learners...) {
+	return c.startAll()
+}
+
+func (c *testCluster) startAll() *testCluster {
+	t := c.t
+	for _, n := range append(append([]NodeID(nil), c.members.Voters...), c.members.Learners...) {
 		c.start(n)
 	}
 	t.Cleanup(func() {
@@ -115,6 +127,14 @@ func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions
 		}
 	})
 	return c
+}
+
+// newWALCluster is newTestCluster with the log's write-ahead log on.
+func newWALCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions) *testCluster {
+	c := newTestCluster(t, nil, nil, opts)
+	c.members = Members{Voters: voters, Learners: learners}
+	c.wal = true
+	return c.startAll()
 }
 
 func (c *testCluster) nodes() []NodeID {
@@ -134,6 +154,17 @@ func (c *testCluster) start(n NodeID) *Replica {
 	cfg.Dir = filepath.Join(c.root, fmt.Sprint("node", n))
 	cfg.Transport = c.net.Transport(n)
 	cfg.Logger = cfg.Logger.With().Int32("node", int32(n)).Logger()
+	if c.wal {
+		f, err := log.OpenFlusher(log.FlusherConfig{Policy: log.FlushGroup, Dir: filepath.Join(cfg.Dir, "wal"), Logger: cfg.Logger})
+		if err != nil {
+			c.t.Fatal(err)
+		}
+		f.Start()
+		cfg.Flusher = f
+		c.mu.Lock()
+		c.flushers[n] = f
+		c.mu.Unlock()
+	}
 	h, err := NewHost(cfg)
 	if err != nil {
 		c.t.Fatal(err)
@@ -150,14 +181,18 @@ func (c *testCluster) start(n NodeID) *Replica {
 
 func (c *testCluster) stop(n NodeID) {
 	c.mu.Lock()
-	h := c.hosts[n]
+	h, f := c.hosts[n], c.flushers[n]
 	delete(c.hosts, n)
 	delete(c.reps, n)
+	delete(c.flushers, n)
 	c.mu.Unlock()
 	if h != nil {
 		if err := h.Close(); err != nil {
 			c.t.Errorf("closing host %d: %v", n, err)
 		}
+	}
+	if f != nil {
+		f.Close()
 	}
 }
 
