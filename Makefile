@@ -34,7 +34,7 @@ fuzz:
 	done
 
 # Sluice against Apache Kafka 4.4 on this machine; writes BENCHMARKS.md
-# (about 17 minutes with the defaults; BENCH_ARGS goes to bench/run.sh,
+# (about 20 minutes with the defaults; BENCH_ARGS goes to bench/run.sh,
 # e.g. BENCH_ARGS="-pairs 5 -duration 15s").
 bench:
 	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" bash bench/run.sh $(BENCH_ARGS)

@@ -113,8 +113,8 @@ const defaultWorkloads = "W1,W1-cache,W1-1p,W2,W3,W3-cache,W4,W5"
 func main() {
 	var o opts
 	flag.IntVar(&o.pairs, "pairs", 3, "Sluice/Kafka pairs per workload (run order A B B A A B ...)")
-	flag.DurationVar(&o.duration, "duration", 10*time.Second, "generator sending time per run, warm-up included")
-	flag.DurationVar(&o.warmup, "warmup", 2*time.Second, "warm-up left out of each run's figures")
+	flag.DurationVar(&o.duration, "duration", 12*time.Second, "generator sending time per run, warm-up included")
+	flag.DurationVar(&o.warmup, "warmup", 3*time.Second, "warm-up left out of each run's figures")
 	flag.StringVar(&o.workloads, "workloads", defaultWorkloads, "comma-separated workloads; all: "+names())
 	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "report to write")
 	flag.StringVar(&o.rawOut, "raw", "", "also write every run's figures as JSON lines here")
