@@ -102,7 +102,7 @@ func TestRaftLeaderCrashRestart(t *testing.T) {
 // gets; the majority elects a new leader and moves on; on heal the old
 // leader's uncommitted tail is truncated and nothing diverges.
 func TestRaftPartitionHeal(t *testing.T) {
-	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, func(cfg *HostConfig) { cfg.ElectionTicks = 40 })
 	var acked []ackedBatch
 	for i := range 10 {
 		b := testBatch(fmt.Sprint("a", i), 2, -1, 0, 0)
@@ -293,14 +293,7 @@ func TestRaftIdempotenceFailover(t *testing.T) {
 			t.Fatalf("retry of batch %d at the new leader: %+v, want %+v", i, r, res[i])
 		}
 	}
-	_, lr := c.leader()
-	p, err := lr.Propose(testBatch("gap", 1, 7, 3, 20), AcksAll)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := p.Wait(ctx); err == nil || !errors.Is(err, errOutOfOrder) {
+	if err := c.produceErr(testBatch("gap", 1, 7, 3, 20), AcksAll); !errors.Is(err, errOutOfOrder) {
 		t.Fatalf("sequence gap: %v", err)
 	}
 	r := c.produce(testBatch("i8", 1, 7, 3, 16), AcksAll)

@@ -90,7 +90,7 @@ func smallLogConfig() log.Config {
 	return c
 }
 
-func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions) *testCluster {
+func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions, tweak ...func(*HostConfig)) *testCluster {
 	t.Helper()
 	if opts.Log.SegmentBytes == 0 {
 		opts.Log = smallLogConfig()
@@ -113,8 +113,15 @@ func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions
 		reps:     map[NodeID]*Replica{},
 		flushers: map[NodeID]*log.Flusher{},
 	}
+	for _, f := range tweak {
+		f(&c.cfg)
+	}
 	return c.startAll()
 }
+
+// slowElections keeps a leader in place on a loaded machine for tests that
+// hold on to one leader (election timeout 1-2s instead of 150-300ms).
+func slowElections(cfg *HostConfig) { cfg.ElectionTicks = 100 }
 
 func (c *testCluster) startAll() *testCluster {
 	t := c.t
@@ -276,6 +283,27 @@ func (c *testCluster) produce(batch []byte, acks Acks) ProduceResult {
 	}
 	c.t.Fatal("produce: no answer in 20s")
 	return ProduceResult{}
+}
+
+// produceErr is produce for a batch expected to be refused: it retries
+// leadership changes and returns the refusal.
+func (c *testCluster) produceErr(batch []byte, acks Acks) error {
+	c.t.Helper()
+	for range 100 {
+		_, r := c.leader()
+		p, err := r.Propose(append([]byte(nil), batch...), acks)
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_, err = p.Wait(ctx)
+			cancel()
+		}
+		if !errors.Is(err, ErrNotLeader) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	c.t.Fatal("no leader kept its term long enough")
+	return nil
 }
 
 // logBytes reads a replica's whole log, from its start to its end,

@@ -25,7 +25,7 @@ func answeredWithin(p *Proposal, d time.Duration) (bool, error) {
 // withheld by an OnSend hook; heartbeats still flow, so the leader keeps
 // its term.
 func TestRaftModes(t *testing.T) {
-	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, slowElections)
 	ln, lr := c.leader()
 	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
 	block := map[NodeID]bool{}
@@ -127,7 +127,7 @@ func TestRaftModes(t *testing.T) {
 // ErrNotEnoughReplicas while fewer voters than min.insync.replicas are in
 // sync; acks=1 is not affected.
 func TestRaftMinInsyncReplicas(t *testing.T) {
-	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft, MinInsyncReplicas: 3})
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft, MinInsyncReplicas: 3}, slowElections)
 	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
 	ln, lr := c.leader()
 	f := NodeID(1 + int(ln)%3)
