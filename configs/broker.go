@@ -40,6 +40,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "log.fsync", Value: c.LogFsync, Default: d.LogFsync, Type: TypeString,
 			Doc: "group: acks=all waits for a shared fdatasync; interval: flush every log.flush.interval.ms; never: page cache only."},
 		{Name: "log.flush.interval.ms", Value: itoa(c.LogFlushIntervalMs), Default: itoa(d.LogFlushIntervalMs), Type: TypeLong},
+		{Name: "log.wal.enable", Value: strconv.FormatBool(c.LogWAL), Default: strconv.FormatBool(d.LogWAL), Type: TypeBoolean,
+			Doc: "Make writes durable through one broker-wide write-ahead log rather than per-partition segment syncs."},
 	}
 	static := c.TopicDefaults()
 	defaults := d.TopicDefaults()
