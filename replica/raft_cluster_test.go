@@ -58,7 +58,7 @@ func TestRaftConvergence(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4, 5}, ReplicaOptions{Mode: ModeRaft})
 	var acked []ackedBatch
 	for i := range 60 {
-		b := testBatch(fmt.Sprint("v", i), 1+i%5, -1, 0, 0)
+		b := c.idem(fmt.Sprint("v", i), 1+i%5)
 		res := c.produce(b, AcksAll)
 		acked = append(acked, ackedBatch{res, append([]byte(nil), body(b)...)})
 	}
@@ -89,7 +89,7 @@ func TestRaftWithWAL(t *testing.T) {
 	var acked []ackedBatch
 	produceN := func(prefix string, n int) {
 		for i := range n {
-			b := testBatch(fmt.Sprint(prefix, i), 2, -1, 0, 0)
+			b := c.idem(fmt.Sprint(prefix, i), 2)
 			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
 		}
 	}

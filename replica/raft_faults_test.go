@@ -61,7 +61,7 @@ func TestRaftLeaderCrashRestart(t *testing.T) {
 	var acked []ackedBatch
 	produceN := func(prefix string, n int) {
 		for i := range n {
-			b := testBatch(fmt.Sprint(prefix, i), 1+i%3, -1, 0, 0)
+			b := c.idem(fmt.Sprint(prefix, i), 1+i%3)
 			res := c.produce(b, AcksAll)
 			acked = append(acked, ackedBatch{res, append([]byte(nil), body(b)...)})
 		}
@@ -105,7 +105,7 @@ func TestRaftPartitionHeal(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, func(cfg *HostConfig) { cfg.ElectionTicks = 40 })
 	var acked []ackedBatch
 	for i := range 10 {
-		b := testBatch(fmt.Sprint("a", i), 2, -1, 0, 0)
+		b := c.idem(fmt.Sprint("a", i), 2)
 		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
 	}
 	old, or := c.leader()
@@ -144,7 +144,7 @@ func TestRaftPartitionHeal(t *testing.T) {
 	nl, _ := c.leader(old)
 	t.Logf("old leader %d isolated, new leader %d", old, nl)
 	for i := range 10 {
-		b := testBatch(fmt.Sprint("b", i), 1, -1, 0, 0)
+		b := c.idem(fmt.Sprint("b", i), 1)
 		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
 	}
 	c.net.Heal()
@@ -172,7 +172,7 @@ func TestRaftPartitionHeal(t *testing.T) {
 	}
 	c.start(5)
 	for i := range 5 {
-		b := testBatch(fmt.Sprint("c", i), 1, -1, 0, 0)
+		b := c.idem(fmt.Sprint("c", i), 1)
 		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
 	}
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)

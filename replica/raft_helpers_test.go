@@ -74,6 +74,7 @@ type testCluster struct {
 	wal bool
 
 	mu       sync.Mutex
+	seq      int32 // next sequence of the idem producer
 	hosts    map[NodeID]*Host
 	reps     map[NodeID]*Replica
 	flushers map[NodeID]*log.Flusher
@@ -279,10 +280,22 @@ func (c *testCluster) produce(batch []byte, acks Acks) ProduceResult {
 		if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrProposalDropped) && !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrReplicaClosed) {
 			c.t.Fatalf("produce: %v", err)
 		}
+		c.t.Logf("produce: retrying after %v", err)
 		time.Sleep(20 * time.Millisecond)
 	}
 	c.t.Fatal("produce: no answer in 20s")
 	return ProduceResult{}
+}
+
+// idem returns the next batch of the cluster's idempotent producer, so
+// that produce's retries (after a leadership change or a timeout) are
+// deduplicated and an acknowledged batch must be stored exactly once.
+func (c *testCluster) idem(value string, n int) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b := testBatch(value, n, 1000, 0, c.seq)
+	c.seq += int32(n)
+	return b
 }
 
 // produceErr is produce for a batch expected to be refused: it retries

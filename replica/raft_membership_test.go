@@ -16,7 +16,7 @@ func TestRaftMembershipChange(t *testing.T) {
 	var acked []ackedBatch
 	produceN := func(prefix string, n int) {
 		for i := range n {
-			b := testBatch(fmt.Sprint(prefix, i), 2, -1, 0, 0)
+			b := c.idem(fmt.Sprint(prefix, i), 2)
 			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
 		}
 	}
