@@ -1,0 +1,335 @@
+package compat
+
+// The client × scenario matrix (docs/compat.md, `make compat`). Clients that
+// are not Go libraries (Python, JavaScript, confluent-kafka-go behind cgo)
+// run as one external process per scenario group; each process prints one
+// "RESULT <scenario> pass|fail|na <detail>" line per scenario. The test
+// checks what the broker stored where it can, fails on every fail line and
+// on every expected scenario that printed nothing, and records each cell:
+// as a "MATRIX client scenario result" log line and, when
+// SLUICE_COMPAT_MATRIX_DIR is set, as a JSON line in that directory, which
+// compat-tests/cmd/compatmatrix renders.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/compat-tests/harness"
+)
+
+// EnvMatrixDir names the directory the matrix cells are written to.
+const EnvMatrixDir = "SLUICE_COMPAT_MATRIX_DIR"
+
+// Scenario names, in the order of the matrix rows.
+var (
+	basicScenarios = []string{
+		"bootstrap-metadata", "produce-acks0", "produce-acks1", "produce-acksall", "produce-idempotent",
+		"keys-nulls-headers-timestamps", "near-max-message-bytes", "error-record-too-large",
+		"consume-earliest", "consume-latest", "consume-timestamp", "error-unknown-topic",
+	}
+	adminScenarios = []string{
+		"admin-create", "admin-describe-configs", "admin-alter-configs", "admin-create-partitions",
+		"admin-delete", "error-bad-config",
+	}
+	groupScenarios = []string{"group-commit-resume", "group-rebalance"}
+	codecNames     = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+)
+
+const (
+	codecRecords = 50
+	tsBase       = int64(1_700_000_000_000)
+)
+
+type matrixCell struct {
+	Kind     string `json:"kind"` // "cell" or "xread"
+	Client   string `json:"client"`
+	Scenario string `json:"scenario"`
+	Result   string `json:"result"` // pass, fail, na
+	Detail   string `json:"detail,omitempty"`
+	Writer   string `json:"writer,omitempty"`
+	Codec    string `json:"codec,omitempty"`
+	Test     string `json:"test"`
+}
+
+var matrixMu sync.Mutex
+
+func writeMatrix(c matrixCell) {
+	dir := os.Getenv(EnvMatrixDir)
+	if dir == "" {
+		return
+	}
+	b, _ := json.Marshal(c)
+	matrixMu.Lock()
+	defer matrixMu.Unlock()
+	f, err := os.OpenFile(filepath.Join(dir, "cells.jsonl"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "matrix: %v\n", err)
+		return
+	}
+	defer f.Close()
+	f.Write(append(b, '\n'))
+}
+
+// recordMatrix records one cell; a fail also fails the test.
+func recordMatrix(t *testing.T, client, scenario, result, detail string) {
+	t.Helper()
+	t.Logf("MATRIX %s %s %s %s", client, scenario, result, detail)
+	writeMatrix(matrixCell{Kind: "cell", Client: client, Scenario: scenario, Result: result, Detail: detail, Test: t.Name()})
+	if result == "fail" {
+		t.Errorf("%s: %s failed: %s", client, scenario, detail)
+	}
+}
+
+// recordMissing records every expected scenario as fail with why: used
+// when a whole group could not run (the toolchain is missing, the process
+// died), so that no cell of the matrix is left empty.
+func recordMissing(t *testing.T, client string, scenarios []string, why string) {
+	t.Helper()
+	for _, s := range scenarios {
+		recordMatrix(t, client, s, "fail", why)
+	}
+}
+
+type scenarioResult struct{ result, detail string }
+
+// runScenarios runs one external scenario group and returns its RESULT
+// lines by scenario. Nothing is recorded here: the caller checks the broker
+// side and then calls recordResults.
+func runScenarios(t *testing.T, timeout time.Duration, dir string, name string, args ...string) (map[string]scenarioResult, string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Dir = dir
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	t.Logf("%s %s: %v in %v\nstdout:\n%s", name, strings.Join(args, " "), err, time.Since(start).Round(time.Millisecond), out.String())
+	res := map[string]scenarioResult{}
+	version := ""
+	sc := bufio.NewScanner(&out)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "VERSION "); ok {
+			version = v
+		}
+		rest, ok := strings.CutPrefix(line, "RESULT ")
+		if !ok {
+			continue
+		}
+		// The scenario may contain one space ("read <topic>").
+		var scen, r, detail string
+		if s, ok := strings.CutPrefix(rest, "read "); ok {
+			f := strings.SplitN(s, " ", 3)
+			scen, r = "read "+f[0], f[1]
+			if len(f) > 2 {
+				detail = f[2]
+			}
+		} else {
+			f := strings.SplitN(rest, " ", 3)
+			if len(f) < 2 {
+				continue
+			}
+			scen, r = f[0], f[1]
+			if len(f) > 2 {
+				detail = f[2]
+			}
+		}
+		res[scen] = scenarioResult{r, strings.TrimSpace(detail)}
+	}
+	if err != nil || ctx.Err() != nil {
+		t.Logf("%s exited with %v (ctx %v); stderr (tail):\n%s", name, err, ctx.Err(), tail(errb.String(), 8<<10))
+	} else if errb.Len() > 0 {
+		t.Logf("stderr (tail):\n%s", tail(errb.String(), 4<<10))
+	}
+	if version != "" {
+		res["\x00version"] = scenarioResult{"", version}
+	}
+	if len(res) == 0 {
+		res["\x00error"] = scenarioResult{"fail", fmt.Sprintf("%s exited with %v and no results; stderr: %s", name, err, tail(errb.String(), 300))}
+	}
+	return res, errb.String()
+}
+
+// recordResults records every expected scenario: its RESULT line, or fail
+// when the process printed none for it. override, when it returns a
+// non-empty detail for a scenario the client passed, turns it into a fail
+// (the broker-side check disagreed).
+func recordResults(t *testing.T, client string, expected []string, res map[string]scenarioResult, override func(string) string) {
+	t.Helper()
+	if v, ok := res["\x00version"]; ok {
+		t.Logf("%s: %s", client, v.detail)
+		writeMatrix(matrixCell{Kind: "version", Client: client, Detail: v.detail, Test: t.Name()})
+	}
+	for _, s := range expected {
+		r, ok := res[s]
+		switch {
+		case !ok:
+			why := "the client process printed no result for it"
+			if e, ok := res["\x00error"]; ok {
+				why = e.detail
+			}
+			recordMatrix(t, client, s, "fail", why)
+		case r.result == "pass" && override != nil && override(s) != "":
+			recordMatrix(t, client, s, "fail", "client passed, broker-side check failed: "+override(s))
+		default:
+			recordMatrix(t, client, s, r.result, r.detail)
+		}
+	}
+}
+
+// basicTopics creates the topics of the basic group for prefix p, and the
+// 10 records of p-cons (values c-<i>, timestamps tsBase+i*1000).
+func prepareBasic(t *testing.T, addr, p string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := newAdmin(t, addr)
+	createTopic(ctx, t, adm, p+"-meta", 3, nil)
+	for _, s := range []string{"acks0", "acks1", "acksall", "idem", "fields", "cons"} {
+		createTopic(ctx, t, adm, p+"-"+s, 1, nil)
+	}
+	mmb := "100000"
+	createTopic(ctx, t, adm, p+"-big", 1, map[string]*string{"max.message.bytes": &mmb})
+	cl := newClient(t, addr)
+	var rs []*kgo.Record
+	for i := 0; i < 10; i++ {
+		rs = append(rs, &kgo.Record{Topic: p + "-cons", Value: []byte(fmt.Sprintf("c-%d", i)), Timestamp: time.UnixMilli(tsBase + int64(i)*1000)})
+	}
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("producing to %s-cons: %v", p, err)
+	}
+}
+
+// checkBasic checks on the broker what the produce scenarios wrote: 100
+// records per acks topic with the values the client sent, and producer ids
+// on the idempotent topic's batches.
+func checkBasic(t *testing.T, addr, p string) func(string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := newAdmin(t, addr)
+	problems := map[string]string{}
+	for scen, topic := range map[string]string{"produce-acks0": "acks0", "produce-acks1": "acks1", "produce-acksall": "acksall", "produce-idempotent": "idem"} {
+		topic = p + "-" + topic
+		ends := endOffsets(ctx, t, adm, topic)
+		if ends[0] != 100 {
+			problems[scen] = fmt.Sprintf("%s holds %d records, want 100", topic, ends[0])
+			continue
+		}
+		got := consumeAll(ctx, t, addr, topic, ends)[0]
+		for i, r := range got {
+			if string(r.Value) != fmt.Sprintf("%s-%d", topic, i) {
+				problems[scen] = fmt.Sprintf("%s offset %d: value %q", topic, r.Offset, r.Value)
+				break
+			}
+			if scen == "produce-idempotent" && r.ProducerID < 0 {
+				problems[scen] = fmt.Sprintf("%s offset %d: batch without a producer id: not idempotent", topic, r.Offset)
+				break
+			}
+		}
+	}
+	return func(s string) string { return problems[s] }
+}
+
+// prepareGroup creates p-grp with 4 partitions and 10 records in each.
+func prepareGroup(t *testing.T, addr, p string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createTopic(ctx, t, newAdmin(t, addr), p+"-grp", 4, nil)
+	var rs []*kgo.Record
+	for i := 0; i < 40; i++ {
+		rs = append(rs, &kgo.Record{Topic: p + "-grp", Partition: int32(i % 4), Value: []byte(fmt.Sprintf("g-%d", i))})
+	}
+	cl := newClient(t, addr, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("producing to %s-grp: %v", p, err)
+	}
+}
+
+// codecContent is what every writer puts in topic <prefix>-<codec>.
+func codecContent(writer, codec string) (keys, values []string, headers []string) {
+	for i := 0; i < codecRecords; i++ {
+		keys = append(keys, fmt.Sprintf("k-%d", i))
+		values = append(values, fmt.Sprintf("%s/%s/%d/%s", writer, codec, i, strings.Repeat("abcdefghij", 20)))
+		headers = append(headers, fmt.Sprint(i))
+	}
+	return
+}
+
+// codecDigest is the digest the readers print: sha256 over
+// key<TAB>value<TAB>h=<i><LF> per record.
+func codecDigest(writer, codec string) string {
+	keys, values, headers := codecContent(writer, codec)
+	h := sha256.New()
+	for i := range keys {
+		fmt.Fprintf(h, "%s\t%s\th=%s\n", keys[i], values[i], headers[i])
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// requireToolMatrix is requireTool for matrix tests: a missing tool (or
+// module) records the client's whole column as fail under CI=true, and
+// as "na" with the reason otherwise, before failing or skipping.
+func requireToolMatrix(t *testing.T, client string, scenarios []string, ok bool, what string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv(harness.EnvCI) == "true" {
+		recordMissing(t, client, scenarios, what+" is missing (CI=true)")
+		t.Fatalf("%s: %s is missing (CI=true, so this is a failure)", client, what)
+	}
+	for _, s := range scenarios {
+		recordMatrix(t, client, s, "na", "not run here: "+what+" is missing")
+	}
+	t.Skipf("%s: %s is missing", client, what)
+}
+
+func allScenarios() []string {
+	var all []string
+	all = append(all, basicScenarios...)
+	all = append(all, adminScenarios...)
+	all = append(all, groupScenarios...)
+	return all
+}
+
+// runClientScenarios runs the basic, admin and group groups of one external
+// client against one broker (auto-create off, so an unknown topic stays
+// unknown).
+func runClientScenarios(t *testing.T, client, prefix, dir string, timeout time.Duration, argv func(group, addr, prefix string) []string) {
+	b := harness.Start(t, autoCreateOff())
+	t.Run("basic", func(t *testing.T) {
+		prepareBasic(t, b.KafkaAddr, prefix)
+		a := argv("basic", b.KafkaAddr, prefix)
+		res, _ := runScenarios(t, timeout, dir, a[0], a[1:]...)
+		recordResults(t, client, basicScenarios, res, checkBasic(t, b.KafkaAddr, prefix))
+	})
+	t.Run("admin", func(t *testing.T) {
+		a := argv("admin", b.KafkaAddr, prefix)
+		res, _ := runScenarios(t, timeout, dir, a[0], a[1:]...)
+		recordResults(t, client, adminScenarios, res, nil)
+	})
+	t.Run("group", func(t *testing.T) {
+		prepareGroup(t, b.KafkaAddr, prefix)
+		a := argv("group", b.KafkaAddr, prefix)
+		res, _ := runScenarios(t, 2*timeout, dir, a[0], a[1:]...)
+		recordResults(t, client, groupScenarios, res, nil)
+	})
+}
