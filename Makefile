@@ -20,7 +20,7 @@ test: test-unit test-compat
 
 test-unit:
 	$(GO) vet $(PKGS)
-	$(GO) test -race -short -count=1 $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 test-compat:
 	cd compat-tests && $(GO) test -count=1 -timeout 20m ./...
