@@ -328,7 +328,7 @@ async function groups (p) {
 function codecMessages (codec) {
   const out = []
   for (let i = 0; i < CODEC_RECORDS; i++) {
-    out.push({ key: `k-${i}`, value: `${CLIENT}/${codec}/${i}/` + 'abcdefghij'.repeat(20), headers: { h: String(i) } })
+    out.push({ key: `k-${i}`, value: `${CLIENT}/${codec}/${i}/` + 'abcdefghij'.repeat(20), headers: { h: codec } })
   }
   return out
 }

@@ -35,7 +35,7 @@ def result(scenario, status, detail=""):
 def codec_record(writer, codec, i):
     key = ("k-%d" % i).encode()
     value = ("%s/%s/%d/" % (writer, codec, i) + "abcdefghij" * 20).encode()
-    return key, value, [("h", str(i).encode())]
+    return key, value, [("h", codec.encode())]
 
 
 def digest(records):
