@@ -962,7 +962,9 @@ func commas(n int64) string {
 	return b.String()
 }
 
-type agg struct{ S, K, R float64 } // medians of Sluice, Kafka, and of the per-pair ratios
+// agg holds the medians of Sluice, Kafka and the per-pair ratios, and the
+// range of those ratios.
+type agg struct{ S, K, R, Rmin, Rmax float64 }
 
 func aggregate(ps []pair, get func(*runResult) float64) agg {
 	var s, k, r []float64
@@ -974,7 +976,16 @@ func aggregate(ps []pair, get func(*runResult) float64) agg {
 			r = append(r, a/b)
 		}
 	}
-	return agg{median(s), median(k), median(r)}
+	a := agg{median(s), median(k), median(r), math.NaN(), math.NaN()}
+	for i, x := range r {
+		if i == 0 || x < a.Rmin {
+			a.Rmin = x
+		}
+		if i == 0 || x > a.Rmax {
+			a.Rmax = x
+		}
+	}
+	return a
 }
 
 func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
@@ -1026,7 +1037,7 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("(the OpenMessaging Benchmark's 'publish delay'), and are part of the latency a user would see. CPU per GB counts the broker's user+system ")
 	p("time over the whole generator run (consumers' fetches included) per 10^9 bytes of record values acknowledged. ")
 	p("Peak RSS is VmHWM. The generator line shows how busy its one core was: near 100 %% means the generator, not the broker, may be the limit.\n\n")
-	p("| workload | figure | Sluice | Kafka | Sluice/Kafka |\n|---|---|---:|---:|---:|\n")
+	p("| workload | figure | Sluice | Kafka | Sluice/Kafka | pair ratios |\n|---|---|---:|---:|---:|---:|\n")
 	for _, w := range wls {
 		ps := res[w.Name]
 		if len(ps) == 0 {
@@ -1034,14 +1045,18 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 		}
 		for _, f := range figuresFor(w) {
 			a := aggregate(ps, f.get)
-			p("| %s | %s (%s) | %s | %s | %s |\n", w.Name, f.name, f.unit, fmtNum(a.S), fmtNum(a.K), ratio(a.R))
+			rng := "n/a"
+			if !math.IsNaN(a.Rmin) {
+				rng = fmt.Sprintf("%.2f-%.2f", a.Rmin, a.Rmax)
+			}
+			p("| %s | %s (%s) | %s | %s | %s | %s |\n", w.Name, f.name, f.unit, fmtNum(a.S), fmtNum(a.K), ratio(a.R), rng)
 		}
 	}
 	// W5 against W3: how much the backlog readers cost the producer.
 	if len(res["W3"]) > 0 && len(res["W5"]) > 0 {
 		get := func(r *runResult) float64 { return r.Gen.Produce.Ack.P99 }
 		a3, a5 := aggregate(res["W3"], get), aggregate(res["W5"], get)
-		p("| W5 vs W3 | produce ack p99, W5 / W3 | %s | %s | |\n", ratio(a5.S/a3.S), ratio(a5.K/a3.K))
+		p("| W5 vs W3 | produce ack p99, W5 / W3 | %s | %s | | |\n", ratio(a5.S/a3.S), ratio(a5.K/a3.K))
 	}
 
 	p("\n## Sluice against the machine's limits\n\n")
@@ -1060,6 +1075,16 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	goals(&b, m, res)
 
 	notes(&b, o, m, wls, res)
+
+	p("\n## Reproduce\n\n")
+	p("```\n")
+	p("make bench                                   # this report; needs Go, Java 17+, Maven, taskset, 2 cores\n")
+	p("make bench BENCH_ARGS='-pairs 5 -duration 15s'\n")
+	p("BENCH_SOURCE=head make bench                 # Sluice built from the last commit instead of the working tree\n")
+	p("bash bench/run.sh -workloads W1,W3 -pairs 1 -out /tmp/quick.md\n")
+	p("bash bench/run.sh -profile /tmp/prof         # pprof CPU and allocation profiles of Sluice under W1 and W3\n")
+	p("go run ./cmd/sluice-bench -help              # the load generator on its own, against any Kafka-compatible broker\n")
+	p("```\n")
 
 	p("\n## Every run\n\n| workload | pair | broker | records/s | MB/s | ack p99 ms | e2e p99 ms | CPU-s/GB | peak RSS MiB | broker start s | gen core |\n|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, w := range wls {
