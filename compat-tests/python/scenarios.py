@@ -58,7 +58,7 @@ class Rec:
 # ---------------------------------------------------------------- confluent-kafka
 
 class Confluent:
-    name = "confluent-kafka"
+    name = "python-confluent-kafka"
 
     def __init__(self, bootstrap):
         import confluent_kafka as ck
