@@ -6,13 +6,22 @@ LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 30s
 PKGS     := ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./server/... ./cmd/...
 
-.PHONY: build run test test-unit test-compat fuzz bench lint verify clean
+.PHONY: build run test test-unit test-compat fuzz bench lint verify clean cluster cluster-stop
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
 
 run: build
 	./$(BIN) dev
+
+# A local cluster: 3 meta nodes, 3 write brokers, 2 read brokers, each its
+# own process (configs/local-cluster/README.md has the ports). Returns once
+# every process serves.
+cluster: build
+	configs/local-cluster/cluster.sh start
+
+cluster-stop:
+	configs/local-cluster/cluster.sh stop
 
 # Unit tests with the race detector, then the black-box compatibility
 # suite against the real binary (its own module under compat-tests/).

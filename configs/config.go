@@ -55,6 +55,7 @@ type Config struct {
 	LogTimestampAfterMaxMs    int64  `mapstructure:"log.message.timestamp.after.max.ms"`
 	LogRetentionCheckInterval int64  `mapstructure:"log.retention.check.interval.ms"`
 	MinInsyncReplicas         int32  `mapstructure:"min.insync.replicas"`
+	ReplicationMode           string `mapstructure:"replication.mode"`
 
 	// LogFsync decides when a write is durable: "group" (default: acks=all
 	// waits for an fdatasync that many appends share), "interval" (every
@@ -117,6 +118,7 @@ func Default() Config {
 		LogTimestampAfterMaxMs:    3600000,
 		LogRetentionCheckInterval: 300000,
 		MinInsyncReplicas:         1,
+		ReplicationMode:           "raft",
 		LogFsync:                  "group",
 		LogFlushIntervalMs:        1000,
 		MetaID:                    1,
@@ -213,5 +215,6 @@ func (c Config) TopicDefaults() map[string]string {
 		"segment.index.bytes":             strconv.Itoa(int(c.LogIndexSizeMaxBytes)),
 		"index.interval.bytes":            strconv.Itoa(int(c.LogIndexIntervalBytes)),
 		"min.insync.replicas":             strconv.Itoa(int(c.MinInsyncReplicas)),
+		"replication.mode":                c.ReplicationMode,
 	}
 }

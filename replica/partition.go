@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -216,3 +217,31 @@ func (p *Partition) close() error {
 	p.mu.Unlock()
 	return p.log.Close()
 }
+
+// Propose appends batch and returns a proposal that is answered as acks
+// asks: at once for acks 0 and 1 (the batch is written), once it is
+// committed for acks=all. The same shape as Replica.Propose, so the broker
+// produces to both the same way.
+func (p *Partition) Propose(batch []byte, acks Acks) (*Proposal, error) {
+	res, err := p.Append(batch)
+	if err != nil {
+		return nil, err
+	}
+	prop := &Proposal{res: ProduceResult{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Duplicate: res.Duplicate}}
+	end := res.LastOffset + 1
+	prop.wait = func(ctx context.Context) error {
+		if acks != AcksAll {
+			return nil
+		}
+		return p.WaitCommitted(ctx, end)
+	}
+	return prop, nil
+}
+
+// OffsetForLeaderEpoch is the end offset of a leader epoch (KIP-320).
+func (p *Partition) OffsetForLeaderEpoch(epoch int32) (int64, int32) {
+	return p.log.OffsetForLeaderEpoch(epoch)
+}
+
+// ApplyRetention deletes segments past the partition's retention.
+func (p *Partition) ApplyRetention(now time.Time) (int, error) { return p.log.ApplyRetention(now) }

@@ -110,12 +110,19 @@ type Proposal struct {
 	done chan struct{}
 	res  ProduceResult
 	err  error
+
+	// wait, when set, is how a local (unreplicated) partition's proposal
+	// waits: it is written already, and only durability is pending.
+	wait func(ctx context.Context) error
 }
 
 // Wait blocks until the proposal is answered as its acks ask, or ctx ends.
 // After ctx ends the batch may still be committed (the client retries and
 // idempotence dedupes it).
 func (p *Proposal) Wait(ctx context.Context) (ProduceResult, error) {
+	if p.wait != nil {
+		return p.res, p.wait(ctx)
+	}
 	select {
 	case <-p.done:
 		return p.res, p.err

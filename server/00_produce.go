@@ -36,10 +36,9 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 
 	type pending struct {
-		p    *replica.Partition
-		rp   *kmsg.ProduceResponseTopicPartition
-		end  int64
-		skip bool
+		prop *replica.Proposal
+		sp   *kmsg.ProduceResponseTopicPartition
+		p    hostedPartition
 	}
 	var waits []pending
 
@@ -58,6 +57,8 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		return resp, nil
 	}
 
+	// Stage 1, in request order: validate and propose every partition's
+	// batch, so one producer's in-flight requests reach the log in order.
 	now := time.Now().UnixMilli()
 	for _, rt := range req.Topics {
 		st := kmsg.NewProduceResponseTopic()
@@ -84,6 +85,12 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			sp.BaseOffset = -1
 			sp.LogAppendTime = -1
 			sp.LogStartOffset = -1
+			fail := func(err error) {
+				sp.ErrorCode = errorCode(err)
+				if req.Version >= 8 {
+					sp.ErrorMessage = errorMessage(err)
+				}
+			}
 			if topicCode != 0 {
 				sp.ErrorCode = topicCode
 				continue
@@ -94,44 +101,49 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			}
 			p, err := s.partition(t, rp.Partition)
 			if err != nil {
-				s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", rp.Partition).Msg("opening partition")
-				sp.ErrorCode = kerr.KafkaStorageError.Code
+				if !errors.Is(err, errNotHosted) {
+					s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", rp.Partition).Msg("opening partition")
+				}
+				fail(err)
 				continue
 			}
-			end, err := s.appendBatch(t, p, rp.Records, now, sp)
+			prop, err := s.proposeBatch(t, p, rp.Records, req.Acks, now, sp)
 			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				if req.Version >= 8 {
-					sp.ErrorMessage = errorMessage(err)
-				}
+				fail(err)
 				continue
 			}
 			s.metrics.produced.WithLabelValues(t.Name).Add(float64(len(rp.Records)))
-			if req.Acks == -1 {
-				waits = append(waits, pending{p: p, rp: sp, end: end})
-			}
+			waits = append(waits, pending{prop: prop, sp: sp, p: p})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
 
-	switch {
-	case req.Acks == 0:
+	if req.Acks == 0 {
 		rc.noResponse()
 		return nil, nil
-	case len(waits) == 0:
+	}
+	if len(waits) == 0 {
 		return resp, nil
 	}
+	// Stage 2: wait for each proposal as acks asks (the write for acks=1,
+	// the commit for acks=all), then answer.
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
 	rc.later(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
 		defer cancel()
 		for _, w := range waits {
-			if err := w.p.WaitCommitted(ctx, w.end); err != nil {
-				if errors.Is(err, context.DeadlineExceeded) {
-					w.rp.ErrorCode = kerr.RequestTimedOut.Code
-				} else {
-					w.rp.ErrorCode = errorCode(err)
+			res, err := w.prop.Wait(ctx)
+			switch {
+			case errors.Is(err, context.DeadlineExceeded):
+				w.sp.ErrorCode = kerr.RequestTimedOut.Code
+			case err != nil:
+				w.sp.ErrorCode = errorCode(err)
+				if req.Version >= 8 {
+					w.sp.ErrorMessage = errorMessage(err)
 				}
+			default:
+				w.sp.BaseOffset = res.BaseOffset
+				w.sp.LogStartOffset = w.p.LogStartOffset()
 			}
 		}
 		return resp
@@ -139,23 +151,22 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	return nil, nil
 }
 
-// appendBatch validates and appends one partition's records, filling sp's
-// offsets. It returns the offset after the batch, for acks=all to wait on.
-func (s *Server) appendBatch(t metastore.Topic, p *replica.Partition, records []byte, now int64, sp *kmsg.ProduceResponseTopicPartition) (int64, error) {
+// proposeBatch validates one partition's records and proposes them.
+func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition) (*replica.Proposal, error) {
 	if int64(len(records)) > s.topicInt(t, "max.message.bytes") {
-		return 0, errMessageTooLarge
+		return nil, errMessageTooLarge
 	}
 	b, err := protocol.ParseBatch(records)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	if b.IsControl() {
-		return 0, protocol.ErrInvalidRecord
+		return nil, protocol.ErrInvalidRecord
 	}
 	if b.IsTransactional() {
 		// No transaction coordinator yet, so no transactional producer
 		// can have a valid epoch here.
-		return 0, errTransactionsUnsupported
+		return nil, errTransactionsUnsupported
 	}
 	tsType, _ := s.topicConfig(t, "message.timestamp.type")
 	if tsType.value == "LogAppendTime" {
@@ -166,16 +177,10 @@ func (s *Server) appendBatch(t metastore.Topic, p *replica.Partition, records []
 		after := s.topicInt(t, "message.timestamp.after.max.ms")
 		for _, ts := range []int64{b.BaseTimestamp(), b.MaxTimestamp()} {
 			if ts >= 0 && (now-ts > before || ts-now > after) {
-				return 0, errInvalidTimestamp
+				return nil, errInvalidTimestamp
 			}
 		}
 	}
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	res, err := p.Append(records)
-	if err != nil {
-		return 0, err
-	}
-	sp.BaseOffset = res.BaseOffset
-	sp.LogStartOffset = p.LogStartOffset()
-	return res.LastOffset + 1, nil
+	return p.Propose(records, replica.Acks(acks))
 }

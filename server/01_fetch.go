@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
 )
 
 // Fetch (key 1). Supported: v4-18.
@@ -33,7 +32,7 @@ func init() { register(1, handleFetch) }
 
 type fetchPart struct {
 	topic metastore.Topic
-	p     *replica.Partition
+	p     hostedPartition
 	req   *kmsg.FetchRequestTopicPartition
 	resp  *kmsg.FetchResponseTopicPartition
 }
@@ -87,7 +86,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 			}
 			p, err := s.partition(t, rp.Partition)
 			if err != nil {
-				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.ErrorCode = errorCode(err)
 				continue
 			}
 			if req.Version >= 9 && rp.CurrentLeaderEpoch >= 0 {

@@ -37,7 +37,7 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 			}
 			p, err := s.partition(t, rp.Partition)
 			if err != nil {
-				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}

@@ -35,7 +35,7 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 			}
 			p, err := s.partition(t, rp.Partition)
 			if err != nil {
-				sp.ErrorCode = kerr.KafkaStorageError.Code
+				sp.ErrorCode = errorCode(err)
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
@@ -46,7 +46,7 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 					continue
 				}
 			}
-			sp.EndOffset, sp.LeaderEpoch = p.Log().OffsetForLeaderEpoch(rp.LeaderEpoch)
+			sp.EndOffset, sp.LeaderEpoch = p.OffsetForLeaderEpoch(rp.LeaderEpoch)
 			st.Partitions = append(st.Partitions, sp)
 		}
 		resp.Topics = append(resp.Topics, st)

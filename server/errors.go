@@ -60,8 +60,15 @@ func errorCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, replica.ErrPartitionClosed), errors.Is(err, log.ErrClosed):
+	case errors.Is(err, replica.ErrPartitionClosed), errors.Is(err, log.ErrClosed),
+		errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrReplicaClosed), errors.Is(err, errNotHosted):
 		return kerr.NotLeaderForPartition.Code
+	case errors.Is(err, replica.ErrNotEnoughReplicas):
+		return kerr.NotEnoughReplicas.Code
+	case errors.Is(err, replica.ErrProposalDropped), errors.Is(err, replica.ErrBusy):
+		return kerr.RequestTimedOut.Code
+	case errors.Is(err, replica.ErrReplicaFailed), errors.Is(err, replica.ErrLostCommitted):
+		return kerr.KafkaStorageError.Code
 	case errors.Is(err, metastore.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
 	case errors.Is(err, metastore.ErrUnknownTopic):

@@ -11,6 +11,10 @@ import (
 // so crash recovery runs at start rather than on first use, and deletes
 // the data of topics deleted while the broker was down.
 func (s *Server) OpenPartitions() error {
+	if s.replicated() {
+		s.refreshPartitions()
+		return nil
+	}
 	live := make(map[replica.Key]bool)
 	for _, t := range s.catalog.Topics() {
 		for i := range t.Partitions {
@@ -58,5 +62,40 @@ func (s *Server) FollowCatalog(ctx context.Context) {
 			}
 		}
 		s.refreshPartitions()
+	}
+}
+
+// RunRetention applies every hosted partition's retention each interval
+// until ctx ends.
+func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			type retained interface {
+				ApplyRetention(time.Time) (int, error)
+				LogStartOffset() int64
+			}
+			var all []retained
+			if s.replicated() {
+				for _, r := range s.raft.Replicas() {
+					all = append(all, r)
+				}
+			} else {
+				for _, p := range s.partitions.Partitions() {
+					all = append(all, p)
+				}
+			}
+			for _, p := range all {
+				if n, err := p.ApplyRetention(now); err != nil {
+					s.log.Error().Err(err).Msg("retention")
+				} else if n > 0 {
+					s.log.Info().Int("segments", n).Int64("log_start", p.LogStartOffset()).Msg("retention deleted segments")
+				}
+			}
+		}
 	}
 }

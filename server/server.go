@@ -21,6 +21,9 @@ type Options struct {
 	Config     configs.Config
 	Catalog    Catalog
 	Partitions *replica.Manager
+	// Raft, when set, hosts this broker's partitions as raft replicas (a
+	// cluster); otherwise Partitions hosts them as local logs.
+	Raft *replica.Host
 	Logger     zerolog.Logger
 	Metrics    *Metrics // nil: a private registry
 	// Groups is the group coordinator of a broker with the read role;
@@ -43,6 +46,7 @@ type Server struct {
 	}
 	catalog    Catalog
 	partitions *replica.Manager
+	raft       *replica.Host
 	log        zerolog.Logger
 	metrics    *Metrics
 	producers  *producerIDs
@@ -85,12 +89,13 @@ func (s *Server) closeConns() {
 
 // New creates a server; Start binds its listeners.
 func New(opts Options) (*Server, error) {
-	if opts.Catalog == nil || opts.Partitions == nil {
-		return nil, errors.New("server: Catalog and Partitions are required")
+	if opts.Catalog == nil || (opts.Partitions == nil && opts.Raft == nil) {
+		return nil, errors.New("server: Catalog and Partitions or Raft are required")
 	}
 	s := &Server{
 		catalog:    opts.Catalog,
 		partitions: opts.Partitions,
+		raft:       opts.Raft,
 		log:        opts.Logger.With().Str("component", "server").Logger(),
 		metrics:    opts.Metrics,
 		groups:     opts.Groups,

@@ -12,7 +12,6 @@ import (
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
 )
 
 // Config sources as DescribeConfigs reports them.
@@ -82,42 +81,6 @@ func (s *Server) logConfig(t metastore.Topic) log.Config {
 	c.IndexIntervalBytes = int(s.topicInt(t, "index.interval.bytes"))
 	c.SegmentIndexBytes = int(s.topicInt(t, "segment.index.bytes"))
 	return c
-}
-
-// partition returns the hosted partition idx of t, opening it on first use.
-func (s *Server) partition(t metastore.Topic, idx int32) (*replica.Partition, error) {
-	k := replica.Key{TopicID: t.ID, Index: idx}
-	if p, ok := s.partitions.Get(k); ok {
-		return p, nil
-	}
-	return s.partitions.Open(t.Name, k, s.logConfig(t))
-}
-
-// refreshPartitions reapplies topic configs to open partitions and opens
-// or removes partitions to match the catalog. Called after changes this
-// broker made and periodically for changes made elsewhere.
-func (s *Server) refreshPartitions() {
-	live := make(map[replica.Key]metastore.Topic)
-	for _, t := range s.catalog.Topics() {
-		for i := range t.Partitions {
-			live[replica.Key{TopicID: t.ID, Index: int32(i)}] = t
-		}
-	}
-	for _, p := range s.partitions.Partitions() {
-		k := replica.Key{TopicID: p.TopicID, Index: p.Index}
-		t, ok := live[k]
-		if !ok {
-			if err := s.partitions.Remove(k); err != nil {
-				s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("removing partition")
-			}
-			continue
-		}
-		if err := p.Log().SetConfig(s.logConfig(t)); err != nil {
-			// Topic configs are validated before they are stored, so
-			// this is a bug; keep the old config and say so.
-			s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("refusing topic config")
-		}
-	}
 }
 
 // validTopicName applies Kafka's topic name rules.

@@ -113,11 +113,49 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	flusher.Start()
 	defer flusher.Close()
-	parts, err := replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
-	if err != nil {
-		return err
+	// Without replica.listen this broker is the only replica of every
+	// partition (`sluice dev`): plain local logs. With it, every partition
+	// is a raft group over the brokers the metastore assigns.
+	var parts *replica.Manager
+	var host *replica.Host
+	var transport *replica.TCPTransport
+	if cfg.ReplicaListen == "" {
+		parts, err = replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
+		if err != nil {
+			return err
+		}
+		defer parts.Close()
+	} else {
+		transport, err = replica.NewTCPTransport(replica.TCPConfig{
+			Self:    replica.NodeID(cfg.NodeID),
+			Listen:  cfg.ReplicaListen,
+			Resolve: replicationAddr(catalog),
+			Logger:  lg,
+		})
+		if err != nil {
+			return fmt.Errorf("replication listener: %w", err)
+		}
+		publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
+		host, err = replica.NewHost(replica.HostConfig{
+			Node:      replica.NodeID(cfg.NodeID),
+			Dir:       filepath.Join(cfg.DataDir, "logs"),
+			Transport: transport,
+			Flusher:   flusher,
+			Logger:    lg,
+			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
+				publisher.publish(key, int32(leader), int32(term))
+			},
+			OnFatal: func(key replica.Key, err error) {
+				// DESIGN.md: a failed write or flush is fatal.
+				lg.Error().Err(err).Hex("topic_id", key.TopicID[:]).Int32("partition", key.Index).Msg("replica storage failed: exiting")
+				os.Exit(2)
+			},
+		})
+		if err != nil {
+			return err
+		}
+		defer host.Close()
 	}
-	defer parts.Close()
 
 	// Read brokers coordinate groups (DESIGN.md); offsets and group state
 	// live in the metastore. Every broker places groups for
@@ -128,7 +166,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer groups.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Logger: lg, Metrics: metrics, Groups: groups})
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups})
 	if err != nil {
 		return err
 	}
@@ -145,9 +183,14 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		if adv == "" {
 			adv = addr
 		}
-		host, portStr, _ := net.SplitHostPort(adv)
+		h, portStr, _ := net.SplitHostPort(adv)
 		port, _ := strconv.Atoi(portStr)
-		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: host, Port: int32(port)})
+		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: h, Port: int32(port)})
+	}
+	if transport != nil {
+		h, p, _ := net.SplitHostPort(transport.Addr())
+		port, _ := strconv.Atoi(p)
+		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
 	if err := lease.Register(ctx); err != nil {
@@ -160,7 +203,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	// records of partitions deleted while it was down can go.
 	flusher.ForgetUnopened()
 	go lease.Run(ctx)
-	go parts.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
+	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go srv.FollowCatalog(ctx)
 
 	ready.Store(true)

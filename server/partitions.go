@@ -1,0 +1,137 @@
+package server
+
+import (
+	"errors"
+
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
+)
+
+// hostedPartition is what the handlers need from a partition this broker
+// hosts: a local log on a single-replica broker (`sluice dev`), or a raft
+// replica — leader, follower or learner — in a cluster. Both live in
+// package replica; the handlers never learn which one they talk to.
+type hostedPartition interface {
+	// Propose appends (or, in a cluster, proposes) one validated batch.
+	// It returns at once; the proposal's Wait answers as acks asks.
+	Propose(batch []byte, acks replica.Acks) (*replica.Proposal, error)
+	HighWatermark() int64
+	LastStableOffset() int64
+	LogStartOffset() int64
+	LogEndOffset() int64
+	LeaderEpoch() int32
+	// Read returns whole committed batches from offset.
+	Read(offset int64, maxBytes int) (log.ReadResult, error)
+	// Watch signals ch when the high watermark moves.
+	Watch(ch chan<- struct{}) (stop func())
+	OffsetForLeaderEpoch(epoch int32) (int64, int32)
+	// Log serves lookups that need no commit bound (timestamps).
+	Log() *log.Log
+}
+
+// errNotHosted: the partition is assigned to other brokers.
+var errNotHosted = errors.New("this broker is not a replica of the partition")
+
+// replicated reports whether this broker runs raft for its partitions.
+func (s *Server) replicated() bool { return s.raft != nil }
+
+// members converts a partition's assignment for the raft host.
+func members(p metastore.Partition) replica.Members {
+	var m replica.Members
+	for _, v := range p.Voters {
+		m.Voters = append(m.Voters, replica.NodeID(v))
+	}
+	for _, l := range p.Learners {
+		m.Learners = append(m.Learners, replica.NodeID(l))
+	}
+	return m
+}
+
+func (s *Server) assigned(p metastore.Partition) bool {
+	for _, id := range append(append([]int32(nil), p.Voters...), p.Learners...) {
+		if id == s.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) replicaOptions(t metastore.Topic) replica.ReplicaOptions {
+	mode, _ := s.topicConfig(t, "replication.mode")
+	m, err := replica.ParseMode(mode.value)
+	if err != nil {
+		m = replica.ModeRaft // validated before it is stored
+	}
+	return replica.ReplicaOptions{Mode: m, MinInsyncReplicas: int(s.topicInt(t, "min.insync.replicas")), Log: s.logConfig(t)}
+}
+
+// partition returns the hosted partition idx of t, opening it on first use.
+func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error) {
+	k := replica.Key{TopicID: t.ID, Index: idx}
+	if !s.replicated() {
+		if p, ok := s.partitions.Get(k); ok {
+			return p, nil
+		}
+		return s.partitions.Open(t.Name, k, s.logConfig(t))
+	}
+	if r, ok := s.raft.Get(k); ok {
+		return r, nil
+	}
+	if int(idx) >= len(t.Partitions) || !s.assigned(t.Partitions[idx]) {
+		return nil, errNotHosted
+	}
+	return s.raft.Open(t.Name, k, members(t.Partitions[idx]), s.replicaOptions(t))
+}
+
+// refreshPartitions makes the hosted partitions follow the catalog: opens
+// the ones assigned here (in a cluster a follower must run its replica
+// before any client asks for it), reapplies topic configs, and removes the
+// partitions of deleted topics. Called after changes this broker made and
+// whenever the catalog changes.
+func (s *Server) refreshPartitions() {
+	live := make(map[replica.Key]metastore.Topic)
+	for _, t := range s.catalog.Topics() {
+		for i, p := range t.Partitions {
+			k := replica.Key{TopicID: t.ID, Index: int32(i)}
+			live[k] = t
+			if s.replicated() && s.assigned(p) {
+				if _, err := s.partition(t, int32(i)); err != nil {
+					s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
+				}
+			}
+		}
+	}
+	if s.replicated() {
+		for _, r := range s.raft.Replicas() {
+			k := r.Key()
+			t, ok := live[k]
+			if !ok {
+				if err := s.raft.Remove(k, true); err != nil {
+					s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
+				}
+				continue
+			}
+			if err := r.SetOptions(s.replicaOptions(t)); err != nil {
+				s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("refusing topic config")
+			}
+		}
+		return
+	}
+	for _, p := range s.partitions.Partitions() {
+		k := replica.Key{TopicID: p.TopicID, Index: p.Index}
+		t, ok := live[k]
+		if !ok {
+			if err := s.partitions.Remove(k); err != nil {
+				s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("removing partition")
+			}
+			continue
+		}
+		if err := p.Log().SetConfig(s.logConfig(t)); err != nil {
+			// Topic configs are validated before they are stored, so
+			// this is a bug; keep the old config and say so.
+			s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("refusing topic config")
+		}
+	}
+}
+
