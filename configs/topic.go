@@ -111,7 +111,7 @@ var topicConfigs = []TopicConfig{
 	{Name: "index.interval.bytes", BrokerSynonym: "log.index.interval.bytes", Type: TypeInt,
 		Doc: "Bytes between two offset index entries.", validate: intAtLeast(0)},
 	{Name: "replication.mode", BrokerSynonym: "replication.mode", Type: TypeString,
-		Doc: "When acks=all is answered: raft (a majority of write-broker voters has the batch durably), semi-sync (the leader's durable write and one replica's ack) or async (the leader's durable write).",
+		Doc:      "When acks=all is answered: raft (a majority of write-broker voters has the batch durably), semi-sync (the leader's durable write and one replica's ack) or async (the leader's durable write).",
 		validate: oneOf("raft", "semi-sync", "async")},
 	{Name: "min.insync.replicas", BrokerSynonym: "min.insync.replicas", Type: TypeInt,
 		Doc: "Replicas that must have a write before acks=all is answered.", validate: intAtLeast(1)},

@@ -134,4 +134,3 @@ func (s *Server) refreshPartitions() {
 		}
 	}
 }
-

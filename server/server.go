@@ -23,9 +23,9 @@ type Options struct {
 	Partitions *replica.Manager
 	// Raft, when set, hosts this broker's partitions as raft replicas (a
 	// cluster); otherwise Partitions hosts them as local logs.
-	Raft *replica.Host
-	Logger     zerolog.Logger
-	Metrics    *Metrics // nil: a private registry
+	Raft    *replica.Host
+	Logger  zerolog.Logger
+	Metrics *Metrics // nil: a private registry
 	// Groups is the group coordinator of a broker with the read role;
 	// nil: the group APIs answer COORDINATOR_NOT_AVAILABLE.
 	Groups *coordinator.Coordinator
