@@ -52,6 +52,7 @@ type opts struct {
 	profileSecs int
 	version     string
 	w5Groups    bool
+	profileWls  string
 }
 
 // durability names a matched pair of settings.
@@ -126,6 +127,7 @@ func main() {
 	flag.StringVar(&o.tmp, "tmp", os.TempDir(), "where data directories go (its disk is the one measured)")
 	flag.StringVar(&o.profileDir, "profile", "", "instead of comparing, profile Sluice under W1 and W3 and write pprof files here")
 	flag.IntVar(&o.profileSecs, "profile-seconds", 8, "CPU profile length")
+	flag.StringVar(&o.profileWls, "profile-workloads", "W1,W3", "workloads profiled by -profile")
 	flag.IntVar(&o.ddMiB, "dd-mib", 1024, "MiB written by the dd fdatasync test")
 	flag.StringVar(&o.command, "command", "make bench", "command line recorded in the report")
 	flag.StringVar(&o.kafkaHeap, "kafka-heap", "1G", "Kafka JVM heap (-Xms and -Xmx)")
@@ -749,9 +751,12 @@ func profile(o *opts) error {
 	if err := os.MkdirAll(o.profileDir, 0o755); err != nil {
 		return err
 	}
-	for _, name := range []string{"W1", "W3"} {
-		ws, _ := pick(name)
-		w := ws[0]
+	ws, err := pick(o.profileWls)
+	if err != nil {
+		return err
+	}
+	for _, w := range ws {
+		name := w.Name
 		b, err := startBroker(o, "sluice", w.Dur)
 		if err != nil {
 			b.stop()
