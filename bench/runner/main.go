@@ -222,7 +222,7 @@ func mainErr(o *opts) error {
 					// the whole run.
 					logf("  failed: %v; retrying once", err)
 					if r, err = runOnce(o, w, b); err != nil {
-						msg := fmt.Sprintf("%s pair %d, %s: %v", w.Name, p+1, b, err)
+						msg := strings.Join(strings.Fields(fmt.Sprintf("%s pair %d, %s: %v", w.Name, p+1, b, err)), " ")
 						logf("  failed again, pair dropped: %v", err)
 						failures = append(failures, msg)
 						pr = pair{}
