@@ -256,7 +256,7 @@ func TestToolsJava(t *testing.T) {
 			// --reset-offsets --to-datetime (ListOffsets by timestamp) sets the
 			// group's offset, and the console consumer resumes there.
 			g := p + "-ts"
-			dt := time.UnixMilli(tsBase + 4500).UTC().Format("2006-01-02T15:04:05.000") + "Z"
+			dt := time.UnixMilli(tsBase+4500).UTC().Format("2006-01-02T15:04:05.000") + "Z"
 			out, stderr, err := tool(t, cp, "", clsGroups, append(bs, "--reset-offsets", "--group", g, "--topic", p+"-cons",
 				"--to-datetime", dt, "--execute")...)
 			if err != nil {
