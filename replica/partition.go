@@ -245,3 +245,6 @@ func (p *Partition) OffsetForLeaderEpoch(epoch int32) (int64, int32) {
 
 // ApplyRetention deletes segments past the partition's retention.
 func (p *Partition) ApplyRetention(now time.Time) (int, error) { return p.log.ApplyRetention(now) }
+
+// IsLeader is always true: a local partition is its only replica.
+func (p *Partition) IsLeader() bool { return true }

@@ -193,10 +193,14 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 		sp.HighWatermark = p.HighWatermark()
 		sp.LastStableOffset = p.LastStableOffset()
 		sp.LogStartOffset = p.LogStartOffset()
-		if rp.FetchOffset < sp.LogStartOffset || rp.FetchOffset > p.LogEndOffset() {
+		if rp.FetchOffset < sp.LogStartOffset || (rp.FetchOffset > p.LogEndOffset() && p.IsLeader()) {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			continue
 		}
+		// A follower or learner may not have yet what the leader already
+		// committed (the client read it elsewhere): it waits for it like
+		// for any uncommitted offset, never OFFSET_OUT_OF_RANGE for data
+		// that exists (sarama stops, kafkajs resets on it).
 		if rp.FetchOffset >= sp.HighWatermark {
 			continue // committed data not there yet: wait, never OOR
 		}

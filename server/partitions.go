@@ -26,6 +26,8 @@ type hostedPartition interface {
 	// Watch signals ch when the high watermark moves.
 	Watch(ch chan<- struct{}) (stop func())
 	OffsetForLeaderEpoch(epoch int32) (int64, int32)
+	// IsLeader tells the raft leader from a follower or learner.
+	IsLeader() bool
 	// Log serves lookups that need no commit bound (timestamps).
 	Log() *log.Log
 }

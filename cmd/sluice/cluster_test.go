@@ -350,6 +350,21 @@ func testLeaderKill(t *testing.T, mode string) {
 		w.kill()
 	}
 	verify("with every write broker down")
+
+	// (e) Stop and restart the whole cluster: everything is still there.
+	for _, p := range c.all() {
+		p.kill()
+	}
+	for _, p := range c.meta {
+		p.start(t)
+	}
+	for _, p := range append(append([]*proc{}, c.writers...), c.readers...) {
+		p.start(t)
+	}
+	for _, p := range c.all() {
+		waitReady(t, p.admin, 60*time.Second)
+	}
+	verify("after restarting the whole cluster")
 }
 
 // requestCount sums sluice_requests_total for api over every view from a
