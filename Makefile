@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 30s
 PKGS     := ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./server/... ./cmd/...
 
-.PHONY: build run test test-unit test-compat fuzz bench lint verify clean cluster cluster-stop
+.PHONY: build run test test-unit test-compat compat fuzz bench lint verify clean cluster cluster-stop
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -33,6 +33,21 @@ test-unit:
 
 test-compat:
 	cd compat-tests && $(GO) test -count=1 -timeout 20m ./...
+
+# The whole compat suite, then docs/compat.md (client x scenario matrix)
+# rendered from its results: the cells the matrix tests record in
+# COMPAT_OUT and the `go test -json` outcome of every test. Fails when the
+# suite fails, after writing the matrix.
+COMPAT_OUT ?= bin/compat
+compat:
+	rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)
+	cd compat-tests && SLUICE_COMPAT_MATRIX_DIR=$(abspath $(COMPAT_OUT)) $(GO) test -count=1 -timeout 30m -json ./... \
+	  > $(abspath $(COMPAT_OUT))/test.json; echo $$? > $(abspath $(COMPAT_OUT))/status
+	cd compat-tests && $(GO) run ./cmd/compatmatrix -cells $(abspath $(COMPAT_OUT))/cells.jsonl \
+	  -json $(abspath $(COMPAT_OUT))/test.json -out $(abspath docs/compat.md)
+	@status=$$(cat $(COMPAT_OUT)/status); if [ "$$status" != 0 ]; then \
+	  grep -h '"Action":"fail"' $(COMPAT_OUT)/test.json | grep -o '"Test":"[^"]*"' | sort -u; \
+	  echo "compat suite failed (go test exit $$status); see $(COMPAT_OUT)/test.json"; exit 1; fi
 
 # Every Fuzz target for FUZZTIME each.
 fuzz:
