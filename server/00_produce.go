@@ -39,6 +39,9 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		prop *replica.Proposal
 		sp   *kmsg.ProduceResponseTopicPartition
 		p    hostedPartition
+		// Set instead of prop when the batch goes to the leader.
+		forward *metastore.Topic
+		records []byte
 	}
 	var waits []pending
 
@@ -100,6 +103,11 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				continue
 			}
 			p, err := s.partition(t, rp.Partition)
+			if err != nil && s.shouldForward(err) {
+				tt := t
+				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
+				continue
+			}
 			if err != nil {
 				if !errors.Is(err, errNotHosted) {
 					s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", rp.Partition).Msg("opening partition")
@@ -108,6 +116,11 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				continue
 			}
 			prop, err := s.proposeBatch(t, p, rp.Records, req.Acks, now, sp)
+			if err != nil && s.shouldForward(err) {
+				tt := t
+				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
+				continue
+			}
 			if err != nil {
 				fail(err)
 				continue
@@ -120,6 +133,16 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 
 	if req.Acks == 0 {
 		rc.noResponse()
+		for _, w := range waits {
+			if w.forward != nil {
+				w := w
+				s.wg.Add(1)
+				go func() {
+					defer s.wg.Done()
+					s.forwardProduce(s.ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
+				}()
+			}
+		}
 		return nil, nil
 	}
 	if len(waits) == 0 {
@@ -132,6 +155,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
 		defer cancel()
 		for _, w := range waits {
+			if w.forward != nil {
+				s.forwardProduce(ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
+				continue
+			}
 			res, err := w.prop.Wait(ctx)
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):

@@ -13,6 +13,7 @@ type Metrics struct {
 	badRequests prometheus.Counter
 	produced    *prometheus.CounterVec
 	fetched     *prometheus.CounterVec
+	forwarded   prometheus.Counter
 }
 
 // NewMetrics registers the server's metrics with reg (a private registry
@@ -41,7 +42,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		fetched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_fetched_bytes_total", Help: "Record batch bytes returned to fetchers, by topic.",
 		}, []string{"topic"}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_forwarded_produce_total", Help: "Partition batches a read broker received and forwarded to their leader.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.fetched)
+	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.fetched, m.forwarded)
 	return m
 }

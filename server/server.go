@@ -50,6 +50,7 @@ type Server struct {
 	log        zerolog.Logger
 	metrics    *Metrics
 	producers  *producerIDs
+	fwd        forwarder
 	groups     *coordinator.Coordinator
 
 	ctx    context.Context
@@ -182,5 +183,6 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.closeConns()
 	s.wg.Wait()
+	s.closeForwarder()
 	return nil
 }

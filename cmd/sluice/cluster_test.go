@@ -346,6 +346,28 @@ func testLeaderKill(t *testing.T, mode string) {
 	if n := requestCount(t, c.readers[0].admin, "Fetch"); n == 0 {
 		t.Errorf("the read broker served no Fetch")
 	}
+	// A producer pointed at the read listener still works: the read
+	// broker forwards to the leaders, and counts it.
+	if mode == "raft" {
+		wrong, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.DefaultProduceTopic(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 20; i++ {
+			r := &kgo.Record{Value: []byte(fmt.Sprintf("fwd%03d", i))}
+			if err := wrong.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("produce through the read broker: %v", err)
+			}
+			mu.Lock()
+			acked = append(acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
+			total++
+			mu.Unlock()
+		}
+		wrong.Close()
+		if n := metricValue(t, c.readers[0].admin, "sluice_forwarded_produce_total"); n < 20 {
+			t.Errorf("read broker counted %v forwarded batches, want >= 20", n)
+		}
+	}
 	for _, w := range c.writers {
 		w.kill()
 	}
@@ -386,4 +408,23 @@ func requestCount(t *testing.T, admin, api string) float64 {
 		}
 	}
 	return total
+}
+
+// metricValue reads one unlabelled metric from a broker's /metrics.
+func metricValue(t *testing.T, admin, name string) float64 {
+	t.Helper()
+	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + admin + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, name+" ") {
+			var v float64
+			fmt.Sscanf(strings.TrimPrefix(line, name+" "), "%g", &v)
+			return v
+		}
+	}
+	return 0
 }
