@@ -288,6 +288,8 @@ func TestMatrixCodecs(t *testing.T) {
 	})
 	clients := []codecClient{
 		franzGoCodecClient(),
+		saramaCodecClient(),
+		kafkaGoCodecClient(),
 		kcatCodecClient(),
 		javaToolsCodecClient(&classpath),
 		externalCodecClient("python-confluent-kafka", func() (bool, string) { return pythonHas("confluent_kafka"), "python3 with confluent_kafka" },

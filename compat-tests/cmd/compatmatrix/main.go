@@ -130,6 +130,13 @@ var coverage = map[string]map[string][]string{
 		"consume-earliest":    {"TestJavaClient"},
 		"group-commit-resume": {"TestGroupJava"},
 		"group-rebalance":     {"TestGroupJavaRebalance"},
+		// The console producer and consumer of the java-tools column are
+		// the Java client (kafka-clients 4.4.0) with the codec set.
+		"codec-none":   {"TestMatrixCodecs/java-tools"},
+		"codec-gzip":   {"TestMatrixCodecs/java-tools"},
+		"codec-snappy": {"TestMatrixCodecs/java-tools"},
+		"codec-lz4":    {"TestMatrixCodecs/java-tools"},
+		"codec-zstd":   {"TestMatrixCodecs/java-tools"},
 	},
 }
 
