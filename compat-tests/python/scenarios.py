@@ -64,7 +64,7 @@ class Confluent:
         import confluent_kafka as ck
         from confluent_kafka import admin as cka
         self.ck, self.cka, self.bootstrap = ck, cka, bootstrap
-        self.version = "confluent-kafka %s (librdkafka %s)" % (ck.version()[0], ck.libversion()[0])
+        self.version = "confluent-kafka %s (librdkafka %s)" % (ck.__version__, ck.libversion()[0])
 
     def conf(self, **kw):
         c = {"bootstrap.servers": self.bootstrap, "client.id": "sluice-compat-confluent-py"}
