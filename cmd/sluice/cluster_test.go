@@ -66,9 +66,13 @@ type testCluster struct {
 }
 
 func startTestCluster(t *testing.T, mode string) *testCluster {
+	return startTestClusterN(t, mode, 1)
+}
+
+func startTestClusterN(t *testing.T, mode string, readers int) *testCluster {
 	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 6+3*3+3)
+	ports := freePorts(t, 6+3*3+3*readers)
 	next := func() int { p := ports[0]; ports = ports[1:]; return p }
 	var metaInternal []string
 	for i := 0; i < 3; i++ {
@@ -98,10 +102,10 @@ func startTestCluster(t *testing.T, mode string) *testCluster {
 		c.meta = append(c.meta, p)
 	}
 	metaAddrs := `["` + strings.Join(metaInternal, `", "`) + `"]`
-	for i := 1; i <= 4; i++ {
+	for i := 1; i <= 3+readers; i++ {
 		role, view, name := "write", "write", fmt.Sprintf("write-%d", i)
-		if i == 4 {
-			role, view, name = "read", "read", "read-1"
+		if i > 3 {
+			role, view, name = "read", "read", fmt.Sprintf("read-%d", i-3)
 		}
 		kafka := fmt.Sprintf("127.0.0.1:%d", next())
 		admin := fmt.Sprintf("127.0.0.1:%d", next())
@@ -109,7 +113,7 @@ func startTestCluster(t *testing.T, mode string) *testCluster {
 		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n  - name: KAFKA\n    view: %s\n    address: %s\ndefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\n",
 			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, view, kafka, mode))
 		p.admin = admin
-		if i == 4 {
+		if i > 3 {
 			c.readers = append(c.readers, p)
 			c.readAddrs = append(c.readAddrs, kafka)
 		} else {
@@ -427,4 +431,97 @@ func metricValue(t *testing.T, admin, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// TestClusterReadBrokerKill is issue 5's fault test (c): a consumer group
+// reading through two read brokers loses one of them (SIGKILL); it carries
+// on through the other from its committed offsets, and every record is
+// consumed, none lost (records after the last commit may be read twice).
+func TestClusterReadBrokerKill(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	c := startTestClusterN(t, "raft", 2)
+	const topic, parts, n = "readkill", 4, 4000
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := kadm.NewClient(prod).CreateTopic(ctx, parts, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, kadm.NewClient(prod), topic, parts)
+	for i := 0; i < n; i++ {
+		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("r%05d", i))}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	seen := map[string]int{}
+	consume := func(limit int) {
+		cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumerGroup("g-readkill"), kgo.ConsumeTopics(topic),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.FetchMaxWait(300*time.Millisecond),
+			kgo.RetryTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cons.Close()
+		got := 0
+		deadline := time.Now().Add(60 * time.Second)
+		for got < limit && len(seen) < n && time.Now().Before(deadline) {
+			pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+			fs := cons.PollRecords(pctx, 200)
+			pcancel()
+			fs.EachRecord(func(r *kgo.Record) {
+				seen[string(r.Value)]++
+				got++
+			})
+			if err := cons.CommitUncommittedOffsets(ctx); err != nil {
+				t.Logf("commit: %v", err)
+			}
+		}
+	}
+	consume(n / 2)
+	half := len(seen)
+	// Kill the read broker that coordinates the group.
+	var coord int32 = -1
+	{
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp := kadm.NewClient(cl).FindGroupCoordinators(ctx, "g-readkill")
+		cl.Close()
+		if err := resp.Error(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp {
+			coord = r.NodeID
+		}
+	}
+	if coord < 4 {
+		t.Fatalf("group coordinator %d is not a read broker", coord)
+	}
+	c.readers[coord-4].kill()
+	t.Logf("consumed %d records, killed read broker %d (the group's coordinator)", half, coord)
+	consume(n)
+	if len(seen) != n {
+		t.Fatalf("consumed %d distinct records of %d after losing a read broker", len(seen), n)
+	}
+	dups := 0
+	for _, k := range seen {
+		dups += k - 1
+	}
+	t.Logf("all %d records consumed; %d read twice (after the last commit before the kill)", n, dups)
+	if dups > n/2 {
+		t.Errorf("%d records read twice: the consumer did not resume from its committed offsets", dups)
+	}
 }
