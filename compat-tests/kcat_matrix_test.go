@@ -1,0 +1,191 @@
+package compat
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/compat-tests/harness"
+)
+
+// TestKcatMatrix runs the basic scenarios of the matrix with kcat 1.7.1
+// (librdkafka 2.0.2), one kcat process per step. kcat has no admin
+// commands; its groups are covered by groups_kcat_test.go.
+func TestKcatMatrix(t *testing.T) {
+	const client = "kcat"
+	_, err := exec.LookPath("kcat")
+	requireToolMatrix(t, client, basicScenarios, err == nil, "kcat")
+	b := harness.Start(t, autoCreateOff())
+	addr := b.KafkaAddr
+	const p = "kc"
+	prepareBasic(t, addr, p)
+	run := func(stdin string, args ...string) (string, string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-b", addr}, args...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		t.Logf("kcat %s: %v\nstdout (tail): %s\nstderr (tail): %s", strings.Join(args, " "), err, tail(out.String(), 600), tail(errb.String(), 600))
+		return out.String(), errb.String(), err
+	}
+	r := &toolRun{res: map[string]scenarioResult{}}
+	r.do("bootstrap-metadata", func() error {
+		out, _, err := run("", "-L", "-t", p+"-meta")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "1 brokers:") || !strings.Contains(out, `topic "`+p+`-meta" with 3 partitions`) {
+			return fmt.Errorf("kcat -L: %s", tail(out, 300))
+		}
+		return nil
+	})
+	acks := func(topic string, props ...string) func() error {
+		return func() error {
+			var in strings.Builder
+			for i := 0; i < 100; i++ {
+				fmt.Fprintf(&in, "k%d\t%s-%d\n", i, topic, i)
+			}
+			args := []string{"-P", "-t", topic, "-K", "\t"}
+			for _, pr := range props {
+				args = append(args, "-X", pr)
+			}
+			_, stderr, err := run(in.String(), args...)
+			if err == nil && strings.Contains(stderr, "ERROR") {
+				err = fmt.Errorf("%s", tail(stderr, 300))
+			}
+			return err
+		}
+	}
+	r.do("produce-acks0", acks(p+"-acks0", "acks=0"))
+	r.do("produce-acks1", acks(p+"-acks1", "acks=1"))
+	r.do("produce-acksall", acks(p+"-acksall", "acks=all"))
+	r.do("produce-idempotent", acks(p+"-idem", "enable.idempotence=true"))
+
+	r.do("keys-nulls-headers-timestamps", func() error {
+		// kcat -P gives every record of one run the same headers and has no
+		// per-record timestamp: one run per record, -Z turns an empty key or
+		// value into null; timestamps are read (%T), stamped by librdkafka.
+		t0 := time.Now().UnixMilli()
+		for _, step := range [][]string{
+			{"k1\tv1\n", "-H", "h1=a", "-H", "h2=b"},
+			{"k2\t\n", "-Z"},
+			{"\tv3\n", "-Z", "-H", "h3="},
+		} {
+			if _, stderr, err := run(step[0], append([]string{"-P", "-t", p + "-fields", "-K", "\t"}, step[1:]...)...); err != nil || strings.Contains(stderr, "ERROR") {
+				return fmt.Errorf("produce: %v %s", err, tail(stderr, 300))
+			}
+		}
+		out, _, err := run("", "-C", "-q", "-t", p+"-fields", "-p", "0", "-o", "beginning", "-e",
+			"-f", "%o|%k|%S|%s|%h|%T\n")
+		if err != nil {
+			return err
+		}
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		want := []string{"0|k1|2|v1|h1=a,h2=b|", "1|k2|-1|||", "2||2|v3|h3=|"}
+		if len(lines) != 3 {
+			return fmt.Errorf("read %q", lines)
+		}
+		for i, l := range lines {
+			cut := strings.LastIndex(l, "|")
+			if l[:cut+1] != want[i] {
+				return fmt.Errorf("line %d: %q, want %q<timestamp> (a null value has size -1)", i, l, want[i])
+			}
+			var ts int64
+			fmt.Sscan(l[cut+1:], &ts)
+			if ts < t0-60_000 || ts > time.Now().UnixMilli() {
+				return fmt.Errorf("line %d: timestamp %d not from this run", i, ts)
+			}
+		}
+		return nil
+	})
+	r.do("near-max-message-bytes", func() error {
+		v := strings.Repeat("n", 99_000)
+		if _, stderr, err := run("near\t"+v+"\n", "-P", "-t", p+"-big", "-K", "\t"); err != nil || strings.Contains(stderr, "ERROR") {
+			return fmt.Errorf("produce: %v %s", err, tail(stderr, 300))
+		}
+		out, _, err := run("", "-C", "-q", "-t", p+"-big", "-p", "0", "-o", "beginning", "-e", "-f", "%k\t%s\n")
+		if err != nil {
+			return err
+		}
+		if out != "near\t"+v+"\n" {
+			return fmt.Errorf("read %d bytes", len(out))
+		}
+		return nil
+	})
+	r.do("error-record-too-large", func() error {
+		_, stderr, _ := run("over\t"+strings.Repeat("o", 101_000)+"\n", "-P", "-t", p+"-big", "-K", "\t")
+		if !strings.Contains(stderr, "Broker: Message size too large") {
+			return fmt.Errorf("no MESSAGE_TOO_LARGE (\"Broker: Message size too large\"): %s", tail(stderr, 300))
+		}
+		return nil
+	})
+	consumeVals := func(args ...string) ([]string, error) {
+		out, _, err := run("", append([]string{"-C", "-q", "-t", p + "-cons", "-p", "0", "-f", "%o %s\n"}, args...)...)
+		return strings.Split(strings.TrimSuffix(out, "\n"), "\n"), err
+	}
+	r.do("consume-earliest", func() error {
+		got, err := consumeVals("-o", "beginning", "-e")
+		if err != nil {
+			return err
+		}
+		if len(got) != 10 || got[0] != "0 c-0" || got[9] != "9 c-9" {
+			return fmt.Errorf("read %q", got)
+		}
+		return nil
+	})
+	r.do("consume-latest", func() error {
+		// -o end -c 1: the first record written after kcat started. Write
+		// one a second until it prints one.
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		type res struct {
+			got []string
+			err error
+		}
+		done := make(chan res, 1)
+		go func() {
+			got, err := consumeVals("-o", "end", "-c", "1")
+			done <- res{got, err}
+		}()
+		for i := 0; ; i++ {
+			select {
+			case r := <-done:
+				if r.err != nil {
+					return r.err
+				}
+				if len(r.got) != 1 || !strings.Contains(r.got[0], " after-latest-") || strings.HasPrefix(r.got[0], "0 ") {
+					return fmt.Errorf("read %q, want one after-latest record", r.got)
+				}
+				return nil
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+				return fmt.Errorf("kcat printed nothing")
+			}
+			produceN(ctx, t, addr, p+"-cons", fmt.Sprintf("after-latest-%d", i), 1)
+		}
+	})
+	r.do("consume-timestamp", func() error {
+		got, err := consumeVals("-o", fmt.Sprintf("s@%d", tsBase+4500), "-c", "3")
+		if err != nil {
+			return err
+		}
+		if len(got) != 3 || got[0] != "5 c-5" || got[2] != "7 c-7" {
+			return fmt.Errorf("read %q", got)
+		}
+		return nil
+	})
+	r.do("error-unknown-topic", func() error {
+		out, _, _ := run("", "-L", "-t", p+"-no-such-topic")
+		if !strings.Contains(out, "Broker: Unknown topic or partition") {
+			return fmt.Errorf("kcat -L for a missing topic: %s", tail(out, 300))
+		}
+		return nil
+	})
+	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
+}
