@@ -36,6 +36,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "default.replication.factor", Value: itoa(int64(c.DefaultReplicationFactor)), Default: itoa(int64(d.DefaultReplicationFactor)), Type: TypeInt},
 		{Name: "auto.create.topics.enable", Value: strconv.FormatBool(c.AutoCreateTopics), Default: strconv.FormatBool(d.AutoCreateTopics), Type: TypeBoolean, Dynamic: true,
 			Doc: "Create a topic when a client asks Metadata for one that does not exist."},
+		{Name: "auto.leader.rebalance.enable", Value: strconv.FormatBool(c.AutoLeaderRebalance), Default: strconv.FormatBool(d.AutoLeaderRebalance), Type: TypeBoolean},
+		{Name: "leader.imbalance.check.interval.seconds", Value: itoa(c.LeaderImbalanceCheckSeconds), Default: itoa(d.LeaderImbalanceCheckSeconds), Type: TypeLong},
 		{Name: "log.retention.check.interval.ms", Value: itoa(c.LogRetentionCheckInterval), Default: itoa(d.LogRetentionCheckInterval), Type: TypeLong},
 		{Name: "log.fsync", Value: c.LogFsync, Default: d.LogFsync, Type: TypeString,
 			Doc: "group: acks=all waits for a shared fdatasync; interval: flush every log.flush.interval.ms; never: page cache only."},

@@ -88,6 +88,11 @@ type Config struct {
 	// ReplicaListen is the internal address raft traffic between brokers
 	// arrives on (one connection per peer broker carries every partition).
 	ReplicaListen string `mapstructure:"replica.listen"`
+	// AutoLeaderRebalance moves a partition's leadership back to its
+	// preferred (first) voter when that broker is alive again, checked
+	// every LeaderImbalanceCheckSeconds, as Kafka's settings of these names.
+	AutoLeaderRebalance         bool  `mapstructure:"auto.leader.rebalance.enable"`
+	LeaderImbalanceCheckSeconds int64 `mapstructure:"leader.imbalance.check.interval.seconds"`
 }
 
 // Default returns the single source of defaults: one node with every role,
@@ -119,6 +124,8 @@ func Default() Config {
 		LogRetentionCheckInterval: 300000,
 		MinInsyncReplicas:         1,
 		ReplicationMode:           "raft",
+		AutoLeaderRebalance:         true,
+		LeaderImbalanceCheckSeconds: 300,
 		LogFsync:                  "group",
 		LogFlushIntervalMs:        1000,
 		MetaID:                    1,

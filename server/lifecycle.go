@@ -99,3 +99,46 @@ func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
 		}
 	}
 }
+
+// RunLeaderBalance hands each partition this broker leads back to its
+// preferred leader (the first voter of its assignment, spread over the
+// write brokers at creation) when that broker is registered again, so
+// leadership does not pile up on the survivors of a failure. Raft's
+// leadership transfer waits until the target has caught up.
+func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
+	if !s.replicated() {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		alive := make(map[int32]bool)
+		for _, b := range s.catalog.Brokers() {
+			alive[b.ID] = true
+		}
+		for _, r := range s.raft.Replicas() {
+			if !r.IsLeader() {
+				continue
+			}
+			k := r.Key()
+			tp, ok := s.catalog.TopicByID(k.TopicID)
+			if !ok || int(k.Index) >= len(tp.Partitions) || len(tp.Partitions[k.Index].Voters) == 0 {
+				continue
+			}
+			preferred := tp.Partitions[k.Index].Voters[0]
+			if preferred == s.cfg.NodeID || !alive[preferred] {
+				continue
+			}
+			if err := r.TransferLeadership(replica.NodeID(preferred)); err != nil {
+				s.log.Debug().Err(err).Str("topic", tp.Name).Int32("partition", k.Index).Msg("leader rebalance")
+			} else {
+				s.log.Info().Str("topic", tp.Name).Int32("partition", k.Index).Int32("to", preferred).Msg("handing leadership back to the preferred leader")
+			}
+		}
+	}
+}

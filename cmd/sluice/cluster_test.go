@@ -110,7 +110,7 @@ func startTestClusterN(t *testing.T, mode string, readers int) *testCluster {
 		kafka := fmt.Sprintf("127.0.0.1:%d", next())
 		admin := fmt.Sprintf("127.0.0.1:%d", next())
 		repl := fmt.Sprintf("127.0.0.1:%d", next())
-		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n  - name: KAFKA\n    view: %s\n    address: %s\ndefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\n",
+		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n  - name: KAFKA\n    view: %s\n    address: %s\ndefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n",
 			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, view, kafka, mode))
 		p.admin = admin
 		if i > 3 {
@@ -335,6 +335,20 @@ func testLeaderKill(t *testing.T, mode string) {
 		t.Logf("%s: all %d acknowledged records read once from the read broker (mode %s)", stage, found, mode)
 	}
 	verify("after leader kill")
+	if mode == "raft" {
+		// The killed broker comes back and gets its preferred
+		// leadership back (auto.leader.rebalance.enable).
+		c.writers[victim-1].start(t)
+		waitReady(t, c.writers[victim-1].admin, 60*time.Second)
+		deadline := time.Now().Add(30 * time.Second)
+		for waitLeaders(t, adm, topic, parts)[0] != victim {
+			if time.Now().After(deadline) {
+				t.Fatalf("partition 0 did not return to its preferred leader %d", victim)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		t.Logf("partition 0 led again by its preferred leader %d", victim)
+	}
 	// Routing: the consumer was bootstrapped on the read listener, so no
 	// write broker may have seen a consumer request of any kind.
 	for _, w := range c.writers {

@@ -205,6 +205,9 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	go lease.Run(ctx)
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go srv.FollowCatalog(ctx)
+	if cfg.AutoLeaderRebalance {
+		go srv.RunLeaderBalance(ctx, time.Duration(cfg.LeaderImbalanceCheckSeconds)*time.Second)
+	}
 
 	ready.Store(true)
 	lg.Info().Strs("kafka", srv.Addrs()).Str("admin", admin.Addr()).Msg("sluice is serving")
