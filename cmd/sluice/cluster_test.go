@@ -364,6 +364,34 @@ func testLeaderKill(t *testing.T, mode string) {
 	if n := requestCount(t, c.readers[0].admin, "Fetch"); n == 0 {
 		t.Errorf("the read broker served no Fetch")
 	}
+	// librdkafka too: kcat consuming on the read listener and producing on
+	// the write listener crosses over to neither kind of broker.
+	if mode == "raft" {
+		if _, err := exec.LookPath("kcat"); err != nil {
+			if os.Getenv("CI") != "" {
+				t.Fatal("kcat is missing")
+			}
+			t.Log("kcat missing: librdkafka routing not checked")
+		} else {
+			before := requestCount(t, c.writers[1].admin, "Fetch") + requestCount(t, c.writers[2].admin, "Fetch")
+			out, err := exec.CommandContext(ctx, "kcat", "-b", c.readAddrs[0], "-C", "-t", topic, "-o", "beginning", "-c", "500", "-q", "-f", "%o\n").CombinedOutput()
+			if err != nil || strings.Count(string(out), "\n") != 500 {
+				t.Fatalf("kcat -C on the read listener: %v\n%s", err, tail(out, 500))
+			}
+			prodCmd := exec.CommandContext(ctx, "kcat", "-b", c.writeAddrs[1], "-P", "-t", topic, "-X", "acks=all")
+			prodCmd.Stdin = strings.NewReader("kcat-1\nkcat-2\n")
+			if out, err := prodCmd.CombinedOutput(); err != nil {
+				t.Fatalf("kcat -P on the write listener: %v\n%s", err, out)
+			}
+			after := requestCount(t, c.writers[1].admin, "Fetch") + requestCount(t, c.writers[2].admin, "Fetch")
+			if after != before {
+				t.Errorf("kcat consuming on the read listener sent %v Fetch requests to write brokers", after-before)
+			}
+			if n := requestCount(t, c.readers[0].admin, "Produce"); n != 0 {
+				t.Errorf("kcat producing on the write listener sent %v Produce requests to the read broker", n)
+			}
+		}
+	}
 	// A producer pointed at the read listener still works: the read
 	// broker forwards to the leaders, and counts it.
 	if mode == "raft" {
