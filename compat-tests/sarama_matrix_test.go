@@ -1,0 +1,324 @@
+package compat
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/IBM/sarama"
+
+	"github.com/sluice-broker/sluice/compat-tests/harness"
+)
+
+// TestSaramaMatrix runs the basic and admin scenarios of the matrix with
+// IBM/sarama (protocol version 2.8, in-process). Its consumer group is
+// covered by groups_sarama_test.go.
+func TestSaramaMatrix(t *testing.T) {
+	const client = "sarama"
+	b := harness.Start(t, autoCreateOff())
+	addr := b.KafkaAddr
+	const p = "sa"
+	prepareBasic(t, addr, p)
+	config := func() *sarama.Config {
+		cfg := sarama.NewConfig()
+		cfg.Version = sarama.V2_8_0_0
+		cfg.ClientID = "sluice-compat-sarama"
+		cfg.Producer.Return.Successes = true
+		cfg.Producer.Partitioner = sarama.NewManualPartitioner
+		cfg.Producer.Retry.Max = 3
+		cfg.Consumer.MaxWaitTime = 200 * time.Millisecond
+		return cfg
+	}
+	cl, err := sarama.NewClient([]string{addr}, config())
+	if err != nil {
+		t.Fatalf("sarama.NewClient: %v", err)
+	}
+	defer cl.Close()
+	adm, err := sarama.NewClusterAdminFromClient(cl)
+	if err != nil {
+		t.Fatalf("sarama.NewClusterAdminFromClient: %v", err)
+	}
+	produce := func(cfg *sarama.Config, msgs ...*sarama.ProducerMessage) error {
+		pr, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		return pr.SendMessages(msgs)
+	}
+	consume := func(topic string, offset int64, n int) ([]*sarama.ConsumerMessage, error) {
+		c, err := sarama.NewConsumer([]string{addr}, config())
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		pc, err := c.ConsumePartition(topic, 0, offset)
+		if err != nil {
+			return nil, err
+		}
+		defer pc.Close()
+		var out []*sarama.ConsumerMessage
+		timeout := time.After(20 * time.Second)
+		for len(out) < n {
+			select {
+			case m := <-pc.Messages():
+				out = append(out, m)
+			case e := <-pc.Errors():
+				return out, e
+			case <-timeout:
+				return out, fmt.Errorf("read %d of %d in 20 s", len(out), n)
+			}
+		}
+		return out, nil
+	}
+	r := &toolRun{res: map[string]scenarioResult{}}
+	r.do("bootstrap-metadata", func() error {
+		if n := len(cl.Brokers()); n != 1 {
+			return fmt.Errorf("%d brokers", n)
+		}
+		ps, err := cl.Partitions(p + "-meta")
+		if err != nil || len(ps) != 3 {
+			return fmt.Errorf("partitions of %s-meta: %v %v", p, ps, err)
+		}
+		return nil
+	})
+	acks := func(topic string, acks sarama.RequiredAcks, idem bool) func() error {
+		return func() error {
+			cfg := config()
+			cfg.Producer.RequiredAcks = acks
+			if idem {
+				cfg.Producer.Idempotent = true
+				cfg.Net.MaxOpenRequests = 1
+			}
+			var msgs []*sarama.ProducerMessage
+			for i := 0; i < 100; i++ {
+				msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: 0,
+					Key: sarama.StringEncoder(fmt.Sprintf("k%d", i)), Value: sarama.StringEncoder(fmt.Sprintf("%s-%d", topic, i))})
+			}
+			return produce(cfg, msgs...)
+		}
+	}
+	r.do("produce-acks0", acks(p+"-acks0", sarama.NoResponse, false))
+	r.do("produce-acks1", acks(p+"-acks1", sarama.WaitForLocal, false))
+	r.do("produce-acksall", acks(p+"-acksall", sarama.WaitForAll, false))
+	r.do("produce-idempotent", acks(p+"-idem", sarama.WaitForAll, true))
+	r.do("keys-nulls-headers-timestamps", func() error {
+		tp := p + "-fields"
+		ts := time.UnixMilli(tsBase)
+		msgs := []*sarama.ProducerMessage{
+			{Topic: tp, Key: sarama.StringEncoder("k1"), Value: sarama.StringEncoder("v1"), Timestamp: ts,
+				Headers: []sarama.RecordHeader{{Key: []byte("h1"), Value: []byte("a")}, {Key: []byte("h2"), Value: []byte("b")}}},
+			{Topic: tp, Key: sarama.StringEncoder("k2"), Value: nil, Timestamp: ts.Add(time.Millisecond)},
+			{Topic: tp, Key: nil, Value: sarama.StringEncoder("v3"), Timestamp: ts.Add(2 * time.Millisecond),
+				Headers: []sarama.RecordHeader{{Key: []byte("h3"), Value: []byte{}}}},
+		}
+		cfg := config()
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		if err := produce(cfg, msgs...); err != nil {
+			return err
+		}
+		got, err := consume(tp, sarama.OffsetOldest, 3)
+		if err != nil {
+			return err
+		}
+		want := []struct {
+			k, v []byte
+			h    string
+		}{{[]byte("k1"), []byte("v1"), "h1=a,h2=b"}, {[]byte("k2"), nil, ""}, {nil, []byte("v3"), "h3="}}
+		for i, m := range got {
+			var hs []string
+			for _, h := range m.Headers {
+				hs = append(hs, string(h.Key)+"="+string(h.Value))
+			}
+			w := want[i]
+			if !bytes.Equal(m.Key, w.k) || (m.Key == nil) != (w.k == nil) || !bytes.Equal(m.Value, w.v) || (m.Value == nil) != (w.v == nil) ||
+				strings.Join(hs, ",") != w.h || m.Timestamp.UnixMilli() != tsBase+int64(i) {
+				return fmt.Errorf("record %d: key %q value %q headers %v ts %d", i, m.Key, m.Value, hs, m.Timestamp.UnixMilli())
+			}
+		}
+		return nil
+	})
+	r.do("near-max-message-bytes", func() error {
+		v := strings.Repeat("n", 99_000)
+		if err := produce(config(), &sarama.ProducerMessage{Topic: p + "-big", Key: sarama.StringEncoder("near"), Value: sarama.StringEncoder(v)}); err != nil {
+			return err
+		}
+		got, err := consume(p+"-big", sarama.OffsetOldest, 1)
+		if err != nil || string(got[0].Value) != v {
+			return fmt.Errorf("read back: %v", err)
+		}
+		return nil
+	})
+	r.do("error-record-too-large", func() error {
+		err := produce(config(), &sarama.ProducerMessage{Topic: p + "-big", Key: sarama.StringEncoder("over"), Value: sarama.StringEncoder(strings.Repeat("o", 101_000))})
+		var pes sarama.ProducerErrors
+		if errors.As(err, &pes) && len(pes) == 1 {
+			err = pes[0].Err
+		}
+		if !errors.Is(err, sarama.ErrMessageSizeTooLarge) {
+			return fmt.Errorf("101,000 bytes over max.message.bytes=100000: %v, want MESSAGE_TOO_LARGE", err)
+		}
+		return nil
+	})
+	cons := p + "-cons"
+	r.do("consume-earliest", func() error {
+		got, err := consume(cons, sarama.OffsetOldest, 10)
+		if err != nil {
+			return err
+		}
+		for i, m := range got {
+			if string(m.Value) != fmt.Sprintf("c-%d", i) {
+				return fmt.Errorf("offset %d: %q", m.Offset, m.Value)
+			}
+		}
+		return nil
+	})
+	r.do("consume-latest", func() error {
+		c, err := sarama.NewConsumer([]string{addr}, config())
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		pc, err := c.ConsumePartition(cons, 0, sarama.OffsetNewest) // resolves "latest" now
+		if err != nil {
+			return err
+		}
+		defer pc.Close()
+		if err := produce(config(), &sarama.ProducerMessage{Topic: cons, Value: sarama.StringEncoder("after-latest")}); err != nil {
+			return err
+		}
+		select {
+		case m := <-pc.Messages():
+			if string(m.Value) != "after-latest" || m.Offset != 10 {
+				return fmt.Errorf("read offset %d %q", m.Offset, m.Value)
+			}
+			return nil
+		case e := <-pc.Errors():
+			return e
+		case <-time.After(20 * time.Second):
+			return fmt.Errorf("nothing in 20 s")
+		}
+	})
+	r.do("consume-timestamp", func() error {
+		off, err := cl.GetOffset(cons, 0, tsBase+4500)
+		if err != nil || off != 5 {
+			return fmt.Errorf("offset for timestamp base+4500: %d %v, want 5", off, err)
+		}
+		got, err := consume(cons, off, 3)
+		if err != nil || string(got[0].Value) != "c-5" || string(got[2].Value) != "c-7" {
+			return fmt.Errorf("read from 5: %v", err)
+		}
+		return nil
+	})
+	r.do("error-unknown-topic", func() error {
+		md, err := adm.DescribeTopics([]string{p + "-no-such-topic"})
+		if err != nil {
+			return err
+		}
+		if len(md) != 1 || !errors.Is(md[0].Err, sarama.ErrUnknownTopicOrPartition) {
+			return fmt.Errorf("metadata for a missing topic: %+v, want UNKNOWN_TOPIC_OR_PARTITION", md)
+		}
+		return nil
+	})
+	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
+
+	r = &toolRun{res: map[string]scenarioResult{}}
+	tp := p + "-adm"
+	partitions := func(want int) error {
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			md, err := adm.DescribeTopics([]string{tp})
+			if err == nil && len(md) == 1 && len(md[0].Partitions) == want {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("%s: %v partitions wanted %d (%v)", tp, md, want, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	describe := func() (map[string]string, error) {
+		es, err := adm.DescribeConfig(sarama.ConfigResource{Type: sarama.TopicResource, Name: tp})
+		out := map[string]string{}
+		for _, e := range es {
+			out[e.Name] = e.Value
+		}
+		return out, err
+	}
+	r.do("admin-create", func() error {
+		ret := "3600000"
+		if err := adm.CreateTopic(tp, &sarama.TopicDetail{NumPartitions: 2, ReplicationFactor: 1,
+			ConfigEntries: map[string]*string{"retention.ms": &ret}}, false); err != nil {
+			return err
+		}
+		if err := partitions(2); err != nil {
+			return err
+		}
+		if err := adm.CreateTopic(tp, &sarama.TopicDetail{NumPartitions: 2, ReplicationFactor: 1}, false); !errors.Is(err, sarama.ErrTopicAlreadyExists) {
+			return fmt.Errorf("create again: %v, want TOPIC_ALREADY_EXISTS", err)
+		}
+		return nil
+	})
+	r.do("admin-describe-configs", func() error {
+		cfg, err := describe()
+		if err != nil {
+			return err
+		}
+		if cfg["retention.ms"] != "3600000" {
+			return fmt.Errorf("retention.ms=%q", cfg["retention.ms"])
+		}
+		if _, ok := cfg["cleanup.policy"]; !ok {
+			return fmt.Errorf("no cleanup.policy in %d entries", len(cfg))
+		}
+		return nil
+	})
+	r.do("admin-alter-configs", func() error {
+		v := "7200000"
+		if err := adm.IncrementalAlterConfig(sarama.TopicResource, tp, map[string]sarama.IncrementalAlterConfigsEntry{
+			"retention.ms": {Operation: sarama.IncrementalAlterConfigsOperationSet, Value: &v}}, false); err != nil {
+			return err
+		}
+		cfg, err := describe()
+		if err != nil || cfg["retention.ms"] != v {
+			return fmt.Errorf("after alter retention.ms=%q (%v)", cfg["retention.ms"], err)
+		}
+		return nil
+	})
+	r.do("admin-create-partitions", func() error {
+		if err := adm.CreatePartitions(tp, 4, nil, false); err != nil {
+			return err
+		}
+		return partitions(4)
+	})
+	r.do("admin-delete", func() error {
+		if err := adm.DeleteTopic(tp); err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			ts, err := adm.ListTopics()
+			if err == nil {
+				if _, ok := ts[tp]; !ok {
+					return nil
+				}
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("still listed after delete (%v)", err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	})
+	r.do("error-bad-config", func() error {
+		bad := "soon"
+		err := adm.CreateTopic(p+"-bad", &sarama.TopicDetail{NumPartitions: 1, ReplicationFactor: 1,
+			ConfigEntries: map[string]*string{"retention.ms": &bad}}, false)
+		if !errors.Is(err, sarama.ErrInvalidConfig) {
+			return fmt.Errorf("create with retention.ms=soon: %v, want INVALID_CONFIG", err)
+		}
+		return nil
+	})
+	recordResults(t, client, adminScenarios, r.res, nil)
+}
