@@ -113,7 +113,7 @@ var coverage = map[string]map[string][]string{
 	"sarama": { // basic and admin scenarios: sarama_matrix_test.go
 		"group-commit-resume": {"TestGroupSarama"},
 	},
-	"kafka-go": {
+	"kafka-go": { // basic and admin scenarios: kafkago_matrix_test.go
 		"group-commit-resume": {"TestGroupKafkaGo"},
 	},
 	"kcat": { // the basic scenarios: kcat_matrix_test.go
@@ -226,7 +226,7 @@ func main() {
 	w("**skip** (the covering test was skipped: its toolchain was missing on the machine that generated this file), ")
 	w("or **—** (no test covers it yet). ")
 	w("python-confluent-kafka, kafka-python, kafkajs, confluent-kafka-go and java-tools run every scenario through a runner of their own ")
-	w("(compat-tests/python, js, ckg, tools_test.go), kcat the produce, consume and error scenarios (kcat_matrix_test.go), sarama those and the admin ones (sarama_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
+	w("(compat-tests/python, js, ckg, tools_test.go), kcat the produce, consume and error scenarios (kcat_matrix_test.go), sarama and kafka-go those and the admin ones (sarama_matrix_test.go, kafkago_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
 	w("for every client that takes part in it. The cells of franz-go, sarama, kafka-go, kcat and java-client come from the existing tests ")
 	w("that exercise the scenario with that client (listed under the table).\n\n")
 
