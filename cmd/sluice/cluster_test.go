@@ -219,7 +219,11 @@ func testLeaderKill(t *testing.T, mode string) {
 
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
 		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProduceRequestTimeout(5*time.Second),
-		kgo.MaxBufferedRecords(2000))
+		kgo.MaxBufferedRecords(2000),
+		// kgo refreshes metadata at most every 5 s by default; the Java
+		// client retries after 100 ms. Measure the broker's failover, not
+		// the client's refresh floor.
+		kgo.MetadataMinAge(250*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
