@@ -17,8 +17,7 @@ func makeBatch(n int) []byte {
 		r.OffsetDelta = int32(i)
 		r.Key = []byte("k")
 		r.Value = []byte("value")
-		body := r.AppendTo(nil)
-		recs = append(recs, body...)
+		recs = appendRecord(recs, r)
 	}
 	b := kmsg.NewRecordBatch()
 	b.Magic = 2

@@ -190,6 +190,9 @@ func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []by
 	if b.IsControl() {
 		return nil, protocol.ErrInvalidRecord
 	}
+	if err := b.ValidateRecords(); err != nil {
+		return nil, err
+	}
 	if b.IsTransactional() {
 		// No transaction coordinator yet, so no transactional producer
 		// can have a valid epoch here.

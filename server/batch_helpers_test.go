@@ -16,6 +16,8 @@ func makeTestBatch(n, size int) []byte {
 		r := kmsg.NewRecord()
 		r.OffsetDelta = int32(i)
 		r.Value = make([]byte, size)
+		body := r.AppendTo(nil)
+		r.Length = int32(len(body) - 1) // kmsg writes Length as given
 		recs = r.AppendTo(recs)
 	}
 	now := time.Now().UnixMilli()
