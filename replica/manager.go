@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -193,24 +191,3 @@ func writeTopicID(dir string, id [16]byte) error {
 	return os.Rename(tmp, path)
 }
 
-// RunRetention applies retention to every partition each interval until
-// ctx ends.
-func (m *Manager) RunRetention(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case now := <-t.C:
-			for _, p := range m.Partitions() {
-				n, err := p.log.ApplyRetention(now)
-				if err != nil {
-					m.logger.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("retention")
-				} else if n > 0 {
-					m.logger.Info().Str("topic", p.Topic).Int32("partition", p.Index).Int("segments", n).Msg("retention deleted segments")
-				}
-			}
-		}
-	}
-}

@@ -50,6 +50,11 @@ type Server struct {
 	log        zerolog.Logger
 	metrics    *Metrics
 	producers  *producerIDs
+
+	// Topic config defaults from this broker's static config and from
+	// Sluice's built-in defaults, computed once: they are consulted on
+	// every produce.
+	staticTopicDefaults, builtinTopicDefaults map[string]string
 	fwd        forwarder
 	groups     *coordinator.Coordinator
 
@@ -107,6 +112,8 @@ func New(opts Options) (*Server, error) {
 	s.cfg.Config = opts.Config
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
 	s.producers = newProducerIDs(opts.Catalog)
+	s.staticTopicDefaults = opts.Config.TopicDefaults()
+	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s, nil
 }

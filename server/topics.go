@@ -39,8 +39,8 @@ func (s *Server) brokerTopicDefault(def configs.TopicConfig) configValue {
 	if v, ok := s.catalog.BrokerConfigs(-1)[def.BrokerSynonym]; ok {
 		return configValue{v, sourceDynamicDefaultBroker}
 	}
-	static := s.cfg.TopicDefaults()[def.Name]
-	if static != configs.Default().TopicDefaults()[def.Name] {
+	static := s.staticTopicDefaults[def.Name]
+	if static != s.builtinTopicDefaults[def.Name] {
 		return configValue{static, sourceStaticBroker}
 	}
 	return configValue{static, sourceDefault}
