@@ -190,4 +190,3 @@ func writeTopicID(dir string, id [16]byte) error {
 	}
 	return os.Rename(tmp, path)
 }
-

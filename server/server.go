@@ -55,8 +55,8 @@ type Server struct {
 	// Sluice's built-in defaults, computed once: they are consulted on
 	// every produce.
 	staticTopicDefaults, builtinTopicDefaults map[string]string
-	fwd        forwarder
-	groups     *coordinator.Coordinator
+	fwd                                       forwarder
+	groups                                    *coordinator.Coordinator
 
 	ctx    context.Context
 	cancel context.CancelFunc
