@@ -28,7 +28,6 @@ type brokerView struct {
 	writers    map[int32]bool
 	readers    map[int32]bool
 	controller int32
-	self       int32
 }
 
 func (s *Server) viewOf(rc *reqCtx) brokerView {
@@ -38,7 +37,6 @@ func (s *Server) viewOf(rc *reqCtx) brokerView {
 		listed:  make(map[int32]bool),
 		writers: make(map[int32]bool),
 		readers: make(map[int32]bool),
-		self:    s.cfg.NodeID,
 	}
 	for _, b := range s.catalog.Brokers() {
 		switch b.Role {
