@@ -140,9 +140,9 @@ var coverage = map[string]map[string][]string{
 // divergences: tests that pin a difference from Kafka the matrix uncovered.
 var divergences = []struct{ test, what string }{
 	{"TestProduceUndecodableCompressedBatch", "refuses a batch flagged compressed whose records do not decompress: it decompresses every " +
-		"compressed batch while validating it (LogValidator). Sluice stores compressed batches unread, so such a batch " +
-		"(e.g. kafkajs with lz4js LZ4 frames lacking the block-independence flag) is accepted and then breaks every consumer " +
-		"(the Java client: \"Dependent block stream is unsupported\")"},
+		"compressed batch while validating it (LogValidator). Sluice used to store compressed batches unread, so such a batch " +
+		"(e.g. kafkajs with lz4js LZ4 frames lacking the block-independence flag) was accepted and then broke every consumer " +
+		"(the Java client: \"Dependent block stream is unsupported\"); Produce now decompresses and checks every record"},
 }
 
 // notExpressible: cells a client cannot express at all, with the reason.
