@@ -32,6 +32,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "log.dirs", Value: c.DataDir, Default: d.DataDir, Type: TypeString},
 		{Name: "broker.rack", Value: c.Rack, Default: "", Type: TypeString},
 		{Name: "socket.request.max.bytes", Value: itoa(int64(c.SocketRequestMaxBytes)), Default: itoa(int64(d.SocketRequestMaxBytes)), Type: TypeInt},
+		{Name: "fetch.max.bytes", Value: itoa(int64(c.FetchMaxBytes)), Default: itoa(int64(d.FetchMaxBytes)), Type: TypeInt,
+			Doc: "Largest Fetch response, whatever the client asks for (the first batch is always returned whole)."},
 		{Name: "num.partitions", Value: itoa(int64(c.NumPartitions)), Default: itoa(int64(d.NumPartitions)), Type: TypeInt},
 		{Name: "default.replication.factor", Value: itoa(int64(c.DefaultReplicationFactor)), Default: itoa(int64(d.DefaultReplicationFactor)), Type: TypeInt},
 		{Name: "auto.create.topics.enable", Value: strconv.FormatBool(c.AutoCreateTopics), Default: strconv.FormatBool(d.AutoCreateTopics), Type: TypeBoolean, Dynamic: true,

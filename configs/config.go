@@ -43,6 +43,10 @@ type Config struct {
 	NumPartitions            int32 `mapstructure:"num.partitions"`
 	DefaultReplicationFactor int16 `mapstructure:"default.replication.factor"`
 	MessageMaxBytes          int32 `mapstructure:"message.max.bytes"`
+	// FetchMaxBytes caps one Fetch response whatever MaxBytes the client
+	// asks for (Kafka's broker setting of this name). Responses are built
+	// in memory, so this bounds a consumer connection's memory.
+	FetchMaxBytes int32 `mapstructure:"fetch.max.bytes"`
 
 	LogSegmentBytes           int32  `mapstructure:"log.segment.bytes"`
 	LogRollMs                 int64  `mapstructure:"log.roll.ms"`
@@ -112,6 +116,7 @@ func Default() Config {
 		NumPartitions:               1,
 		DefaultReplicationFactor:    1,
 		MessageMaxBytes:             1048588,
+		FetchMaxBytes:               8 << 20,
 		LogSegmentBytes:             1 << 30,
 		LogRollMs:                   int64(7 * 24 * time.Hour / time.Millisecond),
 		LogRetentionMs:              int64(7 * 24 * time.Hour / time.Millisecond),
@@ -183,6 +188,9 @@ func (c Config) Validate() error {
 	}
 	if c.SocketRequestMaxBytes <= 0 {
 		errs = append(errs, fmt.Errorf("socket.request.max.bytes must be positive"))
+	}
+	if c.FetchMaxBytes < 1024 {
+		errs = append(errs, fmt.Errorf("fetch.max.bytes must be at least 1024"))
 	}
 	if c.NumPartitions <= 0 {
 		errs = append(errs, fmt.Errorf("num.partitions must be positive"))

@@ -181,8 +181,8 @@ func fetchHasError(parts []fetchPart) bool {
 // fillFetch reads every partition afresh and returns the bytes gathered.
 func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 	budget := int(req.MaxBytes)
-	if req.Version < 3 || budget <= 0 {
-		budget = int(^uint32(0) >> 1)
+	if req.Version < 3 || budget <= 0 || budget > int(s.cfg.FetchMaxBytes) {
+		budget = int(s.cfg.FetchMaxBytes)
 	}
 	total := 0
 	for _, fp := range parts {

@@ -196,6 +196,9 @@ func (c *conn) writeLoop() {
 			c.cancel()
 			c.nc.Close()
 		}
+		if cap(out) > 1<<20 {
+			out = nil // a large fetch response: do not hold it per connection
+		}
 	}
 }
 
