@@ -1,0 +1,62 @@
+package configs
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestDefaultIsValid(t *testing.T) {
+	if err := Default().Validate(); err != nil {
+		t.Fatalf("Default() does not validate:\n%v", err)
+	}
+}
+
+func TestValidateCollectsEveryProblem(t *testing.T) {
+	c := Default()
+	c.Roles = []string{"writer"}
+	c.NumPartitions = 0
+	c.LogFsync = "sometimes"
+	c.Listeners[0].View = "both"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("a broken config validated")
+	}
+	for _, want := range []string{"unknown role", "num.partitions", "log.fsync", "view"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestTopicConfigValidation(t *testing.T) {
+	for _, tc := range []struct {
+		set map[string]string
+		ok  bool
+	}{
+		{map[string]string{"retention.ms": "1000"}, true},
+		{map[string]string{"retention.ms": "-1"}, true},
+		{map[string]string{"retention.ms": "-2"}, false},
+		{map[string]string{"retention.ms": "soon"}, false},
+		{map[string]string{"cleanup.policy": "compact"}, false},
+		{map[string]string{"replication.mode": "semi-sync"}, true},
+		{map[string]string{"replication.mode": "eventually"}, false},
+		{map[string]string{"no.such.config": "1"}, false},
+	} {
+		if err := ValidateTopicConfigs(tc.set); (err == nil) != tc.ok {
+			t.Errorf("%v: err %v, want ok=%v", tc.set, err, tc.ok)
+		}
+	}
+}
+
+func TestBrokerConfigNamesUnique(t *testing.T) {
+	seen := map[string]bool{}
+	for _, bc := range BrokerConfigs(Default()) {
+		if seen[bc.Name] {
+			t.Errorf("broker config %s listed twice", bc.Name)
+		}
+		seen[bc.Name] = true
+		if bc.Value != bc.Default {
+			t.Errorf("%s: default config shows value %q, default %q", bc.Name, bc.Value, bc.Default)
+		}
+	}
+}
