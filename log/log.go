@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"os"
 	"path/filepath"
 	"sort"
@@ -110,7 +111,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
 		// A new partition directory must survive a crash with its files.
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
 			return nil, err
 		}
 	}
@@ -313,7 +314,7 @@ func (l *Log) recover() error {
 			return err
 		}
 	}
-	return syncDir(l.dir)
+	return fsutil.SyncDir(l.dir)
 }
 
 // replayWAL appends the WAL records an earlier process left for this log
@@ -606,7 +607,7 @@ func (l *Log) rollLocked() error {
 	if err != nil {
 		return l.failLocked("create segment", err)
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		s.close()
 		return l.failLocked("sync directory", err)
 	}
@@ -846,7 +847,7 @@ func (l *Log) closeCleanLocked() error {
 		return l.failLocked("sync segment", err)
 	}
 	l.segmentSyncedLocked(l.leo)
-	if err := writeFileSync(l.dir, cleanShutdownFile, l.encodeSnapshotLocked()); err != nil {
+	if err := fsutil.WriteFileSync(l.dir, cleanShutdownFile, l.encodeSnapshotLocked()); err != nil {
 		return l.failLocked("write clean shutdown marker", err)
 	}
 	return nil
@@ -858,7 +859,7 @@ func (l *Log) Delete() error {
 	if err := os.RemoveAll(l.dir); err != nil {
 		return err
 	}
-	if err := syncDir(filepath.Dir(l.dir)); err != nil {
+	if err := fsutil.SyncDir(filepath.Dir(l.dir)); err != nil {
 		return err
 	}
 	if cerr != nil && !errors.Is(cerr, ErrFatal) {
@@ -870,44 +871,6 @@ func (l *Log) Delete() error {
 // syncFile is how segment and index files are made durable; tests replace
 // it to inject failures.
 var syncFile = fdatasync
-
-// syncDir makes creations, removals and renames in dir durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-// writeFileSync replaces dir/name atomically and durably: temporary file,
-// fsync, rename, directory fsync.
-func writeFileSync(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
 
 // The log start checkpoint is "0\n<offset>\n": a version, then the offset.
 func readLogStart(dir string) (int64, error) {
@@ -930,5 +893,5 @@ func readLogStart(dir string) (int64, error) {
 }
 
 func writeLogStart(dir string, off int64) error {
-	return writeFileSync(dir, logStartFile, []byte("0\n"+strconv.FormatInt(off, 10)+"\n"))
+	return fsutil.WriteFileSync(dir, logStartFile, []byte("0\n"+strconv.FormatInt(off, 10)+"\n"))
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"hash/crc32"
 	"os"
 	"path/filepath"
@@ -72,5 +73,5 @@ func loadIdentity(dir string) (logIdentity, error) {
 	if _, err := rand.Read(x.id[:]); err != nil {
 		return x, err
 	}
-	return x, writeFileSync(dir, logIDFile, x.encode())
+	return x, fsutil.WriteFileSync(dir, logIDFile, x.encode())
 }

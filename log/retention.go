@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"time"
 )
 
@@ -55,7 +56,7 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.rescanLocked(s); err != nil {
 		return err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
 	l.leo = s.next
@@ -85,7 +86,7 @@ func (l *Log) newEpochLocked() error {
 	}
 	id := l.ident
 	id.epoch++
-	if err := writeFileSync(l.dir, logIDFile, id.encode()); err != nil {
+	if err := fsutil.WriteFileSync(l.dir, logIDFile, id.encode()); err != nil {
 		return l.failLocked("write log id", err)
 	}
 	l.ident = id
@@ -127,7 +128,7 @@ func (l *Log) resetLocked(offset int64) error {
 		return l.failLocked("create segment", err)
 	}
 	l.segs = append(l.segs, s)
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
 	l.logStart, l.leo, l.durable, l.segSynced = offset, offset, offset, offset
@@ -217,7 +218,7 @@ func (l *Log) deleteOldestLocked(n int) error {
 		}
 	}
 	l.segs = append(l.segs[:0], l.segs[n:]...)
-	if err := syncDir(l.dir); err != nil {
+	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
 	l.logStart = max(l.logStart, l.segs[0].base)

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"hash/crc32"
 	"io"
 	"math"
@@ -261,7 +262,7 @@ func openWAL(dir string, active bool, fileBytes int64, maxConc int, lg zerolog.L
 		return nil, err
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
-		if err := syncDir(filepath.Dir(dir)); err != nil {
+		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
 			return nil, err
 		}
 	}
@@ -391,7 +392,7 @@ func (w *wal) createFile(seq uint64) error {
 		f.Close()
 		return err
 	}
-	if err := syncDir(w.dir); err != nil {
+	if err := fsutil.SyncDir(w.dir); err != nil {
 		f.Close()
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"hash/crc32"
 	"io"
 	"os"
@@ -133,7 +134,7 @@ func (x *indexFile) reset(ms []entryMeta) error {
 	for i, m := range ms {
 		encodeIndexRecord(buf[i*indexRecordSize:], m)
 	}
-	if err := writeFileSync(x.dir, indexFileName, buf); err != nil {
+	if err := fsutil.WriteFileSync(x.dir, indexFileName, buf); err != nil {
 		return err
 	}
 	f, err := os.OpenFile(filepath.Join(x.dir, indexFileName), os.O_RDWR, 0o644)
@@ -187,7 +188,7 @@ func openStateFile(dir string) (*stateFile, bool, error) {
 			f.Close()
 			return nil, false, err
 		}
-		if err := syncDir(dir); err != nil {
+		if err := fsutil.SyncDir(dir); err != nil {
 			f.Close()
 			return nil, false, err
 		}
@@ -244,7 +245,7 @@ func (s *stateFile) close() error { return s.f.Close() }
 // saveBlob writes a small file as crc32c u32 | bytes, durably.
 func saveBlob(dir, name string, data []byte) error {
 	b := binary.BigEndian.AppendUint32(nil, crc32.Checksum(data, crc32c))
-	return writeFileSync(dir, name, append(b, data...))
+	return fsutil.WriteFileSync(dir, name, append(b, data...))
 }
 
 // loadBlob reads a file saveBlob wrote; os.ErrNotExist if there is none.
@@ -277,41 +278,6 @@ func loadConfState(dir string) (*raftpb.ConfState, error) {
 		return nil, err
 	}
 	return cs, nil
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
-
-func writeFileSync(dir, name string, data []byte) error {
-	tmp := filepath.Join(dir, name+".tmp")
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
-	if err != nil {
-		return err
-	}
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
-		return err
-	}
-	return syncDir(dir)
 }
 
 func fdatasync(f *os.File) error { return f.Sync() }
