@@ -184,9 +184,10 @@ func (l *Log) recover() error {
 		case name == cleanShutdownFile:
 			clean = true
 		case name == logStartFile, name == logIDFile:
-		case name == "partition.metadata":
-			// Kafka's layout keeps the topic id beside the segments;
-			// the replica layer writes it, the log leaves it alone.
+		case name == "partition.metadata", strings.HasPrefix(name, "raft."):
+			// Kafka's layout keeps the topic id beside the segments,
+			// and a raft replica its index and state files; the
+			// replica layer writes them, the log leaves them alone.
 		case strings.HasSuffix(name, logSuffix) && isSegmentFile(name, logSuffix):
 		case isSegmentFile(name, indexSuffix) || isSegmentFile(name, timeIndexSuffix):
 			b, _ := parseSegmentName(name, filepath.Ext(name))
