@@ -51,6 +51,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		view = &v
 	}
 	redirected := false
+	var racks map[int32]string
 
 	var parts []fetchPart
 	for i := range req.Topics {
@@ -76,27 +77,24 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
 			sp.PreferredReadReplica = -1
 			sp.RecordBatches = []byte{}
-			switch {
-			case topicCode != 0:
+			if topicCode != 0 {
 				sp.ErrorCode = topicCode
 				continue
-			case rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions):
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
-				continue
 			}
-			p, err := s.partition(t, rp.Partition)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				continue
+			epochFence := int32(-1)
+			if req.Version >= 9 {
+				epochFence = rp.CurrentLeaderEpoch
 			}
-			if req.Version >= 9 && rp.CurrentLeaderEpoch >= 0 {
-				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
-					sp.ErrorCode = code
-					continue
-				}
+			p, code := s.readablePartition(t, true, rp.Partition, epochFence)
+			if code != 0 {
+				sp.ErrorCode = code
+				continue
 			}
 			if view != nil {
-				if id := view.preferredReadReplica(t.Name, t.Partitions[rp.Partition], req.Rack, s.brokerRacks()); id >= 0 {
+				if racks == nil {
+					racks = s.brokerRacks() // once per request, not per partition
+				}
+				if id := view.preferredReadReplica(t.Name, t.Partitions[rp.Partition], req.Rack, racks); id >= 0 {
 					// KIP-392: send the consumer to a read broker,
 					// with no records and at once.
 					sp.PreferredReadReplica = id

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,23 +29,15 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.Offset, sp.Timestamp, sp.LeaderEpoch = -1, -1, -1
-			if !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			epochFence := int32(-1)
+			if req.Version >= 4 {
+				epochFence = rp.CurrentLeaderEpoch
+			}
+			p, code := s.readablePartition(t, ok, rp.Partition, epochFence)
+			if code != 0 {
+				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
-			}
-			p, err := s.partition(t, rp.Partition)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			if req.Version >= 4 && rp.CurrentLeaderEpoch >= 0 {
-				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
-					sp.ErrorCode = code
-					st.Partitions = append(st.Partitions, sp)
-					continue
-				}
 			}
 			epoch := p.LeaderEpoch()
 			hw := p.HighWatermark()

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -28,23 +27,15 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.LeaderEpoch, sp.EndOffset = -1, -1
-			if !ok || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
-				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+			epochFence := int32(-1)
+			if req.Version >= 2 {
+				epochFence = rp.CurrentLeaderEpoch
+			}
+			p, code := s.readablePartition(t, ok, rp.Partition, epochFence)
+			if code != 0 {
+				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
 				continue
-			}
-			p, err := s.partition(t, rp.Partition)
-			if err != nil {
-				sp.ErrorCode = errorCode(err)
-				st.Partitions = append(st.Partitions, sp)
-				continue
-			}
-			if req.Version >= 2 && rp.CurrentLeaderEpoch >= 0 {
-				if code := checkLeaderEpoch(rp.CurrentLeaderEpoch, p.LeaderEpoch()); code != 0 {
-					sp.ErrorCode = code
-					st.Partitions = append(st.Partitions, sp)
-					continue
-				}
 			}
 			sp.EndOffset, sp.LeaderEpoch = p.OffsetForLeaderEpoch(rp.LeaderEpoch)
 			st.Partitions = append(st.Partitions, sp)

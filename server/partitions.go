@@ -3,6 +3,8 @@ package server
 import (
 	"errors"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/replica"
@@ -135,4 +137,24 @@ func (s *Server) refreshPartitions() {
 			s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("refusing topic config")
 		}
 	}
+}
+
+// readablePartition finds partition idx of a topic for a read-side request
+// (ListOffsets, OffsetForLeaderEpoch, Fetch) and fences a client leader
+// epoch (KIP-320; epoch < 0 means the client sent none). It returns the
+// partition, or the Kafka error code to answer.
+func (s *Server) readablePartition(t metastore.Topic, known bool, idx, clientEpoch int32) (hostedPartition, int16) {
+	if !known || idx < 0 || int(idx) >= len(t.Partitions) {
+		return nil, kerr.UnknownTopicOrPartition.Code
+	}
+	p, err := s.partition(t, idx)
+	if err != nil {
+		return nil, errorCode(err)
+	}
+	if clientEpoch >= 0 {
+		if code := checkLeaderEpoch(clientEpoch, p.LeaderEpoch()); code != 0 {
+			return nil, code
+		}
+	}
+	return p, 0
 }
