@@ -211,6 +211,12 @@ func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []by
 			}
 		}
 	}
+	if acks == -1 && !s.replicated() && s.topicInt(t, "min.insync.replicas") > 1 {
+		// A broker without replication is the partition's only
+		// replica: acks=all cannot meet a larger min.insync.replicas
+		// (raft replicas check it themselves).
+		return nil, replica.ErrNotEnoughReplicas
+	}
 	b.SetLeaderEpoch(p.LeaderEpoch())
 	return p.Propose(records, replica.Acks(acks))
 }

@@ -233,3 +233,26 @@ func TestProduceErrors(t *testing.T) {
 		t.Fatalf("next offset %d, want 3", sp.BaseOffset)
 	}
 }
+
+func TestMinInsyncReplicasOnASingleReplica(t *testing.T) {
+	b := startBroker(t, nil)
+	cl := b.client(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ct := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "misr", 1, 1
+	c := kmsg.NewCreateTopicsRequestTopicConfig()
+	c.Name, c.Value = "min.insync.replicas", kmsg.StringPtr("2")
+	rt.Configs = append(rt.Configs, c)
+	ct.Topics = append(ct.Topics, rt)
+	if resp, err := ct.RequestWith(ctx, cl); err != nil || resp.Topics[0].ErrorCode != 0 {
+		t.Fatalf("create: %v %+v", err, resp)
+	}
+	if sp := b.produceRaw(t, "misr", -1, makeTestBatch(1, 10)); sp.ErrorCode != kerr.NotEnoughReplicas.Code {
+		t.Fatalf("acks=all with min.insync.replicas=2 on one replica: error %d, want NOT_ENOUGH_REPLICAS", sp.ErrorCode)
+	}
+	if sp := b.produceRaw(t, "misr", 1, makeTestBatch(1, 10)); sp.ErrorCode != 0 {
+		t.Fatalf("acks=1 is not bound by min.insync.replicas: error %d", sp.ErrorCode)
+	}
+}
