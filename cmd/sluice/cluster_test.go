@@ -23,11 +23,21 @@ type proc struct {
 	name, cfg, admin string
 	cmd              *exec.Cmd
 	logf             *os.File
+	// prefix, when set, is a command the binary is run through, such as
+	// entering the process's network namespace; it must exec the binary
+	// (not fork it) so that kill reaches sluice itself.
+	prefix []string
 }
 
 func (p *proc) start(t *testing.T) {
 	t.Helper()
-	p.cmd = exec.Command(binPath, "serve", "--config", p.cfg, "--log-format", "json")
+	args := []string{"serve", "--config", p.cfg, "--log-format", "json"}
+	if len(p.prefix) > 0 {
+		args = append(append(append([]string{}, p.prefix[1:]...), binPath), args...)
+		p.cmd = exec.Command(p.prefix[0], args...)
+	} else {
+		p.cmd = exec.Command(binPath, args...)
+	}
 	p.cmd.Stdout, p.cmd.Stderr = p.logf, p.logf
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -71,12 +81,37 @@ func startTestCluster(t *testing.T, mode string) *testCluster {
 
 func startTestClusterN(t *testing.T, mode string, readers int) *testCluster {
 	t.Helper()
+	return startTestClusterLayout(t, mode, readers, clusterLayout{})
+}
+
+// clusterLayout places a test cluster's processes on the network. The
+// zero layout is startTestClusterN's: every socket on a free loopback port.
+type clusterLayout struct {
+	// addr gives the host:port process name binds socket to: "meta"
+	// (meta.listen), "kafka", "admin" or "replica". Nil: free loopback ports.
+	addr func(name, socket string) string
+	// prefix gives the command process name's binary runs through (see
+	// proc.prefix). Nil: none.
+	prefix func(name string) []string
+}
+
+// startTestClusterLayout is startTestClusterN with the processes placed
+// by layout (e.g. one network namespace each).
+func startTestClusterLayout(t *testing.T, mode string, readers int, layout clusterLayout) *testCluster {
+	t.Helper()
 	dir := t.TempDir()
-	ports := freePorts(t, 6+3*3+3*readers)
-	next := func() int { p := ports[0]; ports = ports[1:]; return p }
+	addr := layout.addr
+	if addr == nil {
+		ports := freePorts(t, 6+3*3+3*readers)
+		addr = func(string, string) string {
+			p := ports[0]
+			ports = ports[1:]
+			return fmt.Sprintf("127.0.0.1:%d", p)
+		}
+	}
 	var metaInternal []string
-	for i := 0; i < 3; i++ {
-		metaInternal = append(metaInternal, fmt.Sprintf("127.0.0.1:%d", next()))
+	for i := 1; i <= 3; i++ {
+		metaInternal = append(metaInternal, addr(fmt.Sprintf("meta-%d", i), "meta"))
 	}
 	var peers []string
 	for i, a := range metaInternal {
@@ -92,10 +127,14 @@ func startTestClusterN(t *testing.T, mode string, readers int) *testCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return &proc{name: name, cfg: cfg, logf: lf}
+		p := &proc{name: name, cfg: cfg, logf: lf}
+		if layout.prefix != nil {
+			p.prefix = layout.prefix(name)
+		}
+		return p
 	}
 	for i := 1; i <= 3; i++ {
-		admin := fmt.Sprintf("127.0.0.1:%d", next())
+		admin := addr(fmt.Sprintf("meta-%d", i), "admin")
 		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n",
 			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", ")))
 		p.admin = admin
@@ -107,9 +146,9 @@ func startTestClusterN(t *testing.T, mode string, readers int) *testCluster {
 		if i > 3 {
 			role, view, name = "read", "read", fmt.Sprintf("read-%d", i-3)
 		}
-		kafka := fmt.Sprintf("127.0.0.1:%d", next())
-		admin := fmt.Sprintf("127.0.0.1:%d", next())
-		repl := fmt.Sprintf("127.0.0.1:%d", next())
+		kafka := addr(name, "kafka")
+		admin := addr(name, "admin")
+		repl := addr(name, "replica")
 		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n  - name: KAFKA\n    view: %s\n    address: %s\ndefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n",
 			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, view, kafka, mode))
 		p.admin = admin
