@@ -25,6 +25,55 @@ type Partition struct {
 	Learners    []int32 // read brokers, raft learners
 	Leader      int32   // -1 when unknown
 	LeaderEpoch int32
+	// Target is the voter set of a reassignment in progress
+	// (AlterPartitionReassignments), nil when none is. The partition's raft
+	// leader moves the group to it and then records Voters = Target,
+	// Target = nil. A Target equal to Voters as a set is a cancelled one
+	// whose raft configuration is still being moved back. Absent from
+	// topics stored before reassignments existed, which decode as nil.
+	Target []int32 `json:",omitempty"`
+}
+
+// Reassigning says whether an operator's reassignment is in progress (what
+// ListPartitionReassignments shows): a Target that differs from Voters.
+func (p Partition) Reassigning() bool {
+	return p.Target != nil && !sameSet(p.Target, p.Voters)
+}
+
+// Adding and Removing are the voters a reassignment in progress adds and
+// removes, as Kafka reports them.
+func (p Partition) Adding() []int32   { return minus(p.Target, p.Voters) }
+func (p Partition) Removing() []int32 { return minus(p.Voters, p.Target) }
+
+// Replicas is the replica set Kafka shows during a reassignment: the
+// target first, then the voters being removed.
+func (p Partition) Replicas() []int32 {
+	if p.Target == nil {
+		return append([]int32(nil), p.Voters...)
+	}
+	return append(append([]int32(nil), p.Target...), p.Removing()...)
+}
+
+func minus(a, b []int32) []int32 {
+	var out []int32
+	for _, x := range a {
+		if !containsInt32(b, x) {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func sameSet(a, b []int32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, x := range a {
+		if !containsInt32(b, x) {
+			return false
+		}
+	}
+	return true
 }
 
 // TopicSpec asks for a new topic. Assignment, when non-nil, gives the voters

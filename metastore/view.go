@@ -254,6 +254,7 @@ func cloneTopic(t Topic) Topic {
 	for i, p := range t.Partitions {
 		p.Voters = append([]int32(nil), p.Voters...)
 		p.Learners = append([]int32(nil), p.Learners...)
+		p.Target = append([]int32(nil), p.Target...)
 		ps[i] = p
 	}
 	t.Partitions = ps
