@@ -212,3 +212,43 @@ func readSmallFile(f *os.File, maxBytes int64) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// floor returns the position of the last indexed batch that starts in
+// (from, to] and whose last offset is below maxRel: every batch before it
+// ends by to and lies wholly below maxRel, so a reader may skip to it
+// without reading their headers. ok is false when no entry qualifies.
+func (x *index) floor(from, to int64, maxRel int64) (pos int64, ok bool, err error) {
+	bad := func(e offsetEntry) bool { return int64(e.pos) > to || int64(e.rel) >= maxRel }
+	var e offsetEntry
+	if x.resident {
+		i := sort.Search(len(x.offsets), func(i int) bool { return bad(x.offsets[i]) })
+		if i == 0 {
+			return 0, false, nil
+		}
+		e = x.offsets[i-1]
+	} else {
+		var b [offsetIndexEntrySize]byte
+		read := func(i int) (offsetEntry, error) {
+			_, err := x.offFile.ReadAt(b[:], int64(i)*offsetIndexEntrySize)
+			return offsetEntry{rel: binary.BigEndian.Uint32(b[0:]), pos: binary.BigEndian.Uint32(b[4:])}, err
+		}
+		i := sort.Search(x.nOffsets, func(i int) bool {
+			if err != nil {
+				return true
+			}
+			var e offsetEntry
+			e, err = read(i)
+			return err != nil || bad(e)
+		})
+		if err != nil || i == 0 {
+			return 0, false, err
+		}
+		if e, err = read(i - 1); err != nil {
+			return 0, false, err
+		}
+	}
+	if int64(e.pos) <= from {
+		return 0, false, nil
+	}
+	return int64(e.pos), true, nil
+}

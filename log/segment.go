@@ -43,6 +43,8 @@ func parseSegmentName(name, suffix string) (int64, bool) {
 type segment struct {
 	base    int64
 	log     *os.File
+	ref     *fileRef // log's holders; close releases the segment's own
+	closed  bool
 	size    int64 // bytes of whole batches; nothing past it is valid
 	next    int64 // offset after the last batch, base when empty
 	created time.Time
@@ -75,7 +77,7 @@ func openSegment(dir string, base int64, truncate bool, now time.Time, maxIdxByt
 		}
 		files[i] = f
 	}
-	s := &segment{base: base, log: files[0], next: base, created: now, maxIdxBytes: maxIdxBytes}
+	s := &segment{base: base, log: files[0], ref: newFileRef(files[0]), next: base, created: now, maxIdxBytes: maxIdxBytes}
 	s.idx.offFile, s.idx.timeFile = files[1], files[2]
 	s.reset()
 	return s, nil
@@ -144,7 +146,12 @@ func (s *segment) sync() error {
 }
 
 func (s *segment) close() error {
-	err1 := s.log.Close()
+	if s.closed {
+		return nil // the reference must not be released twice
+	}
+	s.closed = true
+	// The file closes once no FileRange holds it any more.
+	err1 := s.ref.release()
 	err2 := s.idx.close()
 	if err1 != nil {
 		return err1
