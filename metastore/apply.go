@@ -135,6 +135,7 @@ func (a *applier) apply(c *command) (r result) {
 		br.Incarnation = inc
 		br.LeaseExpiry = time.UnixMilli(c.NowMs + a.leaseMs).UTC()
 		a.putBroker(br)
+		a.addLearner(br)
 		return result{Inc: inc, Visible: true}
 	case opExpireBroker, opUnregisterBroker:
 		b, ok := a.broker(c.BrokerID)
@@ -145,6 +146,21 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.del(a.tx.Bucket(bucketBrokers), brokerKey(c.BrokerID))
 		a.events = append(a.events, event{Rev: a.index, Kind: "broker", BrokerID: c.BrokerID, Deleted: true})
+		return result{Visible: true}
+	case opAlterReassignment:
+		if err := a.alterReassignment(c); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opFinishReassignment:
+		if err := a.finishReassignment(c); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opRemoveLearner:
+		if err := a.removeLearner(c.BrokerID); err != nil {
+			return fail(err)
+		}
 		return result{Visible: true}
 	case opCommitOffsets:
 		if c.Group == "" {

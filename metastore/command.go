@@ -78,6 +78,11 @@ type command struct {
 	TPs       []TopicPartition  `json:"tps,omitempty"`
 	State     []byte            `json:"state,omitempty"`
 	Count     int64             `json:"count,omitempty"`
+	// Target is a reassignment's voter set; Cancel and FixedRF qualify
+	// alter_reassignment (reassign.go).
+	Target  []int32 `json:"tgt,omitempty"`
+	Cancel  bool    `json:"cancel,omitempty"`
+	FixedRF bool    `json:"frf,omitempty"`
 	// NowMs is the proposer's wall clock (unix ms). It is informational
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
@@ -149,6 +154,8 @@ var errCodes = map[string]error{
 	"context_deadline":  errCtxDeadline,
 	"unreachable":       ErrUnreachable,
 	"cluster_id_exists": errClusterIDSet,
+	"no_reassignment":   ErrNoReassignment,
+	"invalid_replicas":  ErrInvalidReplicaAssignment,
 }
 
 var (

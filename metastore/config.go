@@ -53,6 +53,10 @@ type Config struct {
 	// LeaseDuration is a broker's lease; it must heartbeat within it.
 	// Zero: 10s.
 	LeaseDuration time.Duration `mapstructure:"lease_duration"`
+	// LearnerGrace is how long a read broker may stay unregistered
+	// (restart, lapsed lease) before its learner replicas are given up
+	// (reassign.go). Zero: 15m.
+	LearnerGrace time.Duration `mapstructure:"learner_grace"`
 	// MaxBatchCommands caps the commands grouped into one proposal.
 	// Zero: 1024.
 	MaxBatchCommands int `mapstructure:"max_batch_commands"`
@@ -87,6 +91,7 @@ func Default() Config {
 		SnapshotEntries:  5000,
 		CompactionKeep:   500,
 		LeaseDuration:    10 * time.Second,
+		LearnerGrace:     15 * time.Minute,
 		MaxBatchCommands: 1024,
 		RequestTimeout:   10 * time.Second,
 		WatchHistory:     10000,
@@ -113,6 +118,9 @@ func (c *Config) fillDefaults() {
 	}
 	if c.LeaseDuration <= 0 {
 		c.LeaseDuration = d.LeaseDuration
+	}
+	if c.LearnerGrace <= 0 {
+		c.LearnerGrace = d.LearnerGrace
 	}
 	if c.MaxBatchCommands <= 0 {
 		c.MaxBatchCommands = d.MaxBatchCommands

@@ -40,4 +40,10 @@ var (
 	ErrTimeout = errors.New("metastore: request timed out, outcome unknown")
 	// ErrUnreachable: the transport could not reach the peer.
 	ErrUnreachable = errors.New("metastore: peer unreachable")
+	// ErrNoReassignment: cancelling the reassignment of a partition that
+	// is not being reassigned.
+	ErrNoReassignment = errors.New("metastore: no reassignment in progress")
+	// ErrInvalidReplicaAssignment: a replica list that is empty, names a
+	// broker twice, or names a broker that is not a registered write broker.
+	ErrInvalidReplicaAssignment = errors.New("metastore: invalid replica assignment")
 )

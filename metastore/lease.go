@@ -31,6 +31,9 @@ type leaseTracker struct {
 	mu          sync.Mutex
 	leaderSince time.Time
 	seen        map[int32]leaseSeen
+	// absent is when the leader first saw each unregistered learner
+	// broker missing (reassign.go, retireLearners).
+	absent map[int32]time.Time
 }
 
 type leaseSeen struct {
@@ -90,7 +93,9 @@ func (n *Node) heartbeat(ctx context.Context, broker int32, inc uint64) error {
 
 func (n *Node) leaseLoop() {
 	defer n.wg.Done()
-	every := max(n.cfg.LeaseDuration/4, 10*time.Millisecond)
+	// The same loop retires learners (reassign.go), so it ticks often
+	// enough for the shorter of the two periods.
+	every := max(min(n.cfg.LeaseDuration, n.cfg.LearnerGrace)/4, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -125,7 +130,9 @@ func (n *Node) leaseLoop() {
 				}
 			}
 		}
+		leading := !n.leases.leaderSince.IsZero()
 		n.leases.mu.Unlock()
+		n.retireLearners(now, leading)
 		for _, b := range expire {
 			n.lg.Info().Int32("broker", b.ID).Uint64("incarnation", b.Incarnation).Msg("broker lease expired")
 			go func(b Broker) {
