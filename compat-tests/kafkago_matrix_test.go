@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,8 +17,8 @@ import (
 
 // TestKafkaGoMatrix runs the basic and admin scenarios of the matrix with
 // segmentio/kafka-go (Writer, Reader, Client; in-process). kafka-go has no
-// idempotent producer. Its consumer group is covered by
-// groups_kafkago_test.go.
+// idempotent producer. group-rebalance runs with its ConsumerGroup;
+// group-commit-resume is covered by groups_kafkago_test.go.
 func TestKafkaGoMatrix(t *testing.T) {
 	const client = "kafka-go"
 	b := harness.Start(t, autoCreateOff())
@@ -323,4 +325,75 @@ func TestKafkaGoMatrix(t *testing.T) {
 		return nil
 	})
 	recordResults(t, client, adminScenarios, r.res, nil)
+
+	prepareGroup(t, addr, p)
+	r = &toolRun{res: map[string]scenarioResult{}}
+	r.do("group-rebalance", func() error {
+		return groupRebalance(p+"-rebalance", t.Logf, func(g, name string) (rebalanceMember, error) {
+			return newKafkaGoMember(addr, g, p+"-grp")
+		})
+	})
+	recordResults(t, client, []string{"group-rebalance"}, r.res, nil)
+}
+
+// kafkaGoMember is a kafka-go ConsumerGroup member (JoinGroup v1/v2 with
+// its default Range balancer) that records the generation and partitions
+// of every generation Next hands it. kafka-go heartbeats within the
+// generation by itself and ends it when a heartbeat reports a rebalance.
+type kafkaGoMember struct {
+	cg     *kafkago.ConsumerGroup
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	gen    int32
+	parts  []int32
+}
+
+func newKafkaGoMember(addr, group, topic string) (*kafkaGoMember, error) {
+	cg, err := kafkago.NewConsumerGroup(kafkago.ConsumerGroupConfig{ID: group, Brokers: []string{addr}, Topics: []string{topic},
+		HeartbeatInterval: 500 * time.Millisecond, SessionTimeout: 10 * time.Second, JoinGroupBackoff: 500 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &kafkaGoMember{cg: cg, cancel: cancel, done: make(chan struct{}), gen: -1}
+	go func() {
+		defer close(m.done)
+		for {
+			gen, err := cg.Next(ctx)
+			if ctx.Err() != nil || errors.Is(err, kafkago.ErrGroupClosed) {
+				return
+			}
+			if err != nil {
+				continue // the group's own loop joins again (after JoinGroupBackoff)
+			}
+			var ps []int32
+			for _, a := range gen.Assignments[topic] {
+				ps = append(ps, int32(a.ID))
+			}
+			slices.Sort(ps)
+			m.mu.Lock()
+			m.gen, m.parts = gen.ID, ps
+			m.mu.Unlock()
+		}
+	}()
+	return m, nil
+}
+
+func (m *kafkaGoMember) assignment() (int32, []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen, m.parts
+}
+
+// leave closes the group, which sends LeaveGroup.
+func (m *kafkaGoMember) leave() error {
+	var err error
+	m.once.Do(func() {
+		err = m.cg.Close()
+		m.cancel()
+		<-m.done
+	})
+	return err
 }

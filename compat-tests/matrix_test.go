@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -333,4 +334,81 @@ func runClientScenarios(t *testing.T, client, prefix, dir string, timeout time.D
 		res, _ := runScenarios(t, 2*timeout, dir, a[0], a[1:]...)
 		recordResults(t, client, groupScenarios, res, nil)
 	})
+}
+
+// rebalanceMember is one consumer group member of the group-rebalance
+// scenario, seen through its assignment.
+type rebalanceMember interface {
+	// assignment returns the generation the member last synced and the
+	// partitions of p-grp it was assigned in it, sorted; generation -1
+	// before the first.
+	assignment() (int32, []int32)
+	// leave closes the member, which leaves the group (LeaveGroup).
+	leave() error
+}
+
+// groupRebalance runs the group-rebalance scenario on p-grp (4 partitions,
+// prepareGroup) and group g: one member gets all 4 partitions; a second
+// joins and, in one later generation, each holds 2 and together all 4;
+// the second leaves and the first gets all 4 again in a generation after
+// that. join starts a member named name; logf reports each step.
+func groupRebalance(g string, logf func(string, ...any), join func(g, name string) (rebalanceMember, error)) error {
+	all := []int32{0, 1, 2, 3}
+	wait := func(what string, d time.Duration, ok func() bool, state func() string) error {
+		start := time.Now()
+		for !ok() {
+			if time.Since(start) > d {
+				return fmt.Errorf("%s: not within %v: %s", what, d, state())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		logf("%s after %v: %s", what, time.Since(start).Round(time.Millisecond), state())
+		return nil
+	}
+	show := func(ms ...rebalanceMember) func() string {
+		return func() string {
+			var s []string
+			for i, m := range ms {
+				gen, ps := m.assignment()
+				s = append(s, fmt.Sprintf("member %d generation %d holds %v", i+1, gen, ps))
+			}
+			return strings.Join(s, "; ")
+		}
+	}
+	a, err := join(g, "a")
+	if err != nil {
+		return err
+	}
+	defer a.leave()
+	var g1 int32
+	if err := wait("the only member holds all 4 partitions", 60*time.Second, func() bool {
+		gen, ps := a.assignment()
+		g1 = gen
+		return gen >= 0 && slices.Equal(ps, all)
+	}, show(a)); err != nil {
+		return err
+	}
+	b, err := join(g, "b")
+	if err != nil {
+		return err
+	}
+	var g2 int32
+	if err := wait("after a second member joined, 2+2 partitions", 60*time.Second, func() bool {
+		ga, pa := a.assignment()
+		gb, pb := b.assignment()
+		u := slices.Concat(pa, pb)
+		slices.Sort(u)
+		g2 = ga
+		return ga > g1 && ga == gb && len(pa) == 2 && len(pb) == 2 && slices.Equal(u, all)
+	}, show(a, b)); err != nil {
+		b.leave()
+		return err
+	}
+	if err := b.leave(); err != nil {
+		return fmt.Errorf("the second member leaving: %w", err)
+	}
+	return wait("after the second member left, the first holds all 4 again", 60*time.Second, func() bool {
+		gen, ps := a.assignment()
+		return gen > g2 && slices.Equal(ps, all)
+	}, show(a))
 }

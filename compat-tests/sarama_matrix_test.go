@@ -2,9 +2,12 @@ package compat
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,8 +17,9 @@ import (
 )
 
 // TestSaramaMatrix runs the basic and admin scenarios of the matrix with
-// IBM/sarama (protocol version 2.8, in-process). Its consumer group is
-// covered by groups_sarama_test.go.
+// IBM/sarama (protocol version 2.8, in-process), and group-rebalance with
+// its ConsumerGroup; group-commit-resume is covered by
+// groups_sarama_test.go.
 func TestSaramaMatrix(t *testing.T) {
 	const client = "sarama"
 	b := harness.Start(t, autoCreateOff())
@@ -321,4 +325,93 @@ func TestSaramaMatrix(t *testing.T) {
 		return nil
 	})
 	recordResults(t, client, adminScenarios, r.res, nil)
+
+	prepareGroup(t, addr, p)
+	r = &toolRun{res: map[string]scenarioResult{}}
+	r.do("group-rebalance", func() error {
+		return groupRebalance(p+"-rebalance", t.Logf, func(g, name string) (rebalanceMember, error) {
+			return newSaramaMember(addr, g, p+"-grp", name)
+		})
+	})
+	recordResults(t, client, []string{"group-rebalance"}, r.res, nil)
+}
+
+// saramaMember is a sarama ConsumerGroup member that records the
+// generation and partitions of each session it gets (Setup) and drains its
+// claims; Consume is called again after every rebalance, as sarama requires.
+type saramaMember struct {
+	topic  string
+	cg     sarama.ConsumerGroup
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+	mu     sync.Mutex
+	gen    int32
+	parts  []int32
+}
+
+func newSaramaMember(addr, group, topic, name string) (*saramaMember, error) {
+	cfg := sarama.NewConfig()
+	cfg.Version = sarama.V2_8_0_0
+	cfg.ClientID = "sluice-compat-sarama-" + name
+	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
+	cfg.Consumer.Group.Heartbeat.Interval = 500 * time.Millisecond
+	cfg.Consumer.Group.Session.Timeout = 10 * time.Second
+	cg, err := sarama.NewConsumerGroup([]string{addr}, group, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &saramaMember{topic: topic, cg: cg, cancel: cancel, done: make(chan struct{}), gen: -1}
+	go func() {
+		defer close(m.done)
+		for ctx.Err() == nil {
+			if err := cg.Consume(ctx, []string{topic}, m); errors.Is(err, sarama.ErrClosedConsumerGroup) {
+				return
+			} else if err != nil {
+				time.Sleep(100 * time.Millisecond) // e.g. a rebalance in progress: join again
+			}
+		}
+	}()
+	go func() {
+		for range cg.Errors() {
+		}
+	}()
+	return m, nil
+}
+
+func (m *saramaMember) Setup(s sarama.ConsumerGroupSession) error {
+	ps := slices.Clone(s.Claims()[m.topic])
+	slices.Sort(ps)
+	m.mu.Lock()
+	m.gen, m.parts = s.GenerationID(), ps
+	m.mu.Unlock()
+	return nil
+}
+
+func (m *saramaMember) Cleanup(sarama.ConsumerGroupSession) error { return nil }
+
+// ConsumeClaim drains the claim until sarama closes it at the end of the
+// session.
+func (m *saramaMember) ConsumeClaim(_ sarama.ConsumerGroupSession, c sarama.ConsumerGroupClaim) error {
+	for range c.Messages() {
+	}
+	return nil
+}
+
+func (m *saramaMember) assignment() (int32, []int32) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gen, m.parts
+}
+
+// leave ends the session and closes the group, which sends LeaveGroup.
+func (m *saramaMember) leave() error {
+	var err error
+	m.once.Do(func() {
+		m.cancel()
+		err = m.cg.Close()
+		<-m.done
+	})
+	return err
 }
