@@ -8,6 +8,7 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
 )
 
 // ErrMembershipChangePending: a configuration change is still being
@@ -164,4 +165,35 @@ func (r *Replica) TransferLeadership(to NodeID) error {
 	r.raftMu.Unlock()
 	r.host.sched.enqueue(r)
 	return nil
+}
+
+// MembershipSettled returns the applied configuration and whether it is
+// final: not joint and with no configuration change of this leader still
+// pending. A reassignment is recorded complete only on a settled one.
+func (r *Replica) MembershipSettled() (Members, bool) {
+	r.raftMu.Lock()
+	pending := r.confPending
+	r.raftMu.Unlock()
+	r.st.mu.Lock()
+	joint := len(r.st.cs.GetVotersOutgoing()) > 0
+	r.st.mu.Unlock()
+	return r.Members(), !pending && !joint
+}
+
+// CaughtUp reports, on the leader, whether member id has every entry the
+// leader has committed: a learner that is about to be promoted to voter
+// then does not stall commits while it copies the log. False on a
+// non-leader or for a node that is not a member.
+func (r *Replica) CaughtUp(id NodeID) bool {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.closed {
+		return false
+	}
+	st := r.rn.Status()
+	if st.RaftState != raft.StateLeader {
+		return false
+	}
+	pr, ok := st.Progress[raftID(id)]
+	return ok && pr.State == tracker.StateReplicate && pr.Match >= st.GetCommit()
 }

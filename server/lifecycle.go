@@ -127,7 +127,10 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 			}
 			k := r.Key()
 			tp, ok := s.catalog.TopicByID(k.TopicID)
-			if !ok || int(k.Index) >= len(tp.Partitions) || len(tp.Partitions[k.Index].Voters) == 0 {
+			// A partition being reassigned is left to the
+			// reassignment (server/reassign.go), which may be moving
+			// leadership off the preferred leader on purpose.
+			if !ok || int(k.Index) >= len(tp.Partitions) || len(tp.Partitions[k.Index].Voters) == 0 || tp.Partitions[k.Index].Target != nil {
 				continue
 			}
 			preferred := tp.Partitions[k.Index].Voters[0]

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -52,13 +53,25 @@ func members(p metastore.Partition) replica.Members {
 	return m
 }
 
+// assigned says whether this broker should run a replica of p: a voter, a
+// learner, or a voter a reassignment in progress adds.
 func (s *Server) assigned(p metastore.Partition) bool {
-	for _, id := range append(append([]int32(nil), p.Voters...), p.Learners...) {
-		if id == s.cfg.NodeID {
-			return true
-		}
+	id := s.cfg.NodeID
+	return slices.Contains(p.Voters, id) || slices.Contains(p.Learners, id) || slices.Contains(p.Target, id)
+}
+
+// openMembers is the configuration a replica of p starts with here when it
+// has no raft state yet. A broker that a reassignment adds starts as a
+// learner of the current voters: the leader adds it as a learner first
+// (server/reassign.go), and a node that thinks itself a voter before the
+// leader says so must not campaign.
+func (s *Server) openMembers(p metastore.Partition) replica.Members {
+	m := members(p)
+	id := replica.NodeID(s.cfg.NodeID)
+	if !slices.Contains(m.Voters, id) && !slices.Contains(m.Learners, id) {
+		m.Learners = append(m.Learners, id)
 	}
-	return false
+	return m
 }
 
 func (s *Server) replicaOptions(t metastore.Topic) replica.ReplicaOptions {
@@ -85,7 +98,7 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 	if int(idx) >= len(t.Partitions) || !s.assigned(t.Partitions[idx]) {
 		return nil, errNotHosted
 	}
-	return s.raft.Open(t.Name, k, members(t.Partitions[idx]), s.replicaOptions(t))
+	return s.raft.Open(t.Name, k, s.openMembers(t.Partitions[idx]), s.replicaOptions(t))
 }
 
 // refreshPartitions makes the hosted partitions follow the catalog: opens
@@ -95,10 +108,17 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 // whenever the catalog changes.
 func (s *Server) refreshPartitions() {
 	live := make(map[replica.Key]metastore.Topic)
+	// gone: partitions reassigned away from this broker, whose
+	// reassignment is complete (never while one is in progress: the raft
+	// group may still count on this replica).
+	gone := make(map[replica.Key]bool)
 	for _, t := range s.catalog.Topics() {
 		for i, p := range t.Partitions {
 			k := replica.Key{TopicID: t.ID, Index: int32(i)}
 			live[k] = t
+			if s.replicated() && !s.assigned(p) && p.Target == nil {
+				gone[k] = true
+			}
 			if s.replicated() && s.assigned(p) {
 				if _, err := s.partition(t, int32(i)); err != nil {
 					s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
@@ -110,9 +130,11 @@ func (s *Server) refreshPartitions() {
 		for _, r := range s.raft.Replicas() {
 			k := r.Key()
 			t, ok := live[k]
-			if !ok {
+			if !ok || gone[k] {
 				if err := s.raft.Remove(k, true); err != nil {
 					s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
+				} else if ok {
+					s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
 				}
 				continue
 			}

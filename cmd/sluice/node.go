@@ -205,6 +205,9 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	go lease.Run(ctx)
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go srv.FollowCatalog(ctx)
+	// Reassignments and read brokers joining or leaving change partitions'
+	// raft configurations; the partition leaders carry them out.
+	go srv.RunReassignments(ctx, 250*time.Millisecond)
 	if cfg.AutoLeaderRebalance {
 		go srv.RunLeaderBalance(ctx, time.Duration(cfg.LeaderImbalanceCheckSeconds)*time.Second)
 	}
