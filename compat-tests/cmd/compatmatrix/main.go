@@ -4,10 +4,11 @@
 //	compatmatrix -cells DIR/cells.jsonl -json DIR/test.json -out docs/compat.md
 //
 // cells.jsonl holds the cells the matrix tests recorded (SLUICE_COMPAT_MATRIX_DIR);
-// test.json is `go test -json` of the whole suite. Clients that have no
-// scenario runner of their own (franz-go, sarama, kafka-go, kcat, the Java
-// client) get their cells from the outcome of the existing tests that cover
-// a scenario (the coverage table below); a cell no test covers says so.
+// test.json is `go test -json` of the whole suite. A cell no matrix test
+// records (most of franz-go's, the group cells of sarama, kafka-go, kcat
+// and the Java client) comes from the outcome of the existing tests that
+// cover the scenario (the coverage table below); a cell no test covers
+// says so.
 package main
 
 import (
@@ -110,21 +111,17 @@ var coverage = map[string]map[string][]string{
 		"group-commit-resume":           {"TestGroupFranzGoRebalanceExactlyOnce", "TestGroupSurvivesBrokerKill"},
 		"group-rebalance":               {"TestGroupFranzGoRebalanceExactlyOnce"},
 	},
-	"sarama": { // basic and admin scenarios: sarama_matrix_test.go
+	"sarama": { // basic, admin and group-rebalance: sarama_matrix_test.go
 		"group-commit-resume": {"TestGroupSarama"},
 	},
-	"kafka-go": { // basic and admin scenarios: kafkago_matrix_test.go
+	"kafka-go": { // basic, admin and group-rebalance: kafkago_matrix_test.go
 		"group-commit-resume": {"TestGroupKafkaGo"},
 	},
 	"kcat": { // the basic scenarios: kcat_matrix_test.go
 		"group-commit-resume": {"TestGroupKcat", "TestGroupKcatStatic"},
 		"group-rebalance":     {"TestGroupKcat"},
 	},
-	"java-client": {
-		"bootstrap-metadata":  {"TestJavaClient"},
-		"produce-idempotent":  {"TestJavaClient"},
-		"admin-create":        {"TestJavaClient"},
-		"consume-earliest":    {"TestJavaClient"},
+	"java-client": { // basic and admin scenarios: java_matrix_test.go
 		"group-commit-resume": {"TestGroupJava"},
 		"group-rebalance":     {"TestGroupJavaRebalance"},
 		// The console producer and consumer of the java-tools column are
@@ -226,8 +223,11 @@ func main() {
 	w("**skip** (the covering test was skipped: its toolchain was missing on the machine that generated this file), ")
 	w("or **—** (no test covers it yet). ")
 	w("python-confluent-kafka, kafka-python, kafkajs, confluent-kafka-go and java-tools run every scenario through a runner of their own ")
-	w("(compat-tests/python, js, ckg, tools_test.go), kcat the produce, consume and error scenarios (kcat_matrix_test.go), sarama and kafka-go those and the admin ones (sarama_matrix_test.go, kafkago_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
-	w("for every client that takes part in it. The cells of franz-go, sarama, kafka-go, kcat and java-client come from the existing tests ")
+	w("(compat-tests/python, js, ckg, tools_test.go), kcat the produce, consume and error scenarios (kcat_matrix_test.go), ")
+	w("sarama and kafka-go those, the admin ones and group-rebalance (sarama_matrix_test.go, kafkago_matrix_test.go), ")
+	w("java-client the produce, consume, error and admin scenarios in one JVM (java_matrix_test.go, compat-tests/java Matrix.java), ")
+	w("franz-go near-max-message-bytes (franzgo_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
+	w("for every client that takes part in it. The other cells of franz-go, sarama, kafka-go, kcat and java-client come from the existing tests ")
 	w("that exercise the scenario with that client (listed under the table).\n\n")
 
 	w("| scenario |")
@@ -388,7 +388,7 @@ func main() {
 		w("- franz-go, sarama, kafka-go, confluent-kafka-go: the versions in compat-tests/go.mod; kcat: Debian's 1.7.1 (librdkafka 2.0.2); Java: kafka-clients and kafka-tools 4.4.0 (compat-tests/java/pom.xml)\n")
 	}
 
-	w("\n### Covering tests for the clients without a runner\n\n| client | scenario | tests | outcome |\n|---|---|---|---|\n")
+	w("\n### Covering tests for the cells no runner records\n\n| client | scenario | tests | outcome |\n|---|---|---|---|\n")
 	for _, c := range clients {
 		cov := coverage[c.name]
 		for _, s := range scenarios {
