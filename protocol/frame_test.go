@@ -116,3 +116,23 @@ func FuzzRequest(f *testing.F) {
 		_ = req.ReadFrom(body)
 	})
 }
+
+func TestFrameBufferPool(t *testing.T) {
+	for _, n := range []int{1, 8, 4096, 4097, 1 << 20, 1<<20 + 1, 16 << 20, 16<<20 + 1} {
+		b := GetFrameBuffer(n)
+		if len(b) != n {
+			t.Fatalf("GetFrameBuffer(%d): len %d", n, len(b))
+		}
+		if c := frameClass(n); c >= 0 && cap(b) != 1<<(minFrameClass+c) {
+			t.Fatalf("GetFrameBuffer(%d): cap %d, class %d", n, cap(b), c)
+		}
+		b[n-1] = 7
+		PutFrameBuffer(b)
+		again := GetFrameBuffer(n)
+		if len(again) != n || cap(again) < n {
+			t.Fatalf("GetFrameBuffer(%d) after a put: len %d cap %d", n, len(again), cap(again))
+		}
+	}
+	PutFrameBuffer(make([]byte, 10, 3000)) // not a pooled size: ignored
+	PutFrameBuffer(nil)
+}

@@ -44,6 +44,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		records []byte
 	}
 	var waits []pending
+	// keepFrame: something still needs the records after stage 1 (a
+	// forward to the leader, or a raft proposal, which keeps its batch
+	// as the entry), so the frame they alias must not be reused.
+	keepFrame := false
 
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
@@ -106,6 +110,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
+				keepFrame = true
 				continue
 			}
 			if err != nil {
@@ -115,10 +120,14 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				fail(err)
 				continue
 			}
+			if _, local := p.(*replica.Partition); !local {
+				keepFrame = true
+			}
 			prop, err := s.proposeBatch(t, p, rp.Records, req.Acks, now, sp)
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
+				keepFrame = true
 				continue
 			}
 			if err != nil {
@@ -129,6 +138,20 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			waits = append(waits, pending{prop: prop, sp: sp, p: p})
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if !keepFrame {
+		// Every batch is in the page cache now (a local partition's
+		// Append copies it and keeps no reference), and stage 2 needs
+		// only the response: give the frame back before waiting for the
+		// flush, so the bytes held per request in flight are the
+		// response's, not the records'. Records are cleared so that
+		// nothing can read the reused buffer by mistake.
+		for i := range req.Topics {
+			for j := range req.Topics[i].Partitions {
+				req.Topics[i].Partitions[j].Records = nil
+			}
+		}
+		rc.releaseFrame()
 	}
 
 	if req.Acks == 0 {

@@ -81,16 +81,20 @@ func (s *Server) serveConn(l *listener, nc net.Conn) {
 
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
-	var buf []byte
 	for {
-		frame, err := protocol.ReadFrame(br, buf, c.srv.cfg.MaxFrameBytes)
+		n, err := protocol.ReadFrameSize(br, c.srv.cfg.MaxFrameBytes)
 		if err != nil {
 			return err
 		}
-		// The frame buffer is reused for the next read, but a request
-		// decoded from it (and its records) lives on in second stages.
-		// Hand the frame to the request and start a fresh buffer.
-		buf = nil
+		// Each frame gets a buffer of its own from the pool: a request
+		// decoded from it (and its records) may live on in a second
+		// stage. Handlers that are done with it early give it back (see
+		// reqCtx.releaseFrame); the rest are left to the collector.
+		frame := protocol.GetFrameBuffer(n)
+		if err := protocol.ReadFrameBody(br, frame); err != nil {
+			protocol.PutFrameBuffer(frame)
+			return err
+		}
 		if err := c.handle(frame); err != nil {
 			return err
 		}
@@ -135,7 +139,7 @@ func (c *conn) handle(frame []byte) error {
 		return errMalformed{key: key, version: version, err: err}
 	}
 	c.enqueue(sl)
-	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: time.Now()}
+	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: time.Now(), frame: frame}
 	c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
 	resp, err := c.srv.dispatch(rc, req)
 	if err != nil {
@@ -187,11 +191,24 @@ func (c *conn) writeLoop() {
 			flush()
 			<-sl.done // second stages watch ctx and finish promptly
 		}
+		sp, spliced := sl.resp.(splicedResponse)
 		if sl.skip || failed {
+			if spliced {
+				sp.release()
+			}
 			continue
 		}
-		out = protocol.AppendResponse(out[:0], sl.corrID, sl.resp)
-		if _, err := bw.Write(out); err != nil {
+		var err error
+		if spliced {
+			var splices []splice
+			out, splices = sp.appendFrame(out[:0], sl.corrID)
+			err = writeSpliced(bw, c.nc, out, splices)
+			sp.release()
+		} else {
+			out = protocol.AppendResponse(out[:0], sl.corrID, sl.resp)
+			_, err = bw.Write(out)
+		}
+		if err != nil {
 			failed = true
 			c.cancel()
 			c.nc.Close()
@@ -209,10 +226,26 @@ type reqCtx struct {
 	slot  *slot
 	start time.Time
 	async bool
+	// frame is the request's frame buffer until releaseFrame gives it
+	// back to the pool; the decoded request's byte fields alias it.
+	frame []byte
 }
 
 func (rc *reqCtx) ctx() context.Context { return rc.conn.ctx }
 func (rc *reqCtx) view() string         { return rc.conn.listener.cfg.View }
+
+// releaseFrame returns the request's frame buffer to the pool at once, so
+// that a request waiting long in its second stage (acks=all produce waits
+// for a flush round) does not hold megabytes it no longer needs. Call it
+// in the first stage, and only when nothing decoded from the request is
+// used any more: kmsg copies strings out of the frame, but byte fields
+// (produce records, tags) alias it.
+func (rc *reqCtx) releaseFrame() {
+	if rc.frame != nil {
+		protocol.PutFrameBuffer(rc.frame)
+		rc.frame = nil
+	}
+}
 
 func (rc *reqCtx) finish(resp kmsg.Response) {
 	if resp == nil {
