@@ -42,7 +42,10 @@ var versions = map[int16]VersionRange{
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
+	43: {0, 2},  // ElectLeaders
 	44: {0, 1},  // IncrementalAlterConfigs
+	45: {0, 1},  // AlterPartitionReassignments
+	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
 	60: {0, 2},  // DescribeCluster
 	68: {0, 1},  // ConsumerGroupHeartbeat
