@@ -1,6 +1,8 @@
 package compat
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -9,12 +11,12 @@ import (
 
 const javaClient = "java-client"
 
-// TestJavaMatrix runs the basic and admin scenarios of the matrix with the
-// Java client library (kafka-clients 4.4.0: KafkaProducer, KafkaConsumer,
-// Admin) in one JVM (dev.sluice.compat.Matrix in compat-tests/java), so the
-// column costs one JVM start and about as long as the scenarios take. The
-// java-client group cells come from TestGroupJava and
-// TestGroupJavaRebalance.
+// TestJavaMatrix runs the basic, admin and group scenarios of the matrix
+// with the Java client library (kafka-clients 4.4.0: KafkaProducer,
+// KafkaConsumer with the classic group protocol, Admin) in one JVM
+// (dev.sluice.compat.Matrix in compat-tests/java), so the column costs one
+// JVM start and about as long as the scenarios take. TestGroupJava and
+// TestGroupJavaRebalance go further with groups (restarts, KIP-848).
 func TestJavaMatrix(t *testing.T) {
 	var cp string
 	t.Run("java-build", func(t *testing.T) {
@@ -22,17 +24,24 @@ func TestJavaMatrix(t *testing.T) {
 		requireTool(t, "mvn")
 		cp = buildJava(t)
 	})
-	scenarios := append(append([]string(nil), basicScenarios...), adminScenarios...)
-	requireToolMatrix(t, javaClient, scenarios, cp != "", "java, mvn and the compat-tests/java dependencies")
+	requireToolMatrix(t, javaClient, allScenarios(), cp != "", "java, mvn and the compat-tests/java dependencies")
 
 	b := harness.Start(t, autoCreateOff())
 	const p = "jc"
 	prepareBasic(t, b.KafkaAddr, p)
+	prepareGroup(t, b.KafkaAddr, p)
+	// The classpath goes in a java @argfile so that the logged command
+	// line stays readable.
+	argfile := filepath.Join(t.TempDir(), "classpath.args")
+	if err := os.WriteFile(argfile, []byte("-cp \""+cp+"\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	res, _ := runScenarios(t, 4*time.Minute, ".", "java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, "dev.sluice.compat.Matrix", b.KafkaAddr, p)
+		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "@"+argfile, "dev.sluice.compat.Matrix", b.KafkaAddr, p)
 	recordResults(t, javaClient, basicScenarios, res, checkBasic(t, b.KafkaAddr, p))
-	// The version line was logged with the basic group; the admin group
-	// shares the process.
+	// The version line was logged with the basic group; the other groups
+	// share the process.
 	delete(res, "\x00version")
 	recordResults(t, javaClient, adminScenarios, res, nil)
+	recordResults(t, javaClient, groupScenarios, res, nil)
 }

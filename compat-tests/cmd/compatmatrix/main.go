@@ -5,8 +5,8 @@
 //
 // cells.jsonl holds the cells the matrix tests recorded (SLUICE_COMPAT_MATRIX_DIR);
 // test.json is `go test -json` of the whole suite. A cell no matrix test
-// records (most of franz-go's, the group cells of sarama, kafka-go, kcat
-// and the Java client) comes from the outcome of the existing tests that
+// records (most of franz-go's, group-commit-resume of sarama and kafka-go,
+// kcat's group cells, the Java client's codec cells) comes from the outcome of the existing tests that
 // cover the scenario (the coverage table below); a cell no test covers
 // says so.
 package main
@@ -121,9 +121,7 @@ var coverage = map[string]map[string][]string{
 		"group-commit-resume": {"TestGroupKcat", "TestGroupKcatStatic"},
 		"group-rebalance":     {"TestGroupKcat"},
 	},
-	"java-client": { // basic and admin scenarios: java_matrix_test.go
-		"group-commit-resume": {"TestGroupJava"},
-		"group-rebalance":     {"TestGroupJavaRebalance"},
+	"java-client": { // basic, admin and group scenarios: java_matrix_test.go
 		// The console producer and consumer of the java-tools column are
 		// the Java client (kafka-clients 4.4.0) with the codec set.
 		"codec-none":   {"TestMatrixCodecs/java-tools"},
@@ -225,7 +223,7 @@ func main() {
 	w("python-confluent-kafka, kafka-python, kafkajs, confluent-kafka-go and java-tools run every scenario through a runner of their own ")
 	w("(compat-tests/python, js, ckg, tools_test.go), kcat the produce, consume and error scenarios (kcat_matrix_test.go), ")
 	w("sarama and kafka-go those, the admin ones and group-rebalance (sarama_matrix_test.go, kafkago_matrix_test.go), ")
-	w("java-client the produce, consume, error and admin scenarios in one JVM (java_matrix_test.go, compat-tests/java Matrix.java), ")
+	w("java-client the produce, consume, error, admin and group scenarios in one JVM (java_matrix_test.go, compat-tests/java Matrix.java), ")
 	w("franz-go near-max-message-bytes (franzgo_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
 	w("for every client that takes part in it. The other cells of franz-go, sarama, kafka-go, kcat and java-client come from the existing tests ")
 	w("that exercise the scenario with that client (listed under the table).\n\n")

@@ -5,6 +5,8 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
+import java.util.Collections;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -25,6 +27,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
+import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
@@ -40,14 +43,15 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * The basic and admin scenarios of the compat matrix (docs/compat.md) with
+ * The basic, admin and group scenarios of the compat matrix (docs/compat.md) with
  * the Java client library (kafka-clients: KafkaProducer, KafkaConsumer,
  * Admin), all in one JVM so that the matrix pays for one JVM start. The Go
  * side (../java_matrix_test.go) creates the topics of the basic group first
  * (PREFIX-meta with 3 partitions; PREFIX-acks0, -acks1, -acksall, -idem,
  * -fields, -cons with 1; PREFIX-big with max.message.bytes=100000; 10
- * records c-0..c-9 in PREFIX-cons, timestamps BASE+i*1000) and checks what
- * the producers wrote afterwards.
+ * records c-0..c-9 in PREFIX-cons, timestamps BASE+i*1000; PREFIX-grp with
+ * 4 partitions of 10 records) and checks what the producers wrote
+ * afterwards.
  *
  * Usage: Matrix BOOTSTRAP PREFIX
  *
@@ -354,6 +358,110 @@ public final class Matrix {
         });
     }
 
+    /** A classic-protocol group member with the range assignor. */
+    static KafkaConsumer<byte[], byte[]> member(String group) {
+        Properties p = common();
+        p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        p.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        p.put(ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, RangeAssignor.class.getName());
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+        p.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        return new KafkaConsumer<>(p);
+    }
+
+    static List<Integer> assigned(KafkaConsumer<byte[], byte[]> c) {
+        List<Integer> ps = new ArrayList<>();
+        for (TopicPartition tp : c.assignment()) ps.add(tp.partition());
+        Collections.sort(ps);
+        return ps;
+    }
+
+    static String state(String name, KafkaConsumer<byte[], byte[]> c) {
+        return name + " generation " + c.groupMetadata().generationId() + " holds " + assigned(c);
+    }
+
+    /** Scenarios on PREFIX-grp: 4 partitions, 10 records g-* in each (written by the Go test). */
+    static void groups() {
+        String topic = prefix + "-grp";
+        List<Integer> all = List.of(0, 1, 2, 3);
+        scenario("group-commit-resume", () -> {
+            String g = prefix + "-g1";
+            Set<String> first = new HashSet<>();
+            try (KafkaConsumer<byte[], byte[]> m = member(g)) {
+                m.subscribe(List.of(topic));
+                long deadline = System.currentTimeMillis() + 30_000;
+                while (first.size() < 40 && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : m.poll(Duration.ofMillis(200))) first.add(s(r.value()));
+                }
+                check(first.size() == 40, "the first member read " + first.size() + " distinct records of 40");
+                m.commitSync(Duration.ofSeconds(20));
+            }
+            try (KafkaProducer<byte[], byte[]> pr = producer("all", false)) {
+                for (int i = 0; i < 4; i++) pr.send(new ProducerRecord<>(topic, i, b("k"), b("after-" + i)));
+                pr.flush();
+            }
+            List<String> got = new ArrayList<>();
+            try (KafkaConsumer<byte[], byte[]> m = member(g)) {
+                m.subscribe(List.of(topic));
+                long deadline = System.currentTimeMillis() + 30_000;
+                while (got.size() < 4 && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : m.poll(Duration.ofMillis(200))) got.add(s(r.value()));
+                }
+                long end = System.currentTimeMillis() + 1_500; // nothing older may follow
+                while (System.currentTimeMillis() < end) {
+                    for (ConsumerRecord<byte[], byte[]> r : m.poll(Duration.ofMillis(200))) got.add(s(r.value()));
+                }
+            }
+            Collections.sort(got);
+            check(got.equals(List.of("after-0", "after-1", "after-2", "after-3")), "the new member read " + got);
+        });
+        scenario("group-rebalance", () -> {
+            String g = prefix + "-g2";
+            try (KafkaConsumer<byte[], byte[]> a = member(g)) {
+                a.subscribe(List.of(topic));
+                long deadline = System.currentTimeMillis() + 60_000;
+                while (!assigned(a).equals(all) && System.currentTimeMillis() < deadline) a.poll(Duration.ofMillis(200));
+                check(assigned(a).equals(all), "the only member: " + state("a", a));
+                System.out.println("STEP group-rebalance alone: " + state("a", a));
+                int g1 = a.groupMetadata().generationId();
+                int g2;
+                try (KafkaConsumer<byte[], byte[]> b = member(g)) {
+                    b.subscribe(List.of(topic));
+                    deadline = System.currentTimeMillis() + 60_000;
+                    while (System.currentTimeMillis() < deadline) {
+                        a.poll(Duration.ofMillis(100));
+                        b.poll(Duration.ofMillis(100));
+                        List<Integer> u = new ArrayList<>(assigned(a));
+                        u.addAll(assigned(b));
+                        Collections.sort(u);
+                        if (a.groupMetadata().generationId() > g1 && a.groupMetadata().generationId() == b.groupMetadata().generationId()
+                                && assigned(a).size() == 2 && assigned(b).size() == 2 && u.equals(all)) {
+                            break;
+                        }
+                    }
+                    List<Integer> u = new ArrayList<>(assigned(a));
+                    u.addAll(assigned(b));
+                    Collections.sort(u);
+                    g2 = a.groupMetadata().generationId();
+                    check(g2 > g1 && g2 == b.groupMetadata().generationId() && assigned(a).size() == 2 && assigned(b).size() == 2 && u.equals(all),
+                        "after a second member joined: " + state("a", a) + "; " + state("b", b));
+                    System.out.println("STEP group-rebalance joined: " + state("a", a) + "; " + state("b", b));
+                } // b leaves the group (LeaveGroup) as it closes
+                deadline = System.currentTimeMillis() + 60_000;
+                while (!(a.groupMetadata().generationId() > g2 && assigned(a).equals(all)) && System.currentTimeMillis() < deadline) {
+                    a.poll(Duration.ofMillis(200));
+                }
+                check(a.groupMetadata().generationId() > g2 && assigned(a).equals(all), "after the second member left: " + state("a", a));
+                System.out.println("STEP group-rebalance left: " + state("a", a));
+            }
+        });
+    }
+
     public static void main(String[] args) throws Exception {
         if (args.length != 2) {
             System.out.println("usage: Matrix BOOTSTRAP PREFIX");
@@ -366,5 +474,6 @@ public final class Matrix {
             basic(adm);
             admin(adm);
         }
+        groups();
     }
 }
