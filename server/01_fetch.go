@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -35,6 +36,9 @@ type fetchPart struct {
 	p     hostedPartition
 	req   *kmsg.FetchRequestTopicPartition
 	resp  *kmsg.FetchResponseTopicPartition
+	// rng holds the partition's records: resp.RecordBatches stays empty
+	// and the writer sends the range in its place (fetchWire).
+	rng log.FileRange
 }
 
 func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
@@ -108,9 +112,10 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		resp.Topics = append(resp.Topics, st)
 	}
 
+	wire := &fetchWire{FetchResponse: resp, parts: parts}
 	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
 		s.countFetched(parts)
-		return resp, nil
+		return wire, nil
 	}
 	rc.later(func() kmsg.Response {
 		wake := make(chan struct{}, 1)
@@ -125,13 +130,13 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 			select {
 			case <-wake:
 				if s.fillFetch(req, parts) >= int(req.MinBytes) || fetchHasError(parts) {
-					return resp
+					return wire
 				}
 			case <-timer.C:
 				s.fillFetch(req, parts)
-				return resp
+				return wire
 			case <-rc.ctx().Done():
-				return resp
+				return wire
 			}
 		}
 	})
@@ -177,13 +182,17 @@ func fetchHasError(parts []fetchPart) bool {
 }
 
 // fillFetch reads every partition afresh and returns the bytes gathered.
+// The records are file ranges (fetchPart.rng), released and read again on
+// every call; the writer releases the last ones once they are sent.
 func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 || budget > int(s.cfg.FetchMaxBytes) {
 		budget = int(s.cfg.FetchMaxBytes)
 	}
 	total := 0
-	for _, fp := range parts {
+	for i := range parts {
+		fp := &parts[i]
+		fp.rng.Release()
 		sp, rp, p := fp.resp, fp.req, fp.p
 		sp.ErrorCode = 0
 		// Empty, never null: librdkafka rejects a null record set.
@@ -209,18 +218,20 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 		if total > 0 && limit <= 0 {
 			continue
 		}
-		res, err := p.Read(rp.FetchOffset, limit)
+		// Never past the high watermark reported with them.
+		res, err := p.Log().ReadRange(rp.FetchOffset, limit, sp.HighWatermark)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			continue
 		}
 		// Only the first partition with data may exceed the limits
 		// (KIP-74); later ones return nothing rather than overshoot.
-		if total > 0 && len(res.Data) > limit {
+		if total > 0 && res.Range.Len > int64(limit) {
+			res.Range.Release()
 			continue
 		}
-		sp.RecordBatches = res.Data
-		total += len(res.Data)
+		fp.rng = res.Range
+		total += int(res.Range.Len)
 	}
 	return total
 }
@@ -228,7 +239,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 // countFetched records the bytes a finished fetch returns.
 func (s *Server) countFetched(parts []fetchPart) {
 	for _, fp := range parts {
-		if n := len(fp.resp.RecordBatches); n > 0 {
+		if n := fp.rng.Len; n > 0 {
 			s.metrics.fetched.WithLabelValues(fp.topic.Name).Add(float64(n))
 		}
 	}

@@ -191,11 +191,24 @@ func (c *conn) writeLoop() {
 			flush()
 			<-sl.done // second stages watch ctx and finish promptly
 		}
+		sp, spliced := sl.resp.(splicedResponse)
 		if sl.skip || failed {
+			if spliced {
+				sp.release()
+			}
 			continue
 		}
-		out = protocol.AppendResponse(out[:0], sl.corrID, sl.resp)
-		if _, err := bw.Write(out); err != nil {
+		var err error
+		if spliced {
+			var splices []splice
+			out, splices = sp.appendFrame(out[:0], sl.corrID)
+			err = writeSpliced(bw, c.nc, out, splices)
+			sp.release()
+		} else {
+			out = protocol.AppendResponse(out[:0], sl.corrID, sl.resp)
+			_, err = bw.Write(out)
+		}
+		if err != nil {
 			failed = true
 			c.cancel()
 			c.nc.Close()
