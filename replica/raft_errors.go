@@ -34,6 +34,10 @@ var (
 	// has to be re-seeded: its directory removed and the broker added back
 	// by a membership change.
 	ErrLostCommitted = errors.New("replica: log lost committed raft entries")
+	// ErrTransferTargetInactive: a leadership transfer was refused because
+	// the leader has not heard from the target within the last election
+	// timeout; nothing changed, and the caller may ask again later.
+	ErrTransferTargetInactive = errors.New("replica: leadership transfer target is not active")
 )
 
 // NotLeaderError says who the leader is, as far as this replica knows.

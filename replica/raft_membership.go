@@ -142,7 +142,9 @@ func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
 // TransferLeadership asks the leader to hand leadership to voter to (the
 // metastore's preferred leader, ElectLeaders). It returns at once; raft
 // brings to up to date and makes it campaign, and gives up after an
-// election timeout. Proposals are refused while the transfer runs.
+// election timeout. Proposals are refused while the transfer runs, so a
+// target this leader has not heard from within the last election timeout
+// is refused at once (ErrTransferTargetInactive).
 func (r *Replica) TransferLeadership(to NodeID) error {
 	r.raftMu.Lock()
 	if r.closed {
@@ -160,6 +162,16 @@ func (r *Replica) TransferLeadership(to NodeID) error {
 	if !isVoter {
 		r.raftMu.Unlock()
 		return fmt.Errorf("replica: node %d is not a voter", to)
+	}
+	// A voter cut off from this leader, or down while its broker lease
+	// has not lapsed yet, would never campaign: raft would drop every
+	// proposal for an election timeout and give up, and a caller that
+	// retries (the preferred-leader rebalance) would stall the partition
+	// again each time. RecentActive is reset every election timeout
+	// (CheckQuorum) and set by any message from the voter.
+	if pr, ok := r.rn.Status().Progress[raftID(to)]; !ok || !pr.RecentActive {
+		r.raftMu.Unlock()
+		return fmt.Errorf("%w: node %d", ErrTransferTargetInactive, to)
 	}
 	r.rn.TransferLeader(raftID(to))
 	r.raftMu.Unlock()
