@@ -5,9 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
+	"runtime"
 	"sync"
-	"unsafe"
 )
 
 // DefaultMaxFrameBytes is Kafka's socket.request.max.bytes default (100 MiB).
@@ -73,64 +72,116 @@ func ReadFrameBody(r io.Reader, buf []byte) error {
 	return nil
 }
 
-// Frame buffers are pooled in power-of-two size classes from 4 KiB to
-// 16 MiB. A fresh buffer per request frame cost about a quarter of the
-// broker's CPU under a produce load, nearly all of it the runtime zeroing
-// megabytes that the socket read overwrites at once; a pooled buffer is
-// neither zeroed nor left for the garbage collector. Larger frames are
-// rare (a produce request is capped by the client's batch and request
-// sizes) and are allocated as before.
+// Frame buffers are recycled through a small free list. A fresh buffer per
+// request frame cost about a quarter of the broker's CPU under a produce
+// load, nearly all of it the runtime zeroing megabytes that the socket read
+// overwrites at once. The list, not a sync.Pool per size class: pooled
+// buffers count as live heap, and the collector's goal of twice the live
+// heap then let a pool per class fill with near-duplicates before anything
+// was freed (peak RSS rose). Here a frame takes the smallest free buffer
+// that holds it; when none does, a new one with some headroom replaces
+// the largest that was too small, so the buffers in circulation stay about
+// as many as the frames being read and handled at once. A collection that
+// finds the list unused since the one before empties it, so an idle broker
+// gives the memory back.
 const (
-	minFrameClass = 12 // 4 KiB
-	maxFrameClass = 24 // 16 MiB
+	maxFreeFrames    = 8        // buffers kept on the free list
+	minPooledFrame   = 4 << 10  // smaller frames are allocated each time
+	maxPooledFrame   = 64 << 20 // larger ones too: rare, and too big to keep
+	frameBufferAlign = 64 << 10 // new buffers' capacity is a multiple of it
 )
 
-// framePools[i] holds buffers of capacity 1<<(minFrameClass+i). A pool
-// stores the pointer to a buffer's first byte, not a slice, so Put does not
-// allocate a slice header; the capacity follows from the class.
-var framePools [maxFrameClass - minFrameClass + 1]sync.Pool
+type framePool struct {
+	mu   sync.Mutex
+	free [][]byte
+	used bool // a Get since the last collection
+}
 
-// frameClass is the smallest class whose buffers hold n bytes, -1 when n
-// is beyond the largest.
-func frameClass(n int) int {
-	if n <= 1<<minFrameClass {
-		return 0
-	}
-	c := bits.Len(uint(n-1)) - minFrameClass
-	if c >= len(framePools) {
-		return -1
-	}
-	return c
+var frames framePool
+
+func init() { frameGCHook() }
+
+// frameGCHook runs once after every garbage collection (a finalizer on an
+// object nothing references, set again each time).
+func frameGCHook() {
+	s := new([16]byte)
+	runtime.SetFinalizer(s, func(*[16]byte) {
+		frames.mu.Lock()
+		if !frames.used {
+			clear(frames.free)
+			frames.free = frames.free[:0]
+		}
+		frames.used = false
+		frames.mu.Unlock()
+		frameGCHook()
+	})
 }
 
 // GetFrameBuffer returns a buffer of length n whose contents are
-// undefined, from the pool when n is within the pooled sizes. Give it back
-// with PutFrameBuffer once nothing references it, or drop it: a buffer that
-// is never put back is collected like any other.
+// undefined, recycled when one is free. Give it back with PutFrameBuffer
+// once nothing references it, or drop it: a buffer that is never put back
+// is collected like any other.
 func GetFrameBuffer(n int) []byte {
-	c := frameClass(n)
-	if c < 0 {
+	if n < minPooledFrame || n > maxPooledFrame {
 		return make([]byte, n)
 	}
-	size := 1 << (minFrameClass + c)
-	if p, ok := framePools[c].Get().(*byte); ok {
-		return unsafe.Slice(p, size)[:n]
+	frames.mu.Lock()
+	frames.used = true
+	best, small := -1, -1
+	for i, b := range frames.free {
+		switch {
+		case cap(b) >= n && (best < 0 || cap(b) < cap(frames.free[best])):
+			best = i
+		case cap(b) < n && (small < 0 || cap(b) > cap(frames.free[small])):
+			small = i
+		}
 	}
-	return make([]byte, n, size)
+	if best < 0 {
+		// Drop the largest buffer that is too small: the one the new
+		// buffer stands in for.
+		if small >= 0 {
+			frames.removeLocked(small)
+		}
+		frames.mu.Unlock()
+		// Headroom, so that frames a little larger than this one (a
+		// workload's frames vary around a typical size) fit it too.
+		c := (n + n/8 + frameBufferAlign - 1) / frameBufferAlign * frameBufferAlign
+		return make([]byte, n, c)
+	}
+	b := frames.free[best]
+	frames.removeLocked(best)
+	frames.mu.Unlock()
+	return b[:n]
 }
 
-// PutFrameBuffer returns a buffer from GetFrameBuffer to the pool. The
+func (f *framePool) removeLocked(i int) {
+	last := len(f.free) - 1
+	f.free[i] = f.free[last]
+	f.free[last] = nil
+	f.free = f.free[:last]
+}
+
+// PutFrameBuffer gives a buffer from GetFrameBuffer back for reuse. The
 // caller must hold the only reference to it (and to every slice of it):
-// the next GetFrameBuffer may hand it to another request. Buffers whose
-// capacity is not one of the pooled sizes are ignored.
+// the next GetFrameBuffer may hand it to another request. With the free
+// list full, the smallest buffer is dropped.
 func PutFrameBuffer(b []byte) {
-	c := cap(b)
-	if c < 1<<minFrameClass || c&(c-1) != 0 {
+	if cap(b) < minPooledFrame || cap(b) > maxPooledFrame+maxPooledFrame/8+frameBufferAlign {
 		return
 	}
-	i := bits.Len(uint(c)) - 1 - minFrameClass
-	if i >= len(framePools) {
-		return
+	frames.mu.Lock()
+	if len(frames.free) < maxFreeFrames {
+		frames.free = append(frames.free, b[:0])
+	} else {
+		small := 0
+		for i, f := range frames.free {
+			if cap(f) < cap(frames.free[small]) {
+				small = i
+			}
+		}
+		if cap(b) > cap(frames.free[small]) {
+			frames.free[small] = b[:0]
+		}
 	}
-	framePools[i].Put(unsafe.SliceData(b[:1]))
+	frames.mu.Unlock()
 }
