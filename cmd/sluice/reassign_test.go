@@ -1,0 +1,408 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestClusterReassignment: a partition with replication factor 2 moves,
+// with Kafka's admin API (kadm), onto the write broker that did not hold
+// it, away from its leader, while an idempotent acks=all producer writes
+// to it. Every acknowledged record is then read exactly once, the removed
+// broker's replica directory is gone and ListPartitionReassignments is
+// empty. ElectLeaders (sent to a broker that leads nothing, so it is
+// forwarded) then makes a reordered preferred replica the leader. Last, a
+// read broker that joins the running cluster becomes a learner of the
+// partition and serves its whole history from its own replica. Before
+// that, a reassignment that cannot finish is cancelled.
+// Costs about 10 s (3 writer restarts, the move, one process start).
+func TestClusterReassignment(t *testing.T) {
+	c := startTestCluster(t, "raft")
+	// ElectLeaders must be what moves leadership, not the automatic
+	// rebalance the test cluster runs every 2 s.
+	for _, w := range c.writers {
+		w.kill()
+		f, err := os.OpenFile(w.cfg, os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("auto.leader.rebalance.enable: false\n"); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		w.start(t)
+	}
+	for _, w := range c.writers {
+		waitReady(t, w.admin, 60*time.Second)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	wcl, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wcl.Close()
+	adm := kadm.NewClient(wcl)
+	const topic = "moving"
+	if _, err := adm.CreateTopic(ctx, 1, 2, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, adm, topic, 1)
+	replicas := func() []int32 {
+		t.Helper()
+		md, err := adm.Metadata(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return md.Topics[topic].Partitions[0].Replicas
+	}
+	orig := replicas()
+	if len(orig) != 2 {
+		t.Fatalf("replicas %v", orig)
+	}
+	var newcomer int32
+	for id := int32(1); id <= 3; id++ {
+		if !slices.Contains(orig, id) {
+			newcomer = id
+		}
+	}
+	leaving, staying := orig[0], orig[1] // orig[0] is the preferred leader
+	target := []int32{staying, newcomer}
+
+	// An idempotent acks=all producer (kgo's default) writes throughout.
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProduceRequestTimeout(5*time.Second),
+		kgo.MaxBufferedRecords(1000), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	var mu sync.Mutex
+	acked := map[string]int64{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("m%07d", i))}, func(r *kgo.Record, err error) {
+				if err == nil {
+					mu.Lock()
+					acked[string(r.Value)] = r.Offset
+					mu.Unlock()
+				}
+			})
+			if i%20 == 19 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	time.Sleep(1500 * time.Millisecond)
+
+	var req kadm.AlterPartitionAssignmentsReq
+	req.Assign(topic, 0, target)
+	started := time.Now()
+	res, err := adm.AlterPartitionAssignments(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := res[topic][0]; r.Err != nil {
+		t.Fatalf("reassignment refused: %v %s", r.Err, r.ErrMessage)
+	}
+	// In progress, then done: listed until the raft group moved.
+	sawInProgress := false
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		lr, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{topic: {0: {}}})
+		if err == nil {
+			p, ok := lr[topic][0]
+			if !ok {
+				break
+			}
+			sawInProgress = true
+			if !slices.Equal(p.AddingReplicas, []int32{newcomer}) || !slices.Equal(p.RemovingReplicas, []int32{leaving}) {
+				t.Fatalf("listed %+v, want adding [%d] removing [%d]", p, newcomer, leaving)
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reassignment still listed after 30 s")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	moved := time.Since(started)
+	time.Sleep(time.Second) // writes go on after the move
+	close(stop)
+	wg.Wait()
+	if err := prod.Flush(ctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+	if got := replicas(); !sameIDs(got, target) {
+		t.Fatalf("replicas after the move %v, want %v", got, target)
+	}
+	t.Logf("REASSIGN: %d -> %v done in %v (listed while in progress: %v)", leaving, target, moved.Round(time.Millisecond), sawInProgress)
+
+	// The removed broker deletes its replica.
+	dir := filepath.Join(dataDir(t, c.writers[leaving-1]), "logs", topic+"-0")
+	deadline = time.Now().Add(15 * time.Second)
+	for {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("broker %d still has %s", leaving, dir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Every acknowledged record exactly once, at its offset, on each
+	// voter's and the read broker's own replica.
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := md.Topics[topic].ID
+	mu.Lock()
+	nAcked := len(acked)
+	mu.Unlock()
+	if nAcked == 0 {
+		t.Fatal("nothing was acknowledged")
+	}
+	check := func(who string, addr string) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		var recs []kmsg.Record
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			hws, err := replicaHWs(ctx, cl, topic, 1)
+			if err == nil {
+				_, recs, err = readReplica(ctx, cl, topic, id, 0, hws[0])
+			}
+			if err == nil && len(recs) >= nAcked {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d records (want at least the %d acknowledged), last error %v", who, len(recs), nAcked, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+		seen := map[string]int{}
+		for _, r := range recs {
+			v := string(r.Value)
+			seen[v]++
+			if seen[v] > 1 {
+				t.Fatalf("%s: %s stored twice", who, v)
+			}
+			if off, ok := acked[v]; ok && off != int64(r.OffsetDelta) {
+				t.Fatalf("%s: %s acknowledged at offset %d, stored at %d", who, v, off, r.OffsetDelta)
+			}
+		}
+		for v := range acked {
+			if seen[v] != 1 {
+				t.Fatalf("%s: acknowledged %s missing", who, v)
+			}
+		}
+		t.Logf("%s: all %d acknowledged records stored once (%d records)", who, nAcked, len(recs))
+	}
+	for _, v := range target {
+		check(fmt.Sprintf("write broker %d", v), c.writeAddrs[v-1])
+	}
+	check("read broker 4", c.readAddrs[0])
+
+	// A cancel now has nothing to cancel.
+	var cancelReq kadm.AlterPartitionAssignmentsReq
+	cancelReq.CancelAssign(topic, 0)
+	if res, err := adm.AlterPartitionAssignments(ctx, cancelReq); err != nil || !errors.Is(res[topic][0].Err, kerr.NoReassignmentInProgress) {
+		t.Fatalf("cancel after completion: %+v %v", res, err)
+	}
+
+	// ElectLeaders: reorder the replicas (completes at once) so the
+	// preferred leader is the newcomer, then elect it.
+	var reorder kadm.AlterPartitionAssignmentsReq
+	reorder.Assign(topic, 0, []int32{newcomer, staying})
+	if res, err := adm.AlterPartitionAssignments(ctx, reorder); err != nil || res[topic][0].Err != nil {
+		t.Fatalf("reorder: %+v %v", res, err)
+	}
+	lead := waitLeaders(t, adm, topic, 1)[0]
+	if lead == newcomer {
+		t.Fatalf("the newcomer %d leads before any election", newcomer)
+	}
+	ereq := kmsg.NewPtrElectLeadersRequest()
+	ereq.TimeoutMillis = 15000
+	et := kmsg.NewElectLeadersRequestTopic()
+	et.Topic, et.Partitions = topic, []int32{0}
+	ereq.Topics = append(ereq.Topics, et)
+	// Broker `leaving` leads nothing of this topic now: it forwards.
+	kresp, err := wcl.Broker(int(leaving)).Request(ctx, ereq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eresp := kresp.(*kmsg.ElectLeadersResponse)
+	if len(eresp.Topics) != 1 || len(eresp.Topics[0].Partitions) != 1 || eresp.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("elect preferred: %+v", eresp)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for waitLeaders(t, adm, topic, 1)[0] != newcomer {
+		if time.Now().After(deadline) {
+			t.Fatalf("metadata does not show the newcomer %d leading after ElectLeaders", newcomer)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	er, err := adm.ElectLeaders(ctx, kadm.ElectPreferredReplica, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil || !errors.Is(er[topic][0].Err, kerr.ElectionNotNeeded) {
+		t.Fatalf("second election: %+v %v", er, err)
+	}
+	t.Logf("ELECT: leadership moved from %d to the preferred replica %d", lead, newcomer)
+
+	// Cancel: a reassignment that cannot finish (it adds broker `leaving`,
+	// killed but still registered, so it never catches up) is listed
+	// until it is cancelled, and the partition keeps taking writes. The
+	// requests go straight to broker `staying`: the killed broker may be
+	// the controller kadm would send them to.
+	c.writers[leaving-1].kill()
+	at := wcl.Broker(int(staying))
+	alterAt := func(replicas []int32) (int16, string) {
+		t.Helper()
+		req := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()
+		rp.Replicas = replicas
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := at.Request(ctx, req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.(*kmsg.AlterPartitionAssignmentsResponse).Topics[0].Partitions[0]
+		msg := ""
+		if p.ErrorMessage != nil {
+			msg = *p.ErrorMessage
+		}
+		return p.ErrorCode, msg
+	}
+	listAt := func() []kmsg.ListPartitionReassignmentsResponseTopic {
+		t.Helper()
+		resp, err := at.Request(ctx, kmsg.NewPtrListPartitionReassignmentsRequest())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.(*kmsg.ListPartitionReassignmentsResponse).Topics
+	}
+	if code, msg := alterAt([]int32{newcomer, staying, leaving}); code != 0 {
+		t.Fatalf("reassignment to a dead broker: %d %s", code, msg)
+	}
+	time.Sleep(time.Second)
+	if l := listAt(); len(l) != 1 || !slices.Equal(l[0].Partitions[0].AddingReplicas, []int32{leaving}) || len(l[0].Partitions[0].RemovingReplicas) != 0 {
+		t.Fatalf("stuck reassignment listed as %+v", l)
+	}
+	if code, msg := alterAt(nil); code != 0 {
+		t.Fatalf("cancel: %d %s", code, msg)
+	}
+	if l := listAt(); len(l) != 0 {
+		t.Fatalf("listed after cancel: %+v", l)
+	}
+	if code, _ := alterAt(nil); code != kerr.NoReassignmentInProgress.Code {
+		t.Fatalf("second cancel: %d", code)
+	}
+	for i := range 20 {
+		r := &kgo.Record{Value: []byte(fmt.Sprintf("c%07d", i))}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce after cancel: %v", err)
+		}
+		mu.Lock()
+		acked[string(r.Value)] = r.Offset
+		mu.Unlock()
+	}
+	mu.Lock()
+	nAcked = len(acked)
+	mu.Unlock()
+
+	// A read broker that joins later follows the partition as a learner
+	// and serves its whole history.
+	r := addReader(t, c, 5)
+	r.start(t)
+	waitReady(t, r.admin, 60*time.Second)
+	check("read broker 5 (joined later)", c.readAddrs[1])
+}
+
+func sameIDs(a, b []int32) bool {
+	return len(a) == len(b) && !slices.ContainsFunc(a, func(x int32) bool { return !slices.Contains(b, x) })
+}
+
+// dataDir is the data.dir of a test cluster process, from its config.
+func dataDir(t *testing.T, p *proc) string {
+	t.Helper()
+	b, err := os.ReadFile(p.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^data\.dir: (.+)$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("no data.dir in %s", p.cfg)
+	}
+	return string(m[1])
+}
+
+// addReader adds read broker id to a running test cluster: the first read
+// broker's config with its own id, data directory and ports. The caller
+// starts it.
+func addReader(t *testing.T, c *testCluster, id int) *proc {
+	t.Helper()
+	src := c.readers[0]
+	b, err := os.ReadFile(src.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := freePorts(t, 3)
+	name := fmt.Sprintf("read-%d", len(c.readers)+1)
+	kafka := fmt.Sprintf("127.0.0.1:%d", ports[2])
+	admin := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	set := func(s, key, val string) string {
+		re := regexp.MustCompile(`(?m)^(\s*` + regexp.QuoteMeta(key) + `: ).*$`)
+		if !re.MatchString(s) {
+			t.Fatalf("no %s in %s", key, src.cfg)
+		}
+		return re.ReplaceAllString(s, "${1}"+val)
+	}
+	cfg := string(b)
+	cfg = set(cfg, "node.id", fmt.Sprint(id))
+	cfg = set(cfg, "data.dir", filepath.Join(filepath.Dir(dataDir(t, src)), name))
+	cfg = set(cfg, "admin.addr", admin)
+	cfg = set(cfg, "replica.listen", fmt.Sprintf("127.0.0.1:%d", ports[1]))
+	cfg = set(cfg, "address", kafka)
+	path := filepath.Join(filepath.Dir(src.cfg), name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lf, err := os.Create(strings.TrimSuffix(path, ".yaml") + ".log")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{name: name, cfg: path, admin: admin, logf: lf}
+	c.readers = append(c.readers, p)
+	c.readAddrs = append(c.readAddrs, kafka)
+	return p
+}
