@@ -101,3 +101,52 @@ func TestRaftTransferLeadership(t *testing.T) {
 	c.produce(testBatch("y", 1, -1, 0, 0), AcksAll)
 	c.converged(2, 10*time.Second)
 }
+
+// TestRaftCaughtUpAndSettled: what the reassignment loop waits on. The
+// leader sees its running followers caught up and a stopped one fall
+// behind once writes go on; a non-member and a non-leader answer false.
+func TestRaftCaughtUpAndSettled(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft})
+	c.produce(testBatch("a", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	others := []NodeID{}
+	for _, n := range []NodeID{1, 2, 3} {
+		if n != ln {
+			others = append(others, n)
+		}
+	}
+	checkFor(t, 10*time.Second, func() error {
+		for _, n := range others {
+			if !lr.CaughtUp(n) {
+				return fmt.Errorf("node %d not caught up", n)
+			}
+		}
+		return nil
+	})
+	if lr.CaughtUp(9) {
+		t.Fatal("a non-member is caught up")
+	}
+	if c.rep(others[0]).CaughtUp(others[1]) {
+		t.Fatal("a follower answered CaughtUp")
+	}
+	if m, settled := lr.MembershipSettled(); !settled || len(m.Voters) != 3 {
+		t.Fatalf("members %+v settled %v", m, settled)
+	}
+	c.stop(others[1])
+	for i := range 5 {
+		c.produce(testBatch(fmt.Sprint("b", i), 1, -1, 0, 0), AcksAll)
+	}
+	if lr.CaughtUp(others[1]) {
+		t.Fatalf("stopped node %d still caught up", others[1])
+	}
+	if !lr.CaughtUp(others[0]) {
+		// Acknowledged by a majority: the running follower has it all
+		// unless a later heartbeat is still in flight.
+		checkFor(t, 5*time.Second, func() error {
+			if !lr.CaughtUp(others[0]) {
+				return fmt.Errorf("node %d not caught up", others[0])
+			}
+			return nil
+		})
+	}
+}
