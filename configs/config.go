@@ -44,9 +44,16 @@ type Config struct {
 	DefaultReplicationFactor int16 `mapstructure:"default.replication.factor"`
 	MessageMaxBytes          int32 `mapstructure:"message.max.bytes"`
 	// FetchMaxBytes caps one Fetch response whatever MaxBytes the client
-	// asks for (Kafka's broker setting of this name). Responses are built
-	// in memory, so this bounds a consumer connection's memory.
+	// asks for (Kafka's broker setting of this name). Records are sent
+	// from the segment files, so it bounds the bytes one response sends,
+	// not memory.
 	FetchMaxBytes int32 `mapstructure:"fetch.max.bytes"`
+	// FetchSessionCacheSlots bounds the incremental fetch sessions
+	// (KIP-227) the broker keeps; 0 declines every session.
+	FetchSessionCacheSlots int32 `mapstructure:"max.incremental.fetch.session.cache.slots"`
+	// FetchSessionEvictionMs: a session unused this long may be evicted
+	// by any new one, and a younger one only by a larger or privileged one.
+	FetchSessionEvictionMs int32 `mapstructure:"min.incremental.fetch.session.eviction.ms"`
 
 	LogSegmentBytes           int32  `mapstructure:"log.segment.bytes"`
 	LogRollMs                 int64  `mapstructure:"log.roll.ms"`
@@ -88,6 +95,11 @@ type Config struct {
 	// MetaAddrs are the metastore nodes' internal addresses, for a broker
 	// that does not run the meta role itself.
 	MetaAddrs []string `mapstructure:"meta.addrs"`
+	// MetaLearnerGraceMs is how long a read broker may stay unregistered
+	// (a restart, a lapsed lease) before the metastore gives its learner
+	// replicas up; a long outage then costs a full copy on return, a
+	// short one none.
+	MetaLearnerGraceMs int64 `mapstructure:"meta.learner.grace.ms"`
 
 	// ReplicaListen is the internal address raft traffic between brokers
 	// arrives on (one connection per peer broker carries every partition).
@@ -117,6 +129,8 @@ func Default() Config {
 		DefaultReplicationFactor:    1,
 		MessageMaxBytes:             1048588,
 		FetchMaxBytes:               8 << 20,
+		FetchSessionCacheSlots:      1000,
+		FetchSessionEvictionMs:      120000,
 		LogSegmentBytes:             1 << 30,
 		LogRollMs:                   int64(7 * 24 * time.Hour / time.Millisecond),
 		LogRetentionMs:              int64(7 * 24 * time.Hour / time.Millisecond),
@@ -134,6 +148,7 @@ func Default() Config {
 		LogFsync:                    "group",
 		LogFlushIntervalMs:          1000,
 		MetaID:                      1,
+		MetaLearnerGraceMs:          int64(15 * time.Minute / time.Millisecond),
 	}
 }
 
@@ -191,6 +206,12 @@ func (c Config) Validate() error {
 	}
 	if c.FetchMaxBytes < 1024 {
 		errs = append(errs, fmt.Errorf("fetch.max.bytes must be at least 1024"))
+	}
+	if c.FetchSessionCacheSlots < 0 {
+		errs = append(errs, fmt.Errorf("max.incremental.fetch.session.cache.slots must not be negative"))
+	}
+	if c.FetchSessionEvictionMs < 0 {
+		errs = append(errs, fmt.Errorf("min.incremental.fetch.session.eviction.ms must not be negative"))
 	}
 	if c.NumPartitions <= 0 {
 		errs = append(errs, fmt.Errorf("num.partitions must be positive"))

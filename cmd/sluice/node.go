@@ -72,6 +72,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		mcfg.Listen = cfg.MetaListen
 		mcfg.PeerList = cfg.MetaPeers
 		mcfg.Join = cfg.MetaJoin
+		mcfg.LearnerGrace = time.Duration(cfg.MetaLearnerGraceMs) * time.Millisecond
 		mcfg.Logger = lg
 		meta, err := metastore.Open(mcfg)
 		if err != nil {
