@@ -21,15 +21,27 @@ import (
 // past the high watermark but not past the log end waits; one below the
 // log start or past the log end is OFFSET_OUT_OF_RANGE.
 //
-// Fetch sessions (KIP-227) are declined: a request that asks for a new
-// session gets session id 0 and a full response, which every client
-// handles by sending full requests; a request naming a session id gets
-// FETCH_SESSION_ID_NOT_FOUND.
+// Fetch sessions (KIP-227, v7+) follow Kafka's rules (fetch_session.go):
+// epoch 0 is a full fetch that may create a session, -1 a full fetch
+// without one; either closes the session it names. Incremental fetches
+// read every partition of the session and answer only those that changed;
+// an unknown session is FETCH_SESSION_ID_NOT_FOUND, a wrong epoch
+// INVALID_FETCH_SESSION_EPOCH, a version on the other side of v13 from
+// the session's FETCH_SESSION_TOPIC_ID_ERROR.
 // Version notes: v4 isolation level, v5 log start offset, v7 sessions,
 // v9 current leader epoch (FENCED/UNKNOWN_LEADER_EPOCH), v11 rack and
 // preferred read replica, v12+ flexible, v13 topic ids, v15 replica state.
 // Roles: leaders and read replicas.
 func init() { register(1, handleFetch) }
+
+// fetchItem is one partition a Fetch reads: named by the request, or,
+// for an incremental fetch, kept by the session.
+type fetchItem struct {
+	key     sessionKey
+	topic   string // as the request named it; resolved by id from v13
+	topicID [16]byte
+	req     kmsg.FetchRequestTopicPartition
+}
 
 type fetchPart struct {
 	topic metastore.Topic
@@ -44,8 +56,10 @@ type fetchPart struct {
 func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
-	if req.Version >= 7 && req.SessionID != 0 {
-		resp.ErrorCode = kerr.FetchSessionIDNotFound.Code
+	items, forget := fetchRequestItems(req)
+	sc, items, code := s.fetchSessions.newFetchContext(req, items, forget, !fetchFromConsumer(req))
+	if code != 0 {
+		resp.ErrorCode = code // no partitions: which ones were meant is unknown
 		return resp, nil
 	}
 
@@ -57,25 +71,33 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	redirected := false
 	var racks map[int32]string
 
+	// One response topic per run of items of the same topic, in item
+	// order; sps[i] answers items[i], read through parts[partOf[i]].
+	sps := make([]*kmsg.FetchResponseTopicPartition, len(items))
+	partOf := make([]int, len(items))
 	var parts []fetchPart
-	for i := range req.Topics {
-		rt := &req.Topics[i]
+	for i := 0; i < len(items); {
+		j := i + 1
+		for j < len(items) && items[j].key.topic == items[i].key.topic && items[j].key.topicID == items[i].key.topicID {
+			j++
+		}
 		st := kmsg.NewFetchResponseTopic()
-		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		st.Topic, st.TopicID = items[i].topic, items[i].topicID
 		var t metastore.Topic
 		var ok bool
 		topicCode := int16(0)
 		if req.Version >= 13 {
-			if t, ok = s.catalog.TopicByID(metastore.TopicID(rt.TopicID)); !ok {
+			if t, ok = s.catalog.TopicByID(metastore.TopicID(items[i].topicID)); !ok {
 				topicCode = kerr.UnknownTopicID.Code
 			}
-		} else if t, ok = s.catalog.TopicByName(rt.Topic); !ok {
+		} else if t, ok = s.catalog.TopicByName(items[i].topic); !ok {
 			topicCode = kerr.UnknownTopicOrPartition.Code
 		}
-		st.Partitions = make([]kmsg.FetchResponseTopicPartition, len(rt.Partitions))
-		for j := range rt.Partitions {
-			rp := &rt.Partitions[j]
-			sp := &st.Partitions[j]
+		st.Partitions = make([]kmsg.FetchResponseTopicPartition, j-i)
+		for k := i; k < j; k++ {
+			rp := &items[k].req
+			sp := &st.Partitions[k-i]
+			sps[k], partOf[k] = sp, -1
 			*sp = kmsg.NewFetchResponseTopicPartition()
 			sp.Partition = rp.Partition
 			sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = -1, -1, -1
@@ -107,15 +129,21 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					continue
 				}
 			}
+			partOf[k] = len(parts)
 			parts = append(parts, fetchPart{topic: t, p: p, req: rp, resp: sp})
 		}
 		resp.Topics = append(resp.Topics, st)
+		i = j
 	}
 
 	wire := &fetchWire{FetchResponse: resp, parts: parts}
-	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
+	final := func() kmsg.Response {
 		s.countFetched(parts)
-		return wire, nil
+		s.fetchSessions.finish(sc, wire, items, sps, partOf)
+		return wire
+	}
+	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
+		return final(), nil
 	}
 	rc.later(func() kmsg.Response {
 		wake := make(chan struct{}, 1)
@@ -125,22 +153,55 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		}
 		timer := time.NewTimer(time.Duration(req.MaxWaitMillis) * time.Millisecond)
 		defer timer.Stop()
-		defer s.countFetched(parts)
 		for {
 			select {
 			case <-wake:
 				if s.fillFetch(req, parts) >= int(req.MinBytes) || fetchHasError(parts) {
-					return wire
+					return final()
 				}
 			case <-timer.C:
 				s.fillFetch(req, parts)
-				return wire
+				return final()
 			case <-rc.ctx().Done():
-				return wire
+				return final()
 			}
 		}
 	})
 	return nil, nil
+}
+
+// fetchRequestItems lists the partitions a request names and those it
+// asks its session to forget (v7+), keyed by topic id from v13 on.
+func fetchRequestItems(req *kmsg.FetchRequest) ([]fetchItem, []sessionKey) {
+	ids := req.Version >= 13
+	n := 0
+	for i := range req.Topics {
+		n += len(req.Topics[i].Partitions)
+	}
+	items := make([]fetchItem, 0, n)
+	for i := range req.Topics {
+		rt := &req.Topics[i]
+		key := sessionKey{topic: rt.Topic}
+		if ids {
+			key = sessionKey{topicID: rt.TopicID}
+		}
+		for j := range rt.Partitions {
+			key.partition = rt.Partitions[j].Partition
+			items = append(items, fetchItem{key: key, topic: rt.Topic, topicID: rt.TopicID, req: rt.Partitions[j]})
+		}
+	}
+	var forget []sessionKey
+	for _, ft := range req.ForgottenTopics {
+		key := sessionKey{topic: ft.Topic}
+		if ids {
+			key = sessionKey{topicID: ft.TopicID}
+		}
+		for _, p := range ft.Partitions {
+			key.partition = p
+			forget = append(forget, key)
+		}
+	}
+	return items, forget
 }
 
 // fetchFromConsumer tells a consumer's fetch from a replica's.

@@ -57,6 +57,7 @@ type Server struct {
 	staticTopicDefaults, builtinTopicDefaults map[string]string
 	fwd                                       forwarder
 	groups                                    *coordinator.Coordinator
+	fetchSessions                             *fetchSessionCache
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -112,6 +113,7 @@ func New(opts Options) (*Server, error) {
 	s.cfg.Config = opts.Config
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
 	s.producers = newProducerIDs(opts.Catalog)
+	s.fetchSessions = newFetchSessionCache(int(opts.Config.FetchSessionCacheSlots), int64(opts.Config.FetchSessionEvictionMs))
 	s.staticTopicDefaults = opts.Config.TopicDefaults()
 	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
