@@ -302,6 +302,56 @@ func TestEveryAdvertisedVersion(t *testing.T) {
 		return errf(r.Resources[0].ErrorCode)
 	})
 
+	// Placement APIs on one broker: the preferred replica leads already,
+	// and there is no reassignment to cancel or list.
+	sweep(43, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrElectLeadersRequest()
+		r.Version = v
+		r.TimeoutMillis = 5000
+		rt := kmsg.NewElectLeadersRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		r.Topics = append(r.Topics, rt)
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.ElectLeadersResponse)
+		if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+			return fmt.Sprintf("error %d with %d topics", r.ErrorCode, len(r.Topics))
+		}
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != kerr.ElectionNotNeeded.Code {
+			return fmt.Sprintf("want ELECTION_NOT_NEEDED, got %s", errf(code))
+		}
+		return ""
+	})
+	sweep(45, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrAlterPartitionAssignmentsRequest()
+		r.Version = v
+		rt := kmsg.NewAlterPartitionAssignmentsRequestTopic()
+		rt.Topic = topic
+		rt.Partitions = append(rt.Partitions, kmsg.NewAlterPartitionAssignmentsRequestTopicPartition()) // null replicas: cancel
+		r.Topics = append(r.Topics, rt)
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.AlterPartitionAssignmentsResponse)
+		if r.ErrorCode != 0 || len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+			return fmt.Sprintf("error %d with %d topics", r.ErrorCode, len(r.Topics))
+		}
+		if code := r.Topics[0].Partitions[0].ErrorCode; code != kerr.NoReassignmentInProgress.Code {
+			return fmt.Sprintf("want NO_REASSIGNMENT_IN_PROGRESS, got %s", errf(code))
+		}
+		return ""
+	})
+	sweep(46, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrListPartitionReassignmentsRequest()
+		r.Version = v
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.ListPartitionReassignmentsResponse)
+		if r.ErrorCode != 0 || len(r.Topics) != 0 {
+			return fmt.Sprintf("error %d with %d topics", r.ErrorCode, len(r.Topics))
+		}
+		return ""
+	})
+
 	sweep(33, 0, func(v int16) kmsg.Request {
 		r := kmsg.NewPtrAlterConfigsRequest()
 		r.Version = v
