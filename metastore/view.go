@@ -231,6 +231,37 @@ func (v *view) TopicByID(id TopicID) (Topic, bool) {
 	return cloneTopic(*t), true
 }
 
+// SharedTopicByName and SharedTopicByID are TopicByName and TopicByID
+// without the deep copy, for hot paths (every Produce request looks its
+// topics up, and a copy of a topic with many partitions is an allocation
+// per partition). The topic returned is the view's own: the caller must
+// not modify it or anything it references. It stays consistent, because
+// the view never changes a topic it holds: a change replaces it.
+func (v *view) SharedTopicByName(name string) (*Topic, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	id, ok := v.names[name]
+	if !ok {
+		return nil, false
+	}
+	t, ok := v.topics[id]
+	return t, ok
+}
+
+func (v *view) SharedTopicByID(id TopicID) (*Topic, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	t, ok := v.topics[id]
+	return t, ok
+}
+
+// SharedTopicByName looks a topic up in the cache without copying it; see
+// view.SharedTopicByName for what the caller must not do.
+func (c *Client) SharedTopicByName(name string) (*Topic, bool) { return c.v.SharedTopicByName(name) }
+
+// SharedTopicByID is SharedTopicByName by id.
+func (c *Client) SharedTopicByID(id TopicID) (*Topic, bool) { return c.v.SharedTopicByID(id) }
+
 func (v *view) BrokerConfigs(broker int32) map[string]string {
 	v.mu.RLock()
 	defer v.mu.RUnlock()

@@ -74,12 +74,12 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		var ok bool
 		topicCode := int16(0)
 		if req.Version >= 13 {
-			t, ok = s.catalog.TopicByID(metastore.TopicID(rt.TopicID))
+			t, ok = s.produceTopicByID(metastore.TopicID(rt.TopicID))
 			if !ok {
 				topicCode = kerr.UnknownTopicID.Code
 			}
 		} else {
-			t, ok = s.catalog.TopicByName(rt.Topic)
+			t, ok = s.produceTopicByName(rt.Topic)
 			if !ok {
 				topicCode = kerr.UnknownTopicOrPartition.Code
 			}
@@ -199,6 +199,41 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		return resp
 	})
 	return nil, nil
+}
+
+// sharedTopics is implemented by catalogs that can hand out a cached topic
+// without copying it (metastore.Client); see produceTopicByName.
+type sharedTopics interface {
+	SharedTopicByName(name string) (*metastore.Topic, bool)
+	SharedTopicByID(id metastore.TopicID) (*metastore.Topic, bool)
+}
+
+// produceTopicByName looks a topic up for Produce without the catalog's
+// deep copy when the catalog can share it: the result is a shallow copy
+// whose slices and maps belong to the cache, so Produce only reads it
+// (partition lookup, configs), and the copy kept for forwarding is never
+// modified either.
+func (s *Server) produceTopicByName(name string) (metastore.Topic, bool) {
+	if sc, ok := s.catalog.(sharedTopics); ok {
+		t, ok := sc.SharedTopicByName(name)
+		if !ok {
+			return metastore.Topic{}, false
+		}
+		return *t, true
+	}
+	return s.catalog.TopicByName(name)
+}
+
+// produceTopicByID is produceTopicByName by topic id.
+func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) {
+	if sc, ok := s.catalog.(sharedTopics); ok {
+		t, ok := sc.SharedTopicByID(id)
+		if !ok {
+			return metastore.Topic{}, false
+		}
+		return *t, true
+	}
+	return s.catalog.TopicByID(id)
 }
 
 // proposeBatch validates one partition's records and proposes them.
