@@ -18,13 +18,18 @@ func kafkaGoRouting() routingClient {
 
 func kafkaGoRoutingProduce(ctx context.Context, t *testing.T, addrs []string, topic string, keys, values []string) {
 	t.Helper()
+	// The transport refreshes metadata in the background until its
+	// connections are closed: Writer.Close alone would leave it sending
+	// Metadata requests into the next phase.
+	tr := &kafka.Transport{ClientID: "sluice-routing-kafka-go"}
+	defer tr.CloseIdleConnections()
 	w := &kafka.Writer{
 		Addr:         kafka.TCP(addrs...),
 		Topic:        topic,
 		Balancer:     &kafka.Hash{},
 		RequiredAcks: kafka.RequireAll,
 		BatchTimeout: 10 * time.Millisecond,
-		Transport:    &kafka.Transport{ClientID: "sluice-routing-kafka-go"},
+		Transport:    tr,
 	}
 	msgs := make([]kafka.Message, len(keys))
 	for i := range keys {
