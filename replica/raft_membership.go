@@ -98,6 +98,15 @@ func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
 		r.raftMu.Unlock()
 		return &NotLeaderError{Leader: leaderOf(bs.Lead), Term: bs.GetTerm()}
 	}
+	// A new leader treats everything in its log at election as possibly
+	// holding a configuration change, and raft silently turns a change
+	// proposed before it applied that far into an empty entry; confPending
+	// would then never clear. Applying an entry of its own term (the empty
+	// entry it appended at election, or later) means it is past that point.
+	if t, err := r.st.Term(bs.Applied); err != nil || t != bs.GetTerm() {
+		r.raftMu.Unlock()
+		return ErrMembershipChangePending
+	}
 	r.st.mu.Lock()
 	cur := cloneCS(r.st.cs)
 	r.st.mu.Unlock()

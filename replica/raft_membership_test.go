@@ -150,3 +150,46 @@ func TestRaftCaughtUpAndSettled(t *testing.T) {
 		})
 	}
 }
+
+// TestRaftMembershipChangeRightAfterElection: a configuration change
+// asked of a leader the moment it is elected (the reassignment loop acts
+// at once on a leader change) takes effect. The old leader stops with
+// writes in flight, so the new one is elected with entries it has not
+// applied, and raft would silently drop a change proposed before it
+// applies an entry of its own term.
+func TestRaftMembershipChangeRightAfterElection(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft})
+	for round := range 3 {
+		c.produce(testBatch(fmt.Sprint("a", round), 1, -1, 0, 0), AcksAll)
+		ln, lr := c.leader()
+		for i := range 50 {
+			if _, err := lr.Propose(testBatch(fmt.Sprint("b", round, i), 1, -1, 0, 0), AcksLeader); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.stop(ln)
+		var nr *Replica
+		for nr == nil {
+			for _, r := range c.running() {
+				if r.IsLeader() {
+					nr = r
+				}
+			}
+			time.Sleep(100 * time.Microsecond)
+		}
+		learners := []NodeID{}
+		if round%2 == 0 {
+			learners = []NodeID{4}
+		}
+		want := Members{Voters: []NodeID{1, 2, 3}, Learners: learners}
+		checkFor(t, 10*time.Second, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			return nr.ChangeMembership(ctx, want)
+		})
+		if got, settled := nr.MembershipSettled(); !settled || !slices.Equal(got.Learners, learners) {
+			t.Fatalf("round %d: members %+v settled %v", round, got, settled)
+		}
+		c.start(ln)
+	}
+}
