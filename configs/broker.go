@@ -32,6 +32,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "log.dirs", Value: c.DataDir, Default: d.DataDir, Type: TypeString},
 		{Name: "broker.rack", Value: c.Rack, Default: "", Type: TypeString},
 		{Name: "socket.request.max.bytes", Value: itoa(int64(c.SocketRequestMaxBytes)), Default: itoa(int64(d.SocketRequestMaxBytes)), Type: TypeInt},
+		{Name: "queued.max.request.bytes", Value: itoa(c.QueuedMaxRequestBytes), Default: itoa(d.QueuedMaxRequestBytes), Type: TypeLong,
+			Doc: "Bytes of requests held at once before the broker stops reading sockets; -1: unbounded."},
 		{Name: "fetch.max.bytes", Value: itoa(int64(c.FetchMaxBytes)), Default: itoa(int64(d.FetchMaxBytes)), Type: TypeInt,
 			Doc: "Largest Fetch response, whatever the client asks for (the first batch is always returned whole)."},
 		{Name: "max.incremental.fetch.session.cache.slots", Value: itoa(int64(c.FetchSessionCacheSlots)), Default: itoa(int64(d.FetchSessionCacheSlots)), Type: TypeInt,

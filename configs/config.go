@@ -38,6 +38,16 @@ type Config struct {
 	LogLevel  string `mapstructure:"log.level"`
 
 	SocketRequestMaxBytes int32 `mapstructure:"socket.request.max.bytes"`
+	// QueuedMaxRequestBytes bounds the bytes of request frames the broker
+	// holds at once over all connections (Kafka's setting of this name):
+	// beyond it connections are not read until requests finish, so
+	// clients with deep pipelines feel TCP backpressure instead of
+	// growing the broker's memory. A produce request to a local partition
+	// stops counting once its batches are written, before its acks=all
+	// wait; others when answered. A frame is admitted while any room is
+	// left, so one larger than the bound still passes. -1 (Kafka's
+	// default) or 0: unbounded.
+	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
 
 	AutoCreateTopics         bool  `mapstructure:"auto.create.topics.enable"`
 	NumPartitions            int32 `mapstructure:"num.partitions"`
@@ -124,6 +134,7 @@ func Default() Config {
 		AdminAddr:                   "127.0.0.1:9644",
 		LogLevel:                    "info",
 		SocketRequestMaxBytes:       100 << 20,
+		QueuedMaxRequestBytes:       100 << 20,
 		AutoCreateTopics:            true,
 		NumPartitions:               1,
 		DefaultReplicationFactor:    1,

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -18,6 +19,62 @@ import (
 // maxInFlight bounds the requests a connection may have read but not yet
 // answered; the reader stops reading (TCP backpressure) beyond it.
 const maxInFlight = 64
+
+// requestBudget bounds the bytes of request frames a server holds at once,
+// over all connections: Kafka's queued.max.request.bytes. A reader waits
+// for room after a frame's size prefix and before reading its body, so a
+// full budget stops reading sockets rather than growing memory. Produce
+// requests on local partitions give their bytes back as soon as their
+// batches are written (before the acks=all wait); other requests when
+// they are answered.
+type requestBudget struct {
+	mu   sync.Mutex
+	used int64
+	room chan struct{} // closed and replaced when bytes are released; nil until someone waits
+}
+
+// acquire waits until less than limit bytes are held, then counts n more
+// and returns what to release later (0 when limit <= 0: unbounded, and
+// nothing is counted). Like Kafka's memory pool it admits a frame while
+// any room is left, even one larger than the room, so a frame larger than
+// the whole budget is not refused forever; the bytes held stay below
+// limit plus one frame.
+func (b *requestBudget) acquire(ctx context.Context, n, limit int64) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	for {
+		b.mu.Lock()
+		if b.used < limit {
+			b.used += n
+			b.mu.Unlock()
+			return n, nil
+		}
+		if b.room == nil {
+			b.room = make(chan struct{})
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+func (b *requestBudget) release(n int64) {
+	if n <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.used -= n
+	if b.room != nil {
+		close(b.room)
+		b.room = nil
+	}
+	b.mu.Unlock()
+}
 
 // slot is one request's place in the connection's response order.
 type slot struct {
@@ -86,6 +143,13 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
+		// Wait for room under queued.max.request.bytes before taking the
+		// frame's memory; meanwhile this socket is not read, and TCP
+		// pushes back on the client.
+		held, err := c.srv.requestBytes.acquire(c.ctx, int64(n), c.srv.cfg.QueuedMaxRequestBytes)
+		if err != nil {
+			return err
+		}
 		// Each frame gets a buffer of its own from the pool: a request
 		// decoded from it (and its records) may live on in a second
 		// stage. Handlers that are done with it early give it back (see
@@ -93,17 +157,24 @@ func (c *conn) readLoop() error {
 		frame := protocol.GetFrameBuffer(n)
 		if err := protocol.ReadFrameBody(br, frame); err != nil {
 			protocol.PutFrameBuffer(frame)
+			c.srv.requestBytes.release(held)
 			return err
 		}
-		if err := c.handle(frame); err != nil {
+		if err := c.handle(frame, held); err != nil {
 			return err
 		}
 	}
 }
 
 // handle runs one request's first stage. A returned error closes the
-// connection.
-func (c *conn) handle(frame []byte) error {
+// connection. held is what the frame counts against
+// queued.max.request.bytes; the request's reqCtx gives it back.
+func (c *conn) handle(frame []byte, held int64) error {
+	defer func() {
+		if held > 0 { // no reqCtx took it over
+			c.srv.requestBytes.release(held)
+		}
+	}()
 	key, version, corrID := protocol.PeekHeader(frame)
 	sl := &slot{done: make(chan struct{}), corrID: corrID}
 	req := kmsg.RequestForKey(key)
@@ -140,9 +211,14 @@ func (c *conn) handle(frame []byte) error {
 	}
 	c.enqueue(sl)
 	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: time.Now(), frame: frame}
+	rc.held.Store(held)
+	held = 0
 	c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
 	resp, err := c.srv.dispatch(rc, req)
 	if err != nil {
+		if !rc.async {
+			rc.releaseBytes() // nothing will finish it
+		}
 		return err
 	}
 	if !rc.async {
@@ -229,6 +305,9 @@ type reqCtx struct {
 	// frame is the request's frame buffer until releaseFrame gives it
 	// back to the pool; the decoded request's byte fields alias it.
 	frame []byte
+	// held is what the request counts against queued.max.request.bytes
+	// until releaseFrame or finish, whichever comes first, gives it back.
+	held atomic.Int64
 }
 
 func (rc *reqCtx) ctx() context.Context { return rc.conn.ctx }
@@ -245,9 +324,21 @@ func (rc *reqCtx) releaseFrame() {
 		protocol.PutFrameBuffer(rc.frame)
 		rc.frame = nil
 	}
+	rc.releaseBytes()
+}
+
+// releaseBytes ends the request's claim on queued.max.request.bytes. A
+// finished request's frame may still be referenced (a coordinator keeps
+// group members' metadata), but it is no longer in flight, which is what
+// the bound counts, as in Kafka.
+func (rc *reqCtx) releaseBytes() {
+	if n := rc.held.Swap(0); n > 0 {
+		rc.conn.srv.requestBytes.release(n)
+	}
 }
 
 func (rc *reqCtx) finish(resp kmsg.Response) {
+	rc.releaseBytes()
 	if resp == nil {
 		rc.slot.skip = true
 	}

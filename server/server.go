@@ -66,6 +66,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners []*listener
 	conns     map[*conn]struct{}
+
+	requestBytes requestBudget // queued.max.request.bytes (conn.go)
 }
 
 func (s *Server) trackConn(c *conn, add bool) bool {
