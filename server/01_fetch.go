@@ -44,7 +44,7 @@ type fetchItem struct {
 }
 
 type fetchPart struct {
-	topic metastore.Topic
+	topic string // for the fetched-bytes metric
 	p     hostedPartition
 	req   *kmsg.FetchRequestTopicPartition
 	resp  *kmsg.FetchResponseTopicPartition
@@ -72,10 +72,10 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	var racks map[int32]string
 
 	// One response topic per run of items of the same topic, in item
-	// order; sps[i] answers items[i], read through parts[partOf[i]].
-	sps := make([]*kmsg.FetchResponseTopicPartition, len(items))
-	partOf := make([]int, len(items))
-	var parts []fetchPart
+	// order; sps[i] answers items[i], read through parts[partOf[i]]. An
+	// incremental fetch takes these arrays from its session, which keeps
+	// them from one fetch of all its partitions to the next.
+	sps, partOf, parts, resps := sc.scratch.take(len(items))
 	for i := 0; i < len(items); {
 		j := i + 1
 		for j < len(items) && items[j].key.topic == items[i].key.topic && items[j].key.topicID == items[i].key.topicID {
@@ -93,7 +93,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		} else if t, ok = s.catalog.TopicByName(items[i].topic); !ok {
 			topicCode = kerr.UnknownTopicOrPartition.Code
 		}
-		st.Partitions = make([]kmsg.FetchResponseTopicPartition, j-i)
+		st.Partitions, resps = resps[:j-i:j-i], resps[j-i:]
 		for k := i; k < j; k++ {
 			rp := &items[k].req
 			sp := &st.Partitions[k-i]
@@ -130,7 +130,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 				}
 			}
 			partOf[k] = len(parts)
-			parts = append(parts, fetchPart{topic: t, p: p, req: rp, resp: sp})
+			parts = append(parts, fetchPart{topic: t.Name, p: p, req: rp, resp: sp})
 		}
 		resp.Topics = append(resp.Topics, st)
 		i = j
@@ -301,7 +301,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 func (s *Server) countFetched(parts []fetchPart) {
 	for _, fp := range parts {
 		if n := fp.rng.Len; n > 0 {
-			s.metrics.fetched.WithLabelValues(fp.topic.Name).Add(float64(n))
+			s.metrics.fetched.WithLabelValues(fp.topic).Add(float64(n))
 		}
 	}
 }

@@ -97,6 +97,11 @@ type fetchSession struct {
 	epoch      int32
 	parts      map[sessionKey]*cachedPartition
 	order      []*cachedPartition // fetch order; partitions that return records move last
+	// scratch holds the arrays a fetch of every partition needs, kept
+	// for the next one (a consumer of 1,000 partitions fetches them all
+	// hundreds of times a second); busy while a fetch has it.
+	scratch fetchScratch
+	busy    bool
 
 	// Guarded by the cache's mu.
 	lastUsedMs int64
@@ -255,10 +260,34 @@ const (
 	sessionIncremental
 )
 
+// fetchScratch is the per-partition working memory of one fetch.
+type fetchScratch struct {
+	items  []fetchItem
+	sps    []*kmsg.FetchResponseTopicPartition
+	partOf []int
+	parts  []fetchPart
+	resps  []kmsg.FetchResponseTopicPartition
+}
+
+// take returns the arrays for n partitions: reused from x when it is
+// there and large enough, fresh otherwise (x nil: a request without an
+// incremental session, or a session's concurrent duplicate).
+func (x *fetchScratch) take(n int) ([]*kmsg.FetchResponseTopicPartition, []int, []fetchPart, []kmsg.FetchResponseTopicPartition) {
+	if x == nil {
+		return make([]*kmsg.FetchResponseTopicPartition, n), make([]int, n), make([]fetchPart, 0, n), make([]kmsg.FetchResponseTopicPartition, n)
+	}
+	if cap(x.sps) < n {
+		x.sps, x.partOf = make([]*kmsg.FetchResponseTopicPartition, n), make([]int, n)
+		x.parts, x.resps = make([]fetchPart, 0, n), make([]kmsg.FetchResponseTopicPartition, n)
+	}
+	return x.sps[:n], x.partOf[:n], x.parts[:0], x.resps[:n]
+}
+
 // fetchSessionCtx carries a request's session decision to its response.
 type fetchSessionCtx struct {
 	kind       fetchSessionKind
 	session    *fetchSession // incremental
+	scratch    *fetchScratch // the session's, while this fetch holds it
 	reqEpoch   int32
 	privileged bool
 	usesIDs    bool
@@ -301,7 +330,17 @@ func (c *fetchSessionCache) newFetchContext(req *kmsg.FetchRequest, items []fetc
 	c.touch(fs, len(fs.parts))
 	fs.epoch = nextSessionEpoch(fs.epoch)
 	sc.kind, sc.session = sessionIncremental, fs
-	out := make([]fetchItem, len(fs.order))
+	var out []fetchItem
+	if !fs.busy {
+		fs.busy = true
+		sc.scratch = &fs.scratch
+		if cap(fs.scratch.items) < len(fs.order) {
+			fs.scratch.items = make([]fetchItem, len(fs.order))
+		}
+		out = fs.scratch.items[:len(fs.order)]
+	} else {
+		out = make([]fetchItem, len(fs.order))
+	}
 	for i, cp := range fs.order {
 		out[i] = fetchItem{key: cp.key, topic: cp.topic, topicID: cp.topicID, req: cp.req}
 	}
@@ -335,6 +374,14 @@ func (c *fetchSessionCache) finishIncremental(sc fetchSessionCtx, w *fetchWire, 
 	fs := sc.session
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if sc.scratch != nil {
+		// Nothing of the response refers to the scratch arrays once
+		// this returns: the kept partitions are copied out of them.
+		defer func() {
+			clear(sc.scratch.parts[:cap(sc.scratch.parts)]) // drop range and partition references
+			fs.busy = false
+		}()
+	}
 	w.SessionID = fs.id
 	if fs.epoch != nextSessionEpoch(sc.reqEpoch) {
 		// Another request moved the session on meanwhile (a duplicate).
@@ -380,6 +427,7 @@ func (c *fetchSessionCache) finishIncremental(sc fetchSessionCtx, w *fetchWire, 
 		if j := partOf[k.item]; j >= 0 {
 			fp := w.parts[j]
 			fp.resp = &topics[k.topic].Partitions[k.part]
+			fp.req = nil // it points into the scratch items
 			parts = append(parts, fp)
 		}
 	}

@@ -121,6 +121,17 @@ func TestFetchSessionRules(t *testing.T) {
 			if got := answered(resp); len(got) != 1 || got[2] == 0 {
 				t.Fatalf("incremental after produce answered %v", got)
 			}
+			// The session's scratch arrays are free again for its next fetch.
+			if fs := b.srv.fetchSessions.get(id); fs == nil {
+				t.Fatal("session gone")
+			} else {
+				fs.mu.Lock()
+				busy := fs.busy
+				fs.mu.Unlock()
+				if busy {
+					t.Fatal("session scratch still held after the response")
+				}
+			}
 			// The same epoch again is a duplicate.
 			if resp = f.fetch(id, 2, nil, nil); resp.ErrorCode != kerr.InvalidFetchSessionEpoch.Code {
 				t.Fatalf("repeated epoch: error %d", resp.ErrorCode)
