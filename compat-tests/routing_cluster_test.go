@@ -197,125 +197,142 @@ func (env *routingEnv) run(t *testing.T, cl routingClient) {
 	}
 
 	// 1. Producer on the write listeners.
-	before := env.c.Snapshot(t)
-	cl.produce(ctx, t, env.writeAddrs, topic, keys, values)
-	d := env.c.Snapshot(t).Sub(before)
-	env.logDelta(t, "producer on the write listeners", d)
-	for _, r := range env.c.Readers {
-		if n := d[r.Name].Requests("", ""); n != 0 {
-			t.Errorf("producer bootstrapped on the write listeners sent %v requests to read broker %s: %v", n, r.Name, d[r.Name].RequestsByAPI())
-		}
-		if n := d[r.Name].Sum("sluice_forwarded_produce_total", nil); n != 0 {
-			t.Errorf("read broker %s forwarded %v produce batches", r.Name, n)
-		}
-	}
-	if n := env.sum(d, env.c.Writers, "Produce", ""); n == 0 {
-		t.Errorf("no write broker counted a Produce request")
-	}
-	// The consumers below check that every record arrived once (the
-	// high watermarks also count raft's control batches, one offset each).
-
-	// 2. Consumer group on the read listeners.
-	group := topic + "-read"
-	before = env.c.Snapshot(t)
-	got := cl.consume(ctx, t, env.readAddrs, topic, group, "", routingRecords, nil)
-	d = env.c.Snapshot(t).Sub(before)
-	env.logDelta(t, "consumer group on the read listeners", d)
-	checkValues(t, "read-listener consumer", got, values)
-	for _, w := range env.c.Writers {
-		if n := d[w.Name].Requests("", ""); n != 0 {
-			t.Errorf("consumer bootstrapped on the read listeners sent %v requests to write broker %s: %v", n, w.Name, d[w.Name].RequestsByAPI())
-		}
-	}
-	for _, api := range []string{"Fetch", "OffsetCommit"} {
-		if n := env.sum(d, env.c.Readers, api, harness.ViewRead); n == 0 {
-			t.Errorf("the read brokers counted no %s on their read listeners", api)
-		}
-	}
-	env.checkCommitted(ctx, t, topic, group)
-
-	// 3. Consumer group on the write brokers' mixed listeners.
-	group = topic + "-mixed"
-	lateValues := make([]string, routingLate)
-	for i := range lateValues {
-		lateValues[i] = fmt.Sprintf("%s-late-%05d", cl.name, i)
-	}
-	before = env.c.Snapshot(t)
-	var warmed, finished harness.ClusterMetrics
-	// The hooks run on the client's goroutine: no t.Fatal in them.
-	warm := func() {
-		var err error
-		if warmed, err = env.c.Scrape(); err != nil {
-			t.Errorf("metrics at warm-up: %v", err)
-			return
-		}
-		rs := make([]*kgo.Record, len(lateValues))
-		for i, v := range lateValues {
-			rs[i] = &kgo.Record{Topic: topic, Value: []byte(v)}
-		}
-		// Uncompressed: kgo's default is snappy, which kafkajs cannot
-		// read without a codec plugin.
-		late, err := kgo.NewClient(kgo.SeedBrokers(env.writeAddrs...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
-			kgo.ProducerBatchCompression(kgo.NoCompression()))
-		if err == nil {
-			err = late.ProduceSync(ctx, rs...).FirstErr()
-			late.Close()
-		}
-		if err != nil {
-			t.Errorf("producing the records consumed after warm-up: %v", err)
-		}
-	}
-	done := func() {
-		var err error
-		if finished, err = env.c.Scrape(); err != nil {
-			t.Errorf("metrics after consuming: %v", err)
-		}
-	}
-	got = cl.consume(ctx, t, env.mixedAddrs, topic, group, cl.rack, routingRecords+routingLate, &routingHooks{warm: warm, done: done})
-	end := env.c.Snapshot(t)
-	if warmed == nil || finished == nil {
-		t.Fatalf("the mixed-listener consumer did not report both its warm-up and its end")
-	}
-	env.logDelta(t, "mixed-listener consumer, warm-up", warmed.Sub(before))
-	d = finished.Sub(warmed)
-	env.logDelta(t, "mixed-listener consumer, after warm-up", d)
-	env.logDelta(t, "mixed-listener consumer, closing", end.Sub(finished))
-	checkValues(t, "mixed-listener consumer", got, append(append([]string{}, values...), lateValues...))
-	if n := env.sum(d, env.c.Writers, "OffsetCommit", ""); n != 0 {
-		t.Errorf("mixed-listener consumer sent %v OffsetCommit requests to write brokers; its coordinator is a read broker", n)
-	}
-	if n := env.sum(d, env.c.Readers, "OffsetCommit", harness.ViewMixed); n == 0 {
-		t.Errorf("no read broker counted an OffsetCommit on its mixed listener after warm-up")
-	}
-	if cl.rack != "" {
-		// KIP-392: every partition was redirected to a read broker in
-		// the client's rack before its first record arrived.
-		if n := env.sum(d, env.c.Writers, "Fetch", ""); n != 0 {
-			t.Errorf("follower-fetching client sent %v Fetch requests to write brokers after warm-up", n)
-		}
+	if !t.Run("produce-on-write-listeners", func(t *testing.T) {
+		before := env.c.Snapshot(t)
+		cl.produce(ctx, t, env.writeAddrs, topic, keys, values)
+		d := env.c.Snapshot(t).Sub(before)
+		env.logDelta(t, "producer on the write listeners", d)
 		for _, r := range env.c.Readers {
-			n := d[r.Name].Requests("Fetch", harness.ViewMixed)
-			switch {
-			case env.racks[r.Name] == cl.rack && n == 0:
-				t.Errorf("read broker %s (rack %s, the client's) served no Fetch after warm-up", r.Name, cl.rack)
-			case env.racks[r.Name] != cl.rack && n != 0:
-				t.Errorf("read broker %s (rack %s) served %v Fetch requests to a client in rack %s", r.Name, env.racks[r.Name], n, cl.rack)
+			if n := d[r.Name].Requests("", ""); n != 0 {
+				t.Errorf("producer bootstrapped on the write listeners sent %v requests to read broker %s: %v", n, r.Name, d[r.Name].RequestsByAPI())
+			}
+			if n := d[r.Name].Sum("sluice_forwarded_produce_total", nil); n != 0 {
+				t.Errorf("read broker %s forwarded %v produce batches", r.Name, n)
 			}
 		}
-	} else {
-		// No follower fetching: the write brokers serve it, and count it.
-		if n := env.sum(d, env.c.Writers, "Fetch", harness.ViewMixed); n == 0 {
-			t.Errorf("fallback: the write brokers counted no Fetch on their mixed listeners after warm-up")
+		if n := env.sum(d, env.c.Writers, "Produce", ""); n == 0 {
+			t.Errorf("no write broker counted a Produce request")
 		}
-		var bytes float64
-		for _, w := range env.c.Writers {
-			bytes += d[w.Name].Sum("sluice_fetched_bytes_total", map[string]string{"topic": topic})
-		}
-		if bytes == 0 {
-			t.Errorf("fallback: the write brokers returned no record bytes of %s after warm-up", topic)
-		}
+		// The consumers below check that every record arrived once (the
+		// high watermarks also count raft's control batches, one offset each).
+	}) {
+		return
 	}
-	env.checkCommitted(ctx, t, topic, group)
+
+	// 2. Consumer group on the read listeners.
+	if !t.Run("consume-on-read-listeners", func(t *testing.T) {
+		group := topic + "-read"
+		before := env.c.Snapshot(t)
+		got := cl.consume(ctx, t, env.readAddrs, topic, group, "", routingRecords, nil)
+		d := env.c.Snapshot(t).Sub(before)
+		env.logDelta(t, "consumer group on the read listeners", d)
+		checkValues(t, "read-listener consumer", got, values)
+		for _, w := range env.c.Writers {
+			if n := d[w.Name].Requests("", ""); n != 0 {
+				t.Errorf("consumer bootstrapped on the read listeners sent %v requests to write broker %s: %v", n, w.Name, d[w.Name].RequestsByAPI())
+			}
+		}
+		for _, api := range []string{"Fetch", "OffsetCommit"} {
+			if n := env.sum(d, env.c.Readers, api, harness.ViewRead); n == 0 {
+				t.Errorf("the read brokers counted no %s on their read listeners", api)
+			}
+		}
+		env.checkCommitted(ctx, t, topic, group)
+	}) {
+		return
+	}
+
+	// 3. Consumer group on the write brokers' mixed listeners; the name
+	// says which behaviour is expected of the client.
+	phase := "consume-on-mixed-listeners-follower-fetching"
+	if cl.rack == "" {
+		phase = "consume-on-mixed-listeners-fallback-no-follower-fetching"
+	}
+	t.Run(phase, func(t *testing.T) {
+		group := topic + "-mixed"
+		lateValues := make([]string, routingLate)
+		for i := range lateValues {
+			lateValues[i] = fmt.Sprintf("%s-late-%05d", cl.name, i)
+		}
+		before := env.c.Snapshot(t)
+		var warmed, finished harness.ClusterMetrics
+		// The hooks run on the client's goroutine: no t.Fatal in them.
+		warm := func() {
+			var err error
+			if warmed, err = env.c.Scrape(); err != nil {
+				t.Errorf("metrics at warm-up: %v", err)
+				return
+			}
+			rs := make([]*kgo.Record, len(lateValues))
+			for i, v := range lateValues {
+				rs[i] = &kgo.Record{Topic: topic, Value: []byte(v)}
+			}
+			// Uncompressed: kgo's default is snappy, which kafkajs cannot
+			// read without a codec plugin.
+			late, err := kgo.NewClient(kgo.SeedBrokers(env.writeAddrs...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+				kgo.ProducerBatchCompression(kgo.NoCompression()))
+			if err == nil {
+				err = late.ProduceSync(ctx, rs...).FirstErr()
+				late.Close()
+			}
+			if err != nil {
+				t.Errorf("producing the records consumed after warm-up: %v", err)
+			}
+		}
+		done := func() {
+			var err error
+			if finished, err = env.c.Scrape(); err != nil {
+				t.Errorf("metrics after consuming: %v", err)
+			}
+		}
+		got := cl.consume(ctx, t, env.mixedAddrs, topic, group, cl.rack, routingRecords+routingLate, &routingHooks{warm: warm, done: done})
+		end := env.c.Snapshot(t)
+		if warmed == nil || finished == nil {
+			t.Fatalf("the mixed-listener consumer did not report both its warm-up and its end")
+		}
+		env.logDelta(t, "mixed-listener consumer, warm-up", warmed.Sub(before))
+		d := finished.Sub(warmed)
+		env.logDelta(t, "mixed-listener consumer, after warm-up", d)
+		env.logDelta(t, "mixed-listener consumer, closing", end.Sub(finished))
+		checkValues(t, "mixed-listener consumer", got, append(append([]string{}, values...), lateValues...))
+		// The group's coordinator is a read broker in the mixed view too, so
+		// no OffsetCommit reaches a write broker at any point of the phase.
+		if n := env.sum(end.Sub(before), env.c.Writers, "OffsetCommit", ""); n != 0 {
+			t.Errorf("mixed-listener consumer sent %v OffsetCommit requests to write brokers; its coordinator is a read broker", n)
+		}
+		if n := env.sum(d, env.c.Readers, "OffsetCommit", harness.ViewMixed); n == 0 {
+			t.Errorf("no read broker counted an OffsetCommit on its mixed listener after warm-up")
+		}
+		if cl.rack != "" {
+			// KIP-392: every partition was redirected to a read broker in
+			// the client's rack before its first record arrived.
+			if n := env.sum(d, env.c.Writers, "Fetch", ""); n != 0 {
+				t.Errorf("follower-fetching client sent %v Fetch requests to write brokers after warm-up", n)
+			}
+			for _, r := range env.c.Readers {
+				n := d[r.Name].Requests("Fetch", harness.ViewMixed)
+				switch {
+				case env.racks[r.Name] == cl.rack && n == 0:
+					t.Errorf("read broker %s (rack %s, the client's) served no Fetch after warm-up", r.Name, cl.rack)
+				case env.racks[r.Name] != cl.rack && n != 0:
+					t.Errorf("read broker %s (rack %s) served %v Fetch requests to a client in rack %s", r.Name, env.racks[r.Name], n, cl.rack)
+				}
+			}
+		} else {
+			// No follower fetching: the write brokers serve it, and count it.
+			if n := env.sum(d, env.c.Writers, "Fetch", harness.ViewMixed); n == 0 {
+				t.Errorf("fallback: the write brokers counted no Fetch on their mixed listeners after warm-up")
+			}
+			var bytes float64
+			for _, w := range env.c.Writers {
+				bytes += d[w.Name].Sum("sluice_fetched_bytes_total", map[string]string{"topic": topic})
+			}
+			if bytes == 0 {
+				t.Errorf("fallback: the write brokers returned no record bytes of %s after warm-up", topic)
+			}
+		}
+		env.checkCommitted(ctx, t, topic, group)
+	})
 }
 
 // sum adds sluice_requests_total for api and view over brokers.
