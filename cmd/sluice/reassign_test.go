@@ -161,17 +161,7 @@ func TestClusterReassignment(t *testing.T) {
 	t.Logf("REASSIGN: %d -> %v done in %v (listed while in progress: %v)", leaving, target, moved.Round(time.Millisecond), sawInProgress)
 
 	// The removed broker deletes its replica.
-	dir := filepath.Join(dataDir(t, c.writers[leaving-1]), "logs", topic+"-0")
-	deadline = time.Now().Add(15 * time.Second)
-	for {
-		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("broker %d still has %s", leaving, dir)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitGone(t, filepath.Join(dataDir(t, c.writers[leaving-1]), "logs", topic+"-0"))
 
 	// Every acknowledged record exactly once, at its offset, on each
 	// voter's and the read broker's own replica.
@@ -180,56 +170,63 @@ func TestClusterReassignment(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := md.Topics[topic].ID
-	mu.Lock()
-	nAcked := len(acked)
-	mu.Unlock()
-	if nAcked == 0 {
+	if len(acked) == 0 {
 		t.Fatal("nothing was acknowledged")
 	}
-	check := func(who string, addr string) {
+	check := func(who, addr string) {
 		t.Helper()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		var recs []kmsg.Record
-		deadline := time.Now().Add(20 * time.Second)
-		for {
-			hws, err := replicaHWs(ctx, cl, topic, 1)
-			if err == nil {
-				_, recs, err = readReplica(ctx, cl, topic, id, 0, hws[0])
-			}
-			if err == nil && len(recs) >= nAcked {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: %d records (want at least the %d acknowledged), last error %v", who, len(recs), nAcked, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-		seen := map[string]int{}
-		for _, r := range recs {
-			v := string(r.Value)
-			seen[v]++
-			if seen[v] > 1 {
-				t.Fatalf("%s: %s stored twice", who, v)
-			}
-			if off, ok := acked[v]; ok && off != int64(r.OffsetDelta) {
-				t.Fatalf("%s: %s acknowledged at offset %d, stored at %d", who, v, off, r.OffsetDelta)
-			}
-		}
-		for v := range acked {
-			if seen[v] != 1 {
-				t.Fatalf("%s: acknowledged %s missing", who, v)
-			}
-		}
-		t.Logf("%s: all %d acknowledged records stored once (%d records)", who, nAcked, len(recs))
+		checkReplica(ctx, t, who, addr, topic, id, acked)
 	}
 	for _, v := range target {
 		check(fmt.Sprintf("write broker %d", v), c.writeAddrs[v-1])
 	}
 	check("read broker 4", c.readAddrs[0])
+
+	// A full move: replication factor 1, the only voter (the leader)
+	// replaced. Raft's joint consensus makes the old leader step down
+	// once it is out, and the new voter elects itself.
+	const solo = "solo"
+	one := "1" // the test cluster's default is 2
+	if _, err := adm.CreateTopic(ctx, 1, 1, map[string]*string{"min.insync.replicas": &one}, solo); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, adm, solo, 1)
+	smd, err := adm.Metadata(ctx, solo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	from := smd.Topics[solo].Partitions[0].Replicas[0]
+	to := from%3 + 1
+	soloAcked := map[string]int64{}
+	for i := range 30 {
+		r := &kgo.Record{Topic: solo, Value: []byte(fmt.Sprintf("s%07d", i))}
+		if err := prod.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce to %s: %v", solo, err)
+		}
+		soloAcked[string(r.Value)] = r.Offset
+	}
+	var full kadm.AlterPartitionAssignmentsReq
+	full.Assign(solo, 0, []int32{to})
+	if res, err := adm.AlterPartitionAssignments(ctx, full); err != nil || res[solo][0].Err != nil {
+		t.Fatalf("full move: %+v %v", res, err)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		lr, err := adm.ListPartitionReassignments(ctx, kadm.TopicsSet{solo: {0: {}}})
+		if err == nil && len(lr[solo]) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("full move still listed after 30 s: %+v %v", lr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if got := waitLeaders(t, adm, solo, 1)[0]; got != to {
+		t.Fatalf("%s led by %d after the full move to %d", solo, got, to)
+	}
+	waitGone(t, filepath.Join(dataDir(t, c.writers[from-1]), "logs", solo+"-0"))
+	checkReplica(ctx, t, fmt.Sprintf("%s on write broker %d", solo, to), c.writeAddrs[to-1], solo, smd.Topics[solo].ID, soloAcked)
+	t.Logf("FULL MOVE: %s from %d to %d", solo, from, to)
 
 	// A cancel now has nothing to cancel.
 	var cancelReq kadm.AlterPartitionAssignmentsReq
@@ -336,9 +333,6 @@ func TestClusterReassignment(t *testing.T) {
 		acked[string(r.Value)] = r.Offset
 		mu.Unlock()
 	}
-	mu.Lock()
-	nAcked = len(acked)
-	mu.Unlock()
 
 	// A read broker that joins later follows the partition as a learner
 	// and serves its whole history.
@@ -346,6 +340,65 @@ func TestClusterReassignment(t *testing.T) {
 	r.start(t)
 	waitReady(t, r.admin, 60*time.Second)
 	check("read broker 5 (joined later)", c.readAddrs[1])
+}
+
+// checkReplica reads partition 0 of topic from one broker's own replica
+// (the seed of a client on addr) and checks that every acknowledged record
+// is stored once, at the offset it was acknowledged at.
+func checkReplica(ctx context.Context, t *testing.T, who, addr, topic string, id [16]byte, acked map[string]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []kmsg.Record
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		hws, err := replicaHWs(ctx, cl, topic, 1)
+		if err == nil {
+			_, recs, err = readReplica(ctx, cl, topic, id, 0, hws[0])
+		}
+		if err == nil && len(recs) >= len(acked) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d records (want at least the %d acknowledged), last error %v", who, len(recs), len(acked), err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	seen := map[string]int{}
+	for _, r := range recs {
+		v := string(r.Value)
+		seen[v]++
+		if seen[v] > 1 {
+			t.Fatalf("%s: %s stored twice", who, v)
+		}
+		if off, ok := acked[v]; ok && off != int64(r.OffsetDelta) {
+			t.Fatalf("%s: %s acknowledged at offset %d, stored at %d", who, v, off, r.OffsetDelta)
+		}
+	}
+	for v := range acked {
+		if seen[v] != 1 {
+			t.Fatalf("%s: acknowledged %s missing", who, v)
+		}
+	}
+	t.Logf("%s: all %d acknowledged records stored once (%d records)", who, len(acked), len(recs))
+}
+
+// waitGone waits until a removed replica's directory is deleted.
+func waitGone(t *testing.T, dir string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still exists", dir)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 func sameIDs(a, b []int32) bool {
