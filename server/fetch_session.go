@@ -206,11 +206,15 @@ func (c *fetchSessionCache) create(privileged, usesIDs bool, parts []*cachedPart
 		id: id, privileged: privileged, usesIDs: usesIDs, createdMs: now,
 		epoch: nextSessionEpoch(sessionInitialEpoch),
 		parts: make(map[sessionKey]*cachedPartition, len(parts)),
-		order: parts, lastUsedMs: now, cachedSize: len(parts),
+		order: parts[:0], lastUsedMs: now,
 	}
 	for _, cp := range parts {
-		fs.parts[cp.key] = cp
+		if fs.parts[cp.key] == nil { // a partition named twice is one
+			fs.parts[cp.key] = cp
+			fs.order = append(fs.order, cp)
+		}
 	}
+	fs.cachedSize = len(fs.order)
 	c.sessions[id] = fs
 	return id
 }

@@ -298,3 +298,44 @@ func TestFetchSessionFranzGo(t *testing.T) {
 		t.Fatal("the consumer fetched without a session")
 	}
 }
+
+// TestMustRespond is CachedPartition.maybeUpdateResponseData's table:
+// which partitions an incremental response carries, and what the session
+// then remembers.
+func TestMustRespond(t *testing.T) {
+	tests := []struct {
+		name            string
+		hw, logStart    int64 // what the response says
+		records         int64
+		errCode         int16
+		preferred       int32
+		want            bool
+		wantHW, wantLSO int64 // remembered afterwards
+	}{
+		{"nothing changed", 10, 0, 0, 0, -1, false, 10, 0},
+		{"records", 10, 0, 100, 0, -1, true, 10, 0},
+		{"high watermark moved", 11, 0, 0, 0, -1, true, 11, 0},
+		{"log start moved", 10, 5, 0, 0, -1, true, 10, 5},
+		{"preferred read replica", 10, 0, 0, 0, 2, true, 10, 0},
+		{"error: sent, watermark forgotten", 10, 0, 0, 6, -1, true, -1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp := &cachedPartition{highWatermark: 10, logStartOffset: 0}
+			sp := kmsg.NewFetchResponseTopicPartition()
+			sp.HighWatermark, sp.LogStartOffset, sp.ErrorCode, sp.PreferredReadReplica = tt.hw, tt.logStart, tt.errCode, tt.preferred
+			if got := cp.mustRespond(&sp, tt.records, false); got != tt.want {
+				t.Fatalf("without update: %v, want %v", got, tt.want)
+			}
+			if cp.highWatermark != 10 || cp.logStartOffset != 0 {
+				t.Fatal("a check without update changed the session")
+			}
+			if got := cp.mustRespond(&sp, tt.records, true); got != tt.want {
+				t.Fatalf("with update: %v, want %v", got, tt.want)
+			}
+			if cp.highWatermark != tt.wantHW || cp.logStartOffset != tt.wantLSO {
+				t.Fatalf("remembers hw %d lso %d, want %d %d", cp.highWatermark, cp.logStartOffset, tt.wantHW, tt.wantLSO)
+			}
+		})
+	}
+}
