@@ -157,6 +157,19 @@ func (l *netLab) isolate(t *testing.T, name string) {
 	}
 }
 
+// unplug cuts name off from everything, the test's clients included,
+// by taking its bridge port down: frames to and from it are dropped.
+func (l *netLab) unplug(t *testing.T, name string) {
+	t.Helper()
+	l.must(t, "link", "set", l.hosts[name].veth, "down")
+}
+
+// plug undoes unplug.
+func (l *netLab) plug(t *testing.T, name string) {
+	t.Helper()
+	l.must(t, "link", "set", l.hosts[name].veth, "up")
+}
+
 // heal undoes isolate: the kernel resolves the neighbours afresh.
 func (l *netLab) heal(t *testing.T, name string) {
 	t.Helper()
@@ -171,11 +184,16 @@ func (l *netLab) heal(t *testing.T, name string) {
 	}
 }
 
-// close deletes the namespaces (which deletes their veth ends, and so
-// the pairs) and the bridge. Processes must be gone first: t.Cleanup
-// runs in reverse order, and the cluster registers its kill after this.
+// close deletes the veth pairs, the namespaces and the bridge. The
+// pairs go first and explicitly: a namespace's own teardown, which would
+// take them along, runs asynchronously in the kernel. Processes must be
+// gone first: t.Cleanup runs in reverse order, and the cluster registers
+// its kill after this.
 func (l *netLab) close(t *testing.T) {
 	for _, name := range l.order {
+		if out, err := l.cmd("link", "del", l.hosts[name].veth); err != nil {
+			t.Errorf("ip link del %s: %v: %s", l.hosts[name].veth, err, out)
+		}
 		if out, err := l.cmd("netns", "del", l.hosts[name].ns); err != nil {
 			t.Errorf("ip netns del %s: %v: %s", l.hosts[name].ns, err, out)
 		}

@@ -28,17 +28,25 @@ func (f batchWritten) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic strin
 }
 
 // TestClusterNetworkPartition is issue 5's fault test (d): every process
-// runs in its own network namespace; the write broker that leads the
-// most partitions is cut off from its peers and the metastore for 10 s
-// while idempotent acks=all producers keep writing, and a non-idempotent
-// acks=1 producer keeps writing to it alone, so that it appends entries
-// it can never commit. The majority elects new leaders and production
-// goes on; after healing, every replica (3 voters, 1 learner) holds the
-// same bytes up to the same high watermark, and every acks=all
-// acknowledged record is there once, at its offset, in order.
+// runs in its own network namespace on one bridge, and twice the write
+// broker that leads the most partitions is cut off for 10 s (up to 20 s
+// if the producer has not reached the new leaders by then) while an
+// idempotent acks=all producer keeps writing to every partition:
 //
-// Costs about 35 s: cluster start, 2 s + 10 s + 3 s of production,
-// catch-up, and reading every replica.
+//   - "peers": cut off from the other brokers and the metastore but not
+//     from the clients, so a non-idempotent acks=1 producer keeps writing
+//     to it alone and it appends entries it can never commit (Kafka may
+//     lose such records; they must not make the replicas diverge);
+//   - "unplugged": its bridge port down, clients cut off too.
+//
+// Each time the majority must elect new leaders and take acks=all writes
+// during the cut; after healing, every replica (3 voters, 1 learner)
+// holds the same bytes up to the same high watermark, and every acks=all
+// acknowledged record is there once, at its offset, in order. Failover
+// and catch-up times are logged.
+//
+// Costs about 40 s: cluster start, then per cut 2 s + 10 s (20 s at
+// most) + 3 s of production, catch-up and reading every replica.
 func TestClusterNetworkPartition(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
@@ -54,30 +62,66 @@ func TestClusterNetworkPartition(t *testing.T) {
 		addr:   func(name, socket string) string { return net.JoinHostPort(lab.hosts[name].addr, ports[socket]) },
 		prefix: lab.exec,
 	})
-	brokers := append(append([]*proc{}, c.writers...), c.readers...)
-	brokerAddrs := append(append([]string{}, c.writeAddrs...), c.readAddrs...)
-
-	const topic, parts = "netcut", 6
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
 	defer cancel()
+	s := &cutScenario{t: t, ctx: ctx, lab: lab, c: c, topic: "netcut", parts: 6, clients: map[string]*kgo.Client{}}
+	s.brokers = append(append([]*proc{}, c.writers...), c.readers...)
+	s.addrs = append(append([]string{}, c.writeAddrs...), c.readAddrs...)
+	for _, a := range s.addrs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(a), kgo.RequestRetries(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		s.clients[a] = cl
+	}
 	wcl, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wcl.Close()
-	adm := kadm.NewClient(wcl)
+	s.adm = kadm.NewClient(wcl)
 	mode := "raft"
-	if _, err := adm.CreateTopic(ctx, parts, 3, map[string]*string{"replication.mode": &mode}, topic); err != nil {
+	if _, err := s.adm.CreateTopic(ctx, s.parts, 3, map[string]*string{"replication.mode": &mode}, s.topic); err != nil {
 		t.Fatal(err)
 	}
-	leaders := waitLeaders(t, adm, topic, parts)
-	td, err := adm.ListTopics(ctx, topic)
-	if err != nil || td[topic].Err != nil {
-		t.Fatalf("describing %s: %v %v", topic, err, td[topic].Err)
+	waitLeaders(t, s.adm, s.topic, int(s.parts))
+	td, err := s.adm.ListTopics(ctx, s.topic)
+	if err != nil || td[s.topic].Err != nil {
+		t.Fatalf("describing %s: %v %v", s.topic, err, td[s.topic].Err)
 	}
-	topicID := td[topic].ID
+	s.topicID = td[s.topic].ID
 
-	// The victim: the write broker leading the most partitions.
+	s.cut("peers")
+	if !t.Failed() {
+		s.cut("unplugged")
+	}
+}
+
+// cutScenario is the state TestClusterNetworkPartition's cuts share:
+// the acknowledged records of every cut are checked after each.
+type cutScenario struct {
+	t       *testing.T
+	ctx     context.Context
+	lab     *netLab
+	c       *testCluster
+	adm     *kadm.Client
+	topic   string
+	topicID [16]byte
+	parts   int32
+	brokers []*proc                // write brokers then the read broker
+	addrs   []string               // their Kafka listeners
+	clients map[string]*kgo.Client // one per broker, to ask its own replica
+
+	mu    sync.Mutex
+	acked []ackedRecord // acks=all, every cut so far
+}
+
+// cut runs one cut of the write broker leading the most partitions:
+// "peers" or "unplugged" (see TestClusterNetworkPartition).
+func (s *cutScenario) cut(how string) {
+	t, ctx := s.t, s.ctx
+	leaders := s.preferredLeaders()
 	led := map[int32][]int32{}
 	for p, l := range leaders {
 		led[l] = append(led[l], p)
@@ -90,11 +134,10 @@ func TestClusterNetworkPartition(t *testing.T) {
 	}
 	victimParts := led[victim]
 	sort.Slice(victimParts, func(i, j int) bool { return victimParts[i] < victimParts[j] })
-	victimName := c.writers[victim-1].name
-	t.Logf("leaders %v: cutting off broker %d (%s), leader of partitions %v", leaders, victim, victimName, victimParts)
+	victimName, victimAddr := s.c.writers[victim-1].name, s.c.writeAddrs[victim-1]
+	t.Logf("%s: leaders %v: cutting off broker %d (%s), leader of partitions %v", how, leaders, victim, victimName, victimParts)
 
 	var mu sync.Mutex
-	var acked []ackedRecord
 	var cutAt time.Time
 	newLeaderAck := map[int32]time.Time{} // first batch acknowledged by another broker after the cut
 	newLeaderID := map[int32]int32{}
@@ -112,8 +155,18 @@ func TestClusterNetworkPartition(t *testing.T) {
 			}
 		}
 	})
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProduceRequestTimeout(5*time.Second),
+	prod, err := kgo.NewClient(kgo.SeedBrokers(s.c.writeAddrs...), kgo.DefaultProduceTopic(s.topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()),
+		// An unplugged leader never answers, and a new connection to it
+		// hangs until ARP gives up (about 8 s): give a request up after
+		// 3 s + 2 s and a dial after 1 s (kgo's defaults: overhead 10 s,
+		// dial 10 s) and retry on the new leader, so the failover
+		// measured is mostly the cluster's rather than the client's
+		// patience.
+		kgo.ProduceRequestTimeout(3*time.Second), kgo.RequestTimeoutOverhead(2*time.Second), kgo.DialTimeout(time.Second),
+		// One request in flight: an idempotent batch moves to the new
+		// leader only once every request to the old one has failed.
+		kgo.MaxProduceRequestsInflightPerBroker(1),
 		// Room for the records of the cut-off partitions until their new
 		// leaders are known, so the other partitions never block.
 		kgo.MaxBufferedRecords(50000),
@@ -134,13 +187,13 @@ func TestClusterNetworkPartition(t *testing.T) {
 				return
 			default:
 			}
-			prod.Produce(ctx, &kgo.Record{Value: fmt.Appendf(nil, "a%07d", i)}, func(r *kgo.Record, err error) {
+			prod.Produce(ctx, &kgo.Record{Value: fmt.Appendf(nil, "%s-%07d", how, i)}, func(r *kgo.Record, err error) {
 				if err != nil {
 					return // not acknowledged: may or may not be stored
 				}
-				mu.Lock()
-				acked = append(acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
-				mu.Unlock()
+				s.mu.Lock()
+				s.acked = append(s.acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
+				s.mu.Unlock()
 			})
 			if i%10 == 9 {
 				time.Sleep(10 * time.Millisecond) // about 1000 records/s
@@ -148,94 +201,137 @@ func TestClusterNetworkPartition(t *testing.T) {
 		}
 	}()
 
-	// acks=1, not idempotent, talking to the victim only: what it gets
-	// acknowledged after the cut is appended by a leader that cannot
-	// commit it. Kafka allows such records to be lost; they must not make
-	// the replicas diverge.
-	one, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs[victim-1]), kgo.DefaultProduceTopic(topic),
-		kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(4*time.Second), kgo.ProduceRequestTimeout(2*time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
-	for _, p := range victimParts {
-		if err := one.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("one-warmup")}).FirstErr(); err != nil {
-			t.Fatalf("acks=1 warm-up on partition %d: %v", p, err)
-		}
-	}
+	// acks=1, not idempotent, bootstrapped on the victim and writing
+	// only to its partitions: what the victim acknowledges after the cut
+	// it appended as a leader that cannot commit it.
 	type oneAck struct {
 		partition int32
 		offset    int64
 		value     string
 	}
 	var oneAcked []oneAck
+	var one *kgo.Client
+	if how == "peers" {
+		one, err = kgo.NewClient(kgo.SeedBrokers(victimAddr), kgo.DefaultProduceTopic(s.topic),
+			kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+			kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(4*time.Second), kgo.ProduceRequestTimeout(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer one.Close()
+		// Connected and with metadata before the cut.
+		for _, p := range victimParts {
+			var err error
+			for range 5 {
+				if err = one.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("one-warmup")}).FirstErr(); err == nil {
+					break
+				}
+			}
+			if err != nil {
+				t.Fatalf("acks=1 warm-up on partition %d: %v", p, err)
+			}
+		}
+	}
 
 	time.Sleep(2 * time.Second)
 	mu.Lock()
 	cutAt = time.Now()
 	mu.Unlock()
-	lab.isolate(t, victimName)
 	var oneWG sync.WaitGroup
-	oneWG.Add(1)
-	go func() {
-		defer oneWG.Done()
-		end := time.Now().Add(3 * time.Second)
-		for i := 0; time.Now().Before(end); i++ {
-			p := victimParts[i%len(victimParts)]
-			one.Produce(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "one%06d", i)}, func(r *kgo.Record, err error) {
-				if err == nil {
-					mu.Lock()
-					oneAcked = append(oneAcked, oneAck{r.Partition, r.Offset, string(r.Value)})
-					mu.Unlock()
-				}
-			})
-			time.Sleep(5 * time.Millisecond)
-		}
-		one.Flush(ctx)
-	}()
+	if how == "peers" {
+		s.lab.isolate(t, victimName)
+		oneWG.Add(1)
+		go func() {
+			defer oneWG.Done()
+			end := time.Now().Add(3 * time.Second)
+			for i := 0; time.Now().Before(end); i++ {
+				p := victimParts[i%len(victimParts)]
+				one.Produce(ctx, &kgo.Record{Partition: p, Value: fmt.Appendf(nil, "one%06d", i)}, func(r *kgo.Record, err error) {
+					if err == nil {
+						mu.Lock()
+						oneAcked = append(oneAcked, oneAck{r.Partition, r.Offset, string(r.Value)})
+						mu.Unlock()
+					}
+				})
+				time.Sleep(5 * time.Millisecond)
+			}
+			one.Flush(ctx)
+		}()
+	} else {
+		s.lab.unplug(t, victimName)
+	}
 
-	// The majority must elect new leaders while the cut lasts.
-	time.Sleep(10 * time.Second)
+	// The majority must elect new leaders, and the producer must write
+	// through them, while the cut lasts: 10 s, longer (up to 20 s) until
+	// each of the victim's partitions took an acks=all write on a new
+	// leader, so that a slow client-side timeout is measured, not
+	// mistaken for a cluster that stopped taking writes. When the new
+	// leaders appear in the metastore (as a broker of the majority
+	// answers Metadata) tells the election apart from the client's
+	// reaction.
+	var other string
+	for _, w := range s.c.writeAddrs {
+		if w != victimAddr {
+			other = w
+		}
+	}
+	moved := map[int32]time.Duration{}
+	resumed := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(newLeaderAck) == len(victimParts)
+	}
+	for time.Since(cutAt) < 10*time.Second || (!resumed() && time.Since(cutAt) < 20*time.Second) {
+		time.Sleep(100 * time.Millisecond)
+		if len(moved) == len(victimParts) {
+			continue
+		}
+		l, err := metadataLeaders(ctx, s.clients[other], s.topic)
+		if err != nil {
+			continue
+		}
+		for _, p := range victimParts {
+			if _, ok := moved[p]; !ok && l[p] >= 0 && l[p] != victim {
+				moved[p] = time.Since(cutAt)
+			}
+		}
+	}
 	healAt := time.Now()
-	lab.heal(t, victimName)
+	if how == "peers" {
+		s.lab.heal(t, victimName)
+	} else {
+		s.lab.plug(t, victimName)
+	}
 	oneWG.Wait()
 	mu.Lock()
-	var failover time.Duration
+	var failover, election time.Duration
 	for _, p := range victimParts {
 		at, ok := newLeaderAck[p]
 		if !ok || at.After(healAt) {
-			t.Errorf("partition %d: no acks=all write acknowledged by a new leader during the 10 s cut", p)
+			t.Errorf("%s: partition %d: no acks=all write acknowledged by a new leader during the %v cut (new leader in the metastore after %v, 0: never)",
+				how, p, healAt.Sub(cutAt).Round(time.Second), moved[p].Round(time.Millisecond))
 			continue
 		}
-		if newLeaderID[p] < 1 || newLeaderID[p] > 3 {
-			t.Errorf("partition %d: acknowledged by broker %d, not a write broker", p, newLeaderID[p])
+		if moved[p] == 0 {
+			t.Errorf("%s: partition %d: acknowledged by broker %d during the cut, but no new leader appeared in the metastore", how, p, newLeaderID[p])
 		}
-		failover = max(failover, at.Sub(cutAt))
+		failover, election = max(failover, at.Sub(cutAt)), max(election, moved[p])
+		t.Logf("%s: partition %d: new leader in the metastore %v after the cut, first acks=all write acknowledged by it (broker %d) after %v",
+			how, p, moved[p].Round(time.Millisecond), newLeaderID[p], at.Sub(cutAt).Round(time.Millisecond))
 	}
-	ackedAtHeal := len(acked)
 	mu.Unlock()
-	t.Logf("PARTITION: broker %d cut off; first acks=all write acknowledged by a new leader on each of its partitions %v after the cut at most (%d records acknowledged by the heal)",
-		victim, failover.Round(time.Millisecond), ackedAtHeal)
+	t.Logf("PARTITION %s: broker %d cut off for %v; new leaders of its partitions in the metastore %v after the cut, first acks=all writes acknowledged by them %v after it (at most)",
+		how, victim, healAt.Sub(cutAt).Round(100*time.Millisecond), election.Round(time.Millisecond), failover.Round(time.Millisecond))
 
 	// Catch-up: how long until the healed broker's replicas reach the
 	// high watermarks the new leaders had at the heal.
-	clients := map[string]*kgo.Client{}
-	for _, a := range brokerAddrs {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(a), kgo.RequestRetries(0))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
-		clients[a] = cl
-	}
 	target := map[int32]int64{}
-	for _, w := range c.writeAddrs {
-		if w == c.writeAddrs[victim-1] {
+	for _, w := range s.c.writeAddrs {
+		if w == victimAddr {
 			continue
 		}
-		hws, err := replicaHWs(ctx, clients[w], topic, parts)
+		hws, err := replicaHWs(ctx, s.clients[w], s.topic, s.parts)
 		if err != nil {
 			t.Fatalf("high watermarks at %s: %v", w, err)
 		}
@@ -245,7 +341,7 @@ func TestClusterNetworkPartition(t *testing.T) {
 	}
 	var caughtUp time.Duration
 	for deadline := healAt.Add(30 * time.Second); ; {
-		hws, err := replicaHWs(ctx, clients[c.writeAddrs[victim-1]], topic, parts)
+		hws, err := replicaHWs(ctx, s.clients[victimAddr], s.topic, s.parts)
 		done := err == nil
 		for p, want := range target {
 			done = done && hws[p] >= want
@@ -255,28 +351,83 @@ func TestClusterNetworkPartition(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("broker %d did not catch up within 30 s of the heal: has %v, want %v (%v)", victim, hws, target, err)
+			t.Fatalf("%s: broker %d did not catch up within 30 s of the heal: has %v, want %v (%v)", how, victim, hws, target, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("PARTITION: broker %d caught up with the high watermarks of the heal %v after it", victim, caughtUp.Round(time.Millisecond))
+	t.Logf("PARTITION %s: broker %d reached the high watermarks of the moment of the heal %v after it", how, victim, caughtUp.Round(time.Millisecond))
 
 	time.Sleep(time.Until(healAt.Add(3 * time.Second)))
 	close(stop)
 	wg.Wait()
 	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
 	if err := prod.Flush(fctx); err != nil {
-		t.Errorf("flushing the acks=all producer after the heal: %v", err)
+		t.Errorf("%s: flushing the acks=all producer after the heal: %v", how, err)
 	}
 	fcancel()
 
-	// Convergence: every replica reports the same high watermark.
+	where := s.verify(how)
+	if how == "peers" {
+		lost := 0
+		for _, a := range oneAcked {
+			if !slices.Contains(where[a.value], fmt.Sprintf("%d/%d", a.partition, a.offset)) {
+				lost++
+			}
+		}
+		// Those acknowledged by the new leader (the client finds it
+		// through the other brokers) are committed; the lost ones were
+		// appended by the cut-off leader and truncated on healing.
+		t.Logf("PARTITION %s: acks=1 records acknowledged after the cut: %d, lost (appended by the cut-off leader, truncated on healing): %d", how, len(oneAcked), lost)
+		// The point of the acks=1 writer: the old leader appended what
+		// it could not commit, and the heal had to replace it.
+		if lost == 0 {
+			t.Errorf("%s: no acks=1 record acknowledged after the cut was lost (%d acknowledged): the cut-off leader appended nothing uncommitted, the scenario did not happen", how, len(oneAcked))
+		}
+	}
+}
+
+// preferredLeaders waits until every partition is led by its preferred
+// leader (its first voter, which the write view lists first), where the
+// clusters' preferred-leader rebalance (every 2 s) brings them after a
+// heal, so the broker chosen to be cut off still leads when it is, and
+// returns the leaders.
+func (s *cutScenario) preferredLeaders() map[int32]int32 {
+	t := s.t
+	var last map[int32]int32
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
+		md, err := s.adm.Metadata(ctx, s.topic)
+		cancel()
+		if err != nil {
+			continue
+		}
+		last = map[int32]int32{}
+		for _, p := range md.Topics[s.topic].Partitions {
+			if p.Err == nil && len(p.Replicas) == 3 && p.Leader == p.Replicas[0] {
+				last[p.Partition] = p.Leader
+			}
+		}
+		if len(last) == int(s.parts) {
+			return last
+		}
+	}
+	t.Fatalf("partitions not back on their preferred leaders within 45 s: %v", last)
+	return nil
+}
+
+// verify waits until every replica reports the same high watermarks,
+// then checks that they hold the same bytes up to them and that every
+// acks=all record acknowledged so far is there once, at its offset, in
+// the order its producer sent it. It returns where each value is stored
+// ("partition/offset").
+func (s *cutScenario) verify(how string) map[string][]string {
+	t, ctx := s.t, s.ctx
 	var hwAll map[int32]int64
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		hwAll = nil
 		same := true
-		for _, a := range brokerAddrs {
-			hws, err := replicaHWs(ctx, clients[a], topic, parts)
+		for _, a := range s.addrs {
+			hws, err := replicaHWs(ctx, s.clients[a], s.topic, s.parts)
 			if err != nil {
 				same = false
 				break
@@ -292,26 +443,25 @@ func TestClusterNetworkPartition(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("replicas did not agree on high watermarks within 30 s")
+			t.Fatalf("%s: replicas did not agree on high watermarks within 30 s", how)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 
-	// Every replica holds the same bytes, batch by batch.
 	content := map[int32][]byte{}
 	var records map[int32][]kmsg.Record
-	for i, a := range brokerAddrs {
+	for i, a := range s.addrs {
 		got := map[int32][]kmsg.Record{}
-		for p := int32(0); p < parts; p++ {
-			raw, recs, err := readReplica(ctx, clients[a], topic, topicID, p, hwAll[p])
+		for p := int32(0); p < s.parts; p++ {
+			raw, recs, err := readReplica(ctx, s.clients[a], s.topic, s.topicID, p, hwAll[p])
 			if err != nil {
-				t.Fatalf("reading partition %d on %s: %v", p, brokers[i].name, err)
+				t.Fatalf("%s: reading partition %d on %s: %v", how, p, s.brokers[i].name, err)
 			}
 			if i == 0 {
 				content[p] = raw
 			} else if !bytes.Equal(raw, content[p]) {
-				t.Errorf("partition %d: %s's replica differs from %s's up to the high watermark %d (%d vs %d bytes)",
-					p, brokers[i].name, brokers[0].name, hwAll[p], len(raw), len(content[p]))
+				t.Errorf("%s: partition %d: %s's replica differs from %s's up to the high watermark %d (%d vs %d bytes)",
+					how, p, s.brokers[i].name, s.brokers[0].name, hwAll[p], len(raw), len(content[p]))
 			}
 			got[p] = recs
 		}
@@ -320,48 +470,67 @@ func TestClusterNetworkPartition(t *testing.T) {
 		}
 	}
 
-	// Every acks=all acknowledged record once, at its offset; the
-	// idempotent producer's records in the order it sent them.
+	// Values are "<cut>-<sequence>" from the idempotent producers,
+	// "one..." from the acks=1 one.
 	where := map[string][]string{}
 	for p, recs := range records {
-		last := ""
+		last := map[string]string{} // per producer
 		for _, r := range recs {
 			v := string(r.Value)
 			where[v] = append(where[v], fmt.Sprintf("%d/%d", p, r.OffsetDelta))
-			if strings.HasPrefix(v, "a") {
-				if v <= last {
-					t.Errorf("partition %d: %s after %s", p, v, last)
+			if prefix, _, ok := strings.Cut(v, "-"); ok && prefix != "one" {
+				if v <= last[prefix] {
+					t.Errorf("%s: partition %d: %s stored after %s", how, p, v, last[prefix])
 				}
-				last = v
+				last[prefix] = v
 			}
 		}
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	for _, a := range acked {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, a := range s.acked {
 		at := fmt.Sprintf("%d/%d", a.partition, a.offset)
 		if len(where[a.value]) != 1 || where[a.value][0] != at {
-			t.Errorf("acks=all %s acknowledged at %s, stored at %v", a.value, at, where[a.value])
+			t.Errorf("%s: acks=all %s acknowledged at %s, stored at %v", how, a.value, at, where[a.value])
 		}
 	}
 	for v, at := range where {
-		if strings.HasPrefix(v, "a") && len(at) > 1 {
-			t.Errorf("%s stored %d times: %v", v, len(at), at)
+		if !strings.HasPrefix(v, "one") && len(at) > 1 {
+			t.Errorf("%s: %s stored %d times: %v", how, v, len(at), at)
 		}
 	}
-	lost := 0
-	for _, a := range oneAcked {
-		at := fmt.Sprintf("%d/%d", a.partition, a.offset)
-		if !slices.Contains(where[a.value], at) {
-			lost++
+	total := int64(0)
+	for _, hw := range hwAll {
+		total += hw
+	}
+	t.Logf("PARTITION %s: all %d replicas identical up to their high watermarks (%d offsets over %d partitions); all %d acks=all records acknowledged so far stored once, at their offsets, in order",
+		how, len(s.addrs), total, s.parts, len(s.acked))
+	return where
+}
+
+// metadataLeaders asks one broker (the seed of cl) for the leaders of
+// topic's partitions (-1: none).
+func metadataLeaders(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	resp, err := cl.SeedBrokers()[0].Request(rctx, req)
+	if err != nil {
+		return nil, err
+	}
+	out := map[int32]int32{}
+	for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+		for _, p := range t.Partitions {
+			out[p.Partition] = p.Leader
+			if p.ErrorCode != 0 {
+				out[p.Partition] = -1
+			}
 		}
 	}
-	total := 0
-	for _, p := range hwAll {
-		total += int(p)
-	}
-	t.Logf("PARTITION: all %d replicas identical up to their high watermarks (%d offsets over %d partitions); %d acks=all records acknowledged, all stored once in order; acks=1 records acknowledged by the cut-off leader: %d, lost: %d",
-		len(brokerAddrs), total, parts, len(acked), len(oneAcked), lost)
+	return out, nil
 }
 
 // replicaHWs asks one broker (the seed of cl) for the high watermark of
