@@ -26,6 +26,8 @@ One Flusher per broker, one Log per partition:
 	res, err := l.Append(batch)       // leader: assigns offsets in place
 	err = l.WaitDurable(ctx, res.LastOffset+1) // acks=all: wait for the sync
 	rr, err := l.Read(fetchOffset, maxBytes, highWatermark)
+	fr, err := l.ReadRange(fetchOffset, maxBytes, highWatermark) // Fetch: same batches,
+	defer fr.Range.Release()                                     // as a file range
 
 Append takes exactly one v2 record batch whose framing and CRC the caller
 has already checked, and whose partitionLeaderEpoch (bytes 12..16, outside the
@@ -42,6 +44,11 @@ the log's read lock across their preads, so an append waits for them (and
 they for it) only for the length of a page-cache copy; a segment roll holds
 the write lock across the old segment's fdatasync. Data returned by Read is a
 fresh buffer the caller owns. Append does not keep its argument.
+ReadRange selects the same batches as Read but returns a range of the
+segment file, which holds a reference on the open file until Release:
+retention, truncation or Close may drop the segment meanwhile and the
+range's bytes stay readable (the file is closed when its last holder lets
+go), so a Fetch can send them with sendfile after the lock is released.
 
 Locks: wal.syncMu (one WAL round at a time) before Log.syncMu (held
 across a sync of the active segment, and by anything that closes or
@@ -354,8 +361,7 @@ reopen.
 # Not implemented
 
 Compaction, transactions (last stable offset, aborted transaction index),
-producer expiry and periodic snapshots, sendfile-style reads (Read copies into a
-buffer), tiered storage, and the fault-injecting file system of the style
+producer expiry and periodic snapshots, tiered storage, and the fault-injecting file system of the style
 guide: fault tests use real files, truncating and corrupting them between a
 simulated crash and the next Open. For the WAL: raft hard state records,
 preallocated or recycled WAL files, time-based checkpoints, and automatic
