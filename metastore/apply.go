@@ -317,6 +317,7 @@ func placePartitions(brokers []Broker, first, count int32, rf int16, assignment 
 				p.Learners = append(p.Learners, l)
 			}
 		}
+		keepInitial(&p)
 		out = append(out, p)
 	}
 	return out, nil

@@ -52,6 +52,7 @@ func (a *applier) alterReassignment(c *command) error {
 		return ErrUnknownTopic
 	}
 	p := &t.Partitions[c.Partition]
+	keepInitial(p)
 	if c.Cancel {
 		if !p.Reassigning() {
 			return ErrNoReassignment
@@ -114,6 +115,7 @@ func (a *applier) finishReassignment(c *command) error {
 	if p.Target == nil || !sameSet(p.Target, c.Target) {
 		return fmt.Errorf("%w: the partition's target is no longer %v", ErrInvalidRequest, c.Target)
 	}
+	keepInitial(p)
 	p.Voters, p.Target = p.Target, nil
 	// A broker that became a voter is no longer a learner of it, and a
 	// read-and-write broker that stopped being a voter goes on reading.
@@ -135,6 +137,7 @@ func (a *applier) addLearner(b Broker) {
 			if slices.Contains(p.Voters, b.ID) || slices.Contains(p.Target, b.ID) || slices.Contains(p.Learners, b.ID) {
 				continue
 			}
+			keepInitial(p)
 			p.Learners = append(p.Learners, b.ID)
 			slices.Sort(p.Learners)
 			changed = true
@@ -156,6 +159,7 @@ func (a *applier) removeLearner(id int32) error {
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
 			if slices.Contains(p.Learners, id) {
+				keepInitial(p)
 				p.Learners = slices.DeleteFunc(p.Learners, func(x int32) bool { return x == id })
 				changed = true
 			}
@@ -165,6 +169,16 @@ func (a *applier) removeLearner(id int32) error {
 		}
 	}
 	return nil
+}
+
+// keepInitial records a partition's initial raft configuration before its
+// placement first changes. A partition stored before InitVoters existed
+// had never changed, so its current placement is its initial one.
+func keepInitial(p *Partition) {
+	if p.InitVoters == nil {
+		p.InitVoters = slices.Clone(p.Voters)
+		p.InitLearners = slices.Clone(p.Learners)
+	}
 }
 
 func (a *applier) topics() []*Topic {

@@ -114,6 +114,10 @@ func TestReassignment(t *testing.T) {
 	if p := part(); p.Target != nil || !reflect.DeepEqual(p.Voters, []int32{3, 2}) || !reflect.DeepEqual(p.Learners, []int32{10}) {
 		t.Fatalf("finished %+v", p)
 	}
+	// The initial configuration stays what the partition was created with.
+	if iv, il := part().Initial(); !reflect.DeepEqual(iv, []int32{1, 2}) || !reflect.DeepEqual(il, []int32{10}) {
+		t.Fatalf("initial configuration %v %v", iv, il)
+	}
 	// A wrong topic id (the topic was recreated) is refused.
 	if err := c.FinishReassignment(ctx, TopicID{9}, "r", 1, []int32{2, 3}); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatal(err)
@@ -241,5 +245,26 @@ func TestReassignmentCodecCompat(t *testing.T) {
 	_ = json.Unmarshal(js, &m)
 	if _, ok := m["Partitions"][0]["Target"]; ok {
 		t.Fatalf("Target stored when nil: %s", js)
+	}
+}
+
+// TestKeepInitial: a partition stored before InitVoters existed had never
+// changed, so its first change records its placement then as the initial
+// one, and later changes keep it.
+func TestKeepInitial(t *testing.T) {
+	p := Partition{Voters: []int32{1, 2}, Learners: []int32{10}}
+	if iv, il := p.Initial(); !reflect.DeepEqual(iv, p.Voters) || !reflect.DeepEqual(il, p.Learners) {
+		t.Fatalf("unrecorded initial %v %v", iv, il)
+	}
+	keepInitial(&p)
+	p.Voters, p.Learners = []int32{2, 3}, []int32{10, 11}
+	keepInitial(&p)
+	if iv, il := p.Initial(); !reflect.DeepEqual(iv, []int32{1, 2}) || !reflect.DeepEqual(il, []int32{10}) {
+		t.Fatalf("initial after changes %v %v", iv, il)
+	}
+	js, _ := json.Marshal(p)
+	var back Partition
+	if err := json.Unmarshal(js, &back); err != nil || !reflect.DeepEqual(back, p) {
+		t.Fatalf("round trip %+v %v", back, err)
 	}
 }

@@ -32,6 +32,24 @@ type Partition struct {
 	// whose raft configuration is still being moved back. Absent from
 	// topics stored before reassignments existed, which decode as nil.
 	Target []int32 `json:",omitempty"`
+	// InitVoters and InitLearners are the raft configuration the
+	// partition's group was created with (the configuration before its
+	// first log entry). A broker that joins later starts from it and
+	// replays the configuration changes in the log, which are diffs
+	// against it. Nil in topics stored before membership could change;
+	// apply fills them in before the first change (see initial), so nil
+	// means "never changed: the same as Voters and Learners".
+	InitVoters   []int32 `json:",omitempty"`
+	InitLearners []int32 `json:",omitempty"`
+}
+
+// Initial returns the configuration the partition's raft group was
+// created with (see InitVoters).
+func (p Partition) Initial() (voters, learners []int32) {
+	if p.InitVoters == nil {
+		return p.Voters, p.Learners
+	}
+	return p.InitVoters, p.InitLearners
 }
 
 // Reassigning says whether an operator's reassignment is in progress (what

@@ -286,6 +286,8 @@ func cloneTopic(t Topic) Topic {
 		p.Voters = append([]int32(nil), p.Voters...)
 		p.Learners = append([]int32(nil), p.Learners...)
 		p.Target = append([]int32(nil), p.Target...)
+		p.InitVoters = append([]int32(nil), p.InitVoters...)
+		p.InitLearners = append([]int32(nil), p.InitLearners...)
 		ps[i] = p
 	}
 	t.Partitions = ps

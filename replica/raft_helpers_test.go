@@ -72,6 +72,9 @@ type testCluster struct {
 	// broker-wide write-ahead log (kept in the node's directory, beside the
 	// partition directories).
 	wal bool
+	// joining: nodes that start with Host.OpenJoining (members is then
+	// the group's initial configuration, which they are not in).
+	joining map[NodeID]bool
 
 	mu       sync.Mutex
 	seq      int32 // next sequence of the idem producer
@@ -177,7 +180,11 @@ func (c *testCluster) start(n NodeID) *Replica {
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	r, err := h.Open(c.topic, c.key, c.members, c.opts)
+	open := h.Open
+	if c.joining[n] {
+		open = h.OpenJoining
+	}
+	r, err := open(c.topic, c.key, c.members, c.opts)
 	if err != nil {
 		c.t.Fatal(err)
 	}

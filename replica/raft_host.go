@@ -118,6 +118,10 @@ func NewHost(cfg HostConfig) (*Host, error) {
 // voter, so the metastore's voter order places leaders. Open on an open
 // partition returns the open replica (its options updated).
 func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions) (*Replica, error) {
+	return h.open(topic, key, members, opts, false)
+}
+
+func (h *Host) open(topic string, key Key, members Members, opts ReplicaOptions, join bool) (*Replica, error) {
 	if opts.MinInsyncReplicas <= 0 {
 		opts.MinInsyncReplicas = 1
 	}
@@ -151,7 +155,7 @@ func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions)
 		h.mu.Unlock()
 		close(done)
 	}()
-	r, err := h.openReplica(topic, key, members, opts)
+	r, err := h.openReplica(topic, key, members, opts, join)
 	if err != nil {
 		return nil, err
 	}
@@ -168,12 +172,12 @@ func (h *Host) Open(topic string, key Key, members Members, opts ReplicaOptions)
 	return r, nil
 }
 
-func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaOptions) (*Replica, error) {
+func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaOptions, join bool) (*Replica, error) {
 	isMember := false
 	for _, n := range append(append([]NodeID(nil), members.Voters...), members.Learners...) {
 		isMember = isMember || n == h.cfg.Node
 	}
-	if !isMember {
+	if !isMember && !join {
 		return nil, fmt.Errorf("replica: node %d is not a member of %s-%d", h.cfg.Node, topic, key.Index)
 	}
 	dir := filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(key.Index)))
@@ -230,7 +234,7 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	r.leader.Store(-1)
 	r.hw.Store(st.endOffsetOf(hs.GetCommit()))
 	r.term.Store(hs.GetTerm())
-	if fresh && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node {
+	if fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node {
 		r.raftMu.Lock()
 		_ = rn.Campaign()
 		r.raftMu.Unlock()

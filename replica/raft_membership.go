@@ -218,3 +218,18 @@ func (r *Replica) CaughtUp(id NodeID) bool {
 	pr, ok := st.Progress[raftID(id)]
 	return ok && pr.State == tracker.StateReplicate && pr.Match >= st.GetCommit()
 }
+
+// OpenJoining opens the replica of a partition this broker joins after
+// its raft group was created (a reassignment adds it, or it is a read
+// broker that registered later). initial must be the configuration the
+// group was created with, whatever it is now: the configuration changes
+// in the log are diffs against it, and this replica replays them as the
+// leader sends it the log (or takes the configuration from a snapshot).
+// Starting from the current configuration instead would apply those diffs
+// twice; a voter that is added as a learner first would be demoted, and a
+// group with one voter left with none. The replica neither campaigns nor
+// needs to be in initial; it learns its role from the log. With raft state
+// on disk, as with Open, the persisted configuration wins.
+func (h *Host) OpenJoining(topic string, key Key, initial Members, opts ReplicaOptions) (*Replica, error) {
+	return h.open(topic, key, initial, opts, true)
+}

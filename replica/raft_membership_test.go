@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -191,5 +192,65 @@ func TestRaftMembershipChangeRightAfterElection(t *testing.T) {
 			t.Fatalf("round %d: members %+v settled %v", round, got, settled)
 		}
 		c.start(ln)
+	}
+}
+
+// TestRaftJoinFromInitialConfiguration: brokers that join a group after
+// its configuration changed start from the configuration it was created
+// with and replay the changes. The case that broke starting from the
+// current one: the only voter is replaced (the newcomer is added as a
+// learner first), then a read broker joins; replaying "add learner 2" on a
+// configuration where 2 is already the voter would demote the last voter.
+func TestRaftJoinFromInitialConfiguration(t *testing.T) {
+	initial := Members{Voters: []NodeID{1}, Learners: []NodeID{4}}
+	c := newTestCluster(t, initial.Voters, initial.Learners, ReplicaOptions{Mode: ModeRaft})
+	c.joining = map[NodeID]bool{2: true, 5: true}
+	var acked []ackedBatch
+	for i := range 5 {
+		b := c.idem(fmt.Sprint("a", i), 2)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	change := func(m Members) {
+		t.Helper()
+		checkFor(t, 10*time.Second, func() error {
+			_, lr := c.leader()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if err := lr.ChangeMembership(ctx, m); err != nil && !errors.Is(err, ErrNotLeader) {
+				return err
+			}
+			for _, r := range c.running() {
+				if got, settled := r.MembershipSettled(); r.IsLeader() && settled &&
+					slices.Equal(got.Voters, m.Voters) && slices.Equal(got.Learners, m.Learners) {
+					return nil
+				}
+			}
+			return errors.New("not applied yet")
+		})
+	}
+	// Node 2 joins as a learner, catches up, and replaces node 1.
+	c.start(2)
+	change(Members{Voters: []NodeID{1}, Learners: []NodeID{2, 4}})
+	checkFor(t, 10*time.Second, func() error {
+		if _, lr := c.leader(); !lr.CaughtUp(2) {
+			return errors.New("node 2 not caught up")
+		}
+		return nil
+	})
+	change(Members{Voters: []NodeID{2}, Learners: []NodeID{4}})
+	c.stop(1)
+	// A read broker joins the group as it is now.
+	c.start(5)
+	change(Members{Voters: []NodeID{2}, Learners: []NodeID{4, 5}})
+	for i := range 5 {
+		b := c.idem(fmt.Sprint("b", i), 2)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	c.checkAcked(acked)
+	for n, r := range c.running() {
+		if got, _ := r.MembershipSettled(); !slices.Equal(got.Voters, []NodeID{2}) || !slices.Equal(got.Learners, []NodeID{4, 5}) {
+			t.Fatalf("node %d has members %+v", n, got)
+		}
 	}
 }

@@ -60,18 +60,20 @@ func (s *Server) assigned(p metastore.Partition) bool {
 	return slices.Contains(p.Voters, id) || slices.Contains(p.Learners, id) || slices.Contains(p.Target, id)
 }
 
-// openMembers is the configuration a replica of p starts with here when it
-// has no raft state yet. A broker that a reassignment adds starts as a
-// learner of the current voters: the leader adds it as a learner first
-// (server/reassign.go), and a node that thinks itself a voter before the
-// leader says so must not campaign.
-func (s *Server) openMembers(p metastore.Partition) replica.Members {
-	m := members(p)
-	id := replica.NodeID(s.cfg.NodeID)
-	if !slices.Contains(m.Voters, id) && !slices.Contains(m.Learners, id) {
-		m.Learners = append(m.Learners, id)
+// openReplica opens this broker's replica of partition idx of t. A raft
+// replica without state on disk starts from the configuration the group
+// was created with: a broker that was in it is one of the group's founders
+// (it may campaign at once, as at creation); any other broker joins a
+// running group (a reassignment or a read broker that registered later)
+// and replays the configuration changes in the log from there
+// (replica.Host.OpenJoining).
+func (s *Server) openReplica(t metastore.Topic, k replica.Key) (*replica.Replica, error) {
+	iv, il := t.Partitions[k.Index].Initial()
+	initial := members(metastore.Partition{Voters: iv, Learners: il})
+	if slices.Contains(iv, s.cfg.NodeID) || slices.Contains(il, s.cfg.NodeID) {
+		return s.raft.Open(t.Name, k, initial, s.replicaOptions(t))
 	}
-	return m
+	return s.raft.OpenJoining(t.Name, k, initial, s.replicaOptions(t))
 }
 
 func (s *Server) replicaOptions(t metastore.Topic) replica.ReplicaOptions {
@@ -98,7 +100,7 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 	if int(idx) >= len(t.Partitions) || !s.assigned(t.Partitions[idx]) {
 		return nil, errNotHosted
 	}
-	return s.raft.Open(t.Name, k, s.openMembers(t.Partitions[idx]), s.replicaOptions(t))
+	return s.openReplica(t, k)
 }
 
 // refreshPartitions makes the hosted partitions follow the catalog: opens

@@ -340,6 +340,9 @@ func TestClusterReassignment(t *testing.T) {
 	r.start(t)
 	waitReady(t, r.admin, 60*time.Second)
 	check("read broker 5 (joined later)", c.readAddrs[1])
+	// Also of the partition whose only voter was replaced: joining it
+	// replays that change from the configuration the group was created with.
+	checkReplica(ctx, t, solo+" on read broker 5 (joined later)", c.readAddrs[1], solo, smd.Topics[solo].ID, soloAcked)
 }
 
 // checkReplica reads partition 0 of topic from one broker's own replica
