@@ -101,11 +101,14 @@ var frames framePool
 
 func init() { frameGCHook() }
 
+// gcSentinel has a pointer so that it never comes from the tiny allocator,
+// whose objects may never be finalized.
+type gcSentinel struct{ _ *byte }
+
 // frameGCHook runs once after every garbage collection (a finalizer on an
 // object nothing references, set again each time).
 func frameGCHook() {
-	s := new([16]byte)
-	runtime.SetFinalizer(s, func(*[16]byte) {
+	runtime.SetFinalizer(&gcSentinel{}, func(*gcSentinel) {
 		frames.mu.Lock()
 		if !frames.used {
 			clear(frames.free)

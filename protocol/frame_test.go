@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -146,6 +147,20 @@ func TestFrameBufferPool(t *testing.T) {
 	}
 	PutFrameBuffer(make([]byte, 10)) // too small to keep: ignored
 	PutFrameBuffer(nil)
-	runtime.GC()
-	runtime.GC()
+	// Collections that find the list unused empty it (the hook runs in
+	// the finalizer goroutine, so wait for it).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		runtime.GC()
+		frames.mu.Lock()
+		kept := len(frames.free)
+		frames.mu.Unlock()
+		if kept == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d buffers still kept after collections with no use", kept)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
