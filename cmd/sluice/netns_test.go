@@ -29,7 +29,7 @@ func (f batchWritten) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic strin
 
 // TestClusterNetworkPartition is issue 5's fault test (d): every process
 // runs in its own network namespace on one bridge, and twice the write
-// broker that leads the most partitions is cut off for 10 s (up to 20 s
+// broker that leads the most partitions is cut off for 10 s (up to 30 s
 // if the producer has not reached the new leaders by then) while an
 // idempotent acks=all producer keeps writing to every partition:
 //
@@ -45,7 +45,7 @@ func (f batchWritten) OnProduceBatchWritten(meta kgo.BrokerMetadata, topic strin
 // acknowledged record is there once, at its offset, in order. Failover
 // and catch-up times are logged.
 //
-// Costs about 40 s: cluster start, then per cut 2 s + 10 s (20 s at
+// Costs about 40 s: cluster start, then per cut 2 s + 10 s (30 s at
 // most) + 3 s of production, catch-up and reading every replica.
 func TestClusterNetworkPartition(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
@@ -263,7 +263,7 @@ func (s *cutScenario) cut(how string) {
 	}
 
 	// The majority must elect new leaders, and the producer must write
-	// through them, while the cut lasts: 10 s, longer (up to 20 s) until
+	// through them, while the cut lasts: 10 s, longer (up to 30 s) until
 	// each of the victim's partitions took an acks=all write on a new
 	// leader, so that a slow client-side timeout is measured, not
 	// mistaken for a cluster that stopped taking writes. When the new
@@ -282,7 +282,7 @@ func (s *cutScenario) cut(how string) {
 		defer mu.Unlock()
 		return len(newLeaderAck) == len(victimParts)
 	}
-	for time.Since(cutAt) < 10*time.Second || (!resumed() && time.Since(cutAt) < 20*time.Second) {
+	for time.Since(cutAt) < 10*time.Second || (!resumed() && time.Since(cutAt) < 30*time.Second) {
 		time.Sleep(100 * time.Millisecond)
 		if len(moved) == len(victimParts) {
 			continue
