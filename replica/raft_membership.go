@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
@@ -232,4 +236,44 @@ func (r *Replica) CaughtUp(id NodeID) bool {
 // on disk, as with Open, the persisted configuration wins.
 func (h *Host) OpenJoining(topic string, key Key, initial Members, opts ReplicaOptions) (*Replica, error) {
 	return h.open(topic, key, initial, opts, true)
+}
+
+// RemoveStale deletes the directories of partitions that are not open here
+// and for which live is false: a topic deleted, or a partition reassigned
+// away, while this broker was down (a running broker removes those with
+// Remove). Call it at start, before opening the partitions.
+func (h *Host) RemoveStale(live func(id [16]byte, index int32) bool) error {
+	entries, err := os.ReadDir(h.cfg.Dir)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil
+		}
+		return err
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(h.cfg.Dir, e.Name())
+		id, err := readTopicID(dir)
+		if err != nil {
+			continue // not a partition directory
+		}
+		i := strings.LastIndexByte(e.Name(), '-')
+		if i < 0 {
+			continue
+		}
+		idx, err := strconv.Atoi(e.Name()[i+1:])
+		if err != nil {
+			continue
+		}
+		if _, open := h.Get(Key{TopicID: id, Index: int32(idx)}); open || live(id, int32(idx)) {
+			continue
+		}
+		h.lg.Info().Str("dir", e.Name()).Msg("removing a replica of a partition no longer assigned here")
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"testing"
 	"time"
@@ -253,4 +254,40 @@ func TestRaftJoinFromInitialConfiguration(t *testing.T) {
 			t.Fatalf("node %d has members %+v", n, got)
 		}
 	}
+}
+
+// TestRaftRemoveStale: at start, a broker deletes the replicas of
+// partitions no longer assigned to it, and keeps the others and any that
+// is open.
+func TestRaftRemoveStale(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, nil, ReplicaOptions{Mode: ModeRaft})
+	c.produce(testBatch("x", 1, -1, 0, 0), AcksAll)
+	h := c.hosts[1]
+	other := Key{TopicID: [16]byte{9}, Index: 2}
+	if _, err := h.Open("gone", other, Members{Voters: []NodeID{1}}, c.opts); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Remove(other, false); err != nil { // closed, data kept
+		t.Fatal(err)
+	}
+	dirs := func() []string {
+		ents, _ := os.ReadDir(h.cfg.Dir)
+		var out []string
+		for _, e := range ents {
+			out = append(out, e.Name())
+		}
+		slices.Sort(out)
+		return out
+	}
+	if got := dirs(); !slices.Equal(got, []string{"gone-2", "t-7"}) {
+		t.Fatalf("dirs %v", got)
+	}
+	// Nothing is live: the open replica stays anyway.
+	if err := h.RemoveStale(func([16]byte, int32) bool { return false }); err != nil {
+		t.Fatal(err)
+	}
+	if got := dirs(); !slices.Equal(got, []string{"t-7"}) {
+		t.Fatalf("after RemoveStale: %v", got)
+	}
+	c.produce(testBatch("y", 1, -1, 0, 0), AcksAll)
 }

@@ -12,6 +12,20 @@ import (
 // the data of topics deleted while the broker was down.
 func (s *Server) OpenPartitions() error {
 	if s.replicated() {
+		// Replicas of topics deleted, or of partitions reassigned away
+		// (never one whose reassignment is still in progress), while this
+		// broker was down.
+		keep := make(map[replica.Key]bool)
+		for _, t := range s.catalog.Topics() {
+			for i, p := range t.Partitions {
+				keep[replica.Key{TopicID: t.ID, Index: int32(i)}] = s.assigned(p) || p.Target != nil
+			}
+		}
+		if err := s.raft.RemoveStale(func(id [16]byte, index int32) bool {
+			return keep[replica.Key{TopicID: id, Index: index}]
+		}); err != nil {
+			return err
+		}
 		s.refreshPartitions()
 		return nil
 	}
