@@ -73,6 +73,11 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			if !ok || int(k.Index) >= len(tp.Partitions) {
 				continue
 			}
+			// The common case, nothing to do, costs no goroutine and
+			// no raft lock.
+			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), desiredMembers(p)) {
+				continue
+			}
 			mu.Lock()
 			if busy[k] {
 				mu.Unlock()
