@@ -208,5 +208,11 @@
 // change entries are stored as control batches like raft's other entries
 // and applied in step 3; raft.conf is rewritten then.
 // Replica.TransferLeadership hands leadership to another voter (preferred
-// leader election).
+// leader election). A new leader accepts a change only once it applied an
+// entry of its own term (raft would otherwise drop it silently).
+// Host.OpenJoining starts a broker that joins a running group from the
+// group's initial configuration, whatever it is now: the conf changes in
+// the log are diffs against it and the joining replica replays them.
+// CaughtUp and MembershipSettled let the caller (server/reassign.go) add a
+// new voter as a learner first and promote it once it has the log.
 package replica
