@@ -53,6 +53,12 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	busy := map[replica.Key]bool{}
 	t := time.NewTicker(every)
 	defer t.Stop()
+	// A scan costs a copy of the catalog and a look at every partition
+	// led here, so ticks scan only while some partition had work left
+	// (and every few seconds regardless); catalog changes (which include
+	// leadership changes, published to the metastore) always scan.
+	const rescan = 5 * time.Second
+	pending, last := true, time.Time{}
 	for {
 		var changed <-chan struct{}
 		if w != nil {
@@ -62,14 +68,22 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			if !pending && time.Since(last) < rescan {
+				continue
+			}
 		case <-changed:
+		}
+		last, pending = time.Now(), false
+		topics := map[metastore.TopicID]metastore.Topic{}
+		for _, tp := range s.catalog.Topics() {
+			topics[tp.ID] = tp
 		}
 		for _, r := range s.raft.Replicas() {
 			if !r.IsLeader() {
 				continue
 			}
 			k := r.Key()
-			tp, ok := s.catalog.TopicByID(k.TopicID)
+			tp, ok := topics[k.TopicID]
 			if !ok || int(k.Index) >= len(tp.Partitions) {
 				continue
 			}
@@ -78,6 +92,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), desiredMembers(p)) {
 				continue
 			}
+			pending = true
 			mu.Lock()
 			if busy[k] {
 				mu.Unlock()
