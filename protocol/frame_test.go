@@ -164,3 +164,37 @@ func TestFrameBufferPool(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// BenchmarkReadFrame reads a 4 MiB frame (a produce request of the size W1
+// sends) into a fresh buffer, as the connection reader did before frames
+// were pooled, and into a recycled one.
+func BenchmarkReadFrame(b *testing.B) {
+	body := make([]byte, 4<<20)
+	in := frameOf(body)
+	b.Run("fresh", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			if _, err := ReadFrame(bytes.NewReader(in), nil, DefaultMaxFrameBytes); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("pooled", func(b *testing.B) {
+		b.SetBytes(int64(len(body)))
+		b.ReportAllocs()
+		r := bytes.NewReader(in)
+		for i := 0; i < b.N; i++ {
+			r.Reset(in)
+			n, err := ReadFrameSize(r, DefaultMaxFrameBytes)
+			if err != nil {
+				b.Fatal(err)
+			}
+			buf := GetFrameBuffer(n)
+			if err := ReadFrameBody(r, buf); err != nil {
+				b.Fatal(err)
+			}
+			PutFrameBuffer(buf)
+		}
+	})
+}
