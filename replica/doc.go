@@ -49,9 +49,28 @@
 // with key version 0 and type 200 for raft's empty entry, 201 for a
 // ConfChange, 202 for a ConfChangeV2 with the entry's data as value). They
 // are built from the entry alone, so they too are byte-identical everywhere,
-// and they take one offset each; clients skip control batches. If a stored
+// and they take one offset each. If a stored
 // normal entry's base offset or epoch were ever not the expected ones, every
 // replica would stamp the same values into a copy.
+//
+// # What clients see of raft's entries
+//
+// Clients should skip control batches, but kafka-go hands each to the
+// application as an empty message, and an empty batch in its place breaks
+// others (kafka-go, kafkajs, librdkafka, sarama). So a Fetch never returns
+// them: the storage keeps the offsets of raft's own entries (raftOffsets,
+// raft_visible.go, marked in raft.index and rebuilt on open), and
+// Replica.ReadRange skips those at the fetch offset and ends its range
+// before the next one; clients see a gap, as after compaction. A read that
+// reaches no raft entry pays a binary search of that small set.
+// Replica.VisibleHighWatermark, what Fetch and ListOffsets latest report,
+// is the high watermark less the raft entries directly below it (never
+// below the log start): a consumer at the end has no lag and is never told
+// there is more when a fetch returns nothing (kafka-go then redials).
+// Fetch raises it to the fetch offset of a consumer positioned among
+// those entries. OffsetForLeaderEpoch keeps the log's own epoch ends: a
+// consumer's position never passes them, since it only moves to the end
+// of data it was sent or to an offset it committed.
 //
 // The high watermark is the offset after the last committed entry. A new
 // leader's raft commit index advances only through an entry of its own
@@ -118,13 +137,16 @@
 //
 //	raft.index  one 32-byte record per raft entry, in index order:
 //	            index u64 | term u64 | baseOffset i64 | lastOffset-baseOffset u32 |
-//	            crc32c u32 (of the 28 bytes before it). Appends are not synced:
+//	            crc32c u32 (of the 28 bytes before it). Bit 31 of the offset
+//	            count marks raft's own entries (raft.state flag bit 0 says
+//	            every record was written so; without it Open classifies
+//	            them once from the batches). Appends are not synced:
 //	            the file is an index of the log and is rebuilt from its batch
 //	            headers (one entry per batch, term = partitionLeaderEpoch).
 //	            Truncations and prefix drops rewrite it durably (temporary
 //	            file, fsync, rename, directory fsync).
 //	raft.state  two 128-byte slots written alternately, each "SLRS" | version
-//	            u16 (1) | 0 u16 | seq | term | vote | commit | applied |
+//	            u16 (1) | flags u16 | seq | term | vote | commit | applied |
 //	            snapIndex | snapTerm | snapOffset (u64 each) | zero padding |
 //	            crc32c u32 of the rest. Every write is fdatasynced before the
 //	            caller goes on; the valid slot with the higher seq wins, so a

@@ -33,13 +33,26 @@ type entryMeta struct {
 	term  uint64
 	base  int64
 	last  int64
+	// raft marks raft's own entries (empty entries, configuration
+	// changes): control batches that Fetch never returns.
+	raft bool
 }
+
+// indexRaftBit is set in a record's offset-count field (lastOffset-
+// baseOffset, which is never negative, so the bit is free) for raft's own
+// entries. Records written before it existed lack it; raft.state's
+// stateFlagIndexMarksRaft says whether every record was written with it.
+const indexRaftBit = 1 << 31
 
 func encodeIndexRecord(b []byte, m entryMeta) {
 	binary.BigEndian.PutUint64(b[0:], m.index)
 	binary.BigEndian.PutUint64(b[8:], m.term)
 	binary.BigEndian.PutUint64(b[16:], uint64(m.base))
-	binary.BigEndian.PutUint32(b[24:], uint32(m.last-m.base))
+	d := uint32(m.last - m.base)
+	if m.raft {
+		d |= indexRaftBit
+	}
+	binary.BigEndian.PutUint32(b[24:], d)
 	binary.BigEndian.PutUint32(b[28:], crc32.Checksum(b[:28], crc32c))
 }
 
@@ -52,7 +65,9 @@ func decodeIndexRecord(b []byte) (entryMeta, bool) {
 		term:  binary.BigEndian.Uint64(b[8:]),
 		base:  int64(binary.BigEndian.Uint64(b[16:])),
 	}
-	m.last = m.base + int64(binary.BigEndian.Uint32(b[24:]))
+	d := binary.BigEndian.Uint32(b[24:])
+	m.raft = d&indexRaftBit != 0
+	m.last = m.base + int64(d&^indexRaftBit)
 	return m, true
 }
 
@@ -163,10 +178,18 @@ type persistentState struct {
 	// batch at snapOffset.
 	snapIndex, snapTerm uint64
 	snapOffset          int64
+	// flags is the u16 after the version (0 in files written before it
+	// was used; older binaries ignore it and write 0).
+	flags uint16
 }
 
+// stateFlagIndexMarksRaft: every raft.index record carries indexRaftBit
+// where it applies. Without it, Open classifies the entries once from the
+// log's batch headers.
+const stateFlagIndexMarksRaft = 1 << 0
+
 // stateFile is raft.state: two 128-byte slots written alternately, each
-// "SLRS" | version u16 | 0 u16 | seq | term | vote | commit | applied |
+// "SLRS" | version u16 | flags u16 | seq | term | vote | commit | applied |
 // snapIndex | snapTerm | snapOffset (u64 each) | zero padding | crc32c of the
 // slot before it (last 4 bytes). Every write is fdatasynced before it
 // returns. The slot with the highest seq and a good CRC wins, so a torn
@@ -217,6 +240,7 @@ func decodeState(b []byte) (persistentState, bool) {
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[8+8*i:]) }
 	s.seq, s.term, s.vote, s.commit, s.applied = u(0), u(1), u(2), u(3), u(4)
 	s.snapIndex, s.snapTerm, s.snapOffset = u(5), u(6), int64(u(7))
+	s.flags = binary.BigEndian.Uint16(b[6:])
 	return s, true
 }
 
@@ -226,6 +250,7 @@ func (s *stateFile) save(st persistentState) error {
 	b := make([]byte, stateSlotSize)
 	binary.BigEndian.PutUint32(b, stateMagic)
 	binary.BigEndian.PutUint16(b[4:], 1)
+	binary.BigEndian.PutUint16(b[6:], st.flags)
 	for i, v := range []uint64{st.seq, st.term, st.vote, st.commit, st.applied, st.snapIndex, st.snapTerm, uint64(st.snapOffset)} {
 		binary.BigEndian.PutUint64(b[8+8*i:], v)
 	}

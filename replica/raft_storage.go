@@ -40,6 +40,10 @@ type raftStorage struct {
 	snapIndex, snapTerm uint64
 	snapOffset          int64
 
+	// raftOffs is the offsets of the entries in metas marked raft: read
+	// by Fetch without mu (raft_visible.go).
+	raftOffs raftOffsets
+
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
 
@@ -124,6 +128,7 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 			return nil, fmt.Errorf("replica: log in %s holds data but no raft state", dir)
 		}
 		st.cur.snapOffset = l.LogStartOffset()
+		st.cur.flags |= stateFlagIndexMarksRaft
 		if err := st.save(st.cur); err != nil {
 			return nil, err
 		}
@@ -220,9 +225,26 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 			}
 		}
 	}
+	marked := s.state.cur.flags&stateFlagIndexMarksRaft != 0
+	if !marked {
+		// An index written before its records marked raft's entries:
+		// classify them once from the log.
+		if err := s.classifyRaftEntries(metas); err != nil {
+			return err
+		}
+		rewrite = true
+	}
 	s.metas = metas
+	s.resetRaftOffsetsLocked()
 	if rewrite {
 		if err := s.idx.reset(metas); err != nil {
+			return err
+		}
+	}
+	if !marked {
+		cur := s.state.cur
+		cur.flags |= stateFlagIndexMarksRaft
+		if err := s.state.save(cur); err != nil {
 			return err
 		}
 	}
@@ -246,6 +268,47 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 		return fmt.Errorf("%w: commit index %d, last entry %d", ErrLostCommitted, s.hs.GetCommit(), last)
 	}
 	return nil
+}
+
+// classifyRaftEntries marks raft's own entries among metas from the log's
+// batch headers. Only a one-offset entry can be one, and only entries
+// still in the log matter to readers.
+func (s *raftStorage) classifyRaftEntries(metas []entryMeta) error {
+	ls := s.log.LogStartOffset()
+	for i := range metas {
+		m := &metas[i]
+		if m.raft || m.last != m.base || m.base < ls {
+			continue
+		}
+		rr, err := s.log.Read(m.base, 1, m.base+1)
+		if err != nil {
+			return fmt.Errorf("replica: classifying raft entry %d at offset %d: %w", m.index, m.base, err)
+		}
+		h, err := parseBatch(rr.Data, false)
+		if err != nil || h.size > len(rr.Data) || h.baseOffset != m.base {
+			return fmt.Errorf("replica: log batch at offset %d does not match raft entry %d", m.base, m.index)
+		}
+		m.raft = isRaftEntry(rr.Data[:h.size], &h)
+	}
+	return nil
+}
+
+// isRaftEntry says whether the stored batch b is one of raft's own
+// entries (an empty entry or a configuration change), not data.
+func isRaftEntry(b []byte, h *batchInfo) bool {
+	ctrl, _, ok := raftControl(b, h)
+	return ok && ctrl != ctrlFiller
+}
+
+// resetRaftOffsetsLocked rebuilds raftOffs from metas.
+func (s *raftStorage) resetRaftOffsetsLocked() {
+	var offs []int64
+	for _, m := range s.metas {
+		if m.raft {
+			offs = append(offs, m.base)
+		}
+	}
+	s.raftOffs.store(offs)
 }
 
 // stateFlagPendingBit marks, in the applied field of raft.state, a snapshot
@@ -286,7 +349,7 @@ func (s *raftStorage) scanEntries(metas []entryMeta, from, to int64) ([]entryMet
 			}
 			idx++
 			term = uint64(h.leaderEpoch)
-			metas = append(metas, entryMeta{index: idx, term: term, base: h.baseOffset, last: h.lastOffset()})
+			metas = append(metas, entryMeta{index: idx, term: term, base: h.baseOffset, last: h.lastOffset(), raft: isRaftEntry(b[:h.size], &h)})
 			off = h.lastOffset() + 1
 			b = b[h.size:]
 		}
@@ -533,6 +596,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 			return err
 		}
 		s.metas = s.metas[:first-s.snapIndex-1]
+		s.raftOffs.cutFrom(m.base)
 		s.cacheCutLocked(first)
 		if err := s.idx.truncateFrom(first); err != nil {
 			return err
@@ -547,12 +611,14 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		term := e.GetTerm()
 		var b []byte
 		var h batchInfo
+		isRaft := true
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			if len(e.Data) == 0 {
 				b = controlBatch(next, int32(term), ctrlRaftNoop, nil, 0)
 				break
 			}
+			isRaft = false
 			var err error
 			h, err = parseBatch(e.Data, true)
 			if err != nil {
@@ -580,8 +646,11 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		if err := s.log.AppendReplicated(b); err != nil {
 			return fmt.Errorf("replica: storing raft entry %d at offset %d: %w", e.GetIndex(), next, err)
 		}
-		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.lastOffset()}
+		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.lastOffset(), raft: isRaft}
 		s.metas = append(s.metas, m)
+		if isRaft {
+			s.raftOffs.add(next)
+		}
 		if e.GetType() == raftpb.EntryNormal && len(e.Data) > 0 && &b[0] != &e.Data[0] {
 			// Stamped copy: cache what the log holds.
 			e = &raftpb.Entry{Term: new(term), Index: new(e.GetIndex()), Type: new(raftpb.EntryNormal), Data: b}
@@ -707,6 +776,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, off
 	s.metas = nil
+	s.raftOffs.store(nil)
 	clear(s.cache)
 	s.cache, s.cacheBytes = nil, 0
 	s.cs = cloneCS(md.GetConfState())
@@ -750,6 +820,7 @@ func (s *raftStorage) compact(applied uint64) error {
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = gone.index, gone.term, next
 	s.metas = rest
+	s.raftOffs.dropBelow(next)
 	s.snapProds = snapData
 	return nil
 }

@@ -20,6 +20,9 @@ import (
 // MaxWaitMillis, woken by the partitions' high watermark moves. An offset
 // past the high watermark but not past the log end waits; one below the
 // log start or past the log end is OFFSET_OUT_OF_RANGE.
+// Raft's own entries (control batches in replicated partitions) are never
+// returned, and the high watermark reported stops before those at its end
+// (fillFetch).
 //
 // Fetch sessions (KIP-227, v7+) follow Kafka's rules (fetch_session.go):
 // epoch 0 is a full fetch that may create a session, -1 a full fetch
@@ -127,7 +130,8 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					// KIP-392: send the consumer to a read broker,
 					// with no records and at once.
 					sp.PreferredReadReplica = id
-					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = p.HighWatermark(), p.LastStableOffset(), p.LogStartOffset()
+					vis := p.VisibleHighWatermark()
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = vis, vis, p.LogStartOffset()
 					redirected = true
 					continue
 				}
@@ -145,7 +149,14 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		s.fetchSessions.finish(sc, wire, items, sps, partOf)
 		return wire
 	}
-	if s.fillFetch(req, parts) >= int(req.MinBytes) || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
+	// ready: enough bytes, or a partition stopped before one of raft's
+	// entries with data after it (the client fetches again at once
+	// rather than wait for bytes it could have had).
+	ready := func() bool {
+		n, more := s.fillFetch(req, parts)
+		return n >= int(req.MinBytes) || more
+	}
+	if ready() || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
 		return final(), nil
 	}
 	rc.later(func() kmsg.Response {
@@ -159,7 +170,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 		for {
 			select {
 			case <-wake:
-				if s.fillFetch(req, parts) >= int(req.MinBytes) || fetchHasError(parts) {
+				if ready() || fetchHasError(parts) {
 					return final()
 				}
 			case <-timer.C:
@@ -245,15 +256,27 @@ func fetchHasError(parts []fetchPart) bool {
 	return false
 }
 
-// fillFetch reads every partition afresh and returns the bytes gathered.
-// The records are file ranges (fetchPart.rng), released and read again on
-// every call; the writer releases the last ones once they are sent.
-func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
+// fillFetch reads every partition afresh and returns the bytes gathered,
+// and whether a partition's records stopped before one of raft's entries
+// with more data after it. The records are file ranges (fetchPart.rng),
+// released and read again on every call; the writer releases the last
+// ones once they are sent.
+//
+// Raft's own entries (control batches, one offset each, in replicated
+// partitions) are never sent: some clients hand them to the application
+// (kafka-go) and an empty batch in their place breaks others. They do not
+// count toward MinBytes. The high watermark reported is the visible one
+// (replica.Replica.VisibleHighWatermark), raised to the fetch offset when
+// only raft entries lie between them: a client is never told there is
+// more to read when the records it gets are empty (kafka-go takes that as
+// a broken connection and redials), and sees no lag at the end.
+func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool) {
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 || budget > int(s.cfg.FetchMaxBytes) {
 		budget = int(s.cfg.FetchMaxBytes)
 	}
 	total := 0
+	more := false
 	for i := range parts {
 		fp := &parts[i]
 		fp.rng.Release()
@@ -261,8 +284,16 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 		sp.ErrorCode = 0
 		// Empty, never null: librdkafka rejects a null record set.
 		sp.RecordBatches = []byte{}
-		sp.HighWatermark = p.HighWatermark()
-		sp.LastStableOffset = p.LastStableOffset()
+		// The visible watermark first: the real one is then at least the
+		// one it was computed from.
+		vis := p.VisibleHighWatermark()
+		hw := p.HighWatermark()
+		if rp.FetchOffset > vis && rp.FetchOffset <= hw {
+			vis = rp.FetchOffset // at or among raft entries before hw
+		}
+		// The last stable offset is the high watermark until
+		// transactions exist.
+		sp.HighWatermark, sp.LastStableOffset = vis, vis
 		sp.LogStartOffset = p.LogStartOffset()
 		if rp.FetchOffset < sp.LogStartOffset || (rp.FetchOffset > p.LogEndOffset() && p.IsLeader()) {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
@@ -283,7 +314,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 			continue
 		}
 		// Never past the high watermark reported with them.
-		res, err := p.Log().ReadRange(rp.FetchOffset, limit, sp.HighWatermark)
+		res, cut, err := p.ReadRange(rp.FetchOffset, limit, sp.HighWatermark)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			continue
@@ -296,8 +327,9 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) int {
 		}
 		fp.rng = res.Range
 		total += int(res.Range.Len)
+		more = more || cut
 	}
-	return total
+	return total, more
 }
 
 // countFetched records the bytes a finished fetch returns.
