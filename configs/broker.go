@@ -106,4 +106,16 @@ func ValidateDynamicBrokerConfig(c Config, name string, value *string) error {
 	return fmt.Errorf("unknown broker config %s", name)
 }
 
+// ClusterWideOnly reports whether broker config name may be set only as
+// the cluster-wide dynamic default (the broker resource ""), not for one
+// broker (see TopicConfig.ClusterWide).
+func ClusterWideOnly(name string) bool {
+	for _, tc := range topicConfigs {
+		if tc.BrokerSynonym == name {
+			return tc.ClusterWide
+		}
+	}
+	return false
+}
+
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -263,5 +263,9 @@ func (c Config) TopicDefaults() map[string]string {
 		"index.interval.bytes":            strconv.Itoa(int(c.LogIndexIntervalBytes)),
 		"min.insync.replicas":             strconv.Itoa(int(c.MinInsyncReplicas)),
 		"replication.mode":                c.ReplicationMode,
+		// Not a file setting (TopicConfig.ClusterWide): the metastore
+		// places learners, so only the cluster-wide dynamic default
+		// may change it.
+		"read.replicas": "-1",
 	}
 }

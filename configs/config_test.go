@@ -41,6 +41,12 @@ func TestTopicConfigValidation(t *testing.T) {
 		{map[string]string{"replication.mode": "semi-sync"}, true},
 		{map[string]string{"replication.mode": "eventually"}, false},
 		{map[string]string{"no.such.config": "1"}, false},
+		{map[string]string{"read.replicas": "-1"}, true},
+		{map[string]string{"read.replicas": "0"}, true},
+		{map[string]string{"read.replicas": "3"}, true},
+		{map[string]string{"read.replicas": "-2"}, false},
+		{map[string]string{"read.replicas": "all"}, false},
+		{map[string]string{"read.replicas": "4294967296"}, false},
 	} {
 		if err := ValidateTopicConfigs(tc.set); (err == nil) != tc.ok {
 			t.Errorf("%v: err %v, want ok=%v", tc.set, err, tc.ok)
@@ -57,6 +63,32 @@ func TestBrokerConfigNamesUnique(t *testing.T) {
 		seen[bc.Name] = true
 		if bc.Value != bc.Default {
 			t.Errorf("%s: default config shows value %q, default %q", bc.Name, bc.Value, bc.Default)
+		}
+	}
+}
+
+// TestReadReplicasBrokerDefault: read.replicas has a dynamic broker
+// synonym of the same name, defaulting to -1, settable only cluster-wide
+// and validated like the topic config.
+func TestReadReplicasBrokerDefault(t *testing.T) {
+	var found bool
+	for _, bc := range BrokerConfigs(Default()) {
+		if bc.Name == "read.replicas" {
+			found = true
+			if !bc.Dynamic || bc.Default != "-1" || bc.Type != TypeInt {
+				t.Fatalf("%+v", bc)
+			}
+		}
+	}
+	if !found {
+		t.Fatal("read.replicas is not a broker config")
+	}
+	if !ClusterWideOnly("read.replicas") || ClusterWideOnly("replication.mode") || ClusterWideOnly("no.such.config") {
+		t.Fatal("ClusterWideOnly")
+	}
+	for v, ok := range map[string]bool{"2": true, "-1": true, "-3": false} {
+		if err := ValidateDynamicBrokerConfig(Default(), "read.replicas", &v); (err == nil) != ok {
+			t.Errorf("read.replicas=%s: %v", v, err)
 		}
 	}
 }

@@ -32,7 +32,12 @@ type TopicConfig struct {
 	BrokerSynonym string
 	Type          ConfigType
 	Doc           string
-	validate      func(string) error
+	// ClusterWide: the broker synonym may be set only as the
+	// cluster-wide dynamic default, never per broker nor in a broker's
+	// file, because the metastore applies the value itself (learner
+	// placement) and every meta node must read the same one.
+	ClusterWide bool
+	validate    func(string) error
 }
 
 // Validate checks a value for this config.
@@ -115,6 +120,9 @@ var topicConfigs = []TopicConfig{
 		validate: oneOf("raft", "semi-sync", "async")},
 	{Name: "min.insync.replicas", BrokerSynonym: "min.insync.replicas", Type: TypeInt,
 		Doc: "Replicas that must have a write before acks=all is answered.", validate: intAtLeast(1)},
+	{Name: "read.replicas", BrokerSynonym: "read.replicas", Type: TypeInt, ClusterWide: true,
+		Doc:      "Read brokers holding each partition as raft learners: -1 every read broker, 0 none (only the write-broker voters hold it, and the read view has no replica to name), n that many, spread over the read brokers by the metastore. Its broker default is cluster-wide only.",
+		validate: intAtLeast(-1)},
 }
 
 var topicConfigIndex = func() map[string]TopicConfig {

@@ -72,7 +72,7 @@ func (a *applier) apply(c *command) (r result) {
 		if have > 0 {
 			rf = int16(len(t.Partitions[0].Voters))
 		}
-		parts, err := placePartitions(a.brokers(), have, c.Total-have, rf, nil)
+		parts, err := placePartitions(a.brokers(), have, c.Total-have, rf, nil, t.ID, a.readReplicas(t.Configs))
 		if err != nil {
 			return fail(err)
 		}
@@ -85,6 +85,9 @@ func (a *applier) apply(c *command) (r result) {
 			return fail(ErrUnknownTopic)
 		}
 		t.Configs = alterMap(t.Configs, c.Set, c.Del)
+		if touches(c, ReadReplicasConfig) {
+			a.balanceLearners(t, readBrokers(a.brokers()))
+		}
 		a.putTopic(t)
 		return result{Visible: true}
 	case opSetLeader:
@@ -115,6 +118,9 @@ func (a *applier) apply(c *command) (r result) {
 			a.put(b, brokerKey(c.BrokerID), mustJSON(cur))
 		}
 		a.events = append(a.events, event{Rev: a.index, Kind: "bconf", BrokerID: c.BrokerID, Configs: maps.Clone(cur)})
+		if c.BrokerID == -1 && touches(c, ReadReplicasConfig) {
+			a.rebalanceClusterDefault()
+		}
 		return result{Visible: true}
 	case opAllocProducerIDs:
 		if c.Count <= 0 {
@@ -250,7 +256,7 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 	if n <= 0 {
 		return nil, ErrInvalidPartitions
 	}
-	parts, err := placePartitions(a.brokers(), 0, n, s.ReplicationFactor, s.Assignment)
+	parts, err := placePartitions(a.brokers(), 0, n, s.ReplicationFactor, s.Assignment, *c.TopicID, a.readReplicas(s.Configs))
 	if err != nil {
 		return nil, err
 	}
@@ -262,31 +268,23 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 	return t, nil
 }
 
-// placePartitions assigns partitions [first, first+count). Voters are write
-// (and combined) brokers, round-robin from a rotating start over a list that
-// interleaves racks, so replicas of one partition land on distinct racks
-// when there are enough; learners are the read and combined brokers that are
-// not voters of that partition. With no write brokers registered the
+// placePartitions assigns partitions [first, first+count) of topic. Voters
+// are write (and combined) brokers, round-robin from a rotating start over
+// a list that interleaves racks, so replicas of one partition land on
+// distinct racks when there are enough; learners are readReplicas of the
+// read and combined brokers that are not voters of that partition (all of
+// them for -1; placement.go). With no write brokers registered the
 // partitions get no voters and leader -1.
-func placePartitions(brokers []Broker, first, count int32, rf int16, assignment [][]int32) ([]Partition, error) {
-	var writers, readers []Broker
+func placePartitions(brokers []Broker, first, count int32, rf int16, assignment [][]int32, topic TopicID, readReplicas int) ([]Partition, error) {
+	var writers []Broker
 	for _, b := range brokers {
 		switch b.Role {
-		case RoleWrite, "":
+		case RoleWrite, RoleCombined, "":
 			writers = append(writers, b)
-		case RoleCombined:
-			writers = append(writers, b)
-			readers = append(readers, b)
-		case RoleRead:
-			readers = append(readers, b)
 		}
 	}
-	sort.Slice(readers, func(i, j int) bool { return readers[i].ID < readers[j].ID })
+	readers := readBrokers(brokers)
 	writers = rackInterleave(writers)
-	learners := make([]int32, 0, len(readers))
-	for _, b := range readers {
-		learners = append(learners, b.ID)
-	}
 	if len(assignment) == 0 {
 		if rf <= 0 {
 			rf = int16(min(len(writers), 3))
@@ -312,11 +310,7 @@ func placePartitions(brokers []Broker, first, count int32, rf int16, assignment 
 		if len(p.Voters) > 0 {
 			p.Leader = p.Voters[0]
 		}
-		for _, l := range learners {
-			if !containsInt32(p.Voters, l) {
-				p.Learners = append(p.Learners, l)
-			}
-		}
+		fillLearners(topic, &p, readers, readReplicas)
 		keepInitial(&p)
 		out = append(out, p)
 	}

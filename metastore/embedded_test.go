@@ -322,7 +322,7 @@ func TestPlacement(t *testing.T) {
 		{ID: 3, Role: RoleWrite, Rack: "b"}, {ID: 4, Role: RoleWrite, Rack: "c"},
 		{ID: 10, Role: RoleRead}, {ID: 11, Role: RoleRead},
 	}
-	parts, err := placePartitions(bs, 0, 8, 3, nil)
+	parts, err := placePartitions(bs, 0, 8, 3, nil, TopicID{}, -1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,15 +346,15 @@ func TestPlacement(t *testing.T) {
 	}
 	// Combined brokers are voters, and learners where they are not voters.
 	cs := []Broker{{ID: 1, Role: RoleCombined}, {ID: 2, Role: RoleCombined}, {ID: 3, Role: RoleRead}}
-	ps, err := placePartitions(cs, 0, 2, 1, nil)
+	ps, err := placePartitions(cs, 0, 2, 1, nil, TopicID{}, -1)
 	if err != nil || !reflect.DeepEqual(ps[0].Voters, []int32{1}) || !reflect.DeepEqual(ps[0].Learners, []int32{2, 3}) ||
 		!reflect.DeepEqual(ps[1].Learners, []int32{1, 3}) {
 		t.Fatalf("combined placement %+v %v", ps, err)
 	}
-	if _, err := placePartitions(bs, 0, 1, 5, nil); !errors.Is(err, ErrInvalidReplicationFactor) {
+	if _, err := placePartitions(bs, 0, 1, 5, nil, TopicID{}, -1); !errors.Is(err, ErrInvalidReplicationFactor) {
 		t.Fatal(err)
 	}
-	if ps, _ := placePartitions(nil, 0, 2, 1, nil); ps[0].Leader != -1 || len(ps[0].Voters) != 0 {
+	if ps, _ := placePartitions(nil, 0, 2, 1, nil, TopicID{}, -1); ps[0].Leader != -1 || len(ps[0].Voters) != 0 {
 		t.Fatalf("no brokers: %+v", ps)
 	}
 }

@@ -21,16 +21,22 @@ import (
 // desired state, whereas thousands of partition leaders deciding by
 // themselves from caches at different revisions could disagree.
 //
-//   - A read broker that registers becomes a learner of every partition
-//     it is not already a member of (no topic limits its read replicas,
-//     so every read broker holds every partition, as at creation).
+//   - A read broker that registers becomes a learner of the partitions
+//     that have fewer learners than their topic's read.replicas (every
+//     partition it is not a member of when that is -1, the default);
+//     placement.go picks which when several brokers could fill a slot.
 //   - A read broker that is no longer registered (unregistered at
 //     shutdown, or its lease lapsed) keeps its learner slots for
 //     LearnerGrace, so a restart does not throw its data away and copy
 //     the whole history again; after that the metastore leader proposes
 //     remove_learner, which apply performs only if the broker is still
-//     not registered. A broker that registers again later is added back
-//     and copies the log again.
+//     not registered, and which hands the freed slots to registered read
+//     brokers that do not hold the partition yet. A broker that registers
+//     again later is added back where slots are free and copies the log
+//     again.
+//   - A change of read.replicas (the topic's, or the cluster-wide default
+//     for topics without their own) grows or shrinks the learners of
+//     every partition of the topics it applies to.
 
 const (
 	opAlterReassignment  op = "alter_reassignment"
@@ -120,40 +126,37 @@ func (a *applier) finishReassignment(c *command) error {
 	// A broker that became a voter is no longer a learner of it, and a
 	// read-and-write broker that stopped being a voter goes on reading.
 	p.Learners = slices.DeleteFunc(p.Learners, func(id int32) bool { return slices.Contains(p.Voters, id) })
+	// A learner that became a voter (a combined broker) frees its slot.
+	a.fillTopic(t, readBrokers(a.brokers()))
 	a.putTopic(t)
 	return nil
 }
 
-// addLearner makes a newly registered read broker a learner of every
-// partition it is not a member of.
+// addLearner fills the learner slots a newly registered read broker can
+// take: every partition with fewer learners than its read.replicas gets
+// registered read brokers (usually the newcomer, the only one not yet
+// placed) until it has enough.
 func (a *applier) addLearner(b Broker) {
 	if b.Role != RoleRead && b.Role != RoleCombined {
 		return
 	}
+	readers := readBrokers(a.brokers())
 	for _, t := range a.topics() {
-		changed := false
-		for i := range t.Partitions {
-			p := &t.Partitions[i]
-			if slices.Contains(p.Voters, b.ID) || slices.Contains(p.Target, b.ID) || slices.Contains(p.Learners, b.ID) {
-				continue
-			}
-			keepInitial(p)
-			p.Learners = append(p.Learners, b.ID)
-			slices.Sort(p.Learners)
-			changed = true
-		}
-		if changed {
+		if a.fillTopic(t, readers) {
 			a.putTopic(t)
 		}
 	}
 }
 
 // removeLearner takes an unregistered broker out of every partition's
-// learners. It refuses if the broker registered again meanwhile.
+// learners and gives each freed slot to a registered read broker that
+// does not hold the partition. It refuses if the broker registered again
+// meanwhile.
 func (a *applier) removeLearner(id int32) error {
 	if _, ok := a.broker(id); ok {
 		return fmt.Errorf("%w: broker %d is registered", ErrInvalidRequest, id)
 	}
+	readers := readBrokers(a.brokers())
 	for _, t := range a.topics() {
 		changed := false
 		for i := range t.Partitions {
@@ -165,6 +168,7 @@ func (a *applier) removeLearner(id int32) error {
 			}
 		}
 		if changed {
+			a.fillTopic(t, readers)
 			a.putTopic(t)
 		}
 	}

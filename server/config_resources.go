@@ -195,6 +195,11 @@ func (s *Server) validateChange(resType kmsg.ConfigResourceType, name string, se
 		ch.broker = id
 		for _, k := range slices.Sorted(maps.Keys(set)) {
 			v := set[k]
+			if id != -1 && configs.ClusterWideOnly(k) {
+				// The metastore applies it to every topic without
+				// its own value, so one broker cannot differ.
+				return ch, resErr(kerr.InvalidConfig.Code, "broker config %s can only be set cluster-wide (the default broker resource)", k)
+			}
 			if err := configs.ValidateDynamicBrokerConfig(s.cfg.Config, k, &v); err != nil {
 				return ch, resErr(kerr.InvalidConfig.Code, "%v", err)
 			}

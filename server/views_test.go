@@ -75,3 +75,34 @@ func TestPreferredReadReplica(t *testing.T) {
 		t.Fatalf("no learners: got %d", got)
 	}
 }
+
+// TestRouteWithFewReadReplicas: a partition with one learner (read.replicas
+// = 1) is routed to that read broker in the read view, never to the other;
+// one with none (read.replicas=0, or its only learner not registered)
+// has no leader in the read view (LEADER_NOT_AVAILABLE: write brokers have
+// no read endpoint to name) and is fetched from its raft leader in the
+// mixed view (no preferred read replica).
+func TestRouteWithFewReadReplicas(t *testing.T) {
+	read, mixed := clusterView("read"), clusterView("mixed")
+	for i := int32(0); i < 8; i++ {
+		p := metastore.Partition{ID: i, Voters: []int32{1, 2}, Learners: []int32{12}, Leader: 1}
+		if l, _, replicas, isr := read.partitionRoute("t", p); l != 12 || !slices.Equal(replicas, []int32{12}) || !slices.Equal(isr, []int32{12}) {
+			t.Fatalf("one learner: leader %d replicas %v isr %v", l, replicas, isr)
+		}
+		if got := mixed.preferredReadReplica("t", p, "", nil); got != 12 {
+			t.Fatalf("one learner: preferred %d", got)
+		}
+	}
+	for _, learners := range [][]int32{nil, {13}} { // 13: not registered
+		p := metastore.Partition{ID: 0, Voters: []int32{1, 2}, Learners: learners, Leader: 1}
+		if l, _, replicas, _ := read.partitionRoute("t", p); l != -1 || len(replicas) != 0 {
+			t.Fatalf("learners %v: read leader %d replicas %v", learners, l, replicas)
+		}
+		if l, _, _, _ := mixed.partitionRoute("t", p); l != 1 {
+			t.Fatalf("learners %v: mixed leader %d", learners, l)
+		}
+		if got := mixed.preferredReadReplica("t", p, "", nil); got != -1 {
+			t.Fatalf("learners %v: preferred %d", learners, got)
+		}
+	}
+}
