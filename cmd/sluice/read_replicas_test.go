@@ -19,8 +19,9 @@ import (
 // of Metadata names, for each partition, the one read broker that holds
 // it; only that broker has the partition's replica on disk; and a consumer
 // on the read listeners reads every record. Raising read.replicas to -1
-// then gives every partition both read brokers, and the consumer still
-// reads everything. Costs about 10 s (8 processes).
+// then gives every partition both read brokers, and lowering it to 1 again
+// removes one (whose copy is deleted); the consumer reads everything each
+// time. Costs about 10 s (8 processes).
 func TestClusterReadReplicas(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
@@ -109,6 +110,21 @@ func TestClusterReadReplicas(t *testing.T) {
 		t.Fatal(err)
 	}
 	readReplicas(2)
+	readEverything(ctx, t, c.readAddrs, topic, n)
+
+	// Back to 1: each partition's raft leader removes one learner, and
+	// that read broker deletes its copy.
+	ar, err = kadm.NewClient(prod).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "read.replicas", Value: &one}}, topic)
+	if err == nil {
+		err = ar[0].Err
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, ids := range readReplicas(1) {
+		other := int32(9) - ids[0] // the read broker (4 or 5) that lost it
+		waitGone(t, filepath.Join(dataDir(t, c.readers[other-4]), "logs", fmt.Sprintf("%s-%d", topic, p)))
+	}
 	readEverything(ctx, t, c.readAddrs, topic, n)
 }
 
