@@ -61,7 +61,9 @@
 // them: the storage keeps the offsets of raft's own entries (raftOffsets,
 // raft_visible.go, marked in raft.index and rebuilt on open), and
 // Replica.ReadRange skips those at the fetch offset and ends its range
-// before the next one; clients see a gap, as after compaction. A read that
+// before the next one, and Fetch reads on from there into another file
+// range sent right after it (server/fetch_response.go); clients see a
+// gap, as after compaction. A read that
 // reaches no raft entry pays a binary search of that small set.
 // Replica.VisibleHighWatermark, what Fetch and ListOffsets latest report,
 // is the high watermark less the raft entries directly below it (never

@@ -52,8 +52,28 @@ type fetchPart struct {
 	req   *kmsg.FetchRequestTopicPartition
 	resp  *kmsg.FetchResponseTopicPartition
 	// rng holds the partition's records: resp.RecordBatches stays empty
-	// and the writer sends the range in its place (fetchWire).
-	rng log.FileRange
+	// and the writer sends the range in its place (fetchWire). more holds
+	// the ranges that follow it past raft entries (rare: nil otherwise).
+	rng  log.FileRange
+	more []log.FileRange
+}
+
+// recordsLen is the size of the partition's records: rng and more.
+func (fp *fetchPart) recordsLen() int64 {
+	n := fp.rng.Len
+	for i := range fp.more {
+		n += fp.more[i].Len
+	}
+	return n
+}
+
+// releaseRecords lets go of every range.
+func (fp *fetchPart) releaseRecords() {
+	fp.rng.Release()
+	for i := range fp.more {
+		fp.more[i].Release()
+	}
+	fp.more = fp.more[:0]
 }
 
 func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
@@ -258,7 +278,8 @@ func fetchHasError(parts []fetchPart) bool {
 
 // fillFetch reads every partition afresh and returns the bytes gathered,
 // and whether a partition's records stopped before one of raft's entries
-// with more data after it. The records are file ranges (fetchPart.rng),
+// with more data after it (its limit reached). The records are file
+// ranges (fetchPart.rng and more),
 // released and read again on every call; the writer releases the last
 // ones once they are sent.
 //
@@ -279,7 +300,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 	more := false
 	for i := range parts {
 		fp := &parts[i]
-		fp.rng.Release()
+		fp.releaseRecords()
 		sp, rp, p := fp.resp, fp.req, fp.p
 		sp.ErrorCode = 0
 		// Empty, never null: librdkafka rejects a null record set.
@@ -326,7 +347,20 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 			continue
 		}
 		fp.rng = res.Range
-		total += int(res.Range.Len)
+		got := res.Range.Len
+		// Past a raft entry the data goes on in ranges of its own,
+		// within the partition's limit (never over it after the first).
+		for cut && got < int64(limit) {
+			next, nextCut, err := p.ReadRange(res.NextOffset, limit-int(got), sp.HighWatermark)
+			if err != nil || next.Range.Len == 0 || next.Range.Len > int64(limit)-got {
+				next.Range.Release()
+				break
+			}
+			fp.more = append(fp.more, next.Range)
+			got += next.Range.Len
+			res, cut = next, nextCut
+		}
+		total += int(got)
 		more = more || cut
 	}
 	return total, more
@@ -335,7 +369,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 // countFetched records the bytes a finished fetch returns.
 func (s *Server) countFetched(parts []fetchPart) {
 	for _, fp := range parts {
-		if n := fp.rng.Len; n > 0 {
+		if n := fp.recordsLen(); n > 0 {
 			s.metrics.fetched.WithLabelValues(fp.topic).Add(float64(n))
 		}
 	}

@@ -111,6 +111,11 @@ func raftLogBroker(t *testing.T) (addr string, topic string) {
 // batch.
 func fetchRaw(t *testing.T, c *rawConn, topic string, offset int64, minBytes, maxWaitMs int32) (kmsg.FetchResponseTopicPartition, []int64, time.Duration) {
 	t.Helper()
+	return fetchRawLimit(t, c, topic, offset, minBytes, maxWaitMs, 1<<20)
+}
+
+func fetchRawLimit(t *testing.T, c *rawConn, topic string, offset int64, minBytes, maxWaitMs, partMax int32) (kmsg.FetchResponseTopicPartition, []int64, time.Duration) {
+	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 11
 	req.ReplicaID = -1
@@ -119,7 +124,7 @@ func fetchRaw(t *testing.T, c *rawConn, topic string, offset int64, minBytes, ma
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 1<<20, -1, -1
+	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, partMax, -1, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
 	start := time.Now()
@@ -155,9 +160,9 @@ func TestFetchSkipsRaftEntries(t *testing.T) {
 		offset int64
 		bases  []int64
 	}{
-		{0, []int64{1}}, // head entry skipped; stops before the middle one
-		{2, []int64{1}}, // inside the first batch: the whole batch, as Kafka sends it
-		{4, []int64{5}}, // a position at a raft entry gets the data after it
+		{0, []int64{1, 5}}, // head and middle entries skipped
+		{2, []int64{1, 5}}, // inside the first batch: the whole batch, as Kafka sends it
+		{4, []int64{5}},    // a position at a raft entry gets the data after it
 		{5, []int64{5}},
 		{8, nil}, // only a raft entry: empty, high watermark = fetch offset
 	} {
@@ -185,10 +190,16 @@ func TestFetchSkipsRaftEntries(t *testing.T) {
 	if sp, bases, took := fetchRaw(t, c, topic, 8, 1, 300); bases != nil || took < 250*time.Millisecond {
 		t.Errorf("fetch at the tail raft entry, min bytes 1: batches %v after %v (error %d); want a long poll", bases, took, sp.ErrorCode)
 	}
-	// Data cut short by a raft entry, with data after it, is answered at
-	// once however few bytes it is.
-	if sp, bases, took := fetchRaw(t, c, topic, 0, 1<<20, 2000); fmt.Sprint(bases) != "[1]" || took > time.Second {
-		t.Errorf("fetch at 0, min bytes 1 MiB: batches %v after %v (error %d); want [1] at once", bases, took, sp.ErrorCode)
+	// Nor does one in the middle: both batches are there, and short of
+	// MinBytes the fetch waits.
+	if sp, bases, took := fetchRaw(t, c, topic, 0, 1<<20, 300); fmt.Sprint(bases) != "[1 5]" || took < 250*time.Millisecond {
+		t.Errorf("fetch at 0, min bytes 1 MiB: batches %v after %v (error %d); want [1 5] after the wait", bases, took, sp.ErrorCode)
+	}
+	// A partition limit that the data past the middle raft entry does not
+	// fit: the first batch, answered at once however few bytes it is (the
+	// rest is there for the next fetch).
+	if sp, bases, took := fetchRawLimit(t, c, topic, 0, 1<<20, 2000, 1); fmt.Sprint(bases) != "[1]" || took > time.Second {
+		t.Errorf("fetch at 0, partition max bytes 1: batches %v after %v (error %d); want [1] at once", bases, took, sp.ErrorCode)
 	}
 }
 

@@ -21,9 +21,12 @@ type fetchWire struct {
 }
 
 // splice is a file range that goes at a position of an encoded frame.
+// A partition whose records skip raft entries has several, one after the
+// other at the same position.
 type splice struct {
-	at int // index in the frame where the range's bytes belong
-	r  *log.FileRange
+	at   int // index in the frame where the range's bytes belong
+	r    *log.FileRange
+	part int // the index in fetchWire.parts it belongs to, while building
 }
 
 // spliceNonce makes the placeholders that mark where a partition's records
@@ -45,6 +48,7 @@ const markerLen = len(spliceNonce) + 4
 func (w *fetchWire) appendFrame(dst []byte, corrID int32) ([]byte, []splice) {
 	var splices []splice
 	var marks []byte
+	nmarks := 0
 	for i := range w.parts {
 		fp := &w.parts[i]
 		if fp.rng.Len == 0 {
@@ -52,9 +56,13 @@ func (w *fetchWire) appendFrame(dst []byte, corrID int32) ([]byte, []splice) {
 		}
 		k := len(marks)
 		marks = append(marks, spliceNonce[:]...)
-		marks = binary.BigEndian.AppendUint32(marks, uint32(len(splices)))
+		marks = binary.BigEndian.AppendUint32(marks, uint32(nmarks))
+		nmarks++
 		fp.resp.RecordBatches = marks[k : k+markerLen : k+markerLen]
-		splices = append(splices, splice{r: &fp.rng})
+		splices = append(splices, splice{r: &fp.rng, part: i})
+		for j := range fp.more {
+			splices = append(splices, splice{r: &fp.more[j], part: i})
+		}
 	}
 	start := len(dst)
 	dst = protocol.AppendResponse(dst, corrID, w.FetchResponse)
@@ -76,22 +84,26 @@ func (w *fetchWire) appendFrame(dst []byte, corrID int32) ([]byte, []splice) {
 	}
 	rd, wr := start+4, start+4
 	total := int64(0)
-	for i := range splices {
-		mark := marks[i*markerLen : (i+1)*markerLen]
+	si := 0
+	for m := range nmarks {
+		mark := marks[m*markerLen : (m+1)*markerLen]
 		at := bytes.Index(dst[rd:], mark)
 		if at < 0 || at < len(prefix) || !bytes.Equal(dst[rd+at-len(prefix):rd+at], prefix) {
 			return w.inline(dst[:start], corrID)
 		}
 		at += rd
 		wr += copy(dst[wr:], dst[rd:at-len(prefix)])
-		n := splices[i].r.Len
+		part := splices[si].part
+		n := w.parts[part].recordsLen()
 		if flexible {
 			wr += binary.PutUvarint(dst[wr:], uint64(n)+1)
 		} else {
 			binary.BigEndian.PutUint32(dst[wr:], uint32(n))
 			wr += 4
 		}
-		splices[i].at = wr
+		for ; si < len(splices) && splices[si].part == part; si++ {
+			splices[si].at = wr
+		}
 		total += n
 		rd = at + markerLen
 	}
@@ -111,6 +123,12 @@ func (w *fetchWire) inline(dst []byte, corrID int32) ([]byte, []splice) {
 			continue
 		}
 		b, err := fp.rng.Bytes()
+		for j := 0; err == nil && j < len(fp.more); j++ {
+			var mb []byte
+			if mb, err = fp.more[j].Bytes(); err == nil {
+				b = append(b, mb...)
+			}
+		}
 		if err != nil {
 			fp.resp.ErrorCode = errorCode(err)
 			b = []byte{}
@@ -128,6 +146,6 @@ func (w *fetchWire) inline(dst []byte, corrID int32) ([]byte, []splice) {
 // dropped.
 func (w *fetchWire) release() {
 	for i := range w.parts {
-		w.parts[i].rng.Release()
+		w.parts[i].releaseRecords()
 	}
 }

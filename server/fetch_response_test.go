@@ -110,6 +110,16 @@ func fetchWireCase(t *testing.T, l *log.Log, version int16, nparts int, rng *ran
 					t.Fatal(err)
 				}
 				fp.rng = res.Range
+				if pi%5 == 4 && fp.rng.Len > 0 {
+					// Ranges after raft entries: sent right after the first.
+					for range 1 + rng.Intn(2) {
+						more, err := l.ReadRange(rng.Int63n(leo), sizes[rng.Intn(len(sizes))], leo)
+						if err != nil {
+							t.Fatal(err)
+						}
+						fp.more = append(fp.more, more.Range)
+					}
+				}
 			}
 			parts = append(parts, fp)
 		}
@@ -140,10 +150,17 @@ func TestFetchWireMatchesWholeEncoding(t *testing.T) {
 						t.Fatal("records field not restored to empty")
 					}
 					if fp.rng.Len > 0 {
-						nonEmpty++
+						nonEmpty += 1 + len(fp.more)
 						b, err := fp.rng.Bytes()
 						if err != nil {
 							t.Fatal(err)
+						}
+						for j := range fp.more {
+							mb, err := fp.more[j].Bytes()
+							if err != nil {
+								t.Fatal(err)
+							}
+							b = append(b, mb...)
 						}
 						fp.resp.RecordBatches = b
 					}
@@ -154,6 +171,14 @@ func TestFetchWireMatchesWholeEncoding(t *testing.T) {
 				want := protocol.AppendResponse(nil, 42, w.FetchResponse)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("spliced frame (%d bytes) differs from the whole encoding (%d bytes)", len(got), len(want))
+				}
+				// The fallback that reads the ranges into memory encodes
+				// the same frame.
+				for i := range w.parts {
+					w.parts[i].resp.RecordBatches = []byte{}
+				}
+				if inl, _ := w.inline(nil, 42); !bytes.Equal(inl, want) {
+					t.Fatalf("inline frame (%d bytes) differs from the whole encoding (%d bytes)", len(inl), len(want))
 				}
 				// And a client decodes it.
 				dec := kmsg.NewPtrFetchResponse()

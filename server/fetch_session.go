@@ -402,12 +402,12 @@ func (c *fetchSessionCache) finishIncremental(sc fetchSessionCtx, w *fetchWire, 
 	for i := range items {
 		var records int64
 		if partOf[i] >= 0 {
-			records = w.parts[partOf[i]].rng.Len
+			records = w.parts[partOf[i]].recordsLen()
 		}
 		cp := fs.parts[items[i].key]
 		if cp == nil || !cp.mustRespond(sps[i], records, true) {
 			if partOf[i] >= 0 {
-				w.parts[partOf[i]].rng.Release()
+				w.parts[partOf[i]].releaseRecords()
 			}
 			continue
 		}
