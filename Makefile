@@ -9,7 +9,7 @@ PKGS     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... 
 # afterwards so that failover times are not measured on a starved CPU.
 UNIT     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./server/... ./cmd/sluice-bench/...
 
-.PHONY: build run test test-unit test-compat compat fuzz bench lint verify clean cluster cluster-stop
+.PHONY: build run test test-unit test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -71,6 +71,12 @@ fuzz:
 # e.g. BENCH_ARGS="-pairs 5 -duration 15s").
 bench:
 	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" bash bench/run.sh $(BENCH_ARGS)
+
+# Figures of the local 3 meta + 3 write + 2 read cluster: acks=all produce
+# throughput and latency, end-to-end latency through the read brokers,
+# consumer throughput with two read brokers and with one.
+bench-cluster:
+	bash bench/cluster.sh
 
 # The Go micro-benchmarks of the storage and metadata packages.
 bench-go:
