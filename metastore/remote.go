@@ -54,7 +54,12 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 		eps = append(eps, dial(a))
 	}
 	c := newRemoteClient(eps, cfg)
-	c.b.(*remoteBackend).dial = dial
+	// The watch goroutine already runs and may report a leader (setLeader
+	// reads dial), so dial is set under the backend's lock.
+	rb := c.b.(*remoteBackend)
+	rb.mu.Lock()
+	rb.dial = dial
+	rb.mu.Unlock()
 	stopWatch := c.stop
 	c.stop = func() {
 		stopWatch()
@@ -88,11 +93,11 @@ type remoteBackend struct {
 }
 
 func (r *remoteBackend) setLeader(addr string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.dial == nil {
 		return
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	if addr == r.leaderAddr && (r.leader != nil || addr == "") {
 		return
 	}
