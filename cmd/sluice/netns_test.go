@@ -8,7 +8,6 @@ import (
 	"net"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -121,21 +120,36 @@ type cutScenario struct {
 // "peers" or "unplugged" (see TestClusterNetworkPartition).
 func (s *cutScenario) cut(how string) {
 	t, ctx := s.t, s.ctx
-	leaders := s.preferredLeaders()
-	led := map[int32][]int32{}
-	for p, l := range leaders {
-		led[l] = append(led[l], p)
-	}
+	// acks=1, not idempotent, bootstrapped on the victim and writing
+	// only to its partitions: what the victim acknowledges after the cut
+	// it appended as a leader that cannot commit it. Its warm-up (one
+	// record per partition, before the cut) must be acknowledged by the
+	// victim itself: that proves the victim leads them as the cut
+	// begins. If leadership is still moving (the elections after the
+	// topic's creation, the preferred-leader rebalance that follows),
+	// the victim is chosen again.
 	var victim int32
-	for id := int32(1); id <= 3; id++ {
-		if len(led[id]) > len(led[victim]) {
-			victim = id
+	var victimParts []int32
+	var one *kgo.Client
+	for round := 1; ; round++ {
+		victim, victimParts = s.chooseVictim()
+		if how != "peers" {
+			break
 		}
+		var err error
+		if one, err = s.warmUpOneAck(victim, victimParts); err == nil {
+			break
+		}
+		if round == 3 {
+			t.Fatalf("%s: acks=1 warm-up on broker %d's partitions %v, 3 rounds: %v", how, victim, victimParts, err)
+		}
+		t.Logf("%s: acks=1 warm-up on broker %d's partitions %v: %v; waiting for the leaders again", how, victim, victimParts, err)
 	}
-	victimParts := led[victim]
-	sort.Slice(victimParts, func(i, j int) bool { return victimParts[i] < victimParts[j] })
+	if one != nil {
+		defer one.Close()
+	}
 	victimName, victimAddr := s.c.writers[victim-1].name, s.c.writeAddrs[victim-1]
-	t.Logf("%s: leaders %v: cutting off broker %d (%s), leader of partitions %v", how, leaders, victim, victimName, victimParts)
+	t.Logf("%s: cutting off broker %d (%s), leader of partitions %v", how, victim, victimName, victimParts)
 
 	var mu sync.Mutex
 	var cutAt time.Time
@@ -201,38 +215,12 @@ func (s *cutScenario) cut(how string) {
 		}
 	}()
 
-	// acks=1, not idempotent, bootstrapped on the victim and writing
-	// only to its partitions: what the victim acknowledges after the cut
-	// it appended as a leader that cannot commit it.
 	type oneAck struct {
 		partition int32
 		offset    int64
 		value     string
 	}
 	var oneAcked []oneAck
-	var one *kgo.Client
-	if how == "peers" {
-		one, err = kgo.NewClient(kgo.SeedBrokers(victimAddr), kgo.DefaultProduceTopic(s.topic),
-			kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
-			kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(4*time.Second), kgo.ProduceRequestTimeout(2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer one.Close()
-		// Connected and with metadata before the cut.
-		for _, p := range victimParts {
-			var err error
-			for range 5 {
-				if err = one.ProduceSync(ctx, &kgo.Record{Partition: p, Value: []byte("one-warmup")}).FirstErr(); err == nil {
-					break
-				}
-			}
-			if err != nil {
-				t.Fatalf("acks=1 warm-up on partition %d: %v", p, err)
-			}
-		}
-	}
 
 	time.Sleep(2 * time.Second)
 	mu.Lock()
@@ -386,11 +374,88 @@ func (s *cutScenario) cut(how string) {
 	}
 }
 
+// chooseVictim waits for the preferred leaders and returns the write
+// broker leading the most partitions, and those partitions in order.
+func (s *cutScenario) chooseVictim() (int32, []int32) {
+	leaders := s.preferredLeaders()
+	led := map[int32][]int32{}
+	for p, l := range leaders {
+		led[l] = append(led[l], p)
+	}
+	var victim int32
+	for id := int32(1); id <= 3; id++ {
+		if len(led[id]) > len(led[victim]) {
+			victim = id
+		}
+	}
+	parts := led[victim]
+	slices.Sort(parts)
+	s.t.Logf("leaders %v: broker %d leads partitions %v", leaders, victim, parts)
+	return victim, parts
+}
+
+// warmUpOneAck makes the acks=1 client of the "peers" cut, bootstrapped on
+// victim, and writes one record to each of parts through it, so it is
+// connected and has metadata before the cut. It fails unless victim
+// itself acknowledged every one: a record that failed, or that another
+// broker took, means leadership moved since the leaders were read.
+func (s *cutScenario) warmUpOneAck(victim int32, parts []int32) (*kgo.Client, error) {
+	type ack struct{ partition, broker int32 }
+	acks := make(chan ack, 64)
+	hook := batchWritten(func(meta kgo.BrokerMetadata, _ string, p int32, _ kgo.ProduceBatchMetrics) {
+		select {
+		case acks <- ack{p, meta.NodeID}:
+		default:
+		}
+	})
+	one, err := kgo.NewClient(kgo.SeedBrokers(s.c.writeAddrs[victim-1]), kgo.DefaultProduceTopic(s.topic),
+		kgo.RequiredAcks(kgo.LeaderAck()), kgo.DisableIdempotentWrite(),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchCompression(kgo.NoCompression()),
+		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(4*time.Second), kgo.ProduceRequestTimeout(2*time.Second),
+		// After NOT_LEADER_FOR_PARTITION kgo waits for fresh metadata,
+		// which by default it fetches at most every 5 s: longer than
+		// the delivery timeout, so a record sent while leadership
+		// moves would fail instead of following the new leader.
+		kgo.MetadataMinAge(250*time.Millisecond), kgo.WithHooks(hook))
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for _, p := range parts {
+		start := time.Now()
+		if err := one.ProduceSync(s.ctx, &kgo.Record{Partition: p, Value: []byte("one-warmup")}).FirstErr(); err != nil {
+			one.Close()
+			return nil, fmt.Errorf("partition %d: %w (after %v)", p, err, time.Since(start).Round(time.Millisecond))
+		}
+		// kgo calls the hook on a goroutine of its own, possibly after
+		// the record's promise.
+		by := int32(-1)
+		for timeout := time.After(2 * time.Second); by < 0; {
+			select {
+			case a := <-acks:
+				if a.partition == p {
+					by = a.broker
+				}
+			case <-timeout:
+				one.Close()
+				return nil, fmt.Errorf("partition %d: acknowledged, but no batch-written hook call within 2 s", p)
+			}
+		}
+		if by != victim {
+			one.Close()
+			return nil, fmt.Errorf("partition %d: acknowledged by broker %d, not %d", p, by, victim)
+		}
+	}
+	return one, nil
+}
+
 // preferredLeaders waits until every partition is led by its preferred
 // leader (its first voter, which the write view lists first), where the
 // clusters' preferred-leader rebalance (every 2 s) brings them after a
 // heal, so the broker chosen to be cut off still leads when it is, and
-// returns the leaders.
+// returns the leaders. Only a leader a raft election made counts (leader
+// epoch, the raft term, above 0): a new topic's metastore entry names
+// the first voter with epoch 0 before any election, and the election may
+// well pick another voter, which leads until the rebalance moves it.
 func (s *cutScenario) preferredLeaders() map[int32]int32 {
 	t := s.t
 	var last map[int32]int32
@@ -403,7 +468,7 @@ func (s *cutScenario) preferredLeaders() map[int32]int32 {
 		}
 		last = map[int32]int32{}
 		for _, p := range md.Topics[s.topic].Partitions {
-			if p.Err == nil && len(p.Replicas) == 3 && p.Leader == p.Replicas[0] {
+			if p.Err == nil && len(p.Replicas) == 3 && p.Leader == p.Replicas[0] && p.LeaderEpoch > 0 {
 				last[p.Partition] = p.Leader
 			}
 		}
