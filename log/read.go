@@ -42,6 +42,24 @@ func (l *Log) locateLocked(offset int64) (si int, pos int64, h batchHeader, foun
 	return 0, 0, h, false, nil
 }
 
+// firstBatchLocked is where Read and ReadRange start: the batch holding
+// offset. ok is false when there is nothing to read: offset is the log end,
+// or that batch starts at or after upTo (the caller's high watermark), or
+// err says why (ErrOffsetOutOfRange outside the log, an I/O error).
+func (l *Log) firstBatchLocked(offset, upTo int64) (si int, pos int64, h batchHeader, ok bool, err error) {
+	if offset < l.logStart || offset > l.leo {
+		return 0, 0, h, false, fmt.Errorf("%w: offset %d, log start %d, log end %d", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
+	}
+	if offset == l.leo {
+		return 0, 0, h, false, nil
+	}
+	si, pos, h, found, err := l.locateLocked(offset)
+	if err != nil || !found || h.baseOffset >= upTo {
+		return 0, 0, h, false, err
+	}
+	return si, pos, h, true, nil
+}
+
 // Read returns whole batches starting with the one that contains offset,
 // none whose base offset is >= upTo (the caller's high watermark), stopping
 // before maxBytes would be exceeded but always returning at least one whole
@@ -59,14 +77,8 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 		return ReadResult{}, err
 	}
 	res := ReadResult{NextOffset: offset, LogStartOffset: l.logStart, LogEndOffset: l.leo}
-	if offset < l.logStart || offset > l.leo {
-		return res, fmt.Errorf("%w: offset %d, log start %d, log end %d", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
-	}
-	if offset == l.leo {
-		return res, nil
-	}
-	si, pos, h, found, err := l.locateLocked(offset)
-	if err != nil || !found || h.baseOffset >= upTo {
+	si, pos, h, ok, err := l.firstBatchLocked(offset, upTo)
+	if !ok {
 		return res, err
 	}
 	s := l.segs[si]
@@ -110,14 +122,8 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 		return RangeResult{}, err
 	}
 	res := RangeResult{NextOffset: offset, LogStartOffset: l.logStart, LogEndOffset: l.leo}
-	if offset < l.logStart || offset > l.leo {
-		return res, fmt.Errorf("%w: offset %d, log start %d, log end %d", ErrOffsetOutOfRange, offset, l.logStart, l.leo)
-	}
-	if offset == l.leo {
-		return res, nil
-	}
-	si, pos, h, found, err := l.locateLocked(offset)
-	if err != nil || !found || h.baseOffset >= upTo {
+	si, pos, h, ok, err := l.firstBatchLocked(offset, upTo)
+	if !ok {
 		return res, err
 	}
 	s := l.segs[si]
