@@ -13,7 +13,7 @@
 # `go test ./replica/ -run TestRaftIdleCPU -v -count=1`.
 #
 # Starts from an empty cluster (data/local-cluster is wiped) and stops it at
-# the end. Every run is bounded in time. Needs kcat and curl.
+# the end. Every run is bounded in time. Needs kcat, curl and python3.
 #   bash bench/cluster.sh [seconds-per-produce-run]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,7 +22,7 @@ RUN=data/local-cluster
 WRITE=127.0.0.1:9092,127.0.0.1:9093,127.0.0.1:9094
 READ=127.0.0.1:9192,127.0.0.1:9193
 
-for tool in kcat curl; do
+for tool in kcat curl python3; do
   command -v "$tool" >/dev/null || { echo "bench/cluster.sh needs $tool" >&2; exit 1; }
 done
 make -s build
@@ -33,16 +33,35 @@ rm -rf "$RUN"
 configs/local-cluster/cluster.sh start
 trap 'configs/local-cluster/cluster.sh stop >/dev/null 2>&1 || true' EXIT
 
+# One line of the generator's JSON result: what this script reports.
+summary() {
+  python3 -c '
+import json, sys
+for line in sys.stdin:
+    if not line.startswith("{"):
+        continue
+    r = json.loads(line)
+    p, c = r["produce"], r["consume"]
+    a, e = p["ack_latency"], c["e2e_latency"]
+    out = "produce %.0f records/s = %.1f MB/s, ack p50 %.1f ms p99 %.1f ms p99.9 %.1f ms, errors %d" % (
+        p["records_per_s"], p["mb_per_s"], a["p50_ms"], a["p99_ms"], a["p999_ms"], p["errors"])
+    if e["count"]:
+        out += "; end-to-end p50 %.1f ms p99 %.1f ms p99.9 %.1f ms, missing %d" % (
+            e["p50_ms"], e["p99_ms"], e["p999_ms"], c["missing"])
+    print(out)
+'
+}
+
 echo "== 1. acks=all at saturation: 4 idempotent producers, 6 partitions x 3 voters, ${DUR}s"
 bin/sluice-bench -brokers "$WRITE" -topic cluster-sat -partitions 6 -replication 3 \
-  -producers 4 -consumers 0 -duration "${DUR}s" -warmup 3s -quiet
+  -producers 4 -consumers 0 -duration "${DUR}s" -warmup 3s -quiet | summary
 
 echo "== 2. acks=all at 10,000 records/s with end-to-end latency, ${DUR}s"
 # Seeded on the mixed listeners: the producer writes to the raft leaders and
 # the consumer (franz-go fetches from follower replicas, KIP-392) is sent to
 # the read brokers, so the end-to-end figure includes replication to them.
 bin/sluice-bench -brokers 127.0.0.1:9292,127.0.0.1:9293,127.0.0.1:9294 -topic cluster-rate \
-  -partitions 6 -replication 3 -producers 1 -consumers 1 -rate 10000 -duration "${DUR}s" -warmup 3s -quiet
+  -partitions 6 -replication 3 -producers 1 -consumers 1 -rate 10000 -duration "${DUR}s" -warmup 3s -quiet | summary
 echo "-- record bytes each broker returned to fetchers of that topic (write brokers should be ~0):"
 for port in 9644 9645 9646 9647 9648; do
   printf '%s ' "admin $port:"
@@ -57,7 +76,7 @@ consume_all() { # label
     local f
     f=$(mktemp)
     files+=("$f")
-    timeout 120 kcat -C -b "$READ" -t cluster-sat -p "$p" -o beginning -e -q -f '%S\n' >"$f" &
+    timeout 120 kcat -C -b "$READ" -t cluster-sat -p "$p" -o beginning -e -q -f '%S\n' >"$f" 2>/dev/null &
     pids+=($!)
   done
   for pid in "${pids[@]}"; do wait "$pid"; done
