@@ -7,6 +7,7 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"time"
@@ -42,10 +43,12 @@ type Config struct {
 	// holds at once over all connections (Kafka's setting of this name):
 	// beyond it connections are not read until requests finish, so
 	// clients with deep pipelines feel TCP backpressure instead of
-	// growing the broker's memory. A produce request to a local partition
-	// stops counting once its batches are written, before its acks=all
-	// wait; others when answered. A frame is admitted while any room is
-	// left, so one larger than the bound still passes. -1 (Kafka's
+	// growing the broker's memory. A produce request to a single-node
+	// (sluice dev) partition stops counting once its batches are written,
+	// before its acks=all wait; one to a raft partition, whose proposal
+	// keeps the batches until they commit, and every other request count
+	// until answered. A frame is admitted while any room is left, so one
+	// larger than the bound still passes. Default 100 MiB; -1 (Kafka's
 	// default) or 0: unbounded.
 	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
 
@@ -217,6 +220,14 @@ func (c Config) Validate() error {
 	}
 	if c.FetchMaxBytes < 1024 {
 		errs = append(errs, fmt.Errorf("fetch.max.bytes must be at least 1024"))
+	}
+	// A response may pass fetch.max.bytes by one batch (Kafka's
+	// minOneMessage); its size prefix is an int32.
+	if int64(c.FetchMaxBytes)+int64(c.MessageMaxBytes)+1<<20 > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("fetch.max.bytes plus message.max.bytes must stay 1 MiB below 2 GiB"))
+	}
+	if c.QueuedMaxRequestBytes < -1 {
+		errs = append(errs, fmt.Errorf("queued.max.request.bytes must be -1 (unbounded) or at least 0"))
 	}
 	if c.FetchSessionCacheSlots < 0 {
 		errs = append(errs, fmt.Errorf("max.incremental.fetch.session.cache.slots must not be negative"))

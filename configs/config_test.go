@@ -1,6 +1,7 @@
 package configs
 
 import (
+	"math"
 	"strings"
 	"testing"
 )
@@ -17,11 +18,13 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 	c.NumPartitions = 0
 	c.LogFsync = "sometimes"
 	c.Listeners[0].View = "both"
+	c.FetchMaxBytes = math.MaxInt32
+	c.QueuedMaxRequestBytes = -2
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("a broken config validated")
 	}
-	for _, want := range []string{"unknown role", "num.partitions", "log.fsync", "view"} {
+	for _, want := range []string{"unknown role", "num.partitions", "log.fsync", "view", "fetch.max.bytes", "queued.max.request.bytes"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

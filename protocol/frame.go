@@ -83,9 +83,14 @@ func ReadFrameBody(r io.Reader, buf []byte) error {
 // the largest that was too small, so the buffers in circulation stay about
 // as many as the frames being read and handled at once. A collection that
 // finds the list unused since the one before empties it, so an idle broker
-// gives the memory back.
+// gives the memory back. Two bounds keep a burst of large frames from
+// pinning memory: a frame never takes a buffer more than twice its size
+// (plus one alignment unit), since requests other than Produce are never
+// given back and may keep slices of their frame (a group member's
+// metadata) for a long time; and the list holds at most maxFreeBytes.
 const (
 	maxFreeFrames    = 8        // buffers kept on the free list
+	maxFreeBytes     = 64 << 20 // bytes kept on the free list
 	minPooledFrame   = 4 << 10  // smaller frames are allocated each time
 	maxPooledFrame   = 64 << 20 // larger ones too: rare, and too big to keep
 	frameBufferAlign = 64 << 10 // new buffers' capacity is a multiple of it
@@ -133,6 +138,8 @@ func GetFrameBuffer(n int) []byte {
 	best, small := -1, -1
 	for i, b := range frames.free {
 		switch {
+		case cap(b) > 2*n+frameBufferAlign:
+			// Too big to lend to this frame; kept for a larger one.
 		case cap(b) >= n && (best < 0 || cap(b) < cap(frames.free[best])):
 			best = i
 		case cap(b) < n && (small < 0 || cap(b) > cap(frames.free[small])):
@@ -173,16 +180,20 @@ func PutFrameBuffer(b []byte) {
 		return
 	}
 	frames.mu.Lock()
-	if len(frames.free) < maxFreeFrames {
+	total := 0
+	for _, f := range frames.free {
+		total += cap(f)
+	}
+	if len(frames.free) < maxFreeFrames && total+cap(b) <= maxFreeBytes {
 		frames.free = append(frames.free, b[:0])
-	} else {
+	} else if len(frames.free) > 0 {
 		small := 0
 		for i, f := range frames.free {
 			if cap(f) < cap(frames.free[small]) {
 				small = i
 			}
 		}
-		if cap(b) > cap(frames.free[small]) {
+		if f := frames.free[small]; cap(b) > cap(f) && total-cap(f)+cap(b) <= maxFreeBytes {
 			frames.free[small] = b[:0]
 		}
 	}

@@ -133,11 +133,34 @@ func TestFrameBufferPool(t *testing.T) {
 		}
 		PutFrameBuffer(again)
 	}
+	// The loop's large allocations may have run collections that emptied
+	// the list; a put now is kept.
+	PutFrameBuffer(GetFrameBuffer(1 << 20))
 	frames.mu.Lock()
 	kept := len(frames.free)
 	frames.mu.Unlock()
 	if kept == 0 || kept > maxFreeFrames {
 		t.Fatalf("%d buffers kept", kept)
+	}
+	// A small frame never takes a buffer more than twice its size: a
+	// request that keeps slices of its frame would pin the rest.
+	huge := GetFrameBuffer(16 << 20)
+	PutFrameBuffer(huge)
+	if small := GetFrameBuffer(64 << 10); cap(small) > 2*(64<<10)+frameBufferAlign {
+		t.Fatalf("a 64 KiB frame got a buffer of %d bytes", cap(small))
+	}
+	// The list never holds more than maxFreeBytes.
+	for range maxFreeFrames {
+		PutFrameBuffer(make([]byte, 0, 40<<20))
+	}
+	frames.mu.Lock()
+	total := 0
+	for _, f := range frames.free {
+		total += cap(f)
+	}
+	frames.mu.Unlock()
+	if total > maxFreeBytes {
+		t.Fatalf("free list holds %d bytes, more than %d", total, maxFreeBytes)
 	}
 	// A smaller frame reuses a larger free buffer rather than allocating.
 	big := GetFrameBuffer(1 << 20)

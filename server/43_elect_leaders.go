@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -83,8 +84,9 @@ func handleElectLeaders(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		results := make([]kmsg.ElectLeadersResponseTopicPartition, len(targets))
 		// Elections led elsewhere, grouped by the leader they go to.
 		remote := map[int32][]int{}
-		done := make(chan struct{}, len(targets))
-		local := 0
+		// Every election runs at once (each may wait for a leadership
+		// transfer), and the answer waits for all of them.
+		var wg sync.WaitGroup
 		for i, tg := range targets {
 			res := &results[i]
 			*res = kmsg.NewElectLeadersResponseTopicPartition()
@@ -101,18 +103,12 @@ func handleElectLeaders(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 				remote[leader] = append(remote[leader], i)
 				continue
 			}
-			local++
-			go func() {
-				forward(ctx)
-				done <- struct{}{}
-			}()
+			wg.Go(func() { forward(ctx) })
 		}
 		for leader, idx := range remote {
-			s.forwardElections(ctx, leader, targets, idx, results)
+			wg.Go(func() { s.forwardElections(ctx, leader, targets, idx, results) })
 		}
-		for range local {
-			<-done
-		}
+		wg.Wait()
 		if etype != 0 && etype != 1 {
 			resp.ErrorCode = kerr.InvalidRequest.Code
 		}

@@ -20,10 +20,12 @@ type splicedResponse interface {
 	release()
 }
 
-// inlineRangeBytes: ranges up to this size are read into the writer's
-// buffer (one pread, no allocation) rather than sent with sendfile, which
-// costs a flush of what is buffered before it: many small ranges (a tail
-// consumer of many partitions) then share one write.
+// inlineRangeBytes: ranges up to this size are always read into the
+// writer's buffer (one pread, no allocation; flushing it first if they do
+// not fit) rather than sent with sendfile, which costs a flush of what is
+// buffered before it: many small ranges (a tail consumer of many
+// partitions) then share one write. A larger range is read in too when it
+// fits the room left in the buffer, and sent with sendfile otherwise.
 const inlineRangeBytes = 16 << 10
 
 // writeSpliced writes a frame made by appendFrame.
