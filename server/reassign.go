@@ -51,6 +51,10 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })
 	var mu sync.Mutex
 	busy := map[replica.Key]bool{}
+	// Steps still running when ctx ends (they end with it) are waited
+	// for, so none outlives the server.
+	var steps sync.WaitGroup
+	defer steps.Wait()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	// A scan costs a copy of the catalog and a look at every partition
@@ -102,14 +106,15 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			mu.Unlock()
 			// A step may wait for a raft configuration change to
 			// apply; partitions move independently of each other.
-			go func(r *replica.Replica, tp metastore.Topic, p metastore.Partition) {
+			p := tp.Partitions[k.Index]
+			steps.Go(func() {
 				defer func() {
 					mu.Lock()
 					delete(busy, k)
 					mu.Unlock()
 				}()
 				s.reconcileMembers(ctx, ra, r, tp, p)
-			}(r, tp, tp.Partitions[k.Index])
+			})
 		}
 	}
 }
