@@ -3,6 +3,7 @@ package coordinator
 import (
 	"bytes"
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -303,7 +304,7 @@ func (g *group) newMember(id string, cl Client, req *kmsg.JoinGroupRequest) *mem
 		clientHost:     cl.Host,
 		sessionTimeout: time.Duration(req.SessionTimeoutMillis) * time.Millisecond,
 		protocolType:   req.ProtocolType,
-		protocols:      req.Protocols,
+		protocols:      ownProtocols(req.Protocols),
 		joinVersion:    req.Version,
 	}
 	m.rebalanceTimeout = m.sessionTimeout
@@ -380,7 +381,7 @@ func (g *group) addMemberAndRebalanceLocked(m *member, req *kmsg.JoinGroupReques
 }
 
 func (g *group) updateMemberAndRebalanceLocked(m *member, cl Client, req *kmsg.JoinGroupRequest) <-chan *kmsg.JoinGroupResponse {
-	m.protocols = req.Protocols
+	m.protocols = ownProtocols(req.Protocols)
 	m.protocolType = req.ProtocolType
 	m.joinVersion = req.Version
 	m.clientID, m.clientHost = cl.ID, cl.Host
@@ -742,13 +743,24 @@ func (g *group) syncLocked(req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupRespo
 
 // completeSyncLocked stores the leader's assignment, persists the group and
 // answers every member waiting in SyncGroup: the group is Stable.
+// ownProtocols copies a JoinGroup's protocols for the member to keep: the
+// request's byte fields are slices of its whole frame buffer, which a
+// member that stays for hours would otherwise keep alive.
+func ownProtocols(ps []kmsg.JoinGroupRequestProtocol) []kmsg.JoinGroupRequestProtocol {
+	out := slices.Clone(ps)
+	for i := range out {
+		out[i].Metadata = bytes.Clone(out[i].Metadata)
+	}
+	return out
+}
+
 func (g *group) completeSyncLocked(assignments []kmsg.SyncGroupRequestGroupAssignment) {
 	for _, m := range g.members {
 		m.assignment = nil
 	}
 	for _, a := range assignments {
 		if m, ok := g.members[a.MemberID]; ok {
-			m.assignment = a.MemberAssignment
+			m.assignment = bytes.Clone(a.MemberAssignment)
 		}
 	}
 	g.state = stateStable

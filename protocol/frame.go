@@ -83,11 +83,11 @@ func ReadFrameBody(r io.Reader, buf []byte) error {
 // the largest that was too small, so the buffers in circulation stay about
 // as many as the frames being read and handled at once. A collection that
 // finds the list unused since the one before empties it, so an idle broker
-// gives the memory back. Two bounds keep a burst of large frames from
-// pinning memory: a frame never takes a buffer more than twice its size
-// (plus one alignment unit), since requests other than Produce are never
-// given back and may keep slices of their frame (a group member's
-// metadata) for a long time; and the list holds at most maxFreeBytes.
+// gives the memory back, and the list holds at most maxFreeBytes, so a
+// burst of large frames does not stay pinned. Only Produce gives frames
+// back; other requests leave theirs to the collector, and whatever keeps
+// a byte field of a request beyond it copies it (the group coordinator),
+// since such a slice would keep its whole frame alive.
 const (
 	maxFreeFrames    = 8        // buffers kept on the free list
 	maxFreeBytes     = 64 << 20 // bytes kept on the free list
@@ -138,8 +138,6 @@ func GetFrameBuffer(n int) []byte {
 	best, small := -1, -1
 	for i, b := range frames.free {
 		switch {
-		case cap(b) > 2*n+frameBufferAlign:
-			// Too big to lend to this frame; kept for a larger one.
 		case cap(b) >= n && (best < 0 || cap(b) < cap(frames.free[best])):
 			best = i
 		case cap(b) < n && (small < 0 || cap(b) > cap(frames.free[small])):
