@@ -2,18 +2,15 @@ package harness
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -61,15 +58,7 @@ type Node struct {
 
 	t       testing.TB
 	cfgPath string
-	logPath string
-	logFile *os.File
-
-	mu         sync.Mutex
-	cmd        *exec.Cmd
-	done       chan struct{}
-	werr       error
-	expectExit bool
-	crashed    []string
+	process
 }
 
 // StartCluster writes one YAML config per node (free loopback ports, data
@@ -152,7 +141,7 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 			}
 		}
 		for _, n := range ns {
-			if err := n.waitReady(); err != nil {
+			if err := n.waitReady(n.AdminAddr); err != nil {
 				t.Fatalf("%s: %v", n.Name, err)
 			}
 		}
@@ -164,12 +153,10 @@ func StartCluster(t testing.TB, o ClusterOptions) *Cluster {
 
 func newNode(t testing.TB, dir, name string, id int32, role string) *Node {
 	n := &Node{Name: name, ID: id, Role: role, AdminAddr: freeAddr(t), t: t,
-		cfgPath: filepath.Join(dir, name+".yaml"), logPath: filepath.Join(dir, name+".stderr")}
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+		cfgPath: filepath.Join(dir, name+".yaml")}
+	if err := n.openLog(filepath.Join(dir, name+".stderr")); err != nil {
 		t.Fatal(err)
 	}
-	n.logFile = f
 	return n
 }
 
@@ -202,117 +189,14 @@ func Addrs(view string, brokers []*Node) []string {
 }
 
 func (n *Node) launch() error {
-	args := []string{"serve", "--config", n.cfgPath, "--log-format", "json"}
-	fmt.Fprintf(n.logFile, "=== harness: starting %s %s\n", binPath, strings.Join(args, " "))
-	cmd := exec.Command(binPath, args...)
-	cmd.Stdout, cmd.Stderr = n.logFile, n.logFile
-	// If the test binary dies (e.g. a -timeout panic), take the node with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start: %w", err)
-	}
-	done := make(chan struct{})
-	n.mu.Lock()
-	n.cmd, n.done, n.expectExit, n.werr = cmd, done, false, nil
-	n.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		n.mu.Lock()
-		n.werr = err
-		if !n.expectExit {
-			n.crashed = append(n.crashed, fmt.Sprintf("pid %d exited on its own: %v", cmd.Process.Pid, err))
-		}
-		n.mu.Unlock()
-		fmt.Fprintf(n.logFile, "=== harness: pid %d exited: %v\n", cmd.Process.Pid, err)
-		close(done)
-	}()
-	return nil
-}
-
-func (n *Node) waitReady() error {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(readyTimeout)
-	var last string
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("exited before it was ready (last probe: %s)", last)
-		default:
-		}
-		resp, err := client.Get("http://" + n.AdminAddr + "/readyz")
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = "readyz: " + resp.Status
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return fmt.Errorf("not ready after %v (last: %s)", readyTimeout, last)
-}
-
-// Running reports whether the node's current process is alive.
-func (n *Node) Running() bool {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	return n.start([]string{"serve", "--config", n.cfgPath, "--log-format", "json"}, nil)
 }
 
 // Kill sends SIGKILL and waits for the process to be gone.
-func (n *Node) Kill() {
-	n.mu.Lock()
-	n.expectExit = true
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if cmd == nil {
-		return
-	}
-	fmt.Fprintf(n.logFile, "=== harness: SIGKILL pid %d\n", cmd.Process.Pid)
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
-}
+func (n *Node) Kill() { n.kill() }
 
 // Stop sends SIGTERM and waits for a clean exit (status 0).
-func (n *Node) Stop() error {
-	n.mu.Lock()
-	n.expectExit = true
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if !n.Running() {
-		return errors.New("not running")
-	}
-	fmt.Fprintf(n.logFile, "=== harness: SIGTERM pid %d\n", cmd.Process.Pid)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(stopTimeout):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-		return fmt.Errorf("did not exit within %v of SIGTERM; killed it", stopTimeout)
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.werr != nil {
-		return fmt.Errorf("exited uncleanly after SIGTERM: %w", n.werr)
-	}
-	return nil
-}
+func (n *Node) Stop() error { return n.stop() }
 
 // Restart starts the node again on the same config and data (after Kill or
 // Stop) and waits for /readyz.
@@ -324,7 +208,7 @@ func (n *Node) Restart() {
 	if err := n.launch(); err != nil {
 		n.t.Fatalf("restart %s: %v", n.Name, err)
 	}
-	if err := n.waitReady(); err != nil {
+	if err := n.waitReady(n.AdminAddr); err != nil {
 		n.t.Fatalf("restart %s: %v", n.Name, err)
 	}
 }
@@ -335,10 +219,7 @@ func (c *Cluster) stopAtEnd() {
 	for _, group := range [][]*Node{c.Brokers(), c.Meta} {
 		var wg sync.WaitGroup
 		for _, n := range group {
-			n.mu.Lock()
-			crashed := append([]string(nil), n.crashed...)
-			n.mu.Unlock()
-			for _, e := range crashed {
+			for _, e := range n.crashes() {
 				n.t.Errorf("%s crashed during the test: %s", n.Name, e)
 			}
 			if !n.Running() {
@@ -357,30 +238,9 @@ func (c *Cluster) stopAtEnd() {
 }
 
 func (n *Node) checkAlarms() {
-	data, err := os.ReadFile(n.logPath)
-	if err != nil {
-		return
+	if line := n.alarm(); line != "" {
+		n.t.Errorf("%s stderr reports %q", n.Name, line)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		for _, a := range logAlarms {
-			if strings.HasPrefix(line, a) {
-				n.t.Errorf("%s stderr reports %q", n.Name, line)
-				return
-			}
-		}
-	}
-}
-
-// LogTail returns up to the last max bytes of the node's stderr so far.
-func (n *Node) LogTail(max int64) string {
-	b, err := os.ReadFile(n.logPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	if int64(len(b)) > max {
-		b = b[int64(len(b))-max:]
-	}
-	return string(b)
 }
 
 // Metrics are one scrape of a node's /metrics: each sample's value keyed by

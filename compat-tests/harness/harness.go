@@ -10,17 +10,12 @@ package harness
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -152,17 +147,7 @@ type Broker struct {
 	KafkaAddr string
 	AdminAddr string
 
-	logPath string
-	logFile *os.File
-
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the current process has exited
-	werr error         // the current process's Wait error, valid after done
-	// expectExit is set while the harness itself stops or kills the process,
-	// so that an exit is not reported as a crash.
-	expectExit bool
-	crashed    []string
+	process
 }
 
 // Start starts `sluice dev` on free loopback ports with a fresh data dir and
@@ -181,16 +166,13 @@ func Start(t testing.TB, opts Options) *Broker {
 		DataDir:   filepath.Join(tmp, "data"),
 		KafkaAddr: freeAddr(t),
 		AdminAddr: freeAddr(t),
-		logPath:   filepath.Join(tmp, "broker.stderr"),
 	}
 	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(b.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := b.openLog(filepath.Join(tmp, "broker.stderr")); err != nil {
 		t.Fatal(err)
 	}
-	b.logFile = f
 	// Registered before the stop so that it runs after it (cleanups are LIFO):
 	// the log then includes whatever the broker said while stopping.
 	t.Cleanup(func() {
@@ -228,72 +210,13 @@ func (b *Broker) Args() []string {
 }
 
 func (b *Broker) launch() error {
-	fmt.Fprintf(b.logFile, "=== harness: starting %s %s\n", binPath, strings.Join(b.Args(), " "))
-	cmd := exec.Command(binPath, b.Args()...)
-	cmd.Env = append(os.Environ(), b.opts.Env...)
-	cmd.Stdout = b.logFile
-	cmd.Stderr = b.logFile
-	// If the test binary dies (e.g. a -timeout panic), take the broker with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start broker: %w", err)
+	if err := b.start(b.Args(), b.opts.Env); err != nil {
+		return fmt.Errorf("broker: %w", err)
 	}
-	done := make(chan struct{})
-	b.mu.Lock()
-	b.cmd, b.done, b.expectExit, b.werr = cmd, done, false, nil
-	b.mu.Unlock()
-	go func() {
-		err := cmd.Wait()
-		b.mu.Lock()
-		b.werr = err
-		if !b.expectExit {
-			b.crashed = append(b.crashed, fmt.Sprintf("pid %d exited on its own: %v", cmd.Process.Pid, err))
-		}
-		b.mu.Unlock()
-		fmt.Fprintf(b.logFile, "=== harness: pid %d exited: %v\n", cmd.Process.Pid, err)
-		close(done)
-	}()
-	return b.waitReady(done)
-}
-
-func (b *Broker) waitReady(done chan struct{}) error {
-	url := "http://" + b.AdminAddr + "/readyz"
-	client := &http.Client{Timeout: 2 * time.Second}
-	deadline := time.Now().Add(readyTimeout)
-	var last string
-	for time.Now().Before(deadline) {
-		select {
-		case <-done:
-			return fmt.Errorf("broker exited before it was ready (last probe: %s); its stderr is printed below", last)
-		default:
-		}
-		resp, err := client.Get(url)
-		if err == nil {
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-			last = "readyz: " + resp.Status
-		} else {
-			last = err.Error()
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := b.waitReady(b.AdminAddr); err != nil {
+		return fmt.Errorf("broker %w; its stderr is printed below", err)
 	}
-	return fmt.Errorf("broker not ready after %v (last: %s)", readyTimeout, last)
-}
-
-// Running reports whether the current broker process is alive.
-func (b *Broker) Running() bool {
-	b.mu.Lock()
-	done := b.done
-	b.mu.Unlock()
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
+	return nil
 }
 
 // Exited waits up to d for the current broker process to exit and reports
@@ -324,39 +247,13 @@ func (b *Broker) RequireRunning(t testing.TB) {
 // Kill sends SIGKILL and waits for the process to be gone.
 func (b *Broker) Kill() {
 	b.t.Helper()
-	b.mu.Lock()
-	b.expectExit = true
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	fmt.Fprintf(b.logFile, "=== harness: SIGKILL pid %d\n", cmd.Process.Pid)
-	_ = cmd.Process.Signal(syscall.SIGKILL)
-	<-done
+	b.kill()
 }
 
 // Stop sends SIGTERM and waits for a clean exit (status 0).
 func (b *Broker) Stop() error {
-	b.mu.Lock()
-	b.expectExit = true
-	cmd, done := b.cmd, b.done
-	b.mu.Unlock()
-	select {
-	case <-done:
-		return errors.New("broker was not running")
-	default:
-	}
-	fmt.Fprintf(b.logFile, "=== harness: SIGTERM pid %d\n", cmd.Process.Pid)
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-	case <-time.After(stopTimeout):
-		_ = cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-		return fmt.Errorf("broker did not exit within %v of SIGTERM; killed it", stopTimeout)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.werr != nil {
-		return fmt.Errorf("broker exited uncleanly after SIGTERM: %w", b.werr)
+	if err := b.stop(); err != nil {
+		return fmt.Errorf("broker %w", err)
 	}
 	return nil
 }
@@ -374,10 +271,7 @@ func (b *Broker) Restart() {
 }
 
 func (b *Broker) stopAtEnd() {
-	b.mu.Lock()
-	crashed := append([]string(nil), b.crashed...)
-	b.mu.Unlock()
-	for _, c := range crashed {
+	for _, c := range b.crashes() {
 		b.t.Errorf("broker crashed during the test: %s", c)
 	}
 	if !b.Running() {
@@ -391,38 +285,9 @@ func (b *Broker) stopAtEnd() {
 // checkAlarms fails the test if the broker's stderr holds a crash or race
 // report.
 func (b *Broker) checkAlarms() {
-	data, err := os.ReadFile(b.logPath)
-	if err != nil {
-		return
+	if line := b.alarm(); line != "" {
+		b.t.Errorf("broker stderr reports %q", line)
 	}
-	for _, line := range strings.Split(string(data), "\n") {
-		for _, a := range logAlarms {
-			if strings.HasPrefix(line, a) {
-				b.t.Errorf("broker stderr reports %q", line)
-				return
-			}
-		}
-	}
-}
-
-// LogTail returns up to the last n bytes of the broker's stderr so far.
-func (b *Broker) LogTail(n int64) string {
-	f, err := os.Open(b.logPath)
-	if err != nil {
-		return "(no log: " + err.Error() + ")"
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return err.Error()
-	}
-	off := int64(0)
-	if st.Size() > n {
-		off = st.Size() - n
-	}
-	buf := make([]byte, st.Size()-off)
-	_, _ = f.ReadAt(buf, off)
-	return string(buf)
 }
 
 // Context returns a context bounded by d and cancelled at the end of the test.
