@@ -9,7 +9,7 @@ PKGS     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... 
 # afterwards so that failover times are not measured on a starved CPU.
 UNIT     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./server/... ./cmd/sluice-bench/...
 
-.PHONY: build run test test-unit test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop
+.PHONY: build run test test-setup test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -26,10 +26,52 @@ cluster: build
 cluster-stop:
 	configs/local-cluster/cluster.sh stop
 
-# Unit tests with the race detector, then the black-box compatibility
-# suite against the real binary (its own module under compat-tests/).
-test: test-unit test-faults test-compat
+# Every test: unit tests with the race detector, the real-process fault
+# tests, then the black-box compatibility suite against the real binary (its
+# own module under compat-tests/). test-setup first fetches the language
+# packages the compat suite drives. Each suite runs even when an earlier one
+# failed (-k); then every test skipped because this machine lacks a tool is
+# listed (under CI=true such a skip is a failure instead).
+SKIP_FILE := $(abspath bin/test-skips.txt)
+test: test-setup
+	@mkdir -p bin && rm -f $(SKIP_FILE)
+	@status=0; SLUICE_SKIP_FILE=$(SKIP_FILE) $(MAKE) --no-print-directory -k test-suites || status=$$?; \
+	if [ -s $(SKIP_FILE) ]; then \
+	  echo "== skipped: this machine lacks what these tests need (make test-setup, README prerequisites)"; \
+	  sed 's/^/  /' $(SKIP_FILE); \
+	else echo "== no test was skipped for a missing tool"; fi; \
+	exit $$status
 
+test-suites: test-unit test-faults test-compat
+
+# The compat suite's language packages, each fetched again only when its
+# pinned list changes: a Python virtual environment (compat-tests/.venv, put
+# first on PATH for the suite), the Node packages (npm ci), and the Java
+# program's Maven dependencies and plugins, so that the suite can build it
+# offline. kcat is a system package: its absence is reported here, and the
+# tests that need it are skipped (failed under CI=true).
+VENV        := compat-tests/.venv
+JS_STAMP    := compat-tests/js/node_modules/.installed
+MAVEN_STAMP := bin/.maven-fetched
+test-setup: $(VENV)/.installed $(JS_STAMP) $(MAVEN_STAMP)
+	@command -v kcat >/dev/null 2>&1 || echo "kcat not found: install it (Debian/Ubuntu: apt-get install kcat); the kcat tests are skipped"
+
+$(VENV)/.installed: compat-tests/python/requirements.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r compat-tests/python/requirements.txt
+	@touch $@
+
+$(JS_STAMP): compat-tests/js/package-lock.json compat-tests/js/package.json
+	cd compat-tests/js && npm ci --no-audit --no-fund
+	@touch $@
+
+$(MAVEN_STAMP): compat-tests/java/pom.xml
+	@mkdir -p bin
+	mvn -B -q -f compat-tests/java/pom.xml -DskipTests package dependency:build-classpath -Dmdep.outputFile=target/classpath.txt
+	rm -rf compat-tests/java/target
+	@touch $@
+
+# vet, then the unit packages with the race detector.
 test-unit:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(UNIT)
@@ -41,16 +83,16 @@ test-faults:
 	$(GO) test -count=1 -p 1 -timeout 15m ./cmd/sluice/...
 
 test-compat:
-	cd compat-tests && $(GO) test -count=1 -timeout 20m ./...
+	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./...
 
 # The whole compat suite, then docs/compat.md (client x scenario matrix)
 # rendered from its results: the cells the matrix tests record in
 # COMPAT_OUT and the `go test -json` outcome of every test. Fails when the
 # suite fails, after writing the matrix.
 COMPAT_OUT ?= bin/compat
-compat:
+compat: test-setup
 	rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)
-	cd compat-tests && SLUICE_COMPAT_MATRIX_DIR=$(abspath $(COMPAT_OUT)) $(GO) test -count=1 -timeout 30m -json ./... \
+	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" SLUICE_COMPAT_MATRIX_DIR=$(abspath $(COMPAT_OUT)) $(GO) test -count=1 -timeout 30m -json ./... \
 	  > $(abspath $(COMPAT_OUT))/test.json; echo $$? > $(abspath $(COMPAT_OUT))/status
 	cd compat-tests && $(GO) run ./cmd/compatmatrix -cells $(abspath $(COMPAT_OUT))/cells.jsonl \
 	  -json $(abspath $(COMPAT_OUT))/test.json -out $(abspath docs/compat.md)
@@ -90,4 +132,4 @@ verify: lint
 	$(GO) mod tidy && git diff --exit-code go.mod go.sum
 
 clean:
-	rm -rf bin
+	rm -rf bin $(VENV) compat-tests/js/node_modules compat-tests/java/target

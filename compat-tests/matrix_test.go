@@ -301,7 +301,7 @@ func requireToolMatrix(t *testing.T, client string, scenarios []string, ok bool,
 	for _, s := range scenarios {
 		recordMatrix(t, client, s, "na", "not run here: "+what+" is missing")
 	}
-	t.Skipf("%s: %s is missing", client, what)
+	harness.SkipMissing(t, client+": "+what+" is missing")
 }
 
 func allScenarios() []string {

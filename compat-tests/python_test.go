@@ -36,7 +36,7 @@ func TestPythonKafkaPython(t *testing.T)    { testPython(t, 1) }
 func testPython(t *testing.T, i int) {
 	c := pythonClients[i]
 	requireToolMatrix(t, c.client, allScenarios(), pythonHas(c.module),
-		"python3 with the "+c.module+" module (pip install -r compat-tests/python/requirements.txt)")
+		"python3 with the "+c.module+" module (make test-setup installs it into compat-tests/.venv)")
 	argv := pythonArgv(c.arg)
 	runClientScenarios(t, c.client, "py-"+c.arg, filepath.Join(".", "python"), 90*time.Second,
 		func(group, addr, prefix string) []string { return argv(group, addr, prefix) })

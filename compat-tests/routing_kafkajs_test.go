@@ -24,10 +24,7 @@ func requireKafkaJS(t *testing.T) {
 	t.Helper()
 	harness.RequireTool(t, "node")
 	if !jsReady() {
-		if os.Getenv(harness.EnvCI) == "true" {
-			t.Fatal("kafkajs is not installed in compat-tests/js (npm ci there); CI=true, so this is a failure")
-		}
-		t.Skip("kafkajs is not installed in compat-tests/js (npm ci there)")
+		harness.SkipMissing(t, "kafkajs is not installed in compat-tests/js (make test-setup runs npm ci there)")
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
@@ -13,8 +14,47 @@ import (
 	"github.com/sluice-broker/sluice/configs"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+// version is set at build time with -ldflags "-X main.version=..." (make
+// build does); otherwise it comes from the module's build information (a
+// tagged `go install ...@v1.2.3`, or the VCS revision of a checkout build).
+var version = ""
+
+func init() {
+	if version == "" {
+		version = buildVersion()
+	}
+}
+
+// buildVersion derives a version from debug.ReadBuildInfo: the main
+// module's version when it was installed at one, else the VCS revision
+// (with "-dirty" for a modified tree), else "dev".
+func buildVersion() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		return "dev"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return rev + dirty
+}
 
 func run(ctx context.Context, args []string) error {
 	root := &cobra.Command{
