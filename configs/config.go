@@ -32,8 +32,23 @@ type Config struct {
 	DataDir string   `mapstructure:"data.dir"`
 	Rack    string   `mapstructure:"broker.rack"`
 
+	// Listeners: the YAML list form (name, view, address, advertised), or
+	// Kafka's string form "NAME://host:port,..." (from server.properties,
+	// SLUICE_LISTENERS or --listeners). The keys below complete it, as in
+	// Kafka; ResolveListeners applies them.
 	Listeners []Listener `mapstructure:"listeners"`
-	AdminAddr string     `mapstructure:"admin.addr"`
+	// AdvertisedListeners: "NAME://host:port,..." given to clients.
+	AdvertisedListeners string `mapstructure:"advertised.listeners"`
+	// ListenerSecurityProtocolMap: "NAME:PROTOCOL,..." (Kafka's default
+	// maps each protocol name to itself).
+	ListenerSecurityProtocolMap string `mapstructure:"listener.security.protocol.map"`
+	// ListenerViews: "NAME:view,..." with view write, read or mixed
+	// (Sluice's own key; mixed when a listener is not named).
+	ListenerViews string `mapstructure:"listener.views"`
+	AdminAddr     string `mapstructure:"admin.addr"`
+	// LogDirs is Kafka's name for the data directory; when set it takes
+	// the place of data.dir (one directory).
+	LogDirs string `mapstructure:"log.dirs"`
 
 	LogFormat string `mapstructure:"log.format"` // console or json; empty: console on a terminal
 	LogLevel  string `mapstructure:"log.level"`
@@ -134,6 +149,7 @@ func Default() Config {
 		Listeners: []Listener{
 			{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:9092"},
 		},
+		ListenerSecurityProtocolMap: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
 		AdminAddr:                   "127.0.0.1:9644",
 		LogLevel:                    "info",
 		SocketRequestMaxBytes:       100 << 20,

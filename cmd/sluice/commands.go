@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"reflect"
 	"runtime/debug"
 	"strings"
 
 	"github.com/go-viper/mapstructure/v2"
+	"github.com/magiconair/properties"
 	"github.com/spf13/cobra"
 	"github.com/spf13/viper"
 
@@ -81,6 +83,7 @@ func versionCommand() *cobra.Command {
 // overrides are the flags common to dev and serve.
 type overrides struct {
 	dataDir, kafkaAddr, adminAddr string
+	listeners, advertised         string
 	logFormat, logLevel           string
 	set                           []string
 }
@@ -91,6 +94,8 @@ func (o *overrides) bind(cmd *cobra.Command, dev bool) {
 	if dev {
 		f.StringVar(&o.kafkaAddr, "kafka-addr", "", "Kafka listener host:port (default 127.0.0.1:9092)")
 	}
+	f.StringVar(&o.listeners, "listeners", "", "Kafka listeners as NAME://host:port,... (listeners)")
+	f.StringVar(&o.advertised, "advertised-listeners", "", "addresses given to clients, NAME://host:port,... (advertised.listeners)")
 	f.StringVar(&o.adminAddr, "admin-addr", "", "admin HTTP host:port: /metrics, /healthz, /readyz, pprof (admin.addr)")
 	f.StringVar(&o.logFormat, "log-format", "", "console or json (log.format; default console on a terminal)")
 	f.StringVar(&o.logLevel, "log-level", "", "debug, info, warn or error (log.level)")
@@ -121,7 +126,7 @@ func serveCommand(ctx context.Context) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the roles a YAML config file names",
+		Short: "Run the roles a config file names (YAML, or Kafka's server.properties form)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
@@ -134,7 +139,7 @@ func serveCommand(ctx context.Context) *cobra.Command {
 			return runNode(cmd.Context(), cfg)
 		},
 	}
-	cmd.Flags().StringVar(&file, "config", "", "YAML config file")
+	cmd.Flags().StringVar(&file, "config", "", "config file: .yaml/.yml, or .properties as Kafka writes server.properties")
 	o.bind(cmd, false)
 	return cmd
 }
@@ -143,7 +148,13 @@ func serveCommand(ctx context.Context) *cobra.Command {
 // over configs.Default(). Keys are flat Kafka-style names with dots, so
 // viper's key delimiter is changed to keep them whole.
 func loadConfig(file string, o overrides) (configs.Config, error) {
-	v := viper.NewWithOptions(viper.KeyDelimiter("::"))
+	codecs := viper.NewCodecRegistry()
+	for _, ext := range []string{"properties", "props", "prop"} {
+		if err := codecs.RegisterCodec(ext, propertiesCodec{}); err != nil {
+			return configs.Config{}, err
+		}
+	}
+	v := viper.NewWithOptions(viper.KeyDelimiter("::"), viper.WithCodecRegistry(codecs))
 	v.SetEnvPrefix("SLUICE")
 	v.SetEnvKeyReplacer(strings.NewReplacer(".", "_"))
 	v.AutomaticEnv()
@@ -174,6 +185,13 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 	}
 	if o.dataDir != "" {
 		v.Set("data.dir", o.dataDir)
+		v.Set("log.dirs", "")
+	}
+	if o.listeners != "" {
+		v.Set("listeners", o.listeners)
+	}
+	if o.advertised != "" {
+		v.Set("advertised.listeners", o.advertised)
 	}
 	if o.adminAddr != "" {
 		v.Set("admin.addr", o.adminAddr)
@@ -185,10 +203,21 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 		v.Set("log.level", o.logLevel)
 	}
 	var cfg configs.Config
+	// kafkaForm: listeners came as Kafka's "NAME://host:port,..." string
+	// (server.properties, SLUICE_LISTENERS, --listeners), not the YAML list.
+	kafkaForm := false
+	listenersHook := func(from, to reflect.Type, data any) (any, error) {
+		if from.Kind() != reflect.String || to != reflect.TypeOf([]configs.Listener(nil)) {
+			return data, nil
+		}
+		kafkaForm = true
+		return configs.ParseListeners(data.(string))
+	}
 	dc := func(c *mapstructure.DecoderConfig) {
 		c.ErrorUnused = true
 		c.WeaklyTypedInput = true
 		c.DecodeHook = mapstructure.ComposeDecodeHookFunc(
+			listenersHook,
 			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.StringToTimeDurationHookFunc(),
 		)
@@ -202,8 +231,43 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 		}
 		cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: o.kafkaAddr}}
 	}
+	if err := cfg.ResolveListeners(kafkaForm); err != nil {
+		return cfg, fmt.Errorf("invalid config:\n%w", err)
+	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, fmt.Errorf("invalid config:\n%w", err)
 	}
 	return cfg, nil
+}
+
+// propertiesCodec reads Java properties files, the form of Kafka's
+// server.properties: keys stay flat ("log.dirs"), values are strings that
+// the config decoder converts.
+type propertiesCodec struct{}
+
+func (propertiesCodec) Decode(b []byte, v map[string]any) error {
+	// No ${...} expansion: Kafka does not expand a file's own keys.
+	l := properties.Loader{Encoding: properties.UTF8, DisableExpansion: true}
+	p, err := l.LoadBytes(b)
+	if err != nil {
+		return err
+	}
+	for _, k := range p.Keys() {
+		v[k], _ = p.Get(k)
+	}
+	return nil
+}
+
+func (propertiesCodec) Encode(v map[string]any) ([]byte, error) {
+	p := properties.NewProperties()
+	for k, val := range v {
+		if _, _, err := p.Set(k, fmt.Sprint(val)); err != nil {
+			return nil, err
+		}
+	}
+	var b strings.Builder
+	if _, err := p.Write(&b, properties.UTF8); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
 }

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sluice-broker/sluice/configs"
+)
+
+// A server.properties file as Kafka writes one is a config file too.
+func TestLoadConfigServerProperties(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "server.properties")
+	props := `# written as for Kafka
+node.id=7
+process.roles=write,read
+log.dirs=` + filepath.Join(dir, "data") + `
+listeners=CLIENT://127.0.0.1:19092,READER://0.0.0.0:19192
+advertised.listeners=READER://reader.example.com:19192
+listener.security.protocol.map=CLIENT:PLAINTEXT,READER:PLAINTEXT
+listener.views=CLIENT:write,READER:read
+meta.addrs=127.0.0.1:19391,127.0.0.1:19392
+num.partitions=3
+`
+	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(file, overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []configs.Listener{
+		{Name: "CLIENT", View: "write", Address: "127.0.0.1:19092"},
+		{Name: "READER", View: "read", Address: "0.0.0.0:19192", Advertised: "reader.example.com:19192"},
+	}
+	if len(cfg.Listeners) != 2 || cfg.Listeners[0] != want[0] || cfg.Listeners[1] != want[1] {
+		t.Errorf("listeners %+v, want %+v", cfg.Listeners, want)
+	}
+	if cfg.NodeID != 7 || cfg.NumPartitions != 3 || cfg.DataDir != filepath.Join(dir, "data") ||
+		strings.Join(cfg.Roles, ",") != "write,read" || len(cfg.MetaAddrs) != 2 {
+		t.Errorf("loaded %+v", cfg)
+	}
+}
+
+// Listeners from the environment and from flags, in Kafka's form; the
+// flags win.
+func TestLoadConfigListenersFromEnvAndFlags(t *testing.T) {
+	t.Setenv("SLUICE_LISTENERS", "PLAINTEXT://127.0.0.1:29092")
+	t.Setenv("SLUICE_LOG_DIRS", t.TempDir())
+	cfg, err := loadConfig("", overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Address != "127.0.0.1:29092" || cfg.Listeners[0].View != "mixed" {
+		t.Errorf("listeners from SLUICE_LISTENERS: %+v", cfg.Listeners)
+	}
+	cfg, err = loadConfig("", overrides{listeners: "PLAINTEXT://0.0.0.0:39092", advertised: "PLAINTEXT://broker.example.com:39092"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Address != "0.0.0.0:39092" || cfg.Listeners[0].Advertised != "broker.example.com:39092" {
+		t.Errorf("listeners from flags: %+v", cfg.Listeners)
+	}
+	// Binding every interface without an advertised address is refused
+	// with a message that names the fix.
+	_, err = loadConfig("", overrides{listeners: "PLAINTEXT://0.0.0.0:39092"})
+	if err == nil || !strings.Contains(err.Error(), "advertised.listeners") {
+		t.Errorf("0.0.0.0 without advertised.listeners: %v", err)
+	}
+}
