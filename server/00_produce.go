@@ -154,17 +154,31 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		rc.releaseFrame()
 	}
 
+	// Forwards keep the connection's request order (forwardTurn).
+	var fwdPrev <-chan struct{}
+	var fwdDone chan struct{}
+	for _, w := range waits {
+		if w.forward != nil {
+			fwdPrev, fwdDone = rc.conn.forwardTurn()
+			break
+		}
+	}
 	if req.Acks == 0 {
 		rc.noResponse()
-		for _, w := range waits {
-			if w.forward != nil {
-				w := w
-				s.wg.Add(1)
-				go func() {
-					defer s.wg.Done()
-					s.forwardProduce(s.ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
-				}()
-			}
+		if fwdDone != nil {
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer close(fwdDone)
+				if !awaitTurn(s.ctx, fwdPrev) {
+					return
+				}
+				for _, w := range waits {
+					if w.forward != nil {
+						s.forwardProduce(s.ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
+					}
+				}
+			}()
 		}
 		return nil, nil
 	}
@@ -177,8 +191,16 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	rc.later(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
 		defer cancel()
+		if fwdDone != nil {
+			defer close(fwdDone)
+		}
+		turn := fwdDone == nil || awaitTurn(ctx, fwdPrev)
 		for _, w := range waits {
 			if w.forward != nil {
+				if !turn {
+					w.sp.ErrorCode = kerr.RequestTimedOut.Code
+					continue
+				}
 				s.forwardProduce(ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
 				continue
 			}

@@ -99,6 +99,10 @@ type conn struct {
 	cancel context.CancelFunc
 	slots  chan *slot
 	wg     sync.WaitGroup // second stages
+
+	// fwdTail is closed once the last request that forwarded a produce
+	// has sent its forwards (see forwardTurn); read loop only.
+	fwdTail chan struct{}
 }
 
 func (s *Server) serveConn(l *listener, nc net.Conn) {

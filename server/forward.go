@@ -18,7 +18,7 @@ import (
 
 // A read broker that receives a Produce (a producer bootstrapped on the
 // wrong listener) forwards it to the partition's leader rather than
-// refusing it, and counts it (DESIGN.md, Routing). It reaches the write
+// refusing it, and counts it (docs/architecture.md, Routing). It reaches the write
 // brokers as any Kafka client would, through their write (or mixed)
 // listeners, with one client per broker process.
 type forwarder struct {
@@ -67,6 +67,33 @@ func (s *Server) closeForwarder() {
 	if s.fwd.cl != nil {
 		s.fwd.cl.Close()
 		s.fwd.cl = nil
+	}
+}
+
+// forwardTurn gives a request that forwards produce batches its place in
+// the connection's order: it must wait for prev before forwarding and
+// close done once its forwards are answered. Forwards run in the
+// request's second stage, one goroutine per request, so without the turn
+// a producer's pipelined requests (idempotent producers keep up to 5 in
+// flight) could reach the leader out of order and be refused with
+// OUT_OF_ORDER_SEQUENCE_NUMBER. Called from the read loop (stage 1).
+func (c *conn) forwardTurn() (prev <-chan struct{}, done chan struct{}) {
+	prev, done = c.fwdTail, make(chan struct{})
+	c.fwdTail = done
+	return prev, done
+}
+
+// awaitTurn waits for the previous forwarding request of the connection;
+// false when ctx ends first.
+func awaitTurn(ctx context.Context, prev <-chan struct{}) bool {
+	if prev == nil {
+		return true
+	}
+	select {
+	case <-prev:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 
