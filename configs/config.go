@@ -132,6 +132,12 @@ type Config struct {
 	// ReplicaListen is the internal address raft traffic between brokers
 	// arrives on (one connection per peer broker carries every partition).
 	ReplicaListen string `mapstructure:"replica.listen"`
+	// RaftEntryCacheMaxBytes bounds the raft entry caches of all the
+	// partitions a broker hosts together: recent entries kept in memory
+	// so that sending them to followers and applying them reads no file.
+	// Entries every replica has are dropped at once, so this is what
+	// lagging replicas may pin. Default 32 MiB.
+	RaftEntryCacheMaxBytes int64 `mapstructure:"raft.entry.cache.max.bytes"`
 	// AutoLeaderRebalance moves a partition's leadership back to its
 	// preferred (first) voter when that broker is alive again, checked
 	// every LeaderImbalanceCheckSeconds, as Kafka's settings of these names.
@@ -179,6 +185,7 @@ func Default() Config {
 		LogFlushIntervalMs:          1000,
 		MetaID:                      1,
 		MetaLearnerGraceMs:          int64(15 * time.Minute / time.Millisecond),
+		RaftEntryCacheMaxBytes:      32 << 20,
 	}
 }
 
@@ -241,6 +248,9 @@ func (c Config) Validate() error {
 	// minOneMessage); its size prefix is an int32.
 	if int64(c.FetchMaxBytes)+int64(c.MessageMaxBytes)+1<<20 > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("fetch.max.bytes plus message.max.bytes must stay 1 MiB below 2 GiB"))
+	}
+	if c.RaftEntryCacheMaxBytes < 1<<20 {
+		errs = append(errs, fmt.Errorf("raft.entry.cache.max.bytes must be at least 1 MiB"))
 	}
 	if c.QueuedMaxRequestBytes < -1 {
 		errs = append(errs, fmt.Errorf("queued.max.request.bytes must be -1 (unbounded) or at least 0"))

@@ -42,6 +42,10 @@ type HostConfig struct {
 	// min.insync.replicas (default 10s, Kafka's replica.lag.time.max.ms is
 	// 30s).
 	MaxFollowerLag time.Duration
+	// EntryCacheBytes bounds the raft entry cache of all groups together
+	// (raft.entry.cache.max.bytes; default 32 MiB). Each group also keeps
+	// at most 512 entries and 8 MiB, and drops entries every replica has.
+	EntryCacheBytes int64
 	// OnLeaderChange is called by a worker (raftMu held) when a replica
 	// learns of a new leader or term; it must not block or call back into
 	// the Replica.
@@ -63,12 +67,20 @@ type Host struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	cache cacheBudget // every group's entry cache
+
 	mu      sync.RWMutex
 	reps    map[Key]*Replica
 	opening map[Key]chan struct{} // Opens under way
 	list    []*Replica            // for the ticker
 	closed  bool
 }
+
+// DefaultEntryCacheBytes is HostConfig.EntryCacheBytes's default.
+const DefaultEntryCacheBytes = 32 << 20
+
+// EntryCacheBytes is what the entry caches of all groups hold now.
+func (h *Host) EntryCacheBytes() int64 { return h.cache.used.Load() }
 
 // NewHost starts a host: workers, ticker and the transport's receiver.
 func NewHost(cfg HostConfig) (*Host, error) {
@@ -93,6 +105,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.MaxFollowerLag <= 0 {
 		cfg.MaxFollowerLag = 10 * time.Second
 	}
+	if cfg.EntryCacheBytes <= 0 {
+		cfg.EntryCacheBytes = DefaultEntryCacheBytes
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -103,6 +118,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		sched: newScheduler(cfg.Workers),
 		reps:  map[Key]*Replica{},
 	}
+	h.cache.max = cfg.EntryCacheBytes
 	h.opening = map[Key]chan struct{}{}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.tr.Handle(h.receive)
@@ -200,6 +216,7 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		l.Close()
 		return nil, fmt.Errorf("raft state of %s-%d: %w", topic, key.Index, err)
 	}
+	st.budget = &h.cache
 	hs := st.hs
 	applied := st.state.cur.applied &^ stateFlagPendingBit
 	applied = max(min(applied, hs.GetCommit()), st.snapIndex)

@@ -111,6 +111,10 @@ type Proposal struct {
 	res  ProduceResult
 	err  error
 
+	// released is closed once the replica reads batch no more.
+	releaseOnce sync.Once
+	released    chan struct{}
+
 	// wait, when set, is how a local (unreplicated) partition's proposal
 	// waits: it is written already, and only durability is pending.
 	wait func(ctx context.Context) error
@@ -134,7 +138,27 @@ func (p *Proposal) Wait(ctx context.Context) (ProduceResult, error) {
 // Done is closed when the proposal is answered.
 func (p *Proposal) Done() <-chan struct{} { return p.done }
 
+// BatchReleased is closed once the replica no longer reads the batch given
+// to Propose: raft keeps a copy of a proposed entry, so the caller may
+// reuse the batch's memory (a request frame) while the proposal waits for
+// its commit.
+func (p *Proposal) BatchReleased() <-chan struct{} {
+	if p.released == nil {
+		return closedChan
+	}
+	return p.released
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func (p *Proposal) releaseBatch() {
+	if p.released != nil {
+		p.releaseOnce.Do(func() { close(p.released) })
+	}
+}
+
 func (p *Proposal) complete(res ProduceResult, err error) {
+	p.releaseBatch()
 	p.once.Do(func() {
 		p.res, p.err = res, err
 		close(p.done)
@@ -224,7 +248,7 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 	if _, err := parseBatch(batch, true); err != nil {
 		return nil, err
 	}
-	p := &Proposal{r: r, batch: batch, acks: acks, done: make(chan struct{})}
+	p := &Proposal{r: r, batch: batch, acks: acks, done: make(chan struct{}), released: make(chan struct{})}
 	r.inMu.Lock()
 	switch {
 	case r.in.closed:
@@ -561,7 +585,9 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 		}
 		h.baseOffset, h.leaderEpoch = next, int32(term)
 		stamp(p.batch, next, int32(term))
-		if err := r.rn.Propose(p.batch); err != nil {
+		err := r.rn.Propose(p.batch)
+		p.releaseBatch() // raft appended a copy (raft.appendEntry clones)
+		if err != nil {
 			p.complete(ProduceResult{}, fmt.Errorf("%w: %v", ErrProposalDropped, err))
 			continue
 		}
@@ -660,7 +686,27 @@ func (r *Replica) handleReadyLocked() error {
 	}
 	// Step 4.
 	r.rn.Advance(rd)
+	r.trimCacheLocked()
 	return nil
+}
+
+// trimCacheLocked drops the cached entries no one will read from memory:
+// those applied here that every other replica (voters and learners) has
+// too, as far as a leader knows; a follower only serves its cache if it
+// becomes leader, when a miss costs a read from the page cache.
+func (r *Replica) trimCacheLocked() {
+	upTo := r.applied
+	if r.isLeader.Load() {
+		self := raftID(r.host.cfg.Node)
+		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
+			if id != self && pr.Match < upTo {
+				upTo = pr.Match
+			}
+		})
+	}
+	r.st.mu.Lock()
+	r.st.cacheTrimLocked(upTo)
+	r.st.mu.Unlock()
 }
 
 func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -50,9 +51,13 @@ type raftStorage struct {
 	// cache holds the most recently stored entries (contiguous, ending at
 	// the last index), as CockroachDB's raft entry cache does, so raft's
 	// reads of fresh entries (appends to followers, committed entries)
-	// need no pread. Entries are never mutated once stored.
+	// need no pread. Entries are never mutated once stored. Entries every
+	// replica has and this one has applied are dropped (cacheTrimLocked),
+	// and all groups of a host share one byte budget, so memory follows
+	// what is in flight, not the partition count.
 	cache      []*raftpb.Entry
 	cacheBytes int
+	budget     *cacheBudget
 
 	savedAt time.Time // last save of raft.state by saveHardState
 }
@@ -62,13 +67,50 @@ const (
 	maxCacheBytes   = 8 << 20
 )
 
+// cacheBudget is the entry cache bytes every group of a host may hold
+// together (raft.entry.cache.max.bytes). A group over it drops its own
+// oldest entries, keeping its newest, so a busy group cannot keep the
+// others' recent entries out and idle groups hold nothing once their
+// entries are everywhere (cacheTrimLocked).
+type cacheBudget struct {
+	max  int64
+	used atomic.Int64
+}
+
+func (b *cacheBudget) over() bool { return b != nil && b.used.Load() > b.max }
+
+func (b *cacheBudget) add(n int) {
+	if b != nil {
+		b.used.Add(int64(n))
+	}
+}
+
 func (s *raftStorage) cacheAddLocked(e *raftpb.Entry) {
 	s.cache = append(s.cache, e)
 	s.cacheBytes += len(e.GetData())
-	for len(s.cache) > maxCacheEntries || (s.cacheBytes > maxCacheBytes && len(s.cache) > 1) {
-		s.cacheBytes -= len(s.cache[0].GetData())
-		s.cache[0] = nil
-		s.cache = s.cache[1:]
+	s.budget.add(len(e.GetData()))
+	for len(s.cache) > maxCacheEntries || (len(s.cache) > 1 && (s.cacheBytes > maxCacheBytes || s.budget.over())) {
+		s.cacheDropFirstLocked()
+	}
+}
+
+func (s *raftStorage) cacheDropFirstLocked() {
+	n := len(s.cache[0].GetData())
+	s.cacheBytes -= n
+	s.budget.add(-n)
+	s.cache[0] = nil
+	s.cache = s.cache[1:]
+	if len(s.cache) == 0 {
+		s.cache = nil // let the array go
+	}
+}
+
+// cacheTrimLocked drops cached entries at index i and below: entries that
+// are applied here and that every other replica has (see
+// Replica.trimCacheLocked).
+func (s *raftStorage) cacheTrimLocked(i uint64) {
+	for len(s.cache) > 0 && s.cache[0].GetIndex() <= i {
+		s.cacheDropFirstLocked()
 	}
 }
 
@@ -76,6 +118,7 @@ func (s *raftStorage) cacheAddLocked(e *raftpb.Entry) {
 func (s *raftStorage) cacheCutLocked(i uint64) {
 	for n := len(s.cache); n > 0 && s.cache[n-1].GetIndex() >= i; n = len(s.cache) {
 		s.cacheBytes -= len(s.cache[n-1].GetData())
+		s.budget.add(-len(s.cache[n-1].GetData()))
 		s.cache[n-1] = nil
 		s.cache = s.cache[:n-1]
 	}
@@ -778,6 +821,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	s.metas = nil
 	s.raftOffs.store(nil)
 	clear(s.cache)
+	s.budget.add(-s.cacheBytes)
 	s.cache, s.cacheBytes = nil, 0
 	s.cs = cloneCS(md.GetConfState())
 	s.snapProds = snap.GetData()
@@ -839,6 +883,9 @@ func (s *raftStorage) setConfState(cs *raftpb.ConfState) error {
 func (s *raftStorage) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	clear(s.cache)
+	s.budget.add(-s.cacheBytes)
+	s.cache, s.cacheBytes = nil, 0
 	return errors.Join(s.idx.close(), s.state.close())
 }
 

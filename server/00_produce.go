@@ -45,9 +45,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	}
 	var waits []pending
 	// keepFrame: something still needs the records after stage 1 (a
-	// forward to the leader, or a raft proposal, which keeps its batch
-	// as the entry), so the frame they alias must not be reused.
-	keepFrame := false
+	// forward to the leader, or a raft proposal until raft has copied
+	// its batch), so the frame they alias must not be reused yet.
+	// forwarded: a forward needs them until it is sent, in stage 2.
+	keepFrame, forwarded := false, false
 
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
@@ -110,7 +111,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
-				keepFrame = true
+				keepFrame, forwarded = true, true
 				continue
 			}
 			if err != nil {
@@ -127,7 +128,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
-				keepFrame = true
+				keepFrame, forwarded = true, true
 				continue
 			}
 			if err != nil {
@@ -139,19 +140,23 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if !keepFrame {
-		// Every batch is in the page cache now (a local partition's
-		// Append copies it and keeps no reference), and stage 2 needs
-		// only the response: give the frame back before waiting for the
-		// flush, so the bytes held per request in flight are the
-		// response's, not the records'. Records are cleared so that
-		// nothing can read the reused buffer by mistake.
+	// releaseFrame gives the frame back once no batch is read from it
+	// any more, before waiting for the flush or the commit, so the bytes
+	// held per request in flight are the response's, not the records'.
+	// Records are cleared so that nothing can read the reused buffer by
+	// mistake.
+	releaseFrame := func() {
 		for i := range req.Topics {
 			for j := range req.Topics[i].Partitions {
 				req.Topics[i].Partitions[j].Records = nil
 			}
 		}
 		rc.releaseFrame()
+	}
+	if !keepFrame {
+		// Every batch is in the page cache now (a local partition's
+		// Append copies it and keeps no reference).
+		releaseFrame()
 	}
 
 	// Forwards keep the connection's request order (forwardTurn).
@@ -193,6 +198,21 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		defer cancel()
 		if fwdDone != nil {
 			defer close(fwdDone)
+		}
+		if keepFrame && !forwarded {
+			// Raft proposals only: raft keeps a copy of each batch
+			// once proposed, so the frame can go before the commit.
+			released := true
+			for _, w := range waits {
+				select {
+				case <-w.prop.BatchReleased():
+				case <-ctx.Done():
+					released = false
+				}
+			}
+			if released {
+				releaseFrame()
+			}
 		}
 		turn := fwdDone == nil || awaitTurn(ctx, fwdPrev)
 		for _, w := range waits {

@@ -138,11 +138,12 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		}
 		publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
 		host, err = replica.NewHost(replica.HostConfig{
-			Node:      replica.NodeID(cfg.NodeID),
-			Dir:       filepath.Join(cfg.DataDir, "logs"),
-			Transport: transport,
-			Flusher:   flusher,
-			Logger:    lg,
+			Node:            replica.NodeID(cfg.NodeID),
+			Dir:             filepath.Join(cfg.DataDir, "logs"),
+			Transport:       transport,
+			Flusher:         flusher,
+			Logger:          lg,
+			EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
 			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
 				publisher.publish(key, int32(leader), int32(term))
 			},
@@ -156,6 +157,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			return err
 		}
 		defer host.Close()
+		h := host
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "sluice_raft_entry_cache_bytes",
+			Help: "Bytes of raft entries the partitions' entry caches hold together (bounded by raft.entry.cache.max.bytes).",
+		}, func() float64 { return float64(h.EntryCacheBytes()) }))
 	}
 
 	// Read brokers coordinate groups (DESIGN.md); offsets and group state

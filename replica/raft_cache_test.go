@@ -1,0 +1,79 @@
+package replica
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// The entry cache holds nothing once every replica has an entry and it is
+// applied: an idle single-voter partition keeps no entry bytes in memory.
+func TestRaftEntryCacheDrainsWhenApplied(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, nil, ReplicaOptions{Mode: ModeRaft, Log: bigSegments()})
+	big := strings.Repeat("v", 32<<10)
+	for i := range 40 {
+		c.produce(testBatch(fmt.Sprint(big, i), 1, -1, 0, 0), AcksAll)
+	}
+	h := c.hosts[1]
+	checkFor(t, 5*time.Second, func() error {
+		if n := h.EntryCacheBytes(); n != 0 {
+			return fmt.Errorf("entry cache holds %d bytes after every entry was applied", n)
+		}
+		return nil
+	})
+}
+
+// A follower that falls behind pins the leader's cached entries only up to
+// the host's budget; once it catches up (reading what the cache dropped
+// from the log) and has everything, the cache drains.
+func TestRaftEntryCacheBudget(t *testing.T) {
+	const budget = 1 << 20
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft, Log: bigSegments()}, slowElections,
+		func(cfg *HostConfig) { cfg.EntryCacheBytes = budget })
+	ln, _ := c.leader()
+	var lagging NodeID
+	for _, n := range []NodeID{1, 2, 3} {
+		if n != ln {
+			lagging = n
+			break
+		}
+	}
+	c.net.Cut(ln, lagging)
+	h := c.hosts[ln]
+	big := strings.Repeat("v", 64<<10)
+	var peak int64
+	for i := range 64 { // 4 MiB, four times the budget
+		res := c.produce(testBatch(fmt.Sprint(big, i), 1, -1, 0, 0), AcksAll)
+		if res.BaseOffset < 0 {
+			t.Fatalf("batch %d: %+v", i, res)
+		}
+		peak = max(peak, h.EntryCacheBytes())
+	}
+	// One entry may pass the budget: a group keeps its newest.
+	if limit := int64(budget + 70<<10); peak > limit {
+		t.Errorf("entry cache peaked at %d bytes with a budget of %d", peak, budget)
+	}
+	if peak == 0 {
+		t.Errorf("entry cache never held anything while a follower lagged")
+	}
+	c.net.Heal()
+	c.converged(64, 20*time.Second)
+	checkFor(t, 5*time.Second, func() error {
+		for n, h := range c.hosts {
+			if b := h.EntryCacheBytes(); b != 0 {
+				return fmt.Errorf("node %d's entry cache holds %d bytes after every replica has every entry", n, b)
+			}
+		}
+		return nil
+	})
+}
+
+// bigSegments is smallLogConfig with room for the tests' 64 KiB batches.
+func bigSegments() log.Config {
+	cfg := smallLogConfig()
+	cfg.SegmentBytes = 1 << 20
+	return cfg
+}
