@@ -20,8 +20,8 @@ type batchHeader = protocol.BatchHeader
 // require b to hold the whole batch; on top of the protocol's checks it
 // rejects offsets a stored batch cannot have. Errors wrap ErrCorrupt.
 func parseHeader(b []byte) (batchHeader, error) {
-	h, err := protocol.ReadBatchHeader(b)
-	if err != nil {
+	var h batchHeader
+	if err := h.Decode(b); err != nil {
 		return h, fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if h.BaseOffset < 0 || h.BaseOffset > math.MaxInt64-int64(h.LastOffsetDelta)-1 {

@@ -58,15 +58,22 @@ type BatchHeader struct {
 // ErrCorruptBatch. It does not allocate unless it fails.
 func ReadBatchHeader(b []byte) (BatchHeader, error) {
 	var h BatchHeader
+	err := h.Decode(b)
+	return h, err
+}
+
+// Decode is ReadBatchHeader into h, for callers on a hot path that keep
+// the header in place. On error h holds what was decoded so far.
+func (h *BatchHeader) Decode(b []byte) error {
 	if len(b) < BatchHeaderSize {
-		return h, fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorruptBatch, len(b))
+		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorruptBatch, len(b))
 	}
 	if m := int8(b[BatchMagicAt]); m != 2 {
-		return h, fmt.Errorf("%w: magic %d, want 2", ErrCorruptBatch, m)
+		return fmt.Errorf("%w: magic %d, want 2", ErrCorruptBatch, m)
 	}
 	length := int32(binary.BigEndian.Uint32(b[BatchLengthAt:]))
 	if length < BatchHeaderSize-BatchLengthOverhead {
-		return h, fmt.Errorf("%w: batch length %d", ErrCorruptBatch, length)
+		return fmt.Errorf("%w: batch length %d", ErrCorruptBatch, length)
 	}
 	h.BaseOffset = int64(binary.BigEndian.Uint64(b[BatchBaseOffsetAt:]))
 	h.Size = int64(length) + BatchLengthOverhead
@@ -81,9 +88,9 @@ func ReadBatchHeader(b []byte) (BatchHeader, error) {
 	h.BaseSequence = int32(binary.BigEndian.Uint32(b[BatchBaseSequenceAt:]))
 	h.RecordCount = int32(binary.BigEndian.Uint32(b[BatchRecordCountAt:]))
 	if h.LastOffsetDelta < 0 || h.RecordCount < 0 {
-		return h, fmt.Errorf("%w: last offset delta %d, %d records", ErrCorruptBatch, h.LastOffsetDelta, h.RecordCount)
+		return fmt.Errorf("%w: last offset delta %d, %d records", ErrCorruptBatch, h.LastOffsetDelta, h.RecordCount)
 	}
-	return h, nil
+	return nil
 }
 
 // Put writes h into the first BatchHeaderSize bytes of b: magic 2,

@@ -31,8 +31,8 @@ type batchInfo = protocol.BatchHeader
 // parseBatch reads the fixed header of the batch at the start of b. whole
 // requires b to be exactly one batch. Errors wrap errBadBatch.
 func parseBatch(b []byte, whole bool) (batchInfo, error) {
-	h, err := protocol.ReadBatchHeader(b)
-	if err != nil {
+	var h batchInfo
+	if err := h.Decode(b); err != nil {
 		return h, fmt.Errorf("%w: %w", errBadBatch, err)
 	}
 	if whole && h.Size != int64(len(b)) {
