@@ -48,7 +48,8 @@ type HostConfig struct {
 	// the Replica.
 	OnLeaderChange func(key Key, leader NodeID, term uint64)
 	// OnFatal is called when a replica's storage fails; the broker should
-	// exit (DESIGN.md: a failed write or flush is fatal).
+	// exit (docs/architecture.md, "Safety rules": a failed write or flush
+	// is fatal).
 	OnFatal func(key Key, err error)
 }
 

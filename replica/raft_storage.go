@@ -263,7 +263,8 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 	// covers were synced, and only ever lags. Past the log's end it means
 	// the log lost synced, committed entries (a damaged segment truncated
 	// by recovery, a disk that lied): this replica must not vote or lead
-	// on that log (DESIGN.md, safety rules) until it is re-seeded.
+	// on that log (docs/architecture.md, "Safety rules") until it is
+	// re-seeded.
 	if last := s.lastIndexLocked(); s.hs.GetCommit() > last {
 		return fmt.Errorf("%w: commit index %d, last entry %d", ErrLostCommitted, s.hs.GetCommit(), last)
 	}
