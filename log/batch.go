@@ -16,7 +16,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 type batchHeader = protocol.BatchHeader
 
 // parseHeader reads and bounds-checks the fixed header at the start of b
-// (protocol.ReadBatchHeader). It does not check the CRC and does not
+// (protocol.BatchHeader.Decode). It does not check the CRC and does not
 // require b to hold the whole batch; on top of the protocol's checks it
 // rejects offsets a stored batch cannot have. Errors wrap ErrCorrupt.
 func parseHeader(b []byte) (batchHeader, error) {

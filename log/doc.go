@@ -92,7 +92,7 @@ with absolute offsets, big-endian:
 
 batchLength counts the bytes after itself, so a batch is batchLength+12
 bytes. Only the 61-byte header is parsed on the hot path
-(protocol.ReadBatchHeader, the broker's one header codec, plus this
+(protocol.BatchHeader.Decode, the broker's one header codec, plus this
 package's offset rules in parseHeader); records are decoded only by
 OffsetForTimestamp and MaxTimestamp, inside one uncompressed batch.
 

@@ -9,7 +9,7 @@ import (
 
 // Positions of the fields of a v2 record batch header (Kafka's
 // DefaultRecordBatch), big-endian. The storage (log) and the raft replicas
-// (replica) read and write batches with these and ReadBatchHeader, so the
+// (replica) read and write batches with these and BatchHeader, so the
 // layout is written down once.
 const (
 	BatchBaseOffsetAt      = 0  // baseOffset int64, outside the CRC
@@ -49,21 +49,15 @@ type BatchHeader struct {
 	RecordCount     int32
 }
 
-// ReadBatchHeader decodes the fixed header at the start of b. It checks
-// what every reader of stored or replicated batches relies on: b holds a
-// whole header, magic is 2, batchLength covers at least the header, and
+// Decode reads the fixed header at the start of b into h. It checks what
+// every reader of stored or replicated batches relies on: b holds a whole
+// header, magic is 2, batchLength covers at least the header, and
 // lastOffsetDelta and recordCount are not negative. It does not need b to
 // hold the whole batch and does not check the CRC (Batch.CRCValid does);
 // ParseBatch is the stricter check for a producer's batch. Errors wrap
-// ErrCorruptBatch. It does not allocate unless it fails.
-func ReadBatchHeader(b []byte) (BatchHeader, error) {
-	var h BatchHeader
-	err := h.Decode(b)
-	return h, err
-}
-
-// Decode is ReadBatchHeader into h, for callers on a hot path that keep
-// the header in place. On error h holds what was decoded so far.
+// ErrCorruptBatch, and h then holds what was decoded so far. It does not
+// allocate unless it fails; it fills h in place because the log decodes a
+// header for every batch it appends, scans or serves.
 func (h *BatchHeader) Decode(b []byte) error {
 	if len(b) < BatchHeaderSize {
 		return fmt.Errorf("%w: %d bytes, shorter than a batch header", ErrCorruptBatch, len(b))

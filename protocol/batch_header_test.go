@@ -20,7 +20,7 @@ func kmsgBatch(rb kmsg.RecordBatch, recordBytes int) []byte {
 	return raw
 }
 
-func TestReadBatchHeaderFields(t *testing.T) {
+func TestBatchHeaderDecodeFields(t *testing.T) {
 	for _, rb := range []kmsg.RecordBatch{
 		{FirstOffset: 0, PartitionLeaderEpoch: -1, Attributes: 0, LastOffsetDelta: 0, FirstTimestamp: -1, MaxTimestamp: -1, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1, NumRecords: 1},
 		{FirstOffset: 4711, PartitionLeaderEpoch: 7, Attributes: AttrControl | AttrTransactional, LastOffsetDelta: 9, FirstTimestamp: 1700000000000, MaxTimestamp: 1700000000009, ProducerID: 1234567890123, ProducerEpoch: 3, FirstSequence: 42, NumRecords: 10},
@@ -32,8 +32,8 @@ func TestReadBatchHeaderFields(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Only the header: the records need not be there.
-		h, err := ReadBatchHeader(raw[:BatchHeaderSize])
-		if err != nil {
+		var h BatchHeader
+		if err := h.Decode(raw[:BatchHeaderSize]); err != nil {
 			t.Fatalf("%+v: %v", rb, err)
 		}
 		got := BatchHeader{
@@ -43,7 +43,7 @@ func TestReadBatchHeaderFields(t *testing.T) {
 			ProducerEpoch: want.ProducerEpoch, BaseSequence: want.FirstSequence, RecordCount: want.NumRecords,
 		}
 		if h != got {
-			t.Errorf("ReadBatchHeader = %+v, kmsg says %+v", h, got)
+			t.Errorf("Decode = %+v, kmsg says %+v", h, got)
 		}
 		if h.Size != int64(len(raw)) {
 			t.Errorf("Size %d, batch is %d bytes", h.Size, len(raw))
@@ -71,7 +71,7 @@ func TestReadBatchHeaderFields(t *testing.T) {
 	}
 }
 
-func TestReadBatchHeaderErrors(t *testing.T) {
+func TestBatchHeaderDecodeErrors(t *testing.T) {
 	good := kmsgBatch(kmsg.RecordBatch{LastOffsetDelta: 2, NumRecords: 3, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1}, 30)
 	mutate := func(f func(b []byte)) []byte {
 		c := append([]byte(nil), good...)
@@ -99,7 +99,8 @@ func TestReadBatchHeaderErrors(t *testing.T) {
 		{"bad crc", mutate(func(b []byte) { b[BatchCRCAt] ^= 1 }), true},
 		{"more records than offsets", mutate(func(b []byte) { binary.BigEndian.PutUint32(b[BatchRecordCountAt:], 9) }), true},
 	} {
-		_, err := ReadBatchHeader(tc.in)
+		var h BatchHeader
+		err := h.Decode(tc.in)
 		if tc.ok && err != nil {
 			t.Errorf("%s: %v", tc.name, err)
 		}
@@ -128,24 +129,25 @@ func TestBatchHeaderLastSequence(t *testing.T) {
 }
 
 // The log reads a header for every batch it appends, scans or serves.
-func TestReadBatchHeaderAllocs(t *testing.T) {
+func TestBatchHeaderDecodeAllocs(t *testing.T) {
 	raw := makeBatch(3)
+	var h BatchHeader
 	if n := testing.AllocsPerRun(100, func() {
-		if _, err := ReadBatchHeader(raw); err != nil {
+		if err := h.Decode(raw); err != nil {
 			t.Fatal(err)
 		}
 	}); n != 0 {
-		t.Errorf("ReadBatchHeader allocates %v times", n)
+		t.Errorf("Decode allocates %v times", n)
 	}
 }
 
-func BenchmarkReadBatchHeader(b *testing.B) {
+func BenchmarkBatchHeaderDecode(b *testing.B) {
 	raw := makeBatch(10)
 	b.ReportAllocs()
 	var sink int64
+	var h BatchHeader
 	for b.Loop() {
-		h, err := ReadBatchHeader(raw)
-		if err != nil {
+		if err := h.Decode(raw); err != nil {
 			b.Fatal(err)
 		}
 		sink += h.LastOffset()

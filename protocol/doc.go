@@ -7,7 +7,7 @@
 //   - the table of API versions the broker advertises (versions.go), the
 //     only source ApiVersions is built from;
 //   - v2 record batches. batch_header.go is the one codec of the 61-byte
-//     header for the whole broker: ReadBatchHeader decodes it (the log,
+//     header for the whole broker: BatchHeader.Decode reads it (the log,
 //     the raft replicas and recovery use it), BatchHeader.Put encodes it
 //     (raft's control batches), and the Batch*At constants are the field
 //     positions. batch.go is the zero-copy Batch view: ParseBatch validates

@@ -24,7 +24,7 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 var errBadBatch = errors.New("replica: not a v2 record batch")
 
-// batchInfo is the fixed header of a batch (protocol.ReadBatchHeader), all
+// batchInfo is the fixed header of a batch (protocol.BatchHeader.Decode), all
 // replication looks at.
 type batchInfo = protocol.BatchHeader
 
