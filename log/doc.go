@@ -366,8 +366,8 @@ reopen.
 # Not implemented
 
 Compaction, transactions (last stable offset, aborted transaction index),
-producer expiry and periodic snapshots, tiered storage, and the fault-injecting file system of the style
-guide: fault tests use real files, truncating and corrupting them between a
+producer expiry and periodic snapshots, tiered storage, and a
+fault-injecting file system: fault tests use real files, truncating and corrupting them between a
 simulated crash and the next Open. For the WAL: raft hard state records,
 preallocated or recycled WAL files, time-based checkpoints, and automatic
 dropping of records for logs that are never opened again (the caller calls
