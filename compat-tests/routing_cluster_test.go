@@ -19,9 +19,10 @@ import (
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
-// Routing with real clients on a real cluster (DESIGN.md, "Routing"; issue
-// 5 scope item 7), for the clients cmd/sluice/cluster_test.go does not cover
-// (it has franz-go and kcat): sarama, kafka-go, kafkajs and the Java client.
+// Routing with real clients on a real cluster (docs/architecture.md,
+// "Routing"; issue 5 scope item 7), for the clients
+// cmd/sluice/cluster_test.go does not cover (it has franz-go and kcat):
+// sarama, kafka-go, kafkajs and the Java client.
 // One cluster of `sluice serve` processes (1 meta node, write brokers 1-3,
 // read brokers 4 and 5 in racks rack-a and rack-b) serves every client in
 // turn; the phases run one after another, so each metric delta holds only

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // Config holds the topic-level settings one partition log obeys. Names follow
@@ -35,8 +36,8 @@ func DefaultConfig() Config {
 func (c Config) validate() error {
 	var errs []error
 	// Positions in the offset index are 32-bit, like Kafka's.
-	if c.SegmentBytes < batchHeaderSize || c.SegmentBytes > math.MaxInt32 {
-		errs = append(errs, fmt.Errorf("segment.bytes %d not in [%d, %d]", c.SegmentBytes, batchHeaderSize, math.MaxInt32))
+	if c.SegmentBytes < protocol.BatchHeaderSize || c.SegmentBytes > math.MaxInt32 {
+		errs = append(errs, fmt.Errorf("segment.bytes %d not in [%d, %d]", c.SegmentBytes, protocol.BatchHeaderSize, math.MaxInt32))
 	}
 	if c.SegmentMs <= 0 {
 		errs = append(errs, fmt.Errorf("segment.ms %v must be positive", c.SegmentMs))

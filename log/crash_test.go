@@ -5,6 +5,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // writeCrashLog appends n batches across several segments, "crashes" and
@@ -106,9 +108,9 @@ func TestCrashFlippedByte(t *testing.T) {
 			case "records":
 				at = last + 80
 			case "header attributes":
-				at = last + offAttributes + 1
+				at = last + protocol.BatchAttributesAt + 1
 			case "crc":
-				at = last + offCRC
+				at = last + protocol.BatchCRCAt
 			}
 			data[at] ^= 0x40
 			if err := os.WriteFile(seg, data, 0o644); err != nil {

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 func fuzzSeeds() [][]byte {
@@ -18,7 +20,7 @@ func fuzzSeeds() [][]byte {
 	badCRC := bytes.Clone(three)
 	badCRC[len(a)+70] ^= 1
 	magic1 := bytes.Clone(a)
-	magic1[offMagic] = 1
+	magic1[protocol.BatchMagicAt] = 1
 	return [][]byte{
 		nil,
 		a,
@@ -68,7 +70,7 @@ func checkRecover(t *testing.T, data []byte) {
 	wantLEO := int64(0)
 	if n := len(batches); n > 0 {
 		h, _ := parseHeader(batches[n-1])
-		wantLEO = h.lastOffset() + 1
+		wantLEO = h.LastOffset() + 1
 	}
 	if l.LogEndOffset() != wantLEO {
 		t.Fatalf("leo %d, want %d", l.LogEndOffset(), wantLEO)

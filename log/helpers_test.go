@@ -3,13 +3,13 @@ package log
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // spec describes a v2 batch for mkBatch. Zero values give a non-idempotent
@@ -57,20 +57,22 @@ func mkBatch(s spec) []byte {
 		recs = appendVarint(recs, int64(len(r)))
 		recs = append(recs, r...)
 	}
-	b := make([]byte, batchHeaderSize, batchHeaderSize+len(recs))
-	binary.BigEndian.PutUint32(b[offBatchLength:], uint32(batchHeaderSize-batchLengthBase+len(recs)))
-	binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(s.leaderEpoch))
-	b[offMagic] = 2
-	binary.BigEndian.PutUint16(b[offAttributes:], uint16(s.attrs))
-	binary.BigEndian.PutUint32(b[offLastOffsetDelta:], uint32(s.n-1))
-	binary.BigEndian.PutUint64(b[offBaseTimestamp:], uint64(s.ts))
-	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(maxTs))
-	binary.BigEndian.PutUint64(b[offProducerID:], uint64(pid))
-	binary.BigEndian.PutUint16(b[offProducerEpoch:], uint16(epoch))
-	binary.BigEndian.PutUint32(b[offBaseSequence:], uint32(seq))
-	binary.BigEndian.PutUint32(b[offRecordCount:], uint32(s.n))
+	h := protocol.BatchHeader{
+		Size:            int64(protocol.BatchHeaderSize + len(recs)),
+		LeaderEpoch:     s.leaderEpoch,
+		Attributes:      s.attrs,
+		LastOffsetDelta: int32(s.n - 1),
+		BaseTimestamp:   s.ts,
+		MaxTimestamp:    maxTs,
+		ProducerID:      pid,
+		ProducerEpoch:   epoch,
+		BaseSequence:    seq,
+		RecordCount:     int32(s.n),
+	}
+	b := make([]byte, protocol.BatchHeaderSize, protocol.BatchHeaderSize+len(recs))
+	h.Put(b)
 	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	protocol.Batch(b).SetCRC()
 	return b
 }
 
@@ -130,14 +132,14 @@ func splitBatches(t testing.TB, data []byte) [][]byte {
 	var out [][]byte
 	for len(data) > 0 {
 		h, err := parseHeader(data)
-		if err != nil || h.size > int64(len(data)) {
+		if err != nil || h.Size > int64(len(data)) {
 			t.Fatalf("bad batch in read data: %v", err)
 		}
-		if !checkCRC(data[:h.size]) {
-			t.Fatalf("read batch at offset %d has a bad CRC", h.baseOffset)
+		if !checkCRC(data[:h.Size]) {
+			t.Fatalf("read batch at offset %d has a bad CRC", h.BaseOffset)
 		}
-		out = append(out, data[:h.size])
-		data = data[h.size:]
+		out = append(out, data[:h.Size])
+		data = data[h.Size:]
 	}
 	return out
 }

@@ -2,10 +2,8 @@ package log
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sluice-broker/sluice/internal/fsutil"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 const (
@@ -256,7 +256,7 @@ func (l *Log) recover() error {
 		}
 		res, err := s.scan(minOffset, last && !clean, l.cfg.IndexIntervalBytes, func(h *batchHeader) {
 			l.producers.update(h)
-			l.epochs.assign(h.leaderEpoch, h.baseOffset)
+			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 		})
 		if err != nil {
 			s.close()
@@ -347,7 +347,7 @@ func (l *Log) replayWAL() (int, error) {
 			return n, fmt.Errorf("replaying write-ahead log: %w", err)
 		}
 		h, err := parseHeader(b)
-		if err != nil || h.size != int64(len(b)) || h.baseOffset != r.base || !checkCRC(b) {
+		if err != nil || h.Size != int64(len(b)) || h.BaseOffset != r.base || !checkCRC(b) {
 			l.lg.Error().AnErr("reason", err).Int64("record_base", r.base).
 				Msg("write-ahead log record changed since it was scanned; replay stopped")
 			break
@@ -457,8 +457,8 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 	if err != nil {
 		return AppendResult{}, err
 	}
-	if h.size != int64(len(batch)) {
-		return AppendResult{}, fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.size, len(batch))
+	if h.Size != int64(len(batch)) {
+		return AppendResult{}, fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.Size, len(batch))
 	}
 	if l.wal != nil {
 		l.wal.admit()
@@ -468,7 +468,7 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 		l.mu.Unlock()
 		return AppendResult{}, err
 	}
-	if h.producerID >= 0 {
+	if h.ProducerID >= 0 {
 		dup, err := l.producers.check(&h)
 		if err != nil {
 			l.mu.Unlock()
@@ -479,8 +479,8 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, Duplicate: true}, nil
 		}
 	}
-	h.baseOffset = l.leo
-	binary.BigEndian.PutUint64(batch[offBaseOffset:], uint64(h.baseOffset))
+	h.BaseOffset = l.leo
+	protocol.Batch(batch).SetBaseOffset(h.BaseOffset)
 	if err := l.appendLocked(batch, &h); err != nil {
 		l.mu.Unlock()
 		return AppendResult{}, err
@@ -491,7 +491,7 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	l.markDirty(logged, kick)
-	return AppendResult{BaseOffset: h.baseOffset, LastOffset: h.lastOffset()}, nil
+	return AppendResult{BaseOffset: h.BaseOffset, LastOffset: h.LastOffset()}, nil
 }
 
 // logLocked appends the batch just written to the segment to the WAL, if the
@@ -501,7 +501,7 @@ func (l *Log) logLocked(batch []byte, h *batchHeader) (logged, kick bool, err er
 	if l.wl == nil {
 		return false, false, nil
 	}
-	kick, err = l.wal.append(l.wl, h.baseOffset, l.leo, batch)
+	kick, err = l.wal.append(l.wl, h.BaseOffset, l.leo, batch)
 	switch {
 	case err == nil:
 		return true, kick, nil
@@ -523,8 +523,8 @@ func (l *Log) AppendReplicated(batch []byte) error {
 	if err != nil {
 		return err
 	}
-	if h.size != int64(len(batch)) {
-		return fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.size, len(batch))
+	if h.Size != int64(len(batch)) {
+		return fmt.Errorf("%w: batch length says %d bytes, got %d", ErrCorrupt, h.Size, len(batch))
 	}
 	if l.wal != nil {
 		l.wal.admit()
@@ -534,9 +534,9 @@ func (l *Log) AppendReplicated(batch []byte) error {
 		l.mu.Unlock()
 		return err
 	}
-	if h.baseOffset != l.leo {
+	if h.BaseOffset != l.leo {
 		l.mu.Unlock()
-		return fmt.Errorf("%w: base offset %d, log end offset %d", ErrOffsetMismatch, h.baseOffset, l.leo)
+		return fmt.Errorf("%w: base offset %d, log end offset %d", ErrOffsetMismatch, h.BaseOffset, l.leo)
 	}
 	if err := l.appendLocked(batch, &h); err != nil {
 		l.mu.Unlock()
@@ -551,8 +551,8 @@ func (l *Log) AppendReplicated(batch []byte) error {
 }
 
 func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
-	if h.size > l.cfg.SegmentBytes {
-		return fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrBatchTooLarge, h.size, l.cfg.SegmentBytes)
+	if h.Size > l.cfg.SegmentBytes {
+		return fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size, l.cfg.SegmentBytes)
 	}
 	s := l.active()
 	if l.shouldRollLocked(s, h) {
@@ -570,7 +570,7 @@ func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
 	}
 	l.leo = s.next
 	l.producers.update(h)
-	l.epochs.assign(h.leaderEpoch, h.baseOffset)
+	l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 	return nil
 }
 
@@ -579,13 +579,13 @@ func (l *Log) shouldRollLocked(s *segment, h *batchHeader) bool {
 	if s.size == 0 {
 		return false
 	}
-	if s.size+h.size > l.cfg.SegmentBytes || s.indexFull() || h.lastOffset()-s.base > 1<<31-1 {
+	if s.size+h.Size > l.cfg.SegmentBytes || s.indexFull() || h.LastOffset()-s.base > 1<<31-1 {
 		return true
 	}
 	// Like Kafka, measure segment.ms in the batches' own timestamps when
 	// they have them, so a restart does not reset the clock.
 	if s.firstBatchMaxTs >= 0 {
-		return h.maxTimestamp-s.firstBatchMaxTs > l.cfg.SegmentMs.Milliseconds()
+		return h.MaxTimestamp-s.firstBatchMaxTs > l.cfg.SegmentMs.Milliseconds()
 	}
 	return l.now().Sub(s.created) > l.cfg.SegmentMs
 }

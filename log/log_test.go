@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 func TestAppendAssignsOffsetsAndReopens(t *testing.T) {
@@ -60,9 +62,9 @@ func TestAppendRejectsMalformed(t *testing.T) {
 	defer l.Close()
 	good := mkBatch(spec{n: 2})
 	badMagic := bytes.Clone(good)
-	badMagic[offMagic] = 1
+	badMagic[protocol.BatchMagicAt] = 1
 	tooFewRecords := bytes.Clone(good) // count 3 > lastOffsetDelta+1
-	tooFewRecords[offRecordCount+3] = 3
+	tooFewRecords[protocol.BatchRecordCountAt+3] = 3
 	for name, b := range map[string][]byte{
 		"short":        good[:40],
 		"truncated":    good[:len(good)-1],
@@ -272,7 +274,7 @@ func TestIdempotence(t *testing.T) {
 				for i, st := range steps {
 					sp := spec{idem: true, pid: st.pid, epoch: st.epoch, seq: st.seq, n: st.n}
 					if st.control {
-						sp.attrs, sp.n, sp.seq = attrControl|attrTransactional, 1, -1
+						sp.attrs, sp.n, sp.seq = protocol.AttrControl|protocol.AttrTransactional, 1, -1
 					}
 					r, err := l.Append(mkBatch(sp))
 					if st.wantErr != nil {
@@ -584,7 +586,7 @@ func TestOffsetForTimestamp(t *testing.T) {
 	}
 	compressed := mkBatch(spec{n: 3, ts: 1000, tsDeltas: []int64{0, 10, 20}, attrs: 1})
 	mustAppend(t, l, compressed) // offsets 24..26; records unreadable without a codec
-	appendTime := mkBatch(spec{n: 2, ts: 2000, attrs: attrLogAppendTime})
+	appendTime := mkBatch(spec{n: 2, ts: 2000, attrs: protocol.AttrLogAppendTime})
 	mustAppend(t, l, appendTime) // offsets 27..28
 	if len(l.segs) < 2 {
 		t.Fatalf("want several segments, have %d", len(l.segs))

@@ -49,20 +49,20 @@ type producers map[int64]*producerEntry
 //
 // Control batches (transaction markers) only check and bump the epoch.
 func (p producers) check(h *batchHeader) (*batchMeta, error) {
-	e := p[h.producerID]
+	e := p[h.ProducerID]
 	if e == nil {
 		return nil, nil
 	}
-	if h.producerEpoch < e.epoch {
-		return nil, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.producerID, h.producerEpoch, e.epoch)
+	if h.ProducerEpoch < e.epoch {
+		return nil, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 	}
-	if h.isControl() {
+	if h.IsControl() {
 		return nil, nil
 	}
-	first, last := h.baseSequence, h.lastSequence()
-	if h.producerEpoch != e.epoch {
+	first, last := h.BaseSequence, h.LastSequence()
+	if h.ProducerEpoch != e.epoch {
 		if first != 0 {
-			return nil, fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d, not 0", ErrOutOfOrderSequence, h.producerID, h.producerEpoch, first)
+			return nil, fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d, not 0", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
 		}
 		return nil, nil
 	}
@@ -76,7 +76,7 @@ func (p producers) check(h *batchHeader) (*batchMeta, error) {
 		lastSeq = e.batches[n-1].lastSeq
 	}
 	if !inSequence(lastSeq, first) {
-		return nil, fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", ErrOutOfOrderSequence, h.producerID, h.producerEpoch, first, lastSeq)
+		return nil, fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first, lastSeq)
 	}
 	return nil, nil
 }
@@ -85,27 +85,27 @@ func inSequence(last, next int32) bool {
 	return int64(next) == int64(last)+1 || (next == 0 && last == 1<<31-1)
 }
 
-// update records a batch that was written at h.baseOffset. It never fails:
+// update records a batch that was written at h.BaseOffset. It never fails:
 // replicated batches and batches replayed on Open are applied as they are.
 func (p producers) update(h *batchHeader) {
-	if h.producerID < 0 {
+	if h.ProducerID < 0 {
 		return
 	}
-	e := p[h.producerID]
+	e := p[h.ProducerID]
 	if e == nil {
-		e = &producerEntry{epoch: h.producerEpoch}
-		p[h.producerID] = e
+		e = &producerEntry{epoch: h.ProducerEpoch}
+		p[h.ProducerID] = e
 	}
-	if h.producerEpoch != e.epoch {
-		if h.producerEpoch < e.epoch {
+	if h.ProducerEpoch != e.epoch {
+		if h.ProducerEpoch < e.epoch {
 			// Only replication can bring an older epoch; Kafka logs and keeps
 			// the newer one.
 			return
 		}
-		e.epoch = h.producerEpoch
+		e.epoch = h.ProducerEpoch
 		e.batches = e.batches[:0]
 	}
-	if h.isControl() {
+	if h.IsControl() {
 		return
 	}
 	if len(e.batches) == producerWindow {
@@ -113,8 +113,8 @@ func (p producers) update(h *batchHeader) {
 		e.batches = e.batches[:producerWindow-1]
 	}
 	e.batches = append(e.batches, batchMeta{
-		firstSeq: h.baseSequence, lastSeq: h.lastSequence(),
-		firstOffset: h.baseOffset, lastOffset: h.lastOffset(),
+		firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
+		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
 	})
 }
 

@@ -3,6 +3,8 @@ package log
 import (
 	"fmt"
 	"sort"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // locateLocked finds the first batch whose last offset is >= offset: its
@@ -14,7 +16,7 @@ func (l *Log) locateLocked(offset int64) (si int, pos int64, h batchHeader, foun
 	if si < 0 {
 		si = 0
 	}
-	var hb [batchHeaderSize]byte
+	var hb [protocol.BatchHeaderSize]byte
 	for ; si < len(l.segs); si++ {
 		s := l.segs[si]
 		if offset >= s.next {
@@ -33,10 +35,10 @@ func (l *Log) locateLocked(offset int64) (si int, pos int64, h batchHeader, foun
 			if h, err = parseHeader(hb[:]); err != nil {
 				return 0, 0, h, false, fmt.Errorf("segment %s position %d: %w", segmentName(s.base, logSuffix), pos, err)
 			}
-			if h.lastOffset() >= offset {
+			if h.LastOffset() >= offset {
 				return si, pos, h, true, nil
 			}
-			pos += h.size
+			pos += h.Size
 		}
 	}
 	return 0, 0, h, false, nil
@@ -54,7 +56,7 @@ func (l *Log) firstBatchLocked(offset, upTo int64) (si int, pos int64, h batchHe
 		return 0, 0, h, false, nil
 	}
 	si, pos, h, found, err := l.locateLocked(offset)
-	if err != nil || !found || h.baseOffset >= upTo {
+	if err != nil || !found || h.BaseOffset >= upTo {
 		return 0, 0, h, false, err
 	}
 	return si, pos, h, true, nil
@@ -84,23 +86,23 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 	s := l.segs[si]
 	n := s.size - pos
 	if int64(maxBytes) < n {
-		n = max(int64(maxBytes), h.size)
+		n = max(int64(maxBytes), h.Size)
 	}
 	buf := make([]byte, n)
 	if _, err := s.log.ReadAt(buf, pos); err != nil {
 		return res, fmt.Errorf("read %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
 	}
 	cut := int64(0)
-	for cut+batchHeaderSize <= n {
+	for cut+protocol.BatchHeaderSize <= n {
 		bh, err := parseHeader(buf[cut:])
 		if err != nil {
 			return res, fmt.Errorf("segment %s position %d: %w", segmentName(s.base, logSuffix), pos+cut, err)
 		}
-		if cut+bh.size > n || bh.baseOffset >= upTo {
+		if cut+bh.Size > n || bh.BaseOffset >= upTo {
 			break
 		}
-		cut += bh.size
-		res.NextOffset = bh.lastOffset() + 1
+		cut += bh.Size
+		res.NextOffset = bh.LastOffset() + 1
 	}
 	res.Data = buf[:cut]
 	return res, nil
@@ -129,18 +131,18 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 	s := l.segs[si]
 	end := s.size
 	if int64(maxBytes) < end-pos {
-		end = pos + max(int64(maxBytes), h.size)
+		end = pos + max(int64(maxBytes), h.Size)
 	}
 	// The first batch qualifies (it starts below upTo and fits by the
 	// rule above); skip what the index vouches for, then walk headers.
-	cut := pos + h.size
-	res.NextOffset = h.lastOffset() + 1
+	cut := pos + h.Size
+	res.NextOffset = h.LastOffset() + 1
 	if jump, ok, err := s.idx.floor(cut, end, upTo-s.base); err != nil {
 		return res, fmt.Errorf("index of %s: %w", segmentName(s.base, logSuffix), err)
 	} else if ok {
 		cut = jump
 	}
-	var hb [batchHeaderSize]byte
+	var hb [protocol.BatchHeaderSize]byte
 	// Headers are read up to the segment's end, not the range's, so that
 	// NextOffset comes from the first batch left out even after a jump.
 	for cut < s.size {
@@ -153,12 +155,12 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 		}
 		// Every batch before this one is in: the offset after them is
 		// this batch's base.
-		res.NextOffset = bh.baseOffset
-		if cut+bh.size > end || bh.baseOffset >= upTo {
+		res.NextOffset = bh.BaseOffset
+		if cut+bh.Size > end || bh.BaseOffset >= upTo {
 			break
 		}
-		cut += bh.size
-		res.NextOffset = bh.lastOffset() + 1
+		cut += bh.Size
+		res.NextOffset = bh.LastOffset() + 1
 	}
 	s.ref.acquire()
 	res.Range = FileRange{ref: s.ref, Pos: pos, Len: cut - pos}
@@ -167,7 +169,7 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 
 // readBatchLocked reads the whole batch at pos in segment si.
 func (l *Log) readBatchLocked(si int, pos int64, h *batchHeader) ([]byte, error) {
-	b := make([]byte, h.size)
+	b := make([]byte, h.Size)
 	if _, err := l.segs[si].log.ReadAt(b, pos); err != nil {
 		return nil, err
 	}
@@ -205,7 +207,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 				return -1, -1, false, err
 			}
 		}
-		var hb [batchHeaderSize]byte
+		var hb [protocol.BatchHeaderSize]byte
 		for pos < s.size {
 			if _, err := s.log.ReadAt(hb[:], pos); err != nil {
 				return -1, -1, false, err
@@ -214,13 +216,13 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 			if err != nil {
 				return -1, -1, false, err
 			}
-			if h.lastOffset() < l.logStart || h.maxTimestamp < ts {
-				pos += h.size
+			if h.LastOffset() < l.logStart || h.MaxTimestamp < ts {
+				pos += h.Size
 				continue
 			}
-			first := max(h.baseOffset, l.logStart)
-			if h.compressed() || h.logAppendTime() {
-				return first, h.maxTimestamp, true, nil
+			first := max(h.BaseOffset, l.logStart)
+			if h.Compressed() || h.LogAppendTime() {
+				return first, h.MaxTimestamp, true, nil
 			}
 			b, err := l.readBatchLocked(si, pos, &h)
 			if err != nil {
@@ -228,7 +230,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 			}
 			offset, timestamp = -1, -1
 			err = recordTimestamps(b, &h, func(d int32, rts int64) bool {
-				if o := h.baseOffset + int64(d); o >= l.logStart && rts >= ts {
+				if o := h.BaseOffset + int64(d); o >= l.logStart && rts >= ts {
 					offset, timestamp = o, rts
 					return false
 				}
@@ -242,7 +244,7 @@ func (l *Log) OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found
 			}
 			// The header promised a timestamp the records do not have; the
 			// batch is the best answer there is.
-			return first, h.maxTimestamp, true, nil
+			return first, h.MaxTimestamp, true, nil
 		}
 	}
 	return -1, -1, false, nil
@@ -279,9 +281,9 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64, err error) {
 	if err != nil || !found {
 		return -1, -1, err
 	}
-	first := max(h.baseOffset, l.logStart)
-	if h.compressed() || h.logAppendTime() {
-		return first, h.maxTimestamp, nil
+	first := max(h.BaseOffset, l.logStart)
+	if h.Compressed() || h.LogAppendTime() {
+		return first, h.MaxTimestamp, nil
 	}
 	b, err := l.readBatchLocked(si, pos, &h)
 	if err != nil {
@@ -289,7 +291,7 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64, err error) {
 	}
 	offset = -1
 	err = recordTimestamps(b, &h, func(d int32, rts int64) bool {
-		if o := h.baseOffset + int64(d); o >= l.logStart && rts == h.maxTimestamp {
+		if o := h.BaseOffset + int64(d); o >= l.logStart && rts == h.MaxTimestamp {
 			offset = o
 			return false
 		}
@@ -301,7 +303,7 @@ func (l *Log) MaxTimestamp() (offset int64, timestamp int64, err error) {
 	if offset < 0 {
 		offset = first
 	}
-	return offset, h.maxTimestamp, nil
+	return offset, h.MaxTimestamp, nil
 }
 
 // OffsetForLeaderEpoch answers OffsetForLeaderEpoch (Kafka's

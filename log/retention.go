@@ -2,8 +2,10 @@ package log
 
 import (
 	"fmt"
-	"github.com/sluice-broker/sluice/internal/fsutil"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // TruncateTo drops every batch at or after offset, for a raft follower whose
@@ -143,7 +145,7 @@ func (l *Log) resetLocked(offset int64) error {
 func (l *Log) rebuildStateLocked() error {
 	clear(l.producers)
 	l.epochs.reset()
-	var hb [batchHeaderSize]byte
+	var hb [protocol.BatchHeaderSize]byte
 	for _, s := range l.segs {
 		for pos := int64(0); pos < s.size; {
 			if _, err := s.log.ReadAt(hb[:], pos); err != nil {
@@ -154,8 +156,8 @@ func (l *Log) rebuildStateLocked() error {
 				return l.failLocked("rebuild producer state", err)
 			}
 			l.producers.update(&h)
-			l.epochs.assign(h.leaderEpoch, h.baseOffset)
-			pos += h.size
+			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
+			pos += h.Size
 		}
 	}
 	l.epochs.truncateFromStart(l.logStart)

@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 const (
@@ -98,13 +100,13 @@ func (s *segment) reset() {
 // files.
 func (s *segment) track(pos int64, h *batchHeader, interval int, write bool) error {
 	if s.firstBatchMaxTs < 0 && s.size == 0 {
-		s.firstBatchMaxTs = h.maxTimestamp
+		s.firstBatchMaxTs = h.MaxTimestamp
 	}
-	if h.maxTimestamp > s.maxTs {
-		s.maxTs, s.maxTsBase, s.maxTsLast = h.maxTimestamp, h.baseOffset, h.lastOffset()
+	if h.MaxTimestamp > s.maxTs {
+		s.maxTs, s.maxTsBase, s.maxTsLast = h.MaxTimestamp, h.BaseOffset, h.LastOffset()
 	}
 	if s.sinceIndex > int64(interval) {
-		oe := offsetEntry{rel: uint32(h.lastOffset() - s.base), pos: uint32(pos)}
+		oe := offsetEntry{rel: uint32(h.LastOffset() - s.base), pos: uint32(pos)}
 		te := timeEntry{ts: s.maxTs, rel: uint32(s.maxTsLast - s.base)}
 		if write {
 			if err := s.idx.appendOffset(oe); err != nil {
@@ -121,9 +123,9 @@ func (s *segment) track(pos int64, h *batchHeader, interval int, write bool) err
 		}
 		s.sinceIndex = 0
 	}
-	s.sinceIndex += h.size
-	s.size = pos + h.size
-	s.next = h.lastOffset() + 1
+	s.sinceIndex += h.Size
+	s.size = pos + h.Size
+	s.next = h.LastOffset() + 1
 	return nil
 }
 
@@ -197,11 +199,11 @@ func (s *segment) scan(minOffset int64, verifyCRC bool, interval int, visit func
 	if verifyCRC {
 		br = bufio.NewReaderSize(io.NewSectionReader(s.log, 0, res.fileSize), 1<<20)
 	}
-	var hb [batchHeaderSize]byte
+	var hb [protocol.BatchHeaderSize]byte
 	var body []byte
 	pos := int64(0)
 	for pos < res.fileSize {
-		if res.fileSize-pos < batchHeaderSize {
+		if res.fileSize-pos < protocol.BatchHeaderSize {
 			res.bad = fmt.Errorf("%w: torn batch header at position %d", ErrCorrupt, pos)
 			break
 		}
@@ -218,29 +220,29 @@ func (s *segment) scan(minOffset int64, verifyCRC bool, interval int, visit func
 			break
 		}
 		switch {
-		case h.size > res.fileSize-pos:
-			res.bad = fmt.Errorf("%w: torn batch at position %d: %d bytes, %d left", ErrCorrupt, pos, h.size, res.fileSize-pos)
-		case pos+h.size > math.MaxInt32:
+		case h.Size > res.fileSize-pos:
+			res.bad = fmt.Errorf("%w: torn batch at position %d: %d bytes, %d left", ErrCorrupt, pos, h.Size, res.fileSize-pos)
+		case pos+h.Size > math.MaxInt32:
 			res.bad = fmt.Errorf("%w: batch at position %d ends past 2 GiB", ErrCorrupt, pos)
-		case h.baseOffset < minOffset || h.baseOffset < s.next:
-			res.bad = fmt.Errorf("%w: batch at position %d has base offset %d, expected at least %d", ErrCorrupt, pos, h.baseOffset, max(minOffset, s.next))
-		case h.lastOffset()-s.base > math.MaxInt32:
-			res.bad = fmt.Errorf("%w: batch at position %d: offset %d too far from segment base %d", ErrCorrupt, pos, h.lastOffset(), s.base)
+		case h.BaseOffset < minOffset || h.BaseOffset < s.next:
+			res.bad = fmt.Errorf("%w: batch at position %d has base offset %d, expected at least %d", ErrCorrupt, pos, h.BaseOffset, max(minOffset, s.next))
+		case h.LastOffset()-s.base > math.MaxInt32:
+			res.bad = fmt.Errorf("%w: batch at position %d: offset %d too far from segment base %d", ErrCorrupt, pos, h.LastOffset(), s.base)
 		}
 		if res.bad != nil {
 			break
 		}
 		if verifyCRC {
-			if cap(body) < int(h.size) {
-				body = make([]byte, h.size)
+			if cap(body) < int(h.Size) {
+				body = make([]byte, h.Size)
 			}
-			body = body[:h.size]
+			body = body[:h.Size]
 			copy(body, hb[:])
-			if _, err := io.ReadFull(br, body[batchHeaderSize:]); err != nil {
+			if _, err := io.ReadFull(br, body[protocol.BatchHeaderSize:]); err != nil {
 				return res, err
 			}
 			if !checkCRC(body) {
-				res.bad = fmt.Errorf("%w: CRC mismatch in batch at position %d (offset %d)", ErrCorrupt, pos, h.baseOffset)
+				res.bad = fmt.Errorf("%w: CRC mismatch in batch at position %d (offset %d)", ErrCorrupt, pos, h.BaseOffset)
 				break
 			}
 		}
@@ -248,7 +250,7 @@ func (s *segment) scan(minOffset int64, verifyCRC bool, interval int, visit func
 		if visit != nil {
 			visit(&h)
 		}
-		pos += h.size
+		pos += h.Size
 	}
 	res.validEnd = pos
 	if res.bad == nil && pos != res.fileSize {

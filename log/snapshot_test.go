@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // observe captures everything a caller can see of a log.
@@ -16,7 +18,7 @@ func observe(t *testing.T, l *Log) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "start %d end %d durable %d\n", l.LogStartOffset(), l.LogEndOffset(), l.DurableOffset())
 	for i, batch := range readAll(t, l) {
-		fmt.Fprintf(&b, "batch %d base %d crc %x\n", i, baseOf(batch), batch[offCRC:offCRC+4])
+		fmt.Fprintf(&b, "batch %d base %d crc %x\n", i, baseOf(batch), batch[protocol.BatchCRCAt:protocol.BatchCRCAt+4])
 	}
 	for pid := int64(0); pid < 5; pid++ {
 		st, ok := l.ProducerState(pid)

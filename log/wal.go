@@ -5,7 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sluice-broker/sluice/internal/fsutil"
 	"hash/crc32"
 	"io"
 	"math"
@@ -16,6 +15,8 @@ import (
 	"sync/atomic"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // The broker-wide write-ahead log (see "Durability: the write-ahead log" in
@@ -94,7 +95,7 @@ func decodeWALPayload(hdr []byte, payload []byte) (walRecord, error) {
 	if crc != binary.BigEndian.Uint32(hdr[4:]) {
 		return r, fmt.Errorf("%w: WAL record CRC mismatch", ErrCorrupt)
 	}
-	if len(payload) < walPayloadHeader+batchHeaderSize || payload[0] != walKindBatch {
+	if len(payload) < walPayloadHeader+protocol.BatchHeaderSize || payload[0] != walKindBatch {
 		return r, fmt.Errorf("%w: WAL record kind %d, %d bytes", ErrCorrupt, payload[0], len(payload))
 	}
 	copy(r.id[:], payload[1:17])
@@ -105,11 +106,11 @@ func decodeWALPayload(hdr []byte, payload []byte) (walRecord, error) {
 	if err != nil {
 		return r, err
 	}
-	if h.size != int64(len(r.batch)) || h.baseOffset != r.base {
+	if h.Size != int64(len(r.batch)) || h.BaseOffset != r.base {
 		return r, fmt.Errorf("%w: WAL record holds a batch of %d bytes at %d, record says %d bytes at %d",
-			ErrCorrupt, h.size, h.baseOffset, len(r.batch), r.base)
+			ErrCorrupt, h.Size, h.BaseOffset, len(r.batch), r.base)
 	}
-	r.end = h.lastOffset() + 1
+	r.end = h.LastOffset() + 1
 	return r, nil
 }
 
@@ -151,7 +152,7 @@ func scanWAL(r io.Reader, size int64, fn func(rec *walRecord, pos int64)) (valid
 			return pos, nil, err
 		}
 		n := int64(binary.BigEndian.Uint32(hdr[:]))
-		if n < walPayloadHeader+batchHeaderSize || n > size-pos-walRecHeaderSize || n > math.MaxInt32 {
+		if n < walPayloadHeader+protocol.BatchHeaderSize || n > size-pos-walRecHeaderSize || n > math.MaxInt32 {
 			return pos, fmt.Errorf("%w: WAL record at %d has length %d, %d bytes left", ErrCorrupt, pos, n, size-pos-walRecHeaderSize), nil
 		}
 		if int64(cap(payload)) < n {

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // syncTracker records, for every file synced through syncFile, its size
@@ -167,7 +169,7 @@ func checkBatches(t *testing.T, l *Log, want [][]byte) {
 	var leo int64
 	if n := len(want); n > 0 {
 		h, _ := parseHeader(want[n-1])
-		leo = h.lastOffset() + 1
+		leo = h.LastOffset() + 1
 	}
 	if l.LogEndOffset() != leo {
 		t.Fatalf("log end offset %d, want %d", l.LogEndOffset(), leo)
@@ -322,7 +324,7 @@ func TestWALGarbage(t *testing.T) {
 	os.WriteFile(filepath.Join(e.wal, walFileName(7)), bytes.Repeat([]byte("garbage!"), 100), 0o644)
 	os.WriteFile(filepath.Join(e.wal, walFileName(8)), append(walFileHeader(8), bytes.Repeat([]byte{0, 0, 0, 90, 1, 2, 3, 4}, 50)...), 0o644)
 	// A record with a valid CRC whose batch is not a batch.
-	bad := appendWALRecord(walFileHeader(9), [16]byte{1}, 0, 0, bytes.Repeat([]byte{7}, batchHeaderSize+10))
+	bad := appendWALRecord(walFileHeader(9), [16]byte{1}, 0, 0, bytes.Repeat([]byte{7}, protocol.BatchHeaderSize+10))
 	os.WriteFile(filepath.Join(e.wal, walFileName(9)), bad, 0o644)
 	os.WriteFile(filepath.Join(e.wal, "notes.txt"), []byte("x"), 0o644)
 	e.start()

@@ -40,7 +40,8 @@
 //   - Step 4: Advance, after results went to waiters and events to the
 //     cache.
 //
-// Any persistence error is fatal (the process exits, as etcd does).
+// Any persistence error is fatal (the process exits, as etcd does); so is
+// raft's Fatal (internal/raftlog with ExitOnFatal).
 //
 // # Commands
 //
@@ -71,6 +72,22 @@
 // See lease.go: the leader alone decides expiry on its monotonic clock, a
 // new leader grants a full lease from its election, and everything is fenced
 // by incarnation; no two nodes' clocks are ever compared.
+//
+// # Placement
+//
+// The metastore records where partitions should live; the brokers carry it
+// out. CreateTopics places voters on write brokers; learners follow the
+// read brokers by each topic's read.replicas (placement.go: rendezvous
+// hashing, rack-aware), and a read broker unregistered longer than
+// Config.LearnerGrace gives its slots up (reassign.go). A reassignment
+// records a target; the partition's raft leader changes the raft
+// configuration and records it finished. Both are decided in apply, so
+// every meta node decides the same.
+//
+// # Membership
+//
+// Node.AddVoter and Node.RemoveVoter change the quorum at run time (`sluice
+// meta add-voter`; a node started with Config.Join waits to be added).
 //
 // # Snapshots
 //

@@ -18,6 +18,8 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/raftlog"
 )
 
 // Node is one voter of the metadata raft group: etcd raft's Node driven by
@@ -185,7 +187,7 @@ func Open(cfg Config) (*Node, error) {
 		CheckQuorum:               true,
 		PreVote:                   true,
 		StepDownOnRemoval:         true,
-		Logger:                    raftLogger{n.lg},
+		Logger:                    raftlog.New(n.lg, raftlog.Options{ExitOnFatal: true}),
 	}
 	fresh := disk.hs == nil && disk.snap == nil && len(disk.ents) == 0
 	switch {
@@ -548,26 +550,6 @@ type memberContext struct {
 	Node  uint64 `json:"n,omitempty"`
 	Nonce uint64 `json:"x,omitempty"`
 	Seq   uint64 `json:"s,omitempty"`
-}
-
-// raftLogger adapts zerolog to raft.Logger.
-type raftLogger struct{ l zerolog.Logger }
-
-func (r raftLogger) Debug(v ...any)              { r.l.Debug().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Debugf(f string, v ...any)   { r.l.Debug().Msgf(f, v...) }
-func (r raftLogger) Info(v ...any)               { r.l.Info().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Infof(f string, v ...any)    { r.l.Info().Msgf(f, v...) }
-func (r raftLogger) Warning(v ...any)            { r.l.Warn().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Warningf(f string, v ...any) { r.l.Warn().Msgf(f, v...) }
-func (r raftLogger) Error(v ...any)              { r.l.Error().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Errorf(f string, v ...any)   { r.l.Error().Msgf(f, v...) }
-func (r raftLogger) Fatal(v ...any)              { r.l.Fatal().Msg(fmt.Sprint(v...)) }
-func (r raftLogger) Fatalf(f string, v ...any)   { r.l.Fatal().Msgf(f, v...) }
-func (r raftLogger) Panic(v ...any)              { s := fmt.Sprint(v...); r.l.Error().Msg(s); panic(s) }
-func (r raftLogger) Panicf(f string, v ...any) {
-	s := fmt.Sprintf(f, v...)
-	r.l.Error().Msg(s)
-	panic(s)
 }
 
 type nodeStats struct {

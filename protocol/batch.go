@@ -10,24 +10,6 @@ import (
 // BatchHeaderSize is the fixed size of a v2 record batch header.
 const BatchHeaderSize = 61
 
-// Offsets of the v2 record batch header fields.
-const (
-	offBaseOffset     = 0
-	offBatchLength    = 8
-	offLeaderEpoch    = 12
-	offMagic          = 16
-	offCRC            = 17
-	offAttributes     = 21
-	offLastDelta      = 23
-	offBaseTimestamp  = 27
-	offMaxTimestamp   = 35
-	offProducerID     = 43
-	offProducerEpoch  = 51
-	offBaseSequence   = 53
-	offRecordCount    = 57
-	batchLengthPrefix = 12 // baseOffset + batchLength precede the counted bytes
-)
-
 // Attribute bits of a v2 batch.
 const (
 	AttrCompressionMask = 0x07
@@ -63,25 +45,25 @@ type Batch []byte
 // attributes..end matches, and the record count agrees with lastOffsetDelta.
 func ParseBatch(b []byte) (Batch, error) {
 	if len(b) < BatchHeaderSize {
-		if len(b) > offMagic && b[offMagic] != 2 {
+		if len(b) > BatchMagicAt && b[BatchMagicAt] != 2 {
 			return nil, ErrUnsupportedMagic
 		}
 		return nil, fmt.Errorf("%w: %d bytes is shorter than a batch header", ErrCorruptBatch, len(b))
 	}
-	if b[offMagic] != 2 {
-		return nil, fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, b[offMagic])
+	if b[BatchMagicAt] != 2 {
+		return nil, fmt.Errorf("%w: magic %d", ErrUnsupportedMagic, b[BatchMagicAt])
 	}
-	n := int64(int32(binary.BigEndian.Uint32(b[offBatchLength:])))
+	n := int64(int32(binary.BigEndian.Uint32(b[BatchLengthAt:])))
 	switch {
-	case n+batchLengthPrefix < BatchHeaderSize:
+	case n+BatchLengthOverhead < BatchHeaderSize:
 		return nil, fmt.Errorf("%w: batch length %d", ErrCorruptBatch, n)
-	case n+batchLengthPrefix > int64(len(b)):
-		return nil, fmt.Errorf("%w: batch length %d exceeds the %d bytes given", ErrCorruptBatch, n, len(b)-batchLengthPrefix)
-	case n+batchLengthPrefix < int64(len(b)):
+	case n+BatchLengthOverhead > int64(len(b)):
+		return nil, fmt.Errorf("%w: batch length %d exceeds the %d bytes given", ErrCorruptBatch, n, len(b)-BatchLengthOverhead)
+	case n+BatchLengthOverhead < int64(len(b)):
 		return nil, fmt.Errorf("%w: more than one batch", ErrInvalidRecord)
 	}
 	bt := Batch(b)
-	if got, want := crc32.Checksum(b[offAttributes:], castagnoli), bt.CRC(); got != want {
+	if got, want := crc32.Checksum(b[BatchAttributesAt:], castagnoli), bt.CRC(); got != want {
 		return nil, fmt.Errorf("%w: crc %08x, header says %08x", ErrCorruptBatch, got, want)
 	}
 	if c := bt.RecordCount(); c <= 0 || int64(c) != int64(bt.LastOffsetDelta())+1 {
@@ -93,27 +75,29 @@ func ParseBatch(b []byte) (Batch, error) {
 	return bt, nil
 }
 
-func (b Batch) BaseOffset() int64      { return int64(binary.BigEndian.Uint64(b[offBaseOffset:])) }
-func (b Batch) Length() int32          { return int32(binary.BigEndian.Uint32(b[offBatchLength:])) }
-func (b Batch) LeaderEpoch() int32     { return int32(binary.BigEndian.Uint32(b[offLeaderEpoch:])) }
-func (b Batch) CRC() uint32            { return binary.BigEndian.Uint32(b[offCRC:]) }
-func (b Batch) Attributes() int16      { return int16(binary.BigEndian.Uint16(b[offAttributes:])) }
-func (b Batch) Compression() int8      { return int8(b.Attributes() & AttrCompressionMask) }
-func (b Batch) LastOffsetDelta() int32 { return int32(binary.BigEndian.Uint32(b[offLastDelta:])) }
-func (b Batch) BaseTimestamp() int64   { return int64(binary.BigEndian.Uint64(b[offBaseTimestamp:])) }
-func (b Batch) MaxTimestamp() int64    { return int64(binary.BigEndian.Uint64(b[offMaxTimestamp:])) }
-func (b Batch) ProducerID() int64      { return int64(binary.BigEndian.Uint64(b[offProducerID:])) }
-func (b Batch) ProducerEpoch() int16   { return int16(binary.BigEndian.Uint16(b[offProducerEpoch:])) }
-func (b Batch) BaseSequence() int32    { return int32(binary.BigEndian.Uint32(b[offBaseSequence:])) }
-func (b Batch) RecordCount() int32     { return int32(binary.BigEndian.Uint32(b[offRecordCount:])) }
-func (b Batch) IsTransactional() bool  { return b.Attributes()&AttrTransactional != 0 }
-func (b Batch) IsControl() bool        { return b.Attributes()&AttrControl != 0 }
+func (b Batch) BaseOffset() int64  { return int64(binary.BigEndian.Uint64(b[BatchBaseOffsetAt:])) }
+func (b Batch) Length() int32      { return int32(binary.BigEndian.Uint32(b[BatchLengthAt:])) }
+func (b Batch) LeaderEpoch() int32 { return int32(binary.BigEndian.Uint32(b[BatchLeaderEpochAt:])) }
+func (b Batch) CRC() uint32        { return binary.BigEndian.Uint32(b[BatchCRCAt:]) }
+func (b Batch) Attributes() int16  { return int16(binary.BigEndian.Uint16(b[BatchAttributesAt:])) }
+func (b Batch) Compression() int8  { return int8(b.Attributes() & AttrCompressionMask) }
+func (b Batch) LastOffsetDelta() int32 {
+	return int32(binary.BigEndian.Uint32(b[BatchLastOffsetDeltaAt:]))
+}
+func (b Batch) BaseTimestamp() int64  { return int64(binary.BigEndian.Uint64(b[BatchBaseTimestampAt:])) }
+func (b Batch) MaxTimestamp() int64   { return int64(binary.BigEndian.Uint64(b[BatchMaxTimestampAt:])) }
+func (b Batch) ProducerID() int64     { return int64(binary.BigEndian.Uint64(b[BatchProducerIDAt:])) }
+func (b Batch) ProducerEpoch() int16  { return int16(binary.BigEndian.Uint16(b[BatchProducerEpochAt:])) }
+func (b Batch) BaseSequence() int32   { return int32(binary.BigEndian.Uint32(b[BatchBaseSequenceAt:])) }
+func (b Batch) RecordCount() int32    { return int32(binary.BigEndian.Uint32(b[BatchRecordCountAt:])) }
+func (b Batch) IsTransactional() bool { return b.Attributes()&AttrTransactional != 0 }
+func (b Batch) IsControl() bool       { return b.Attributes()&AttrControl != 0 }
 
 // SetBaseOffset patches the base offset. It lies outside the CRC.
-func (b Batch) SetBaseOffset(o int64) { binary.BigEndian.PutUint64(b[offBaseOffset:], uint64(o)) }
+func (b Batch) SetBaseOffset(o int64) { binary.BigEndian.PutUint64(b[BatchBaseOffsetAt:], uint64(o)) }
 
 // SetLeaderEpoch patches partitionLeaderEpoch. It lies outside the CRC.
-func (b Batch) SetLeaderEpoch(e int32) { binary.BigEndian.PutUint32(b[offLeaderEpoch:], uint32(e)) }
+func (b Batch) SetLeaderEpoch(e int32) { binary.BigEndian.PutUint32(b[BatchLeaderEpochAt:], uint32(e)) }
 
 // SetLogAppendTime marks the batch as LogAppendTime with timestamp ts, the
 // way Kafka's LogValidator does for message.timestamp.type=LogAppendTime:
@@ -121,7 +105,7 @@ func (b Batch) SetLeaderEpoch(e int32) { binary.BigEndian.PutUint32(b[offLeaderE
 // records keep their deltas, which readers ignore for such batches.
 func (b Batch) SetLogAppendTime(ts int64) {
 	attrs := uint16(b.Attributes()) | AttrLogAppendTime
-	binary.BigEndian.PutUint16(b[offAttributes:], attrs)
-	binary.BigEndian.PutUint64(b[offMaxTimestamp:], uint64(ts))
-	binary.BigEndian.PutUint32(b[offCRC:], crc32.Checksum(b[offAttributes:], castagnoli))
+	binary.BigEndian.PutUint16(b[BatchAttributesAt:], attrs)
+	binary.BigEndian.PutUint64(b[BatchMaxTimestampAt:], uint64(ts))
+	b.SetCRC()
 }

@@ -10,7 +10,8 @@ type VersionRange struct{ Min, Max int16 }
 // key has no handler, or a handler has no entry.
 //
 // Floors follow what today's clients need for their feature detection
-// rather than Kafka 4's KIP-896 floor (see DESIGN.md's version table):
+// rather than Kafka 4's KIP-896 floor (docs/architecture.md, "Routing",
+// version table):
 //   - Produce from v0 because librdkafka switches compression off unless
 //     v0 is in range; v0-v2 are then refused the way Kafka 4 refuses them.
 //   - Metadata from v0 (librdkafka 2.0 tops out at v4, kafkajs at v6).

@@ -1,17 +1,28 @@
-// Package replica owns the partitions a broker hosts. Today each partition
-// is a single local log (one replica, as in `sluice dev`); the raft group
-// per partition of DESIGN.md slots in behind the same Partition type, so
-// the server never learns how a write became committed.
+// Package replica owns the partitions a broker hosts. There are two kinds,
+// and the server's handlers see both through one interface (Propose, reads
+// up to the high watermark, Watch), so they never learn how a write became
+// committed:
+//
+//   - Partition (partition.go, Manager in manager.go): the partition is a
+//     single local log, this broker its only replica. A broker without
+//     replica.listen (`sluice dev`) hosts every partition so.
+//   - Replica (raft_*.go, Host in raft_host.go): the partition is one raft
+//     group over write brokers (voters) and read brokers (learners). Every
+//     broker of a cluster hosts its partitions so.
+//
+// Plain local logs are to go: every partition is to be a raft group, a
+// one-voter group on a single node (docs/architecture.md, "Replication").
 //
 // # High watermark
 //
 // The high watermark is the end of the committed prefix: what a consumer
-// may read and what acks=all waits for. With one local replica an entry is
+// may read and what acks=all waits for. For a Partition an entry is
 // committed once it is durable under the broker's flush policy (the fsync
 // the Flusher groups across partitions); with log.fsync=never it is
 // committed once written. A per-partition goroutine follows the log end
 // offset, waits for durability and advances the watermark, waking Fetch
-// long-polls and acks=all producers through a broadcast channel.
+// long-polls and acks=all producers through a broadcast channel. For a
+// Replica it is the end of the last entry raft committed (below).
 //
 // # Raft-replicated partitions
 //
@@ -205,10 +216,10 @@
 // A failed log write or sync, or a raft panic (raft panics when its
 // invariants break, e.g. a node id reused after its disk was wiped), stops
 // that replica only: its writes fail with ErrReplicaFailed and
-// HostConfig.OnFatal is told; DESIGN.md wants the broker to exit on a
-// storage failure, which is OnFatal's call. Raft node ids are broker ids
-// plus one, so a broker that lost its disk must not come back under the same
-// id into groups that knew it (see the report on replica ids).
+// HostConfig.OnFatal is told, and the broker exits there: a failed write
+// or flush is fatal (docs/architecture.md, "Safety rules"). Raft node ids
+// are broker ids plus one, so a broker that lost its disk must not come
+// back under the same id into groups that knew it.
 //
 // # Not done
 //

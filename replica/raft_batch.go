@@ -5,28 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"math"
-)
 
-// Offsets of the v2 record batch header fields this package reads or
-// patches (Kafka DefaultRecordBatch; the log package parses the same).
-const (
-	bOffBaseOffset      = 0
-	bOffBatchLength     = 8
-	bOffLeaderEpoch     = 12
-	bOffMagic           = 16
-	bOffCRC             = 17
-	bOffAttributes      = 21
-	bOffLastOffsetDelta = 23
-	bOffBaseTimestamp   = 27
-	bOffMaxTimestamp    = 35
-	bOffProducerID      = 43
-	bOffProducerEpoch   = 51
-	bOffBaseSequence    = 53
-	bOffRecordCount     = 57
-	batchHeaderLen      = 61
-
-	attrControl = 0x20
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // Control record types for raft's own entries. Kafka uses 0 (abort) and 1
@@ -44,56 +24,19 @@ var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
 var errBadBatch = errors.New("replica: not a v2 record batch")
 
-// batchInfo is the part of a batch header replication looks at.
-type batchInfo struct {
-	baseOffset      int64
-	size            int
-	leaderEpoch     int32
-	attributes      int16
-	lastOffsetDelta int32
-	producerID      int64
-	producerEpoch   int16
-	baseSequence    int32
-	recordCount     int32
-}
-
-func (b *batchInfo) lastOffset() int64 { return b.baseOffset + int64(b.lastOffsetDelta) }
-func (b *batchInfo) isControl() bool   { return b.attributes&attrControl != 0 }
-
-// lastSequence wraps from MaxInt32 to 0 as Kafka's does.
-func (b *batchInfo) lastSequence() int32 {
-	seq, inc := b.baseSequence, b.lastOffsetDelta
-	if seq > math.MaxInt32-inc {
-		return inc - (math.MaxInt32 - seq) - 1
-	}
-	return seq + inc
-}
+// batchInfo is the fixed header of a batch (protocol.BatchHeader.Decode), all
+// replication looks at.
+type batchInfo = protocol.BatchHeader
 
 // parseBatch reads the fixed header of the batch at the start of b. whole
-// requires b to be exactly one batch.
+// requires b to be exactly one batch. Errors wrap errBadBatch.
 func parseBatch(b []byte, whole bool) (batchInfo, error) {
 	var h batchInfo
-	if len(b) < batchHeaderLen || b[bOffMagic] != 2 {
-		return h, errBadBatch
+	if err := h.Decode(b); err != nil {
+		return h, fmt.Errorf("%w: %w", errBadBatch, err)
 	}
-	length := int32(binary.BigEndian.Uint32(b[bOffBatchLength:]))
-	if length < batchHeaderLen-12 {
-		return h, errBadBatch
-	}
-	h.size = int(length) + 12
-	if whole && h.size != len(b) {
-		return h, fmt.Errorf("%w: length says %d bytes, got %d", errBadBatch, h.size, len(b))
-	}
-	h.baseOffset = int64(binary.BigEndian.Uint64(b[bOffBaseOffset:]))
-	h.leaderEpoch = int32(binary.BigEndian.Uint32(b[bOffLeaderEpoch:]))
-	h.attributes = int16(binary.BigEndian.Uint16(b[bOffAttributes:]))
-	h.lastOffsetDelta = int32(binary.BigEndian.Uint32(b[bOffLastOffsetDelta:]))
-	h.producerID = int64(binary.BigEndian.Uint64(b[bOffProducerID:]))
-	h.producerEpoch = int16(binary.BigEndian.Uint16(b[bOffProducerEpoch:]))
-	h.baseSequence = int32(binary.BigEndian.Uint32(b[bOffBaseSequence:]))
-	h.recordCount = int32(binary.BigEndian.Uint32(b[bOffRecordCount:]))
-	if h.lastOffsetDelta < 0 || h.recordCount < 0 {
-		return h, errBadBatch
+	if whole && h.Size != int64(len(b)) {
+		return h, fmt.Errorf("%w: length says %d bytes, got %d", errBadBatch, h.Size, len(b))
 	}
 	return h, nil
 }
@@ -101,8 +44,8 @@ func parseBatch(b []byte, whole bool) (batchInfo, error) {
 // stamp writes baseOffset and partitionLeaderEpoch, the two header fields
 // outside the CRC, in place.
 func stamp(b []byte, base int64, epoch int32) {
-	binary.BigEndian.PutUint64(b[bOffBaseOffset:], uint64(base))
-	binary.BigEndian.PutUint32(b[bOffLeaderEpoch:], uint32(epoch))
+	protocol.Batch(b).SetBaseOffset(base)
+	protocol.Batch(b).SetLeaderEpoch(epoch)
 }
 
 // controlBatch builds the control batch that stores one of raft's own
@@ -132,33 +75,36 @@ func controlBatch(base int64, epoch int32, ctrl int16, data []byte, span int32) 
 	} else {
 		delta = span - 1
 	}
-	b := make([]byte, batchHeaderLen, batchHeaderLen+len(recs))
-	binary.BigEndian.PutUint32(b[bOffBatchLength:], uint32(batchHeaderLen-12+len(recs)))
-	b[bOffMagic] = 2
-	binary.BigEndian.PutUint16(b[bOffAttributes:], attrControl)
-	binary.BigEndian.PutUint32(b[bOffLastOffsetDelta:], uint32(delta))
-	binary.BigEndian.PutUint64(b[bOffBaseTimestamp:], math.MaxUint64) // -1
-	binary.BigEndian.PutUint64(b[bOffMaxTimestamp:], math.MaxUint64)
-	binary.BigEndian.PutUint64(b[bOffProducerID:], math.MaxUint64)
-	binary.BigEndian.PutUint16(b[bOffProducerEpoch:], math.MaxUint16)
-	binary.BigEndian.PutUint32(b[bOffBaseSequence:], math.MaxUint32)
-	binary.BigEndian.PutUint32(b[bOffRecordCount:], uint32(n))
+	h := protocol.BatchHeader{
+		BaseOffset:      base,
+		Size:            int64(protocol.BatchHeaderSize + len(recs)),
+		LeaderEpoch:     epoch,
+		Attributes:      protocol.AttrControl,
+		LastOffsetDelta: delta,
+		BaseTimestamp:   -1,
+		MaxTimestamp:    -1,
+		ProducerID:      -1,
+		ProducerEpoch:   -1,
+		BaseSequence:    -1,
+		RecordCount:     n,
+	}
+	b := make([]byte, protocol.BatchHeaderSize, protocol.BatchHeaderSize+len(recs))
+	h.Put(b)
 	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[bOffCRC:], crc32.Checksum(b[bOffAttributes:], crc32c))
-	stamp(b, base, epoch)
+	protocol.Batch(b).SetCRC()
 	return b
 }
 
 // raftControl reports whether b is a control batch this package wrote for a
 // raft entry, its control type and the record value.
 func raftControl(b []byte, h *batchInfo) (ctrl int16, value []byte, ok bool) {
-	if !h.isControl() || h.producerID != -1 {
+	if !h.IsControl() || h.ProducerID != -1 {
 		return 0, nil, false
 	}
-	if h.recordCount == 0 {
+	if h.RecordCount == 0 {
 		return ctrlFiller, nil, true
 	}
-	p := batchHeaderLen
+	p := protocol.BatchHeaderSize
 	_, n := binary.Varint(b[p:]) // record length
 	if n <= 0 {
 		return 0, nil, false

@@ -328,7 +328,7 @@ func TestRaftEntryRoundTrip(t *testing.T) {
 	}
 	f := controlBatch(10, -1, ctrlFiller, nil, 90)
 	h, _ := parseBatch(f, true)
-	if h.lastOffset() != 99 || h.recordCount != 0 || !h.isControl() {
+	if h.LastOffset() != 99 || h.RecordCount != 0 || !h.IsControl() {
 		t.Fatalf("filler: %+v", h)
 	}
 }

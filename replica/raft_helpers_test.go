@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // testBatch encodes one v2 batch of n records whose values are value-i,
@@ -36,27 +36,29 @@ func testBatch(value string, n int, pid int64, epoch int16, seq int32) []byte {
 		recs = binary.AppendVarint(recs, int64(len(r)))
 		recs = append(recs, r...)
 	}
-	b := make([]byte, batchHeaderLen, batchHeaderLen+len(recs))
-	binary.BigEndian.PutUint32(b[bOffBatchLength:], uint32(batchHeaderLen-12+len(recs)))
-	binary.BigEndian.PutUint32(b[bOffLeaderEpoch:], 0xffffffff)
-	b[bOffMagic] = 2
-	binary.BigEndian.PutUint32(b[bOffLastOffsetDelta:], uint32(n-1))
-	binary.BigEndian.PutUint64(b[bOffBaseTimestamp:], 1700000000000)
-	binary.BigEndian.PutUint64(b[bOffMaxTimestamp:], 1700000000000+uint64(n-1))
 	if pid < 0 {
 		epoch, seq = -1, -1
 	}
-	binary.BigEndian.PutUint64(b[bOffProducerID:], uint64(pid))
-	binary.BigEndian.PutUint16(b[bOffProducerEpoch:], uint16(epoch))
-	binary.BigEndian.PutUint32(b[bOffBaseSequence:], uint32(seq))
-	binary.BigEndian.PutUint32(b[bOffRecordCount:], uint32(n))
+	h := protocol.BatchHeader{
+		Size:            int64(protocol.BatchHeaderSize + len(recs)),
+		LeaderEpoch:     -1,
+		LastOffsetDelta: int32(n - 1),
+		BaseTimestamp:   1700000000000,
+		MaxTimestamp:    1700000000000 + int64(n-1),
+		ProducerID:      pid,
+		ProducerEpoch:   epoch,
+		BaseSequence:    seq,
+		RecordCount:     int32(n),
+	}
+	b := make([]byte, protocol.BatchHeaderSize, protocol.BatchHeaderSize+len(recs))
+	h.Put(b)
 	b = append(b, recs...)
-	binary.BigEndian.PutUint32(b[bOffCRC:], crc32.Checksum(b[bOffAttributes:], crc32c))
+	protocol.Batch(b).SetCRC()
 	return b
 }
 
 // body is what identifies a batch independent of its offset and epoch.
-func body(b []byte) []byte { return b[bOffMagic:] }
+func body(b []byte) []byte { return b[protocol.BatchMagicAt:] }
 
 type testCluster struct {
 	t       *testing.T
@@ -359,11 +361,11 @@ func batchesOf(t testing.TB, b []byte) []storedBatch {
 	var out []storedBatch
 	for len(b) > 0 {
 		h, err := parseBatch(b, false)
-		if err != nil || h.size > len(b) {
+		if err != nil || h.Size > int64(len(b)) {
 			t.Fatalf("bad batch in log: %v", err)
 		}
-		out = append(out, storedBatch{base: h.baseOffset, last: h.lastOffset(), epoch: h.leaderEpoch, control: h.isControl(), raw: b[:h.size]})
-		b = b[h.size:]
+		out = append(out, storedBatch{base: h.BaseOffset, last: h.LastOffset(), epoch: h.LeaderEpoch, control: h.IsControl(), raw: b[:h.Size]})
+		b = b[h.Size:]
 	}
 	return out
 }

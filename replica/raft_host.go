@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/sluice-broker/sluice/internal/raftlog"
 	"github.com/sluice-broker/sluice/log"
 )
 
@@ -51,7 +52,8 @@ type HostConfig struct {
 	// the Replica.
 	OnLeaderChange func(key Key, leader NodeID, term uint64)
 	// OnFatal is called when a replica's storage fails; the broker should
-	// exit (DESIGN.md: a failed write or flush is fatal).
+	// exit (docs/architecture.md, "Safety rules": a failed write or flush
+	// is fatal).
 	OnFatal func(key Key, err error)
 }
 
@@ -232,7 +234,10 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		MaxInflightMsgs:           256,
 		CheckQuorum:               true,
 		PreVote:                   true,
-		Logger:                    &raftLogger{lg: lg.With().Str("component", "raft").Logger()},
+		// raft's Info (elections, term changes) at debug: thousands of
+		// groups elect at start. Fatal panics like Panic, stopping only
+		// this replica.
+		Logger:                    raftlog.New(lg.With().Str("component", "raft").Logger(), raftlog.Options{InfoAsDebug: true}),
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
 	}
@@ -408,25 +413,4 @@ func (h *Host) send(r *Replica, msgs []*raftpb.Message) {
 			r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
 		}
 	}
-}
-
-// raftLogger adapts zerolog to raft.Logger. raft's Info (elections, term
-// changes) is logged at debug level: thousands of groups elect at start.
-type raftLogger struct{ lg zerolog.Logger }
-
-func (l *raftLogger) Debug(v ...any)              { l.lg.Debug().Msg(fmt.Sprint(v...)) }
-func (l *raftLogger) Debugf(f string, v ...any)   { l.lg.Debug().Msgf(f, v...) }
-func (l *raftLogger) Info(v ...any)               { l.lg.Debug().Msg(fmt.Sprint(v...)) }
-func (l *raftLogger) Infof(f string, v ...any)    { l.lg.Debug().Msgf(f, v...) }
-func (l *raftLogger) Warning(v ...any)            { l.lg.Warn().Msg(fmt.Sprint(v...)) }
-func (l *raftLogger) Warningf(f string, v ...any) { l.lg.Warn().Msgf(f, v...) }
-func (l *raftLogger) Error(v ...any)              { l.lg.Error().Msg(fmt.Sprint(v...)) }
-func (l *raftLogger) Errorf(f string, v ...any)   { l.lg.Error().Msgf(f, v...) }
-func (l *raftLogger) Fatal(v ...any)              { l.Panic(v...) }
-func (l *raftLogger) Fatalf(f string, v ...any)   { l.Panicf(f, v...) }
-func (l *raftLogger) Panic(v ...any)              { s := fmt.Sprint(v...); l.lg.Error().Msg(s); panic(s) }
-func (l *raftLogger) Panicf(f string, v ...any) {
-	s := fmt.Sprintf(f, v...)
-	l.lg.Error().Msg(s)
-	panic(s)
 }

@@ -77,16 +77,16 @@ func checkProducer(e *prodEntry, h *batchInfo) error {
 	if e == nil {
 		return nil
 	}
-	if h.producerEpoch < e.epoch {
-		return fmt.Errorf("%w: producer %d epoch %d, current %d", log.ErrInvalidProducerEpoch, h.producerID, h.producerEpoch, e.epoch)
+	if h.ProducerEpoch < e.epoch {
+		return fmt.Errorf("%w: producer %d epoch %d, current %d", log.ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
 	}
-	if h.isControl() {
+	if h.IsControl() {
 		return nil
 	}
-	first, last := h.baseSequence, h.lastSequence()
-	if h.producerEpoch != e.epoch {
+	first, last := h.BaseSequence, h.LastSequence()
+	if h.ProducerEpoch != e.epoch {
 		if first != 0 {
-			return fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d", log.ErrOutOfOrderSequence, h.producerID, h.producerEpoch, first)
+			return fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d", log.ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
 		}
 		return nil
 	}
@@ -94,7 +94,7 @@ func checkProducer(e *prodEntry, h *batchInfo) error {
 		if b.lastSeq == last && (b.firstSeq == first || b.firstSeq == -1) {
 			base := b.firstOffset
 			if base < 0 {
-				base = b.lastOffset - int64(h.lastOffsetDelta)
+				base = b.lastOffset - int64(h.LastOffsetDelta)
 			}
 			return &errDuplicate{base: base, last: b.lastOffset}
 		}
@@ -104,7 +104,7 @@ func checkProducer(e *prodEntry, h *batchInfo) error {
 		lastSeq = e.batches[n-1].lastSeq
 	}
 	if !(int64(first) == int64(lastSeq)+1 || (first == 0 && lastSeq == 1<<31-1)) {
-		return fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", log.ErrOutOfOrderSequence, h.producerID, h.producerEpoch, first, lastSeq)
+		return fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", log.ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first, lastSeq)
 	}
 	return nil
 }
@@ -112,31 +112,31 @@ func checkProducer(e *prodEntry, h *batchInfo) error {
 // updateEntry records a stored batch, as the log's producers.update does.
 func updateEntry(e *prodEntry, h *batchInfo) *prodEntry {
 	if e == nil {
-		e = &prodEntry{epoch: h.producerEpoch}
+		e = &prodEntry{epoch: h.ProducerEpoch}
 	}
-	if h.producerEpoch != e.epoch {
-		if h.producerEpoch < e.epoch {
+	if h.ProducerEpoch != e.epoch {
+		if h.ProducerEpoch < e.epoch {
 			return e
 		}
-		e.epoch = h.producerEpoch
+		e.epoch = h.ProducerEpoch
 		e.batches = e.batches[:0]
 	}
-	if h.isControl() {
+	if h.IsControl() {
 		return e
 	}
 	if len(e.batches) == producerWindow {
 		copy(e.batches, e.batches[1:])
 		e.batches = e.batches[:producerWindow-1]
 	}
-	e.batches = append(e.batches, prodBatch{firstSeq: h.baseSequence, lastSeq: h.lastSequence(), firstOffset: h.baseOffset, lastOffset: h.lastOffset()})
+	e.batches = append(e.batches, prodBatch{firstSeq: h.BaseSequence, lastSeq: h.LastSequence(), firstOffset: h.BaseOffset, lastOffset: h.LastOffset()})
 	return e
 }
 
 func (p producerTable) update(h *batchInfo) {
-	if h.producerID < 0 {
+	if h.ProducerID < 0 {
 		return
 	}
-	p[h.producerID] = updateEntry(p[h.producerID], h)
+	p[h.ProducerID] = updateEntry(p[h.ProducerID], h)
 }
 
 // encode serialises the table for a snapshot, keeping only batches below

@@ -565,12 +565,12 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 			}
 		}
 		var pe *prodEntry
-		if h.producerID >= 0 {
-			pe = scratch[h.producerID]
+		if h.ProducerID >= 0 {
+			pe = scratch[h.ProducerID]
 			if pe == nil {
 				st.mu.Lock()
-				st.producers.seed(r.log, h.producerID)
-				pe = st.producers.clone(h.producerID)
+				st.producers.seed(r.log, h.ProducerID)
+				pe = st.producers.clone(h.ProducerID)
 				st.mu.Unlock()
 			}
 			if err := checkProducer(pe, &h); err != nil {
@@ -583,7 +583,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 				continue
 			}
 		}
-		h.baseOffset, h.leaderEpoch = next, int32(term)
+		h.BaseOffset, h.LeaderEpoch = next, int32(term)
 		stamp(p.batch, next, int32(term))
 		err := r.rn.Propose(p.batch)
 		p.releaseBatch() // raft appended a copy (raft.appendEntry clones)
@@ -593,10 +593,10 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 		}
 		idx++
 		p.index, p.term = idx, term
-		p.res = ProduceResult{BaseOffset: next, LastOffset: h.lastOffset()}
-		next = h.lastOffset() + 1
-		if h.producerID >= 0 {
-			scratch[h.producerID] = updateEntry(pe, &h)
+		p.res = ProduceResult{BaseOffset: next, LastOffset: h.LastOffset()}
+		next = h.LastOffset() + 1
+		if h.ProducerID >= 0 {
+			scratch[h.ProducerID] = updateEntry(pe, &h)
 		}
 		if p.acks == AcksNone {
 			continue

@@ -306,7 +306,8 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 	// covers were synced, and only ever lags. Past the log's end it means
 	// the log lost synced, committed entries (a damaged segment truncated
 	// by recovery, a disk that lied): this replica must not vote or lead
-	// on that log (DESIGN.md, safety rules) until it is re-seeded.
+	// on that log (docs/architecture.md, "Safety rules") until it is
+	// re-seeded.
 	if last := s.lastIndexLocked(); s.hs.GetCommit() > last {
 		return fmt.Errorf("%w: commit index %d, last entry %d", ErrLostCommitted, s.hs.GetCommit(), last)
 	}
@@ -328,10 +329,10 @@ func (s *raftStorage) classifyRaftEntries(metas []entryMeta) error {
 			return fmt.Errorf("replica: classifying raft entry %d at offset %d: %w", m.index, m.base, err)
 		}
 		h, err := parseBatch(rr.Data, false)
-		if err != nil || h.size > len(rr.Data) || h.baseOffset != m.base {
+		if err != nil || h.Size > int64(len(rr.Data)) || h.BaseOffset != m.base {
 			return fmt.Errorf("replica: log batch at offset %d does not match raft entry %d", m.base, m.index)
 		}
-		m.raft = isRaftEntry(rr.Data[:h.size], &h)
+		m.raft = isRaftEntry(rr.Data[:h.Size], &h)
 	}
 	return nil
 }
@@ -387,14 +388,14 @@ func (s *raftStorage) scanEntries(metas []entryMeta, from, to int64) ([]entryMet
 		}
 		for len(b) > 0 {
 			h, err := parseBatch(b, false)
-			if err != nil || h.size > len(b) || h.baseOffset != off || h.leaderEpoch <= 0 || uint64(h.leaderEpoch) < term {
+			if err != nil || h.Size > int64(len(b)) || h.BaseOffset != off || h.LeaderEpoch <= 0 || uint64(h.LeaderEpoch) < term {
 				return metas, nil
 			}
 			idx++
-			term = uint64(h.leaderEpoch)
-			metas = append(metas, entryMeta{index: idx, term: term, base: h.baseOffset, last: h.lastOffset(), raft: isRaftEntry(b[:h.size], &h)})
-			off = h.lastOffset() + 1
-			b = b[h.size:]
+			term = uint64(h.LeaderEpoch)
+			metas = append(metas, entryMeta{index: idx, term: term, base: h.BaseOffset, last: h.LastOffset(), raft: isRaftEntry(b[:h.Size], &h)})
+			off = h.LastOffset() + 1
+			b = b[h.Size:]
 		}
 	}
 	return metas, nil
@@ -467,10 +468,10 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 		for len(b) > 0 && i < hi {
 			m := s.metas[i-s.snapIndex-1]
 			h, err := parseBatch(b, false)
-			if err != nil || h.size > len(b) || h.baseOffset != m.base || h.lastOffset() != m.last {
+			if err != nil || h.Size > int64(len(b)) || h.BaseOffset != m.base || h.LastOffset() != m.last {
 				return nil, fmt.Errorf("replica: log batch at offset %d does not match raft entry %d", m.base, i)
 			}
-			e := entryFromBatch(b[:h.size:h.size], &h, m)
+			e := entryFromBatch(b[:h.Size:h.Size], &h, m)
 			sz := uint64(len(e.Data)) + 24
 			if len(out) > 0 && size+sz > maxSize {
 				return out, nil
@@ -478,7 +479,7 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 			out = append(out, e)
 			size += sz
 			i++
-			b = b[h.size:]
+			b = b[h.Size:]
 		}
 		if size >= maxSize {
 			break
@@ -668,13 +669,13 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 				return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
 			}
 			b = e.Data
-			if h.baseOffset != next || h.leaderEpoch != int32(term) {
+			if h.BaseOffset != next || h.LeaderEpoch != int32(term) {
 				// The leader stamps both when it proposes; if it did not,
 				// every replica stamps the same values here. Never write
 				// into raft's copy of the entry.
 				b = append([]byte(nil), b...)
 				stamp(b, next, int32(term))
-				h.baseOffset, h.leaderEpoch = next, int32(term)
+				h.BaseOffset, h.LeaderEpoch = next, int32(term)
 			}
 		case raftpb.EntryConfChange:
 			b = controlBatch(next, int32(term), ctrlRaftConfChange, e.Data, 0)
@@ -683,13 +684,13 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		default:
 			return fmt.Errorf("replica: raft entry %d has unknown type %v", e.GetIndex(), e.GetType())
 		}
-		if h.size == 0 {
+		if h.Size == 0 {
 			h, _ = parseBatch(b, true)
 		}
 		if err := s.log.AppendReplicated(b); err != nil {
 			return fmt.Errorf("replica: storing raft entry %d at offset %d: %w", e.GetIndex(), next, err)
 		}
-		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.lastOffset(), raft: isRaft}
+		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.LastOffset(), raft: isRaft}
 		s.metas = append(s.metas, m)
 		if isRaft {
 			s.raftOffs.add(next)

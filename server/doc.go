@@ -1,6 +1,39 @@
 // Package server is Sluice's Kafka front end: listeners, connections, the
 // request pipeline and one file per Kafka API, named by key as kfake names
-// them (00_produce.go, 01_fetch.go, ...).
+// them (00_produce.go, 01_fetch.go, ...). Each file's comment lists the
+// versions served and how they differ; the advertised versions live in
+// protocol's table, and a test checks that the two agree.
+//
+// # Views and roles
+//
+// Every listener has a view, write, read or mixed (views.go): Metadata
+// lists only the brokers with an endpoint of that view and names as a
+// partition's leader its raft leader (write, mixed) or one of its read
+// replicas (read), so producers and consumers of one cluster are sent to
+// different brokers (docs/architecture.md, "Routing"). A read broker
+// forwards a Produce it receives to the leader (forward.go); a write
+// broker answers a consumer's Fetch on a mixed listener with a KIP-392
+// preferred read replica (01_fetch.go).
+//
+// # Partitions
+//
+// The handlers reach a hosted partition through hostedPartition
+// (partitions.go), implemented by both kinds in package replica: a plain
+// local log on a broker without replica.listen (`sluice dev`), a raft
+// replica in a cluster. Fetch sends records as ranges of the segment
+// files (fetch_response.go, conn_send.go: sendfile for large ranges), never
+// raft's own entries. OpenPartitions opens every assigned partition at
+// start; FollowCatalog applies changes other brokers made; RunReassignments
+// moves raft configurations towards the metastore's placement
+// (reassign.go); RunRetention and RunLeaderBalance run periodically.
+//
+// # Metadata
+//
+// Topics, configs, brokers and producer-id blocks come from the Catalog
+// (catalog.go), implemented by metastore.Client, whose reads come from a
+// local cache; admin requests are written through it to the metastore. A
+// Lease (lease.go) keeps the broker registered. Consumer groups are served
+// by package coordinator (groups.go).
 //
 // # Connections
 //

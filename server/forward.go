@@ -18,9 +18,9 @@ import (
 
 // A read broker that receives a Produce (a producer bootstrapped on the
 // wrong listener) forwards it to the partition's leader rather than
-// refusing it, and counts it (docs/architecture.md, Routing). It reaches the write
-// brokers as any Kafka client would, through their write (or mixed)
-// listeners, with one client per broker process.
+// refusing it, and counts it (docs/architecture.md, "Routing"). It
+// reaches the write brokers as any Kafka client would, through their
+// write (or mixed) listeners, with one client per broker process.
 type forwarder struct {
 	mu sync.Mutex
 	cl *kgo.Client

@@ -9,7 +9,8 @@ import (
 	"github.com/sluice-broker/sluice/metastore"
 )
 
-// brokerView is what one listener shows a client (DESIGN.md, "Routing"):
+// brokerView is what one listener shows a client (docs/architecture.md,
+// "Routing"):
 //
 //	view   brokers listed     a partition's leader
 //	write  write brokers      its raft leader

@@ -326,9 +326,10 @@ func testLeaderKill(t *testing.T, mode string) {
 	total := len(acked)
 	mu.Unlock()
 	t.Logf("FAILOVER mode=%s: killed broker %d (leader of partition 0); partition 0 was unavailable for %v; %d records acknowledged", mode, victim, failover.Round(time.Millisecond), total)
-	// The target is a new leader serving within 5 s (DESIGN: election
-	// 2-4 s, then the metadata refresh); the test fails beyond 15 s so
-	// that a starved CI machine does not flap, and the time is reported.
+	// The target is a new leader serving within 5 s (docs/architecture.md,
+	// "Safety rules": election 2-4 s, then the metadata refresh); the test
+	// fails beyond 15 s so that a starved CI machine does not flap, and the
+	// time is reported.
 	if !resumed || failover > 15*time.Second {
 		t.Errorf("partition 0 did not take acknowledged writes again within 15 s of killing its leader (longest gap %v)", failover)
 	}

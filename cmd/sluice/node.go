@@ -148,7 +148,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 				publisher.publish(key, int32(leader), int32(term))
 			},
 			OnFatal: func(key replica.Key, err error) {
-				// DESIGN.md: a failed write or flush is fatal.
+				// A failed write or flush is fatal (docs/architecture.md, "Safety rules").
 				lg.Error().Err(err).Hex("topic_id", key.TopicID[:]).Int32("partition", key.Index).Msg("replica storage failed: exiting")
 				os.Exit(2)
 			},
@@ -164,9 +164,10 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		}, func() float64 { return float64(h.EntryCacheBytes()) }))
 	}
 
-	// Read brokers coordinate groups (DESIGN.md); offsets and group state
-	// live in the metastore. Every broker places groups for
-	// FindCoordinator; one without the read role coordinates none itself.
+	// Read brokers coordinate groups (docs/architecture.md, "Consumer
+	// groups"); offsets and group state live in the metastore. Every
+	// broker places groups for FindCoordinator; one without the read role
+	// coordinates none itself.
 	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg})
 	if err != nil {
 		return err

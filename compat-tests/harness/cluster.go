@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// Views of a broker's Kafka listeners (DESIGN.md, "Routing").
+// Views of a broker's Kafka listeners (docs/architecture.md, "Routing").
 const (
 	ViewWrite = "write"
 	ViewRead  = "read"
