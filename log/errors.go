@@ -5,7 +5,7 @@ import "errors"
 // Kafka error codes for these sentinels belong to protocol/ (the edge). The
 // intended mapping: ErrOutOfOrderSequence OUT_OF_ORDER_SEQUENCE_NUMBER (45),
 // ErrInvalidProducerEpoch INVALID_PRODUCER_EPOCH (47), ErrCorrupt
-// CORRUPT_MESSAGE (2), ErrBatchTooLarge MESSAGE_TOO_LARGE (10),
+// CORRUPT_MESSAGE (2), ErrBatchTooLarge RECORD_LIST_TOO_LARGE (18),
 // ErrOffsetOutOfRange OFFSET_OUT_OF_RANGE (1), ErrFatal KAFKA_STORAGE_ERROR
 // (56, then exit), ErrClosed NOT_LEADER_OR_FOLLOWER (6).
 

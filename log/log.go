@@ -468,6 +468,10 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 		l.mu.Unlock()
 		return AppendResult{}, err
 	}
+	if err := l.checkSizeLocked(h.Size); err != nil {
+		l.mu.Unlock()
+		return AppendResult{}, err
+	}
 	if h.ProducerID >= 0 {
 		dup, err := l.producers.check(&h)
 		if err != nil {
@@ -550,10 +554,25 @@ func (l *Log) AppendReplicated(batch []byte) error {
 	return err
 }
 
-func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
-	if h.Size > l.cfg.SegmentBytes {
-		return fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrBatchTooLarge, h.Size, l.cfg.SegmentBytes)
+// CheckBatchSize refuses, as Append does, a batch of n bytes that is larger
+// than segment.bytes (Kafka's RecordBatchTooLargeException): a leader
+// checks before it assigns offsets. Replicated appends take any size (the
+// batch then fills a segment of its own), so a batch a leader accepted
+// under an older, larger segment.bytes never fails a follower.
+func (l *Log) CheckBatchSize(n int64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.checkSizeLocked(n)
+}
+
+func (l *Log) checkSizeLocked(n int64) error {
+	if n > int64(l.cfg.SegmentBytes) {
+		return fmt.Errorf("%w: %d bytes, segment.bytes %d", ErrBatchTooLarge, n, l.cfg.SegmentBytes)
 	}
+	return nil
+}
+
+func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
 	s := l.active()
 	if l.shouldRollLocked(s, h) {
 		if err := l.rollLocked(); err != nil {

@@ -87,6 +87,19 @@ func TestAppendRejectsMalformed(t *testing.T) {
 	if _, err := l.Append(mkBatch(spec{valueSize: 300})); !errors.Is(err, ErrBatchTooLarge) {
 		t.Fatalf("got %v, want ErrBatchTooLarge", err)
 	}
+	if err := l.CheckBatchSize(201); !errors.Is(err, ErrBatchTooLarge) {
+		t.Fatalf("CheckBatchSize(201) with segment.bytes 200: %v", err)
+	}
+	// A batch the leader accepted (segment.bytes was larger there) is
+	// stored by a follower all the same, in a segment of its own.
+	big := mkBatch(spec{valueSize: 300})
+	putBase(big, l.LogEndOffset())
+	if err := l.AppendReplicated(big); err != nil {
+		t.Fatalf("replicated batch over segment.bytes: %v", err)
+	}
+	if got := readAll(t, l); len(got) != 1 || !bytes.Equal(got[0], big) {
+		t.Fatalf("read back %d batches", len(got))
+	}
 	if err := l.SetConfig(Config{}); err == nil {
 		t.Fatal("SetConfig accepted a zero config")
 	}

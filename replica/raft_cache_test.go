@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -76,4 +77,17 @@ func bigSegments() log.Config {
 	cfg := smallLogConfig()
 	cfg.SegmentBytes = 1 << 20
 	return cfg
+}
+
+// A batch larger than segment.bytes is refused at Propose, as Kafka's
+// leader refuses it; proposed, it would fail every replica's storage.
+func TestRaftProposeRefusesBatchOverSegment(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft}, slowElections)
+	_, r := c.leader()
+	big := testBatch(strings.Repeat("v", 32<<10), 1, -1, 0, 0) // segment.bytes is 16 KiB
+	if _, err := r.Propose(big, AcksAll); !errors.Is(err, log.ErrBatchTooLarge) {
+		t.Fatalf("Propose of a %d-byte batch with 16 KiB segments: %v, want ErrBatchTooLarge", len(big), err)
+	}
+	res := c.produce(testBatch("after", 3, -1, 0, 0), AcksAll)
+	c.converged(res.LastOffset+1, 10*time.Second)
 }

@@ -248,6 +248,11 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 	if _, err := parseBatch(batch, true); err != nil {
 		return nil, err
 	}
+	// Refused here, before raft: once proposed, a batch every replica
+	// must store.
+	if err := r.log.CheckBatchSize(int64(len(batch))); err != nil {
+		return nil, err
+	}
 	p := &Proposal{r: r, batch: batch, acks: acks, done: make(chan struct{}), released: make(chan struct{})}
 	r.inMu.Lock()
 	switch {

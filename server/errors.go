@@ -57,7 +57,9 @@ func errorCode(err error) int16 {
 	case errors.Is(err, errTransactionsUnsupported):
 		return kerr.InvalidTxnState.Code
 	case errors.Is(err, log.ErrBatchTooLarge):
-		return kerr.MessageTooLarge.Code
+		// Kafka's RecordBatchTooLargeException: "message batch larger
+		// than the configured segment size on the server".
+		return kerr.RecordListTooLarge.Code
 	case errors.Is(err, log.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, replica.ErrPartitionClosed), errors.Is(err, log.ErrClosed),
