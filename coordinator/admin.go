@@ -2,10 +2,13 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 // authorizedOperationsUnset is Kafka's INT32_MIN "not requested" marker.
@@ -187,7 +190,11 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 	if !g.isEmptyLocked() {
 		return kerr.NonEmptyGroup.Code
 	}
-	if err := c.store.DeleteGroup(ctx, name); err != nil {
+	if err := c.store.DeleteGroup(ctx, c.fence(), name); err != nil {
+		if errors.Is(err, metastore.ErrFenced) {
+			g.unloadLocked(kerr.NotCoordinator.Code)
+			c.forget(g)
+		}
 		return storeCode(err)
 	}
 	g.unloadLocked(kerr.GroupIDNotFound.Code)

@@ -20,22 +20,25 @@ import (
 // answered; reads of offsets and groups are linearizable, topic lookups
 // come from the local cache.
 type Store interface {
-	CommitOffsets(ctx context.Context, group string, offsets []metastore.OffsetCommit) error
+	// The writes carry the coordinator's fence (metastore.Fence): the
+	// metastore refuses them with metastore.ErrFenced once this broker
+	// no longer owns the group under its current lease.
+	CommitOffsets(ctx context.Context, f metastore.Fence, group string, offsets []metastore.OffsetCommit) error
 	// FetchOffsets returns the committed offsets of tps (nil: all of the
 	// group's); partitions without a commit are left out.
 	FetchOffsets(ctx context.Context, group string, tps []metastore.TopicPartition) ([]metastore.OffsetCommit, error)
-	DeleteOffsets(ctx context.Context, group string, tps []metastore.TopicPartition) error
+	DeleteOffsets(ctx context.Context, f metastore.Fence, group string, tps []metastore.TopicPartition) error
 	// SaveGroup stores the group's encoded metadata (persist.go).
-	SaveGroup(ctx context.Context, group string, state []byte) error
+	SaveGroup(ctx context.Context, f metastore.Fence, group string, state []byte) error
 	// LoadGroup fails with metastore.ErrUnknownGroup if nothing was saved.
 	LoadGroup(ctx context.Context, group string) ([]byte, error)
 	// DeleteGroup removes metadata, offsets and ownership at once.
-	DeleteGroup(ctx context.Context, group string) error
+	DeleteGroup(ctx context.Context, f metastore.Fence, group string) error
 	// ListGroups names every group with metadata or offsets.
 	ListGroups(ctx context.Context) ([]string, error)
-	// ClaimGroup makes broker the owner unless a live broker owns the
+	// ClaimGroup makes f.Broker the owner unless a live broker owns the
 	// group, and returns the owner.
-	ClaimGroup(ctx context.Context, group string, broker int32) (int32, error)
+	ClaimGroup(ctx context.Context, group string, f metastore.Fence) (int32, error)
 	// Brokers are the registered (live) brokers, from the local cache.
 	Brokers() []metastore.Broker
 
@@ -53,8 +56,15 @@ type Config struct {
 	// still places groups on read brokers for FindCoordinator.
 	NoGroups bool
 	Store    Store
-	Clock    Clock // nil: RealClock
-	Logger   zerolog.Logger
+	// Incarnation returns this broker's current lease incarnation: the
+	// fence of its claims and group writes. nil or 0: unfenced (tests).
+	Incarnation func() uint64
+	// LeaseValid says whether this broker's lease certainly still holds;
+	// while it does not, no group is served (NOT_COORDINATOR), since
+	// another broker may have taken it over. nil: always.
+	LeaseValid func() bool
+	Clock      Clock // nil: RealClock
+	Logger     zerolog.Logger
 
 	// MinSessionTimeout and MaxSessionTimeout bound a classic member's
 	// session timeout (group.min/max.session.timeout.ms: 6s, 30m).
@@ -113,8 +123,60 @@ type Coordinator struct {
 		sync.Mutex
 		groups map[string]*group
 		owned  map[string]bool
-		closed bool
+		// loading: groups whose claim and first load (metastore round
+		// trips, made without mu) are under way; closed when done.
+		loading map[string]chan struct{}
+		closed  bool
 	}
+}
+
+func (c *Coordinator) leaseValid() bool { return c.cfg.LeaseValid == nil || c.cfg.LeaseValid() }
+
+// fence is what this coordinator's claims and group writes carry.
+func (c *Coordinator) fence() metastore.Fence {
+	f := metastore.Fence{Broker: c.cfg.BrokerID}
+	if c.cfg.Incarnation != nil {
+		f.Incarnation = c.cfg.Incarnation()
+	}
+	return f
+}
+
+// DropAll unloads every group and forgets which it owned: called when
+// this broker's lease lapsed, since another broker may own its groups
+// now. Waiting requests are answered NOT_COORDINATOR; a later request
+// claims the group again under the new lease.
+func (c *Coordinator) DropAll() {
+	c.mu.Lock()
+	gs := c.mu.groups
+	c.mu.groups = map[string]*group{}
+	c.mu.owned = map[string]bool{}
+	c.mu.Unlock()
+	for _, g := range gs {
+		g.mu.Lock()
+		g.unloadLocked(kerr.NotCoordinator.Code)
+		g.mu.Unlock()
+	}
+	if len(gs) > 0 {
+		c.log.Warn().Int("groups", len(gs)).Msg("lease lapsed: dropped every group")
+	}
+}
+
+// fenced handles a group write the metastore refused with ErrFenced: this
+// broker no longer owns the group, so its copy goes. It may be called
+// with g.mu held, so the unload runs on its own goroutine (lock order).
+func (c *Coordinator) fenced(g *group) {
+	c.log.Warn().Str("group", g.name).Msg("group write fenced: another broker owns the group now")
+	go func() {
+		c.mu.Lock()
+		if c.mu.groups[g.name] == g {
+			delete(c.mu.groups, g.name)
+			delete(c.mu.owned, g.name)
+		}
+		c.mu.Unlock()
+		g.mu.Lock()
+		g.unloadLocked(kerr.NotCoordinator.Code)
+		g.mu.Unlock()
+	}()
 }
 
 // New returns a coordinator; it loads groups lazily, on first use.
@@ -127,6 +189,7 @@ func New(cfg Config) (*Coordinator, error) {
 		log: cfg.Logger.With().Str("component", "coordinator").Logger()}
 	c.mu.groups = make(map[string]*group)
 	c.mu.owned = make(map[string]bool)
+	c.mu.loading = make(map[string]chan struct{})
 	return c, nil
 }
 
@@ -157,14 +220,18 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 	c.mu.Lock()
 	owned := c.mu.owned[group]
 	c.mu.Unlock()
-	if owned {
+	if owned && c.leaseValid() {
 		return c.cfg.BrokerID, nil
 	}
 	candidate, err := c.placement(group)
 	if err != nil {
 		return -1, err
 	}
-	owner, err := c.store.ClaimGroup(ctx, group, candidate)
+	f := metastore.Fence{Broker: candidate}
+	if candidate == c.cfg.BrokerID {
+		f = c.fence()
+	}
+	owner, err := c.store.ClaimGroup(ctx, group, f)
 	if err != nil {
 		return -1, err
 	}
@@ -229,25 +296,64 @@ func (c *Coordinator) getGroup(ctx context.Context, name string, mode int) (*gro
 	if name == "" {
 		return nil, kerr.InvalidGroupID.Code
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.mu.closed || c.cfg.NoGroups {
+	if !c.leaseValid() {
 		return nil, kerr.NotCoordinator.Code
 	}
-	if !c.mu.owned[name] {
-		// The metastore lock around the claim keeps two requests from
-		// loading the group twice; claims are rare (once per group).
-		owner, err := c.store.ClaimGroup(ctx, name, c.cfg.BrokerID)
+	for {
+		c.mu.Lock()
+		if c.mu.closed || c.cfg.NoGroups {
+			c.mu.Unlock()
+			return nil, kerr.NotCoordinator.Code
+		}
+		if g := c.mu.groups[name]; g != nil && c.mu.owned[name] {
+			c.mu.Unlock()
+			return g, 0
+		}
+		wait, busy := c.mu.loading[name]
+		if !busy {
+			done := make(chan struct{})
+			c.mu.loading[name] = done
+			owned := c.mu.owned[name]
+			c.mu.Unlock()
+			g, code := c.loadGroup(ctx, name, mode, owned)
+			c.mu.Lock()
+			delete(c.mu.loading, name)
+			if code == 0 && g != nil {
+				if c.mu.closed {
+					code, g = kerr.NotCoordinator.Code, nil
+				} else {
+					c.mu.owned[name] = true
+					c.mu.groups[name] = g
+				}
+			}
+			c.mu.Unlock()
+			close(done)
+			return g, code
+		}
+		c.mu.Unlock()
+		// Another request is loading this group: wait for it, then look
+		// again. Other groups are not held up meanwhile.
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, kerr.CoordinatorNotAvailable.Code
+		}
+	}
+}
+
+// loadGroup claims the group for this broker (unless it owns it already)
+// and loads its stored state: metastore round trips, made without
+// Coordinator.mu (getGroup keeps other requests for the same group waiting
+// meanwhile).
+func (c *Coordinator) loadGroup(ctx context.Context, name string, mode int, owned bool) (*group, int16) {
+	if !owned {
+		owner, err := c.store.ClaimGroup(ctx, name, c.fence())
 		if err != nil {
 			return nil, storeCode(err)
 		}
 		if owner != c.cfg.BrokerID {
 			return nil, kerr.NotCoordinator.Code
 		}
-		c.mu.owned[name] = true
-	}
-	if g := c.mu.groups[name]; g != nil {
-		return g, 0
 	}
 	g := newGroup(c, name)
 	blob, err := c.store.LoadGroup(ctx, name)
@@ -270,7 +376,6 @@ func (c *Coordinator) getGroup(ctx context.Context, name string, mode int) (*gro
 	default:
 		return nil, storeCode(err)
 	}
-	c.mu.groups[name] = g
 	return g, 0
 }
 
@@ -293,6 +398,10 @@ func storeCode(err error) int16 {
 		return kerr.CoordinatorNotAvailable.Code
 	case errors.Is(err, metastore.ErrUnknownBroker):
 		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, metastore.ErrFenced):
+		// Another broker may own the group now (this one's lease
+		// lapsed): the client looks the coordinator up again.
+		return kerr.NotCoordinator.Code
 	}
 	return kerr.UnknownServerError.Code
 }

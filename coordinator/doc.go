@@ -19,10 +19,21 @@
 // so names) the owner; a group request at any other broker answers
 // NOT_COORDINATOR.
 //
+// Ownership is fenced by the owner's lease (Config.Incarnation): a claim
+// records the incarnation, and every group write (commits, saves,
+// deletes) carries it, so the metastore refuses the writes of a broker
+// whose lease lapsed once another broker may have taken the group
+// (metastore.ErrFenced; the group is dropped and the client told
+// NOT_COORDINATOR). A broker also serves no group while its lease is not
+// certainly valid (Config.LeaseValid: paused or cut off past it), and drops
+// them all when it learns the lease lapsed (DropAll).
+//
 // # Concurrency
 //
 // Coordinator.mu guards the map of loaded groups and the set of owned
-// names; a group's first load (a metastore read) happens under it. Each
+// names; it is never held across a metastore round trip: a group's claim
+// and first load run without it, while later requests for that group wait
+// for the load (Coordinator.mu.loading) and other groups go on. Each
 // group has its own mutex, group.mu, that guards all of the group's state;
 // every request and every timer callback for a group runs under it, so a
 // group's state machine is sequential. Lock order: Coordinator.mu, then

@@ -43,7 +43,7 @@ func topic(name string, parts int, id byte) metastore.Topic {
 	return t
 }
 
-func (s *memStore) CommitOffsets(_ context.Context, group string, offs []metastore.OffsetCommit) error {
+func (s *memStore) CommitOffsets(_ context.Context, _ metastore.Fence, group string, offs []metastore.OffsetCommit) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	m := s.offsets[group]
@@ -81,7 +81,7 @@ func (s *memStore) FetchOffsets(_ context.Context, group string, tps []metastore
 	return out, nil
 }
 
-func (s *memStore) DeleteOffsets(_ context.Context, group string, tps []metastore.TopicPartition) error {
+func (s *memStore) DeleteOffsets(_ context.Context, _ metastore.Fence, group string, tps []metastore.TopicPartition) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, tp := range tps {
@@ -90,7 +90,7 @@ func (s *memStore) DeleteOffsets(_ context.Context, group string, tps []metastor
 	return nil
 }
 
-func (s *memStore) SaveGroup(_ context.Context, group string, state []byte) error {
+func (s *memStore) SaveGroup(_ context.Context, _ metastore.Fence, group string, state []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.groups[group] = append([]byte(nil), state...)
@@ -108,7 +108,7 @@ func (s *memStore) LoadGroup(_ context.Context, group string) ([]byte, error) {
 	return b, nil
 }
 
-func (s *memStore) DeleteGroup(_ context.Context, group string) error {
+func (s *memStore) DeleteGroup(_ context.Context, _ metastore.Fence, group string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.groups, group)
@@ -135,14 +135,14 @@ func (s *memStore) ListGroups(context.Context) ([]string, error) {
 	return out, nil
 }
 
-func (s *memStore) ClaimGroup(_ context.Context, group string, broker int32) (int32, error) {
+func (s *memStore) ClaimGroup(_ context.Context, group string, f metastore.Fence) (int32, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if o, ok := s.owners[group]; ok {
 		return o, nil
 	}
-	s.owners[group] = broker
-	return broker, nil
+	s.owners[group] = f.Broker
+	return f.Broker, nil
 }
 
 func (s *memStore) Topics() []metastore.Topic {

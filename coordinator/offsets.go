@@ -2,6 +2,7 @@ package coordinator
 
 import (
 	"context"
+	"errors"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -124,7 +125,10 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 		}
 		offs = append(offs, it.oc)
 	}
-	if err := c.store.CommitOffsets(ctx, g.name, offs); err != nil {
+	if err := c.store.CommitOffsets(ctx, c.fence(), g.name, offs); err != nil {
+		if errors.Is(err, metastore.ErrFenced) {
+			c.fenced(g)
+		}
 		return failAll(storeCode(err))
 	}
 	return resp
@@ -371,7 +375,10 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		resp.Topics = append(resp.Topics, st)
 	}
 	if len(tps) > 0 {
-		if err := c.store.DeleteOffsets(ctx, g.name, tps); err != nil {
+		if err := c.store.DeleteOffsets(ctx, c.fence(), g.name, tps); err != nil {
+			if errors.Is(err, metastore.ErrFenced) {
+				c.fenced(g)
+			}
 			resp.ErrorCode = storeCode(err)
 			resp.Topics = nil
 		}

@@ -3,11 +3,14 @@ package coordinator
 import (
 	"cmp"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 // storedGroup is a group's metadata as the metastore keeps it (SaveGroup's
@@ -82,7 +85,11 @@ func (g *group) persistLocked() {
 	}
 	ctx, cancel := g.c.storeCtx()
 	defer cancel()
-	if err := g.c.store.SaveGroup(ctx, g.name, blob); err != nil {
+	if err := g.c.store.SaveGroup(ctx, g.c.fence(), g.name, blob); err != nil {
+		if errors.Is(err, metastore.ErrFenced) {
+			g.c.fenced(g)
+			return
+		}
 		g.c.log.Warn().Err(err).Str("group", g.name).Msg("saving group state")
 	}
 }

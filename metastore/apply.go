@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -172,6 +173,9 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)
 		}
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
 		gb, err := a.tx.Bucket(bucketOffsets).CreateBucketIfNotExists([]byte(c.Group))
 		if err != nil {
 			panic(fmt.Sprintf("metastore: offsets bucket: %v", err))
@@ -184,6 +188,9 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		return result{}
 	case opDeleteOffsets:
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
 		ob := a.tx.Bucket(bucketOffsets)
 		gb := ob.Bucket([]byte(c.Group))
 		if gb == nil {
@@ -202,6 +209,9 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)
 		}
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
 		state := c.State
 		if state == nil {
 			state = []byte{}
@@ -209,6 +219,9 @@ func (a *applier) apply(c *command) (r result) {
 		a.put(a.tx.Bucket(bucketGroups), []byte(c.Group), state)
 		return result{}
 	case opDeleteGroup:
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
 		a.del(a.tx.Bucket(bucketGroups), []byte(c.Group))
 		a.del(a.tx.Bucket(bucketGroupOwners), []byte(c.Group))
 		ob := a.tx.Bucket(bucketOffsets)
@@ -222,17 +235,20 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)
 		}
+		b, ok := a.broker(c.BrokerID)
+		if !ok {
+			return fail(ErrUnknownBroker)
+		}
+		if c.Inc != 0 && b.Incarnation != c.Inc {
+			return fail(ErrFenced)
+		}
 		gob := a.tx.Bucket(bucketGroupOwners)
-		if v := gob.Get([]byte(c.Group)); v != nil {
-			owner := brokerFromKey(v)
-			if _, live := a.broker(owner); live {
+		if owner, inc, ok := a.groupOwner(c.Group); ok && a.liveOwner(owner, inc) {
+			if owner != c.BrokerID || inc == c.Inc {
 				return result{Owner: owner}
 			}
 		}
-		if _, ok := a.broker(c.BrokerID); !ok {
-			return fail(ErrUnknownBroker)
-		}
-		a.put(gob, []byte(c.Group), brokerKey(c.BrokerID))
+		a.put(gob, []byte(c.Group), ownerValue(c.BrokerID, c.Inc))
 		return result{Owner: c.BrokerID}
 	}
 	return fail(fmt.Errorf("%w: unknown op %q", ErrInvalidRequest, c.Op))
@@ -407,6 +423,44 @@ func (a *applier) putTopic(t *Topic) {
 	a.put(a.tx.Bucket(bucketTopicNames), []byte(t.Name), t.ID[:])
 	cp := cloneTopic(*t)
 	a.events = append(a.events, event{Rev: a.index, Kind: "topic", ID: t.ID, Topic: &cp})
+}
+
+// groupOwner reads a group's owner record: the broker and the
+// incarnation it claimed under (0 for a record written before fencing, or
+// by an unfenced claim).
+func (a *applier) groupOwner(group string) (broker int32, inc uint64, ok bool) {
+	v := a.tx.Bucket(bucketGroupOwners).Get([]byte(group))
+	if len(v) < 4 {
+		return 0, 0, false
+	}
+	if len(v) >= 12 {
+		inc = binary.BigEndian.Uint64(v[4:12])
+	}
+	return brokerFromKey(v[:4]), inc, true
+}
+
+func ownerValue(broker int32, inc uint64) []byte {
+	return binary.BigEndian.AppendUint64(brokerKey(broker), inc)
+}
+
+// liveOwner says whether an owner record still holds: its broker is
+// registered, with the incarnation it claimed under (any, for 0).
+func (a *applier) liveOwner(broker int32, inc uint64) bool {
+	b, ok := a.broker(broker)
+	return ok && (inc == 0 || b.Incarnation == inc)
+}
+
+// checkFence refuses a fenced group write (c.Inc set) unless c.BrokerID
+// owns the group under incarnation c.Inc and is registered with it.
+func (a *applier) checkFence(c *command) error {
+	if c.Inc == 0 {
+		return nil
+	}
+	owner, inc, ok := a.groupOwner(c.Group)
+	if !ok || owner != c.BrokerID || inc != c.Inc || !a.liveOwner(owner, inc) {
+		return ErrFenced
+	}
+	return nil
 }
 
 func (a *applier) broker(id int32) (Broker, bool) {

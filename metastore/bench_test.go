@@ -115,7 +115,7 @@ func runCommitBench(b *testing.B, conc int, clients []*Client) {
 				}
 				t0 := time.Now()
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				err := cl.CommitOffsets(ctx, group, []OffsetCommit{{TopicPartition: TopicPartition{"bench", int32(w)}, Offset: i}})
+				err := cl.CommitOffsets(ctx, Fence{}, group, []OffsetCommit{{TopicPartition: TopicPartition{"bench", int32(w)}, Offset: i}})
 				cancel()
 				if err != nil {
 					failed.Add(1)

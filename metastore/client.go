@@ -231,8 +231,20 @@ func (c *Client) Revision() uint64 { return c.v.revision() }
 // WaitRevision blocks until the cache reached rev.
 func (c *Client) WaitRevision(ctx context.Context, rev uint64) error { return c.v.waitRev(ctx, rev) }
 
+// Fence identifies a group coordinator's claim on a group: its broker id
+// and the incarnation of that broker's lease. A group write that carries
+// one (CommitOffsets, SaveGroup, DeleteOffsets, DeleteGroup) is refused with
+// ErrFenced unless the broker owns the group under that incarnation and is
+// still registered with it, so a coordinator whose lease lapsed (a long
+// pause, a partition) can change nothing once another broker could have
+// taken the group over. The zero Fence writes unfenced (tools, tests).
+type Fence struct {
+	Broker      int32
+	Incarnation uint64
+}
+
 // CommitOffsets stores offsets for a group. A zero CommitTime is set to now.
-func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []OffsetCommit) error {
+func (c *Client) CommitOffsets(ctx context.Context, f Fence, group string, offsets []OffsetCommit) error {
 	if len(offsets) == 0 {
 		return nil
 	}
@@ -244,7 +256,7 @@ func (c *Client) CommitOffsets(ctx context.Context, group string, offsets []Offs
 			offs[i].CommitTime = t
 		}
 	}
-	_, err := c.write(ctx, command{Op: opCommitOffsets, Group: group, Offsets: offs})
+	_, err := c.write(ctx, command{Op: opCommitOffsets, Group: group, Offsets: offs, BrokerID: f.Broker, Inc: f.Incarnation})
 	return err
 }
 
@@ -262,14 +274,14 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, tps []TopicPart
 }
 
 // DeleteOffsets deletes a group's offsets for tps.
-func (c *Client) DeleteOffsets(ctx context.Context, group string, tps []TopicPartition) error {
-	_, err := c.write(ctx, command{Op: opDeleteOffsets, Group: group, TPs: tps})
+func (c *Client) DeleteOffsets(ctx context.Context, f Fence, group string, tps []TopicPartition) error {
+	_, err := c.write(ctx, command{Op: opDeleteOffsets, Group: group, TPs: tps, BrokerID: f.Broker, Inc: f.Incarnation})
 	return err
 }
 
 // SaveGroup stores a group's metadata, an opaque blob the coordinator owns.
-func (c *Client) SaveGroup(ctx context.Context, group string, state []byte) error {
-	_, err := c.write(ctx, command{Op: opSaveGroup, Group: group, State: state})
+func (c *Client) SaveGroup(ctx context.Context, f Fence, group string, state []byte) error {
+	_, err := c.write(ctx, command{Op: opSaveGroup, Group: group, State: state, BrokerID: f.Broker, Inc: f.Incarnation})
 	return err
 }
 
@@ -287,8 +299,8 @@ func (c *Client) LoadGroup(ctx context.Context, group string) ([]byte, error) {
 }
 
 // DeleteGroup deletes a group's metadata, its offsets and its owner.
-func (c *Client) DeleteGroup(ctx context.Context, group string) error {
-	_, err := c.write(ctx, command{Op: opDeleteGroup, Group: group})
+func (c *Client) DeleteGroup(ctx context.Context, f Fence, group string) error {
+	_, err := c.write(ctx, command{Op: opDeleteGroup, Group: group, BrokerID: f.Broker, Inc: f.Incarnation})
 	return err
 }
 
@@ -301,11 +313,13 @@ func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 	return resp.Groups, nil
 }
 
-// ClaimGroup makes broker the group's coordinator unless a live
-// (registered) broker already owns it; it returns the owner either way.
-// ErrUnknownBroker if broker is not registered.
-func (c *Client) ClaimGroup(ctx context.Context, group string, broker int32) (int32, error) {
-	r, err := c.write(ctx, command{Op: opClaimGroup, Group: group, BrokerID: broker})
+// ClaimGroup makes f.Broker the group's coordinator unless a live broker
+// already owns it (registered with the incarnation it claimed under); it
+// returns the owner either way. ErrUnknownBroker if f.Broker is not
+// registered, ErrFenced if not with f.Incarnation (a zero incarnation
+// claims for whatever incarnation the broker has).
+func (c *Client) ClaimGroup(ctx context.Context, group string, f Fence) (int32, error) {
+	r, err := c.write(ctx, command{Op: opClaimGroup, Group: group, BrokerID: f.Broker, Inc: f.Incarnation})
 	return r.Owner, err
 }
 

@@ -48,7 +48,7 @@ func TestClusterReplicatesAndForwards(t *testing.T) {
 	if rc.ClusterID() == "" || rc.ClusterID() != fc.ClusterID() {
 		t.Fatalf("cluster ids %q %q", rc.ClusterID(), fc.ClusterID())
 	}
-	if err := rc.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"a", 1}, Offset: 5}}); err != nil {
+	if err := rc.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"a", 1}, Offset: 5}}); err != nil {
 		t.Fatal(err)
 	}
 	// Linearizable read on another node sees it.
@@ -91,7 +91,7 @@ func TestClusterLeaderCrashAndRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := cl2.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t1", 0}, Offset: 99}}); err != nil {
+	if err := cl2.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t1", 0}, Offset: 99}}); err != nil {
 		t.Fatal(err)
 	}
 	c.start(lead, false)
@@ -165,7 +165,7 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := 0; i < 300; i++ {
-		if err := cl.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"s", int32(i % 3)}, Offset: int64(i)}}); err != nil {
+		if err := cl.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"s", int32(i % 3)}, Offset: int64(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,7 +271,7 @@ func TestClusterLeases(t *testing.T) {
 		}
 		time.Sleep(60 * time.Millisecond)
 	}
-	if owner, err := cl.ClaimGroup(ctx, "grp", 7); err != nil || owner != 7 {
+	if owner, err := cl.ClaimGroup(ctx, "grp", Fence{Broker: 7}); err != nil || owner != 7 {
 		t.Fatalf("claim %d %v", owner, err)
 	}
 	// Silence: the leader expires it; the old incarnation is fenced.
@@ -295,7 +295,7 @@ func TestClusterLeases(t *testing.T) {
 	if _, err := cl.RegisterBroker(ctx, Broker{ID: 8, Role: RoleRead}); err != nil {
 		t.Fatal(err)
 	}
-	if owner, err := cl.ClaimGroup(ctx, "grp", 8); err != nil || owner != 7 {
+	if owner, err := cl.ClaimGroup(ctx, "grp", Fence{Broker: 8}); err != nil || owner != 7 {
 		t.Fatalf("group should stay with live re-registered 7: %d %v", owner, err)
 	}
 }
@@ -414,7 +414,7 @@ func TestClusterCrashImages(t *testing.T) {
 				return
 			default:
 			}
-			if err := cl.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t0", 0}, Offset: i}}); err == nil {
+			if err := cl.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t0", 0}, Offset: i}}); err == nil {
 				acked = append(acked, i)
 			}
 		}
@@ -456,5 +456,82 @@ func TestClusterCrashImages(t *testing.T) {
 	}
 	if len(l.Topics()) != 10 {
 		t.Fatalf("topics %d", len(l.Topics()))
+	}
+}
+
+// Group writes carry the owner's fence: once the owner's lease lapsed and
+// another broker claimed the group, the old owner's commits, saves and
+// deletes are refused (ErrFenced) and change nothing, even after it
+// registers again under a new incarnation.
+func TestGroupWritesFencedByLease(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = 300 * time.Millisecond })
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	cl := c.hub.HubClient(100, c.follower(lead))
+	defer cl.Close()
+	inc7, err := cl.RegisterBroker(ctx, Broker{ID: 7, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := Fence{Broker: 7, Incarnation: inc7}
+	if owner, err := cl.ClaimGroup(ctx, "grp", old); err != nil || owner != 7 {
+		t.Fatalf("claim %d %v", owner, err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	if err := cl.CommitOffsets(ctx, old, "grp", []OffsetCommit{{TopicPartition: tp, Offset: 10}}); err != nil {
+		t.Fatalf("owner's commit: %v", err)
+	}
+	// A broker that does not own the group cannot write it.
+	inc8, err := cl.RegisterBroker(ctx, Broker{ID: 8, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := Fence{Broker: 8, Incarnation: inc8}
+	if err := cl.CommitOffsets(ctx, other, "grp", []OffsetCommit{{TopicPartition: tp, Offset: 11}}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("non-owner's commit: %v, want ErrFenced", err)
+	}
+	// 7 goes silent (8 keeps heartbeating): its lease lapses and 8 takes
+	// the group over.
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		if err := cl.Heartbeat(ctx, 8, inc8); err != nil {
+			return err
+		}
+		for _, b := range cl.Brokers() {
+			if b.ID == 7 {
+				return errors.New("broker 7 still registered")
+			}
+		}
+		return nil
+	})
+	if owner, err := cl.ClaimGroup(ctx, "grp", other); err != nil || owner != 8 {
+		t.Fatalf("8 claiming the lapsed owner's group: %d %v", owner, err)
+	}
+	if err := cl.CommitOffsets(ctx, other, "grp", []OffsetCommit{{TopicPartition: tp, Offset: 20}}); err != nil {
+		t.Fatalf("new owner's commit: %v", err)
+	}
+	// 7 comes back (a paused process resuming) and registers again: its
+	// writes under the old incarnation and the new one are both refused.
+	inc7b, err := cl.RegisterBroker(ctx, Broker{ID: 7, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []Fence{old, {Broker: 7, Incarnation: inc7b}} {
+		if err := cl.CommitOffsets(ctx, f, "grp", []OffsetCommit{{TopicPartition: tp, Offset: 99}}); !errors.Is(err, ErrFenced) {
+			t.Errorf("commit by 7 (incarnation %d) after 8 took over: %v, want ErrFenced", f.Incarnation, err)
+		}
+		if err := cl.SaveGroup(ctx, f, "grp", []byte("stale")); !errors.Is(err, ErrFenced) {
+			t.Errorf("save by 7 (incarnation %d): %v, want ErrFenced", f.Incarnation, err)
+		}
+		if err := cl.DeleteGroup(ctx, f, "grp"); !errors.Is(err, ErrFenced) {
+			t.Errorf("delete by 7 (incarnation %d): %v, want ErrFenced", f.Incarnation, err)
+		}
+	}
+	offs, err := cl.FetchOffsets(ctx, "grp", []TopicPartition{tp})
+	if err != nil || len(offs) != 1 || offs[0].Offset != 20 {
+		t.Fatalf("committed offsets after the fenced writes: %+v %v, want offset 20", offs, err)
+	}
+	// Claiming under a stale incarnation is refused too.
+	if _, err := cl.ClaimGroup(ctx, "other", old); !errors.Is(err, ErrFenced) {
+		t.Fatalf("claim under a lapsed incarnation: %v, want ErrFenced", err)
 	}
 }

@@ -18,11 +18,13 @@ import (
 //	uvarint command count
 //	per command:
 //	  uvarint seq
-//	  u8      kind: 0 = JSON command follows, 1 = commit_offsets
+//	  u8      kind: 0 = JSON command follows, 1 = commit_offsets,
+//	          2 = commit_offsets with a fence
 //	  kind 0: uvarint length, JSON of command
 //	  kind 1: string group, uvarint n, n times:
 //	          string topic, varint partition, varint offset,
 //	          varint leader epoch, string metadata, varint commit time (unix ms)
+//	  kind 2: varint broker, uvarint incarnation, then as kind 1
 //
 // where string is uvarint length + bytes. The decoder is sticky (franz-go
 // kbin style): reads past the end set an error checked once; lengths are
@@ -39,7 +41,13 @@ func encodeBatchBinary(b *proposalBatch) []byte {
 		c := &b.Cmds[i]
 		out = binary.AppendUvarint(out, c.Seq)
 		if c.Op == opCommitOffsets {
-			out = append(out, 1)
+			if c.Inc != 0 {
+				out = append(out, 2)
+				out = binary.AppendVarint(out, int64(c.BrokerID))
+				out = binary.AppendUvarint(out, c.Inc)
+			} else {
+				out = append(out, 1)
+			}
 			out = appendString(out, c.Group)
 			out = binary.AppendUvarint(out, uint64(len(c.Offsets)))
 			for _, o := range c.Offsets {
@@ -156,7 +164,7 @@ func decodeBatchBinary(data []byte) (*proposalBatch, error) {
 	b.Cmds = make([]command, 0, n)
 	for i := 0; i < n && r.err == nil; i++ {
 		seq := r.uvarint()
-		switch r.u8() {
+		switch kind := r.u8(); kind {
 		case 0:
 			js := r.bytes()
 			if r.err != nil {
@@ -168,8 +176,12 @@ func decodeBatchBinary(data []byte) (*proposalBatch, error) {
 			}
 			c.Seq = seq
 			b.Cmds = append(b.Cmds, c)
-		case 1:
-			c := command{Seq: seq, Op: opCommitOffsets, Group: r.str()}
+		case 1, 2:
+			c := command{Seq: seq, Op: opCommitOffsets}
+			if kind == 2 {
+				c.BrokerID, c.Inc = int32(r.varint()), r.uvarint()
+			}
+			c.Group = r.str()
 			m := r.count(6)
 			c.Offsets = make([]OffsetCommit, 0, m)
 			for j := 0; j < m && r.err == nil; j++ {

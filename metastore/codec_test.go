@@ -14,6 +14,9 @@ func TestBatchCodecRoundTrip(t *testing.T) {
 			{TopicPartition: TopicPartition{"", -1}, Offset: -1},
 		}},
 		{Seq: 2, Op: opCreateTopic, Spec: &TopicSpec{Name: "x", Partitions: 3}, TopicID: &id},
+		{Seq: 3, Op: opCommitOffsets, Group: "fenced", BrokerID: 12, Inc: 1 << 33, Offsets: []OffsetCommit{
+			{TopicPartition: TopicPartition{"t", 0}, Offset: 5, CommitTime: time.UnixMilli(1700000000000).UTC()},
+		}},
 	}}
 	b.Cmds[0].Offsets[1].CommitTime = time.UnixMilli(0).UTC()
 	got, err := decodeBatch(encodeBatch(b))

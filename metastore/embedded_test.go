@@ -68,7 +68,7 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 		t.Fatal("Changed not signalled by a topic creation")
 	}
 	ch = c.Changed()
-	if err := c.CommitOffsets(ctx, "g0", []OffsetCommit{{TopicPartition: TopicPartition{"orders", 0}, Offset: 1}}); err != nil {
+	if err := c.CommitOffsets(ctx, Fence{}, "g0", []OffsetCommit{{TopicPartition: TopicPartition{"orders", 0}, Offset: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -123,7 +123,7 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	}
 
 	// Offsets.
-	if err := c.CommitOffsets(ctx, "g1", []OffsetCommit{
+	if err := c.CommitOffsets(ctx, Fence{}, "g1", []OffsetCommit{
 		{TopicPartition: TopicPartition{"orders", 0}, Offset: 10, LeaderEpoch: 1, Metadata: "m"},
 		{TopicPartition: TopicPartition{"orders", 1}, Offset: 20},
 	}); err != nil {
@@ -137,7 +137,7 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if len(offs) != 1 || offs[0].Offset != 20 {
 		t.Fatalf("fetch some: %+v", offs)
 	}
-	if err := c.DeleteOffsets(ctx, "g1", []TopicPartition{{"orders", 1}}); err != nil {
+	if err := c.DeleteOffsets(ctx, Fence{}, "g1", []TopicPartition{{"orders", 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if offs, _ = c.FetchOffsets(ctx, "g1", nil); len(offs) != 1 {
@@ -148,7 +148,7 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if _, err := c.LoadGroup(ctx, "g1"); !errors.Is(err, ErrUnknownGroup) {
 		t.Fatal(err)
 	}
-	if err := c.SaveGroup(ctx, "g1", []byte("state-1")); err != nil {
+	if err := c.SaveGroup(ctx, Fence{}, "g1", []byte("state-1")); err != nil {
 		t.Fatal(err)
 	}
 	if st, err := c.LoadGroup(ctx, "g1"); err != nil || string(st) != "state-1" {
@@ -157,10 +157,10 @@ func TestEmbeddedTopicsAndOffsets(t *testing.T) {
 	if p := c.PreferredGroupOwner("g1"); p != 0 {
 		t.Fatalf("preferred owner %d", p)
 	}
-	if owner, err := c.ClaimGroup(ctx, "g1", 0); err != nil || owner != 0 {
+	if owner, err := c.ClaimGroup(ctx, "g1", Fence{Broker: 0}); err != nil || owner != 0 {
 		t.Fatalf("claim: %d %v", owner, err)
 	}
-	if _, err := c.ClaimGroup(ctx, "g2", 7); !errors.Is(err, ErrUnknownBroker) {
+	if _, err := c.ClaimGroup(ctx, "g2", Fence{Broker: 7}); !errors.Is(err, ErrUnknownBroker) {
 		t.Fatalf("claim unknown broker: %v", err)
 	}
 	if gs, _ := c.ListGroups(ctx); len(gs) != 2 || gs[0] != "g0" || gs[1] != "g1" {
@@ -233,7 +233,7 @@ func TestEmbeddedCrashCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := c.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t0", 0}, Offset: 42}}); err != nil {
+	if err := c.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t0", 0}, Offset: 42}}); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
@@ -248,7 +248,7 @@ func TestEmbeddedCrashCopy(t *testing.T) {
 					return
 				default:
 				}
-				_ = c.CommitOffsets(ctx, "busy", []OffsetCommit{{TopicPartition: TopicPartition{"t1", int32(w)}, Offset: int64(i)}})
+				_ = c.CommitOffsets(ctx, Fence{}, "busy", []OffsetCommit{{TopicPartition: TopicPartition{"t1", int32(w)}, Offset: int64(i)}})
 			}
 		}(w)
 	}
@@ -284,7 +284,7 @@ func TestEmbeddedSnapshotAndRestart(t *testing.T) {
 	c := n.Client()
 	ctx := ctxT(t)
 	for i := 0; i < 200; i++ {
-		if err := c.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t", int32(i % 7)}, Offset: int64(i)}}); err != nil {
+		if err := c.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t", int32(i % 7)}, Offset: int64(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -147,7 +147,7 @@ func TestLinearizabilityUnderFaults(t *testing.T) {
 					p := int32(r.Intn(3))
 					v := counter.Add(1)
 					in := linInput{Op: "commit", Key: fmt.Sprintf("o/%d", p), Value: v}
-					err := cl.CommitOffsets(ctx, "lin", []OffsetCommit{{TopicPartition: TopicPartition{"x", p}, Offset: v}})
+					err := cl.CommitOffsets(ctx, Fence{}, "lin", []OffsetCommit{{TopicPartition: TopicPartition{"x", p}, Offset: v}})
 					record(w, in, call, linOutput{Unknown: err != nil})
 				case x < 8:
 					p := int32(r.Intn(3))

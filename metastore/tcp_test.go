@@ -87,7 +87,7 @@ func TestTCPCluster(t *testing.T) {
 	if _, ok := rc.TopicByName("tcp"); !ok {
 		t.Fatal("not in remote cache")
 	}
-	if err := rc.CommitOffsets(ctx, "g", []OffsetCommit{{TopicPartition: TopicPartition{"tcp", 1}, Offset: 3}}); err != nil {
+	if err := rc.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"tcp", 1}, Offset: 3}}); err != nil {
 		t.Fatal(err)
 	}
 	if offs, err := rc.FetchOffsets(ctx, "g", nil); err != nil || len(offs) != 1 || offs[0].Offset != 3 {

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -22,25 +24,59 @@ type Registrar interface {
 // Lease keeps this broker registered in the metastore. A broker whose
 // lease lapsed is fenced and registers again, with a new incarnation.
 type Lease struct {
-	reg         Registrar
-	broker      metastore.Broker
-	every       time.Duration
-	log         zerolog.Logger
-	incarnation uint64
+	reg      Registrar
+	broker   metastore.Broker
+	duration time.Duration
+	every    time.Duration
+	log      zerolog.Logger
+	// OnLapse, when set, is called once the metastore says the lease
+	// lapsed (before registering again): what this broker owned under
+	// it (groups) may belong to another broker now.
+	OnLapse func()
+
+	incarnation atomic.Uint64
+	mu          sync.Mutex
+	validUntil  time.Time // monotonic: last acknowledged renewal's send time + duration
 }
 
 // NewLease heartbeats three times per lease duration.
 func NewLease(reg Registrar, b metastore.Broker, leaseDuration time.Duration, lg zerolog.Logger) *Lease {
-	return &Lease{reg: reg, broker: b, every: leaseDuration / 3, log: lg.With().Str("component", "lease").Logger()}
+	return &Lease{reg: reg, broker: b, duration: leaseDuration, every: leaseDuration / 3, log: lg.With().Str("component", "lease").Logger()}
+}
+
+// Incarnation is the incarnation of the current registration: the fence
+// of what this broker writes as an owner (group state and offsets).
+func (l *Lease) Incarnation() uint64 { return l.incarnation.Load() }
+
+// Valid says whether the lease certainly still holds: less than the lease
+// duration has passed since the send of the last renewal the metastore
+// acknowledged. The metastore measures the lease from its receipt of that
+// renewal, later, so a broker paused or cut off past its lease (SIGSTOP, a
+// partition) knows it may be fenced before it hears so, and serves nothing
+// it owned under the lease meanwhile.
+func (l *Lease) Valid() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return time.Now().Before(l.validUntil)
+}
+
+func (l *Lease) renewed(sent time.Time) {
+	l.mu.Lock()
+	if v := sent.Add(l.duration); v.After(l.validUntil) {
+		l.validUntil = v
+	}
+	l.mu.Unlock()
 }
 
 // Register registers the broker; call it before serving.
 func (l *Lease) Register(ctx context.Context) error {
+	sent := time.Now()
 	inc, err := l.reg.RegisterBroker(ctx, l.broker)
 	if err != nil {
 		return err
 	}
-	l.incarnation = inc
+	l.incarnation.Store(inc)
+	l.renewed(sent)
 	l.log.Info().Uint64("incarnation", inc).Msg("registered broker")
 	return nil
 }
@@ -56,12 +92,17 @@ func (l *Lease) Run(ctx context.Context) {
 		case <-t.C:
 		}
 		hctx, cancel := context.WithTimeout(ctx, l.every)
-		err := l.reg.Heartbeat(hctx, l.broker.ID, l.incarnation)
+		sent := time.Now()
+		err := l.reg.Heartbeat(hctx, l.broker.ID, l.incarnation.Load())
 		cancel()
 		switch {
 		case err == nil:
+			l.renewed(sent)
 		case errors.Is(err, metastore.ErrFenced):
 			l.log.Warn().Msg("lease lapsed: registering again")
+			if l.OnLapse != nil {
+				l.OnLapse()
+			}
 			if err := l.Register(ctx); err != nil && ctx.Err() == nil {
 				l.log.Error().Err(err).Msg("registering again")
 			}

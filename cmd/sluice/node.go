@@ -168,7 +168,21 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	// groups"); offsets and group state live in the metastore. Every
 	// broker places groups for FindCoordinator; one without the read role
 	// coordinates none itself.
-	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg})
+	// The coordinator fences its group writes with the lease, which is
+	// made below once the server is up.
+	var leaseRef atomic.Pointer[server.Lease]
+	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg,
+		Incarnation: func() uint64 {
+			if l := leaseRef.Load(); l != nil {
+				return l.Incarnation()
+			}
+			return 0
+		},
+		LeaseValid: func() bool {
+			l := leaseRef.Load() // none before the broker registered
+			return l != nil && l.Valid()
+		},
+	})
 	if err != nil {
 		return err
 	}
@@ -201,9 +215,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
+	lease.OnLapse = groups.DropAll
 	if err := lease.Register(ctx); err != nil {
 		return fmt.Errorf("registering broker: %w", err)
 	}
+	leaseRef.Store(lease)
 	if err := srv.OpenPartitions(); err != nil {
 		return err
 	}

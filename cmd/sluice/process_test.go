@@ -183,7 +183,7 @@ func TestMetaQuorumSurvivesLeaderKill(t *testing.T) {
 				default:
 				}
 				cctx, ccancel := context.WithTimeout(ctx, 3*time.Second)
-				err := cl.CommitOffsets(cctx, "g", []metastore.OffsetCommit{{
+				err := cl.CommitOffsets(cctx, metastore.Fence{}, "g", []metastore.OffsetCommit{{
 					TopicPartition: metastore.TopicPartition{Topic: "t", Partition: int32(w)}, Offset: off, LeaderEpoch: -1,
 				}})
 				ccancel()
