@@ -227,9 +227,18 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 	if err != nil {
 		return -1, err
 	}
+	// The claim records the owner's incarnation: this broker's own, or
+	// the candidate's as the catalog knows it (the metastore refuses a
+	// stale one).
 	f := metastore.Fence{Broker: candidate}
 	if candidate == c.cfg.BrokerID {
 		f = c.fence()
+	} else {
+		for _, b := range c.store.Brokers() {
+			if b.ID == candidate {
+				f.Incarnation = b.Incarnation
+			}
+		}
 	}
 	owner, err := c.store.ClaimGroup(ctx, group, f)
 	if err != nil {
