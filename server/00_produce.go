@@ -123,7 +123,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if _, local := p.(*replica.Partition); !local {
 				keepFrame = true
 			}
-			prop, err := s.proposeBatch(t, p, rp.Records, req.Acks, now, sp)
+			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp)
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
@@ -237,8 +237,10 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 }
 
 // proposeBatch validates one partition's records and proposes them.
-func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition) (*replica.Proposal, error) {
-	if int64(len(records)) > s.topicInt(t, "max.message.bytes") {
+// ctx bounds a wait for room to inflate compressed records.
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition) (*replica.Proposal, error) {
+	maxBytes := s.topicInt(t, "max.message.bytes")
+	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
 	}
 	b, err := protocol.ParseBatch(records)
@@ -248,7 +250,7 @@ func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []by
 	if b.IsControl() {
 		return nil, protocol.ErrInvalidRecord
 	}
-	if err := b.ValidateRecords(); err != nil {
+	if err := s.validateRecords(ctx, b, maxBytes); err != nil {
 		return nil, err
 	}
 	if b.IsTransactional() {
