@@ -161,7 +161,8 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	// Read brokers coordinate groups (DESIGN.md); offsets and group state
 	// live in the metastore. Every broker places groups for
 	// FindCoordinator; one without the read role coordinates none itself.
-	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg})
+	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg,
+		MaxGroupSize: int(cfg.GroupMaxSize), ConsumerMaxGroupSize: int(cfg.GroupConsumerMaxSize)})
 	if err != nil {
 		return err
 	}
