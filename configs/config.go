@@ -48,8 +48,10 @@ type Config struct {
 	// before its acks=all wait; one to a raft partition, whose proposal
 	// keeps the batches until they commit, and every other request count
 	// until answered. A frame is admitted while any room is left, so one
-	// larger than the bound still passes. Default 100 MiB; -1 (Kafka's
-	// default) or 0: unbounded.
+	// larger than the bound still passes. The buffers compressed records
+	// inflate into while a produce is validated count too (one inflation
+	// may always proceed, so that requests holding frames cannot wait on
+	// each other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
 	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
 
 	// MaxPartitionsPerRequest bounds the partitions one CreateTopics or

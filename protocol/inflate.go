@@ -99,7 +99,7 @@ func (f *inflater) declared(n uint64) error {
 // readFrom streams r into the buffer until EOF, failing once more than
 // limit bytes came out.
 func (f *inflater) readFrom(r io.Reader) error {
-	for {
+	for empty := 0; ; {
 		if f.n == len(f.buf) {
 			if f.n > f.limit {
 				return f.tooLarge()
@@ -110,6 +110,15 @@ func (f *inflater) readFrom(r io.Reader) error {
 		}
 		m, err := r.Read(f.buf[f.n:])
 		f.n += m
+		if m == 0 && err == nil {
+			// A reader making no progress: as io.ReadFull's
+			// callers do, give up rather than spin.
+			if empty++; empty >= 100 {
+				return io.ErrNoProgress
+			}
+			continue
+		}
+		empty = 0
 		if f.n > f.limit {
 			return f.tooLarge()
 		}
@@ -123,6 +132,9 @@ func (f *inflater) readFrom(r io.Reader) error {
 }
 
 var gzipReaders sync.Pool // *gzip.Reader
+
+// emptyGzip is a bare gzip member header (deflate, no flags).
+var emptyGzip = []byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff}
 
 var lz4Readers = sync.Pool{New: func() any { return lz4.NewReader(nil) }}
 
@@ -182,7 +194,14 @@ func (f *inflater) run(src []byte, codec int8) error {
 				return err
 			}
 		}
-		defer gzipReaders.Put(zr)
+		defer func() {
+			// Point the pooled reader (and its flate decompressor)
+			// at an empty member, so that it keeps no reference to
+			// src, a frame buffer that is about to be reused.
+			if zr.Reset(bytes.NewReader(emptyGzip)) == nil {
+				gzipReaders.Put(zr)
+			}
+		}()
 		if err := f.ensure(guess); err != nil {
 			return err
 		}

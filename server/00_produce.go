@@ -21,8 +21,12 @@ import (
 // or REQUEST_TIMED_OUT after TimeoutMillis. Each partition's records must
 // be exactly one v2 batch (CORRUPT_MESSAGE for a bad length or CRC,
 // INVALID_RECORD for several batches). A batch over max.message.bytes gets
-// MESSAGE_TOO_LARGE; CreateTime timestamps outside the topic's
-// message.timestamp.before/after.max.ms get INVALID_TIMESTAMP (checked on
+// MESSAGE_TOO_LARGE, and so does a compressed one whose records inflate
+// past it (found before they inflate further; the inflation buffer counts
+// against queued.max.request.bytes, see inflate.go). Kafka checks only the
+// compressed size unless it rebuilds the batch; the Java producer answers
+// MESSAGE_TOO_LARGE by splitting the batch. CreateTime timestamps outside
+// the topic's message.timestamp.before/after.max.ms get INVALID_TIMESTAMP (checked on
 // the batch's base and max timestamps, without decompressing).
 // LogAppendTime topics stamp the batch. Idempotent batches are checked by
 // the log: a retry of one of the last five returns its original offsets.
