@@ -146,23 +146,13 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 			if a.Partition < 0 || int(a.Partition) >= len(rt.ReplicaAssignment) || spec.Assignment[a.Partition] != nil {
 				return spec, kerr.InvalidReplicaAssignment.Code, "partitions in the assignment must be consecutive from 0, each given once"
 			}
-			if len(a.Replicas) == 0 {
-				return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d has no replicas", a.Partition)
-			}
-			if len(a.Replicas) > len(writers) {
-				return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d lists %d replicas, more than the %d write brokers", a.Partition, len(a.Replicas), len(writers))
+			if msg := s.checkReplicaList(a.Replicas); msg != "" {
+				return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d: %s", a.Partition, msg)
 			}
 			if spec.ReplicationFactor == -1 {
 				spec.ReplicationFactor = int16(len(a.Replicas))
 			} else if int(spec.ReplicationFactor) != len(a.Replicas) {
 				return spec, kerr.InvalidReplicaAssignment.Code, "every partition must have the same number of replicas"
-			}
-			dup := make(map[int32]bool)
-			for _, id := range a.Replicas {
-				if !writers[id] || dup[id] {
-					return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("replica %d of partition %d is not a distinct write broker", id, a.Partition)
-				}
-				dup[id] = true
 			}
 			spec.Assignment[a.Partition] = a.Replicas
 		}

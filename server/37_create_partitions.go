@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -13,8 +12,8 @@ import (
 // Semantics: grows a topic to Count partitions. Unknown topic:
 // UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one:
 // INVALID_PARTITIONS; a topic named twice: INVALID_REQUEST; an explicit
-// assignment must give one list per new partition, naming write brokers
-// (INVALID_REPLICA_ASSIGNMENT, also for a broker listed twice). A request
+// assignment must give one list per new partition, naming distinct write
+// brokers (INVALID_REPLICA_ASSIGNMENT). A request
 // adding more than max.partitions.per.request partitions in all fails
 // whole, and a topic that would take the cluster past max.partitions
 // fails, with POLICY_VIOLATION (admin_limits.go). validate_only stops
@@ -98,25 +97,12 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 	return resp, nil
 }
 
+// checkAssignment checks the replica list of each new partition
+// (checkReplicaList: the one rule for replica lists).
 func (s *Server) checkAssignment(as []kmsg.CreatePartitionsRequestTopicAssignment) string {
-	writers := make(map[int32]bool)
-	for _, b := range s.catalog.Brokers() {
-		writers[b.ID] = true
-	}
 	for i, a := range as {
-		if len(a.Replicas) == 0 {
-			return fmt.Sprintf("assignment %d has no replicas", i)
-		}
-		if len(a.Replicas) > len(writers) {
-			return fmt.Sprintf("assignment %d lists %d replicas, more than the %d brokers", i, len(a.Replicas), len(writers))
-		}
-		for j, id := range a.Replicas {
-			if !writers[id] {
-				return fmt.Sprintf("broker %d in assignment %d is not registered", id, i)
-			}
-			if slices.Contains(a.Replicas[:j], id) {
-				return fmt.Sprintf("broker %d is listed twice in assignment %d", id, i)
-			}
+		if msg := s.checkReplicaList(a.Replicas); msg != "" {
+			return fmt.Sprintf("assignment %d: %s", i, msg)
 		}
 	}
 	return ""
