@@ -63,9 +63,42 @@ type Config struct {
 	// before its acks=all wait; one to a raft partition, whose proposal
 	// keeps the batches until they commit, and every other request count
 	// until answered. A frame is admitted while any room is left, so one
-	// larger than the bound still passes. Default 100 MiB; -1 (Kafka's
-	// default) or 0: unbounded.
+	// larger than the bound still passes. The buffers compressed records
+	// inflate into while a produce is validated count too (one inflation
+	// may always proceed, so that requests holding frames cannot wait on
+	// each other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
 	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
+
+	// MaxPartitionsPerRequest bounds the partitions one CreateTopics or
+	// CreatePartitions request may add, counted over all its topics
+	// before anything reaches the metastore: beyond it every topic is
+	// answered POLICY_VIOLATION. Kafka has no setting but the same fixed
+	// limit in its controller (10,000, MAX_PARTITIONS_PER_BATCH, also
+	// POLICY_VIOLATION), set after requests of that kind exhausted its
+	// memory; Sluice's default is Kafka's.
+	MaxPartitionsPerRequest int32 `mapstructure:"max.partitions.per.request"`
+	// MaxPartitions bounds the partitions of the whole cluster (the
+	// name KIP-578 proposed for Kafka): a CreateTopics or
+	// CreatePartitions that would pass it, and an auto-creation, is
+	// refused with POLICY_VIOLATION. Every partition is a log (and in a
+	// cluster a raft group) on its brokers; the default, 50,000, is a
+	// quarter of what Kafka's KIP-578 names as the advised Kafka cluster
+	// maximum, since a Sluice partition also costs a raft group.
+	MaxPartitions int32 `mapstructure:"max.partitions"`
+	// ConfigValueMaxBytes bounds the name and the value of each config
+	// in CreateTopics, AlterConfigs and IncrementalAlterConfigs
+	// (INVALID_CONFIG beyond it), checked before a value is parsed,
+	// split into a list or echoed in an error message. Kafka has no such
+	// setting; Sluice's configs are numbers, enums and short lists.
+	ConfigValueMaxBytes int32 `mapstructure:"config.value.max.bytes"`
+	// GroupMaxSize caps the members of a classic consumer group: a new
+	// member's JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED (Kafka's
+	// setting of this name and its default, 2147483647: unbounded).
+	GroupMaxSize int32 `mapstructure:"group.max.size"`
+	// GroupConsumerMaxSize caps the members of a KIP-848 consumer group:
+	// a new member's ConsumerGroupHeartbeat beyond it gets
+	// GROUP_MAX_SIZE_REACHED (Kafka's setting and default, 2147483647).
+	GroupConsumerMaxSize int32 `mapstructure:"group.consumer.max.size"`
 
 	AutoCreateTopics         bool  `mapstructure:"auto.create.topics.enable"`
 	NumPartitions            int32 `mapstructure:"num.partitions"`
@@ -160,6 +193,11 @@ func Default() Config {
 		LogLevel:                    "info",
 		SocketRequestMaxBytes:       100 << 20,
 		QueuedMaxRequestBytes:       100 << 20,
+		MaxPartitionsPerRequest:     10000,
+		MaxPartitions:               50000,
+		ConfigValueMaxBytes:         32 << 10,
+		GroupMaxSize:                math.MaxInt32,
+		GroupConsumerMaxSize:        math.MaxInt32,
 		AutoCreateTopics:            true,
 		NumPartitions:               1,
 		DefaultReplicationFactor:    1,
@@ -254,6 +292,21 @@ func (c Config) Validate() error {
 	}
 	if c.QueuedMaxRequestBytes < -1 {
 		errs = append(errs, fmt.Errorf("queued.max.request.bytes must be -1 (unbounded) or at least 0"))
+	}
+	if c.MaxPartitionsPerRequest <= 0 {
+		errs = append(errs, fmt.Errorf("max.partitions.per.request must be positive"))
+	}
+	if c.MaxPartitions <= 0 {
+		errs = append(errs, fmt.Errorf("max.partitions must be positive"))
+	}
+	if c.ConfigValueMaxBytes < 256 {
+		errs = append(errs, fmt.Errorf("config.value.max.bytes must be at least 256"))
+	}
+	if c.GroupMaxSize < 1 {
+		errs = append(errs, fmt.Errorf("group.max.size must be at least 1"))
+	}
+	if c.GroupConsumerMaxSize < 1 {
+		errs = append(errs, fmt.Errorf("group.consumer.max.size must be at least 1"))
 	}
 	if c.FetchSessionCacheSlots < 0 {
 		errs = append(errs, fmt.Errorf("max.incremental.fetch.session.cache.slots must not be negative"))

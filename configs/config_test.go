@@ -20,11 +20,17 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 	c.Listeners[0].View = "both"
 	c.FetchMaxBytes = math.MaxInt32
 	c.QueuedMaxRequestBytes = -2
+	c.MaxPartitionsPerRequest = 0
+	c.MaxPartitions = -1
+	c.ConfigValueMaxBytes = 10
+	c.GroupMaxSize = 0
+	c.GroupConsumerMaxSize = -5
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("a broken config validated")
 	}
-	for _, want := range []string{"unknown role", "num.partitions", "log.fsync", "view", "fetch.max.bytes", "queued.max.request.bytes"} {
+	for _, want := range []string{"unknown role", "num.partitions", "log.fsync", "view", "fetch.max.bytes", "queued.max.request.bytes",
+		"max.partitions.per.request", "max.partitions must", "config.value.max.bytes", "group.max.size", "group.consumer.max.size"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}

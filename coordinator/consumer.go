@@ -276,8 +276,9 @@ func (cg *consumerGroup) heartbeatLocked(cl Client, req *kmsg.ConsumerGroupHeart
 			// A fenced member rejoining with its id: start over.
 			cg.releaseLocked(m)
 		} else {
-			if len(cg.members) >= c.cfg.MaxGroupSize {
+			if len(cg.members) >= c.cfg.ConsumerMaxGroupSize {
 				resp.ErrorCode = kerr.GroupMaxSizeReached.Code
+				resp.ErrorMessage = kmsg.StringPtr(fmt.Sprintf("The consumer group has reached its maximum capacity of %d members.", c.cfg.ConsumerMaxGroupSize))
 				return
 			}
 			id := req.MemberID

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"hash/fnv"
+	"math"
 	"sync"
 	"time"
 
@@ -69,9 +70,11 @@ type Config struct {
 	// MinSessionTimeout and MaxSessionTimeout bound a classic member's
 	// session timeout (group.min/max.session.timeout.ms: 6s, 30m).
 	MinSessionTimeout, MaxSessionTimeout time.Duration
-	// MaxGroupSize caps members per group (group.max.size: unbounded in
-	// Kafka; 1000 here so a runaway client cannot grow a group forever).
-	MaxGroupSize int
+	// MaxGroupSize caps a classic group's members, pending ones
+	// included (group.max.size); ConsumerMaxGroupSize a KIP-848 group's
+	// (group.consumer.max.size). A new member beyond either gets
+	// GROUP_MAX_SIZE_REACHED. Both default to Kafka's 2147483647.
+	MaxGroupSize, ConsumerMaxGroupSize int
 	// ConsumerSessionTimeout and ConsumerHeartbeatInterval are the KIP-848
 	// group.consumer.session.timeout.ms (45s) and
 	// group.consumer.heartbeat.interval.ms (5s).
@@ -92,7 +95,10 @@ func (c *Config) defaults() {
 		c.MaxSessionTimeout = 30 * time.Minute
 	}
 	if c.MaxGroupSize == 0 {
-		c.MaxGroupSize = 1000
+		c.MaxGroupSize = math.MaxInt32
+	}
+	if c.ConsumerMaxGroupSize == 0 {
+		c.ConsumerMaxGroupSize = math.MaxInt32
 	}
 	if c.ConsumerSessionTimeout == 0 {
 		c.ConsumerSessionTimeout = 45 * time.Second

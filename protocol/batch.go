@@ -34,6 +34,14 @@ var (
 	ErrInvalidRecord = errors.New("protocol: invalid record batch")
 	// ErrUnsupportedCompression: an unknown codec (UNSUPPORTED_COMPRESSION_TYPE).
 	ErrUnsupportedCompression = errors.New("protocol: unsupported compression type")
+	// ErrRecordsTooLarge: compressed records that inflate beyond the
+	// limit (the topic's max.message.bytes). MESSAGE_TOO_LARGE, not
+	// INVALID_RECORD or CORRUPT_MESSAGE: the batch is well formed, only
+	// too big, and Kafka answers MESSAGE_TOO_LARGE (RecordTooLarge)
+	// when a batch it has to rebuild comes out larger than
+	// max.message.bytes; the Java producer reacts to it by splitting the
+	// batch and retrying, which is what such a batch needs.
+	ErrRecordsTooLarge = errors.New("protocol: records inflate beyond max.message.bytes")
 )
 
 // Batch is a view of one encoded v2 record batch. It never copies; setters

@@ -1,37 +1,62 @@
 package protocol
 
 import (
-	"bytes"
-	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 
-	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
-	"github.com/pierrec/lz4/v4"
 )
 
-// maxDecompressedBytes bounds what one batch may decompress to, so a
-// small hostile batch cannot make the broker allocate gigabytes.
+// maxDecompressedBytes is the ceiling on what one batch may inflate to,
+// whatever limit the caller passes to ValidateRecords.
 const maxDecompressedBytes = 256 << 20
 
-var zstdDecoder, _ = zstd.NewReader(nil, zstd.WithDecoderConcurrency(0), zstd.WithDecoderMaxMemory(maxDecompressedBytes))
+// zstdDecoder decodes whole batches with DecodeAll into the caller's
+// buffer and never past its capacity (WithDecodeAllCapLimit), so the
+// buffer's size is the bound: a frame that claims or decodes to more
+// stops with ErrDecoderSizeExceeded after at most one block (128 KiB)
+// beyond what the buffer holds, instead of growing it.
+var zstdDecoder, _ = zstd.NewReader(nil,
+	zstd.WithDecoderConcurrency(0),
+	zstd.WithDecoderMaxMemory(maxDecompressedBytes),
+	zstd.WithDecodeAllCapLimit(true))
+
+// InflateBudget accounts for the memory a compressed batch inflates into.
+// Reserve is called before the inflation buffer takes n more bytes and
+// may wait for room; an error stops the inflation (and is returned). The
+// caller gives the bytes back once ValidateRecords returns.
+type InflateBudget interface {
+	Reserve(n int) error
+}
 
 // ValidateRecords checks what ParseBatch does not: that the records
 // section decompresses with the batch's codec and holds exactly
 // RecordCount well-formed records (lengths, varints, keys, values and
 // headers in bounds, nothing left over). Kafka's LogValidator does the
 // same on every produce; a batch that fails it would otherwise be stored
-// and break every consumer. Errors wrap ErrCorruptBatch.
-func (b Batch) ValidateRecords() error {
+// and break every consumer. Errors wrap ErrCorruptBatch, or
+// ErrRecordsTooLarge when compressed records would inflate to more than
+// maxInflated bytes: that is found before they are inflated further (from
+// the size the codec declares when it declares one, else as the output
+// passes the limit), so a small batch cannot make the broker allocate
+// gigabytes. budget (nil: none) is charged for the inflation buffer.
+func (b Batch) ValidateRecords(maxInflated int, budget InflateBudget) error {
 	raw := []byte(b[BatchHeaderSize:])
 	if codec := b.Compression(); codec != 0 {
-		var err error
-		if raw, err = decompress(raw, codec); err != nil {
+		buf, n, err := inflate(raw, codec, min(maxInflated, maxDecompressedBytes), budget)
+		defer PutFrameBuffer(buf)
+		if err != nil {
+			var be budgetError
+			switch {
+			case errors.As(err, &be):
+				return be.err
+			case errors.Is(err, ErrRecordsTooLarge):
+				return err
+			}
 			return fmt.Errorf("%w: records do not decompress (codec %d): %v", ErrCorruptBatch, codec, err)
 		}
+		raw = buf[:n]
 	}
 	n := int(b.RecordCount())
 	for i := 0; i < n; i++ {
@@ -102,68 +127,4 @@ func skipBytes(b []byte, nullable bool) ([]byte, error) {
 		return nil, fmt.Errorf("bad length %d", l)
 	}
 	return b[n+int(l):], nil
-}
-
-// xerialHeader starts snappy data framed the way the Java client frames it.
-var xerialHeader = []byte{0x82, 'S', 'N', 'A', 'P', 'P', 'Y', 0}
-
-func decompress(src []byte, codec int8) ([]byte, error) {
-	switch codec {
-	case 1:
-		zr, err := gzip.NewReader(bytes.NewReader(src))
-		if err != nil {
-			return nil, err
-		}
-		return readLimited(zr)
-	case 2:
-		if bytes.HasPrefix(src, xerialHeader) && len(src) >= 16 {
-			var out []byte
-			for rest := src[16:]; len(rest) > 0; {
-				if len(rest) < 4 {
-					return nil, errShortRecord
-				}
-				l := int(binary.BigEndian.Uint32(rest))
-				if l < 0 || l > len(rest)-4 {
-					return nil, fmt.Errorf("bad xerial block length %d", l)
-				}
-				blk, err := snappyBlock(rest[4 : 4+l])
-				if err != nil {
-					return nil, err
-				}
-				if out = append(out, blk...); len(out) > maxDecompressedBytes {
-					return nil, fmt.Errorf("decompresses beyond %d bytes", maxDecompressedBytes)
-				}
-				rest = rest[4+l:]
-			}
-			return out, nil
-		}
-		return snappyBlock(src)
-	case 3:
-		return readLimited(lz4.NewReader(bytes.NewReader(src)))
-	case 4:
-		return zstdDecoder.DecodeAll(src, nil)
-	}
-	return nil, ErrUnsupportedCompression
-}
-
-func snappyBlock(src []byte) ([]byte, error) {
-	n, err := s2.DecodedLen(src)
-	if err != nil {
-		return nil, err
-	}
-	if n > maxDecompressedBytes {
-		return nil, fmt.Errorf("decompresses to %d bytes, beyond %d", n, maxDecompressedBytes)
-	}
-	return s2.Decode(nil, src)
-}
-
-func readLimited(r io.Reader) ([]byte, error) {
-	out, err := io.ReadAll(io.LimitReader(r, maxDecompressedBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(out) > maxDecompressedBytes {
-		return nil, fmt.Errorf("decompresses beyond %d bytes", maxDecompressedBytes)
-	}
-	return out, nil
 }

@@ -21,8 +21,12 @@ import (
 // or REQUEST_TIMED_OUT after TimeoutMillis. Each partition's records must
 // be exactly one v2 batch (CORRUPT_MESSAGE for a bad length or CRC,
 // INVALID_RECORD for several batches). A batch over max.message.bytes gets
-// MESSAGE_TOO_LARGE; CreateTime timestamps outside the topic's
-// message.timestamp.before/after.max.ms get INVALID_TIMESTAMP (checked on
+// MESSAGE_TOO_LARGE, and so does a compressed one whose records inflate
+// past it (found before they inflate further; the inflation buffer counts
+// against queued.max.request.bytes, see inflate.go). Kafka checks only the
+// compressed size unless it rebuilds the batch; the Java producer answers
+// MESSAGE_TOO_LARGE by splitting the batch. CreateTime timestamps outside
+// the topic's message.timestamp.before/after.max.ms get INVALID_TIMESTAMP (checked on
 // the batch's base and max timestamps, without decompressing).
 // LogAppendTime topics stamp the batch. Idempotent batches are checked by
 // the log: a retry of one of the last five returns its original offsets.
@@ -124,7 +128,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if _, local := p.(*replica.Partition); !local {
 				keepFrame = true
 			}
-			prop, err := s.proposeBatch(t, p, rp.Records, req.Acks, now, sp)
+			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp)
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
@@ -279,8 +283,10 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 }
 
 // proposeBatch validates one partition's records and proposes them.
-func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition) (*replica.Proposal, error) {
-	if int64(len(records)) > s.topicInt(t, "max.message.bytes") {
+// ctx bounds a wait for room to inflate compressed records.
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition) (*replica.Proposal, error) {
+	maxBytes := s.topicInt(t, "max.message.bytes")
+	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
 	}
 	b, err := protocol.ParseBatch(records)
@@ -290,7 +296,7 @@ func (s *Server) proposeBatch(t metastore.Topic, p hostedPartition, records []by
 	if b.IsControl() {
 		return nil, protocol.ErrInvalidRecord
 	}
-	if err := b.ValidateRecords(); err != nil {
+	if err := s.validateRecords(ctx, b, maxBytes); err != nil {
 		return nil, err
 	}
 	if b.IsTransactional() {

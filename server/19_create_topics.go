@@ -19,7 +19,11 @@ import (
 // latter also when there are fewer write brokers than replicas), an
 // explicit assignment only without counts and naming known brokers
 // (INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT), configs Sluice knows with
-// valid values (INVALID_CONFIG), and a free name (TOPIC_ALREADY_EXISTS).
+// valid values (INVALID_CONFIG, also for a name or value longer than
+// config.value.max.bytes), and a free name (TOPIC_ALREADY_EXISTS). A
+// request adding more than max.partitions.per.request partitions in all
+// fails whole, and a topic that would take the cluster past
+// max.partitions fails, with POLICY_VIOLATION (admin_limits.go).
 // validate_only stops after the checks. The topic is stored in the
 // metastore; its partitions open on first use.
 // Version notes: v1 validate_only and error messages; v4 -1 defaults;
@@ -35,6 +39,17 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	// As Kafka's controller does, a request adding too many partitions
+	// in all fails whole, before any topic is looked at.
+	var reqCode int16
+	var reqMsg string
+	if n := s.createTopicsPartitions(req); n > int64(s.cfg.MaxPartitionsPerRequest) {
+		reqCode, reqMsg = s.tooManyPerRequest(n)
+	}
+	var clusterPartitions int64
+	if reqCode == 0 {
+		clusterPartitions = s.clusterPartitions()
+	}
 	created := false
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
@@ -45,6 +60,11 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			if req.Version >= 1 {
 				st.ErrorMessage = kmsg.StringPtr(msg)
 			}
+		}
+		if reqCode != 0 {
+			fail(reqCode, reqMsg)
+			resp.Topics = append(resp.Topics, st)
+			continue
 		}
 		if seen[rt.Topic] > 1 {
 			fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic %s is listed more than once in the request", rt.Topic))
@@ -62,6 +82,11 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if code, msg := s.checkClusterPartitions(clusterPartitions, int64(spec.Partitions)); code != 0 {
+			fail(code, msg)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		t := metastore.Topic{Name: spec.Name, Configs: spec.Configs, Partitions: make([]metastore.Partition, spec.Partitions)}
 		if !req.ValidateOnly {
 			var err error
@@ -72,6 +97,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 				continue
 			}
 			created = true
+			clusterPartitions += int64(spec.Partitions)
 			s.log.Info().Str("topic", t.Name).Int("partitions", len(t.Partitions)).Msg("created topic")
 		}
 		st.TopicID = t.ID
@@ -99,6 +125,11 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 	if err := validTopicName(rt.Topic); err != nil {
 		return spec, kerr.InvalidTopicException.Code, err.Error()
 	}
+	for _, c := range rt.Configs {
+		if msg := s.configEntryError(c.Name, c.Value); msg != "" {
+			return spec, kerr.InvalidConfig.Code, msg
+		}
+	}
 	writers := make(map[int32]bool)
 	for _, b := range s.catalog.Brokers() {
 		if b.Role == metastore.RoleWrite || b.Role == metastore.RoleCombined {
@@ -115,20 +146,13 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 			if a.Partition < 0 || int(a.Partition) >= len(rt.ReplicaAssignment) || spec.Assignment[a.Partition] != nil {
 				return spec, kerr.InvalidReplicaAssignment.Code, "partitions in the assignment must be consecutive from 0, each given once"
 			}
-			if len(a.Replicas) == 0 {
-				return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d has no replicas", a.Partition)
+			if msg := s.checkReplicaList(a.Replicas); msg != "" {
+				return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("partition %d: %s", a.Partition, msg)
 			}
 			if spec.ReplicationFactor == -1 {
 				spec.ReplicationFactor = int16(len(a.Replicas))
 			} else if int(spec.ReplicationFactor) != len(a.Replicas) {
 				return spec, kerr.InvalidReplicaAssignment.Code, "every partition must have the same number of replicas"
-			}
-			dup := make(map[int32]bool)
-			for _, id := range a.Replicas {
-				if !writers[id] || dup[id] {
-					return spec, kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("replica %d of partition %d is not a distinct write broker", id, a.Partition)
-				}
-				dup[id] = true
 			}
 			spec.Assignment[a.Partition] = a.Replicas
 		}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -8,8 +9,8 @@ import (
 //
 // Semantics: replaces the whole set of dynamic configs of a TOPIC or
 // BROKER resource (names left out return to their defaults), as Kafka's
-// legacy AlterConfigs does. Unknown or read-only names and bad values get
-// INVALID_CONFIG, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a bad broker
+// legacy AlterConfigs does. Unknown or read-only names, bad values and
+// names or values longer than config.value.max.bytes get INVALID_CONFIG, an unknown topic UNKNOWN_TOPIC_OR_PARTITION, a bad broker
 // name INVALID_REQUEST. validate_only stops after the checks.
 // Version notes: v2+ flexible.
 // Roles: every broker (forwarded to the metastore).
@@ -36,6 +37,9 @@ func (s *Server) alterConfigsResource(rc *reqCtx, rr kmsg.AlterConfigsRequestRes
 	}
 	set := make(map[string]string)
 	for _, c := range rr.Configs {
+		if msg := s.configEntryError(c.Name, c.Value); msg != "" {
+			return resErr(kerr.InvalidConfig.Code, "%s", msg)
+		}
 		if c.Value != nil {
 			set[c.Name] = *c.Value
 		}

@@ -12,8 +12,12 @@ import (
 // Semantics: grows a topic to Count partitions. Unknown topic:
 // UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one:
 // INVALID_PARTITIONS; a topic named twice: INVALID_REQUEST; an explicit
-// assignment must give one list per new partition, naming write brokers
-// (INVALID_REPLICA_ASSIGNMENT). validate_only stops after the checks.
+// assignment must give one list per new partition, naming distinct write
+// brokers (INVALID_REPLICA_ASSIGNMENT). A request
+// adding more than max.partitions.per.request partitions in all fails
+// whole, and a topic that would take the cluster past max.partitions
+// fails, with POLICY_VIOLATION (admin_limits.go). validate_only stops
+// after the checks.
 // Version notes: v2+ flexible.
 // Roles: every broker (forwarded to the metastore).
 func init() { register(37, handleCreatePartitions) }
@@ -25,6 +29,23 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 	for _, rt := range req.Topics {
 		seen[rt.Topic]++
 	}
+	// The partitions the request adds in all: past
+	// max.partitions.per.request it fails whole (Kafka's controller
+	// answers POLICY_VIOLATION past its fixed 10,000 records).
+	var added int64
+	for _, rt := range req.Topics {
+		if t, ok := s.catalog.TopicByName(rt.Topic); ok && rt.Count > int32(len(t.Partitions)) {
+			added += int64(rt.Count) - int64(len(t.Partitions))
+		}
+	}
+	var reqCode int16
+	var reqMsg string
+	var clusterPartitions int64
+	if added > int64(s.cfg.MaxPartitionsPerRequest) {
+		reqCode, reqMsg = s.tooManyPerRequest(added)
+	} else {
+		clusterPartitions = s.clusterPartitions()
+	}
 	grown := false
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
@@ -34,7 +55,14 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 			st.ErrorMessage = kmsg.StringPtr(msg)
 		}
 		t, ok := s.catalog.TopicByName(rt.Topic)
+		var limitCode int16
+		var limitMsg string
+		if ok && reqCode == 0 && rt.Count > int32(len(t.Partitions)) {
+			limitCode, limitMsg = s.checkClusterPartitions(clusterPartitions, int64(rt.Count)-int64(len(t.Partitions)))
+		}
 		switch {
+		case reqCode != 0:
+			fail(reqCode, reqMsg)
 		case seen[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic listed more than once")
 		case !ok:
@@ -43,6 +71,8 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 			fail(kerr.InvalidPartitions.Code, fmt.Sprintf("topic currently has %d partitions, %d would not be an increase", len(t.Partitions), rt.Count))
 		case rt.Assignment != nil && len(rt.Assignment) != int(rt.Count)-len(t.Partitions):
 			fail(kerr.InvalidReplicaAssignment.Code, fmt.Sprintf("%d new partitions but %d assignments", int(rt.Count)-len(t.Partitions), len(rt.Assignment)))
+		case limitCode != 0:
+			fail(limitCode, limitMsg)
 		default:
 			if msg := s.checkAssignment(rt.Assignment); msg != "" {
 				fail(kerr.InvalidReplicaAssignment.Code, msg)
@@ -56,6 +86,7 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 				break
 			}
 			grown = true
+			clusterPartitions += int64(rt.Count) - int64(len(t.Partitions))
 			s.log.Info().Str("topic", rt.Topic).Int32("partitions", rt.Count).Msg("added partitions")
 		}
 		resp.Topics = append(resp.Topics, st)
@@ -66,19 +97,12 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 	return resp, nil
 }
 
+// checkAssignment checks the replica list of each new partition
+// (checkReplicaList: the one rule for replica lists).
 func (s *Server) checkAssignment(as []kmsg.CreatePartitionsRequestTopicAssignment) string {
-	writers := make(map[int32]bool)
-	for _, b := range s.catalog.Brokers() {
-		writers[b.ID] = true
-	}
 	for i, a := range as {
-		if len(a.Replicas) == 0 {
-			return fmt.Sprintf("assignment %d has no replicas", i)
-		}
-		for _, id := range a.Replicas {
-			if !writers[id] {
-				return fmt.Sprintf("broker %d in assignment %d is not registered", id, i)
-			}
+		if msg := s.checkReplicaList(a.Replicas); msg != "" {
+			return fmt.Sprintf("assignment %d: %s", i, msg)
 		}
 	}
 	return ""

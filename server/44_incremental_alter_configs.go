@@ -15,8 +15,9 @@ import (
 // Semantics: per config, SET (0) a value, DELETE (1) it back to its
 // default, APPEND (2) to or SUBTRACT (3) from a list config; APPEND and
 // SUBTRACT on a non-list config, a name given twice, unknown or read-only
-// names and bad values get INVALID_CONFIG (INVALID_REQUEST for a repeated
-// name, as Kafka). validate_only stops after the checks.
+// names, bad values and names or values (also a list after APPEND)
+// longer than config.value.max.bytes get INVALID_CONFIG (INVALID_REQUEST
+// for a repeated name, as Kafka). validate_only stops after the checks.
 // Version notes: v1+ flexible.
 // Roles: every broker (forwarded to the metastore).
 func init() { register(44, handleIncrementalAlterConfigs) }
@@ -44,6 +45,11 @@ func (s *Server) incrementalAlter(rc *reqCtx, rr kmsg.IncrementalAlterConfigsReq
 	var del []string
 	seen := make(map[string]bool)
 	for _, c := range rr.Configs {
+		// Before anything is split or echoed: an APPEND of a huge list
+		// would otherwise cost quadratic time.
+		if msg := s.configEntryError(c.Name, c.Value); msg != "" {
+			return resErr(kerr.InvalidConfig.Code, "%s", msg)
+		}
 		if seen[c.Name] {
 			return resErr(kerr.InvalidRequest.Code, "config %s is given more than once", c.Name)
 		}
@@ -75,6 +81,9 @@ func (s *Server) incrementalAlter(rc *reqCtx, rr kmsg.IncrementalAlterConfigsReq
 				}
 			}
 			set[c.Name] = strings.Join(list, ",")
+			if msg := s.configEntryError(c.Name, kmsg.StringPtr(set[c.Name])); msg != "" {
+				return resErr(kerr.InvalidConfig.Code, "%s", msg)
+			}
 		default:
 			return resErr(kerr.InvalidRequest.Code, "unknown operation %d for config %s", c.Op, c.Name)
 		}

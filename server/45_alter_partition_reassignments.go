@@ -83,13 +83,21 @@ func handleAlterPartitionReassignments(s *Server, rc *reqCtx, kreq kmsg.Request)
 }
 
 // checkReplicaList gives Kafka's messages for a bad replica list before it
-// goes to the metastore (which checks it again, atomically).
+// goes to the metastore (which checks it again, atomically): not empty, no
+// longer than there are brokers, each a registered write broker, once. It
+// is the one rule for the replica lists of reassignments, CreateTopics
+// assignments and CreatePartitions assignments (INVALID_REPLICA_ASSIGNMENT).
 func (s *Server) checkReplicaList(ids []int32) string {
 	if len(ids) == 0 {
 		return "the replica list is empty"
 	}
+	brokers := s.catalog.Brokers()
+	if len(ids) > len(brokers) {
+		// Before anything else, so that an absurd list costs nothing.
+		return fmt.Sprintf("the replica list names %d brokers, more than the %d registered", len(ids), len(brokers))
+	}
 	role := map[int32]metastore.BrokerRole{}
-	for _, b := range s.catalog.Brokers() {
+	for _, b := range brokers {
 		role[b.ID] = b.Role
 	}
 	for i, id := range ids {

@@ -31,6 +31,9 @@ type requestBudget struct {
 	mu   sync.Mutex
 	used int64
 	room chan struct{} // closed and replaced when bytes are released; nil until someone waits
+	// inflating counts compressed batches holding inflation bytes
+	// (inflate.go).
+	inflating int
 }
 
 // acquire waits until less than limit bytes are held, then counts n more

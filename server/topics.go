@@ -114,6 +114,10 @@ func (s *Server) autoCreate(ctx context.Context, name string) (metastore.Topic, 
 	if err := validTopicName(name); err != nil {
 		return metastore.Topic{}, kerr.InvalidTopicException.Code
 	}
+	if code, msg := s.checkClusterPartitions(s.clusterPartitions(), int64(s.cfg.NumPartitions)); code != 0 {
+		s.log.Warn().Str("topic", name).Msg("not auto-creating topic: " + msg)
+		return metastore.Topic{}, code
+	}
 	t, err := s.catalog.CreateTopic(ctx, metastore.TopicSpec{
 		Name:              name,
 		Partitions:        s.cfg.NumPartitions,

@@ -167,11 +167,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	// Read brokers coordinate groups (docs/architecture.md, "Consumer
 	// groups"); offsets and group state live in the metastore. Every
 	// broker places groups for FindCoordinator; one without the read role
-	// coordinates none itself.
-	// The coordinator fences its group writes with the lease, which is
-	// made below once the server is up.
+	// coordinates none itself. The coordinator fences its group writes
+	// with the lease, which is made below once the server is up.
 	var leaseRef atomic.Pointer[server.Lease]
 	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg,
+		MaxGroupSize: int(cfg.GroupMaxSize), ConsumerMaxGroupSize: int(cfg.GroupConsumerMaxSize),
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()

@@ -1,0 +1,82 @@
+package server
+
+import (
+	"context"
+
+	"github.com/sluice-broker/sluice/protocol"
+)
+
+// inflateCharge counts one compressed batch's inflation buffer against
+// queued.max.request.bytes (the requestBudget frames use), so that
+// inflated records, like request frames, cannot grow the broker's memory
+// however many connections send compressed batches at once. It is the
+// protocol.InflateBudget ValidateRecords reserves through; release gives
+// everything back.
+type inflateCharge struct {
+	b     *requestBudget
+	ctx   context.Context
+	limit int64
+	held  int64
+}
+
+// Reserve waits, like a frame, while the budget is full, with one
+// exception: an inflation may always proceed when no other one holds
+// bytes. Inflations run while their request holds its own frame's bytes,
+// so if every holder waited for another's room none would finish; the one
+// allowed through bounds the excess to one inflation (at most the topic's
+// max.message.bytes plus decoder state).
+func (c *inflateCharge) Reserve(n int) error {
+	b := c.b
+	for {
+		b.mu.Lock()
+		if b.used < c.limit || b.inflating == 0 || (b.inflating == 1 && c.held > 0) {
+			if c.held == 0 {
+				b.inflating++
+			}
+			b.used += int64(n)
+			c.held += int64(n)
+			b.mu.Unlock()
+			return nil
+		}
+		if b.room == nil {
+			b.room = make(chan struct{})
+		}
+		room := b.room
+		b.mu.Unlock()
+		select {
+		case <-room:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+}
+
+func (c *inflateCharge) release() {
+	if c.held == 0 {
+		return
+	}
+	b := c.b
+	b.mu.Lock()
+	b.inflating--
+	b.mu.Unlock()
+	b.release(c.held)
+	c.held = 0
+}
+
+// validateRecords checks a batch's records (protocol.ValidateRecords),
+// letting compressed ones inflate to at most maxBytes (the topic's
+// max.message.bytes: the records of an uncompressed batch of that size,
+// whose 61-byte header is Kafka's record-batch overhead on top) under
+// queued.max.request.bytes.
+func (s *Server) validateRecords(ctx context.Context, b protocol.Batch, maxBytes int64) error {
+	if b.Compression() == 0 {
+		return b.ValidateRecords(int(maxBytes), nil)
+	}
+	limit := s.cfg.QueuedMaxRequestBytes
+	if limit <= 0 {
+		return b.ValidateRecords(int(maxBytes), nil)
+	}
+	c := &inflateCharge{b: &s.requestBytes, ctx: ctx, limit: limit}
+	defer c.release()
+	return b.ValidateRecords(int(maxBytes), c)
+}
