@@ -162,6 +162,31 @@ func GetFrameBuffer(n int) []byte {
 	return b[:n]
 }
 
+// FreeFrameBuffer returns a free buffer of length n when the free list
+// has one that holds it, and nil otherwise: unlike GetFrameBuffer it
+// never allocates. A reader that takes a large frame's memory only as its
+// bytes arrive can still use a buffer that is there anyway.
+func FreeFrameBuffer(n int) []byte {
+	if n < minPooledFrame || n > maxPooledFrame {
+		return nil
+	}
+	frames.mu.Lock()
+	defer frames.mu.Unlock()
+	frames.used = true
+	best := -1
+	for i, b := range frames.free {
+		if cap(b) >= n && (best < 0 || cap(b) < cap(frames.free[best])) {
+			best = i
+		}
+	}
+	if best < 0 {
+		return nil
+	}
+	b := frames.free[best]
+	frames.removeLocked(best)
+	return b[:n]
+}
+
 func (f *framePool) removeLocked(i int) {
 	last := len(f.free) - 1
 	f.free[i] = f.free[last]
