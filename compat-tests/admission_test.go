@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
@@ -27,24 +28,31 @@ import (
 // its own, and report its peak RSS (VmHWM) so that a regression in the
 // memory an attack can pin shows up in the test log.
 
-// TestStalledFramesDoNotStall: connections that each announce a 100 MiB
-// request (socket.request.max.bytes) and send 4 bytes of it must not stop
-// other clients: a franz-go client's Metadata and a produce/consume round
-// trip complete within a second, and the stalled connections are closed
-// after socket.request.timeout.ms.
+// TestStalledFramesDoNotStall: connections that each announce a large
+// request and send 4 bytes of it must not stop other clients: a franz-go
+// client's Metadata and a produce/consume round trip complete within a
+// second, and the stalled connections are closed after
+// socket.request.timeout.ms. Half announce 100 MiB
+// (socket.request.max.bytes), half 10 MiB, a size the broker may give its
+// whole buffer up front (up to an eighth of queued.max.request.bytes, ten
+// such frames at a time) before its bytes arrive.
 func TestStalledFramesDoNotStall(t *testing.T) {
-	const stalledConns = 8
+	const stalledConns = 24
 	b := startBroker(t, "--set", "socket.request.timeout.ms=2000")
 	before := vmHWM(t, b)
 	var stalled []net.Conn
 	for i := 0; i < stalledConns; i++ {
+		size := int32(100 << 20)
+		if i%2 == 1 {
+			size = 10 << 20
+		}
 		c, err := dialTimeout(b.KafkaAddr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(sizePrefixed(100<<20, []byte{0, 3, 0, 1})); err != nil {
+		if _, err := c.Write(sizePrefixed(size, []byte{0, 3, 0, 1})); err != nil {
 			t.Fatal(err)
 		}
 		stalled = append(stalled, c)
@@ -65,7 +73,7 @@ func TestStalledFramesDoNotStall(t *testing.T) {
 	if took < 1500*time.Millisecond {
 		t.Errorf("stalled connections closed after %v, before socket.request.timeout.ms=2000", took)
 	}
-	t.Logf("%d stalled 100 MiB frames closed after %v; broker VmHWM %d MiB before, %d MiB after",
+	t.Logf("%d stalled frames closed after %v; broker VmHWM %d MiB before, %d MiB after",
 		stalledConns, took.Round(10*time.Millisecond), before>>20, vmHWM(t, b)>>20)
 	requireHealthy(t, b)
 }
@@ -138,6 +146,35 @@ func TestThousandsOfIdleConnections(t *testing.T) {
 	t.Logf("%d connections opened in %v, closed as idle after %v; broker VmHWM %d MiB before, %d MiB after",
 		len(idle), opened.Round(time.Millisecond), time.Since(start).Round(10*time.Millisecond), before>>20, vmHWM(t, b)>>20)
 	requireHealthy(t, b)
+}
+
+// TestMaxConnections: at max.connections the broker stops accepting, as
+// Kafka's acceptor blocks: a further client's connection waits unserved
+// (in the kernel's backlog) and is served as soon as another one closes.
+func TestMaxConnections(t *testing.T) {
+	b := startBroker(t, "--set", "max.connections=4")
+	var open []*rawConn
+	for i := 0; i < 4; i++ {
+		c := dialRaw(t, b.KafkaAddr)
+		c.apiVersions() // accepted and served
+		open = append(open, c)
+	}
+	waiting := dialRaw(t, b.KafkaAddr) // the handshake completes in the backlog
+	req := kmsg.NewPtrApiVersionsRequest()
+	req.SetVersion(0)
+	waiting.send(req)
+	if _, err := waiting.readFrame(time.Second); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a fifth connection past max.connections=4: %v, want no answer while four are open", err)
+	}
+	open[0].conn.Close()
+	start := time.Now()
+	if _, err := waiting.readFrame(5 * time.Second); err != nil {
+		t.Fatalf("the waiting connection was not served after one closed: %v", err)
+	}
+	t.Logf("served %v after a connection closed", time.Since(start).Round(time.Millisecond))
+	if n := metricValue(t, b, `sluice_accept_blocked_seconds_total{listener="PLAINTEXT"}`); n < 0.5 {
+		t.Errorf("sluice_accept_blocked_seconds_total = %v, want the second it waited", n)
+	}
 }
 
 // TestDescriptorExhaustion: with its RLIMIT_NOFILE lowered, the broker runs

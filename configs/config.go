@@ -48,9 +48,17 @@ type Config struct {
 	// (sluice dev) partition stops counting once its batches are written,
 	// before its acks=all wait; one to a raft partition, whose proposal
 	// keeps the batches until they commit, and every other request count
-	// until answered. A frame is admitted while any room is left, so one
-	// larger than the bound still passes. Default 100 MiB; -1 (Kafka's
-	// default) or 0: unbounded.
+	// until answered. A frame up to 64 KiB counts whole once its size
+	// prefix is read; a larger one counts window by window as its bytes
+	// arrive, so a client that announces a large frame and stalls holds
+	// about what it sent, not what it announced. Memory too: a frame
+	// over an eighth of the bound, or one that would take the frames
+	// still arriving with whole buffers past the bound, gets a buffer
+	// that grows as its bytes arrive.
+	// A frame is admitted while any room is left, and one partly read
+	// frame at a time may go past the bound, so one larger than the
+	// bound still passes. Default 100 MiB; -1 (Kafka's default) or 0:
+	// unbounded.
 	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
 	// SocketRequestTimeoutMs bounds the time a request frame's bytes may
 	// take to arrive, from its size prefix to its last byte (time spent

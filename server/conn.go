@@ -38,6 +38,40 @@ type requestBudget struct {
 	// it, frames that each hold part of the budget and wait for more
 	// could wait for each other forever.
 	over *conn
+	// promised is the size of the large frames being read that took a
+	// buffer of their whole size before their bytes arrived (see
+	// conn.readFrame); it stays under the bound too.
+	promised int64
+}
+
+// promise reports whether a large frame of n bytes may take a buffer of its
+// whole size now, before its bytes arrive: when n is at most an eighth of
+// limit and the frames that did so and are still arriving stay under
+// limit. Then memory is one allocation (or a pooled buffer) and no copy,
+// as for small frames; a client that stalls in such a frame pins at most
+// an eighth of limit, and only eight such clients make the others' large
+// frames grow as they arrive instead. Unbounded (limit <= 0): always.
+// A true answer is given back with unpromise once the frame is read.
+func (b *requestBudget) promise(n, limit int64) bool {
+	if limit <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > limit/8 || b.promised+n > limit {
+		return false
+	}
+	b.promised += n
+	return true
+}
+
+func (b *requestBudget) unpromise(n, limit int64) {
+	if limit <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.promised -= n
+	b.mu.Unlock()
 }
 
 // acquire waits until less than limit bytes are held, then counts n more
@@ -50,9 +84,11 @@ func (b *requestBudget) acquire(ctx context.Context, n, limit int64) (int64, err
 }
 
 // grow counts n more bytes of a frame c is reading and already holds
-// bytes for. Past the bound one such frame, the first to ask, may go on
-// (it takes b.over until endFrame) while the others wait, so the bytes
-// held stay below limit plus one window plus one frame.
+// bytes for. Past the bound one such frame at a time, the first to ask,
+// may go on (it holds b.over until it is read whole) while the others
+// wait: reading goes past the bound by one frame at a time, as with
+// Kafka's memory pool, plus what finished frames still hold until they
+// are handled.
 func (b *requestBudget) grow(ctx context.Context, n, limit int64, c *conn) (int64, error) {
 	return b.take(ctx, n, limit, c)
 }
@@ -208,10 +244,11 @@ func (c *conn) readLoop() error {
 // counts a window at a time, each as large as what has arrived so far
 // (at least firstWindow, at most maxWindow), and each before it is read:
 // a client that stops mid-frame holds at most about twice what it sent.
-// Its buffer is a free pooled one when one holds the whole frame (memory
-// there anyway: the produce path in steady state, no copy); otherwise it
-// grows, doubling, as the windows arrive, so the memory follows the bytes
-// too instead of the size prefix's claim.
+// Its memory is a buffer of its whole size at once while requestBudget's
+// promise allows (frames up to an eighth of the bound: the produce path,
+// one allocation or a pooled buffer, no copy); otherwise the buffer
+// grows, doubling, as the windows arrive, so that the memory follows the
+// bytes too rather than what the size prefix claims.
 const (
 	firstWindow = 64 << 10
 	maxWindow   = 1 << 20
@@ -239,9 +276,23 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 		return frame, held, nil
 	}
 	defer budget.endFrame(c)
-	frame = protocol.FreeFrameBuffer(n)
-	if frame == nil {
-		frame = protocol.GetFrameBuffer(firstWindow)
+	limit := c.srv.cfg.QueuedMaxRequestBytes
+	var pooled bool
+	if budget.promise(int64(n), limit) {
+		// The common case: a buffer of the whole frame now.
+		defer budget.unpromise(int64(n), limit)
+		frame, pooled = protocol.GetFrameBuffer(n)[:0], true
+	} else {
+		// Start in a free pooled buffer (one that holds the frame, or
+		// else the largest) or a small plain one, and grow, doubling,
+		// through plain ones to a pool buffer of the whole frame. Only
+		// pool buffers go back to the pool, so that growth does not
+		// crowd its few buffers out.
+		frame = protocol.FreeFrameBuffer(n)
+		pooled = frame != nil
+		if !pooled {
+			frame = make([]byte, 0, firstWindow)
+		}
 	}
 	got := 0
 	for got < n {
@@ -249,17 +300,27 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 		h, err := c.reserve(int64(w), got > 0)
 		held += h
 		if err == nil && cap(frame) < got+w {
-			grown := protocol.GetFrameBuffer(min(n, max(2*cap(frame), got+w)))
+			var grown []byte
+			size := min(n, max(2*cap(frame), got+w))
+			if size == n {
+				grown = protocol.GetFrameBuffer(n)
+			} else {
+				grown = make([]byte, size)
+			}
 			copy(grown, frame[:got])
-			protocol.PutFrameBuffer(frame)
-			frame = grown
+			if pooled {
+				protocol.PutFrameBuffer(frame)
+			}
+			frame, pooled = grown, size == n
 		}
 		if err == nil {
 			frame = frame[:got+w]
 			err = protocol.ReadFrameBody(br, frame[got:])
 		}
 		if err != nil {
-			protocol.PutFrameBuffer(frame)
+			if pooled {
+				protocol.PutFrameBuffer(frame)
+			}
 			budget.release(held)
 			return nil, 0, err
 		}

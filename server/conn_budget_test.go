@@ -156,15 +156,21 @@ func TestStalledFrameHoldsOneWindow(t *testing.T) {
 		c.QueuedMaxRequestBytes = 4 << 20
 		c.SocketRequestTimeoutMs = 500
 	})
+	// 3 frames too large to take their memory up front, and 10 small
+	// enough (an eighth of the budget at most) that the first 9 or so do.
 	var stalled []net.Conn
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 13; i++ {
 		nc, err := net.Dial("tcp", b.addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer nc.Close()
+		size := uint32(90 << 20)
+		if i >= 3 {
+			size = 400 << 10
+		}
 		var msg [8]byte
-		binary.BigEndian.PutUint32(msg[:], 90<<20)
+		binary.BigEndian.PutUint32(msg[:], size)
 		copy(msg[4:], "abcd")
 		if _, err := nc.Write(msg[:]); err != nil {
 			t.Fatal(err)
@@ -172,9 +178,9 @@ func TestStalledFrameHoldsOneWindow(t *testing.T) {
 		stalled = append(stalled, nc)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for b.heldBytes() != 3*firstWindow {
+	for b.heldBytes() != 13*firstWindow {
 		if time.Now().After(deadline) {
-			t.Fatalf("3 stalled frames hold %d bytes, want %d", b.heldBytes(), 3*firstWindow)
+			t.Fatalf("13 stalled frames hold %d bytes, want %d", b.heldBytes(), 13*firstWindow)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -285,4 +291,29 @@ func (b *testBroker) heldBytes() int64 {
 	b.srv.requestBytes.mu.Lock()
 	defer b.srv.requestBytes.mu.Unlock()
 	return b.srv.requestBytes.used
+}
+
+// A large frame takes a buffer of its whole size up front only while it is
+// at most an eighth of the bound and such frames still arriving stay
+// under it; past that, its buffer grows as its bytes arrive.
+func TestRequestBudgetPromise(t *testing.T) {
+	var b requestBudget
+	if !b.promise(1<<40, 0) || !b.promise(1<<40, -1) {
+		t.Fatal("unbounded budget refused a promise")
+	}
+	if b.promise(101, 800) {
+		t.Fatal("promised a frame over an eighth of the bound")
+	}
+	for i := 0; i < 8; i++ {
+		if !b.promise(100, 800) {
+			t.Fatalf("promise %d refused under the bound", i)
+		}
+	}
+	if b.promise(1, 800) {
+		t.Fatal("promised past the bound")
+	}
+	b.unpromise(100, 800)
+	if !b.promise(100, 800) {
+		t.Fatal("refused after a promised frame was read")
+	}
 }

@@ -39,8 +39,8 @@ type listener struct {
 	host string
 	port int32
 
-	// failedAt is when an accept last failed (unix nanoseconds; 0 once
-	// one succeeds again); stopped is set if the accept loop ended
+	// failedAt is when an accept last failed (Server.since; 0 once one
+	// succeeds again); stopped is set if the accept loop ended
 	// before the server closed. Either makes ListenerError report.
 	failedAt atomic.Int64
 	stopped  atomic.Bool
@@ -77,13 +77,18 @@ type Server struct {
 
 	requestBytes requestBudget // queued.max.request.bytes (conn.go)
 	limits       *connLimits   // max.connections and friends (connlimits.go)
-	// clock is a coarse time.Now().UnixNano() the reaper keeps, so that
-	// connections stamp their activity without a clock read per request.
+	// clock is a coarse monotonic time, nanoseconds since epoch plus one
+	// (so never 0), that the reaper keeps: connections stamp their
+	// activity with it without a clock read per request.
+	epoch time.Time
 	clock atomic.Int64
 }
 
 // now is the reaper's clock: at most one reaper tick old.
 func (s *Server) now() int64 { return s.clock.Load() }
+
+// since is the precise clock in now's units.
+func (s *Server) since() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 func (s *Server) trackConn(c *conn, add bool) bool {
 	s.mu.Lock()
@@ -132,7 +137,8 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	s.limits = limits
-	s.clock.Store(time.Now().UnixNano())
+	s.epoch = time.Now()
+	s.clock.Store(s.since())
 	s.cfg.Config = opts.Config
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
 	s.producers = newProducerIDs(opts.Catalog)
@@ -219,7 +225,7 @@ func (s *Server) acceptLoop(l *listener) {
 				s.log.Error().Str("listener", l.cfg.Name).Msg("kafka listener closed: no longer accepting")
 				return
 			}
-			l.failedAt.Store(time.Now().UnixNano())
+			l.failedAt.Store(s.since())
 			s.metrics.acceptErrors.WithLabelValues(l.cfg.Name).Inc()
 			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
 			if n, ok := errLog.allow(); ok {
@@ -271,7 +277,7 @@ func (s *Server) ListenerError() error {
 		if l.stopped.Load() {
 			return fmt.Errorf("kafka listener %s stopped", l.cfg.Name)
 		}
-		if t := l.failedAt.Load(); t != 0 && time.Since(time.Unix(0, t)) < acceptFailWindow {
+		if t := l.failedAt.Load(); t != 0 && time.Duration(s.since()-t) < acceptFailWindow {
 			return fmt.Errorf("kafka listener %s: accepts failing", l.cfg.Name)
 		}
 	}
@@ -301,8 +307,8 @@ func (s *Server) reapConns() {
 		select {
 		case <-s.ctx.Done():
 			return
-		case now := <-t.C:
-			s.clock.Store(now.UnixNano())
+		case <-t.C:
+			s.clock.Store(s.since())
 		}
 		now := s.now()
 		victims = victims[:0]
