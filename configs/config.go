@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -62,12 +63,51 @@ type Config struct {
 	// (sluice dev) partition stops counting once its batches are written,
 	// before its acks=all wait; one to a raft partition, whose proposal
 	// keeps the batches until they commit, and every other request count
-	// until answered. A frame is admitted while any room is left, so one
-	// larger than the bound still passes. The buffers compressed records
-	// inflate into while a produce is validated count too (one inflation
-	// may always proceed, so that requests holding frames cannot wait on
-	// each other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
+	// until answered. A frame up to 64 KiB counts whole once its size
+	// prefix is read; a larger one counts window by window as its bytes
+	// arrive, so a client that announces a large frame and stalls holds
+	// about what it sent, not what it announced. Memory too: a frame
+	// over an eighth of the bound, or one that would take the frames
+	// still arriving with whole buffers past the bound, gets a buffer
+	// that grows as its bytes arrive.
+	// A frame is admitted while any room is left, and one partly read
+	// frame at a time may go past the bound, so one larger than the
+	// bound still passes. The buffers compressed records inflate into
+	// while a produce is validated count too (one inflation may always
+	// proceed, so that requests holding frames cannot wait on each
+	// other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
 	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
+	// SocketRequestTimeoutMs bounds the time a request frame's bytes may
+	// take to arrive, from its size prefix to its last byte (time spent
+	// waiting for room under queued.max.request.bytes not counted); a
+	// connection whose frame is still incomplete then is closed and the
+	// frame's bytes are given back at once, so a client that stops
+	// mid-frame holds nothing for long. Kafka has no such setting (its
+	// only bound is connections.max.idle.ms); the default, 30 s, is the
+	// Kafka clients' request.timeout.ms: past it the client has given up
+	// on the request anyway. -1: no bound.
+	SocketRequestTimeoutMs int64 `mapstructure:"socket.request.timeout.ms"`
+	// ConnectionsMaxIdleMs closes a connection that has read and written
+	// nothing for this long while no request of it is being handled
+	// (Kafka's setting of this name; -1: never). A response that takes
+	// longer than this to write counts as idle too.
+	ConnectionsMaxIdleMs int64 `mapstructure:"connections.max.idle.ms"`
+	// MaxConnections bounds the open Kafka connections over all
+	// listeners; at the bound the listeners stop accepting (clients wait
+	// in the kernel's backlog) until a connection closes, as in Kafka.
+	MaxConnections int32 `mapstructure:"max.connections"`
+	// MaxConnectionsPerIP bounds the connections from one IP address; a
+	// connection past it is closed at once (Kafka's behaviour). 0 is
+	// allowed only with overrides: then only the listed hosts connect.
+	MaxConnectionsPerIP int32 `mapstructure:"max.connections.per.ip"`
+	// MaxConnectionsPerIPOverrides sets the per-IP bound for some hosts,
+	// Kafka's format: "host:count,host:count" (a host name stands for
+	// every address it resolves to when the broker starts).
+	MaxConnectionsPerIPOverrides string `mapstructure:"max.connections.per.ip.overrides"`
+	// MaxConnectionCreationRate bounds new connections per second over
+	// all listeners; faster arrivals wait in the kernel's backlog while
+	// the listeners pause accepting, as Kafka's acceptor throttles.
+	MaxConnectionCreationRate int32 `mapstructure:"max.connection.creation.rate"`
 
 	// MaxPartitionsPerRequest bounds the partitions one CreateTopics or
 	// CreatePartitions request may add, counted over all its topics
@@ -198,6 +238,11 @@ func Default() Config {
 		ConfigValueMaxBytes:         32 << 10,
 		GroupMaxSize:                math.MaxInt32,
 		GroupConsumerMaxSize:        math.MaxInt32,
+		SocketRequestTimeoutMs:      30000,
+		ConnectionsMaxIdleMs:        600000,
+		MaxConnections:              math.MaxInt32,
+		MaxConnectionsPerIP:         math.MaxInt32,
+		MaxConnectionCreationRate:   math.MaxInt32,
 		AutoCreateTopics:            true,
 		NumPartitions:               1,
 		DefaultReplicationFactor:    1,
@@ -308,6 +353,26 @@ func (c Config) Validate() error {
 	if c.GroupConsumerMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.consumer.max.size must be at least 1"))
 	}
+	if c.SocketRequestTimeoutMs < -1 || c.SocketRequestTimeoutMs == 0 {
+		errs = append(errs, fmt.Errorf("socket.request.timeout.ms must be -1 (unbounded) or positive"))
+	}
+	if c.ConnectionsMaxIdleMs < -1 || c.ConnectionsMaxIdleMs == 0 {
+		errs = append(errs, fmt.Errorf("connections.max.idle.ms must be -1 (never) or positive"))
+	}
+	if c.MaxConnections < 0 {
+		errs = append(errs, fmt.Errorf("max.connections must not be negative"))
+	}
+	if c.MaxConnectionsPerIP < 0 {
+		errs = append(errs, fmt.Errorf("max.connections.per.ip must not be negative"))
+	}
+	if c.MaxConnectionCreationRate < 0 {
+		errs = append(errs, fmt.Errorf("max.connection.creation.rate must not be negative"))
+	}
+	if overrides, err := ParseConnectionOverrides(c.MaxConnectionsPerIPOverrides); err != nil {
+		errs = append(errs, err)
+	} else if c.MaxConnectionsPerIP == 0 && len(overrides) == 0 {
+		errs = append(errs, fmt.Errorf("max.connections.per.ip may be 0 only with max.connections.per.ip.overrides"))
+	}
 	if c.FetchSessionCacheSlots < 0 {
 		errs = append(errs, fmt.Errorf("max.incremental.fetch.session.cache.slots must not be negative"))
 	}
@@ -358,4 +423,29 @@ func (c Config) TopicDefaults() map[string]string {
 		// may change it.
 		"read.replicas": "-1",
 	}
+}
+
+// ParseConnectionOverrides parses max.connections.per.ip.overrides, Kafka's
+// "host:count,host:count" (split at each entry's last colon, so an IPv6
+// address needs no brackets; spaces around entries are ignored). Hosts are
+// not resolved here.
+func ParseConnectionOverrides(s string) (map[string]int32, error) {
+	out := map[string]int32{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for _, entry := range strings.Split(strings.TrimRight(s, ", \t"), ",") {
+		entry = strings.TrimSpace(entry)
+		i := strings.LastIndexByte(entry, ':')
+		if i <= 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides: %q is not host:count", entry)
+		}
+		host := strings.TrimSpace(entry[:i])
+		n, err := strconv.ParseInt(strings.TrimSpace(entry[i+1:]), 10, 32)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("max.connections.per.ip.overrides: %q: count is not a non-negative int32", entry)
+		}
+		out[strings.Trim(host, "[]")] = int32(n)
+	}
+	return out, nil
 }

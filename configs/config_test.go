@@ -2,6 +2,7 @@ package configs
 
 import (
 	"math"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,60 @@ func TestReadReplicasBrokerDefault(t *testing.T) {
 	for v, ok := range map[string]bool{"2": true, "-1": true, "-3": false} {
 		if err := ValidateDynamicBrokerConfig(Default(), "read.replicas", &v); (err == nil) != ok {
 			t.Errorf("read.replicas=%s: %v", v, err)
+		}
+	}
+}
+
+func TestParseConnectionOverrides(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want map[string]int32
+		err  bool
+	}{
+		{in: "", want: map[string]int32{}},
+		{in: "hostName:100,127.0.0.1:200", want: map[string]int32{"hostName": 100, "127.0.0.1": 200}},
+		{in: " a:1 , b : 2 ", want: map[string]int32{"a": 1, "b": 2}},
+		{in: "::1:5,[fe80::1]:6", want: map[string]int32{"::1": 5, "fe80::1": 6}},
+		{in: "127.0.0.1:0", want: map[string]int32{"127.0.0.1": 0}},
+		{in: "127.0.0.1", err: true},
+		{in: ":5", err: true},
+		{in: "a:x", err: true},
+		{in: "a:-1", err: true},
+		{in: "a:3000000000", err: true},
+		{in: "a:1,", want: map[string]int32{"a": 1}}, // Java's split drops trailing empties
+	} {
+		got, err := ParseConnectionOverrides(tc.in)
+		if (err != nil) != tc.err {
+			t.Errorf("%q: error %v, want error %v", tc.in, err, tc.err)
+			continue
+		}
+		if !tc.err && !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("%q: %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestValidateConnectionLimits(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		set  func(*Config)
+		ok   bool
+	}{
+		{"defaults", func(*Config) {}, true},
+		{"per-ip 0 alone", func(c *Config) { c.MaxConnectionsPerIP = 0 }, false},
+		{"per-ip 0 with overrides", func(c *Config) { c.MaxConnectionsPerIP = 0; c.MaxConnectionsPerIPOverrides = "10.0.0.1:5" }, true},
+		{"negative max.connections", func(c *Config) { c.MaxConnections = -1 }, false},
+		{"negative rate", func(c *Config) { c.MaxConnectionCreationRate = -1 }, false},
+		{"idle never", func(c *Config) { c.ConnectionsMaxIdleMs = -1 }, true},
+		{"idle 0", func(c *Config) { c.ConnectionsMaxIdleMs = 0 }, false},
+		{"request timeout 0", func(c *Config) { c.SocketRequestTimeoutMs = 0 }, false},
+		{"request timeout unbounded", func(c *Config) { c.SocketRequestTimeoutMs = -1 }, true},
+		{"bad overrides", func(c *Config) { c.MaxConnectionsPerIPOverrides = "nohost" }, false},
+	} {
+		c := Default()
+		tc.set(&c)
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("%s: Validate() = %v, want ok=%v", tc.name, err, tc.ok)
 		}
 	}
 }

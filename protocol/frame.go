@@ -162,6 +162,41 @@ func GetFrameBuffer(n int) []byte {
 	return b[:n]
 }
 
+// FreeFrameBuffer takes a free buffer off the list without allocating: the
+// smallest that holds n bytes (returned with length n), or else the largest
+// (returned with length 0, to be outgrown), or nil when the list is empty.
+// A reader that takes a large frame's memory only as its bytes arrive
+// starts in memory that is there anyway, and copies only when a buffer of
+// the whole frame's size would have been a new one.
+func FreeFrameBuffer(n int) []byte {
+	if n < minPooledFrame || n > maxPooledFrame {
+		return nil
+	}
+	frames.mu.Lock()
+	defer frames.mu.Unlock()
+	frames.used = true
+	best, large := -1, -1
+	for i, b := range frames.free {
+		switch {
+		case cap(b) >= n && (best < 0 || cap(b) < cap(frames.free[best])):
+			best = i
+		case cap(b) < n && (large < 0 || cap(b) > cap(frames.free[large])):
+			large = i
+		}
+	}
+	if best < 0 {
+		if large < 0 {
+			return nil
+		}
+		b := frames.free[large]
+		frames.removeLocked(large)
+		return b[:0]
+	}
+	b := frames.free[best]
+	frames.removeLocked(best)
+	return b[:n]
+}
+
 func (f *framePool) removeLocked(i int) {
 	last := len(f.free) - 1
 	f.free[i] = f.free[last]

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,12 +22,14 @@ import (
 const maxInFlight = 64
 
 // requestBudget bounds the bytes of request frames a server holds at once,
-// over all connections: Kafka's queued.max.request.bytes. A reader waits
-// for room after a frame's size prefix and before reading its body, so a
-// full budget stops reading sockets rather than growing memory. Produce
-// requests on local partitions give their bytes back as soon as their
-// batches are written (before the acks=all wait); other requests when
-// they are answered.
+// over all connections: Kafka's queued.max.request.bytes. A frame counts
+// from the moment its bytes are read: a small one whole, after its size
+// prefix; a large one a window at a time as its bytes arrive (see
+// conn.readFrame), so a client that sends a size prefix and then stalls
+// holds one window, not the size it announced. A full budget stops
+// reading sockets rather than growing memory. Produce requests on local
+// partitions give their bytes back as soon as their batches are written
+// (before the acks=all wait); other requests when they are answered.
 type requestBudget struct {
 	mu   sync.Mutex
 	used int64
@@ -34,21 +37,75 @@ type requestBudget struct {
 	// inflating counts compressed batches holding inflation bytes
 	// (inflate.go).
 	inflating int
+	// over is the one partly read frame allowed past the bound: without
+	// it, frames that each hold part of the budget and wait for more
+	// could wait for each other forever.
+	over *conn
+	// promised is the size of the large frames being read that took a
+	// buffer of their whole size before their bytes arrived (see
+	// conn.readFrame); it stays under the bound too.
+	promised int64
+}
+
+// promise reports whether a large frame of n bytes may take a buffer of its
+// whole size now, before its bytes arrive: when n is at most an eighth of
+// limit and the frames that did so and are still arriving stay under
+// limit. Then memory is one allocation (or a pooled buffer) and no copy,
+// as for small frames; a client that stalls in such a frame pins at most
+// an eighth of limit, and only eight such clients make the others' large
+// frames grow as they arrive instead. Unbounded (limit <= 0): always.
+// A true answer is given back with unpromise once the frame is read.
+func (b *requestBudget) promise(n, limit int64) bool {
+	if limit <= 0 {
+		return true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > limit/8 || b.promised+n > limit {
+		return false
+	}
+	b.promised += n
+	return true
+}
+
+func (b *requestBudget) unpromise(n, limit int64) {
+	if limit <= 0 {
+		return
+	}
+	b.mu.Lock()
+	b.promised -= n
+	b.mu.Unlock()
 }
 
 // acquire waits until less than limit bytes are held, then counts n more
 // and returns what to release later (0 when limit <= 0: unbounded, and
 // nothing is counted). Like Kafka's memory pool it admits a frame while
 // any room is left, even one larger than the room, so a frame larger than
-// the whole budget is not refused forever; the bytes held stay below
-// limit plus one frame.
+// the whole budget is not refused forever.
 func (b *requestBudget) acquire(ctx context.Context, n, limit int64) (int64, error) {
+	return b.take(ctx, n, limit, nil)
+}
+
+// grow counts n more bytes of a frame c is reading and already holds
+// bytes for. Past the bound one such frame at a time, the first to ask,
+// may go on (it holds b.over until it is read whole) while the others
+// wait: reading goes past the bound by one frame at a time, as with
+// Kafka's memory pool, plus what finished frames still hold until they
+// are handled.
+func (b *requestBudget) grow(ctx context.Context, n, limit int64, c *conn) (int64, error) {
+	return b.take(ctx, n, limit, c)
+}
+
+func (b *requestBudget) take(ctx context.Context, n, limit int64, c *conn) (int64, error) {
 	if limit <= 0 {
 		return 0, nil
 	}
 	for {
 		b.mu.Lock()
-		if b.used < limit {
+		if b.used < limit || (c != nil && (b.over == nil || b.over == c)) {
+			if b.used >= limit {
+				b.over = c
+			}
 			b.used += n
 			b.mu.Unlock()
 			return n, nil
@@ -66,17 +123,31 @@ func (b *requestBudget) acquire(ctx context.Context, n, limit int64) (int64, err
 	}
 }
 
+// endFrame ends c's frame's claim to go past the bound, if it had one.
+func (b *requestBudget) endFrame(c *conn) {
+	b.mu.Lock()
+	if b.over == c {
+		b.over = nil
+		b.wakeLocked()
+	}
+	b.mu.Unlock()
+}
+
 func (b *requestBudget) release(n int64) {
 	if n <= 0 {
 		return
 	}
 	b.mu.Lock()
 	b.used -= n
+	b.wakeLocked()
+	b.mu.Unlock()
+}
+
+func (b *requestBudget) wakeLocked() {
 	if b.room != nil {
 		close(b.room)
 		b.room = nil
 	}
-	b.mu.Unlock()
 }
 
 // slot is one request's place in the connection's response order.
@@ -98,6 +169,15 @@ type conn struct {
 	listener *listener
 	log      zerolog.Logger
 
+	// What the reaper (Server.reapConns) reads, in Server.now units:
+	// frameStart is when the frame being read began (0 between frames,
+	// -1 while it waits for budget room: that is not the client's
+	// delay), lastActive when a frame was last read or a response
+	// written; pending counts requests whose handlers have not answered.
+	frameStart atomic.Int64
+	lastActive atomic.Int64
+	pending    atomic.Int32
+
 	ctx    context.Context
 	cancel context.CancelFunc
 	slots  chan *slot
@@ -108,7 +188,8 @@ type conn struct {
 	fwdTail chan struct{}
 }
 
-func (s *Server) serveConn(l *listener, nc net.Conn) {
+func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
+	defer s.limits.release(ip)
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
 		srv:      s,
@@ -119,6 +200,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn) {
 		cancel:   cancel,
 		slots:    make(chan *slot, maxInFlight),
 	}
+	c.lastActive.Store(s.now())
 	if !s.trackConn(c, true) {
 		nc.Close()
 		cancel()
@@ -150,27 +232,126 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
-		// Wait for room under queued.max.request.bytes before taking the
-		// frame's memory; meanwhile this socket is not read, and TCP
-		// pushes back on the client.
-		held, err := c.srv.requestBytes.acquire(c.ctx, int64(n), c.srv.cfg.QueuedMaxRequestBytes)
+		c.frameStart.Store(c.srv.now())
+		frame, held, err := c.readFrame(br, n)
 		if err != nil {
 			return err
+		}
+		c.frameStart.Store(0)
+		c.lastActive.Store(c.srv.now())
+		if err := c.handle(frame, held); err != nil {
+			return err
+		}
+	}
+}
+
+// Frame windows. A frame up to firstWindow bytes counts against
+// queued.max.request.bytes whole once its size prefix is read, as the
+// bufio buffer every connection has already holds that much. A larger one
+// counts a window at a time, each as large as what has arrived so far
+// (at least firstWindow, at most maxWindow), and each before it is read:
+// a client that stops mid-frame holds at most about twice what it sent.
+// Its memory is a buffer of its whole size at once while requestBudget's
+// promise allows (frames up to an eighth of the bound: the produce path,
+// one allocation or a pooled buffer, no copy); otherwise the buffer
+// grows, doubling, as the windows arrive, so that the memory follows the
+// bytes too rather than what the size prefix claims.
+const (
+	firstWindow = 64 << 10
+	maxWindow   = 1 << 20
+)
+
+// readFrame reads the n-byte body after a size prefix, counting it against
+// queued.max.request.bytes as above; it returns the frame and the bytes it
+// holds there (given back on error).
+func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err error) {
+	budget := &c.srv.requestBytes
+	if n <= firstWindow {
+		if held, err = c.reserve(int64(n), false); err != nil {
+			return nil, 0, err
 		}
 		// Each frame gets a buffer of its own from the pool: a request
 		// decoded from it (and its records) may live on in a second
 		// stage. Handlers that are done with it early give it back (see
 		// reqCtx.releaseFrame); the rest are left to the collector.
-		frame := protocol.GetFrameBuffer(n)
+		frame = protocol.GetFrameBuffer(n)
 		if err := protocol.ReadFrameBody(br, frame); err != nil {
 			protocol.PutFrameBuffer(frame)
-			c.srv.requestBytes.release(held)
-			return err
+			budget.release(held)
+			return nil, 0, err
 		}
-		if err := c.handle(frame, held); err != nil {
-			return err
+		return frame, held, nil
+	}
+	defer budget.endFrame(c)
+	limit := c.srv.cfg.QueuedMaxRequestBytes
+	var pooled bool
+	if budget.promise(int64(n), limit) {
+		// The common case: a buffer of the whole frame now.
+		defer budget.unpromise(int64(n), limit)
+		frame, pooled = protocol.GetFrameBuffer(n)[:0], true
+	} else {
+		// Start in a free pooled buffer (one that holds the frame, or
+		// else the largest) or a small plain one, and grow, doubling,
+		// through plain ones to a pool buffer of the whole frame. Only
+		// pool buffers go back to the pool, so that growth does not
+		// crowd its few buffers out.
+		frame = protocol.FreeFrameBuffer(n)
+		pooled = frame != nil
+		if !pooled {
+			frame = make([]byte, 0, firstWindow)
 		}
 	}
+	got := 0
+	for got < n {
+		w := min(n-got, max(firstWindow, min(got, maxWindow)))
+		h, err := c.reserve(int64(w), got > 0)
+		held += h
+		if err == nil && cap(frame) < got+w {
+			var grown []byte
+			size := min(n, max(2*cap(frame), got+w))
+			if size == n {
+				grown = protocol.GetFrameBuffer(n)
+			} else {
+				grown = make([]byte, size)
+			}
+			copy(grown, frame[:got])
+			if pooled {
+				protocol.PutFrameBuffer(frame)
+			}
+			frame, pooled = grown, size == n
+		}
+		if err == nil {
+			frame = frame[:got+w]
+			err = protocol.ReadFrameBody(br, frame[got:])
+		}
+		if err != nil {
+			if pooled {
+				protocol.PutFrameBuffer(frame)
+			}
+			budget.release(held)
+			return nil, 0, err
+		}
+		got += w
+	}
+	return frame, held, nil
+}
+
+// reserve counts n bytes of the frame being read against
+// queued.max.request.bytes (more: the frame already holds some), waiting
+// for room. The wait does not count towards socket.request.timeout.ms.
+func (c *conn) reserve(n int64, more bool) (int64, error) {
+	b, limit := &c.srv.requestBytes, c.srv.cfg.QueuedMaxRequestBytes
+	start := c.frameStart.Swap(-1)
+	t0 := c.srv.now()
+	var held int64
+	var err error
+	if more {
+		held, err = b.grow(c.ctx, n, limit, c)
+	} else {
+		held, err = b.acquire(c.ctx, n, limit)
+	}
+	c.frameStart.Store(start + c.srv.now() - t0)
+	return held, err
 }
 
 // handle runs one request's first stage. A returned error closes the
@@ -193,7 +374,7 @@ func (c *conn) handle(frame []byte, held int64) error {
 		resp.ErrorCode = errUnsupportedVersion
 		c.enqueue(sl)
 		c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
-		sl.finish(resp)
+		c.answer(sl, resp)
 		return nil
 	}
 	if req == nil || !protocol.Supported(key, version) {
@@ -237,7 +418,14 @@ func (c *conn) handle(frame []byte, held int64) error {
 // enqueue reserves the request's place in the response order; it blocks
 // while maxInFlight requests are unanswered.
 func (c *conn) enqueue(sl *slot) {
+	c.pending.Add(1)
 	c.slots <- sl
+}
+
+// answer hands a request's response (nil: none) to the writer.
+func (c *conn) answer(sl *slot, resp kmsg.Response) {
+	sl.finish(resp)
+	c.pending.Add(-1)
 }
 
 func (c *conn) writeLoop() {
@@ -295,6 +483,8 @@ func (c *conn) writeLoop() {
 			failed = true
 			c.cancel()
 			c.nc.Close()
+		} else {
+			c.lastActive.Store(c.srv.now())
 		}
 		if cap(out) > 1<<20 {
 			out = nil // a large fetch response: do not hold it per connection
@@ -350,7 +540,7 @@ func (rc *reqCtx) finish(resp kmsg.Response) {
 		rc.slot.skip = true
 	}
 	rc.conn.srv.metrics.latency.WithLabelValues(apiName(rc.hdr.Key)).Observe(time.Since(rc.start).Seconds())
-	rc.slot.finish(resp)
+	rc.conn.answer(rc.slot, resp)
 }
 
 // later runs a handler's second stage on its own goroutine; the handler

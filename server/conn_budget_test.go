@@ -1,12 +1,19 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"os"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/configs"
 )
@@ -93,5 +100,221 @@ func (b *testBroker) requestBytesIdle(t *testing.T) {
 			t.Fatalf("%d request bytes still held with nothing in flight", used)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// Frames that each hold part of a full budget and need more must not wait
+// for each other forever: one (the first to ask) goes past the bound, the
+// others wait until its frame ends.
+func TestRequestBudgetOneFramePastTheBound(t *testing.T) {
+	var b requestBudget
+	ctx := context.Background()
+	a, c := &conn{}, &conn{}
+	b.acquire(ctx, 60, 100) // a's first window
+	b.acquire(ctx, 60, 100) // c's first window: the budget is now full
+	if n, _ := b.grow(ctx, 50, 100, a); n != 50 {
+		t.Fatalf("a's frame did not go past the bound: %d", n)
+	}
+	got := make(chan int64)
+	go func() {
+		n, _ := b.grow(ctx, 50, 100, c)
+		got <- n
+	}()
+	select {
+	case <-got:
+		t.Fatal("a second frame went past the bound")
+	case <-time.After(50 * time.Millisecond):
+	}
+	if n, _ := b.grow(ctx, 50, 100, a); n != 50 {
+		t.Fatal("the frame past the bound was stopped")
+	}
+	b.endFrame(a)
+	select {
+	case n := <-got:
+		if n != 50 {
+			t.Fatalf("c got %d", n)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("c still waits after a's frame ended")
+	}
+	// A first window never uses the way past the bound.
+	b.endFrame(c)
+	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := b.acquire(cctx, 1, 100); err == nil {
+		t.Fatal("a new frame was admitted with the budget full")
+	}
+}
+
+// A client that sends a huge size prefix and then stops holds one window of
+// queued.max.request.bytes, not the size it announced; other clients go on
+// (here with a budget that the announced size alone would fill), and the
+// stalled connection is closed after socket.request.timeout.ms with its
+// bytes given back.
+func TestStalledFrameHoldsOneWindow(t *testing.T) {
+	b := startBroker(t, func(c *configs.Config) {
+		c.QueuedMaxRequestBytes = 4 << 20
+		c.SocketRequestTimeoutMs = 500
+	})
+	// 3 frames too large to take their memory up front, and 10 small
+	// enough (an eighth of the budget at most) that the first 9 or so do.
+	var stalled []net.Conn
+	for i := 0; i < 13; i++ {
+		nc, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		size := uint32(90 << 20)
+		if i >= 3 {
+			size = 400 << 10
+		}
+		var msg [8]byte
+		binary.BigEndian.PutUint32(msg[:], size)
+		copy(msg[4:], "abcd")
+		if _, err := nc.Write(msg[:]); err != nil {
+			t.Fatal(err)
+		}
+		stalled = append(stalled, nc)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.heldBytes() != 13*firstWindow {
+		if time.Now().After(deadline) {
+			t.Fatalf("13 stalled frames hold %d bytes, want %d", b.heldBytes(), 13*firstWindow)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := b.client(t, kgo.DefaultProduceTopic("stalled"), kgo.AllowAutoTopicCreation())
+	start := time.Now()
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 512<<10)}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("a produce took %v beside the stalled frames", d)
+	}
+	for _, nc := range stalled {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("stalled connection: read %v, want it closed", err)
+		}
+	}
+	if d := time.Since(start); d < 400*time.Millisecond {
+		t.Errorf("stalled connections closed after %v, before the timeout", d)
+	}
+	b.requestBytesIdle(t)
+}
+
+// A large frame that arrives in pieces is read whole, through the windows
+// and the buffer growth, and counts its whole size until it is handled.
+func TestLargeFrameInPieces(t *testing.T) {
+	b := startBroker(t, func(c *configs.Config) { c.QueuedMaxRequestBytes, c.MessageMaxBytes = 1<<20, 8<<20 })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	// Uncompressed, so that the frame is as large as the record.
+	cl := b.client(t, kgo.DefaultProduceTopic("pieces"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchMaxBytes(16<<20), kgo.MaxBufferedBytes(64<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	val := make([]byte, 5<<20+12345)
+	for i := range val {
+		val[i] = byte(i * 7)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: val}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	rd := b.client(t, kgo.ConsumeTopics("pieces"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxBytes(32<<20), kgo.FetchMaxPartitionBytes(32<<20))
+	fs := rd.PollFetches(ctx)
+	if err := fs.Err0(); err != nil {
+		t.Fatal(err)
+	}
+	recs := fs.Records()
+	if len(recs) != 1 || !bytes.Equal(recs[0].Value, val) {
+		t.Fatalf("read back %d records", len(recs))
+	}
+	rd.Close() // its next long-poll fetch holds its bytes until answered
+	b.requestBytesIdle(t)
+}
+
+// A connection that sends nothing is closed after connections.max.idle.ms;
+// one with a request being handled (a long-poll fetch) is not.
+func TestIdleConnectionsClosed(t *testing.T) {
+	b := startBroker(t, func(c *configs.Config) { c.ConnectionsMaxIdleMs = 300 })
+	nc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	start := time.Now()
+	nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("idle connection: read %v, want it closed", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 2*time.Second {
+		t.Errorf("idle connection closed after %v, want about 300ms", d)
+	}
+	// A fetch waiting 1.5 s for records on an empty partition is pending,
+	// not idle: it is answered, not dropped.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	cl := b.client(t, kgo.DefaultProduceTopic("idle"), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fc, err := net.Dial("tcp", b.addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fc.Close()
+	req := kmsg.NewPtrFetchRequest()
+	req.SetVersion(11)
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 1500, 1, 1<<20
+	rt := kmsg.NewFetchRequestTopic()
+	rt.Topic = "idle"
+	rp := kmsg.NewFetchRequestTopicPartition()
+	rp.FetchOffset, rp.PartitionMaxBytes = 1, 1<<20
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	start = time.Now()
+	if _, err := fc.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, 7)); err != nil {
+		t.Fatal(err)
+	}
+	fc.SetReadDeadline(time.Now().Add(5 * time.Second))
+	var size [4]byte
+	if _, err := io.ReadFull(fc, size[:]); err != nil {
+		t.Fatalf("long-poll fetch not answered: %v", err)
+	}
+	if d := time.Since(start); d < time.Second {
+		t.Errorf("fetch answered after %v, before its wait", d)
+	}
+}
+
+func (b *testBroker) heldBytes() int64 {
+	b.srv.requestBytes.mu.Lock()
+	defer b.srv.requestBytes.mu.Unlock()
+	return b.srv.requestBytes.used
+}
+
+// A large frame takes a buffer of its whole size up front only while it is
+// at most an eighth of the bound and such frames still arriving stay
+// under it; past that, its buffer grows as its bytes arrive.
+func TestRequestBudgetPromise(t *testing.T) {
+	var b requestBudget
+	if !b.promise(1<<40, 0) || !b.promise(1<<40, -1) {
+		t.Fatal("unbounded budget refused a promise")
+	}
+	if b.promise(101, 800) {
+		t.Fatal("promised a frame over an eighth of the bound")
+	}
+	for i := 0; i < 8; i++ {
+		if !b.promise(100, 800) {
+			t.Fatalf("promise %d refused under the bound", i)
+		}
+	}
+	if b.promise(1, 800) {
+		t.Fatal("promised past the bound")
+	}
+	b.unpromise(100, 800)
+	if !b.promise(100, 800) {
+		t.Fatal("refused after a promised frame was read")
 	}
 }

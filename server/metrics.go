@@ -14,6 +14,11 @@ type Metrics struct {
 	produced    *prometheus.CounterVec
 	fetched     *prometheus.CounterVec
 	forwarded   prometheus.Counter
+
+	acceptErrors  *prometheus.CounterVec
+	acceptBlocked *prometheus.CounterVec
+	connsRefused  *prometheus.CounterVec
+	connsDropped  *prometheus.CounterVec
 }
 
 // NewMetrics registers the server's metrics with reg (a private registry
@@ -45,7 +50,20 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_forwarded_produce_total", Help: "Partition batches a read broker received and forwarded to their leader.",
 		}),
+		acceptErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_accept_errors_total", Help: "Failed accepts on a Kafka listener (out of file descriptors and the like), by listener; the listener retries after a pause.",
+		}, []string{"listener"}),
+		acceptBlocked: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_accept_blocked_seconds_total", Help: "Time a Kafka listener did not accept because of max.connections or max.connection.creation.rate, by listener.",
+		}, []string{"listener"}),
+		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_refused_total", Help: "Connections closed at once because their IP address had max.connections.per.ip (or its override) open, by listener.",
+		}, []string{"listener"}),
+		connsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_connections_dropped_total", Help: "Connections the broker closed for a timeout, by reason: idle (connections.max.idle.ms) or request_timeout (socket.request.timeout.ms).",
+		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.fetched, m.forwarded)
+	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.fetched, m.forwarded,
+		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped)
 	return m
 }

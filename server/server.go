@@ -7,6 +7,8 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -36,6 +38,12 @@ type listener struct {
 	ln   net.Listener
 	host string
 	port int32
+
+	// failedAt is when an accept last failed (Server.since; 0 once one
+	// succeeds again); stopped is set if the accept loop ended
+	// before the server closed. Either makes ListenerError report.
+	failedAt atomic.Int64
+	stopped  atomic.Bool
 }
 
 // Server serves the Kafka protocol on the configured listeners.
@@ -68,7 +76,19 @@ type Server struct {
 	conns     map[*conn]struct{}
 
 	requestBytes requestBudget // queued.max.request.bytes (conn.go)
+	limits       *connLimits   // max.connections and friends (connlimits.go)
+	// clock is a coarse monotonic time, nanoseconds since epoch plus one
+	// (so never 0), that the reaper keeps: connections stamp their
+	// activity with it without a clock read per request.
+	epoch time.Time
+	clock atomic.Int64
 }
+
+// now is the reaper's clock: at most one reaper tick old.
+func (s *Server) now() int64 { return s.clock.Load() }
+
+// since is the precise clock in now's units.
+func (s *Server) since() int64 { return int64(time.Since(s.epoch)) + 1 }
 
 func (s *Server) trackConn(c *conn, add bool) bool {
 	s.mu.Lock()
@@ -112,6 +132,13 @@ func New(opts Options) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
 	}
+	limits, err := newConnLimits(opts.Config)
+	if err != nil {
+		return nil, err
+	}
+	s.limits = limits
+	s.epoch = time.Now()
+	s.clock.Store(s.since())
 	s.cfg.Config = opts.Config
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
 	s.producers = newProducerIDs(opts.Catalog)
@@ -124,6 +151,8 @@ func New(opts Options) (*Server, error) {
 
 // Start binds every listener and serves connections in the background.
 func (s *Server) Start() error {
+	s.wg.Add(1)
+	go s.reapConns()
 	for _, lc := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", lc.Address)
 		if err != nil {
@@ -163,15 +192,70 @@ func (s *Server) Addrs() []string {
 	return out
 }
 
+// Accept failures (out of file descriptors, most likely) pause the loop,
+// doubling from acceptBackoffMin to acceptBackoffMax, instead of ending it;
+// a listener whose last failure is under acceptFailWindow old (longer than
+// the longest pause, so a failure that persists keeps it failing) is
+// reported by ListenerError.
+const (
+	acceptBackoffMin = 5 * time.Millisecond
+	acceptBackoffMax = time.Second
+	acceptFailWindow = 3 * time.Second
+)
+
 func (s *Server) acceptLoop(l *listener) {
 	defer s.wg.Done()
+	var backoff time.Duration
+	errLog, refusedLog := everyFewSeconds(), everyFewSeconds()
 	for {
+		waited, err := s.limits.waitRoom(s.ctx)
+		if waited > 0 {
+			s.metrics.acceptBlocked.WithLabelValues(l.cfg.Name).Add(waited.Seconds())
+		}
+		if err != nil {
+			return // closing
+		}
 		nc, err := l.ln.Accept()
 		if err != nil {
-			if s.ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				s.log.Error().Err(err).Msg("accept failed")
+			if s.ctx.Err() != nil {
+				return
 			}
+			if errors.Is(err, net.ErrClosed) {
+				l.stopped.Store(true)
+				s.log.Error().Str("listener", l.cfg.Name).Msg("kafka listener closed: no longer accepting")
+				return
+			}
+			l.failedAt.Store(s.since())
+			s.metrics.acceptErrors.WithLabelValues(l.cfg.Name).Inc()
+			backoff = min(max(2*backoff, acceptBackoffMin), acceptBackoffMax)
+			if n, ok := errLog.allow(); ok {
+				s.log.Error().Err(err).Str("listener", l.cfg.Name).Int("failures", n).Dur("retry_in", backoff).Msg("accept failed")
+			}
+			select {
+			case <-time.After(backoff):
+			case <-s.ctx.Done():
+				return
+			}
+			continue
+		}
+		if backoff > 0 {
+			backoff = 0
+			l.failedAt.Store(0)
+			s.log.Info().Str("listener", l.cfg.Name).Msg("accepting connections again")
+		}
+		ip := remoteIP(nc)
+		ok, limit, err := s.limits.admit(s.ctx, ip)
+		if err != nil {
+			nc.Close()
 			return
+		}
+		if !ok {
+			nc.Close()
+			s.metrics.connsRefused.WithLabelValues(l.cfg.Name).Inc()
+			if n, ok := refusedLog.allow(); ok {
+				s.log.Info().Str("listener", l.cfg.Name).Stringer("ip", ip).Int("limit", limit).Int("refused", n).Msg("connection refused: its address has max.connections.per.ip open")
+			}
+			continue
 		}
 		if tc, ok := nc.(*net.TCPConn); ok {
 			tc.SetNoDelay(true)
@@ -179,9 +263,103 @@ func (s *Server) acceptLoop(l *listener) {
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			s.serveConn(l, nc)
+			s.serveConn(l, nc, ip)
 		}()
 	}
+}
+
+// ListenerError says why a Kafka listener cannot take connections now (its
+// accepts are failing, or it stopped), or nil: the broker's readiness.
+func (s *Server) ListenerError() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, l := range s.listeners {
+		if l.stopped.Load() {
+			return fmt.Errorf("kafka listener %s stopped", l.cfg.Name)
+		}
+		if t := l.failedAt.Load(); t != 0 && time.Duration(s.since()-t) < acceptFailWindow {
+			return fmt.Errorf("kafka listener %s: accepts failing", l.cfg.Name)
+		}
+	}
+	return nil
+}
+
+// reapConns keeps s.clock and closes connections past their timeouts:
+// a frame still arriving after socket.request.timeout.ms, or nothing read
+// or written for connections.max.idle.ms while no request is pending.
+// Closing the socket ends the connection's reads and writes at once, and
+// with them its claim on queued.max.request.bytes.
+func (s *Server) reapConns() {
+	defer s.wg.Done()
+	frameLimit := time.Duration(s.cfg.SocketRequestTimeoutMs) * time.Millisecond
+	idleLimit := time.Duration(s.cfg.ConnectionsMaxIdleMs) * time.Millisecond
+	tick := time.Second
+	for _, d := range []time.Duration{frameLimit, idleLimit} {
+		if d > 0 {
+			tick = min(tick, max(d/10, 5*time.Millisecond))
+		}
+	}
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	dropLog := everyFewSeconds()
+	var victims []*conn
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+			s.clock.Store(s.since())
+		}
+		now := s.now()
+		victims = victims[:0]
+		s.mu.Lock()
+		for c := range s.conns {
+			start := c.frameStart.Load()
+			switch {
+			case start > 0 && frameLimit > 0 && time.Duration(now-start) > frameLimit:
+				victims = append(victims, c)
+				s.metrics.connsDropped.WithLabelValues("request_timeout").Inc()
+				if n, ok := dropLog.allow(); ok {
+					c.log.Info().Int("dropped", n).Msg("closing connection: its request did not arrive within socket.request.timeout.ms")
+				}
+			case start == 0 && idleLimit > 0 && c.pending.Load() == 0 && time.Duration(now-c.lastActive.Load()) > idleLimit:
+				victims = append(victims, c)
+				s.metrics.connsDropped.WithLabelValues("idle").Inc()
+				c.log.Debug().Msg("closing connection idle past connections.max.idle.ms")
+			}
+		}
+		s.mu.Unlock()
+		for _, c := range victims {
+			c.cancel()
+			c.nc.Close()
+		}
+	}
+}
+
+// logLimiter lets a repeated log line through once per period, counting
+// the occurrences in between, so that a flood (a failing accept, many bad
+// clients) costs a line every few seconds.
+type logLimiter struct {
+	mu     sync.Mutex
+	period time.Duration
+	last   time.Time
+	count  int
+}
+
+func everyFewSeconds() *logLimiter { return &logLimiter{period: 5 * time.Second} }
+
+// allow counts one occurrence and reports whether to log it, with the
+// occurrences since the last line logged (this one included).
+func (l *logLimiter) allow() (int, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.count++
+	if now := time.Now(); now.Sub(l.last) >= l.period {
+		n := l.count
+		l.last, l.count = now, 0
+		return n, true
+	}
+	return 0, false
 }
 
 // Close stops accepting, closes every connection and waits for them.

@@ -196,6 +196,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer srv.Close()
+	admin.kafka.Store(srv)
 
 	// Register with the endpoints actually bound (ports may be :0 in tests).
 	reg_ := metastore.Broker{ID: cfg.NodeID, Role: brokerRole(cfg), Rack: cfg.Rack}
@@ -283,24 +284,21 @@ type adminServer struct {
 	ln   net.Listener
 	srv  *http.Server
 	meta atomic.Pointer[metastore.Node] // set on meta nodes: membership changes
+	// kafka is the broker's Kafka server once it listens: /readyz fails
+	// while one of its listeners cannot accept.
+	kafka atomic.Pointer[server.Server]
 }
 
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
 func (a *adminServer) Close() error { return a.srv.Close() }
 
 // startAdmin serves /metrics, /healthz (the process is up), /readyz (the
-// Kafka listeners serve) and pprof.
+// Kafka listeners serve: 503 until the node is up and while a listener's
+// accepts fail) and pprof.
 func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready.Load() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
-			return
-		}
-		fmt.Fprintln(w, "ready")
-	})
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
@@ -311,6 +309,19 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
 	a := &adminServer{ln: ln}
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready.Load() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		if srv := a.kafka.Load(); srv != nil {
+			if err := srv.ListenerError(); err != nil {
+				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ready")
+	})
 	mux.HandleFunc("POST /meta/voters", a.handleAddVoter)
 	mux.HandleFunc("DELETE /meta/voters/{id}", a.handleRemoveVoter)
 	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)

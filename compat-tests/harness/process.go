@@ -116,6 +116,16 @@ func (p *process) Running() bool {
 	}
 }
 
+// Pid returns the current process's id (0 before the first start).
+func (p *process) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || p.cmd.Process == nil {
+		return 0
+	}
+	return p.cmd.Process.Pid
+}
+
 // kill sends SIGKILL and waits for the process to be gone.
 func (p *process) kill() {
 	p.mu.Lock()
