@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"syscall"
 	"testing"
@@ -152,4 +153,47 @@ func TestClusterCoordinatorFencing(t *testing.T) {
 		t.Fatalf("committed offset after the stale commit: %+v (found %v), want 20", got, ok)
 	}
 	t.Log(fmt.Sprintf("stale coordinator's commit refused with %v; committed offset stays 20", kerr.ErrorForCode(code)))
+}
+
+// readyStatus is a broker's /readyz status code (0 when unreachable).
+func readyStatus(admin string) int {
+	resp, err := (&http.Client{Timeout: time.Second}).Get("http://" + admin + "/readyz")
+	if err != nil {
+		return 0
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestClusterReadyzFollowsLease: with every metastore node down, a broker
+// cannot renew its lease; /readyz turns 503 once the lease may have
+// lapsed, and 200 again after the metastore is back and the broker
+// registered again.
+func TestClusterReadyzFollowsLease(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	c := startTestClusterN(t, "raft", 1)
+	brokers := append(append([]*proc{}, c.writers...), c.readers...)
+	for _, p := range c.meta {
+		p.kill()
+	}
+	start := time.Now()
+	for _, b := range brokers {
+		for readyStatus(b.admin) != http.StatusServiceUnavailable {
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("%s: /readyz still %d 30 s after the metastore went down", b.name, readyStatus(b.admin))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	t.Logf("every broker not ready %.1fs after the metastore went down (lease 10 s)", time.Since(start).Seconds())
+	for _, p := range c.meta {
+		p.start(t)
+	}
+	start = time.Now()
+	for _, b := range brokers {
+		waitReady(t, b.admin, 60*time.Second)
+	}
+	t.Logf("every broker ready again %.1fs after the metastore restarted", time.Since(start).Seconds())
 }

@@ -221,6 +221,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return fmt.Errorf("registering broker: %w", err)
 	}
 	leaseRef.Store(lease)
+	admin.lease.Store(lease)
 	if err := srv.OpenPartitions(); err != nil {
 		return err
 	}
@@ -287,14 +288,19 @@ type adminServer struct {
 	// kafka is the broker's Kafka server once it listens: /readyz fails
 	// while one of its listeners cannot accept.
 	kafka atomic.Pointer[server.Server]
+	// lease is the broker's metastore lease once registered: /readyz
+	// fails while it is not certainly valid (the metastore unreachable
+	// for a lease duration, or the broker paused past it).
+	lease atomic.Pointer[server.Lease]
 }
 
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
 func (a *adminServer) Close() error { return a.srv.Close() }
 
 // startAdmin serves /metrics, /healthz (the process is up), /readyz (the
-// Kafka listeners serve: 503 until the node is up and while a listener's
-// accepts fail) and pprof.
+// Kafka listeners serve: 503 until the node is up, while a listener's
+// accepts fail and while the broker's metastore lease is not certainly
+// valid) and pprof.
 func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
@@ -319,6 +325,10 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 				http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 				return
 			}
+		}
+		if l := a.lease.Load(); l != nil && !l.Valid() {
+			http.Error(w, "not ready: the metastore lease was not renewed within its duration", http.StatusServiceUnavailable)
+			return
 		}
 		fmt.Fprintln(w, "ready")
 	})
