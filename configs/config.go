@@ -214,8 +214,18 @@ type Config struct {
 	// AutoLeaderRebalance moves a partition's leadership back to its
 	// preferred (first) voter when that broker is alive again, checked
 	// every LeaderImbalanceCheckSeconds, as Kafka's settings of these names.
-	AutoLeaderRebalance         bool  `mapstructure:"auto.leader.rebalance.enable"`
-	LeaderImbalanceCheckSeconds int64 `mapstructure:"leader.imbalance.check.interval.seconds"`
+	// ControlledShutdown: on SIGTERM or SIGINT a broker first marks
+	// itself shutting down in the metastore, hands the leadership of
+	// its partitions to other voters (up to ControlledShutdownMaxRetries
+	// rounds, each waiting up to ControlledShutdownRetryBackoffMs), and
+	// releases its lease, then closes; Kafka's settings of these names
+	// and defaults. Off: it closes at once and its partitions wait for
+	// an election.
+	ControlledShutdown               bool  `mapstructure:"controlled.shutdown.enable"`
+	ControlledShutdownMaxRetries     int32 `mapstructure:"controlled.shutdown.max.retries"`
+	ControlledShutdownRetryBackoffMs int64 `mapstructure:"controlled.shutdown.retry.backoff.ms"`
+	AutoLeaderRebalance              bool  `mapstructure:"auto.leader.rebalance.enable"`
+	LeaderImbalanceCheckSeconds      int64 `mapstructure:"leader.imbalance.check.interval.seconds"`
 }
 
 // Default returns the single source of defaults: one node with every role,
@@ -228,47 +238,50 @@ func Default() Config {
 		Listeners: []Listener{
 			{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:9092"},
 		},
-		ListenerSecurityProtocolMap: "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
-		AdminAddr:                   "127.0.0.1:9644",
-		LogLevel:                    "info",
-		SocketRequestMaxBytes:       100 << 20,
-		QueuedMaxRequestBytes:       100 << 20,
-		MaxPartitionsPerRequest:     10000,
-		MaxPartitions:               50000,
-		ConfigValueMaxBytes:         32 << 10,
-		GroupMaxSize:                math.MaxInt32,
-		GroupConsumerMaxSize:        math.MaxInt32,
-		SocketRequestTimeoutMs:      30000,
-		ConnectionsMaxIdleMs:        600000,
-		MaxConnections:              math.MaxInt32,
-		MaxConnectionsPerIP:         math.MaxInt32,
-		MaxConnectionCreationRate:   math.MaxInt32,
-		AutoCreateTopics:            true,
-		NumPartitions:               1,
-		DefaultReplicationFactor:    1,
-		MessageMaxBytes:             1048588,
-		FetchMaxBytes:               8 << 20,
-		FetchSessionCacheSlots:      1000,
-		FetchSessionEvictionMs:      120000,
-		LogSegmentBytes:             1 << 30,
-		LogRollMs:                   int64(7 * 24 * time.Hour / time.Millisecond),
-		LogRetentionMs:              int64(7 * 24 * time.Hour / time.Millisecond),
-		LogRetentionBytes:           -1,
-		LogIndexIntervalBytes:       4096,
-		LogIndexSizeMaxBytes:        10 << 20,
-		LogMessageTimestampType:     "CreateTime",
-		LogTimestampBeforeMaxMs:     9223372036854775807,
-		LogTimestampAfterMaxMs:      3600000,
-		LogRetentionCheckInterval:   300000,
-		MinInsyncReplicas:           1,
-		ReplicationMode:             "raft",
-		AutoLeaderRebalance:         true,
-		LeaderImbalanceCheckSeconds: 300,
-		LogFsync:                    "group",
-		LogFlushIntervalMs:          1000,
-		MetaID:                      1,
-		MetaLearnerGraceMs:          int64(15 * time.Minute / time.Millisecond),
-		RaftEntryCacheMaxBytes:      32 << 20,
+		ListenerSecurityProtocolMap:      "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+		AdminAddr:                        "127.0.0.1:9644",
+		LogLevel:                         "info",
+		SocketRequestMaxBytes:            100 << 20,
+		QueuedMaxRequestBytes:            100 << 20,
+		MaxPartitionsPerRequest:          10000,
+		MaxPartitions:                    50000,
+		ConfigValueMaxBytes:              32 << 10,
+		GroupMaxSize:                     math.MaxInt32,
+		GroupConsumerMaxSize:             math.MaxInt32,
+		SocketRequestTimeoutMs:           30000,
+		ConnectionsMaxIdleMs:             600000,
+		MaxConnections:                   math.MaxInt32,
+		MaxConnectionsPerIP:              math.MaxInt32,
+		MaxConnectionCreationRate:        math.MaxInt32,
+		AutoCreateTopics:                 true,
+		NumPartitions:                    1,
+		DefaultReplicationFactor:         1,
+		MessageMaxBytes:                  1048588,
+		FetchMaxBytes:                    8 << 20,
+		FetchSessionCacheSlots:           1000,
+		FetchSessionEvictionMs:           120000,
+		LogSegmentBytes:                  1 << 30,
+		LogRollMs:                        int64(7 * 24 * time.Hour / time.Millisecond),
+		LogRetentionMs:                   int64(7 * 24 * time.Hour / time.Millisecond),
+		LogRetentionBytes:                -1,
+		LogIndexIntervalBytes:            4096,
+		LogIndexSizeMaxBytes:             10 << 20,
+		LogMessageTimestampType:          "CreateTime",
+		LogTimestampBeforeMaxMs:          9223372036854775807,
+		LogTimestampAfterMaxMs:           3600000,
+		LogRetentionCheckInterval:        300000,
+		MinInsyncReplicas:                1,
+		ReplicationMode:                  "raft",
+		AutoLeaderRebalance:              true,
+		ControlledShutdown:               true,
+		ControlledShutdownMaxRetries:     3,
+		ControlledShutdownRetryBackoffMs: 5000,
+		LeaderImbalanceCheckSeconds:      300,
+		LogFsync:                         "group",
+		LogFlushIntervalMs:               1000,
+		MetaID:                           1,
+		MetaLearnerGraceMs:               int64(15 * time.Minute / time.Millisecond),
+		RaftEntryCacheMaxBytes:           32 << 20,
 	}
 }
 
@@ -331,6 +344,9 @@ func (c Config) Validate() error {
 	// minOneMessage); its size prefix is an int32.
 	if int64(c.FetchMaxBytes)+int64(c.MessageMaxBytes)+1<<20 > math.MaxInt32 {
 		errs = append(errs, fmt.Errorf("fetch.max.bytes plus message.max.bytes must stay 1 MiB below 2 GiB"))
+	}
+	if c.ControlledShutdownMaxRetries < 0 || c.ControlledShutdownRetryBackoffMs < 0 {
+		errs = append(errs, fmt.Errorf("controlled.shutdown.max.retries and controlled.shutdown.retry.backoff.ms must not be negative"))
 	}
 	if c.RaftEntryCacheMaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("raft.entry.cache.max.bytes must be at least 1 MiB"))

@@ -275,7 +275,7 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 func (c *Coordinator) placement(group string) (int32, error) {
 	best, bestScore, found := int32(-1), uint64(0), false
 	for _, b := range c.store.Brokers() {
-		if b.Role != metastore.RoleRead && b.Role != metastore.RoleCombined {
+		if (b.Role != metastore.RoleRead && b.Role != metastore.RoleCombined) || b.ShuttingDown {
 			continue
 		}
 		h := fnv.New64a()

@@ -144,6 +144,14 @@ func (a *applier) apply(c *command) (r result) {
 		a.putBroker(br)
 		a.addLearner(br)
 		return result{Inc: inc, Visible: true}
+	case opShutdownBroker:
+		b, ok := a.broker(c.BrokerID)
+		if !ok || b.Incarnation != c.Inc {
+			return fail(ErrFenced)
+		}
+		b.ShuttingDown = true
+		a.putBroker(b)
+		return result{Visible: true}
 	case opExpireBroker, opUnregisterBroker:
 		b, ok := a.broker(c.BrokerID)
 		if !ok || b.Incarnation != c.Inc {

@@ -210,6 +210,14 @@ func (c *Client) Heartbeat(ctx context.Context, brokerID int32, incarnation uint
 	return err
 }
 
+// ShutdownBroker marks a broker as in its controlled shutdown
+// (Broker.ShuttingDown) until it unregisters; ErrFenced unless it is
+// registered with incarnation.
+func (c *Client) ShutdownBroker(ctx context.Context, brokerID int32, incarnation uint64) error {
+	_, err := c.write(ctx, command{Op: opShutdownBroker, BrokerID: brokerID, Inc: incarnation})
+	return err
+}
+
 // UnregisterBroker removes a broker at controlled shutdown.
 func (c *Client) UnregisterBroker(ctx context.Context, brokerID int32, incarnation uint64) error {
 	_, err := c.write(ctx, command{Op: opUnregisterBroker, BrokerID: brokerID, Inc: incarnation})

@@ -46,6 +46,7 @@ const (
 	opRegisterBroker    op = "register_broker"
 	opExpireBroker      op = "expire_broker"
 	opUnregisterBroker  op = "unregister_broker"
+	opShutdownBroker    op = "shutdown_broker"
 	opCommitOffsets     op = "commit_offsets"
 	opDeleteOffsets     op = "delete_offsets"
 	opSaveGroup         op = "save_group"

@@ -131,6 +131,10 @@ type Broker struct {
 	Endpoints   []Endpoint
 	Incarnation uint64
 	LeaseExpiry time.Time
+	// ShuttingDown: the broker is in its controlled shutdown (it is
+	// handing its partitions' leadership to other voters): nothing is
+	// handed to it meanwhile (preferred-leader elections, new groups).
+	ShuttingDown bool `json:",omitempty"`
 }
 
 // TopicPartition names one partition.

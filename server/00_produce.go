@@ -232,6 +232,12 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			switch {
 			case errors.Is(err, context.DeadlineExceeded):
 				w.sp.ErrorCode = kerr.RequestTimedOut.Code
+			case errors.Is(err, context.Canceled):
+				// The broker is closing (or the connection): the
+				// answer still goes out, and the producer must retry
+				// at the leader it finds next, not give up as on
+				// UNKNOWN_SERVER_ERROR.
+				w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			case err != nil:
 				w.sp.ErrorCode = errorCode(err)
 				if req.Version >= 8 {

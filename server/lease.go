@@ -19,6 +19,10 @@ type Registrar interface {
 	// Heartbeat renews the lease of incarnation; metastore.ErrFenced once
 	// it lapsed or a newer incarnation registered.
 	Heartbeat(ctx context.Context, brokerID int32, incarnation uint64) error
+	// ShutdownBroker marks the registration as in its controlled
+	// shutdown; UnregisterBroker ends it.
+	ShutdownBroker(ctx context.Context, brokerID int32, incarnation uint64) error
+	UnregisterBroker(ctx context.Context, brokerID int32, incarnation uint64) error
 }
 
 // Lease keeps this broker registered in the metastore. A broker whose
@@ -110,4 +114,21 @@ func (l *Lease) Run(ctx context.Context) {
 			l.log.Warn().Err(err).Msg("heartbeat failed")
 		}
 	}
+}
+
+// ShuttingDown tells the metastore this broker is in its controlled
+// shutdown: nothing is handed to it any more (leadership, new groups).
+func (l *Lease) ShuttingDown(ctx context.Context) error {
+	return l.reg.ShutdownBroker(ctx, l.broker.ID, l.incarnation.Load())
+}
+
+// Release ends the registration at once, as the last step of a controlled
+// shutdown, instead of letting it lapse: the broker leaves Metadata and its
+// groups can be claimed by another read broker right away.
+func (l *Lease) Release(ctx context.Context) error {
+	err := l.reg.UnregisterBroker(ctx, l.broker.ID, l.incarnation.Load())
+	if err == nil {
+		l.log.Info().Msg("released the broker lease")
+	}
+	return err
 }

@@ -133,7 +133,7 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 		}
 		alive := make(map[int32]bool)
 		for _, b := range s.catalog.Brokers() {
-			alive[b.ID] = true
+			alive[b.ID] = !b.ShuttingDown
 		}
 		for _, r := range s.raft.Replicas() {
 			if !r.IsLeader() {
@@ -158,4 +158,53 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// HandOffLeadership is the leadership part of a controlled shutdown
+// (Kafka's controlled.shutdown.*): every partition this broker leads is
+// handed to another voter, so that its producers wait for a transfer (a
+// round trip or two) instead of an election timeout once the broker is
+// gone. Each of retries rounds asks the leaders still here to transfer and
+// waits up to backoff for them to go; it returns how many partitions this
+// broker still leads. Call it after marking the broker as shutting down in
+// the metastore, so that no preferred-leader rebalance hands leadership
+// back meanwhile.
+func (s *Server) HandOffLeadership(ctx context.Context, retries int, backoff time.Duration) int {
+	if !s.replicated() {
+		return 0
+	}
+	self := replica.NodeID(s.cfg.NodeID)
+	led := func() []*replica.Replica {
+		var out []*replica.Replica
+		for _, r := range s.raft.Replicas() {
+			if r.IsLeader() {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	for attempt := 0; attempt < retries; attempt++ {
+		leaders := led()
+		if len(leaders) == 0 {
+			return 0
+		}
+		for _, r := range leaders {
+			// Any other voter that this leader has heard from lately;
+			// TransferLeadership refuses the others at once.
+			for _, v := range r.Members().Voters {
+				if v != self && r.TransferLeadership(v) == nil {
+					break
+				}
+			}
+		}
+		deadline := time.Now().Add(backoff)
+		for time.Now().Before(deadline) && ctx.Err() == nil && len(led()) > 0 {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	n := len(led())
+	if n > 0 {
+		s.log.Warn().Int("partitions", n).Msg("controlled shutdown: still leading partitions no other voter took")
+	}
+	return n
 }

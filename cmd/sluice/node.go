@@ -243,7 +243,30 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	<-ctx.Done()
 	lg.Info().Msg("shutting down")
 	ready.Store(false)
+	if cfg.ControlledShutdown {
+		controlledShutdown(cfg, srv, lease, lg)
+	}
 	return nil
+}
+
+// controlledShutdown runs before the servers close (they still serve
+// meanwhile): the broker is marked shutting down in the metastore, hands
+// the leadership of its partitions to other voters, and releases its
+// lease, so that producers move after a leadership transfer instead of an
+// election timeout and its groups move at once. Each step is bounded.
+func controlledShutdown(cfg configs.Config, srv *server.Server, lease *server.Lease, lg zerolog.Logger) {
+	start := time.Now()
+	backoff := time.Duration(cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond
+	ctx, cancel := context.WithTimeout(context.Background(), backoff*time.Duration(cfg.ControlledShutdownMaxRetries)+10*time.Second)
+	defer cancel()
+	if err := lease.ShuttingDown(ctx); err != nil {
+		lg.Warn().Err(err).Msg("controlled shutdown: marking the broker shutting down")
+	}
+	left := srv.HandOffLeadership(ctx, int(cfg.ControlledShutdownMaxRetries), backoff)
+	if err := lease.Release(ctx); err != nil {
+		lg.Warn().Err(err).Msg("controlled shutdown: releasing the lease")
+	}
+	lg.Info().Int("still_leading", left).Dur("took", time.Since(start)).Msg("controlled shutdown done")
 }
 
 func brokerRole(cfg configs.Config) metastore.BrokerRole {
