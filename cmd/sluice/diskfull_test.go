@@ -104,18 +104,24 @@ func peakRSS(pid int) string {
 // produce and commits again without a restart. After a clean restart, a
 // SIGKILL and a SIGKILL-and-restart on a full disk, every acknowledged
 // record is there once, at its offset, in order, and recovery finds no
-// torn batch. Costs about 30 s.
+// torn batch. Runs with per-partition segment syncs (the default) and
+// with the broker-wide WAL (log.wal.enable). Costs about 30 s each.
 func TestDevDiskFull(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
 	}
+	t.Run("segments", func(t *testing.T) { testDiskFull(t, "") })
+	t.Run("wal", func(t *testing.T) { testDiskFull(t, "log.wal.enable: true\n") })
+}
+
+func testDiskFull(t *testing.T, extraConfig string) {
 	mnt := smallFS(t, 64<<20)
 	dir := t.TempDir()
 	ports := freePorts(t, 2)
 	kafka, admin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
 	cfg := filepath.Join(dir, "node.yaml")
-	body := fmt.Sprintf("node.id: 1\nprocess.roles: [meta, write, read]\ndata.dir: %s\nadmin.addr: %s\nlisteners:\n  - name: PLAINTEXT\n    view: mixed\n    address: %s\nauto.create.topics.enable: false\n",
-		filepath.Join(mnt, "data"), admin, kafka)
+	body := fmt.Sprintf("node.id: 1\nprocess.roles: [meta, write, read]\ndata.dir: %s\nadmin.addr: %s\nlisteners:\n  - name: PLAINTEXT\n    view: mixed\n    address: %s\nauto.create.topics.enable: false\n%s",
+		filepath.Join(mnt, "data"), admin, kafka, extraConfig)
 	if err := os.WriteFile(cfg, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
