@@ -194,7 +194,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
-	if err := lease.Register(ctx); err != nil {
+	if err := registerBroker(ctx, lease, lg); err != nil {
 		return fmt.Errorf("registering broker: %w", err)
 	}
 	if err := srv.OpenPartitions(); err != nil {
@@ -219,6 +219,31 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	lg.Info().Msg("shutting down")
 	ready.Store(false)
 	return nil
+}
+
+// registerBroker registers the broker, trying again every second while
+// the metastore cannot commit: its database's disk is full (it retries
+// the transaction until space is freed) or it has no quorum. The broker
+// then comes up by itself once the metastore can take the registration,
+// instead of exiting into a restart loop. Any other error, or ctx ending,
+// is returned.
+func registerBroker(ctx context.Context, lease *server.Lease, lg zerolog.Logger) error {
+	for logged := false; ; logged = true {
+		err := lease.Register(ctx)
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, metastore.ErrTimeout) || errors.Is(err, metastore.ErrNotLeader) ||
+			errors.Is(err, metastore.ErrUnreachable)) {
+			return err
+		}
+		if !logged {
+			lg.Warn().Err(err).Msg("cannot register in the metastore yet; retrying every second")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func brokerRole(cfg configs.Config) metastore.BrokerRole {
