@@ -65,6 +65,19 @@ error wrapping ErrFatal and the cause from every later call (logged once at
 error level). Nothing is retried, because after a failed fsync the state of
 the page cache is unknown. The server is expected to exit.
 
+A full file system is the exception (nospace.go): a write (segment batch,
+index entry, a roll's final time index entry or new files) that fails with
+ENOSPC or EDQUOT, however much of it reached the file, is cut back to the
+last whole batch (segment and both index files truncated, in-memory state
+restored) and returned as ErrNoSpace, which rejects that call only: reads go
+on and the next append after space is freed continues at the same offset.
+If the cut itself fails the log fails with ErrFatal. A failed fsync stays
+ErrFatal whatever its errno, ENOSPC included. With the WAL, a round whose
+write finds the disk full cuts the WAL file back to its last record and
+syncs the segments that hold the round's batches instead (see below).
+Close on a full disk leaves out the clean shutdown marker; DeleteRecords
+that cannot persist the log start offset changes nothing.
+
 # On-disk format
 
 A partition directory holds, for each segment, three files named by the
@@ -182,6 +195,12 @@ log. With a WAL (design (b) below):
     for are opened or ForgetUnopened is called.
   - A failed WAL write, fdatasync or file creation fails every log that uses
     the WAL (sticky ErrFatal), like a failed segment sync fails its log.
+    Except on a full disk: a round whose write fails with ENOSPC truncates
+    the WAL file back to its last whole record and makes the round durable
+    by syncing its logs' segments, which already hold every batch of it
+    (a checkpoint); waiters are released as usual and the WAL takes the
+    next round. A new WAL file that cannot be created on a full disk is
+    removed and the active one stays in use until the next rotation.
   - Flusher.Close runs a last round, stops taking WAL records and deletes
     the WAL files nothing needs; logs still open then append to their
     segments only and sync them as without a WAL.
@@ -368,7 +387,8 @@ reopen.
 Compaction, transactions (last stable offset, aborted transaction index),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
-simulated crash and the next Open. For the WAL: raft hard state records,
+simulated crash and the next Open; the only seams are syncFile and writeAt
+(nospace_test.go makes a write short and then fail with ENOSPC). For the WAL: raft hard state records,
 preallocated or recycled WAL files, time-based checkpoints, and automatic
 dropping of records for logs that are never opened again (the caller calls
 Flusher.ForgetUnopened).

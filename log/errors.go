@@ -27,6 +27,13 @@ var (
 	// ErrOffsetMismatch: a replicated batch's base offset is not the log end
 	// offset.
 	ErrOffsetMismatch = errors.New("log: replicated batch does not start at the log end offset")
+	// ErrNoSpace: the file system is full (ENOSPC, or EDQUOT for a
+	// quota). Unlike ErrFatal it rejects this call only: whatever the
+	// failed write left behind was cut back to the last whole batch
+	// (segment, indexes, WAL) before it was returned, so the log keeps
+	// serving reads and takes appends again once space is freed. A
+	// failed fsync is ErrFatal whatever its errno.
+	ErrNoSpace = errors.New("log: no space left on device")
 )
 
 // Read and offset lookups.

@@ -108,7 +108,7 @@ func (x *index) lookupTime(ts int64) (uint32, bool, error) {
 func (x *index) appendOffset(e offsetEntry) error {
 	binary.BigEndian.PutUint32(x.buf[0:], e.rel)
 	binary.BigEndian.PutUint32(x.buf[4:], e.pos)
-	if _, err := x.offFile.WriteAt(x.buf[:offsetIndexEntrySize], int64(len(x.offsets))*offsetIndexEntrySize); err != nil {
+	if _, err := writeAt(x.offFile, x.buf[:offsetIndexEntrySize], int64(len(x.offsets))*offsetIndexEntrySize); err != nil {
 		return err
 	}
 	x.offsets = append(x.offsets, e)
@@ -123,7 +123,7 @@ func (x *index) maybeAppendTime(e timeEntry) error {
 	}
 	binary.BigEndian.PutUint64(x.buf[0:], uint64(e.ts))
 	binary.BigEndian.PutUint32(x.buf[8:], e.rel)
-	if _, err := x.timeFile.WriteAt(x.buf[:timeIndexEntrySize], int64(len(x.times))*timeIndexEntrySize); err != nil {
+	if _, err := writeAt(x.timeFile, x.buf[:timeIndexEntrySize], int64(len(x.times))*timeIndexEntrySize); err != nil {
 		return err
 	}
 	x.times = append(x.times, e)

@@ -80,6 +80,7 @@ type Log struct {
 	epochs    epochCache
 	closed    bool
 	err       error // sticky; wraps ErrFatal
+	full      bool  // the last write failed with ErrNoSpace (logged once per run)
 
 	openedFromSnapshot bool // for tests: Open skipped the recovery walk
 }
@@ -580,13 +581,15 @@ func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
 		}
 		s = l.active()
 	}
-	pos := s.size
-	if _, err := s.log.WriteAt(batch, pos); err != nil {
-		return l.failLocked("write segment", err)
+	pos, m := s.size, s.mark()
+	undo := func() error { return s.rollback(m) }
+	if _, err := writeAt(s.log, batch, pos); err != nil {
+		return l.noSpaceLocked("write segment", err, undo)
 	}
 	if err := s.track(pos, h, l.cfg.IndexIntervalBytes, true); err != nil {
-		return l.failLocked("write index", err)
+		return l.noSpaceLocked("write index", err, undo)
 	}
+	l.spaceBackLocked()
 	l.leo = s.next
 	l.producers.update(h)
 	l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
@@ -611,26 +614,34 @@ func (l *Log) shouldRollLocked(s *segment, h *batchHeader) bool {
 
 // rollLocked syncs the active segment and starts a new one at the log end
 // offset. Syncing here keeps recovery simple: only the last segment can ever
-// hold unsynced bytes, so only it needs a CRC scan after a crash.
+// hold unsynced bytes, so only it needs a CRC scan after a crash. On a full
+// disk (the final time index entry or the new files) the old segment stays
+// active and the next append tries the roll again; repeating the final
+// entry and the sync is harmless.
 func (l *Log) rollLocked() error {
 	old := l.active()
 	if old.maxTs >= 0 {
+		n := len(old.idx.times)
 		if err := old.idx.maybeAppendTime(old.finalTimeEntry()); err != nil {
-			return l.failLocked("write time index", err)
+			return l.noSpaceLocked("write time index", err, func() error {
+				return old.idx.timeFile.Truncate(int64(n) * timeIndexEntrySize)
+			})
 		}
 	}
 	if err := old.sync(); err != nil {
 		return l.failLocked("sync rolled segment", err)
 	}
-	old.idx.evict()
 	s, err := openSegment(l.dir, l.leo, true, l.now(), int64(l.cfg.SegmentIndexBytes))
 	if err != nil {
-		return l.failLocked("create segment", err)
+		// openSegment closed what it opened; the files it created are
+		// empty and belong to no batch.
+		return l.noSpaceLocked("create segment", err, func() error { return l.removeBases([]int64{l.leo}) })
 	}
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		s.close()
 		return l.failLocked("sync directory", err)
 	}
+	old.idx.evict()
 	l.segs = append(l.segs, s)
 	l.segmentSyncedLocked(l.leo)
 	return nil
@@ -856,19 +867,44 @@ func (l *Log) Close() error {
 	return err
 }
 
+// closeCleanLocked syncs the active segment and leaves the clean shutdown
+// marker. On a full disk it leaves out the final time index entry and the
+// marker, which only save time: the next Open then recovers as after a
+// crash and rebuilds the index files, from a segment that is synced.
 func (l *Log) closeCleanLocked() error {
 	s := l.active()
+	marker := true
 	if s.maxTs >= 0 {
+		n := len(s.idx.times)
 		if err := s.idx.maybeAppendTime(s.finalTimeEntry()); err != nil {
-			return l.failLocked("write time index", err)
+			if err := l.noSpaceLocked("write time index", err, func() error {
+				return s.idx.timeFile.Truncate(int64(n) * timeIndexEntrySize)
+			}); !errors.Is(err, ErrNoSpace) {
+				return err
+			}
+			marker = false
 		}
 	}
 	if err := s.sync(); err != nil {
 		return l.failLocked("sync segment", err)
 	}
 	l.segmentSyncedLocked(l.leo)
+	if !marker {
+		return nil
+	}
 	if err := fsutil.WriteFileSync(l.dir, cleanShutdownFile, l.encodeSnapshotLocked()); err != nil {
-		return l.failLocked("write clean shutdown marker", err)
+		if err := l.noSpaceLocked("write clean shutdown marker", err, func() error {
+			return removeIfExists(filepath.Join(l.dir, cleanShutdownFile+".tmp"))
+		}); !errors.Is(err, ErrNoSpace) {
+			return err
+		}
+	}
+	return nil
+}
+
+func removeIfExists(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package log
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
@@ -247,7 +248,11 @@ func (l *Log) DeleteRecordsBefore(offset int64) error {
 		return nil
 	}
 	if err := writeLogStart(l.dir, offset); err != nil {
-		return l.failLocked("write log start", err)
+		// Nothing changed yet: on a full disk the caller may retry, or
+		// let retention free space first.
+		return l.noSpaceLocked("write log start", err, func() error {
+			return removeIfExists(filepath.Join(l.dir, logStartFile+".tmp"))
+		})
 	}
 	l.logStart = offset
 	n := 0

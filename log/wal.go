@@ -246,6 +246,7 @@ type wal struct {
 	replaying map[[16]byte]int // Opens between recoveredFor and recoveredDone
 	closed    bool
 	err       error
+	full      bool // the last write ran out of space (logged once per run)
 
 	stats struct {
 		rounds, syncs, checkpoints, deleted, bytes int64
@@ -384,18 +385,22 @@ func (w *wal) createFile(seq uint64) error {
 	if err != nil {
 		return err
 	}
-	h := walFileHeader(seq)
-	if _, err := f.WriteAt(h, 0); err != nil {
+	// A file that did not become the active one holds no record: remove
+	// it, so a later attempt at the same sequence number can create it.
+	abandon := func(err error) error {
 		f.Close()
+		os.Remove(path)
 		return err
+	}
+	h := walFileHeader(seq)
+	if _, err := writeAt(f, h, 0); err != nil {
+		return abandon(err)
 	}
 	if err := syncFile(f); err != nil {
-		f.Close()
-		return err
+		return abandon(err)
 	}
 	if err := fsutil.SyncDir(w.dir); err != nil {
-		f.Close()
-		return err
+		return abandon(err)
 	}
 	wf := &walFile{seq: seq, path: path, live: map[*walLog]int64{}}
 	w.mu.Lock()
@@ -561,7 +566,16 @@ func (w *wal) sync() (bool, error) {
 	w.drained.Broadcast()
 	w.mu.Unlock()
 
-	_, err := w.f.WriteAt(buf, w.fsize)
+	_, err := writeAt(w.f, buf, w.fsize)
+	if err != nil && isNoSpace(err) {
+		if terr := w.f.Truncate(w.fsize); terr != nil {
+			err = errors.Join(err, terr)
+		} else {
+			w.spill(advs, err)
+			w.recycle(buf)
+			return true, nil
+		}
+	}
 	if err == nil {
 		err = syncFile(w.f)
 	}
@@ -570,13 +584,11 @@ func (w *wal) sync() (bool, error) {
 		return false, err
 	}
 	w.fsize += int64(len(buf))
+	w.recycle(buf)
 	w.mu.Lock()
 	w.stats.rounds++
 	w.stats.syncs++
 	w.stats.bytes += int64(len(buf))
-	if cap(buf) <= 2*walSoftBuffer {
-		w.spare = buf[:0]
-	}
 	w.mu.Unlock()
 	for _, a := range advs {
 		a.wl.l.walDurable(a.epoch, a.end)
@@ -585,12 +597,73 @@ func (w *wal) sync() (bool, error) {
 	closed := w.closed
 	w.mu.Unlock()
 	if w.fsize >= w.fileBytes && !closed {
-		if err := w.rotate(); err != nil {
+		if err := w.rotate(); err != nil && !isNoSpace(err) {
 			w.fail(fmt.Errorf("rotating write-ahead log: %w", err))
 			return true, err
+		} else if err != nil {
+			// The active file stays active, past its size, and the
+			// next round tries again.
+			w.noSpace(err)
+			return true, nil
 		}
 	}
+	w.mu.Lock()
+	if w.full {
+		w.full = false
+		w.lg.Info().Msg("space available again: write-ahead log rounds resumed")
+	}
+	w.mu.Unlock()
 	return true, nil
+}
+
+// recycle keeps a round's buffer for the next one unless it is large.
+func (w *wal) recycle(buf []byte) {
+	w.mu.Lock()
+	if cap(buf) <= 2*walSoftBuffer && w.spare == nil {
+		w.spare = buf[:0]
+	}
+	w.mu.Unlock()
+}
+
+// noSpace logs the first write of a run that found the file system full.
+func (w *wal) noSpace(err error) {
+	w.mu.Lock()
+	first := !w.full
+	w.full = true
+	w.mu.Unlock()
+	if first {
+		w.lg.Warn().Err(err).Msg("file system full: appends are made durable by syncing their segments until space is freed")
+	}
+}
+
+// spill makes a round's records durable without the WAL, which had no
+// space for them (the file was cut back to its last whole record): every
+// batch of the round is already in its log's segment, written before its
+// record was buffered, so syncing those segments covers the round, as
+// a checkpoint does. The round's records are then not needed; a log whose
+// sync fails fails alone, as without a WAL. Called with syncMu held.
+func (w *wal) spill(advs []walAdvance, err error) {
+	w.noSpace(err)
+	logs := make([]*Log, 0, len(advs))
+	for _, a := range advs {
+		logs = append(logs, a.wl.l)
+	}
+	w.flushLogs(logs)
+}
+
+// flushLogs syncs the logs' active segments, at most maxConc at once.
+func (w *wal) flushLogs(logs []*Log) {
+	sem := make(chan struct{}, max(w.maxConc, 1))
+	var wg sync.WaitGroup
+	for _, l := range logs {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			l.flush()
+		}()
+	}
+	wg.Wait()
 }
 
 // rotate seals the active file (already synced by the caller) and starts the
@@ -627,7 +700,7 @@ func (w *wal) rotate() error {
 func (w *wal) checkpoint() {
 	w.mu.Lock()
 	seen := map[*walLog]bool{}
-	var todo []*walLog
+	var todo []*Log
 	for _, f := range w.files {
 		if f == w.active {
 			continue
@@ -635,7 +708,7 @@ func (w *wal) checkpoint() {
 		for wl := range f.live {
 			if !seen[wl] {
 				seen[wl] = true
-				todo = append(todo, wl)
+				todo = append(todo, wl.l)
 			}
 		}
 	}
@@ -643,17 +716,7 @@ func (w *wal) checkpoint() {
 	if len(todo) == 0 {
 		return
 	}
-	sem := make(chan struct{}, max(w.maxConc, 1))
-	var wg sync.WaitGroup
-	for _, wl := range todo {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			wl.l.flush()
-		}()
-	}
-	wg.Wait()
+	w.flushLogs(todo)
 	w.mu.Lock()
 	w.stats.checkpoints += int64(len(todo))
 	w.mu.Unlock()

@@ -40,8 +40,14 @@
 //   - Step 4: Advance, after results went to waiters and events to the
 //     cache.
 //
-// Any persistence error is fatal (the process exits, as etcd does); so is
-// raft's Fatal (internal/raftlog with ExitOnFatal).
+// Any persistence error is fatal (the process exits, as etcd does; so is
+// raft's Fatal: internal/raftlog with ExitOnFatal), except
+// a bbolt page write that finds the disk full: bbolt writes the meta page,
+// which alone makes a transaction visible, only after the other pages are
+// written and synced, and rolls its freelist back on failure, so the
+// Ready's transaction is run again every second until it commits
+// (persistReady). Meanwhile metadata writes and linearizable reads wait and
+// time out; the broker keeps serving from its cache.
 //
 // # Commands
 //

@@ -3,9 +3,11 @@ package metastore
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,7 +29,8 @@ import (
 //	                 CommittedEntries and write meta/applied (cindex), so a
 //	                 crash never applies an entry twice nor skips one.
 //	                 Commit = one fsync-ed bbolt transaction; a failure is
-//	                 fatal.
+//	                 fatal, except a page write that found the disk full
+//	                 (see persistReady), which is retried.
 //	                 Then mirror into raft's MemoryStorage, and call
 //	                 ApplyConfChange for each conf change entry in order.
 //	2 (follower)     send Messages only now, after the HardState and all
@@ -46,7 +49,9 @@ func (n *Node) run() {
 			n.rn.Tick()
 		case rd := <-n.rn.Ready():
 			t0 := time.Now()
-			n.handleReady(rd)
+			if !n.handleReady(rd) {
+				return // stopped while the disk was full: nothing persisted
+			}
 			n.rn.Advance()
 			n.stats.readies.Add(1)
 			n.stats.readyNanos.Add(int64(time.Since(t0)))
@@ -56,7 +61,7 @@ func (n *Node) run() {
 	}
 }
 
-func (n *Node) handleReady(rd raft.Ready) {
+func (n *Node) handleReady(rd raft.Ready) bool {
 	if rd.SoftState != nil {
 		wasLeader := n.isLeader
 		n.isLeader = rd.SoftState.RaftState == raft.StateLeader
@@ -98,7 +103,8 @@ func (n *Node) handleReady(rd raft.Ready) {
 		newApply = applied
 	)
 	txStart := time.Now()
-	err := n.db.Update(func(tx *bolt.Tx) error {
+	err := n.persistReady(func(tx *bolt.Tx) error {
+		results, evs, ccs, newApply = nil, nil, nil, applied
 		if hasSnap {
 			a, err := n.installSnapshot(tx, snap)
 			if err != nil {
@@ -126,6 +132,9 @@ func (n *Node) handleReady(rd raft.Ready) {
 		}
 		return nil
 	})
+	if errors.Is(err, errStopped) {
+		return false
+	}
 	if err != nil {
 		// Persistence failures are fatal (etcd: "failed to save Raft hard
 		// state and entries").
@@ -211,6 +220,55 @@ func (n *Node) handleReady(rd raft.Ready) {
 	// the last snapshot ignores one whose ConfState lacks it. So a conf
 	// change forces a new (metadata-only) snapshot.
 	n.maybeSnapshot(newApply, len(ccs) > 0)
+	return true
+}
+
+// errStopped: the node stopped while persistReady waited for space.
+var errStopped = errors.New("metastore: stopped")
+
+// noSpaceRetry is how often persistReady tries a transaction again on a
+// full disk.
+const noSpaceRetry = time.Second
+
+// persistReady runs the Ready loop's transaction. A transaction that
+// failed because a page write found the disk full is run again every
+// noSpaceRetry until it commits (or the node stops) instead of being
+// fatal: bbolt writes the meta page, which alone makes a transaction
+// visible, only after every other page was written and synced, and rolls
+// back its in-memory state (freelist) on failure, so the file on disk and
+// the open database are still the last commit's; the Ready is neither
+// acknowledged (Advance) nor, on a follower, answered until it persists.
+// Meanwhile metadata writes and linearizable reads wait (their callers
+// time out) and the rest of the broker keeps serving from its cache. fn
+// must reset whatever it computes, as it may run more than once. Any
+// other error, a failed fsync above all, is returned.
+func (n *Node) persistReady(fn func(tx *bolt.Tx) error) error {
+	for logged := false; ; logged = true {
+		err := n.db.Update(fn)
+		if !pageWriteNoSpace(err) {
+			if err == nil && logged {
+				n.lg.Info().Msg("metastore: space available again; raft state persisted")
+			}
+			return err
+		}
+		if !logged {
+			n.lg.Error().Err(err).Msg("metastore: disk full; raft state not persisted, retrying until space is freed")
+		}
+		select {
+		case <-n.stopc:
+			return errStopped
+		case <-time.After(noSpaceRetry):
+		}
+	}
+}
+
+// pageWriteNoSpace says err is a bbolt page write (pwrite, an
+// *os.PathError "write") that failed with ENOSPC or EDQUOT. bbolt returns
+// its fdatasync errors as bare errnos, so a failed sync never matches.
+func pageWriteNoSpace(err error) bool {
+	var pe *os.PathError
+	return errors.As(err, &pe) && pe.Op == "write" &&
+		(errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT))
 }
 
 type deliverable struct {

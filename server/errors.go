@@ -81,7 +81,10 @@ func errorCode(err error) int16 {
 		return kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, metastore.ErrNotLeader), errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, log.ErrFatal):
+	case errors.Is(err, log.ErrFatal), errors.Is(err, log.ErrNoSpace):
+		// Kafka answers a failed log directory with KAFKA_STORAGE_ERROR;
+		// clients retry it, which after a full disk succeeds once space
+		// is freed.
 		return kerr.KafkaStorageError.Code
 	default:
 		return kerr.UnknownServerError.Code

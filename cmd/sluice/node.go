@@ -217,7 +217,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
 	lease.OnLapse = groups.DropAll
-	if err := lease.Register(ctx); err != nil {
+	if err := registerBroker(ctx, lease, lg); err != nil {
 		return fmt.Errorf("registering broker: %w", err)
 	}
 	leaseRef.Store(lease)
@@ -267,6 +267,31 @@ func controlledShutdown(cfg configs.Config, srv *server.Server, lease *server.Le
 		lg.Warn().Err(err).Msg("controlled shutdown: releasing the lease")
 	}
 	lg.Info().Int("still_leading", left).Dur("took", time.Since(start)).Msg("controlled shutdown done")
+}
+
+// registerBroker registers the broker, trying again every second while
+// the metastore cannot commit: its database's disk is full (it retries
+// the transaction until space is freed) or it has no quorum. The broker
+// then comes up by itself once the metastore can take the registration,
+// instead of exiting into a restart loop. Any other error, or ctx ending,
+// is returned.
+func registerBroker(ctx context.Context, lease *server.Lease, lg zerolog.Logger) error {
+	for logged := false; ; logged = true {
+		err := lease.Register(ctx)
+		if err == nil || ctx.Err() != nil || !(errors.Is(err, context.DeadlineExceeded) ||
+			errors.Is(err, metastore.ErrTimeout) || errors.Is(err, metastore.ErrNotLeader) ||
+			errors.Is(err, metastore.ErrUnreachable)) {
+			return err
+		}
+		if !logged {
+			lg.Warn().Err(err).Msg("cannot register in the metastore yet; retrying every second")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 func brokerRole(cfg configs.Config) metastore.BrokerRole {
