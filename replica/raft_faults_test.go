@@ -165,10 +165,20 @@ func TestRaftPartitionHeal(t *testing.T) {
 	// A new learner, starting empty, gets the whole log from the old
 	// leader.
 	c.members = Members{Voters: []NodeID{1, 2, 3}, Learners: []NodeID{4, 5}}
-	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel2()
-	if err := or.ChangeMembership(ctx2, c.members); err != nil {
-		t.Fatal(err)
+	// A leader just elected refuses a change until its first entry
+	// commits (ErrMembershipChangePending); callers try again, as the
+	// reassignment loop does.
+	for {
+		err := or.ChangeMembership(ctx2, c.members)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrMembershipChangePending) || ctx2.Err() != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	c.start(5)
 	for i := range 5 {
