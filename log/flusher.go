@@ -325,16 +325,8 @@ func (f *Flusher) round() {
 		logs[0].flush()
 		return
 	}
-	sem := make(chan struct{}, f.cfg.MaxConcurrent)
-	var wg sync.WaitGroup
 	for _, l := range logs {
 		l.queued.Store(false)
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			l.flush()
-		}()
 	}
-	wg.Wait()
+	flushAll(logs, f.cfg.MaxConcurrent)
 }

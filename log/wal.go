@@ -652,8 +652,11 @@ func (w *wal) spill(advs []walAdvance, err error) {
 }
 
 // flushLogs syncs the logs' active segments, at most maxConc at once.
-func (w *wal) flushLogs(logs []*Log) {
-	sem := make(chan struct{}, max(w.maxConc, 1))
+func (w *wal) flushLogs(logs []*Log) { flushAll(logs, w.maxConc) }
+
+// flushAll syncs the logs' active segments, at most maxConc at once.
+func flushAll(logs []*Log, maxConc int) {
+	sem := make(chan struct{}, max(maxConc, 1))
 	var wg sync.WaitGroup
 	for _, l := range logs {
 		sem <- struct{}{}

@@ -100,15 +100,30 @@ func (b *requestBudget) take(ctx context.Context, n, limit int64, c *conn) (int6
 	if limit <= 0 {
 		return 0, nil
 	}
-	for {
-		b.mu.Lock()
+	err := b.await(ctx, func() bool {
 		if b.used < limit || (c != nil && (b.over == nil || b.over == c)) {
 			if b.used >= limit {
 				b.over = c
 			}
 			b.used += n
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// await calls admit under b.mu until it returns true, waiting for bytes to
+// be released in between; ctx ends the wait. admit counts what it admits.
+func (b *requestBudget) await(ctx context.Context, admit func() bool) error {
+	for {
+		b.mu.Lock()
+		if admit() {
 			b.mu.Unlock()
-			return n, nil
+			return nil
 		}
 		if b.room == nil {
 			b.room = make(chan struct{})
@@ -118,7 +133,7 @@ func (b *requestBudget) take(ctx context.Context, n, limit int64, c *conn) (int6
 		select {
 		case <-room:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return ctx.Err()
 		}
 	}
 }

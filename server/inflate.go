@@ -27,28 +27,17 @@ type inflateCharge struct {
 // max.message.bytes plus decoder state).
 func (c *inflateCharge) Reserve(n int) error {
 	b := c.b
-	for {
-		b.mu.Lock()
+	return b.await(c.ctx, func() bool {
 		if b.used < c.limit || b.inflating == 0 || (b.inflating == 1 && c.held > 0) {
 			if c.held == 0 {
 				b.inflating++
 			}
 			b.used += int64(n)
 			c.held += int64(n)
-			b.mu.Unlock()
-			return nil
+			return true
 		}
-		if b.room == nil {
-			b.room = make(chan struct{})
-		}
-		room := b.room
-		b.mu.Unlock()
-		select {
-		case <-room:
-		case <-c.ctx.Done():
-			return c.ctx.Err()
-		}
-	}
+		return false
+	})
 }
 
 func (c *inflateCharge) release() {
