@@ -146,16 +146,16 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
 				publisher.publish(key, int32(leader), int32(term))
 			},
-			OnFatal: func(key replica.Key, err error) {
-				// DESIGN.md: a failed write or flush is fatal.
-				lg.Error().Err(err).Hex("topic_id", key.TopicID[:]).Int32("partition", key.Index).Msg("replica storage failed: exiting")
-				os.Exit(2)
-			},
+			// A replica whose storage or raft fails is offline here and
+			// the broker goes on (replica.Replica.Failed); the metric
+			// below counts it.
+			Assigned: assignedTo(catalog),
 		})
 		if err != nil {
 			return err
 		}
 		defer host.Close()
+		reg.MustRegister(newRaftCollector(host, transport))
 	}
 
 	// Read brokers coordinate groups (DESIGN.md); offsets and group state
