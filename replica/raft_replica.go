@@ -191,6 +191,8 @@ type Replica struct {
 	// stepHook, set by tests only, runs before each peer message is
 	// stepped (a fault injected inside the group's round).
 	stepHook func(m *raftpb.Message)
+	// recheck: messages checkLocked deferred to the next round.
+	recheck []*raftpb.Message
 
 	hw       atomic.Int64
 	fault    atomic.Pointer[error] // r.failed, for readers without raftMu
@@ -480,10 +482,20 @@ func (r *Replica) process() {
 		}
 		return
 	}
-	if len(msgs) > 0 {
+	if len(msgs) > 0 || len(r.recheck) > 0 {
 		now := time.Now()
-		for _, m := range msgs {
-			why, ok, err := r.checkLocked(m)
+		// Messages deferred by the last round come first; they are not
+		// deferred again.
+		again := len(r.recheck)
+		msgs = append(r.recheck, msgs...)
+		r.recheck = nil
+		var later []*raftpb.Message
+		for i, m := range msgs {
+			why, ok, err := r.checkLocked(m, i >= again)
+			if errors.Is(err, errCheckLater) {
+				later = append(later, m)
+				continue
+			}
 			if err != nil {
 				r.failLocked(err)
 				for _, p := range props {
@@ -502,6 +514,10 @@ func (r *Replica) process() {
 			if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step")
 			}
+		}
+		if len(later) > 0 {
+			r.recheck = later
+			r.host.sched.enqueue(r)
 		}
 	}
 	for range ticks {

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -127,11 +128,17 @@ func checkEnvelope(self uint64, from NodeID, m *raftpb.Message) (Refusal, bool) 
 	return 0, true
 }
 
+// errCheckLater: the message can be judged only against raft's exact
+// last index, which is known once the round's pending Ready is stored;
+// the worker steps it at the start of the next round instead.
+var errCheckLater = errors.New("replica: check after the pending Ready")
+
 // checkLocked is what the replica checks against its state before Step
 // (raftMu held): that From is a member and that the message cannot break
-// raft's invariants. It may persist a pending Ready to learn the exact
-// last index; an error from that is a storage failure.
-func (r *Replica) checkLocked(m *raftpb.Message) (Refusal, bool, error) {
+// raft's invariants. When the answer needs raft's exact last index and
+// raft holds entries not stored yet, it returns errCheckLater if mayDefer,
+// and otherwise stores them first (any other error is a storage failure).
+func (r *Replica) checkLocked(m *raftpb.Message, mayDefer bool) (Refusal, bool, error) {
 	if !r.isMember(m.GetFrom()) {
 		return RefusedNotMember, false, nil
 	}
@@ -157,7 +164,7 @@ func (r *Replica) checkLocked(m *raftpb.Message) (Refusal, bool, error) {
 		if c <= r.rn.BasicStatus().GetCommit() {
 			return 0, true, nil
 		}
-		last, err := r.lastIndexLocked(c)
+		last, err := r.lastIndexLocked(c, mayDefer)
 		if err != nil {
 			return 0, false, err
 		}
@@ -170,7 +177,7 @@ func (r *Replica) checkLocked(m *raftpb.Message) (Refusal, bool, error) {
 		if stored, _ := r.st.LastIndex(); m.GetReject() || m.GetIndex() <= stored {
 			return 0, true, nil
 		}
-		last, err := r.lastIndexLocked(m.GetIndex())
+		last, err := r.lastIndexLocked(m.GetIndex(), mayDefer)
 		if err != nil {
 			return 0, false, err
 		}
@@ -191,12 +198,17 @@ func (r *Replica) checkLocked(m *raftpb.Message) (Refusal, bool, error) {
 
 // lastIndexLocked is raft's last index when it matters, that is when want
 // is past the stored last index or raft holds entries not stored yet (they
-// may extend the log or, for a follower, replace its tail): the pending
-// Ready is persisted first, so the stored last index is raft's.
-func (r *Replica) lastIndexLocked(want uint64) (uint64, error) {
+// may extend the log or, for a follower, replace its tail): then, unless
+// mayDefer (errCheckLater), the pending Ready is stored first, so that
+// the stored last index is raft's. Deferring spares the round an extra
+// fsync: its Ready is stored at its end anyway.
+func (r *Replica) lastIndexLocked(want uint64, mayDefer bool) (uint64, error) {
 	last, _ := r.st.LastIndex()
 	if want <= last && !r.rn.HasReady() {
 		return last, nil
+	}
+	if mayDefer && r.rn.HasReady() {
+		return 0, errCheckLater
 	}
 	for i := 0; r.rn.HasReady() && i < maxReadyLoops; i++ {
 		if err := r.handleReadyLocked(); err != nil {
