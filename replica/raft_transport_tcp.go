@@ -69,13 +69,13 @@ type TCPTransport struct {
 
 const tcpMagic = 0x534c5254 // "SLRT"
 
-const (
-	// helloTimeout bounds the wait for a new connection's hello.
-	helloTimeout = 10 * time.Second
-	// maxHandshaking bounds the inbound connections that have not sent
-	// their hello yet; more are closed at once.
-	maxHandshaking = 64
-)
+// helloTimeout bounds the wait for a new connection's hello (a variable
+// for tests).
+var helloTimeout = 10 * time.Second
+
+// maxHandshaking bounds the inbound connections that have not sent their
+// hello yet; more are closed at once.
+const maxHandshaking = 64
 
 // NewTCPTransport listens and returns the transport; peers are dialled on
 // first Send.

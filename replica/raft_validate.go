@@ -83,7 +83,7 @@ func (c *refusals) add(lg *zerolog.Logger, why Refusal, fn func(e *zerolog.Event
 	if fn != nil {
 		fn(e)
 	}
-	e.Msg("raft: refused a peer's message (further refusals for 10s are only counted)")
+	e.Msg("raft: refused a peer's connection, frame or message (further refusals for 10s are only counted)")
 }
 
 // count counts without logging: for refusals that are routine (a group

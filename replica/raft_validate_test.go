@@ -303,3 +303,63 @@ func TestTCPTransportChecksPeers(t *testing.T) {
 		t.Fatalf("refused %v", r)
 	}
 }
+
+// TestTCPTransportBoundsHandshakes: connections that never send their
+// hello are closed after helloTimeout, and past maxHandshaking of them a
+// new connection is closed at once; both are counted.
+func TestTCPTransportBoundsHandshakes(t *testing.T) {
+	defer func(d time.Duration) { helloTimeout = d }(helloTimeout)
+	helloTimeout = 2 * time.Second
+	a, err := NewTCPTransport(TCPConfig{Self: 1, Listen: "127.0.0.1:0", Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var idle []net.Conn
+	defer func() {
+		for _, c := range idle {
+			c.Close()
+		}
+	}()
+	for range maxHandshaking {
+		c, err := net.Dial("tcp", a.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle = append(idle, c)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if n := a.handshaking.Load(); n != maxHandshaking {
+			return fmt.Errorf("%d connections in their hello", n)
+		}
+		return nil
+	})
+	start := time.Now()
+	extra, err := net.Dial("tcp", a.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	extra.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := extra.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("connection past the bound: %v", err)
+	}
+	if d := time.Since(start); d >= helloTimeout {
+		t.Fatalf("connection past the bound closed after %v, not at once", d)
+	}
+	for _, c := range idle {
+		c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := c.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+			t.Fatalf("silent connection: %v", err)
+		}
+	}
+	if d := time.Since(start); d > 8*time.Second {
+		t.Fatalf("silent connections closed after %v", d)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if r := a.Refused(); r["busy"] != 1 || r["handshake"] != maxHandshaking {
+			return fmt.Errorf("refused %v", r)
+		}
+		return nil
+	})
+}

@@ -28,7 +28,7 @@ import (
 // that is not registered, another sends a garbage frame. The broker
 // refuses each and counts it in sluice_raft_refused_total, no replica
 // goes offline, and the cluster goes on acknowledging and serving every
-// record. Costs about 15 s (6 processes).
+// record. Costs about 10 s (6 processes).
 func TestClusterForgedRaftPeer(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
