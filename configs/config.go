@@ -204,6 +204,10 @@ type Config struct {
 
 	// ReplicaListen is the internal address raft traffic between brokers
 	// arrives on (one connection per peer broker carries every partition).
+	// A connection is kept only from a registered broker at its registered
+	// IP (a broker dials from the IP it listens on), and every raft
+	// message is checked before raft sees it (replica/doc.go, "Peers");
+	// this is not authentication, so keep the port on a private network.
 	ReplicaListen string `mapstructure:"replica.listen"`
 	// RaftEntryCacheMaxBytes bounds the raft entry caches of all the
 	// partitions a broker hosts together: recent entries kept in memory

@@ -63,7 +63,9 @@ open Log (in this or another process) holds the directory's flock. Any failed wr
 file creation is fatal: the log records the first such error and returns an
 error wrapping ErrFatal and the cause from every later call (logged once at
 error level). Nothing is retried, because after a failed fsync the state of
-the page cache is unknown. The server is expected to exit.
+the page cache is unknown. The partition is then offline on this broker
+until a restart recovers the log from its files; the broker's other
+partitions go on.
 
 A full file system is the exception (nospace.go): a write (segment batch,
 index entry, a roll's final time index entry or new files) that fails with

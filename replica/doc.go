@@ -214,12 +214,35 @@
 // # Failures
 //
 // A failed log write or sync, or a raft panic (raft panics when its
-// invariants break, e.g. a node id reused after its disk was wiped), stops
-// that replica only: its writes fail with ErrReplicaFailed and
-// HostConfig.OnFatal is told, and the broker exits there: a failed write
-// or flush is fatal (docs/architecture.md, "Safety rules"). Raft node ids
-// are broker ids plus one, so a broker that lost its disk must not come
-// back under the same id into groups that knew it.
+// invariants break), stops that replica only, for good: it steps and
+// sends nothing more, its writes fail with ErrReplicaFailed (the server
+// answers KAFKA_STORAGE_ERROR and Metadata from this broker shows the
+// replica offline and no leader here), Replica.Failed says why,
+// Host.FailedReplicas counts it and HostConfig.OnFailed is told. The
+// broker's other partitions go on; the group goes on with its other
+// members. A failed fsync stays fatal for that log: nothing is retried
+// (the page cache's state is unknown after one), and only a restart,
+// which recovers the log from its files, brings the replica back. Raft
+// node ids are broker ids plus one, so a broker that lost its disk must
+// not come back under the same id into groups that knew it; if it does, the heartbeats that commit entries it no
+// longer has are refused (below) instead of panicking it.
+//
+// # Peers
+//
+// Nothing a peer sends reaches raft unchecked (raft_validate.go): the
+// transport keeps a connection only from a registered broker at its
+// registered IP, and refuses oversized or malformed frames; the host
+// refuses messages of types no peer sends, addressed elsewhere, naming
+// another sender than the connection's or this node, with term 0, for a
+// group not open here, from a node that is neither in the group's
+// configuration nor assigned to it by the metastore, a second leader's
+// messages in a term, heartbeats committing past the log, appends out of
+// sequence or not decodable, snapshots raft could not restore, and
+// acknowledgements of entries the leader does not have. Each refusal is
+// counted by reason (sluice_raft_refused_total). A registered broker's
+// IP is not authentication: a process that can connect from it and
+// forges consistent raft messages as a member is outside raft's model;
+// at worst it takes the replicas it talks to offline.
 //
 // # Not done
 //

@@ -26,8 +26,10 @@ var (
 	ErrBusy = errors.New("replica: too many pending proposals")
 	// ErrReplicaClosed: the replica or its host was closed.
 	ErrReplicaClosed = errors.New("replica: raft replica closed")
-	// ErrReplicaFailed: the replica's storage failed (log.ErrFatal is
-	// wrapped too); the broker should exit.
+	// ErrReplicaFailed: the replica stopped for good after its storage
+	// failed or raft panicked (the cause is in the message only); the
+	// partition is offline on this broker (KAFKA_STORAGE_ERROR) until it
+	// restarts.
 	ErrReplicaFailed = errors.New("replica: raft replica failed")
 	// ErrLostCommitted: Open found fewer entries than the persisted commit
 	// index covers; the replica is not opened (it must not vote or lead) and

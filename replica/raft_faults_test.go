@@ -343,20 +343,21 @@ func TestRaftEntryRoundTrip(t *testing.T) {
 	}
 }
 
-// TestRaftPanicStopsOnlyThatReplica: a learner whose disk was wiped comes
-// back under the same id, which raft forbids (the leader remembers what it
-// had acknowledged and raft panics on it). The panic stops that replica
-// and reports it; the process and the group go on.
-func TestRaftPanicStopsOnlyThatReplica(t *testing.T) {
+// TestRaftWipedReplicaRefusesCommitPastLog: a learner whose disk was
+// wiped comes back under the same id, which raft forbids: the leader
+// remembers what it had acknowledged and sends heartbeats committing
+// entries the learner does not have (raft panics on them). The learner
+// refuses them and counts them; no replica fails and the group goes on.
+func TestRaftWipedReplicaRefusesCommitPastLog(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
 	for i := range 5 {
 		c.produce(testBatch(fmt.Sprint("p", i), 1, -1, 0, 0), AcksAll)
 	}
 	c.converged(5, 10*time.Second)
-	fatal := make(chan error, 1)
-	c.cfg.OnFatal = func(_ Key, err error) {
+	failed := make(chan error, 1)
+	c.cfg.OnFailed = func(_ Key, err error) {
 		select {
-		case fatal <- err:
+		case failed <- err:
 		default:
 		}
 	}
@@ -365,14 +366,21 @@ func TestRaftPanicStopsOnlyThatReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.start(4)
-	select {
-	case err := <-fatal:
-		if !errors.Is(err, ErrReplicaFailed) {
-			t.Fatalf("OnFatal got %v", err)
+	checkFor(t, 10*time.Second, func() error {
+		if n := c.hosts[4].Refused()["commit_past_log"]; n == 0 {
+			return errors.New("no heartbeat refused yet")
 		}
-		t.Logf("reported: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("no failure reported for the reused id")
-	}
+		return nil
+	})
 	c.produce(testBatch("after", 1, -1, 0, 0), AcksAll)
+	select {
+	case err := <-failed:
+		t.Fatalf("a replica failed: %v", err)
+	default:
+	}
+	for n, r := range c.running() {
+		if err := r.Failed(); err != nil {
+			t.Fatalf("node %d failed: %v", n, err)
+		}
+	}
 }

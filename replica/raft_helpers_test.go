@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -118,6 +119,14 @@ func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions
 		hosts:    map[NodeID]*Host{},
 		reps:     map[NodeID]*Replica{},
 		flushers: map[NodeID]*log.Flusher{},
+	}
+	// As the metastore does for a broker: the group's members, and the
+	// nodes the test adds.
+	c.cfg.Assigned = func(_ Key, n NodeID) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, running := c.hosts[n]
+		return running || c.joining[n] || slices.Contains(c.members.Voters, n) || slices.Contains(c.members.Learners, n)
 	}
 	for _, f := range tweak {
 		f(&c.cfg)

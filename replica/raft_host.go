@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -51,10 +52,18 @@ type HostConfig struct {
 	// learns of a new leader or term; it must not block or call back into
 	// the Replica.
 	OnLeaderChange func(key Key, leader NodeID, term uint64)
-	// OnFatal is called when a replica's storage fails; the broker should
-	// exit (docs/architecture.md, "Safety rules": a failed write or flush
-	// is fatal).
-	OnFatal func(key Key, err error)
+	// OnFailed is called once when a replica stops for good: its storage
+	// failed (a failed write or fsync is never retried, log.ErrFatal) or
+	// raft panicked. The replica is offline on this broker until it
+	// restarts; the broker's other partitions go on. Optional.
+	OnFailed func(key Key, err error)
+	// Assigned reports whether the metastore assigns broker n to the
+	// partition key (voter, learner, reassignment target or initial
+	// member). A message from outside a replica's applied configuration
+	// is refused unless Assigned says yes: a replica that is behind (a
+	// joining one above all) learns of newer members only from the log
+	// they send it. Nil: only the applied configuration counts.
+	Assigned func(key Key, n NodeID) bool
 }
 
 // Host owns every raft group of one broker: the scheduler's workers, one
@@ -76,6 +85,9 @@ type Host struct {
 	opening map[Key]chan struct{} // Opens under way
 	list    []*Replica            // for the ticker
 	closed  bool
+
+	refused refusals
+	failed  atomic.Int64 // open replicas that stopped after a failure
 }
 
 // DefaultEntryCacheBytes is HostConfig.EntryCacheBytes's default.
@@ -297,7 +309,10 @@ func (h *Host) Remove(key Key, deleteData bool) error {
 	if !ok {
 		return nil
 	}
-	err := r.close()
+	err := r.close() // no failure after it
+	if r.Failed() != nil {
+		h.failed.Add(-1)
+	}
 	if deleteData {
 		if rerr := os.RemoveAll(r.dir); rerr != nil {
 			err = errors.Join(err, rerr)
@@ -356,19 +371,45 @@ func (h *Host) tickLoop() {
 	}
 }
 
-// receive takes a batch from a peer and queues each message on its group.
+// Refused returns how many of the peers' messages the host refused, by
+// reason (see Refusal); the transport counts its own.
+func (h *Host) Refused() map[string]int64 {
+	out := map[string]int64{}
+	h.refused.snapshot(out)
+	return out
+}
+
+// FailedReplicas is the number of open replicas that stopped after a
+// failure (OnFailed): partitions offline on this broker.
+func (h *Host) FailedReplicas() int { return int(h.failed.Load()) }
+
+func (h *Host) refuse(why Refusal, from NodeID, e Envelope) {
+	h.refused.add(&h.lg, why, func(ev *zerolog.Event) {
+		ev.Int32("peer", int32(from)).Hex("topic_id", e.Group.TopicID[:]).Int32("partition", e.Group.Index).
+			Stringer("msg_type", e.Msg.GetType()).Int32("msg_from_node", int32(nodeOf(e.Msg.GetFrom()))).Uint64("term", e.Msg.GetTerm())
+	})
+}
+
+// receive takes a batch from a peer and queues each message on its group,
+// after the checks that need no group state (checkEnvelope); the group's
+// worker makes the others (Replica.checkLocked).
 func (h *Host) receive(from NodeID, msgs []Envelope) {
 	self := raftID(h.cfg.Node)
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	var last *Replica
 	for _, e := range msgs {
-		if e.Msg.GetTo() != self || raft.IsLocalMsg(e.Msg.GetType()) {
+		if why, ok := checkEnvelope(self, from, e.Msg); !ok {
+			h.refuse(why, from, e)
 			continue
 		}
 		r := h.reps[e.Group]
 		if r == nil {
-			continue // not open (yet); raft retries
+			// Not open here: deleted, moved away or not opened yet (raft
+			// retries; routine while a broker starts, so not logged), or
+			// never assigned.
+			h.refused.count(RefusedGroup)
+			continue
 		}
 		r.inMu.Lock()
 		if len(r.in.msgs) < maxQueuedMsgs && !r.in.closed {

@@ -93,9 +93,9 @@ func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
 	}
 	want := Members{Voters: slices.Sorted(slices.Values(m.Voters)), Learners: slices.Sorted(slices.Values(m.Learners))}
 	r.raftMu.Lock()
-	if r.closed {
+	if err := r.stoppedLocked(); err != nil {
 		r.raftMu.Unlock()
-		return ErrReplicaClosed
+		return err
 	}
 	bs := r.rn.BasicStatus()
 	if bs.RaftState != raft.StateLeader {
@@ -160,9 +160,9 @@ func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
 // is refused at once (ErrTransferTargetInactive).
 func (r *Replica) TransferLeadership(to NodeID) error {
 	r.raftMu.Lock()
-	if r.closed {
+	if err := r.stoppedLocked(); err != nil {
 		r.raftMu.Unlock()
-		return ErrReplicaClosed
+		return err
 	}
 	bs := r.rn.BasicStatus()
 	if bs.RaftState != raft.StateLeader {
@@ -212,7 +212,7 @@ func (r *Replica) MembershipSettled() (Members, bool) {
 func (r *Replica) CaughtUp(id NodeID) bool {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
-	if r.closed {
+	if r.stoppedLocked() != nil {
 		return false
 	}
 	st := r.rn.Status()

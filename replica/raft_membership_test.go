@@ -205,7 +205,9 @@ func TestRaftMembershipChangeRightAfterElection(t *testing.T) {
 func TestRaftJoinFromInitialConfiguration(t *testing.T) {
 	initial := Members{Voters: []NodeID{1}, Learners: []NodeID{4}}
 	c := newTestCluster(t, initial.Voters, initial.Learners, ReplicaOptions{Mode: ModeRaft})
+	c.mu.Lock() // Assigned reads it
 	c.joining = map[NodeID]bool{2: true, 5: true}
+	c.mu.Unlock()
 	var acked []ackedBatch
 	for i := range 5 {
 		b := c.idem(fmt.Sprint("a", i), 2)

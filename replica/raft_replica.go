@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,8 +212,14 @@ type Replica struct {
 	failed      error
 	// confPending: this leader proposed a conf change not yet applied.
 	confPending bool
+	// stepHook, set by tests only, runs before each peer message is
+	// stepped (a fault injected inside the group's round).
+	stepHook func(m *raftpb.Message)
+	// recheck: messages checkLocked deferred to the next round.
+	recheck []*raftpb.Message
 
 	hw       atomic.Int64
+	fault    atomic.Pointer[error] // r.failed, for readers without raftMu
 	leader   atomic.Int32
 	term     atomic.Uint64
 	isLeader atomic.Bool
@@ -242,6 +249,9 @@ func (r *Replica) Topic() string { return r.topic }
 // Wait on the result for the answer acks asks for. With AcksNone nobody
 // needs to wait.
 func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
+	if err := r.Failed(); err != nil {
+		return nil, err
+	}
 	if !r.isLeader.Load() {
 		return nil, r.notLeader()
 	}
@@ -434,7 +444,7 @@ func (r *Replica) wakeLocked() {
 func (r *Replica) InSyncVoters() int {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
-	if r.closed || r.rn.BasicStatus().RaftState != raft.StateLeader {
+	if r.stoppedLocked() != nil || r.rn.BasicStatus().RaftState != raft.StateLeader {
 		return 0
 	}
 	return r.inSyncVotersLocked(time.Now())
@@ -478,10 +488,13 @@ func (r *Replica) process() {
 	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
 	r.inMu.Unlock()
 	defer func() {
-		// raft panics when its invariants break (a log lost or a node id
-		// reused after its disk was wiped). That is fatal for this group,
-		// not for the broker's other partitions: the replica stops.
+		// raft panics when its invariants break (a log lost, a node id
+		// reused after its disk was wiped, a bug). That is fatal for this
+		// group, not for the broker's other partitions: the replica stops.
+		// Its state may be half-changed, so nothing touches the RawNode
+		// again (stoppedLocked).
 		if p := recover(); p != nil {
+			r.lg.Error().Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("raft panicked in this partition's group")
 			r.failLocked(fmt.Errorf("raft panic: %v", p))
 			for _, pr := range props {
 				pr.complete(ProduceResult{}, r.failed)
@@ -498,13 +511,42 @@ func (r *Replica) process() {
 		}
 		return
 	}
-	if len(msgs) > 0 {
+	if len(msgs) > 0 || len(r.recheck) > 0 {
 		now := time.Now()
-		for _, m := range msgs {
+		// Messages deferred by the last round come first; they are not
+		// deferred again.
+		again := len(r.recheck)
+		msgs = append(r.recheck, msgs...)
+		r.recheck = nil
+		var later []*raftpb.Message
+		for i, m := range msgs {
+			why, ok, err := r.checkLocked(m, i >= again)
+			if errors.Is(err, errCheckLater) {
+				later = append(later, m)
+				continue
+			}
+			if err != nil {
+				r.failLocked(err)
+				for _, p := range props {
+					p.complete(ProduceResult{}, r.failed)
+				}
+				return
+			}
+			if !ok {
+				r.host.refuse(why, nodeOf(m.GetFrom()), Envelope{Group: r.key, Msg: m})
+				continue
+			}
+			if r.stepHook != nil {
+				r.stepHook(m)
+			}
 			r.lastHeard[m.GetFrom()] = now
 			if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step")
 			}
+		}
+		if len(later) > 0 {
+			r.recheck = later
+			r.host.sched.enqueue(r)
 		}
 	}
 	for range ticks {
@@ -866,17 +908,27 @@ func (r *Replica) afterProcessLocked() {
 	}
 }
 
-// failLocked stops the replica after a storage failure: a failed write or
-// sync is never retried (log.ErrFatal). The host's OnFatal decides what the
-// process does.
+// failLocked stops the replica for good after a storage failure (a failed
+// write or sync is never retried, log.ErrFatal) or a raft panic: it
+// leaves its group (steps nothing, sends nothing), fails its writes, and
+// the broker answers KAFKA_STORAGE_ERROR for the partition and no longer
+// names itself its leader. The broker's other partitions go on; a restart
+// reopens the replica from its files.
 func (r *Replica) failLocked(err error) {
+	if r.failed != nil {
+		return
+	}
 	if r.host.ctx.Err() != nil {
 		err = ErrReplicaClosed
 	} else {
-		err = fmt.Errorf("%w: %w", ErrReplicaFailed, err)
-		r.lg.Error().Err(err).Msg("raft replica failed; it stops serving")
-		if r.host.cfg.OnFatal != nil {
-			r.host.cfg.OnFatal(r.key, err)
+		// The cause is text only: whatever it was (a closed or failed
+		// log, a panic), the partition is a failed replica to callers.
+		err = fmt.Errorf("%w: %v", ErrReplicaFailed, err)
+		r.lg.Error().Err(err).Hex("topic_id", r.key.TopicID[:]).Msg("raft replica failed; the partition is offline on this broker")
+		r.fault.Store(&err)
+		r.host.failed.Add(1)
+		if r.host.cfg.OnFailed != nil {
+			r.host.cfg.OnFailed(r.key, err)
 		}
 	}
 	r.failed = err
@@ -888,6 +940,33 @@ func (r *Replica) failLocked(err error) {
 	}
 	r.inflight, r.dupWait = nil, nil
 	r.isLeader.Store(false)
+	r.leader.Store(-1)
+	// Fetches waiting for the high watermark look again and see the
+	// failure.
+	r.mu.Lock()
+	r.wakeLocked()
+	r.mu.Unlock()
+}
+
+// Failed returns the failure that stopped the replica (wrapping
+// ErrReplicaFailed), nil while it serves.
+func (r *Replica) Failed() error {
+	if p := r.fault.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// stoppedLocked is the error for a call on a closed or failed replica,
+// whose RawNode must not be touched (raftMu held).
+func (r *Replica) stoppedLocked() error {
+	if r.failed != nil {
+		return r.failed
+	}
+	if r.closed {
+		return ErrReplicaClosed
+	}
+	return nil
 }
 
 // ApplyRetention applies the topic's retention to the log and compacts the
@@ -896,8 +975,8 @@ func (r *Replica) failLocked(err error) {
 func (r *Replica) ApplyRetention(now time.Time) (int, error) {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
-	if r.closed {
-		return 0, ErrReplicaClosed
+	if err := r.stoppedLocked(); err != nil {
+		return 0, err
 	}
 	if err := r.st.syncIndex(); err != nil {
 		return 0, err
@@ -915,8 +994,8 @@ func (r *Replica) ApplyRetention(now time.Time) (int, error) {
 func (r *Replica) DeleteRecordsBefore(offset int64) error {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
-	if r.closed {
-		return ErrReplicaClosed
+	if err := r.stoppedLocked(); err != nil {
+		return err
 	}
 	if hw := r.hw.Load(); offset > hw {
 		return fmt.Errorf("%w: offset %d past high watermark %d", log.ErrOffsetOutOfRange, offset, hw)

@@ -33,25 +33,49 @@ type TCPConfig struct {
 // queued for that peer, across groups, into one frame per write; inbound
 // connections are read by one goroutine each. A connection starts with
 // "SLRT" | version u16 | node i32, then frames (see encodeFrame).
+//
+// An inbound connection is kept only if the node it declares resolves
+// (Resolve: a registered broker) and, when that broker's address is a
+// specific IP, the connection comes from that IP; a broker dials from the
+// IP it listens on, so the check holds on multi-homed hosts. A later
+// connection of the same node replaces the earlier one. This stops
+// strays and misconfigured peers, not an attacker who can use a broker's
+// address: the hello is not authenticated (TLS or a shared secret on this
+// port is a separate piece of work).
 type TCPTransport struct {
 	cfg TCPConfig
 	lg  zerolog.Logger
 	ln  net.Listener
+	// local is the IP outbound connections are made from: the listening
+	// IP, unless that is unspecified.
+	local net.IP
 
 	h atomic.Pointer[func(NodeID, []Envelope)]
 
-	mu     sync.Mutex
-	peers  map[NodeID]*tcpPeer
-	conns  map[net.Conn]struct{}
-	closed bool
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	peers   map[NodeID]*tcpPeer
+	conns   map[net.Conn]struct{}
+	inbound map[NodeID]net.Conn
+	closed  bool
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	handshaking atomic.Int32
+	refused     refusals
 
 	Dropped atomic.Int64
 }
 
 const tcpMagic = 0x534c5254 // "SLRT"
+
+// helloTimeout bounds the wait for a new connection's hello (a variable
+// for tests).
+var helloTimeout = 10 * time.Second
+
+// maxHandshaking bounds the inbound connections that have not sent their
+// hello yet; more are closed at once.
+const maxHandshaking = 64
 
 // NewTCPTransport listens and returns the transport; peers are dialled on
 // first Send.
@@ -65,9 +89,13 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	}
 	t := &TCPTransport{
 		cfg: cfg, ln: ln,
-		lg:    cfg.Logger.With().Str("component", "raft-transport").Logger(),
-		peers: map[NodeID]*tcpPeer{},
-		conns: map[net.Conn]struct{}{},
+		lg:      cfg.Logger.With().Str("component", "raft-transport").Logger(),
+		peers:   map[NodeID]*tcpPeer{},
+		conns:   map[net.Conn]struct{}{},
+		inbound: map[NodeID]net.Conn{},
+	}
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() {
+		t.local = a.IP
 	}
 	t.ctx, t.cancel = context.WithCancel(context.Background())
 	t.wg.Add(1)
@@ -77,6 +105,20 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 
 // Addr is the listening address.
 func (t *TCPTransport) Addr() string { return t.ln.Addr().String() }
+
+// Refused returns the connections and frames refused, by reason (see
+// Refusal).
+func (t *TCPTransport) Refused() map[string]int64 {
+	out := map[string]int64{}
+	t.refused.snapshot(out)
+	return out
+}
+
+func (t *TCPTransport) refuse(why Refusal, c net.Conn, node NodeID, err error) {
+	t.refused.add(&t.lg, why, func(e *zerolog.Event) {
+		e.Str("remote", c.RemoteAddr().String()).Int32("peer", int32(node)).AnErr("error", err)
+	})
+}
 
 // Handle implements Transport.
 func (t *TCPTransport) Handle(h func(NodeID, []Envelope)) { t.h.Store(&h) }
@@ -160,7 +202,14 @@ func (t *TCPTransport) accept() {
 		if err != nil {
 			return
 		}
+		if t.handshaking.Add(1) > maxHandshaking {
+			t.handshaking.Add(-1)
+			t.refuse(RefusedBusy, c, -1, nil)
+			c.Close()
+			continue
+		}
 		if !t.track(c) {
+			t.handshaking.Add(-1)
 			return
 		}
 		t.wg.Add(1)
@@ -168,19 +217,84 @@ func (t *TCPTransport) accept() {
 	}
 }
 
+// hello reads and checks a new connection's hello and returns the peer.
+func (t *TCPTransport) hello(c net.Conn, br *bufio.Reader) (NodeID, bool) {
+	defer t.handshaking.Add(-1)
+	c.SetReadDeadline(time.Now().Add(helloTimeout))
+	var hello [10]byte
+	if _, err := io.ReadFull(br, hello[:]); err != nil {
+		if t.ctx.Err() == nil {
+			t.refuse(RefusedHandshake, c, -1, err)
+		}
+		return 0, false
+	}
+	if binary.BigEndian.Uint32(hello[:]) != tcpMagic || binary.BigEndian.Uint16(hello[4:]) != 1 {
+		t.refuse(RefusedHandshake, c, -1, nil)
+		return 0, false
+	}
+	from := NodeID(int32(binary.BigEndian.Uint32(hello[6:])))
+	addr := ""
+	if from >= 0 && from != t.cfg.Self && t.cfg.Resolve != nil {
+		addr = t.cfg.Resolve(from)
+	}
+	if addr == "" {
+		t.refuse(RefusedUnknownNode, c, from, nil)
+		return from, false
+	}
+	if !fromAddr(c.RemoteAddr(), addr) {
+		t.refuse(RefusedAddress, c, from, fmt.Errorf("registered at %s", addr))
+		return from, false
+	}
+	c.SetReadDeadline(time.Time{})
+	return from, true
+}
+
+// fromAddr reports whether remote may be the broker registered at addr:
+// the same IP, when addr names a specific one (a host name or an
+// unspecified IP cannot be checked here).
+func fromAddr(remote net.Addr, addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	ip := net.ParseIP(host)
+	if ip == nil || ip.IsUnspecified() {
+		return true
+	}
+	ra, ok := remote.(*net.TCPAddr)
+	return !ok || ra.IP.Equal(ip)
+}
+
+// adopt makes c the inbound connection of node from, closing the one it
+// replaces (a peer that redialled leaves its old connection behind).
+func (t *TCPTransport) adopt(from NodeID, c net.Conn) {
+	t.mu.Lock()
+	old := t.inbound[from]
+	t.inbound[from] = c
+	t.mu.Unlock()
+	if old != nil {
+		old.Close()
+	}
+}
+
+func (t *TCPTransport) disown(from NodeID, c net.Conn) {
+	t.mu.Lock()
+	if t.inbound[from] == c {
+		delete(t.inbound, from)
+	}
+	t.mu.Unlock()
+}
+
 func (t *TCPTransport) read(c net.Conn) {
 	defer t.wg.Done()
 	defer t.untrack(c)
 	br := bufio.NewReaderSize(c, 64<<10)
-	var hello [10]byte
-	if _, err := io.ReadFull(br, hello[:]); err != nil {
+	from, ok := t.hello(c, br)
+	if !ok {
 		return
 	}
-	if binary.BigEndian.Uint32(hello[:]) != tcpMagic || binary.BigEndian.Uint16(hello[4:]) != 1 {
-		t.lg.Warn().Str("remote", c.RemoteAddr().String()).Msg("raft transport: bad handshake")
-		return
-	}
-	from := NodeID(int32(binary.BigEndian.Uint32(hello[6:])))
+	t.adopt(from, c)
+	defer t.disown(from, c)
 	var lenb [4]byte
 	var buf []byte
 	for {
@@ -189,7 +303,7 @@ func (t *TCPTransport) read(c net.Conn) {
 		}
 		n := binary.BigEndian.Uint32(lenb[:])
 		if n > maxFrameBytes {
-			t.lg.Warn().Int32("peer", int32(from)).Uint32("bytes", n).Msg("raft transport: frame too large; closing")
+			t.refuse(RefusedFrame, c, from, fmt.Errorf("frame of %d bytes", n))
 			return
 		}
 		if cap(buf) < int(n) {
@@ -201,7 +315,7 @@ func (t *TCPTransport) read(c net.Conn) {
 		}
 		msgs, err := decodeFrame(buf)
 		if err != nil {
-			t.lg.Warn().Err(err).Int32("peer", int32(from)).Msg("raft transport: closing connection")
+			t.refuse(RefusedFrame, c, from, err)
 			return
 		}
 		if h := t.h.Load(); h != nil {
@@ -258,6 +372,10 @@ func (p *tcpPeer) dial() (net.Conn, error) {
 		return nil, fmt.Errorf("no address for node %d", p.id)
 	}
 	d := net.Dialer{Timeout: 2 * time.Second}
+	if t.local != nil {
+		// From the address peers know this broker by (see fromAddr).
+		d.LocalAddr = &net.TCPAddr{IP: t.local}
+	}
 	c, err := d.DialContext(t.ctx, "tcp", addr)
 	if err != nil {
 		return nil, err

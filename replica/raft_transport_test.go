@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,7 +67,14 @@ func FuzzDecodeFrame(f *testing.F) {
 // real peers.
 func TestTCPTransportRejectsGarbage(t *testing.T) {
 	got := make(chan []Envelope, 1)
-	a, err := NewTCPTransport(TCPConfig{Self: 1, Listen: "127.0.0.1:0", Logger: testLogger(t)})
+	var bAddr atomic.Value
+	bAddr.Store("")
+	a, err := NewTCPTransport(TCPConfig{Self: 1, Listen: "127.0.0.1:0", Logger: testLogger(t), Resolve: func(id NodeID) string {
+		if id == 2 {
+			return bAddr.Load().(string)
+		}
+		return ""
+	}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +105,7 @@ func TestTCPTransportRejectsGarbage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	bAddr.Store(b.Addr())
 	b.Send(1, []Envelope{{Group: Key{Index: 1}, Msg: &raftpb.Message{Type: new(raftpb.MsgHeartbeat), To: new(uint64(2)), From: new(uint64(3))}}})
 	select {
 	case msgs := <-got:
@@ -105,5 +114,9 @@ func TestTCPTransportRejectsGarbage(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("real peer's message not delivered")
+	}
+	// The HTTP request and the two unknown node 9s, counted by reason.
+	if r := a.Refused(); r["handshake"] != 1 || r["unknown_node"] != 2 {
+		t.Fatalf("refused %v", r)
 	}
 }

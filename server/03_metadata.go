@@ -1,6 +1,8 @@
 package server
 
 import (
+	"slices"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -98,10 +100,23 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
 		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = view.partitionRoute(t.Name, p)
+		mp.OfflineReplicas = []int32{}
+		if s.offlineHere(t, int32(i)) {
+			// This broker's replica failed: it is offline, out of the
+			// ISR, and no leader, whatever the metastore still records
+			// (another voter's election replaces it there).
+			self := s.cfg.NodeID
+			if slices.Contains(mp.Replicas, self) {
+				mp.OfflineReplicas = []int32{self}
+			}
+			mp.ISR = slices.DeleteFunc(slices.Clone(mp.ISR), func(id int32) bool { return id == self })
+			if mp.Leader == self {
+				mp.Leader = -1
+			}
+		}
 		if mp.Leader < 0 {
 			mp.ErrorCode = kerr.LeaderNotAvailable.Code
 		}
-		mp.OfflineReplicas = []int32{}
 		mt.Partitions = append(mt.Partitions, mp)
 	}
 	return mt

@@ -102,6 +102,11 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 		return s.partitions.Open(t.Name, k, s.logConfig(t))
 	}
 	if r, ok := s.raft.Get(k); ok {
+		if err := r.Failed(); err != nil {
+			// Offline here, as Kafka answers for a replica on a failed
+			// log directory: KAFKA_STORAGE_ERROR.
+			return nil, err
+		}
 		return r, nil
 	}
 	if int(idx) >= len(t.Partitions) || !s.assigned(t.Partitions[idx]) {
@@ -188,4 +193,14 @@ func (s *Server) readablePartition(t metastore.Topic, known bool, idx, clientEpo
 		}
 	}
 	return p, 0
+}
+
+// offlineHere reports whether this broker's replica of partition idx of t
+// stopped after a failure (replica.Replica.Failed).
+func (s *Server) offlineHere(t metastore.Topic, idx int32) bool {
+	if !s.replicated() {
+		return false
+	}
+	r, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: idx})
+	return ok && r.Failed() != nil
 }

@@ -147,21 +147,16 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
 				publisher.publish(key, int32(leader), int32(term))
 			},
-			OnFatal: func(key replica.Key, err error) {
-				// A failed write or flush is fatal (docs/architecture.md, "Safety rules").
-				lg.Error().Err(err).Hex("topic_id", key.TopicID[:]).Int32("partition", key.Index).Msg("replica storage failed: exiting")
-				os.Exit(2)
-			},
+			// A replica whose storage or raft fails is offline here and
+			// the broker goes on (replica.Replica.Failed); the metric
+			// below counts it.
+			Assigned: assignedTo(catalog),
 		})
 		if err != nil {
 			return err
 		}
 		defer host.Close()
-		h := host
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "sluice_raft_entry_cache_bytes",
-			Help: "Bytes of raft entries the partitions' entry caches hold together (bounded by raft.entry.cache.max.bytes).",
-		}, func() float64 { return float64(h.EntryCacheBytes()) }))
+		reg.MustRegister(newRaftCollector(host, transport))
 	}
 
 	// Read brokers coordinate groups (docs/architecture.md, "Consumer

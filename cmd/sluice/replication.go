@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-broker/sluice/metastore"
@@ -30,6 +32,64 @@ func replicationAddr(c *metastore.Client) func(replica.NodeID) string {
 			}
 		}
 		return ""
+	}
+}
+
+// assignedTo tells the raft host whether the metastore assigns a broker
+// to a partition: a voter, a learner, a reassignment's target or one of
+// the group's founders. Asked only for a sender outside the replica's
+// applied configuration.
+func assignedTo(c *metastore.Client) func(replica.Key, replica.NodeID) bool {
+	return func(k replica.Key, n replica.NodeID) bool {
+		t, ok := c.TopicByID(metastore.TopicID(k.TopicID))
+		if !ok || k.Index < 0 || int(k.Index) >= len(t.Partitions) {
+			return false
+		}
+		p := t.Partitions[k.Index]
+		iv, il := p.Initial()
+		id := int32(n)
+		return slices.Contains(p.Voters, id) || slices.Contains(p.Learners, id) || slices.Contains(p.Target, id) ||
+			slices.Contains(iv, id) || slices.Contains(il, id)
+	}
+}
+
+// raftCollector exports the raft host's health: replicas offline after a
+// failure, and what peers sent that was refused.
+type raftCollector struct {
+	host    *replica.Host
+	tr      *replica.TCPTransport
+	offline *prometheus.Desc
+	refused *prometheus.Desc
+	cache   *prometheus.Desc
+}
+
+func newRaftCollector(h *replica.Host, tr *replica.TCPTransport) *raftCollector {
+	return &raftCollector{
+		host: h, tr: tr,
+		offline: prometheus.NewDesc("sluice_offline_replicas",
+			"Replicas on this broker stopped by a storage failure or a raft panic: their partitions are offline here until the broker restarts.", nil, nil),
+		refused: prometheus.NewDesc("sluice_raft_refused_total",
+			"Replication connections, frames and raft messages refused from peers, by reason.", []string{"reason"}, nil),
+		cache: prometheus.NewDesc("sluice_raft_entry_cache_bytes",
+			"Bytes of raft entries the partitions' entry caches hold together (bounded by raft.entry.cache.max.bytes).", nil, nil),
+	}
+}
+
+func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.offline
+	ch <- c.refused
+	ch <- c.cache
+}
+
+func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(c.host.FailedReplicas()))
+	ch <- prometheus.MustNewConstMetric(c.cache, prometheus.GaugeValue, float64(c.host.EntryCacheBytes()))
+	counts := c.host.Refused()
+	for k, v := range c.tr.Refused() {
+		counts[k] += v
+	}
+	for k, v := range counts {
+		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(v), k)
 	}
 }
 

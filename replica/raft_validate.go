@@ -1,0 +1,306 @@
+package replica
+
+import (
+	"errors"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.etcd.io/raft/v3/confchange"
+	"go.etcd.io/raft/v3/raftpb"
+	"go.etcd.io/raft/v3/tracker"
+	"google.golang.org/protobuf/proto"
+)
+
+// What a peer sends is checked before raft sees it. etcd raft trusts its
+// messages: a heartbeat whose commit index is past the receiver's log
+// panics (raftLog.commitTo), a message with term 0 is taken for a local
+// one and skips the term checks, and any node that names itself as From
+// can bump a group's term or lead it. A message that fails a check is
+// dropped and counted by reason (Host.Refused, TCPTransport.Refused); raft
+// retries what an honest peer sent. The checks cover what a peer that is
+// not a member, or a member sending an impossible message, can do; a
+// member that forges consistent raft messages (a Byzantine peer) is out of
+// raft's model and of theirs.
+
+// Refusal is why a peer's connection, frame or message was refused.
+type Refusal int
+
+const (
+	// Connections (TCPTransport).
+	RefusedHandshake   Refusal = iota // not "SLRT" v1, or no hello in time
+	RefusedUnknownNode                // the declared node id is not a registered broker, or is this broker
+	RefusedAddress                    // the connection does not come from the declared broker's address
+	RefusedBusy                       // too many connections still in their handshake
+	RefusedFrame                      // a frame too large or malformed: the connection is closed
+
+	// Messages (Host).
+	RefusedType       // a type no peer sends (local, proposal, read index)
+	RefusedTo         // addressed to another node
+	RefusedFrom       // From is not the connection's node
+	RefusedTerm       // term 0, which raft takes for a local message
+	RefusedGroup      // no such group open here
+	RefusedNotMember  // From is not a member of the group
+	RefusedCommit     // a heartbeat's commit index past this replica's log
+	RefusedEntries    // MsgApp entries out of sequence, of a future term or not decodable
+	RefusedSnapshot   // a snapshot that does not decode or has an impossible configuration
+	RefusedAckPastLog // MsgAppResp acknowledging an index this leader does not have
+	RefusedNotLeader  // a leader's message from another node than the term's leader
+	numRefusals
+)
+
+var refusalNames = [numRefusals]string{
+	"handshake", "unknown_node", "address", "busy", "frame",
+	"type", "to", "from", "term", "group", "not_member", "commit_past_log", "entries", "snapshot", "ack_past_log", "not_leader",
+}
+
+func (r Refusal) String() string {
+	if r < 0 || r >= numRefusals {
+		return "unknown"
+	}
+	return refusalNames[r]
+}
+
+// refusals counts refusals by reason and logs the first of each burst:
+// a hostile peer must not be able to fill the log.
+type refusals struct {
+	n       [numRefusals]atomic.Int64
+	lastLog atomic.Int64 // unix nanos of the last warning
+}
+
+// refuseLogEvery is the least time between two warnings about refusals.
+const refuseLogEvery = 10 * time.Second
+
+func (c *refusals) add(lg *zerolog.Logger, why Refusal, fn func(e *zerolog.Event)) {
+	c.n[why].Add(1)
+	now := time.Now().UnixNano()
+	last := c.lastLog.Load()
+	if now-last < int64(refuseLogEvery) || !c.lastLog.CompareAndSwap(last, now) {
+		return
+	}
+	e := lg.Warn().Stringer("reason", why)
+	if fn != nil {
+		fn(e)
+	}
+	e.Msg("raft: refused a peer's connection, frame or message (further refusals for 10s are only counted)")
+}
+
+// count counts without logging: for refusals that are routine (a group
+// not open yet while a broker starts).
+func (c *refusals) count(why Refusal) { c.n[why].Add(1) }
+
+func (c *refusals) snapshot(into map[string]int64) {
+	for i := range c.n {
+		if v := c.n[i].Load(); v != 0 {
+			into[Refusal(i).String()] += v
+		}
+	}
+}
+
+// peerMsgType: the message types one raft node sends another here.
+// Proposals are never forwarded (DisableProposalForwarding), read index
+// is not used, and leadership transfers are started on the leader.
+func peerMsgType(t raftpb.MessageType) bool {
+	switch t {
+	case raftpb.MsgApp, raftpb.MsgAppResp, raftpb.MsgVote, raftpb.MsgVoteResp,
+		raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgSnap,
+		raftpb.MsgHeartbeat, raftpb.MsgHeartbeatResp, raftpb.MsgTimeoutNow:
+		return true
+	}
+	return false
+}
+
+// checkEnvelope is what the host checks without the group's state: the
+// type, the addressee, that From is the peer the connection belongs to,
+// and the term every message between nodes carries.
+func checkEnvelope(self uint64, from NodeID, m *raftpb.Message) (Refusal, bool) {
+	switch {
+	case !peerMsgType(m.GetType()):
+		return RefusedType, false
+	case m.GetTo() != self:
+		return RefusedTo, false
+	case from < 0 || m.GetFrom() != raftID(from) || m.GetFrom() == self:
+		return RefusedFrom, false
+	case m.GetTerm() == 0:
+		return RefusedTerm, false
+	}
+	return 0, true
+}
+
+// errCheckLater: the message can be judged only against raft's exact
+// last index, which is known once the round's pending Ready is stored;
+// the worker steps it at the start of the next round instead.
+var errCheckLater = errors.New("replica: check after the pending Ready")
+
+// checkLocked is what the replica checks against its state before Step
+// (raftMu held): that From is a member and that the message cannot break
+// raft's invariants. When the answer needs raft's exact last index and
+// raft holds entries not stored yet, it returns errCheckLater if mayDefer,
+// and otherwise stores them first (any other error is a storage failure).
+func (r *Replica) checkLocked(m *raftpb.Message, mayDefer bool) (Refusal, bool, error) {
+	if !r.isMember(m.GetFrom()) {
+		return RefusedNotMember, false, nil
+	}
+	switch m.GetType() {
+	case raftpb.MsgApp, raftpb.MsgHeartbeat, raftpb.MsgSnap, raftpb.MsgTimeoutNow:
+		// A term has one leader: only it sends these in its term. raft
+		// would take another sender for the leader (and TimeoutNow makes
+		// this replica campaign at once, even from a higher term).
+		bs := r.rn.BasicStatus()
+		if m.GetTerm() == bs.GetTerm() && bs.Lead != 0 && bs.Lead != m.GetFrom() {
+			return RefusedNotLeader, false, nil
+		}
+		if m.GetType() == raftpb.MsgTimeoutNow && (m.GetTerm() != bs.GetTerm() || bs.Lead != m.GetFrom()) {
+			return RefusedNotLeader, false, nil
+		}
+	}
+	switch m.GetType() {
+	case raftpb.MsgHeartbeat:
+		// raft commits a heartbeat's index without checking it against
+		// the log (raftLog.commitTo panics past it). An honest leader
+		// sends at most what this replica acknowledged.
+		c := m.GetCommit()
+		if c <= r.rn.BasicStatus().GetCommit() {
+			return 0, true, nil
+		}
+		last, err := r.lastIndexLocked(c, mayDefer)
+		if err != nil {
+			return 0, false, err
+		}
+		if c > last {
+			return RefusedCommit, false, nil
+		}
+	case raftpb.MsgAppResp:
+		// A leader's log only grows, so its stored last index is a lower
+		// bound of raft's.
+		if stored, _ := r.st.LastIndex(); m.GetReject() || m.GetIndex() <= stored {
+			return 0, true, nil
+		}
+		last, err := r.lastIndexLocked(m.GetIndex(), mayDefer)
+		if err != nil {
+			return 0, false, err
+		}
+		if m.GetIndex() > last {
+			return RefusedAckPastLog, false, nil
+		}
+	case raftpb.MsgApp:
+		if !validEntries(m) {
+			return RefusedEntries, false, nil
+		}
+	case raftpb.MsgSnap:
+		if !r.validSnapshot(m) {
+			return RefusedSnapshot, false, nil
+		}
+	}
+	return 0, true, nil
+}
+
+// lastIndexLocked is raft's last index when it matters, that is when want
+// is past the stored last index or raft holds entries not stored yet (they
+// may extend the log or, for a follower, replace its tail): then, unless
+// mayDefer (errCheckLater), the pending Ready is stored first, so that
+// the stored last index is raft's. Deferring spares the round an extra
+// fsync: its Ready is stored at its end anyway.
+func (r *Replica) lastIndexLocked(want uint64, mayDefer bool) (uint64, error) {
+	last, _ := r.st.LastIndex()
+	if want <= last && !r.rn.HasReady() {
+		return last, nil
+	}
+	if mayDefer && r.rn.HasReady() {
+		return 0, errCheckLater
+	}
+	for i := 0; r.rn.HasReady() && i < maxReadyLoops; i++ {
+		if err := r.handleReadyLocked(); err != nil {
+			return 0, err
+		}
+	}
+	last, _ = r.st.LastIndex()
+	return last, nil
+}
+
+// isMember: id is in the applied configuration, or the metastore assigns
+// its broker to the partition (a replica that is behind, a joining one
+// above all, learns of newer members from the log they send it).
+func (r *Replica) isMember(id uint64) bool {
+	r.st.mu.Lock()
+	cs := r.st.cs
+	in := slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetLearners(), id) ||
+		slices.Contains(cs.GetVotersOutgoing(), id) || slices.Contains(cs.GetLearnersNext(), id)
+	r.st.mu.Unlock()
+	if in {
+		return true
+	}
+	if a := r.host.cfg.Assigned; a != nil && id > 0 {
+		return a(r.key, nodeOf(id))
+	}
+	return false
+}
+
+// validEntries: a MsgApp's entries follow its index one by one, their
+// terms do not decrease from its log term and none is past its term, and
+// each decodes as the storage will need it (a record batch, an empty
+// entry, or a configuration change).
+func validEntries(m *raftpb.Message) bool {
+	term, prev := m.GetTerm(), m.GetLogTerm()
+	if prev > term {
+		return false
+	}
+	idx := m.GetIndex()
+	for _, e := range m.GetEntries() {
+		idx++
+		if idx == 0 || e.GetIndex() != idx || e.GetTerm() < prev || e.GetTerm() > term || e.GetTerm() == 0 {
+			return false
+		}
+		prev = e.GetTerm()
+		switch e.GetType() {
+		case raftpb.EntryNormal:
+			if len(e.GetData()) > 0 {
+				if _, err := parseBatch(e.GetData(), true); err != nil {
+					return false
+				}
+			}
+		case raftpb.EntryConfChange:
+			if err := proto.Unmarshal(e.GetData(), &raftpb.ConfChange{}); err != nil {
+				return false
+			}
+		case raftpb.EntryConfChangeV2:
+			if err := proto.Unmarshal(e.GetData(), &raftpb.ConfChangeV2{}); err != nil {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validSnapshot: the snapshot's data is ours, its configuration is one
+// raft can restore (it panics on one it cannot) and holds this replica,
+// and it is not from a future term.
+func (r *Replica) validSnapshot(m *raftpb.Message) bool {
+	s := m.GetSnapshot()
+	md := s.GetMetadata()
+	if s == nil || md.GetIndex() == 0 || md.GetTerm() == 0 || md.GetTerm() > m.GetTerm() {
+		return false
+	}
+	if _, _, err := decodeSnapshotData(s.GetData()); err != nil {
+		return false
+	}
+	cs := md.GetConfState()
+	self := raftID(r.host.cfg.Node)
+	if !slices.Contains(cs.GetVoters(), self) && !slices.Contains(cs.GetLearners(), self) && !slices.Contains(cs.GetVotersOutgoing(), self) {
+		return false
+	}
+	// What raft does with it (raft.restore), which panics where this
+	// returns false: rebuild the configuration and compare.
+	cfg, prs, err := confchange.Restore(confchange.Changer{
+		Tracker:   tracker.MakeProgressTracker(1, 0),
+		LastIndex: md.GetIndex(),
+	}, cs)
+	if err != nil {
+		return false
+	}
+	pt := tracker.ProgressTracker{Config: cfg, Progress: prs}
+	return raftpb.EnsureConfState(cs).Equivalent(pt.ConfState()) == nil
+}
