@@ -20,6 +20,7 @@ import (
 
 	"github.com/klauspost/compress/s2"
 	"github.com/pierrec/lz4/v4"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -449,4 +450,54 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.buf.String()
+}
+
+// The session-timeout bounds of classic groups are config keys with
+// Kafka's names: a JoinGroup outside them is answered
+// INVALID_SESSION_TIMEOUT, one inside joins; DescribeConfigs shows them.
+func TestGroupSessionTimeoutBounds(t *testing.T) {
+	b := startBroker(t, "--set", "group.min.session.timeout.ms=20000", "--set", "group.max.session.timeout.ms=40000")
+	ctx := harness.Context(t, 60*time.Second)
+	cl := newClient(t, b.KafkaAddr)
+	join := func(sessionMs int32) int16 {
+		t.Helper()
+		req := kmsg.NewPtrJoinGroupRequest()
+		req.Version = 5
+		req.Group = "bounds"
+		req.SessionTimeoutMillis = sessionMs
+		req.RebalanceTimeoutMillis = 1000
+		req.ProtocolType = "consumer"
+		p := kmsg.NewJoinGroupRequestProtocol()
+		p.Name, p.Metadata = "range", []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+		req.Protocols = append(req.Protocols, p)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatalf("JoinGroup: %v", err)
+		}
+		return resp.ErrorCode
+	}
+	for _, ms := range []int32{10000, 50000} {
+		if code := join(ms); code != kerr.InvalidSessionTimeout.Code {
+			t.Errorf("JoinGroup with session timeout %d ms: %v, want INVALID_SESSION_TIMEOUT", ms, kerr.ErrorForCode(code))
+		}
+	}
+	// Inside the bounds: v5 asks for a member id first, then joins.
+	if code := join(30000); code != 0 && code != kerr.MemberIDRequired.Code {
+		t.Errorf("JoinGroup with session timeout 30000 ms: %v", kerr.ErrorForCode(code))
+	}
+	rc, err := kadm.NewClient(cl).DescribeBrokerConfigs(ctx, 1) // sluice dev is node 1
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rc {
+		for _, c := range r.Configs {
+			if c.Value != nil {
+				got[c.Key] = *c.Value
+			}
+		}
+	}
+	if got["group.min.session.timeout.ms"] != "20000" || got["group.max.session.timeout.ms"] != "40000" {
+		t.Errorf("DescribeConfigs: group.min.session.timeout.ms=%q group.max.session.timeout.ms=%q", got["group.min.session.timeout.ms"], got["group.max.session.timeout.ms"])
+	}
 }

@@ -139,6 +139,16 @@ type Config struct {
 	// a new member's ConsumerGroupHeartbeat beyond it gets
 	// GROUP_MAX_SIZE_REACHED (Kafka's setting and default, 2147483647).
 	GroupConsumerMaxSize int32 `mapstructure:"group.consumer.max.size"`
+	// GroupMinSessionTimeoutMs and GroupMaxSessionTimeoutMs bound the
+	// session timeout a classic group member may ask for in JoinGroup
+	// (INVALID_SESSION_TIMEOUT outside); Kafka's names and defaults.
+	GroupMinSessionTimeoutMs int32 `mapstructure:"group.min.session.timeout.ms"`
+	GroupMaxSessionTimeoutMs int32 `mapstructure:"group.max.session.timeout.ms"`
+	// GroupConsumerSessionTimeoutMs and GroupConsumerHeartbeatIntervalMs
+	// are the session timeout and heartbeat interval of KIP-848 consumer
+	// group members; Kafka's names and defaults.
+	GroupConsumerSessionTimeoutMs    int32 `mapstructure:"group.consumer.session.timeout.ms"`
+	GroupConsumerHeartbeatIntervalMs int32 `mapstructure:"group.consumer.heartbeat.interval.ms"`
 
 	AutoCreateTopics         bool  `mapstructure:"auto.create.topics.enable"`
 	NumPartitions            int32 `mapstructure:"num.partitions"`
@@ -251,6 +261,10 @@ func Default() Config {
 		MaxPartitions:                    50000,
 		ConfigValueMaxBytes:              32 << 10,
 		GroupMaxSize:                     math.MaxInt32,
+		GroupMinSessionTimeoutMs:         6000,
+		GroupMaxSessionTimeoutMs:         1800000,
+		GroupConsumerSessionTimeoutMs:    45000,
+		GroupConsumerHeartbeatIntervalMs: 5000,
 		GroupConsumerMaxSize:             math.MaxInt32,
 		SocketRequestTimeoutMs:           30000,
 		ConnectionsMaxIdleMs:             600000,
@@ -366,6 +380,12 @@ func (c Config) Validate() error {
 	}
 	if c.ConfigValueMaxBytes < 256 {
 		errs = append(errs, fmt.Errorf("config.value.max.bytes must be at least 256"))
+	}
+	if c.GroupMinSessionTimeoutMs <= 0 || c.GroupMaxSessionTimeoutMs < c.GroupMinSessionTimeoutMs {
+		errs = append(errs, fmt.Errorf("group.min.session.timeout.ms must be positive and at most group.max.session.timeout.ms"))
+	}
+	if c.GroupConsumerHeartbeatIntervalMs <= 0 || c.GroupConsumerSessionTimeoutMs <= c.GroupConsumerHeartbeatIntervalMs {
+		errs = append(errs, fmt.Errorf("group.consumer.heartbeat.interval.ms must be positive and below group.consumer.session.timeout.ms"))
 	}
 	if c.GroupMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.max.size must be at least 1"))

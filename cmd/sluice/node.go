@@ -167,6 +167,10 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	var leaseRef atomic.Pointer[server.Lease]
 	groups, err := coordinator.New(coordinator.Config{BrokerID: cfg.NodeID, NoGroups: !cfg.HasRole("read"), Store: catalog, Logger: lg,
 		MaxGroupSize: int(cfg.GroupMaxSize), ConsumerMaxGroupSize: int(cfg.GroupConsumerMaxSize),
+		MinSessionTimeout:         time.Duration(cfg.GroupMinSessionTimeoutMs) * time.Millisecond,
+		MaxSessionTimeout:         time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
+		ConsumerSessionTimeout:    time.Duration(cfg.GroupConsumerSessionTimeoutMs) * time.Millisecond,
+		ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()
