@@ -9,7 +9,7 @@ PKGS     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... 
 # afterwards so that failover times are not measured on a starved CPU.
 UNIT     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./server/... ./cmd/sluice-bench/...
 
-.PHONY: build run test test-setup test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop
+.PHONY: build run test test-setup test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -123,6 +123,16 @@ bench-cluster:
 # The Go micro-benchmarks of the storage and metadata packages.
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchtime 2s ./log/... ./metastore/...
+
+# The container image; deploy/compose/compose.yaml runs sluice:local.
+image:
+	docker build --build-arg VERSION=$(VERSION) -t sluice:$(VERSION) -t sluice:local .
+
+# The packaging checks alone (test-faults runs them too): helm lint and
+# template of deploy/helm/sluice, the compose services' configs, the systemd
+# unit, the Dockerfile's go build.
+deploy-check:
+	$(GO) test -count=1 -timeout 15m -run '^(TestHelmChart|TestComposeConfigs|TestSystemdUnit|TestDockerfileBuild)$$' ./cmd/sluice
 
 lint:
 	$(GO) vet $(PKGS)
