@@ -365,44 +365,57 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
-// TestComposeConfigs loads every service of deploy/compose/compose.yaml
-// as its container would (the mounted config file, the service's
-// environment) and checks that each Kafka listener advertises
-// 127.0.0.1 and the host port published for the container port it binds.
-func TestComposeConfigs(t *testing.T) {
+// composeService is what the tests read of a compose.yaml service.
+type composeService struct {
+	Command     []string          `yaml:"command"`
+	Environment map[string]string `yaml:"environment"`
+	Ports       []string          `yaml:"ports"`
+	Volumes     []string          `yaml:"volumes"`
+}
+
+// loadCompose reads deploy/compose/compose.yaml and returns its services
+// and the host file each mounts as its config file.
+func loadCompose(t *testing.T) (map[string]composeService, map[string]string) {
+	t.Helper()
 	dir := filepath.Join(repoRoot(t), "deploy", "compose")
 	b, err := os.ReadFile(filepath.Join(dir, "compose.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var compose struct {
-		Services map[string]struct {
-			Command     []string          `yaml:"command"`
-			Environment map[string]string `yaml:"environment"`
-			Ports       []string          `yaml:"ports"`
-			Volumes     []string          `yaml:"volumes"`
-		} `yaml:"services"`
+		Services map[string]composeService `yaml:"services"`
 	}
 	if err := yaml.Unmarshal(b, &compose); err != nil {
 		t.Fatal(err)
 	}
-	roles := map[string]int{}
-	hostPorts := map[string]string{}
+	files := map[string]string{}
 	for name, svc := range compose.Services {
 		if len(svc.Command) != 3 || svc.Command[0] != "serve" || svc.Command[1] != "--config" {
 			t.Fatalf("%s: command %v, want serve --config FILE", name, svc.Command)
 		}
-		var file string
 		for _, v := range svc.Volumes {
 			parts := strings.Split(v, ":")
 			if len(parts) >= 2 && parts[1] == svc.Command[2] {
-				file = filepath.Join(dir, parts[0])
+				files[name] = filepath.Join(dir, parts[0])
 			}
 		}
-		if file == "" {
+		if files[name] == "" {
 			t.Fatalf("%s: no volume mounts %s", name, svc.Command[2])
 		}
-		cfg, err := loadWithEnv(t, file, svc.Environment)
+	}
+	return compose.Services, files
+}
+
+// TestComposeConfigs loads every service of deploy/compose/compose.yaml
+// as its container would (the mounted config file, the service's
+// environment) and checks that each Kafka listener advertises
+// 127.0.0.1 and the host port published for the container port it binds.
+func TestComposeConfigs(t *testing.T) {
+	services, files := loadCompose(t)
+	roles := map[string]int{}
+	hostPorts := map[string]string{}
+	for name, svc := range services {
+		cfg, err := loadWithEnv(t, files[name], svc.Environment)
 		if err != nil {
 			t.Errorf("%s: config refused: %v", name, err)
 			continue
