@@ -129,11 +129,11 @@ image:
 	docker build --build-arg VERSION=$(VERSION) -t sluice:$(VERSION) -t sluice:local .
 
 # The packaging checks alone (test-faults runs them too): helm lint and
-# template of deploy/helm/sluice, the compose services' configs and the
-# compose cluster run in network namespaces (root, iproute2), the systemd
-# unit, the Dockerfile's go build.
+# template of deploy/helm/sluice, the compose services' configs, the
+# compose cluster's and the chart's processes run in network namespaces
+# (root, iproute2), the systemd unit, the Dockerfile's go build.
 deploy-check:
-	$(GO) test -count=1 -timeout 15m -run '^(TestHelmChart|TestCompose.*|TestSystemdUnit|TestDockerfileBuild)$$' ./cmd/sluice
+	$(GO) test -count=1 -timeout 15m -run '^(TestHelm.*|TestCompose.*|TestSystemdUnit|TestDockerfileBuild)$$' ./cmd/sluice
 
 lint:
 	$(GO) vet $(PKGS)

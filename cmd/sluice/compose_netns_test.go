@@ -58,17 +58,6 @@ func TestComposeClusterInNamespaces(t *testing.T) {
 		h := lab.host(t, name)
 		hosts += h.addr + " " + name + "\n"
 	}
-	for _, name := range names {
-		dir := filepath.Join("/etc/netns", lab.hosts[name].ns)
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			skipMissing(t, "cannot give namespaces their /etc/hosts: "+err.Error())
-		}
-		t.Cleanup(func() { os.RemoveAll(dir) })
-		if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte(hosts), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-
 	// Published ports: host port -> a forwarder on a free port.
 	hostPort := map[string]string{} // compose host port -> the forwarder's port
 	kafka := map[string][]string{}  // view -> forwarded listener addresses
@@ -84,22 +73,9 @@ func TestComposeClusterInNamespaces(t *testing.T) {
 			}
 		}
 	}
-	dataRoot := t.TempDir()
-	var procs []*exec.Cmd
-	t.Cleanup(func() {
-		for _, c := range procs {
-			c.Process.Signal(syscall.SIGKILL)
-			c.Wait()
-		}
-	})
-	logs := map[string]string{}
+	var specs []nsProc
 	for _, name := range names {
-		env := []string{"SLUICE_DATA_DIR=" + filepath.Join(dataRoot, name)}
-		for _, kv := range os.Environ() {
-			if !strings.HasPrefix(kv, "SLUICE_") {
-				env = append(env, kv)
-			}
-		}
+		env := map[string]string{}
 		for k, v := range services[name].Environment {
 			if k == "SLUICE_ADVERTISED_LISTENERS" {
 				var items []string
@@ -115,42 +91,30 @@ func TestComposeClusterInNamespaces(t *testing.T) {
 				}
 				v = strings.Join(items, ",")
 			}
-			env = append(env, k+"="+v)
+			env[k] = v
 		}
-		logs[name] = filepath.Join(dataRoot, name+".log")
-		logf, err := os.Create(logs[name])
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer logf.Close()
-		prefix := lab.exec(name)
-		cmd := exec.Command(prefix[0], append(prefix[1:], binPath, "serve", "--config", files[name], "--log-format", "json")...)
-		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		procs = append(procs, cmd)
+		specs = append(specs, nsProc{name: name, file: files[name], env: env, admin: admin[name]})
 	}
-	defer func() {
-		if t.Failed() {
-			for _, name := range names {
-				b, _ := os.ReadFile(logs[name])
-				t.Logf("%s log:\n%s", name, tail(b, 2000))
-			}
-		}
-	}()
-	for _, name := range names {
-		waitReady(t, admin[name], 60*time.Second)
-	}
+	runInNamespaces(t, lab, hosts, specs)
 
+	roundTrip(t, "compose", kafka["write"], kafka["read"])
+}
+
+// roundTrip creates topic (3 partitions, 3 replicas) through the write
+// listeners at write, produces 300 records with acks=all there, and reads
+// every one back with a consumer group through the read listeners at
+// read, committing its offsets on a read broker. opts are added to both
+// clients (a dialer, say).
+func roundTrip(t *testing.T, topic string, write, read []string, opts ...kgo.Opt) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	wcl, err := kgo.NewClient(kgo.SeedBrokers(kafka["write"]...), kgo.RequiredAcks(kgo.AllISRAcks()))
+	wcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(write...), kgo.RequiredAcks(kgo.AllISRAcks())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer wcl.Close()
-	const topic, parts, records = "compose", 3, 300
+	const parts, records = 3, 300
 	if _, err := kadm.NewClient(wcl).CreateTopic(ctx, parts, 3, nil, topic); err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +138,8 @@ func TestComposeClusterInNamespaces(t *testing.T) {
 		t.Fatalf("acks=all produce through the write listeners: %v", produceErr)
 	}
 
-	rcl, err := kgo.NewClient(kgo.SeedBrokers(kafka["read"]...), kgo.ConsumerGroup("compose-readers"),
-		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	rcl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(read...), kgo.ConsumerGroup(topic + "-readers"),
+		kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +159,76 @@ func TestComposeClusterInNamespaces(t *testing.T) {
 	}
 	if err := rcl.CommitUncommittedOffsets(ctx); err != nil {
 		t.Errorf("committing the group's offsets on a read broker: %v", err)
+	}
+}
+
+// nsProc is one sluice process for runInNamespaces: its lab host, config
+// file, environment (SLUICE_DATA_DIR is added) and admin address.
+type nsProc struct {
+	name, file, admin string
+	env               map[string]string
+}
+
+// runInNamespaces gives every host of lab the same /etc/hosts (ip netns
+// exec mounts /etc/netns/<namespace>/hosts over it), starts each process
+// in its host's namespace with `sluice serve --config`, waits until every
+// one is ready, and kills them all when the test ends. A failed test logs
+// the end of each process's log.
+func runInNamespaces(t *testing.T, lab *netLab, hosts string, specs []nsProc) {
+	t.Helper()
+	for _, sp := range specs {
+		dir := filepath.Join("/etc/netns", lab.hosts[sp.name].ns)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			skipMissing(t, "cannot give namespaces their /etc/hosts: "+err.Error())
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		if err := os.WriteFile(filepath.Join(dir, "hosts"), []byte(hosts), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataRoot := t.TempDir()
+	var procs []*exec.Cmd
+	t.Cleanup(func() {
+		for _, c := range procs {
+			c.Process.Signal(syscall.SIGKILL)
+			c.Wait()
+		}
+	})
+	logs := map[string]string{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for _, sp := range specs {
+				b, _ := os.ReadFile(logs[sp.name])
+				t.Logf("%s log:\n%s", sp.name, tail(b, 2000))
+			}
+		}
+	})
+	for _, sp := range specs {
+		env := []string{"SLUICE_DATA_DIR=" + filepath.Join(dataRoot, sp.name)}
+		for _, kv := range os.Environ() {
+			if !strings.HasPrefix(kv, "SLUICE_") {
+				env = append(env, kv)
+			}
+		}
+		for k, v := range sp.env {
+			env = append(env, k+"="+v)
+		}
+		logs[sp.name] = filepath.Join(dataRoot, sp.name+".log")
+		logf, err := os.Create(logs[sp.name])
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { logf.Close() })
+		prefix := lab.exec(sp.name)
+		cmd := exec.Command(prefix[0], append(prefix[1:], binPath, "serve", "--config", sp.file, "--log-format", "json")...)
+		cmd.Env, cmd.Stdout, cmd.Stderr = env, logf, logf
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, cmd)
+	}
+	for _, sp := range specs {
+		waitReady(t, sp.admin, 60*time.Second)
 	}
 }
 
@@ -263,4 +297,128 @@ func forwardTCP(t *testing.T, target string) string {
 		}
 	}()
 	return ln.Addr().String()
+}
+
+// TestHelmClusterInNamespaces runs the pods deploy/helm/sluice renders
+// (default values: 3 meta, 3 write, 2 read) as the kubelet would start
+// them, without Kubernetes: one network namespace per pod with the pod's
+// address, the role's ConfigMap as its config file, the container's
+// environment resolved for that pod (name, IP, ordinal), and an
+// /etc/hosts giving every pod's DNS name (<pod>.<headless service>.
+// <namespace>.svc.cluster.local), as the headless services do. Clients
+// resolve those names the same way (through their dialer), create a
+// topic, produce and consume as in TestComposeClusterInNamespaces, and a
+// producer bootstrapped on the read listeners is forwarded by the read
+// brokers to the leaders through the names the write brokers advertise.
+func TestHelmClusterInNamespaces(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	chart := needHelm(t)
+	out, err := helm(t, "template", "sluice", chart, "--namespace", "kafka", "--kube-version", "1.30.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ms := parseManifests(t, out)
+	configMaps := map[string]manifest{}
+	var sets []manifest
+	for _, m := range ms {
+		switch m.kind() {
+		case "ConfigMap":
+			configMaps[m.name()] = m
+		case "StatefulSet":
+			sets = append(sets, m)
+		}
+	}
+	// Meta pods first; the order does not matter to Kubernetes (Parallel).
+	sort.Slice(sets, func(i, j int) bool { return strings.HasSuffix(sets[i].name(), "-meta") })
+
+	lab := newNetLab(t)
+	type pod struct {
+		name, fqdn, role string
+		index            int
+		set              manifest
+	}
+	var pods []pod
+	resolve := map[string]string{} // pod DNS name -> address
+	hosts := "127.0.0.1 localhost\n"
+	for _, sts := range sets {
+		n, _ := dig(sts, "spec", "replicas").(int)
+		for i := range n {
+			p := pod{name: fmt.Sprintf("%s-%d", sts.name(), i), index: i, set: sts,
+				role: str(dig(sts, "spec", "template", "metadata", "labels", "app.kubernetes.io/component"))}
+			p.fqdn = p.name + "." + str(dig(sts, "spec", "serviceName")) + ".kafka.svc.cluster.local"
+			h := lab.host(t, p.name)
+			resolve[p.fqdn] = h.addr
+			hosts += h.addr + " " + p.fqdn + " " + p.name + "\n"
+			pods = append(pods, p)
+		}
+	}
+	if len(pods) != 8 {
+		t.Fatalf("%d pods rendered, want 8", len(pods))
+	}
+	dir := t.TempDir()
+	var specs []nsProc
+	kafka := map[string][]string{} // view -> pod listener addresses
+	for _, p := range pods {
+		spec := dig(p.set, "spec", "template", "spec")
+		c := list(dig(spec, "containers"))[0]
+		var file string
+		for _, v := range list(dig(spec, "volumes")) {
+			if cm := configMaps[str(dig(v, "configMap", "name"))]; cm != nil {
+				file = filepath.Join(dir, p.name+".yaml")
+				if err := os.WriteFile(file, []byte(str(dig(cm, "data", "sluice.yaml"))), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		ports := map[string]int{}
+		for _, cp := range list(dig(c, "ports")) {
+			ports[str(dig(cp, "name"))] = dig(cp, "containerPort").(int)
+		}
+		addr := lab.hosts[p.name].addr
+		env := kubeletEnv(t, c, map[string]string{
+			"metadata.name": p.name, "status.podIP": addr,
+			"metadata.labels['apps.kubernetes.io/pod-index']": fmt.Sprint(p.index),
+		})
+		for k := range env {
+			if !strings.HasPrefix(k, "SLUICE_") {
+				delete(env, k)
+			}
+		}
+		specs = append(specs, nsProc{name: p.name, file: file, env: env, admin: net.JoinHostPort(addr, fmt.Sprint(ports["admin"]))})
+		if p.role != "meta" {
+			kafka[p.role] = append(kafka[p.role], net.JoinHostPort(p.fqdn, fmt.Sprint(ports["kafka-"+p.role])))
+		}
+	}
+	runInNamespaces(t, lab, hosts, specs)
+
+	// Clients resolve pod names as the cluster's DNS would.
+	var d net.Dialer
+	dial := kgo.Dialer(func(ctx context.Context, network, host string) (net.Conn, error) {
+		h, port, err := net.SplitHostPort(host)
+		if err != nil {
+			return nil, err
+		}
+		a, ok := resolve[h]
+		if !ok {
+			return nil, fmt.Errorf("%s is not a pod's DNS name", h)
+		}
+		return d.DialContext(ctx, network, net.JoinHostPort(a, port))
+	})
+	roundTrip(t, "helm", kafka["write"], kafka["read"], dial)
+
+	// A producer bootstrapped on the read listeners: the read brokers
+	// forward its batches to the leaders' write listeners by pod name.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pcl, err := kgo.NewClient(kgo.SeedBrokers(kafka["read"]...), dial, kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pcl.Close()
+	if err := pcl.ProduceSync(ctx, &kgo.Record{Topic: "helm", Value: []byte("through a read broker")}).FirstErr(); err != nil {
+		t.Errorf("produce through a read listener: %v", err)
+	}
 }

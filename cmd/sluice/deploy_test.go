@@ -67,6 +67,18 @@ func helm(t *testing.T, args ...string) (string, error) {
 	return stdout.String(), nil
 }
 
+// needHelm skips the test (fails it under CI=true) when helm cannot be
+// had, and returns the chart's directory.
+func needHelm(t *testing.T) string {
+	t.Helper()
+	if out, err := helm(t, "version", "--short"); err != nil {
+		skipMissing(t, "helm "+helmVersion+" cannot be built (no Go module proxy?): "+err.Error())
+	} else {
+		t.Logf("helm %s", strings.TrimSpace(out))
+	}
+	return filepath.Join(repoRoot(t), "deploy", "helm", "sluice")
+}
+
 // manifest is one rendered Kubernetes object, decoded loosely.
 type manifest map[string]any
 
@@ -193,12 +205,7 @@ func loadWithEnv(t *testing.T, file string, env map[string]string) (configs.Conf
 // what they should, and that each role's config file, with the
 // environment one of its pods gets, is a config sluice accepts.
 func TestHelmChart(t *testing.T) {
-	chart := filepath.Join(repoRoot(t), "deploy", "helm", "sluice")
-	if out, err := helm(t, "version", "--short"); err != nil {
-		skipMissing(t, "helm "+helmVersion+" cannot be built (no Go module proxy?): "+err.Error())
-	} else {
-		t.Logf("helm %s", strings.TrimSpace(out))
-	}
+	chart := needHelm(t)
 	for _, args := range [][]string{
 		{"lint", "--strict", chart},
 		{"lint", "--strict", "--set", "serviceMonitor.enabled=true", chart},
