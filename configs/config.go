@@ -366,6 +366,17 @@ func (c Config) Validate() error {
 	if c.ControlledShutdownMaxRetries < 0 || c.ControlledShutdownRetryBackoffMs < 0 {
 		errs = append(errs, fmt.Errorf("controlled.shutdown.max.retries and controlled.shutdown.retry.backoff.ms must not be negative"))
 	}
+	if c.ReplicaListen != "" {
+		// The bound address is what other brokers are told to dial
+		// (there is no advertised replication address): a wildcard
+		// would send them to their own loopback, and raft groups would
+		// never form while every broker said it was ready.
+		if host, _, err := net.SplitHostPort(c.ReplicaListen); err != nil {
+			errs = append(errs, fmt.Errorf("replica.listen: %v", err))
+		} else if unspecifiedHost(host) {
+			errs = append(errs, fmt.Errorf("replica.listen %s binds every interface, but its address is what other brokers dial: bind an address they can reach (this host's IP or name)", c.ReplicaListen))
+		}
+	}
 	if c.RaftEntryCacheMaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("raft.entry.cache.max.bytes must be at least 1 MiB"))
 	}

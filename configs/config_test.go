@@ -26,12 +26,13 @@ func TestValidateCollectsEveryProblem(t *testing.T) {
 	c.ConfigValueMaxBytes = 10
 	c.GroupMaxSize = 0
 	c.GroupConsumerMaxSize = -5
+	c.ReplicaListen = "0.0.0.0:9491"
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("a broken config validated")
 	}
 	for _, want := range []string{"unknown role", "num.partitions", "log.fsync", "view", "fetch.max.bytes", "queued.max.request.bytes",
-		"max.partitions.per.request", "max.partitions must", "config.value.max.bytes", "group.max.size", "group.consumer.max.size"} {
+		"max.partitions.per.request", "max.partitions must", "config.value.max.bytes", "group.max.size", "group.consumer.max.size", "replica.listen"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not mention %q:\n%v", want, err)
 		}
