@@ -51,11 +51,13 @@ test-suites: test-unit test-faults test-compat
 # offline. kcat is a system package: its absence is reported here, and the
 # tests that need it are skipped (failed under CI=true).
 VENV        := compat-tests/.venv
+PROMTOOL         := bin/promtool
+PROMTOOL_VERSION := v0.316.0
 JS_STAMP    := compat-tests/js/node_modules/.installed
 MAVEN_STAMP := bin/.maven-fetched
 HELM_VERSION := v3.22.0
 HELM_STAMP   := bin/.helm-built-$(HELM_VERSION)
-test-setup: $(VENV)/.installed $(JS_STAMP) $(MAVEN_STAMP) $(HELM_STAMP)
+test-setup: $(VENV)/.installed $(JS_STAMP) $(MAVEN_STAMP) $(HELM_STAMP) $(PROMTOOL)
 	@command -v kcat >/dev/null 2>&1 || echo "kcat not found: install it (Debian/Ubuntu: apt-get install kcat); the kcat tests are skipped"
 
 # helm for the chart tests in cmd/sluice (deploy_test.go pins the same
@@ -67,6 +69,14 @@ $(HELM_STAMP):
 	@mkdir -p bin
 	@if GOFLAGS=-mod=mod $(GO) run helm.sh/helm/v3/cmd/helm@$(HELM_VERSION) version --short; then touch $@; \
 	else echo "helm $(HELM_VERSION) could not be built: the chart tests will be skipped"; fi
+
+# promtool checks deploy/monitoring (TestMonitoringRules, TestClusterMetrics),
+# built once from the Go module proxy; if that fails the tests say so (a
+# skip, or a failure under CI=true).
+$(PROMTOOL):
+	@mkdir -p bin
+	GOBIN=$(abspath bin) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION) || \
+	  echo "promtool could not be built: the deploy/monitoring checks are skipped"
 
 $(VENV)/.installed: compat-tests/python/requirements.txt
 	python3 -m venv $(VENV)
@@ -90,9 +100,10 @@ test-unit:
 
 # Real processes on loopback: the metastore quorum losing its leader, and
 # the 3 meta + 3 write + 1 read cluster losing a partition leader in every
-# replication mode, all write brokers, then restarting whole.
+# replication mode, all write brokers, then restarting whole; the metrics
+# and the deploy/monitoring files checked against a real cluster.
 test-faults:
-	$(GO) test -count=1 -p 1 -timeout 15m ./cmd/sluice/...
+	PROMTOOL=$(abspath $(PROMTOOL)) $(GO) test -count=1 -p 1 -timeout 15m ./cmd/sluice/...
 
 test-compat:
 	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./...

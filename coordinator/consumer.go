@@ -336,6 +336,7 @@ func (cg *consumerGroup) heartbeatLocked(cl Client, req *kmsg.ConsumerGroupHeart
 	if changed {
 		cg.epoch++
 		cg.g.generation = cg.epoch
+		cg.g.c.rebalances.Add(1)
 	}
 	if cg.assignmentEpoch < cg.epoch {
 		cg.computeTargetLocked()
@@ -484,6 +485,7 @@ func (cg *consumerGroup) removeMemberLocked(m *consumerMember) {
 	delete(cg.members, m.id)
 	cg.epoch++
 	cg.g.generation = cg.epoch
+	cg.g.c.rebalances.Add(1)
 	if len(cg.members) == 0 {
 		cg.assignmentEpoch = cg.epoch
 	}

@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -124,6 +125,10 @@ type Coordinator struct {
 	store Store
 	clock Clock
 	log   zerolog.Logger
+
+	// rebalances counts generation (classic) and group epoch (KIP-848)
+	// bumps of the groups coordinated here, for the metrics endpoint.
+	rebalances atomic.Int64
 
 	mu struct {
 		sync.Mutex

@@ -486,6 +486,7 @@ func (g *group) completeRebalanceLocked() {
 	}
 	g.nJoining = 0
 	g.generation++
+	g.c.rebalances.Add(1)
 	if len(g.members) == 0 {
 		g.state = stateEmpty
 		g.protocol = ""

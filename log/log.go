@@ -926,7 +926,7 @@ func (l *Log) Delete() error {
 
 // syncFile is how segment and index files are made durable; tests replace
 // it to inject failures.
-var syncFile = fdatasync
+var syncFile = observedSync
 
 // The log start checkpoint is "0\n<offset>\n": a version, then the offset.
 func readLogStart(dir string) (int64, error) {

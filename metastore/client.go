@@ -77,6 +77,7 @@ func (c *Client) call(ctx context.Context, req *Request) (*Response, error) {
 
 // write proposes one command and waits until its effect is in the cache.
 func (c *Client) write(ctx context.Context, cmd command) (result, error) {
+	t0 := time.Now()
 	resp, err := c.call(ctx, &Request{Kind: reqCmd, Cmd: &cmd})
 	if err != nil {
 		return result{}, err
@@ -93,6 +94,7 @@ func (c *Client) write(ctx context.Context, cmd command) (result, error) {
 			return *r, err
 		}
 	}
+	observeWrite(t0)
 	return *r, nil
 }
 

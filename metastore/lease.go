@@ -138,7 +138,9 @@ func (n *Node) leaseLoop() {
 			go func(b Broker) {
 				ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 				defer cancel()
-				_, _ = n.propose(ctx, command{Op: opExpireBroker, BrokerID: b.ID, Inc: b.Incarnation})
+				if _, err := n.propose(ctx, command{Op: opExpireBroker, BrokerID: b.ID, Inc: b.Incarnation}); err == nil {
+					n.stats.leasesExpired.Add(1)
+				}
 			}(b)
 		}
 	}

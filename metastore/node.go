@@ -554,6 +554,7 @@ type memberContext struct {
 
 type nodeStats struct {
 	readies, readyNanos, txNanos, entriesApplied, cmdsApplied atomic.Int64
+	leasesExpired                                             atomic.Int64
 }
 
 // Stats are counters for metrics: Ready batches handled, time spent in
@@ -564,6 +565,9 @@ type Stats struct {
 	TxTime         time.Duration
 	EntriesApplied int64
 	CmdsApplied    int64
+	// LeasesExpired counts the broker leases this node, as leader,
+	// expired (committed expire_broker commands it proposed).
+	LeasesExpired int64
 }
 
 // Stats returns the node's counters.
@@ -571,6 +575,6 @@ func (n *Node) Stats() Stats {
 	return Stats{
 		Readies: n.stats.readies.Load(), ReadyTime: time.Duration(n.stats.readyNanos.Load()),
 		TxTime: time.Duration(n.stats.txNanos.Load()), EntriesApplied: n.stats.entriesApplied.Load(),
-		CmdsApplied: n.stats.cmdsApplied.Load(),
+		CmdsApplied: n.stats.cmdsApplied.Load(), LeasesExpired: n.stats.leasesExpired.Load(),
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"time"
 
@@ -140,6 +141,8 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				continue
 			}
 			s.metrics.produced.WithLabelValues(t.Name).Add(float64(len(rp.Records)))
+			// One validated batch: its header's record count.
+			s.metrics.records.WithLabelValues(t.Name).Add(float64(binary.BigEndian.Uint32(rp.Records[protocol.BatchRecordCountAt:])))
 			waits = append(waits, pending{prop: prop, sp: sp, p: p})
 		}
 		resp.Topics = append(resp.Topics, st)

@@ -171,6 +171,10 @@ type slot struct {
 	corrID int32
 	resp   kmsg.Response // nil with skip set: acks=0 produce
 	skip   bool
+	// api and start time the request for sluice_request_seconds: the
+	// writer observes once the response is on the socket.
+	api   *apiMetrics
+	start time.Time
 }
 
 func (s *slot) finish(resp kmsg.Response) {
@@ -222,8 +226,9 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		return
 	}
 	defer s.trackConn(c, false)
-	s.metrics.connections.WithLabelValues(l.cfg.View).Inc()
-	defer s.metrics.connections.WithLabelValues(l.cfg.View).Dec()
+	conns := s.metrics.connections.WithLabelValues(l.cfg.Name, l.cfg.View)
+	conns.Inc()
+	defer conns.Dec()
 	writerDone := make(chan struct{})
 	go func() {
 		defer close(writerDone)
@@ -387,8 +392,9 @@ func (c *conn) handle(frame []byte, held int64) error {
 		// so the client can retry with a version we share.
 		resp := c.srv.apiVersionsResponse(0)
 		resp.ErrorCode = errUnsupportedVersion
+		sl.api, sl.start = c.listener.metrics.api(key), time.Now()
 		c.enqueue(sl)
-		c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
+		sl.api.requests.Inc()
 		c.answer(sl, resp)
 		return nil
 	}
@@ -412,11 +418,12 @@ func (c *conn) handle(frame []byte, held int64) error {
 		c.srv.metrics.badRequests.Inc()
 		return errMalformed{key: key, version: version, err: err}
 	}
+	sl.api, sl.start = c.listener.metrics.api(key), time.Now()
 	c.enqueue(sl)
-	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: time.Now(), frame: frame}
+	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: sl.start, frame: frame}
 	rc.held.Store(held)
 	held = 0
-	c.srv.metrics.requests.WithLabelValues(apiName(key), c.listener.cfg.View).Inc()
+	sl.api.requests.Inc()
 	resp, err := c.srv.dispatch(rc, req)
 	if err != nil {
 		if !rc.async {
@@ -447,6 +454,9 @@ func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
 	var out []byte
 	failed := false
+	// sent: responses written since the last flush, whose time is
+	// observed once they are on the socket.
+	var sent []*slot
 	flush := func() {
 		if !failed && bw.Buffered() > 0 {
 			if err := bw.Flush(); err != nil {
@@ -455,6 +465,14 @@ func (c *conn) writeLoop() {
 				c.nc.Close() // unblock the reader
 			}
 		}
+		if !failed && len(sent) > 0 {
+			now := time.Now()
+			for _, sl := range sent {
+				sl.api.latency.Observe(now.Sub(sl.start).Seconds())
+			}
+		}
+		clear(sent)
+		sent = sent[:0]
 	}
 	for {
 		// Flush only when the writer would otherwise block, so
@@ -500,6 +518,9 @@ func (c *conn) writeLoop() {
 			c.nc.Close()
 		} else {
 			c.lastActive.Store(c.srv.now())
+			if sl.api != nil {
+				sent = append(sent, sl)
+			}
 		}
 		if cap(out) > 1<<20 {
 			out = nil // a large fetch response: do not hold it per connection
@@ -553,8 +574,9 @@ func (rc *reqCtx) finish(resp kmsg.Response) {
 	rc.releaseBytes()
 	if resp == nil {
 		rc.slot.skip = true
+		// Nothing to send: the request ends here.
+		rc.slot.api.latency.Observe(time.Since(rc.start).Seconds())
 	}
-	rc.conn.srv.metrics.latency.WithLabelValues(apiName(rc.hdr.Key)).Observe(time.Since(rc.start).Seconds())
 	rc.conn.answer(rc.slot, resp)
 }
 

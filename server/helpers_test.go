@@ -24,7 +24,14 @@ type testBroker struct {
 	addr string
 }
 
-func startBroker(t *testing.T, mutate func(*configs.Config)) *testBroker {
+func startBroker(t testing.TB, mutate func(*configs.Config)) *testBroker {
+	t.Helper()
+	return startBrokerWith(t, mutate, nil)
+}
+
+// startBrokerWith is startBroker with opts adjusting the server's options
+// (a group coordinator, say) once the metastore is up.
+func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Options, *metastore.Node)) *testBroker {
 	t.Helper()
 	dir := t.TempDir()
 	lg := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
@@ -61,7 +68,11 @@ func startBroker(t *testing.T, mutate func(*configs.Config)) *testBroker {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { parts.Close() })
-	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg})
+	o := Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg}
+	if opts != nil {
+		opts(&o, meta)
+	}
+	srv, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,17 +1,24 @@
 package server
 
 import (
+	"sync"
+	"sync/atomic"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // Metrics are the broker's Prometheus metrics. Requests are counted by API
 // and by listener view, so routing is visible per broker.
 type Metrics struct {
+	reg         prometheus.Registerer
+	views       sync.Map // listener view -> *viewMetrics
 	requests    *prometheus.CounterVec
 	latency     *prometheus.HistogramVec
 	connections *prometheus.GaugeVec
 	badRequests prometheus.Counter
 	produced    *prometheus.CounterVec
+	records     *prometheus.CounterVec
 	fetched     *prometheus.CounterVec
 	forwarded   prometheus.Counter
 
@@ -28,21 +35,25 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		reg = prometheus.NewRegistry()
 	}
 	m := &Metrics{
+		reg: reg,
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_requests_total", Help: "Kafka requests received, by API and listener view.",
 		}, []string{"api", "view"}),
 		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "sluice_request_seconds", Help: "Time from a request's arrival to its response being ready.",
+			Name: "sluice_request_seconds", Help: "Time from a request's arrival to its response written to the socket (Kafka's TotalTimeMs), by API and listener view; an acks=0 produce ends when it is handled.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-		}, []string{"api"}),
+		}, []string{"api", "view"}),
 		connections: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "sluice_connections", Help: "Open Kafka connections, by listener view.",
-		}, []string{"view"}),
+			Name: "sluice_connections", Help: "Open Kafka connections, by listener and its view.",
+		}, []string{"listener", "view"}),
 		badRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_bad_requests_total", Help: "Requests that closed their connection: malformed, unknown key or version.",
 		}),
 		produced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_produced_bytes_total", Help: "Record batch bytes appended, by topic.",
+		}, []string{"topic"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_produced_records_total", Help: "Records appended, by topic (Kafka's MessagesInPerSec).",
 		}, []string{"topic"}),
 		fetched: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_fetched_bytes_total", Help: "Record batch bytes returned to fetchers, by topic.",
@@ -63,7 +74,61 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_connections_dropped_total", Help: "Connections the broker closed for a timeout, by reason: idle (connections.max.idle.ms) or request_timeout (socket.request.timeout.ms).",
 		}, []string{"reason"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.fetched, m.forwarded,
+	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.records, m.fetched, m.forwarded,
 		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped)
 	return m
+}
+
+// viewMetrics are a listener view's per-API series, resolved on first use
+// so that a request costs an array load and no label lookup.
+type viewMetrics struct {
+	m    *Metrics
+	view string
+	apis [kmsg.MaxKey + 1]atomic.Pointer[apiMetrics]
+}
+
+// apiMetrics are one API's series on one listener view.
+type apiMetrics struct {
+	requests prometheus.Counter
+	latency  prometheus.Observer
+}
+
+// view returns the series of listener view v.
+func (m *Metrics) view(v string) *viewMetrics {
+	if vm, ok := m.views.Load(v); ok {
+		return vm.(*viewMetrics)
+	}
+	vm, _ := m.views.LoadOrStore(v, &viewMetrics{m: m, view: v})
+	return vm.(*viewMetrics)
+}
+
+// api returns the series of API key (a key the server parsed, so within
+// kmsg's range).
+func (vm *viewMetrics) api(key int16) *apiMetrics {
+	p := &vm.apis[key]
+	if am := p.Load(); am != nil {
+		return am
+	}
+	name := apiName(key)
+	am := &apiMetrics{
+		requests: vm.m.requests.WithLabelValues(name, vm.view),
+		latency:  vm.m.latency.WithLabelValues(name, vm.view),
+	}
+	p.CompareAndSwap(nil, am)
+	return p.Load()
+}
+
+// forgetTopics deletes the per-topic counters of topics that were in
+// before and are not in now: a deleted topic's series disappear, as
+// Kafka removes a deleted topic's BrokerTopicMetrics.
+func (m *Metrics) forgetTopics(before, now map[string]bool) {
+	for name := range before {
+		if now[name] {
+			continue
+		}
+		l := prometheus.Labels{"topic": name}
+		m.produced.Delete(l)
+		m.records.Delete(l)
+		m.fetched.Delete(l)
+	}
 }

@@ -126,7 +126,9 @@ func (s *Server) refreshPartitions() {
 	// reassignment is complete (never while one is in progress: the raft
 	// group may still count on this replica).
 	gone := make(map[replica.Key]bool)
+	names := make(map[string]bool)
 	for _, t := range s.catalog.Topics() {
+		names[t.Name] = true
 		for i, p := range t.Partitions {
 			k := replica.Key{TopicID: t.ID, Index: int32(i)}
 			live[k] = t
@@ -140,6 +142,7 @@ func (s *Server) refreshPartitions() {
 			}
 		}
 	}
+	s.topicSeries.follow(s.metrics, names)
 	if s.replicated() {
 		for _, r := range s.raft.Replicas() {
 			k := r.Key()

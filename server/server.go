@@ -44,6 +44,8 @@ type listener struct {
 	// before the server closed. Either makes ListenerError report.
 	failedAt atomic.Int64
 	stopped  atomic.Bool
+
+	metrics *viewMetrics // the per-API series of the listener's view
 }
 
 // Server serves the Kafka protocol on the configured listeners.
@@ -66,6 +68,7 @@ type Server struct {
 	fwd                                       forwarder
 	groups                                    *coordinator.Coordinator
 	fetchSessions                             *fetchSessionCache
+	topicSeries                               topicSeries
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -132,6 +135,7 @@ func New(opts Options) (*Server, error) {
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
 	}
+	s.metrics.reg.MustRegister(collector{s})
 	limits, err := newConnLimits(opts.Config)
 	if err != nil {
 		return nil, err
@@ -170,7 +174,13 @@ func (s *Server) Start() error {
 			return fmt.Errorf("listener %s: advertised address: %w", lc.Name, err)
 		}
 		port, _ := strconv.Atoi(portStr)
-		l := &listener{cfg: lc, ln: ln, host: host, port: int32(port)}
+		l := &listener{cfg: lc, ln: ln, host: host, port: int32(port), metrics: s.metrics.view(lc.View)}
+		// Start the listener's counters at 0, so that rate() and
+		// increase() see their first event.
+		s.metrics.acceptErrors.WithLabelValues(lc.Name)
+		s.metrics.acceptBlocked.WithLabelValues(lc.Name)
+		s.metrics.connsRefused.WithLabelValues(lc.Name)
+		s.metrics.connections.WithLabelValues(lc.Name, lc.View)
 		s.mu.Lock()
 		s.listeners = append(s.listeners, l)
 		s.mu.Unlock()

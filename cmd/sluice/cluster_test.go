@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -552,37 +551,16 @@ func testLeaderKill(t *testing.T, mode string) {
 // broker's /metrics.
 func requestCount(t *testing.T, admin, api string) float64 {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	var total float64
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "sluice_requests_total{") && strings.Contains(line, `api="`+api+`"`) {
-			var v float64
-			fmt.Sscanf(line[strings.LastIndexByte(line, ' ')+1:], "%g", &v)
-			total += v
-		}
-	}
-	return total
+	v, _ := total(parseSamples(scrapeText(t, admin)), "sluice_requests_total", map[string]string{"api": api})
+	return v
 }
 
 // metricValue reads one unlabelled metric from a broker's /metrics.
 func metricValue(t *testing.T, admin, name string) float64 {
 	t.Helper()
-	resp, err := (&http.Client{Timeout: 3 * time.Second}).Get("http://" + admin + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, name+" ") {
-			var v float64
-			fmt.Sscanf(strings.TrimPrefix(line, name+" "), "%g", &v)
-			return v
+	for _, s := range parseSamples(scrapeText(t, admin)) {
+		if s.name == name && len(s.labels) == 0 {
+			return s.value
 		}
 	}
 	return 0

@@ -56,6 +56,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	registerProcessMetrics(reg)
 	var ready atomic.Bool
 	admin, err := startAdmin(cfg.AdminAddr, reg, &ready, lg)
 	if err != nil {
@@ -80,6 +81,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		}
 		defer meta.Close()
 		admin.meta.Store(meta)
+		registerMetaMetrics(reg, meta)
 		if !cfg.MetaJoin {
 			wctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 			err = meta.WaitReady(wctx)
@@ -137,6 +139,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			return fmt.Errorf("replication listener: %w", err)
 		}
 		publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
+		leaderChanges := prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_raft_leader_changes_total",
+			Help: "Leader or term changes seen by the partitions' raft replicas on this broker (elections, hand-offs).",
+		})
+		reg.MustRegister(leaderChanges)
 		host, err = replica.NewHost(replica.HostConfig{
 			Node:            replica.NodeID(cfg.NodeID),
 			Dir:             filepath.Join(cfg.DataDir, "logs"),
@@ -145,6 +152,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			Logger:          lg,
 			EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
 			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
+				leaderChanges.Inc()
 				publisher.publish(key, int32(leader), int32(term))
 			},
 			// A replica whose storage or raft fails is offline here and
@@ -215,7 +223,15 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
-	lease.OnLapse = groups.DropAll
+	lapses := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_lease_lapses_total",
+		Help: "Times the metastore said this broker's lease had lapsed (expired unrenewed) and it registered again.",
+	})
+	reg.MustRegister(lapses)
+	lease.OnLapse = func() {
+		lapses.Inc()
+		groups.DropAll()
+	}
 	if err := registerBroker(ctx, lease, lg); err != nil {
 		return fmt.Errorf("registering broker: %w", err)
 	}
