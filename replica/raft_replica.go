@@ -962,6 +962,12 @@ func (r *Replica) afterProcessLocked() {
 		// Like Kafka's AlterPartition: the leader reports its ISR when it
 		// changes (and once per term).
 		if isr, _ := r.isrLocked(time.Now()); r.isr == nil || !sameMembers(isr, r.isr) {
+			if r.isr != nil {
+				// As Kafka's leader logs "Shrinking ISR" and
+				// "Expanding ISR": a lagging or lost replica is
+				// visible in this leader's log.
+				r.lg.Info().Ints32("from", nodeIDs(r.isr)).Ints32("to", nodeIDs(isr)).Msg("ISR changed")
+			}
 			r.isr = isr
 			r.host.cfg.OnISRChange(r.key, bs.GetTerm(), slices.Clone(isr))
 		}
@@ -1146,4 +1152,12 @@ func sameMembers(a, b []NodeID) bool {
 		}
 	}
 	return true
+}
+
+func nodeIDs(ids []NodeID) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
 }
