@@ -25,9 +25,10 @@ import (
 // leader.imbalance.check.interval.seconds, on demand. Per partition:
 // ELECTION_NOT_NEEDED when the preferred replica leads already;
 // PREFERRED_LEADER_NOT_AVAILABLE when it is not registered (not alive), is
-// not in the ISR its raft leader last reported, is not yet a voter of the raft group (a reassignment adding it is still
-// under way), or did not take over within the timeout (it is not caught
-// up); UNKNOWN_TOPIC_OR_PARTITION for an unknown partition.
+// not in the ISR its raft leader last reported, is not yet a voter of the
+// raft group (a reassignment adding it is still under way), or did not
+// take over within the timeout (it is not caught up);
+// UNKNOWN_TOPIC_OR_PARTITION for an unknown partition.
 // Election type 1 (unclean): raft has no unclean election (electing a
 // replica that may lack acknowledged records is exactly what it rules
 // out), and raft elects a leader by itself whenever a majority of voters
