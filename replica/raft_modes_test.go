@@ -201,6 +201,23 @@ func TestRaftInSyncReplicas(t *testing.T) {
 		}
 	}
 	checkFor(t, 5*time.Second, want(4, 0))
+	// Followers that keep up with a stream of writes stay in sync: the
+	// leader reports no change while they trail by the entries in flight.
+	mu.Lock()
+	before := len(reported)
+	mu.Unlock()
+	for i := 0; i < 200; i++ {
+		if _, err := lr.Propose(testBatch(fmt.Sprint("stream", i), 1, -1, 0, 0), AcksLeader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.produce(testBatch("end", 1, -1, 0, 0), AcksAll)
+	c.converged(lr.HighWatermark(), 10*time.Second)
+	mu.Lock()
+	if len(reported) != before {
+		t.Fatalf("ISR changed under a stream of writes: %v", reported[before:])
+	}
+	mu.Unlock()
 	f := NodeID(1 + int(ln)%3)
 	for _, out := range []NodeID{f, 4} {
 		c.net.Cut(ln, out)

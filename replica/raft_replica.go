@@ -482,6 +482,29 @@ type isrMark struct {
 	at    time.Time
 }
 
+// markLocked returns the leader's last log index and records it as a
+// mark if the newest mark is older than MaxFollowerLag/isrMarks. The
+// leader calls it every round, so the marks stay that dense whether or
+// not anything asks for the ISR meanwhile.
+func (r *Replica) markLocked(now time.Time) uint64 {
+	r.st.mu.Lock()
+	last := r.st.lastIndexLocked()
+	r.st.mu.Unlock()
+	newest, oldest := &r.marks[0], &r.marks[0]
+	for i := range r.marks {
+		if r.marks[i].at.After(newest.at) {
+			newest = &r.marks[i]
+		}
+		if r.marks[i].at.Before(oldest.at) {
+			oldest = &r.marks[i]
+		}
+	}
+	if newest.at.IsZero() || now.Sub(newest.at) >= r.host.cfg.MaxFollowerLag/isrMarks {
+		*oldest = isrMark{index: last, at: now}
+	}
+	return last
+}
+
 // isrLocked computes, on the leader, the replicas in sync the way Kafka
 // computes its ISR with replica.lag.time.max.ms (MaxFollowerLag): a
 // follower is in sync while it last caught up with the leader's log end
@@ -499,24 +522,7 @@ type isrMark struct {
 func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 	self := raftID(r.host.cfg.Node)
 	lag := r.host.cfg.MaxFollowerLag
-	r.st.mu.Lock()
-	last := r.st.lastIndexLocked()
-	r.st.mu.Unlock()
-	newest := &r.marks[0]
-	for i := range r.marks {
-		if r.marks[i].at.After(newest.at) {
-			newest = &r.marks[i]
-		}
-	}
-	if newest.at.IsZero() || now.Sub(newest.at) >= lag/isrMarks {
-		oldest := &r.marks[0]
-		for i := range r.marks {
-			if r.marks[i].at.Before(oldest.at) {
-				oldest = &r.marks[i]
-			}
-		}
-		*oldest = isrMark{index: last, at: now}
-	}
+	last := r.markLocked(now)
 	isr := []NodeID{r.host.cfg.Node}
 	voters := 1
 	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
@@ -957,6 +963,9 @@ func (r *Replica) afterProcessLocked() {
 	r.isLeader.Store(isLeader)
 	if changed && r.host.cfg.OnLeaderChange != nil {
 		r.host.cfg.OnLeaderChange(r.key, lead, bs.GetTerm())
+	}
+	if isLeader && r.host.cfg.OnISRChange == nil {
+		r.markLocked(time.Now())
 	}
 	if isLeader && r.host.cfg.OnISRChange != nil {
 		// Like Kafka's AlterPartition: the leader reports its ISR when it
