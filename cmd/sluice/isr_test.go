@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -129,6 +131,7 @@ func TestClusterISR(t *testing.T) {
 		return nil
 	}
 	wait("healthy", 30*time.Second, healthy)
+	clusterStatus(t, c.mixedAddrs[0], fmt.Sprintf("%d partitions: 0 under-replicated, 0 with offline replicas, 0 without a leader", parts))
 
 	// A consumer on the mixed view is sent to the read brokers.
 	var mu sync.Mutex
@@ -175,6 +178,8 @@ func TestClusterISR(t *testing.T) {
 		return nil
 	})
 	t.Logf("broker 3 out of the ISR and offline in every view %v after kill -9 (replica.lag.time.max.ms %v, lease 10s)", took.Round(100*time.Millisecond), lag)
+	clusterStatus(t, c.mixedAddrs[0], fmt.Sprintf("%d partitions: %d under-replicated, %d with offline replicas, 0 without a leader", parts, parts, parts),
+		"offline replicas [3]", "not in sync: [3]")
 
 	c.writers[2].start(t)
 	waitReady(t, c.writers[2].admin, 60*time.Second)
@@ -188,4 +193,22 @@ type fetchFrom func(node int32, records int)
 
 func (f fetchFrom) OnFetchBatchRead(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
 	f(meta.NodeID, m.NumRecords)
+}
+
+// clusterStatus runs `sluice cluster status` against addr and checks that
+// its output has every line of want.
+func clusterStatus(t *testing.T, addr string, want ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binPath, "cluster", "status", "--bootstrap-server", addr).CombinedOutput()
+	if err != nil {
+		t.Fatalf("sluice cluster status: %v\n%s", err, out)
+	}
+	for _, w := range want {
+		if !strings.Contains(string(out), w) {
+			t.Fatalf("sluice cluster status lacks %q:\n%s", w, out)
+		}
+	}
+	t.Logf("sluice cluster status:\n%s", out)
 }
