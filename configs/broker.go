@@ -64,6 +64,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 			Doc: "Create a topic when a client asks Metadata for one that does not exist."},
 		{Name: "auto.leader.rebalance.enable", Value: strconv.FormatBool(c.AutoLeaderRebalance), Default: strconv.FormatBool(d.AutoLeaderRebalance), Type: TypeBoolean},
 		{Name: "leader.imbalance.check.interval.seconds", Value: itoa(c.LeaderImbalanceCheckSeconds), Default: itoa(d.LeaderImbalanceCheckSeconds), Type: TypeLong},
+		{Name: "replica.lag.time.max.ms", Value: itoa(c.ReplicaLagTimeMaxMs), Default: itoa(d.ReplicaLagTimeMaxMs), Type: TypeLong,
+			Doc: "A follower not caught up with its leader for this long leaves the ISR."},
 		{Name: "log.retention.check.interval.ms", Value: itoa(c.LogRetentionCheckInterval), Default: itoa(d.LogRetentionCheckInterval), Type: TypeLong},
 		{Name: "log.fsync", Value: c.LogFsync, Default: d.LogFsync, Type: TypeString,
 			Doc: "group: acks=all waits for a shared fdatasync; interval: flush every log.flush.interval.ms; never: page cache only."},

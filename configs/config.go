@@ -225,6 +225,12 @@ type Config struct {
 	// Entries every replica has are dropped at once, so this is what
 	// lagging replicas may pin. Default 32 MiB.
 	RaftEntryCacheMaxBytes int64 `mapstructure:"raft.entry.cache.max.bytes"`
+	// ReplicaLagTimeMaxMs is Kafka's replica.lag.time.max.ms: a follower
+	// (a write broker's voter or a read broker's learner) that has not
+	// caught up with its partition leader's log end for this long leaves
+	// the ISR that Metadata shows, and a voter no longer counts for
+	// min.insync.replicas; it returns once caught up. Default 30000.
+	ReplicaLagTimeMaxMs int64 `mapstructure:"replica.lag.time.max.ms"`
 	// AutoLeaderRebalance moves a partition's leadership back to its
 	// preferred (first) voter when that broker is alive again, checked
 	// every LeaderImbalanceCheckSeconds, as Kafka's settings of these names.
@@ -300,6 +306,7 @@ func Default() Config {
 		MetaID:                           1,
 		MetaLearnerGraceMs:               int64(15 * time.Minute / time.Millisecond),
 		RaftEntryCacheMaxBytes:           32 << 20,
+		ReplicaLagTimeMaxMs:              30000,
 	}
 }
 
@@ -376,6 +383,9 @@ func (c Config) Validate() error {
 		} else if unspecifiedHost(host) {
 			errs = append(errs, fmt.Errorf("replica.listen %s binds every interface, but its address is what other brokers dial: bind an address they can reach (this host's IP or name)", c.ReplicaListen))
 		}
+	}
+	if c.ReplicaLagTimeMaxMs < 1 {
+		errs = append(errs, fmt.Errorf("replica.lag.time.max.ms must be at least 1"))
 	}
 	if c.RaftEntryCacheMaxBytes < 1<<20 {
 		errs = append(errs, fmt.Errorf("raft.entry.cache.max.bytes must be at least 1 MiB"))

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -103,7 +104,13 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Epoch < p.LeaderEpoch {
 			return result{Err: errCode(fmt.Errorf("stale leader epoch %d < %d", c.Epoch, p.LeaderEpoch))}
 		}
+		if c.Leader != p.Leader || c.Epoch != p.LeaderEpoch {
+			p.ISR = nil // the new leader's, until it reports one
+		}
 		p.Leader, p.LeaderEpoch = c.Leader, c.Epoch
+		if c.ISR != nil {
+			p.ISR = slices.Clone(c.ISR)
+		}
 		a.putTopic(t)
 		return result{Visible: true}
 	case opAlterBrokerConfig:

@@ -189,10 +189,11 @@ func (c *Client) AllocateProducerIDs(ctx context.Context, count int64) (int64, e
 // ---- beyond server.Catalog ----
 
 // SetPartitionLeader records a partition's leader and epoch (the replica
-// layer reports raft leadership here); an epoch lower than the stored one is
-// rejected.
-func (c *Client) SetPartitionLeader(ctx context.Context, topic string, partition, leader, epoch int32) error {
-	_, err := c.write(ctx, command{Op: opSetLeader, Name: topic, Partition: partition, Leader: leader, Epoch: epoch})
+// layer reports raft leadership here) and, when isr is not nil, the
+// replicas that leader counts in sync (as Kafka's AlterPartition does); an
+// epoch lower than the stored one is rejected.
+func (c *Client) SetPartitionLeader(ctx context.Context, topic string, partition, leader, epoch int32, isr []int32) error {
+	_, err := c.write(ctx, command{Op: opSetLeader, Name: topic, Partition: partition, Leader: leader, Epoch: epoch, ISR: isr})
 	return err
 }
 

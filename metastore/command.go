@@ -74,11 +74,13 @@ type command struct {
 	Inc       uint64            `json:"inc,omitempty"`
 	Leader    int32             `json:"leader,omitempty"`
 	Epoch     int32             `json:"epoch,omitempty"`
-	Group     string            `json:"g,omitempty"`
-	Offsets   []OffsetCommit    `json:"offs,omitempty"`
-	TPs       []TopicPartition  `json:"tps,omitempty"`
-	State     []byte            `json:"state,omitempty"`
-	Count     int64             `json:"count,omitempty"`
+	// ISR is set_partition_leader's in-sync replicas (nil: not reported).
+	ISR     []int32          `json:"isr,omitempty"`
+	Group   string           `json:"g,omitempty"`
+	Offsets []OffsetCommit   `json:"offs,omitempty"`
+	TPs     []TopicPartition `json:"tps,omitempty"`
+	State   []byte           `json:"state,omitempty"`
+	Count   int64            `json:"count,omitempty"`
 	// Target is a reassignment's voter set; Cancel and FixedRF qualify
 	// alter_reassignment (reassign.go).
 	Target  []int32 `json:"tgt,omitempty"`

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -356,5 +357,57 @@ func TestPlacement(t *testing.T) {
 	}
 	if ps, _ := placePartitions(nil, 0, 2, 1, nil, TopicID{}, -1); ps[0].Leader != -1 || len(ps[0].Voters) != 0 {
 		t.Fatalf("no brokers: %+v", ps)
+	}
+}
+
+// TestPartitionISR: set_partition_leader records the leader's ISR; a new
+// leader or epoch without one clears it (every replica counts in sync
+// until that leader reports), a stale epoch is refused, and the ISR
+// survives a restart.
+func TestPartitionISR(t *testing.T) {
+	dir := t.TempDir()
+	n := openSingle(t, dir)
+	c := n.Client()
+	ctx := ctxT(t)
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "isr", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2, 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	part := func(c *Client) Partition {
+		top, ok := c.TopicByName("isr")
+		if !ok {
+			t.Fatal("topic gone")
+		}
+		return top.Partitions[0]
+	}
+	if p := part(c); p.ISR != nil || !slices.Equal(p.InSync(), []int32{1, 2, 3}) {
+		t.Fatalf("new partition: ISR %v, in sync %v", p.ISR, p.InSync())
+	}
+	steps := []struct {
+		leader, epoch int32
+		isr, want     []int32
+		err           bool
+	}{
+		{leader: 1, epoch: 2, isr: []int32{1, 2, 3}, want: []int32{1, 2, 3}},
+		{leader: 1, epoch: 2, isr: []int32{1, 3}, want: []int32{1, 3}},
+		{leader: 1, epoch: 2, isr: nil, want: []int32{1, 3}},                   // same leader: kept
+		{leader: 2, epoch: 1, isr: []int32{2}, want: []int32{1, 3}, err: true}, // stale
+		{leader: 2, epoch: 3, isr: nil, want: []int32{1, 2, 3}},                // new leader: unknown
+		{leader: 2, epoch: 3, isr: []int32{2, 3}, want: []int32{2, 3}},
+	}
+	for i, s := range steps {
+		err := c.SetPartitionLeader(ctx, "isr", 0, s.leader, s.epoch, s.isr)
+		if (err != nil) != s.err {
+			t.Fatalf("step %d: %v", i, err)
+		}
+		if got := part(c).InSync(); !slices.Equal(got, s.want) {
+			t.Fatalf("step %d: in sync %v, want %v", i, got, s.want)
+		}
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = openSingle(t, dir)
+	if p := part(n.Client()); !slices.Equal(p.ISR, []int32{2, 3}) || p.Leader != 2 {
+		t.Fatalf("after restart: %+v", p)
 	}
 }

@@ -1,6 +1,9 @@
 package metastore
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // TopicID is a topic's UUID as it travels on the Kafka wire (Metadata v10+,
 // Fetch v13+, DeleteTopics v6+).
@@ -41,6 +44,22 @@ type Partition struct {
 	// means "never changed: the same as Voters and Learners".
 	InitVoters   []int32 `json:",omitempty"`
 	InitLearners []int32 `json:",omitempty"`
+	// ISR is the replicas, voters and learners, the partition's raft
+	// leader counts in sync (caught up within replica.lag.time.max.ms),
+	// as it last reported them with its leader and epoch. Nil until the
+	// current leader reports, in partitions without a raft group, and in
+	// topics stored before it existed: then every replica counts as in
+	// sync (InSync).
+	ISR []int32 `json:",omitempty"`
+}
+
+// InSync returns the replicas in sync: ISR, or every voter and learner
+// when no leader reported one.
+func (p Partition) InSync() []int32 {
+	if p.ISR == nil {
+		return append(slices.Clone(p.Voters), p.Learners...)
+	}
+	return p.ISR
 }
 
 // Initial returns the configuration the partition's raft group was

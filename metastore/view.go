@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 )
@@ -288,6 +289,7 @@ func cloneTopic(t Topic) Topic {
 		p.Target = append([]int32(nil), p.Target...)
 		p.InitVoters = append([]int32(nil), p.InitVoters...)
 		p.InitLearners = append([]int32(nil), p.InitLearners...)
+		p.ISR = slices.Clone(p.ISR)
 		ps[i] = p
 	}
 	t.Partitions = ps

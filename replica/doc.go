@@ -128,11 +128,13 @@
 // durable. In every mode the batch is still replicated by raft and becomes
 // readable only at commit. A leader that loses its term fails its waiting
 // writes with NotLeaderError (the entry may still commit; the idempotent
-// producer's retry is then a duplicate). min.insync.replicas (ModeRaft,
-// acks=all) counts the leader and the voters heard from within
-// MaxFollowerLag (a new leader counts everyone for that long, as Kafka's new
-// leader inherits the ISR), and refuses with ErrNotEnoughReplicas before
-// proposing.
+// producer's retry is then a duplicate). The leader's ISR (isrLocked) is
+// the replicas, voters and learners, that caught up with its log end within
+// MaxFollowerLag (replica.lag.time.max.ms; a new leader counts everyone for
+// that long, as Kafka's new leader inherits the ISR); OnISRChange reports it
+// to the metastore. min.insync.replicas (ModeRaft, acks=all) counts the
+// voters in it, the leader included, and refuses with ErrNotEnoughReplicas
+// before proposing.
 //
 // # Idempotence
 //

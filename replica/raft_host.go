@@ -40,9 +40,10 @@ type HostConfig struct {
 	TickInterval   time.Duration
 	ElectionTicks  int
 	HeartbeatTicks int
-	// MaxFollowerLag: a voter not heard from for longer is out of sync for
-	// min.insync.replicas (default 10s, Kafka's replica.lag.time.max.ms is
-	// 30s).
+	// MaxFollowerLag is replica.lag.time.max.ms: a follower that has not
+	// caught up with the leader's log end for longer is out of the ISR
+	// (Replica.InSyncReplicas) and, a voter, out of min.insync.replicas
+	// (default 30s, Kafka's).
 	MaxFollowerLag time.Duration
 	// EntryCacheBytes bounds the raft entry cache of all groups together
 	// (raft.entry.cache.max.bytes; default 32 MiB). Each group also keeps
@@ -52,6 +53,11 @@ type HostConfig struct {
 	// learns of a new leader or term; it must not block or call back into
 	// the Replica.
 	OnLeaderChange func(key Key, leader NodeID, term uint64)
+	// OnISRChange is called by a worker (raftMu held) on a leader when
+	// the replicas it counts in sync change, and once when it is elected
+	// (term is its term; isr is the caller's, leader first). Like
+	// OnLeaderChange it must not block or call back into the Replica.
+	OnISRChange func(key Key, term uint64, isr []NodeID)
 	// OnFailed is called once when a replica stops for good: its storage
 	// failed (a failed write or fsync is never retried, log.ErrFatal) or
 	// raft panicked. The replica is offline on this broker until it
@@ -117,7 +123,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		return nil, fmt.Errorf("replica: heartbeat ticks %d must be below election ticks %d", cfg.HeartbeatTicks, cfg.ElectionTicks)
 	}
 	if cfg.MaxFollowerLag <= 0 {
-		cfg.MaxFollowerLag = 10 * time.Second
+		cfg.MaxFollowerLag = 30 * time.Second
 	}
 	if cfg.EntryCacheBytes <= 0 {
 		cfg.EntryCacheBytes = DefaultEntryCacheBytes

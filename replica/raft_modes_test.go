@@ -3,6 +3,10 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -164,4 +168,87 @@ func TestRaftMinInsyncReplicas(t *testing.T) {
 func TestRaftSemiSyncSingleReplica(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1}, nil, ReplicaOptions{Mode: ModeSemiSync})
 	c.produce(testBatch("only", 1, -1, 0, 0), AcksAll)
+}
+
+// TestRaftInSyncReplicas: the leader's ISR holds the voters and learners
+// that are caught up; a cut-off follower (voter or learner) leaves it
+// after MaxFollowerLag and returns once healed, and OnISRChange reports
+// each change.
+func TestRaftInSyncReplicas(t *testing.T) {
+	var mu sync.Mutex
+	var reported [][]NodeID
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, slowElections, func(cfg *HostConfig) {
+		cfg.OnISRChange = func(_ Key, _ uint64, isr []NodeID) {
+			mu.Lock()
+			reported = append(reported, isr)
+			mu.Unlock()
+		}
+	})
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	want := func(n int, absent NodeID) func() error {
+		return func() error {
+			isr := lr.InSyncReplicas()
+			if len(isr) != n || isr[0] != ln || slices.Contains(isr, absent) {
+				return fmt.Errorf("ISR %v, want %d replicas led by %d without %d", isr, n, ln, absent)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(reported) == 0 || !sameMembers(reported[len(reported)-1], isr) {
+				return fmt.Errorf("reported %v, ISR %v", reported, isr)
+			}
+			return nil
+		}
+	}
+	checkFor(t, 5*time.Second, want(4, 0))
+	// Followers that keep up with a stream of writes stay in sync: the
+	// leader reports no change while they trail by the entries in flight.
+	mu.Lock()
+	before := len(reported)
+	mu.Unlock()
+	for i := 0; i < 200; i++ {
+		if _, err := lr.Propose(testBatch(fmt.Sprint("stream", i), 1, -1, 0, 0), AcksLeader); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.produce(testBatch("end", 1, -1, 0, 0), AcksAll)
+	c.converged(lr.HighWatermark(), 10*time.Second)
+	mu.Lock()
+	if len(reported) != before {
+		t.Fatalf("ISR changed under a stream of writes: %v", reported[before:])
+	}
+	mu.Unlock()
+	f := NodeID(1 + int(ln)%3)
+	for _, out := range []NodeID{f, 4} {
+		c.net.Cut(ln, out)
+		checkFor(t, 5*time.Second, want(3, out))
+		if out == f && lr.InSyncVoters() != 2 {
+			t.Fatalf("in-sync voters %d with voter %d cut off", lr.InSyncVoters(), f)
+		}
+		c.produce(testBatch("more", 1, -1, 0, 0), AcksAll)
+		c.net.Heal()
+		checkFor(t, 5*time.Second, want(4, 0))
+	}
+	// A follower that answers heartbeats but receives no entries falls
+	// behind while writes go on: heard from, yet out of the ISR.
+	var starve atomic.Bool
+	starve.Store(true)
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		return !(starve.Load() && from == ln && to == f && e.Msg.GetType() == raftpb.MsgApp)
+	})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c.produce(testBatch("behind", 1, -1, 0, 0), AcksAll)
+		if err := want(3, f)(); err == nil {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("a starved follower stays in sync: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	starve.Store(false)
+	checkFor(t, 5*time.Second, want(4, 0))
+	if ids := c.rep(f).InSyncReplicas(); ids != nil {
+		t.Fatalf("a follower reports an ISR: %v", ids)
+	}
 }

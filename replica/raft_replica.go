@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -199,12 +200,15 @@ type Replica struct {
 	// raftMu serialises everything that touches the RawNode and the
 	// storage's write side; the worker holds it across a whole process
 	// round (doc.go, "Locks").
-	raftMu      sync.Mutex
-	rn          *raft.RawNode
-	inflight    []*Proposal // proposed by this leader, by index
-	dupWait     []*Proposal // duplicates waiting for the high watermark
-	applied     uint64
-	lastHeard   map[uint64]time.Time
+	raftMu    sync.Mutex
+	rn        *raft.RawNode
+	inflight  []*Proposal // proposed by this leader, by index
+	dupWait   []*Proposal // duplicates waiting for the high watermark
+	applied   uint64
+	lastHeard map[uint64]time.Time
+	// marks and isr: this leader's in-sync tracking (isrLocked).
+	marks       [isrMarks]isrMark
+	isr         []NodeID
 	wasLeader   bool
 	ledTerm     uint64
 	leaderSince time.Time
@@ -450,32 +454,110 @@ func (r *Replica) InSyncVoters() int {
 	return r.inSyncVotersLocked(time.Now())
 }
 
+// InSyncReplicas returns the replicas, voters and learners, that this
+// leader counts in sync (isrLocked), the leader first; nil on a
+// non-leader.
+func (r *Replica) InSyncReplicas() []NodeID {
+	r.raftMu.Lock()
+	defer r.raftMu.Unlock()
+	if r.stoppedLocked() != nil || r.rn.BasicStatus().RaftState != raft.StateLeader {
+		return nil
+	}
+	isr, _ := r.isrLocked(time.Now())
+	return isr
+}
+
 func (r *Replica) inSyncVotersLocked(now time.Time) int {
+	_, voters := r.isrLocked(now)
+	return voters
+}
+
+// isrMarks is how many (index, time) marks a leader keeps over
+// MaxFollowerLag to tell when a follower that is behind last caught up.
+const isrMarks = 8
+
+// isrMark records that the leader's log ended at index at time at.
+type isrMark struct {
+	index uint64
+	at    time.Time
+}
+
+// markLocked returns the leader's last log index and records it as a
+// mark if the newest mark is older than MaxFollowerLag/isrMarks. The
+// leader calls it every round, so the marks stay that dense whether or
+// not anything asks for the ISR meanwhile.
+func (r *Replica) markLocked(now time.Time) uint64 {
+	r.st.mu.Lock()
+	last := r.st.lastIndexLocked()
+	r.st.mu.Unlock()
+	newest, oldest := &r.marks[0], &r.marks[0]
+	for i := range r.marks {
+		if r.marks[i].at.After(newest.at) {
+			newest = &r.marks[i]
+		}
+		if r.marks[i].at.Before(oldest.at) {
+			oldest = &r.marks[i]
+		}
+	}
+	if newest.at.IsZero() || now.Sub(newest.at) >= r.host.cfg.MaxFollowerLag/isrMarks {
+		*oldest = isrMark{index: last, at: now}
+	}
+	return last
+}
+
+// isrLocked computes, on the leader, the replicas in sync the way Kafka
+// computes its ISR with replica.lag.time.max.ms (MaxFollowerLag): a
+// follower is in sync while it last caught up with the leader's log end
+// within the lag. A follower whose match reaches the log end caught up
+// when it was last heard from; one that is behind caught up at the newest
+// mark (the log end the leader recorded at some moment) its match reaches,
+// so a follower that keeps fetching but trails by more than about the lag,
+// one that is down, and one being sent a snapshot all leave the ISR, and
+// return once caught up. A new leader has heard from nobody yet: like
+// Kafka's new leader, which inherits the ISR and shrinks it only after the
+// lag, it counts every follower caught up at its election. Learners (read
+// brokers) follow the same rule. It returns the in-sync replicas, the
+// leader first and then in raft's configuration order, and how many of
+// them are voters (min.insync.replicas).
+func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 	self := raftID(r.host.cfg.Node)
-	n := 0
+	lag := r.host.cfg.MaxFollowerLag
+	last := r.markLocked(now)
+	isr := []NodeID{r.host.cfg.Node}
+	voters := 1
 	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if typ == raft.ProgressTypeLearner {
-			return
-		}
-		if id == self {
-			n++
-			return
-		}
-		if pr.State == tracker.StateSnapshot {
+		if id == self || pr.State == tracker.StateSnapshot {
 			return
 		}
 		heard, ok := r.lastHeard[id]
-		// A new leader has not heard from anyone yet: like Kafka's ISR,
-		// which a new leader inherits and shrinks only after the lag
-		// time, followers count until they have been silent that long.
-		if !ok {
+		if !ok || heard.Before(r.leaderSince) {
 			heard = r.leaderSince
 		}
-		if now.Sub(heard) <= r.host.cfg.MaxFollowerLag {
-			n++
+		var caught time.Time
+		if pr.Match >= last {
+			caught = heard
+		} else {
+			for _, m := range r.marks {
+				if m.index <= pr.Match && m.at.After(caught) {
+					caught = m.at
+				}
+			}
+			if caught.After(heard) {
+				caught = heard
+			}
+		}
+		if caught.Before(r.leaderSince) {
+			caught = r.leaderSince
+		}
+		if now.Sub(caught) > lag {
+			return
+		}
+		isr = append(isr, nodeOf(id))
+		if typ != raft.ProgressTypeLearner {
+			voters++
 		}
 	})
-	return n
+	return isr, voters
 }
 
 // process is one scheduler round: step the queued messages, apply ticks,
@@ -871,6 +953,8 @@ func (r *Replica) afterProcessLocked() {
 	}
 	if isLeader && (!r.wasLeader || bs.GetTerm() != r.ledTerm) {
 		r.leaderSince = time.Now()
+		r.marks = [isrMarks]isrMark{}
+		r.isr = nil
 	}
 	changed := NodeID(r.leader.Load()) != lead || r.term.Load() != bs.GetTerm()
 	r.wasLeader, r.ledTerm = isLeader, bs.GetTerm()
@@ -879,6 +963,23 @@ func (r *Replica) afterProcessLocked() {
 	r.isLeader.Store(isLeader)
 	if changed && r.host.cfg.OnLeaderChange != nil {
 		r.host.cfg.OnLeaderChange(r.key, lead, bs.GetTerm())
+	}
+	if isLeader && r.host.cfg.OnISRChange == nil {
+		r.markLocked(time.Now())
+	}
+	if isLeader && r.host.cfg.OnISRChange != nil {
+		// Like Kafka's AlterPartition: the leader reports its ISR when it
+		// changes (and once per term).
+		if isr, _ := r.isrLocked(time.Now()); r.isr == nil || !sameMembers(isr, r.isr) {
+			if r.isr != nil {
+				// As Kafka's leader logs "Shrinking ISR" and
+				// "Expanding ISR": a lagging or lost replica is
+				// visible in this leader's log.
+				r.lg.Info().Ints32("from", nodeIDs(r.isr)).Ints32("to", nodeIDs(isr)).Msg("ISR changed")
+			}
+			r.isr = isr
+			r.host.cfg.OnISRChange(r.key, bs.GetTerm(), slices.Clone(isr))
+		}
 	}
 	if isLeader && len(r.inflight) > 0 && r.opts.Load().Mode == ModeSemiSync {
 		self := raftID(r.host.cfg.Node)
@@ -1047,4 +1148,25 @@ func (r *Replica) close() error {
 	r.wakeLocked()
 	r.mu.Unlock()
 	return errors.Join(errs...)
+}
+
+// sameMembers reports whether a and b hold the same ids in any order.
+func sameMembers(a, b []NodeID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for _, id := range a {
+		if !slices.Contains(b, id) {
+			return false
+		}
+	}
+	return true
+}
+
+func nodeIDs(ids []NodeID) []int32 {
+	out := make([]int32, len(ids))
+	for i, id := range ids {
+		out[i] = int32(id)
+	}
+	return out
 }

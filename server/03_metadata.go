@@ -99,15 +99,14 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 	for i, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
-		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR = view.partitionRoute(t.Name, p)
-		mp.OfflineReplicas = []int32{}
+		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR, mp.OfflineReplicas = view.partitionRoute(t.Name, p)
 		if s.offlineHere(t, int32(i)) {
 			// This broker's replica failed: it is offline, out of the
 			// ISR, and no leader, whatever the metastore still records
 			// (another voter's election replaces it there).
 			self := s.cfg.NodeID
-			if slices.Contains(mp.Replicas, self) {
-				mp.OfflineReplicas = []int32{self}
+			if slices.Contains(mp.Replicas, self) && !slices.Contains(mp.OfflineReplicas, self) {
+				mp.OfflineReplicas = append(mp.OfflineReplicas, self)
 			}
 			mp.ISR = slices.DeleteFunc(slices.Clone(mp.ISR), func(id int32) bool { return id == self })
 			if mp.Leader == self {

@@ -25,9 +25,10 @@ import (
 // leader.imbalance.check.interval.seconds, on demand. Per partition:
 // ELECTION_NOT_NEEDED when the preferred replica leads already;
 // PREFERRED_LEADER_NOT_AVAILABLE when it is not registered (not alive), is
-// not yet a voter of the raft group (a reassignment adding it is still
-// under way), or did not take over within the timeout (it is not caught
-// up); UNKNOWN_TOPIC_OR_PARTITION for an unknown partition.
+// not in the ISR its raft leader last reported, is not yet a voter of the
+// raft group (a reassignment adding it is still under way), or did not
+// take over within the timeout (it is not caught up);
+// UNKNOWN_TOPIC_OR_PARTITION for an unknown partition.
 // Election type 1 (unclean): raft has no unclean election (electing a
 // replica that may lack acknowledged records is exactly what it rules
 // out), and raft elects a leader by itself whenever a majority of voters
@@ -181,6 +182,10 @@ func (s *Server) electOne(etype int8, tg electTarget, res *kmsg.ElectLeadersResp
 		return -1, nil
 	case !alive[pref]:
 		electFail(res, kerr.PreferredLeaderNotAvailable.Code, fmt.Sprintf("the preferred replica %d is not alive", pref))
+		return -1, nil
+	case !slices.Contains(p.InSync(), pref):
+		// As Kafka: only an in-sync preferred replica is elected.
+		electFail(res, kerr.PreferredLeaderNotAvailable.Code, fmt.Sprintf("the preferred replica %d is not in the ISR", pref))
 		return -1, nil
 	case !s.replicated():
 		electFail(res, kerr.PreferredLeaderNotAvailable.Code, "this broker does not replicate partitions")

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/sluice-broker/sluice/replica"
@@ -148,7 +149,9 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 				continue
 			}
 			preferred := tp.Partitions[k.Index].Voters[0]
-			if preferred == s.cfg.NodeID || !alive[preferred] {
+			// As Kafka's auto.leader.rebalance.enable: only to a
+			// preferred leader that is in the ISR.
+			if preferred == s.cfg.NodeID || !alive[preferred] || !slices.Contains(r.InSyncReplicas(), replica.NodeID(preferred)) {
 				continue
 			}
 			if err := r.TransferLeadership(replica.NodeID(preferred)); err != nil {

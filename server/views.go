@@ -2,6 +2,7 @@ package server
 
 import (
 	"hash/fnv"
+	"slices"
 	"sort"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -98,16 +99,21 @@ func (v *brokerView) wants(id int32) bool {
 }
 
 // partitionRoute returns the leader a client of this view should use for
-// p, the leader epoch, and the replica and in-sync lists to report. Only
-// brokers listed in the view appear.
-func (v brokerView) partitionRoute(topic string, p metastore.Partition) (leader, epoch int32, replicas, isr []int32) {
+// p, the leader epoch, and the replica, in-sync and offline lists to
+// report. Replicas are the brokers of this view (a broker registered
+// without an endpoint of the view is left out) and the assigned brokers
+// that are down (not registered: their lease lapsed), which are offline
+// and out of the ISR, as Kafka shows a fenced broker's replicas. The ISR
+// is what the partition's raft leader last reported (p.InSync): voters
+// and learners caught up within replica.lag.time.max.ms, so a healthy
+// partition is fully replicated in every view (docs/architecture.md,
+// "Replicas and ISR").
+func (v brokerView) partitionRoute(topic string, p metastore.Partition) (leader, epoch int32, replicas, isr, offline []int32) {
 	epoch = p.LeaderEpoch
 	leader = p.Leader
 	if leader < 0 && len(p.Voters) > 0 {
 		leader = p.Voters[0]
 	}
-	voters := v.keepListed(p.Voters)
-	learners := v.keepListed(p.Learners)
 	switch v.name {
 	case "read":
 		// Read brokers only: the partition's learners, plus any
@@ -118,28 +124,71 @@ func (v brokerView) partitionRoute(topic string, p metastore.Partition) (leader,
 				readers = append(readers, id)
 			}
 		}
-		readers = append(readers, learners...)
-		if len(readers) == 0 {
-			return -1, epoch, []int32{}, []int32{}
+		readers = append(readers, v.keepListed(p.Learners)...)
+		leader = -1
+		if len(readers) > 0 {
+			leader = readers[spread(topic, p.ID, len(readers))]
 		}
-		return readers[spread(topic, p.ID, len(readers))], epoch, readers, readers
+		replicas = append(readers, v.keepDown(p.Learners)...)
 	case "write":
 		if !v.listed[leader] {
 			leader = -1
 		}
-		return leader, epoch, voters, voters
+		replicas = v.keepShown(p.Voters)
 	default:
 		if !v.listed[leader] {
 			leader = -1
 		}
-		return leader, epoch, append(append([]int32{}, voters...), learners...), voters
+		replicas = append(v.keepShown(p.Voters), v.keepShown(p.Learners)...)
 	}
+	inSync := p.InSync()
+	isr, offline = []int32{}, []int32{}
+	for _, id := range replicas {
+		switch {
+		case !v.up(id):
+			offline = append(offline, id)
+		case slices.Contains(inSync, id):
+			isr = append(isr, id)
+		}
+	}
+	return leader, epoch, replicas, isr, offline
+}
+
+// up reports whether broker id is registered (its lease is live); this
+// broker counts as registered.
+func (v brokerView) up(id int32) bool {
+	_, w := v.writers[id]
+	_, r := v.readers[id]
+	return w || r
 }
 
 func (v brokerView) keepListed(ids []int32) []int32 {
 	out := make([]int32, 0, len(ids))
 	for _, id := range ids {
 		if v.listed[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// keepDown keeps the ids of brokers that are not registered.
+func (v brokerView) keepDown(ids []int32) []int32 {
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if !v.up(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// keepShown keeps the replicas this view shows: listed brokers and brokers
+// that are down (offline replicas).
+func (v brokerView) keepShown(ids []int32) []int32 {
+	out := make([]int32, 0, len(ids))
+	for _, id := range ids {
+		if v.listed[id] || !v.up(id) {
 			out = append(out, id)
 		}
 	}
@@ -157,9 +206,12 @@ func spread(topic string, partition int32, n int) int {
 // preferredReadReplica picks the read broker a mixed-view consumer should
 // fetch p from (KIP-392): a learner listed in this view, in the client's
 // rack when it sent one and such a learner exists, otherwise a stable
-// spread over the learners. -1 when p has none.
+// spread over the learners. Only learners in the ISR are offered: a read
+// broker that lags would serve stale data, so its consumers fetch from the
+// leader meanwhile. -1 when p has none.
 func (v brokerView) preferredReadReplica(topic string, p metastore.Partition, clientRack string, racks map[int32]string) int32 {
-	candidates := v.keepListed(p.Learners)
+	inSync := p.InSync()
+	candidates := slices.DeleteFunc(v.keepListed(p.Learners), func(id int32) bool { return !slices.Contains(inSync, id) })
 	if len(candidates) == 0 {
 		return -1
 	}

@@ -41,7 +41,7 @@ func TestPartitionRoute(t *testing.T) {
 		{"mixed", []int32{2}, []int32{2, 3, 1, 11, 12}},
 	} {
 		v := clusterView(tc.view)
-		leader, epoch, replicas, _ := v.partitionRoute("t", p)
+		leader, epoch, replicas, _, _ := v.partitionRoute("t", p)
 		if !slices.Contains(tc.leaderIn, leader) || epoch != 5 || !slices.Equal(replicas, tc.replicas) {
 			t.Errorf("%s: leader %d epoch %d replicas %v", tc.view, leader, epoch, replicas)
 		}
@@ -51,7 +51,7 @@ func TestPartitionRoute(t *testing.T) {
 	seen := map[int32]bool{}
 	for i := int32(0); i < 8; i++ {
 		p.ID = i
-		l, _, _, _ := v.partitionRoute("t", p)
+		l, _, _, _, _ := v.partitionRoute("t", p)
 		seen[l] = true
 	}
 	if !seen[11] || !seen[12] {
@@ -78,15 +78,15 @@ func TestPreferredReadReplica(t *testing.T) {
 
 // TestRouteWithFewReadReplicas: a partition with one learner (read.replicas
 // = 1) is routed to that read broker in the read view, never to the other;
-// one with none (read.replicas=0, or its only learner not registered)
-// has no leader in the read view (LEADER_NOT_AVAILABLE: write brokers have
+// one with none (read.replicas=0, or its only learner not registered, then
+// listed offline) has no leader in the read view (LEADER_NOT_AVAILABLE: write brokers have
 // no read endpoint to name) and is fetched from its raft leader in the
 // mixed view (no preferred read replica).
 func TestRouteWithFewReadReplicas(t *testing.T) {
 	read, mixed := clusterView("read"), clusterView("mixed")
 	for i := int32(0); i < 8; i++ {
 		p := metastore.Partition{ID: i, Voters: []int32{1, 2}, Learners: []int32{12}, Leader: 1}
-		if l, _, replicas, isr := read.partitionRoute("t", p); l != 12 || !slices.Equal(replicas, []int32{12}) || !slices.Equal(isr, []int32{12}) {
+		if l, _, replicas, isr, _ := read.partitionRoute("t", p); l != 12 || !slices.Equal(replicas, []int32{12}) || !slices.Equal(isr, []int32{12}) {
 			t.Fatalf("one learner: leader %d replicas %v isr %v", l, replicas, isr)
 		}
 		if got := mixed.preferredReadReplica("t", p, "", nil); got != 12 {
@@ -95,14 +95,62 @@ func TestRouteWithFewReadReplicas(t *testing.T) {
 	}
 	for _, learners := range [][]int32{nil, {13}} { // 13: not registered
 		p := metastore.Partition{ID: 0, Voters: []int32{1, 2}, Learners: learners, Leader: 1}
-		if l, _, replicas, _ := read.partitionRoute("t", p); l != -1 || len(replicas) != 0 {
-			t.Fatalf("learners %v: read leader %d replicas %v", learners, l, replicas)
+		if l, _, replicas, _, offline := read.partitionRoute("t", p); l != -1 || !slices.Equal(replicas, learners) || !slices.Equal(offline, learners) {
+			t.Fatalf("learners %v: read leader %d replicas %v offline %v", learners, l, replicas, offline)
 		}
-		if l, _, _, _ := mixed.partitionRoute("t", p); l != 1 {
+		if l, _, _, _, _ := mixed.partitionRoute("t", p); l != 1 {
 			t.Fatalf("learners %v: mixed leader %d", learners, l)
 		}
 		if got := mixed.preferredReadReplica("t", p, "", nil); got != -1 {
 			t.Fatalf("learners %v: preferred %d", learners, got)
+		}
+	}
+}
+
+// TestPartitionISR: each view's ISR is the leader's reported ISR among the
+// replicas it shows; a broker that is not registered is shown offline and
+// out of the ISR; with no ISR reported every replica counts in sync, so a
+// healthy 3+2 partition is fully replicated in every view.
+func TestPartitionISR(t *testing.T) {
+	down := func(v brokerView, ids ...int32) brokerView {
+		for _, id := range ids {
+			delete(v.writers, id)
+			delete(v.readers, id)
+			delete(v.listed, id)
+		}
+		return v
+	}
+	for _, tc := range []struct {
+		name                   string
+		view                   brokerView
+		reported               []int32
+		replicas, isr, offline []int32
+	}{
+		{"write, healthy", clusterView("write"), nil, []int32{2, 3, 1}, []int32{2, 3, 1}, []int32{}},
+		{"read, healthy", clusterView("read"), nil, []int32{11, 12}, []int32{11, 12}, []int32{}},
+		{"mixed, healthy", clusterView("mixed"), nil, []int32{2, 3, 1, 11, 12}, []int32{2, 3, 1, 11, 12}, []int32{}},
+		{"mixed, reported", clusterView("mixed"), []int32{2, 1, 3, 12, 11}, []int32{2, 3, 1, 11, 12}, []int32{2, 3, 1, 11, 12}, []int32{}},
+		{"write, voter lagging", clusterView("write"), []int32{2, 1, 11, 12}, []int32{2, 3, 1}, []int32{2, 1}, []int32{}},
+		{"mixed, learner lagging", clusterView("mixed"), []int32{2, 3, 1, 12}, []int32{2, 3, 1, 11, 12}, []int32{2, 3, 1, 12}, []int32{}},
+		{"read, learner lagging", clusterView("read"), []int32{2, 3, 1, 12}, []int32{11, 12}, []int32{12}, []int32{}},
+		{"write, voter down", down(clusterView("write"), 3), []int32{2, 3, 1}, []int32{2, 3, 1}, []int32{2, 1}, []int32{3}},
+		{"mixed, voter down", down(clusterView("mixed"), 3), nil, []int32{2, 3, 1, 11, 12}, []int32{2, 1, 11, 12}, []int32{3}},
+		{"read, voter down", down(clusterView("read"), 3), nil, []int32{11, 12}, []int32{11, 12}, []int32{}},
+		{"read, learner down", down(clusterView("read"), 11), nil, []int32{12, 11}, []int32{12}, []int32{11}},
+		{"mixed, learner down", down(clusterView("mixed"), 11), nil, []int32{2, 3, 1, 11, 12}, []int32{2, 3, 1, 12}, []int32{11}},
+	} {
+		p := metastore.Partition{ID: 0, Voters: []int32{2, 3, 1}, Learners: []int32{11, 12}, Leader: 2, LeaderEpoch: 5, ISR: tc.reported}
+		_, _, replicas, isr, offline := tc.view.partitionRoute("t", p)
+		if !slices.Equal(replicas, tc.replicas) || !slices.Equal(isr, tc.isr) || !slices.Equal(offline, tc.offline) {
+			t.Errorf("%s: replicas %v isr %v offline %v, want %v %v %v", tc.name, replicas, isr, offline, tc.replicas, tc.isr, tc.offline)
+		}
+	}
+	// A lagging read broker is not offered as a preferred read replica.
+	v := clusterView("mixed")
+	for i := int32(0); i < 8; i++ {
+		p := metastore.Partition{ID: i, Voters: []int32{1}, Learners: []int32{11, 12}, Leader: 1, ISR: []int32{1, 12}}
+		if got := v.preferredReadReplica("t", p, "", nil); got != 12 {
+			t.Fatalf("partition %d: preferred %d with 11 lagging", i, got)
 		}
 	}
 }

@@ -73,6 +73,8 @@ func waitReady(t *testing.T, admin string, within time.Duration) {
 type testCluster struct {
 	meta, writers, readers []*proc
 	writeAddrs, readAddrs  []string
+	// mixedAddrs: every broker's mixed listener (clusterLayout.mixed).
+	mixedAddrs []string
 }
 
 func startTestCluster(t *testing.T, mode string) *testCluster {
@@ -93,6 +95,11 @@ type clusterLayout struct {
 	// prefix gives the command process name's binary runs through (see
 	// proc.prefix). Nil: none.
 	prefix func(name string) []string
+	// mixed gives every broker a second listener, MIXED, of the mixed
+	// view (addr socket "mixed"; see testCluster.mixedAddrs).
+	mixed bool
+	// extra is appended to every broker's config file.
+	extra string
 }
 
 // startTestClusterLayout is startTestClusterN with the processes placed
@@ -102,7 +109,11 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 	dir := t.TempDir()
 	addr := layout.addr
 	if addr == nil {
-		ports := freePorts(t, 6+3*3+3*readers)
+		n := 6 + 3*3 + 3*readers
+		if layout.mixed {
+			n += 3 + readers
+		}
+		ports := freePorts(t, n)
 		addr = func(string, string) string {
 			p := ports[0]
 			ports = ports[1:]
@@ -149,8 +160,14 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 		kafka := addr(name, "kafka")
 		admin := addr(name, "admin")
 		repl := addr(name, "replica")
-		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n  - name: KAFKA\n    view: %s\n    address: %s\ndefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n",
-			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, view, kafka, mode))
+		listeners := fmt.Sprintf("  - name: KAFKA\n    view: %s\n    address: %s\n", view, kafka)
+		if layout.mixed {
+			mixed := addr(name, "mixed")
+			listeners += fmt.Sprintf("  - name: MIXED\n    view: mixed\n    address: %s\n", mixed)
+			c.mixedAddrs = append(c.mixedAddrs, mixed)
+		}
+		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n%sdefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n%s",
+			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, listeners, mode, layout.extra))
 		p.admin = admin
 		if i > 3 {
 			c.readers = append(c.readers, p)

@@ -65,7 +65,7 @@ func run(ctx context.Context, args []string) error {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand(), metaCommand())
+	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand(), metaCommand(), clusterCommand())
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
 }

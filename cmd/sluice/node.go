@@ -151,9 +151,13 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			Flusher:         flusher,
 			Logger:          lg,
 			EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
+			MaxFollowerLag:  time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
 			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
 				leaderChanges.Inc()
 				publisher.publish(key, int32(leader), int32(term))
+			},
+			OnISRChange: func(key replica.Key, term uint64, isr []replica.NodeID) {
+				publisher.publishISR(key, int32(term), isr)
 			},
 			// A replica whose storage or raft fails is offline here and
 			// the broker goes on (replica.Replica.Failed); the metric

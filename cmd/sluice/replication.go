@@ -2,9 +2,11 @@ package main
 
 import (
 	"context"
+	"errors"
 	"net"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,23 +97,28 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 
 // leaderPublisher records in the metastore the partitions this broker now
 // leads, so Metadata everywhere names the raft leader and its term as the
-// leader epoch. The raft worker must not block, so changes are queued and
-// the newest per partition wins.
+// leader epoch, and their ISR whenever it changes, as Kafka's leaders send
+// AlterPartition. The raft worker must not block, so changes are queued
+// and the newest per partition wins: a leader's ISR travels with its
+// leader and epoch in one metastore write.
 type leaderPublisher struct {
 	catalog *metastore.Client
 	self    int32
 	lg      zerolog.Logger
-	pending chan leaderChange
+
+	mu      sync.Mutex
+	pending map[replica.Key]leaderChange
+	wake    chan struct{}
 }
 
 type leaderChange struct {
-	key    replica.Key
 	leader int32
 	epoch  int32
+	isr    []int32 // nil: not reported (yet) in this epoch
 }
 
 func newLeaderPublisher(ctx context.Context, c *metastore.Client, self int32, lg zerolog.Logger) *leaderPublisher {
-	p := &leaderPublisher{catalog: c, self: self, lg: lg, pending: make(chan leaderChange, 4096)}
+	p := &leaderPublisher{catalog: c, self: self, lg: lg, pending: map[replica.Key]leaderChange{}, wake: make(chan struct{}, 1)}
 	go p.run(ctx)
 	return p
 }
@@ -120,10 +127,30 @@ func (p *leaderPublisher) publish(key replica.Key, leader, epoch int32) {
 	if leader != p.self {
 		return // the new leader publishes itself
 	}
+	p.queue(key, leaderChange{leader: leader, epoch: epoch})
+}
+
+// publishISR queues the ISR this broker, the leader in epoch, counts.
+func (p *leaderPublisher) publishISR(key replica.Key, epoch int32, isr []replica.NodeID) {
+	ids := make([]int32, len(isr))
+	for i, id := range isr {
+		ids[i] = int32(id)
+	}
+	p.queue(key, leaderChange{leader: p.self, epoch: epoch, isr: ids})
+}
+
+func (p *leaderPublisher) queue(key replica.Key, ch leaderChange) {
+	p.mu.Lock()
+	if old, ok := p.pending[key]; ok && old.epoch == ch.epoch && old.leader == ch.leader && ch.isr == nil {
+		ch.isr = old.isr
+	}
+	if old, ok := p.pending[key]; !ok || old.epoch <= ch.epoch {
+		p.pending[key] = ch
+	}
+	p.mu.Unlock()
 	select {
-	case p.pending <- leaderChange{key, leader, epoch}:
+	case p.wake <- struct{}{}:
 	default:
-		p.lg.Warn().Int32("partition", key.Index).Msg("leader change queue full; metadata will catch up at the next change")
 	}
 }
 
@@ -132,26 +159,41 @@ func (p *leaderPublisher) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case ch := <-p.pending:
-			var topic string
-			for _, t := range p.catalog.Topics() {
-				if t.ID == ch.key.TopicID {
-					topic = t.Name
-				}
+		case <-p.wake:
+		}
+		p.mu.Lock()
+		batch := p.pending
+		p.pending = map[replica.Key]leaderChange{}
+		p.mu.Unlock()
+		for key, ch := range batch {
+			if ctx.Err() != nil {
+				return
 			}
-			if topic == "" {
-				continue // deleted meanwhile
-			}
-			for attempt := 0; attempt < 5; attempt++ {
-				cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				err := p.catalog.SetPartitionLeader(cctx, topic, ch.key.Index, ch.leader, ch.epoch)
-				cancel()
-				if err == nil || ctx.Err() != nil {
-					break
-				}
-				p.lg.Warn().Err(err).Str("topic", topic).Int32("partition", ch.key.Index).Msg("publishing partition leader")
-				time.Sleep(200 * time.Millisecond)
-			}
+			p.send(ctx, key, ch)
+		}
+	}
+}
+
+func (p *leaderPublisher) send(ctx context.Context, key replica.Key, ch leaderChange) {
+	t, ok := p.catalog.TopicByID(metastore.TopicID(key.TopicID))
+	if !ok {
+		return // deleted meanwhile
+	}
+	for attempt := 0; attempt < 5; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := p.catalog.SetPartitionLeader(cctx, t.Name, key.Index, ch.leader, ch.epoch, ch.isr)
+		cancel()
+		if err == nil || ctx.Err() != nil || errors.Is(err, metastore.ErrUnknownTopic) {
+			return
+		}
+		if cur, ok := p.catalog.TopicByID(t.ID); ok && int(key.Index) < len(cur.Partitions) && cur.Partitions[key.Index].LeaderEpoch > ch.epoch {
+			return // a newer leader published meanwhile
+		}
+		p.lg.Warn().Err(err).Str("topic", t.Name).Int32("partition", key.Index).Msg("publishing partition leader and ISR")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
