@@ -464,7 +464,9 @@ func TestClusterCrashImages(t *testing.T) {
 // deletes are refused (ErrFenced) and change nothing, even after it
 // registers again under a new incarnation.
 func TestGroupWritesFencedByLease(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = 300 * time.Millisecond })
+	// A lease long enough that broker 8, heartbeating between steps,
+	// never lapses on a loaded machine, short enough for 7 to.
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = time.Second })
 	ctx := ctxT(t)
 	lead := c.waitLeader()
 	cl := c.hub.HubClient(100, c.follower(lead))
@@ -492,7 +494,7 @@ func TestGroupWritesFencedByLease(t *testing.T) {
 	}
 	// 7 goes silent (8 keeps heartbeating): its lease lapses and 8 takes
 	// the group over.
-	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+	checkFor(t, 10*time.Second, 20*time.Millisecond, func() error {
 		if err := cl.Heartbeat(ctx, 8, inc8); err != nil {
 			return err
 		}
@@ -503,6 +505,9 @@ func TestGroupWritesFencedByLease(t *testing.T) {
 		}
 		return nil
 	})
+	if err := cl.Heartbeat(ctx, 8, inc8); err != nil {
+		t.Fatal(err)
+	}
 	if owner, err := cl.ClaimGroup(ctx, "grp", other); err != nil || owner != 8 {
 		t.Fatalf("8 claiming the lapsed owner's group: %d %v", owner, err)
 	}
