@@ -94,7 +94,10 @@ func TestRaftRefusesForgedMessages(t *testing.T) {
 	checkFor(t, 10*time.Second, func() error {
 		got := fh.Refused()
 		for why, n := range want {
-			if got[why.String()] != n {
+			// Real traffic may add "group" refusals (a message for a
+			// group this host has not opened yet, as at every start);
+			// the forged one must be among them.
+			if g := got[why.String()]; g != n && (why != RefusedGroup || g < n) {
 				return fmt.Errorf("follower refused %v, want %v", got, want)
 			}
 		}
