@@ -30,20 +30,9 @@ func raftLogBroker(t *testing.T) (addr string, topic string) {
 	cfg.DataDir = dir
 	cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:0"}}
 	cfg.LogFsync = "never"
-	mc := metastore.Default()
-	mc.DataDir = filepath.Join(dir, "meta")
-	mc.TickInterval = 10 * time.Millisecond
-	mc.Logger = lg
-	meta, err := metastore.Open(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
+	meta := openTestMeta(t, dir, lg)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := meta.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	b := metastore.Broker{ID: cfg.NodeID, Role: metastore.RoleCombined,
 		Endpoints: []metastore.Endpoint{{Name: "PLAINTEXT", View: "mixed", Host: "127.0.0.1"}}}
 	if _, err := meta.Client().RegisterBroker(ctx, b); err != nil {

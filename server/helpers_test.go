@@ -42,20 +42,9 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	mc := metastore.Default()
-	mc.DataDir = filepath.Join(dir, "meta")
-	mc.TickInterval = 10 * time.Millisecond
-	mc.Logger = lg
-	meta, err := metastore.Open(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
+	meta := openTestMeta(t, dir, lg)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := meta.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	policy := log.FlushNever
 	if cfg.LogFsync == "group" {
 		policy = log.FlushGroup
@@ -100,4 +89,25 @@ func (b *testBroker) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	}
 	t.Cleanup(cl.Close)
 	return cl
+}
+
+// openTestMeta opens a single-node metastore in dir/meta, closed when the
+// test ends, and waits until it serves.
+func openTestMeta(t testing.TB, dir string, lg zerolog.Logger) *metastore.Node {
+	t.Helper()
+	mc := metastore.Default()
+	mc.DataDir = filepath.Join(dir, "meta")
+	mc.TickInterval = 10 * time.Millisecond
+	mc.Logger = lg
+	meta, err := metastore.Open(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { meta.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := meta.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return meta
 }

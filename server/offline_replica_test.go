@@ -32,20 +32,9 @@ func TestOfflineReplica(t *testing.T) {
 	cfg.DataDir = dir
 	cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:0"}}
 	cfg.LogFsync = "never"
-	mc := metastore.Default()
-	mc.DataDir = filepath.Join(dir, "meta")
-	mc.TickInterval = 10 * time.Millisecond
-	mc.Logger = lg
-	meta, err := metastore.Open(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { meta.Close() })
+	meta := openTestMeta(t, dir, lg)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := meta.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	if _, err := meta.Client().RegisterBroker(ctx, metastore.Broker{ID: cfg.NodeID, Role: metastore.RoleCombined,
 		Endpoints: []metastore.Endpoint{{Name: "PLAINTEXT", View: "mixed", Host: "127.0.0.1"}}}); err != nil {
 		t.Fatal(err)
