@@ -595,25 +595,7 @@ func TestClusterReadBrokerKill(t *testing.T) {
 	const topic, parts, n = "readkill", 4, 4000
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	if _, err := kadm.NewClient(prod).CreateTopic(ctx, parts, 3, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	waitLeaders(t, kadm.NewClient(prod), topic, parts)
-	for i := 0; i < n; i++ {
-		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("r%05d", i))}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("produce: %v", err)
-			}
-		})
-	}
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	fillTopic(ctx, t, c.writeAddrs, topic, parts, n, "r%05d")
 
 	seen := map[string]int{}
 	consume := func(limit int) {
@@ -673,5 +655,31 @@ func TestClusterReadBrokerKill(t *testing.T) {
 	t.Logf("all %d records consumed; %d read twice (after the last commit before the kill)", n, dups)
 	if dups > n/2 {
 		t.Errorf("%d records read twice: the consumer did not resume from its committed offsets", dups)
+	}
+}
+
+// fillTopic creates topic (parts partitions, replication factor 3) through
+// the write brokers, waits for its leaders, and produces n records whose
+// values are format applied to 0..n-1.
+func fillTopic(ctx context.Context, t *testing.T, writeAddrs []string, topic string, parts, n int, format string) {
+	t.Helper()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(writeAddrs...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	if _, err := kadm.NewClient(prod).CreateTopic(ctx, int32(parts), 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, kadm.NewClient(prod), topic, parts)
+	for i := 0; i < n; i++ {
+		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf(format, i))}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("produce: %v", err)
+			}
+		})
+	}
+	if err := prod.Flush(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -35,25 +35,7 @@ func TestClusterISR(t *testing.T) {
 	const topic, parts, n = "isr", 6, 300
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	if _, err := kadm.NewClient(prod).CreateTopic(ctx, parts, 3, nil, topic); err != nil {
-		t.Fatal(err)
-	}
-	waitLeaders(t, kadm.NewClient(prod), topic, parts)
-	for i := 0; i < n; i++ {
-		prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("i%04d", i))}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("produce: %v", err)
-			}
-		})
-	}
-	if err := prod.Flush(ctx); err != nil {
-		t.Fatal(err)
-	}
+	fillTopic(ctx, t, c.writeAddrs, topic, parts, n, "i%04d")
 
 	views := map[string][]string{"write": c.writeAddrs, "read": c.readAddrs, "mixed": c.mixedAddrs[:3]}
 	admins := map[string]*kadm.Client{}
