@@ -32,17 +32,7 @@ func batchWith(t *testing.T, n int, codec kgo.CompressionCodec, codecID int16) [
 		out, _ := c.Compress(new(bytes.Buffer), recs)
 		recs = append([]byte(nil), out...)
 	}
-	b := kmsg.NewRecordBatch()
-	b.Magic = 2
-	b.Attributes = codecID
-	b.LastOffsetDelta = int32(n - 1)
-	b.ProducerID, b.ProducerEpoch, b.FirstSequence = -1, -1, -1
-	b.NumRecords = int32(n)
-	b.Records = recs
-	raw := b.AppendTo(nil)
-	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
-	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], castagnoli))
-	return raw
+	return rawBatch(codecID, recs, n)
 }
 
 func TestValidateRecords(t *testing.T) {
