@@ -37,6 +37,7 @@ var versions = map[int16]VersionRange{
 	18: {0, 5},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
+	21: {0, 2},  // DeleteRecords
 	22: {0, 5},  // InitProducerId
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -260,3 +261,23 @@ func (p *Partition) ApplyRetention(now time.Time) (int, error) { return p.log.Ap
 
 // IsLeader is always true: a local partition is its only replica.
 func (p *Partition) IsLeader() bool { return true }
+
+// DeleteRecords moves the log start to offset (DeleteRecords on the only
+// replica): offset must be at most the high watermark
+// (log.ErrOffsetOutOfRange otherwise). It returns the new log start. The
+// same shape as Replica.DeleteRecords.
+func (p *Partition) DeleteRecords(_ context.Context, offset int64) (int64, error) {
+	if p.closed.Load() {
+		return 0, ErrPartitionClosed
+	}
+	if hw := p.hw.Load(); offset > hw || offset < 0 {
+		return 0, fmt.Errorf("%w: offset %d, high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
+	}
+	// appendMu: the log start never moves under an append's dedupe check.
+	p.appendMu.Lock()
+	defer p.appendMu.Unlock()
+	if err := p.log.DeleteRecordsBefore(offset); err != nil {
+		return 0, err
+	}
+	return p.log.LogStartOffset(), nil
+}

@@ -17,6 +17,11 @@ const (
 	ctrlRaftNoop       int16 = 200 // raft's empty entry (a new leader's first)
 	ctrlRaftConfChange int16 = 201 // raftpb.ConfChange
 	ctrlRaftConfChgV2  int16 = 202 // raftpb.ConfChangeV2
+	// ctrlDeleteRecords moves the log start of every replica (DeleteRecords):
+	// the value is the new log start, 8 bytes big endian. Unlike the types
+	// above it travels as a normal raft entry whose data is this batch, so
+	// it is applied at commit time, in log order, on voters and learners.
+	ctrlDeleteRecords int16 = 203
 	ctrlFiller         int16 = -1  // no record: offsets skipped by a snapshot install
 )
 
@@ -131,8 +136,31 @@ func raftControl(b []byte, h *batchInfo) (ctrl int16, value []byte, ok bool) {
 	}
 	p += n
 	switch ctrl {
-	case ctrlRaftNoop, ctrlRaftConfChange, ctrlRaftConfChgV2:
+	case ctrlRaftNoop, ctrlRaftConfChange, ctrlRaftConfChgV2, ctrlDeleteRecords:
 		return ctrl, b[p : p+int(vl)], true
 	}
 	return 0, nil, false
+}
+
+// deleteRecordsBatch is the entry that moves the log start to offset on
+// every replica (base and epoch are stamped when it is proposed).
+func deleteRecordsBatch(offset int64) []byte {
+	return controlBatch(0, -1, ctrlDeleteRecords, binary.BigEndian.AppendUint64(nil, uint64(offset)), 0)
+}
+
+// deleteRecordsOf reports whether the normal raft entry data is a
+// ctrlDeleteRecords batch, and the log start it asks for.
+func deleteRecordsOf(data []byte) (int64, bool) {
+	if len(data) < protocol.BatchHeaderSize {
+		return 0, false
+	}
+	h, err := parseBatch(data, true)
+	if err != nil {
+		return 0, false
+	}
+	ctrl, v, ok := raftControl(data, &h)
+	if !ok || ctrl != ctrlDeleteRecords || len(v) != 8 {
+		return 0, false
+	}
+	return int64(binary.BigEndian.Uint64(v)), true
 }

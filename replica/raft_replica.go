@@ -120,6 +120,10 @@ type Proposal struct {
 	// wait, when set, is how a local (unreplicated) partition's proposal
 	// waits: it is written already, and only durability is pending.
 	wait func(ctx context.Context) error
+
+	// commit: answered only once committed and applied here, whatever
+	// the mode (a DeleteRecords entry).
+	commit bool
 }
 
 // Wait blocks until the proposal is answered as its acks ask, or ctx ends.
@@ -684,7 +688,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 	scratch := map[int64]*prodEntry{}
 	for _, p := range props {
 		h, _ := parseBatch(p.batch, true) // checked by Propose
-		if p.acks == AcksAll && opts.Mode == ModeRaft && opts.MinInsyncReplicas > 1 {
+		if p.acks == AcksAll && !p.commit && opts.Mode == ModeRaft && opts.MinInsyncReplicas > 1 {
 			if inSync < 0 {
 				inSync = r.inSyncVotersLocked(now)
 			}
@@ -800,14 +804,26 @@ func (r *Replica) handleReadyLocked() error {
 	// Step 3: apply. The log already holds the committed batches, so
 	// applying is moving the high watermark (and conf changes).
 	if n := len(rd.CommittedEntries); n > 0 {
+		deleteTo := int64(-1)
 		for _, e := range rd.CommittedEntries {
 			if err := r.applyConfChangeLocked(e); err != nil {
 				return err
+			}
+			if off, ok := deleteRecordsOf(e.GetData()); ok && e.GetType() == raftpb.EntryNormal {
+				deleteTo = max(deleteTo, off)
 			}
 		}
 		last := rd.CommittedEntries[n-1].GetIndex()
 		r.applied = last
 		r.setHW(r.st.endOffsetOf(last))
+		if deleteTo >= 0 {
+			// Before the proposals are answered, so DeleteRecords reports
+			// the new log start. Later entries only append, so applying
+			// it after the round's other entries changes nothing.
+			if err := r.deleteRecordsLocked(deleteTo); err != nil {
+				return fmt.Errorf("delete records before %d: %w", deleteTo, err)
+			}
+		}
 		r.completeCommittedLocked(last)
 		if err := r.st.maybeCheckpoint(last, time.Now()); err != nil {
 			return fmt.Errorf("checkpoint applied index: %w", err)
@@ -892,7 +908,7 @@ func (r *Replica) persistedLocked(last uint64) {
 		}
 		p.persisted = true
 		p.res.BaseOffset, p.res.LastOffset = m.base, m.last
-		if p.acks == AcksLeader || (p.acks == AcksAll && mode == ModeAsync) {
+		if !p.commit && (p.acks == AcksLeader || (p.acks == AcksAll && mode == ModeAsync)) {
 			p.complete(p.res, nil)
 			continue
 		}
@@ -1090,8 +1106,8 @@ func (r *Replica) ApplyRetention(now time.Time) (int, error) {
 }
 
 // DeleteRecordsBefore moves this replica's log start to offset (at most the
-// high watermark) and compacts the raft log to match. It is local: each
-// replica keeps its own log start, as each applies its own retention.
+// high watermark) and compacts the raft log to match. It is local: only
+// this replica moves (DeleteRecords moves every replica).
 func (r *Replica) DeleteRecordsBefore(offset int64) error {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
@@ -1101,6 +1117,10 @@ func (r *Replica) DeleteRecordsBefore(offset int64) error {
 	if hw := r.hw.Load(); offset > hw {
 		return fmt.Errorf("%w: offset %d past high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
 	}
+	return r.deleteRecordsLocked(offset)
+}
+
+func (r *Replica) deleteRecordsLocked(offset int64) error {
 	if err := r.st.syncIndex(); err != nil {
 		return err
 	}
@@ -1108,6 +1128,46 @@ func (r *Replica) DeleteRecordsBefore(offset int64) error {
 		return err
 	}
 	return r.st.compact(r.applied)
+}
+
+// DeleteRecords moves the log start of every replica of the partition to
+// offset, as Kafka's DeleteRecords: only the leader accepts it, offset must
+// be at most the high watermark (log.ErrOffsetOutOfRange otherwise), and it
+// travels through raft as one entry (ctrlDeleteRecords) that each voter
+// and learner applies when it commits, so every replica moves its log
+// start identically and no data offset changes. It returns once the entry
+// is committed and applied here, with the leader's new log start (Kafka's
+// low watermark).
+func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
+	if err := r.Failed(); err != nil {
+		return 0, err
+	}
+	if !r.isLeader.Load() {
+		return 0, r.notLeader()
+	}
+	if hw := r.hw.Load(); offset > hw || offset < 0 {
+		return 0, fmt.Errorf("%w: offset %d, high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
+	}
+	if offset <= r.log.LogStartOffset() {
+		return r.log.LogStartOffset(), nil // nothing to move: no entry
+	}
+	p := &Proposal{r: r, batch: deleteRecordsBatch(offset), acks: AcksAll, commit: true, done: make(chan struct{}), released: make(chan struct{})}
+	r.inMu.Lock()
+	switch {
+	case r.in.closed:
+		r.inMu.Unlock()
+		return 0, ErrReplicaClosed
+	case len(r.in.props) >= maxPendingProposals:
+		r.inMu.Unlock()
+		return 0, ErrBusy
+	}
+	r.in.props = append(r.in.props, p)
+	r.inMu.Unlock()
+	r.host.sched.enqueue(r)
+	if _, err := p.Wait(ctx); err != nil {
+		return 0, err
+	}
+	return r.log.LogStartOffset(), nil
 }
 
 // close stops the replica: queued and in-flight writes fail with

@@ -499,6 +499,8 @@ func entryFromBatch(b []byte, h *batchInfo, m entryMeta) *raftpb.Entry {
 			typ = raftpb.EntryConfChange
 		case ctrlRaftConfChgV2:
 			typ = raftpb.EntryConfChangeV2
+		case ctrlDeleteRecords:
+			v = b // proposed as a normal entry: the batch is its data
 		}
 		if len(v) > 0 {
 			e.Data = append([]byte(nil), v...)
@@ -669,6 +671,9 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 				return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
 			}
 			b = e.Data
+			if _, ok := deleteRecordsOf(b); ok {
+				isRaft = true // a command, not data: Fetch skips it
+			}
 			if h.BaseOffset != next || h.LeaderEpoch != int32(term) {
 				// The leader stamps both when it proposes; if it did not,
 				// every replica stamps the same values here. Never write

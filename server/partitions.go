@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"slices"
 
@@ -40,6 +41,10 @@ type hostedPartition interface {
 	IsLeader() bool
 	// Log serves lookups that need no commit bound (timestamps).
 	Log() *log.Log
+	// DeleteRecords moves the log start of every replica to offset (at
+	// most the high watermark) and returns the new log start; on the
+	// leader only.
+	DeleteRecords(ctx context.Context, offset int64) (int64, error)
 }
 
 // errNotHosted: the partition is assigned to other brokers.

@@ -1,0 +1,159 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// DeleteRecords (key 21). Supported: v0-2.
+//
+// Semantics, as Kafka's ReplicaManager.deleteRecords: each partition's log
+// start moves forward to the requested offset on every replica; offset -1
+// means the high watermark. An offset past the high watermark, or negative
+// other than -1, gets OFFSET_OUT_OF_RANGE; an offset at or below the log
+// start changes nothing. The answer's low watermark is the log start after
+// the call. In a cluster the move is one raft entry that each voter and
+// learner applies when it commits it (replica.Replica.DeleteRecords), so
+// the partition is answered once the entry is committed and applied on the
+// leader, or REQUEST_TIMED_OUT after TimeoutMillis. Unknown topics or
+// partitions get UNKNOWN_TOPIC_OR_PARTITION.
+// Version notes: v2+ flexible.
+// Roles: the partition's leader. A read broker (which the read view names
+// as leader) forwards the partition to the raft leader, as it does
+// Produce; a write broker that is not the leader answers
+// NOT_LEADER_OR_FOLLOWER.
+func init() { register(21, handleDeleteRecords) }
+
+// deleteTarget is one partition's request, resolved in stage 1.
+type deleteTarget struct {
+	sp      *kmsg.DeleteRecordsResponseTopicPartition
+	p       hostedPartition
+	forward *metastore.Topic // set instead of p: the leader is elsewhere
+	offset  int64
+}
+
+func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+	req := kreq.(*kmsg.DeleteRecordsRequest)
+	resp := req.ResponseKind().(*kmsg.DeleteRecordsResponse)
+	var work []deleteTarget
+	resp.Topics = make([]kmsg.DeleteRecordsResponseTopic, len(req.Topics))
+	for i, rt := range req.Topics {
+		st := &resp.Topics[i]
+		*st = kmsg.NewDeleteRecordsResponseTopic()
+		st.Topic = rt.Topic
+		t, known := s.catalog.TopicByName(rt.Topic)
+		st.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
+		for j, rp := range rt.Partitions {
+			sp := &st.Partitions[j]
+			*sp = kmsg.NewDeleteRecordsResponseTopicPartition()
+			sp.Partition, sp.LowWatermark = rp.Partition, -1
+			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			p, err := s.partition(t, rp.Partition)
+			if err == nil && !p.IsLeader() {
+				err = fmt.Errorf("%w: not the leader", errNotHosted)
+			}
+			if err != nil && s.shouldForward(err) {
+				tt := t
+				work = append(work, deleteTarget{sp: sp, forward: &tt, offset: rp.Offset})
+				continue
+			}
+			if err != nil {
+				sp.ErrorCode = errorCode(err)
+				continue
+			}
+			work = append(work, deleteTarget{sp: sp, p: p, offset: rp.Offset})
+		}
+	}
+	if len(work) == 0 {
+		return resp, nil
+	}
+	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	rc.later(func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
+		defer cancel()
+		var wg sync.WaitGroup
+		for _, w := range work {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if w.forward != nil {
+					s.forwardDeleteRecords(ctx, req, *w.forward, w.sp.Partition, w.offset, w.sp)
+					return
+				}
+				low, err := deleteRecords(ctx, w.p, w.offset)
+				if err != nil {
+					w.sp.ErrorCode = errorCode(err)
+					return
+				}
+				w.sp.LowWatermark = low
+			}()
+		}
+		wg.Wait()
+		return resp
+	})
+	return nil, nil
+}
+
+// deleteRecords applies one partition's request: -1 is the high watermark
+// (DeleteRecordsRequest.HIGH_WATERMARK); any other negative offset is out
+// of range, as Kafka's Partition.deleteRecordsOnLeader says.
+func deleteRecords(ctx context.Context, p hostedPartition, offset int64) (int64, error) {
+	if offset == -1 {
+		offset = p.HighWatermark()
+	}
+	if offset < 0 {
+		return 0, fmt.Errorf("%w: offset %d", log.ErrOffsetOutOfRange, offset)
+	}
+	low, err := p.DeleteRecords(ctx, offset)
+	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
+		err = context.DeadlineExceeded // the request's timeout or the connection closing
+	}
+	return low, err
+}
+
+// forwardDeleteRecords sends one partition's request to its raft leader
+// through the leader's write listener and copies the answer into sp.
+func (s *Server) forwardDeleteRecords(ctx context.Context, req *kmsg.DeleteRecordsRequest, t metastore.Topic, partition int32, offset int64, sp *kmsg.DeleteRecordsResponseTopicPartition) {
+	leader := t.Partitions[partition].Leader
+	cl, err := s.forwardClient()
+	if err != nil || leader < 0 {
+		sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		return
+	}
+	fr := kmsg.NewPtrDeleteRecordsRequest()
+	fr.TimeoutMillis = req.TimeoutMillis
+	rt := kmsg.NewDeleteRecordsRequestTopic()
+	rt.Topic = t.Name
+	rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+	rp.Partition, rp.Offset = partition, offset
+	rt.Partitions = append(rt.Partitions, rp)
+	fr.Topics = append(fr.Topics, rt)
+	kresp, err := cl.Broker(int(leader)).Request(ctx, fr)
+	if err != nil {
+		s.log.Warn().Err(err).Str("topic", t.Name).Int32("partition", partition).Int32("leader", leader).Msg("forwarding delete records")
+		sp.ErrorCode = kerr.NotLeaderForPartition.Code
+		if ctx.Err() != nil {
+			sp.ErrorCode = kerr.RequestTimedOut.Code
+		}
+		return
+	}
+	resp := kresp.(*kmsg.DeleteRecordsResponse)
+	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		sp.ErrorCode = kerr.UnknownServerError.Code
+		return
+	}
+	got := resp.Topics[0].Partitions[0]
+	sp.ErrorCode, sp.LowWatermark = got.ErrorCode, got.LowWatermark
+}
