@@ -22,7 +22,7 @@ const (
 	// above it travels as a normal raft entry whose data is this batch, so
 	// it is applied at commit time, in log order, on voters and learners.
 	ctrlDeleteRecords int16 = 203
-	ctrlFiller         int16 = -1  // no record: offsets skipped by a snapshot install
+	ctrlFiller        int16 = -1 // no record: offsets skipped by a snapshot install
 )
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
