@@ -17,13 +17,14 @@ const (
 	ctrlRaftNoop       int16 = 200 // raft's empty entry (a new leader's first)
 	ctrlRaftConfChange int16 = 201 // raftpb.ConfChange
 	ctrlRaftConfChgV2  int16 = 202 // raftpb.ConfChangeV2
-	// ctrlDeleteRecords moves the log start of every replica (DeleteRecords):
-	// the value is the new log start, 8 bytes big endian. Unlike the types
-	// above it travels as a normal raft entry whose data is this batch, so
-	// it is applied at commit time, in log order, on voters and learners.
-	ctrlDeleteRecords int16 = 203
-	ctrlFiller        int16 = -1 // no record: offsets skipped by a snapshot install
+	ctrlFiller         int16 = -1  // no record: offsets skipped by a snapshot install
 )
+
+// ctrlDeleteRecords moves the log start of every replica (DeleteRecords):
+// the value is the new log start, 8 bytes big endian. Unlike the types
+// above it travels as a normal raft entry whose data is this batch, so it
+// is applied at commit time, in log order, on voters and learners.
+const ctrlDeleteRecords int16 = 203
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
 
