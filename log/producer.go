@@ -1,6 +1,10 @@
 package log
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
 
 // producerWindow is how many recent batches per producer are kept for
 // duplicate detection; Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN, and
@@ -128,4 +132,49 @@ func (p producers) state(id int64) (ProducerState, bool) {
 		s.LastSequence, s.LastOffset = e.batches[n-1].lastSeq, e.batches[n-1].lastOffset
 	}
 	return s, true
+}
+
+// ActiveProducer is one idempotent producer the log holds state for, as
+// DescribeProducers reports it.
+type ActiveProducer struct {
+	ID    int64
+	Epoch int16
+	// LastSequence is the last sequence of the producer's last batch in
+	// its current epoch, -1 if none.
+	LastSequence int32
+	// LastTimestamp is the max timestamp of that batch (Kafka's
+	// ProducerStateEntry.lastTimestamp), -1 if none or no longer stored.
+	LastTimestamp int64
+}
+
+// ActiveProducers returns every producer the log holds state for, by id.
+// The timestamps are read from the last batches' headers (one index
+// lookup and a few header reads each), so the clean-shutdown snapshot
+// needs no field for them.
+func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(); err != nil {
+		return nil, err
+	}
+	out := make([]ActiveProducer, 0, len(l.producers))
+	for id, e := range l.producers {
+		ap := ActiveProducer{ID: id, Epoch: e.epoch, LastSequence: -1, LastTimestamp: -1}
+		if n := len(e.batches); n > 0 {
+			last := e.batches[n-1]
+			ap.LastSequence = last.lastSeq
+			if last.lastOffset >= l.logStart && last.lastOffset < l.leo {
+				_, _, h, found, err := l.locateLocked(last.lastOffset)
+				if err != nil {
+					return nil, err
+				}
+				if found && h.ProducerID == id {
+					ap.LastTimestamp = h.MaxTimestamp
+				}
+			}
+		}
+		out = append(out, ap)
+	}
+	slices.SortFunc(out, func(a, b ActiveProducer) int { return cmp.Compare(a.ID, b.ID) })
+	return out, nil
 }

@@ -42,6 +42,7 @@ var versions = map[int16]VersionRange{
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
+	35: {0, 4},  // DescribeLogDirs
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
 	43: {0, 2},  // ElectLeaders
@@ -50,8 +51,10 @@ var versions = map[int16]VersionRange{
 	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
 	60: {0, 2},  // DescribeCluster
+	61: {0, 0},  // DescribeProducers
 	68: {0, 1},  // ConsumerGroupHeartbeat
 	69: {0, 1},  // ConsumerGroupDescribe
+	75: {0, 0},  // DescribeTopicPartitions
 }
 
 // ProduceMinServed is the lowest Produce version actually served: v0-v2

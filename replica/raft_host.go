@@ -102,6 +102,10 @@ const DefaultEntryCacheBytes = 32 << 20
 // EntryCacheBytes is what the entry caches of all groups hold now.
 func (h *Host) EntryCacheBytes() int64 { return h.cache.used.Load() }
 
+// Dir is the directory the host's partition directories live in (its log
+// dir, as DescribeLogDirs reports it).
+func (h *Host) Dir() string { return h.cfg.Dir }
+
 // NewHost starts a host: workers, ticker and the transport's receiver.
 func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.Transport == nil {
