@@ -231,3 +231,108 @@ func TestToolsLogAdmin(t *testing.T) {
 		t.Errorf("kafka-topics --describe listed %d distinct partitions of 2100", len(seenParts))
 	}
 }
+
+// TestToolsLogAdminCluster: on the 3 write + 2 read cluster, for an RF 3
+// topic, kafka-delete-records through the write view, then through the read
+// view (a read broker forwards it to the raft leader), moves the log start
+// of every replica: each read broker's ListOffsets earliest answers the new
+// log start and a consumer on the read view starts there; kafka-log-dirs on
+// the read view reports the partition on both read brokers, and kadm's
+// DescribeProducers at a read broker (a raft learner) shows the producer.
+func TestToolsLogAdminCluster(t *testing.T) {
+	requireTool(t, "java")
+	requireTool(t, "mvn")
+	cp := buildJava(t)
+	c := harness.StartCluster(t, harness.ClusterOptions{Meta: 1, Write: 3, Read: 2})
+	env := &routingEnv{c: c,
+		writeAddrs: harness.Addrs(harness.ViewWrite, c.Writers),
+		readAddrs:  harness.Addrs(harness.ViewRead, c.Readers),
+		mixedAddrs: harness.Addrs(harness.ViewMixed, c.Writers)}
+	ctx := harness.Context(t, 3*time.Minute)
+	env.waitBrokers(ctx, t)
+	const topic = "logadmin-rf3"
+	env.createTopic(ctx, t, topic)
+	wcl := newClient(t, env.writeAddrs[0], kgo.SeedBrokers(env.writeAddrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for i := range 20 {
+		r := &kgo.Record{Topic: topic, Partition: 0, Value: []byte(fmt.Sprintf("v%d", i))}
+		if err := wcl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcl := newClient(t, env.readAddrs[0], kgo.SeedBrokers(env.readAddrs...))
+	// waitEarliest waits until every read broker answers earliest = want
+	// (each applies the raft entry when it commits it).
+	waitEarliest := func(want int64) {
+		t.Helper()
+		for _, r := range c.Readers {
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				off, code := earliest(t, rcl, r.ID, topic, 0)
+				if off == want && code == 0 {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("read broker %d: earliest %d (error %d), want %d", r.ID, off, code, want)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}
+	}
+	if low, msg := deleteRecordsTool(t, cp, env.writeAddrs, topic, 0, 7); low != 7 {
+		t.Fatalf("delete records through the write view: low watermark %d, error %q", low, msg)
+	}
+	waitEarliest(7)
+	if low, msg := deleteRecordsTool(t, cp, env.readAddrs, topic, 0, 12); low != 12 {
+		t.Fatalf("delete records through the read view: low watermark %d, error %q", low, msg)
+	}
+	waitEarliest(12)
+	ends, err := kadm.NewClient(rcl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	if low, msg := deleteRecordsTool(t, cp, env.readAddrs, topic, 0, end.Offset+1); low != -1 || !strings.Contains(msg, "OffsetOutOfRange") {
+		t.Fatalf("delete records past the high watermark through the read view: low watermark %d, error %q", low, msg)
+	}
+	cc := newClient(t, env.readAddrs[0], kgo.SeedBrokers(env.readAddrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	if fs := cc.PollRecords(ctx, 1); len(fs.Records()) == 0 || fs.Records()[0].Offset != 12 {
+		t.Fatalf("a consumer on the read view from the start: %v %v", fs.Records(), fs.Errors())
+	}
+
+	rep := logDirsTool(t, cp, env.readAddrs, "--topic-list", topic)
+	brokers := map[int32]int64{}
+	for _, b := range rep.Brokers {
+		for _, ld := range b.LogDirs {
+			for _, p := range ld.Partitions {
+				if p.Partition == topic+"-0" {
+					brokers[b.Broker] = p.Size
+				}
+			}
+		}
+	}
+	for _, r := range c.Readers {
+		if brokers[r.ID] <= 0 {
+			t.Errorf("kafka-log-dirs on the read view: read broker %d reports %s-0 with %d bytes (all: %v)", r.ID, topic, brokers[r.ID], brokers)
+		}
+	}
+
+	prods, err := kadm.NewClient(rcl).DescribeProducers(ctx, kadm.TopicsSet{topic: {0: {}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	prods.EachPartition(func(p kadm.DescribedProducersPartition) {
+		if p.Err != nil {
+			t.Errorf("DescribeProducers at read broker %d: %v", p.Leader, p.Err)
+		}
+		for _, ap := range p.ActiveProducers {
+			n++
+			if ap.LastSequence != 19 {
+				t.Errorf("producer %+v, want last sequence 19", ap)
+			}
+		}
+	})
+	if n != 1 {
+		t.Errorf("DescribeProducers on the read view: %d producers, want 1", n)
+	}
+}

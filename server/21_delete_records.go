@@ -18,7 +18,8 @@ import (
 //
 // Semantics, as Kafka's ReplicaManager.deleteRecords: each partition's log
 // start moves forward to the requested offset on every replica; offset -1
-// means the high watermark. An offset past the high watermark, or negative
+// means the high watermark (the one clients see, as ListOffsets latest
+// answers it). An offset past the high watermark, or negative
 // other than -1, gets OFFSET_OUT_OF_RANGE; an offset at or below the log
 // start changes nothing. The answer's low watermark is the log start after
 // the call. In a cluster the move is one raft entry that each voter and
@@ -107,14 +108,18 @@ func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 }
 
 // deleteRecords applies one partition's request: -1 is the high watermark
-// (DeleteRecordsRequest.HIGH_WATERMARK); any other negative offset is out
-// of range, as Kafka's Partition.deleteRecordsOnLeader says.
+// (DeleteRecordsRequest.HIGH_WATERMARK); any other negative offset, or one
+// past the high watermark, is out of range, as Kafka's
+// Partition.deleteRecordsOnLeader says. The high watermark is the one
+// clients see (ListOffsets latest, Fetch): without raft's own entries at
+// its end.
 func deleteRecords(ctx context.Context, p hostedPartition, offset int64) (int64, error) {
+	hw := p.VisibleHighWatermark()
 	if offset == -1 {
-		offset = p.HighWatermark()
+		offset = hw
 	}
-	if offset < 0 {
-		return 0, fmt.Errorf("%w: offset %d", log.ErrOffsetOutOfRange, offset)
+	if offset < 0 || offset > hw {
+		return 0, fmt.Errorf("%w: offset %d, high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
 	}
 	low, err := p.DeleteRecords(ctx, offset)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
