@@ -66,6 +66,10 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "leader.imbalance.check.interval.seconds", Value: itoa(c.LeaderImbalanceCheckSeconds), Default: itoa(d.LeaderImbalanceCheckSeconds), Type: TypeLong},
 		{Name: "replica.lag.time.max.ms", Value: itoa(c.ReplicaLagTimeMaxMs), Default: itoa(d.ReplicaLagTimeMaxMs), Type: TypeLong,
 			Doc: "A follower not caught up with its leader for this long leaves the ISR."},
+		{Name: "log.retention.hours", Value: itoa(c.LogRetentionHours), Default: itoa(d.LogRetentionHours), Type: TypeInt,
+			Doc: "Retention in hours, used when neither log.retention.ms nor log.retention.minutes is set."},
+		{Name: "log.retention.minutes", Value: optItoa(c.LogRetentionMinutes), Default: "", Type: TypeInt,
+			Doc: "Retention in minutes, used when log.retention.ms is not set; over log.retention.hours."},
 		{Name: "log.retention.check.interval.ms", Value: itoa(c.LogRetentionCheckInterval), Default: itoa(d.LogRetentionCheckInterval), Type: TypeLong},
 		{Name: "log.fsync", Value: c.LogFsync, Default: d.LogFsync, Type: TypeString,
 			Doc: "group: acks=all waits for a shared fdatasync; interval: flush every log.flush.interval.ms; never: page cache only."},
@@ -139,3 +143,11 @@ func ClusterWideOnly(name string) bool {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// optItoa formats an optional setting, "" when unset.
+func optItoa(v *int64) string {
+	if v == nil {
+		return ""
+	}
+	return itoa(*v)
+}

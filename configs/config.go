@@ -168,7 +168,12 @@ type Config struct {
 
 	LogSegmentBytes           int32  `mapstructure:"log.segment.bytes"`
 	LogRollMs                 int64  `mapstructure:"log.roll.ms"`
-	LogRetentionMs            int64  `mapstructure:"log.retention.ms"`
+	// LogRetentionMs, LogRetentionMinutes and LogRetentionHours: Kafka's
+	// three spellings of one setting, ms over minutes over hours; nil is
+	// unset (Kafka's null default). RetentionMs gives the result.
+	LogRetentionMs            *int64 `mapstructure:"log.retention.ms"`
+	LogRetentionMinutes       *int64 `mapstructure:"log.retention.minutes"`
+	LogRetentionHours         int64  `mapstructure:"log.retention.hours"`
 	LogRetentionBytes         int64  `mapstructure:"log.retention.bytes"`
 	LogIndexIntervalBytes     int32  `mapstructure:"log.index.interval.bytes"`
 	LogIndexSizeMaxBytes      int32  `mapstructure:"log.index.size.max.bytes"`
@@ -286,7 +291,7 @@ func Default() Config {
 		FetchSessionEvictionMs:           120000,
 		LogSegmentBytes:                  1 << 30,
 		LogRollMs:                        int64(7 * 24 * time.Hour / time.Millisecond),
-		LogRetentionMs:                   int64(7 * 24 * time.Hour / time.Millisecond),
+		LogRetentionHours:                168,
 		LogRetentionBytes:                -1,
 		LogIndexIntervalBytes:            4096,
 		LogIndexSizeMaxBytes:             10 << 20,
@@ -461,6 +466,24 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// RetentionMs is the broker's log retention in milliseconds, as Kafka's
+// KafkaConfig.logRetentionTimeMillis computes it: log.retention.ms if set,
+// else log.retention.minutes if set, else log.retention.hours; any negative
+// result is -1 (no limit).
+func (c Config) RetentionMs() int64 {
+	ms := c.LogRetentionHours * int64(time.Hour/time.Millisecond)
+	switch {
+	case c.LogRetentionMs != nil:
+		ms = *c.LogRetentionMs
+	case c.LogRetentionMinutes != nil:
+		ms = *c.LogRetentionMinutes * int64(time.Minute/time.Millisecond)
+	}
+	if ms < 0 {
+		return -1
+	}
+	return ms
+}
+
 // TopicDefaults gives, per topic config name, the value this broker's
 // static configuration supplies through the topic config's broker synonym.
 func (c Config) TopicDefaults() map[string]string {
@@ -471,7 +494,7 @@ func (c Config) TopicDefaults() map[string]string {
 		"message.timestamp.type":          c.LogMessageTimestampType,
 		"message.timestamp.before.max.ms": strconv.FormatInt(c.LogTimestampBeforeMaxMs, 10),
 		"message.timestamp.after.max.ms":  strconv.FormatInt(c.LogTimestampAfterMaxMs, 10),
-		"retention.ms":                    strconv.FormatInt(c.LogRetentionMs, 10),
+		"retention.ms":                    strconv.FormatInt(c.RetentionMs(), 10),
 		"retention.bytes":                 strconv.FormatInt(c.LogRetentionBytes, 10),
 		"segment.bytes":                   strconv.Itoa(int(c.LogSegmentBytes)),
 		"segment.ms":                      strconv.FormatInt(c.LogRollMs, 10),

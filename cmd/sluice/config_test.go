@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -68,5 +69,48 @@ func TestLoadConfigListenersFromEnvAndFlags(t *testing.T) {
 	_, err = loadConfig("", overrides{listeners: "PLAINTEXT://0.0.0.0:39092"})
 	if err == nil || !strings.Contains(err.Error(), "advertised.listeners") {
 		t.Errorf("0.0.0.0 without advertised.listeners: %v", err)
+	}
+}
+
+// log.retention.ms over log.retention.minutes over log.retention.hours,
+// from a properties file, the environment or --set, as Kafka ranks them.
+func TestLoadConfigRetentionPrecedence(t *testing.T) {
+	const hour, minute = int64(3600000), int64(60000)
+	for _, tc := range []struct {
+		name  string
+		props string
+		env   map[string]string
+		set   []string
+		want  int64
+	}{
+		{name: "default: 168 hours", want: 168 * hour},
+		{name: "hours", props: "log.retention.hours=2\n", want: 2 * hour},
+		{name: "minutes over hours", props: "log.retention.hours=2\nlog.retention.minutes=5\n", want: 5 * minute},
+		{name: "ms over minutes", props: "log.retention.minutes=5\nlog.retention.ms=1234\n", want: 1234},
+		{name: "ms 0 is set", props: "log.retention.hours=2\nlog.retention.ms=0\n", want: 0},
+		{name: "negative is no limit", props: "log.retention.minutes=-5\n", want: -1},
+		{name: "environment", env: map[string]string{"SLUICE_LOG_RETENTION_MINUTES": "7"}, want: 7 * minute},
+		{name: "--set over the file", props: "log.retention.minutes=5\n", set: []string{"log.retention.ms=99"}, want: 99},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "server.properties")
+			if err := os.WriteFile(file, []byte("log.dirs="+filepath.Join(dir, "data")+"\n"+tc.props), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			cfg, err := loadConfig(file, overrides{set: tc.set})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := cfg.RetentionMs(); got != tc.want {
+				t.Errorf("retention %d ms, want %d", got, tc.want)
+			}
+			if got := cfg.TopicDefaults()["retention.ms"]; got != strconv.FormatInt(tc.want, 10) {
+				t.Errorf("topic default retention.ms %s, want %d", got, tc.want)
+			}
+		})
 	}
 }
