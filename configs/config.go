@@ -168,12 +168,6 @@ type Config struct {
 
 	LogSegmentBytes           int32  `mapstructure:"log.segment.bytes"`
 	LogRollMs                 int64  `mapstructure:"log.roll.ms"`
-	// LogRetentionMs, LogRetentionMinutes and LogRetentionHours: Kafka's
-	// three spellings of one setting, ms over minutes over hours; nil is
-	// unset (Kafka's null default). RetentionMs gives the result.
-	LogRetentionMs            *int64 `mapstructure:"log.retention.ms"`
-	LogRetentionMinutes       *int64 `mapstructure:"log.retention.minutes"`
-	LogRetentionHours         int64  `mapstructure:"log.retention.hours"`
 	LogRetentionBytes         int64  `mapstructure:"log.retention.bytes"`
 	LogIndexIntervalBytes     int32  `mapstructure:"log.index.interval.bytes"`
 	LogIndexSizeMaxBytes      int32  `mapstructure:"log.index.size.max.bytes"`
@@ -183,6 +177,13 @@ type Config struct {
 	LogRetentionCheckInterval int64  `mapstructure:"log.retention.check.interval.ms"`
 	MinInsyncReplicas         int32  `mapstructure:"min.insync.replicas"`
 	ReplicationMode           string `mapstructure:"replication.mode"`
+
+	// LogRetentionMs, LogRetentionMinutes and LogRetentionHours: Kafka's
+	// three spellings of one setting, ms over minutes over hours; nil is
+	// unset (Kafka's null default). RetentionMs gives the result.
+	LogRetentionMs      *int64 `mapstructure:"log.retention.ms"`
+	LogRetentionMinutes *int64 `mapstructure:"log.retention.minutes"`
+	LogRetentionHours   int64  `mapstructure:"log.retention.hours"`
 
 	// LogFsync decides when a write is durable: "group" (default: acks=all
 	// waits for an fdatasync that many appends share), "interval" (every
