@@ -184,6 +184,9 @@ type Config struct {
 	LogRetentionMs      *int64 `mapstructure:"log.retention.ms"`
 	LogRetentionMinutes *int64 `mapstructure:"log.retention.minutes"`
 	LogRetentionHours   int64  `mapstructure:"log.retention.hours"`
+	// CompressionType is the broker default of the topic config
+	// compression.type: producer, uncompressed, gzip, snappy, lz4, zstd.
+	CompressionType string `mapstructure:"compression.type"`
 
 	// LogFsync decides when a write is durable: "group" (default: acks=all
 	// waits for an fdatasync that many appends share), "interval" (every
@@ -293,6 +296,7 @@ func Default() Config {
 		LogSegmentBytes:                  1 << 30,
 		LogRollMs:                        int64(7 * 24 * time.Hour / time.Millisecond),
 		LogRetentionHours:                168,
+		CompressionType:                  "producer",
 		LogRetentionBytes:                -1,
 		LogIndexIntervalBytes:            4096,
 		LogIndexSizeMaxBytes:             10 << 20,
@@ -490,7 +494,7 @@ func (c Config) RetentionMs() int64 {
 func (c Config) TopicDefaults() map[string]string {
 	return map[string]string{
 		"cleanup.policy":                  "delete",
-		"compression.type":                "producer",
+		"compression.type":                c.CompressionType,
 		"max.message.bytes":               strconv.Itoa(int(c.MessageMaxBytes)),
 		"message.timestamp.type":          c.LogMessageTimestampType,
 		"message.timestamp.before.max.ms": strconv.FormatInt(c.LogTimestampBeforeMaxMs, 10),

@@ -31,6 +31,9 @@ import (
 // the batch's base and max timestamps, without decompressing).
 // LogAppendTime topics stamp the batch. Idempotent batches are checked by
 // the log: a retry of one of the last five returns its original offsets.
+// A topic whose compression.type names a codec stores every batch with it:
+// a batch of another codec is recompressed (inflate.go: recompress), and
+// MESSAGE_TOO_LARGE if the result is over max.message.bytes.
 // Version notes: v3 transactional id, v5 log start offset, v7 zstd,
 // v8 record errors and error message, v9+ flexible, v13 topic ids.
 // Roles: the partition's leader (every partition, in `sluice dev`).
@@ -313,6 +316,10 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 		// can have a valid epoch here.
 		return nil, errTransactionsUnsupported
 	}
+	if b, err = s.recompress(ctx, t, b, maxBytes); err != nil {
+		return nil, err
+	}
+	records = b
 	tsType, _ := s.topicConfig(t, "message.timestamp.type")
 	if tsType.value == "LogAppendTime" {
 		b.SetLogAppendTime(now)

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -68,4 +69,35 @@ func (s *Server) validateRecords(ctx context.Context, b protocol.Batch, maxBytes
 	c := &inflateCharge{b: &s.requestBytes, ctx: ctx, limit: limit}
 	defer c.release()
 	return b.ValidateRecords(int(maxBytes), c)
+}
+
+// recompress stores b with the topic's compression.type when that names a
+// codec other than b's, as Kafka's LogValidator rebuilds such a batch
+// (protocol.Batch.Recompress): the records inflate (at most maxBytes, as in
+// validateRecords) and the new batch is written under the same
+// queued.max.request.bytes charge, given back once it is built; the new
+// batch, about the size of the old, then replaces the request's records.
+// A result over max.message.bytes is refused (MESSAGE_TOO_LARGE).
+func (s *Server) recompress(ctx context.Context, t metastore.Topic, b protocol.Batch, maxBytes int64) (protocol.Batch, error) {
+	ct, _ := s.topicConfig(t, "compression.type")
+	codec, ok := protocol.CodecOf(ct.value)
+	if !ok || codec == b.Compression() {
+		return b, nil
+	}
+	var nb protocol.Batch
+	var err error
+	if limit := s.cfg.QueuedMaxRequestBytes; limit > 0 {
+		c := &inflateCharge{b: &s.requestBytes, ctx: ctx, limit: limit}
+		nb, err = b.Recompress(codec, int(maxBytes), c)
+		c.release()
+	} else {
+		nb, err = b.Recompress(codec, int(maxBytes), nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(nb)) > maxBytes {
+		return nil, errMessageTooLarge
+	}
+	return nb, nil
 }
