@@ -137,7 +137,8 @@ func earliest(t *testing.T, cl *kgo.Client, broker int32, topic string, partitio
 // size equal to its segment files; kadm's DescribeProducers shows the
 // idempotent producer; the Java admin client's describeTopics (kafka-topics
 // --describe, which uses DescribeTopicPartitions when the broker offers
-// it) pages through a topic larger than one answer.
+// it) pages through a topic larger than one answer; and compression.type
+// recompresses what producers send (testCompressionType).
 func TestToolsLogAdmin(t *testing.T) {
 	requireTool(t, "java")
 	requireTool(t, "mvn")
@@ -230,6 +231,7 @@ func TestToolsLogAdmin(t *testing.T) {
 	if len(seenParts) != 2100 {
 		t.Errorf("kafka-topics --describe listed %d distinct partitions of 2100", len(seenParts))
 	}
+	t.Run("compression-type", func(t *testing.T) { testCompressionType(t, cp, b) })
 }
 
 // TestToolsLogAdminCluster: on the 3 write + 2 read cluster, for an RF 3
@@ -335,4 +337,57 @@ func TestToolsLogAdminCluster(t *testing.T) {
 	if n != 1 {
 		t.Errorf("DescribeProducers on the read view: %d producers, want 1", n)
 	}
+}
+
+// testCompressionType: topics whose compression.type names each codec
+// store a producer's batches recompressed (franz-go producing snappy), and
+// Apache Kafka's console consumer and kcat (librdkafka) decode what the
+// broker wrote: every record back, unchanged.
+// (A subtest of TestToolsLogAdmin, on its broker.)
+func testCompressionType(t *testing.T, cp string, b *harness.Broker) {
+	requireTool(t, "kcat")
+	ctx := harness.Context(t, 2*time.Minute)
+	adm := newAdmin(t, b.KafkaAddr)
+	cl := newClient(t, b.KafkaAddr, kgo.ProducerBatchCompression(kgo.SnappyCompression()))
+	types := []string{"uncompressed", "gzip", "snappy", "lz4", "zstd"}
+	const n = 40
+	want := map[string]bool{}
+	for _, ct := range types {
+		topic := "ct-" + ct
+		createTopic(ctx, t, adm, topic, 1, map[string]*string{"compression.type": kmsg.StringPtr(ct)})
+		for i := range n {
+			v := fmt.Sprintf("%s-%d-%s", ct, i, strings.Repeat("x", 300))
+			want[v] = true
+			cl.Produce(ctx, &kgo.Record{Topic: topic, Value: []byte(v)}, nil)
+		}
+	}
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	check := func(who string, out string) {
+		t.Helper()
+		got := map[string]bool{}
+		for _, l := range strings.Split(out, "\n") {
+			if l = strings.TrimSpace(l); l != "" {
+				got[l] = true
+			}
+		}
+		for v := range want {
+			if !got[v] {
+				t.Fatalf("%s did not read %q back (%d of %d records)", who, v[:min(len(v), 20)], len(got), len(want))
+			}
+		}
+	}
+	out, stderr, err := tool(t, cp, "", clsConsumer, "--bootstrap-server", b.KafkaAddr, "--include", "ct-.*",
+		"--from-beginning", "--max-messages", fmt.Sprint(len(want)), "--timeout-ms", "20000")
+	if err != nil {
+		t.Fatal(toolErr(err, stderr))
+	}
+	check("kafka-console-consumer", out)
+	var all strings.Builder
+	for _, ct := range types {
+		o, _ := kcat(t, 30*time.Second, "", "-b", b.KafkaAddr, "-C", "-t", "ct-"+ct, "-o", "beginning", "-e", "-q", "-f", "%s\n")
+		all.WriteString(o)
+	}
+	check("kcat", all.String())
 }
