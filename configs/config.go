@@ -149,6 +149,13 @@ type Config struct {
 	// group members; Kafka's names and defaults.
 	GroupConsumerSessionTimeoutMs    int32 `mapstructure:"group.consumer.session.timeout.ms"`
 	GroupConsumerHeartbeatIntervalMs int32 `mapstructure:"group.consumer.heartbeat.interval.ms"`
+	// OffsetsRetentionMinutes: committed offsets of a group that no longer
+	// uses them (an Empty classic group, an unsubscribed topic, a
+	// standalone consumer's commits) expire after this long; Kafka's
+	// offsets.retention.minutes. OffsetsRetentionCheckIntervalMs is how
+	// often expiry runs (offsets.retention.check.interval.ms).
+	OffsetsRetentionMinutes         int32 `mapstructure:"offsets.retention.minutes"`
+	OffsetsRetentionCheckIntervalMs int64 `mapstructure:"offsets.retention.check.interval.ms"`
 
 	AutoCreateTopics         bool  `mapstructure:"auto.create.topics.enable"`
 	NumPartitions            int32 `mapstructure:"num.partitions"`
@@ -280,6 +287,8 @@ func Default() Config {
 		GroupMaxSessionTimeoutMs:         1800000,
 		GroupConsumerSessionTimeoutMs:    45000,
 		GroupConsumerHeartbeatIntervalMs: 5000,
+		OffsetsRetentionMinutes:          10080,
+		OffsetsRetentionCheckIntervalMs:  600000,
 		GroupConsumerMaxSize:             math.MaxInt32,
 		SocketRequestTimeoutMs:           30000,
 		ConnectionsMaxIdleMs:             600000,
@@ -417,6 +426,12 @@ func (c Config) Validate() error {
 	}
 	if c.GroupConsumerHeartbeatIntervalMs <= 0 || c.GroupConsumerSessionTimeoutMs <= c.GroupConsumerHeartbeatIntervalMs {
 		errs = append(errs, fmt.Errorf("group.consumer.heartbeat.interval.ms must be positive and below group.consumer.session.timeout.ms"))
+	}
+	if c.OffsetsRetentionMinutes < 1 {
+		errs = append(errs, fmt.Errorf("offsets.retention.minutes must be at least 1"))
+	}
+	if c.OffsetsRetentionCheckIntervalMs < 1 {
+		errs = append(errs, fmt.Errorf("offsets.retention.check.interval.ms must be at least 1"))
 	}
 	if c.GroupMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.max.size must be at least 1"))

@@ -83,6 +83,10 @@ type Config struct {
 	// StoreTimeout bounds a metastore call made outside a request (a
 	// timer's persist). Default 10s.
 	StoreTimeout time.Duration
+	// OffsetsRetention is offsets.retention.minutes: how long committed
+	// offsets outlive their group's use of them (expire.go). Default
+	// 7 days; negative never expires them.
+	OffsetsRetention time.Duration
 }
 
 func (c *Config) defaults() {
@@ -109,6 +113,9 @@ func (c *Config) defaults() {
 	}
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = 10 * time.Second
+	}
+	if c.OffsetsRetention == 0 {
+		c.OffsetsRetention = 10080 * time.Minute
 	}
 }
 

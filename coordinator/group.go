@@ -77,6 +77,10 @@ type group struct {
 	pendingSync  map[string]bool   // members that were answered Join but not yet synced
 	tRebalance   Timer
 	tPendingSync Timer
+	// emptySince: when the group last became Empty (Kafka's
+	// currentStateTimestamp), zero if unknown; offset expiry counts from
+	// it (expire.go).
+	emptySince time.Time
 
 	// KIP-848 protocol.
 	cg *consumerGroup
@@ -489,6 +493,7 @@ func (g *group) completeRebalanceLocked() {
 	g.c.rebalances.Add(1)
 	if len(g.members) == 0 {
 		g.state = stateEmpty
+		g.emptySince = g.c.clock.Now()
 		g.protocol = ""
 		g.leader = ""
 		g.persistLocked()

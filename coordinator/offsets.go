@@ -73,8 +73,10 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 			case rp.Metadata != nil && len(*rp.Metadata) > maxMetadataBytes:
 				sp.ErrorCode = kerr.OffsetMetadataTooLarge.Code
 			}
+			// The commit time is the coordinator's, as in Kafka: offset
+			// expiry (expire.go) counts from it on the same clock.
 			oc := metastore.OffsetCommit{TopicPartition: metastore.TopicPartition{Topic: t.Name, Partition: rp.Partition},
-				Offset: rp.Offset, LeaderEpoch: -1}
+				Offset: rp.Offset, LeaderEpoch: -1, CommitTime: c.clock.Now()}
 			if req.Version >= 6 {
 				oc.LeaderEpoch = rp.LeaderEpoch
 			}

@@ -33,6 +33,9 @@ type storedGroup struct {
 	Leader       string          `json:"leader,omitempty"`
 	Members      []storedMember  `json:"members,omitempty"`
 	Consumer     *storedConsumer `json:"consumer,omitempty"`
+	// EmptySinceMs: when a classic group became Empty (unix ms), for
+	// offset expiry; 0 when not Empty or unknown.
+	EmptySinceMs int64 `json:"empty_since_ms,omitempty"`
 }
 
 type storedMember struct {
@@ -56,6 +59,9 @@ const storedFormat = 1
 func (g *group) encodeLocked() ([]byte, error) {
 	sg := storedGroup{Format: storedFormat, Type: g.typ.String(), Generation: g.generation,
 		ProtocolType: g.protocolType, Protocol: g.protocol, Leader: g.leader}
+	if g.state == stateEmpty && !g.emptySince.IsZero() {
+		sg.EmptySinceMs = g.emptySince.UnixMilli()
+	}
 	if g.typ == typeConsumer {
 		sg.Consumer = g.cg.encode()
 	} else {
@@ -132,6 +138,9 @@ func (g *group) restore(blob []byte) error {
 		g.state = stateStable
 	} else {
 		g.state = stateEmpty
+		if sg.EmptySinceMs > 0 {
+			g.emptySince = time.UnixMilli(sg.EmptySinceMs)
+		}
 	}
 	return nil
 }

@@ -183,6 +183,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		MaxSessionTimeout:         time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
 		ConsumerSessionTimeout:    time.Duration(cfg.GroupConsumerSessionTimeoutMs) * time.Millisecond,
 		ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
+		OffsetsRetention:          time.Duration(cfg.OffsetsRetentionMinutes) * time.Minute,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()
@@ -249,6 +250,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	flusher.ForgetUnopened()
 	go lease.Run(ctx)
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
+	go groups.RunOffsetExpiry(ctx, time.Duration(cfg.OffsetsRetentionCheckIntervalMs)*time.Millisecond)
 	go srv.FollowCatalog(ctx)
 	// Reassignments and read brokers joining or leaving change partitions'
 	// raft configurations; the partition leaders carry them out.
