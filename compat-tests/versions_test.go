@@ -262,6 +262,64 @@ func TestEveryAdvertisedVersion(t *testing.T) {
 		return ""
 	})
 
+	// The log admin APIs: DeleteRecords at the log start (moves nothing),
+	// DescribeLogDirs of the topic, DescribeProducers and
+	// DescribeTopicPartitions of partition 0.
+	sweep(21, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrDeleteRecordsRequest()
+		r.Version, r.TimeoutMillis = v, 10_000
+		r.Topics = []kmsg.DeleteRecordsRequestTopic{{Topic: topic, Partitions: []kmsg.DeleteRecordsRequestTopicPartition{{Partition: 0, Offset: 0}}}}
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.DeleteRecordsResponse)
+		if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+			return "no partition in the answer"
+		}
+		if p := r.Topics[0].Partitions[0]; p.ErrorCode != 0 || p.LowWatermark != 0 {
+			return fmt.Sprintf("error %d, low watermark %d", p.ErrorCode, p.LowWatermark)
+		}
+		return ""
+	})
+	sweep(35, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrDescribeLogDirsRequest()
+		r.Version = v
+		r.Topics = []kmsg.DescribeLogDirsRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.DescribeLogDirsResponse)
+		if len(r.Dirs) != 1 || r.Dirs[0].ErrorCode != 0 || len(r.Dirs[0].Topics) != 1 || len(r.Dirs[0].Topics[0].Partitions) != 1 {
+			return fmt.Sprintf("dirs %+v", r.Dirs)
+		}
+		if d := r.Dirs[0]; v >= 4 && (d.TotalBytes <= 0 || d.UsableBytes < 0) {
+			return fmt.Sprintf("total %d usable %d bytes", d.TotalBytes, d.UsableBytes)
+		}
+		return ""
+	})
+	sweep(61, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrDescribeProducersRequest()
+		r.Version = v
+		r.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.DescribeProducersResponse)
+		if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 {
+			return "no partition in the answer"
+		}
+		return errf(r.Topics[0].Partitions[0].ErrorCode)
+	})
+	sweep(75, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrDescribeTopicPartitionsRequest()
+		r.Version = v
+		r.Topics = []kmsg.DescribeTopicPartitionsRequestTopic{{Topic: topic}}
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.DescribeTopicPartitionsResponse)
+		if len(r.Topics) != 1 || len(r.Topics[0].Partitions) != 1 || r.NextCursor != nil {
+			return fmt.Sprintf("topics %+v next %+v", r.Topics, r.NextCursor)
+		}
+		return errf(r.Topics[0].ErrorCode)
+	})
+
 	partitions := int32(1)
 	sweep(37, 0, func(v int16) kmsg.Request {
 		r := kmsg.NewPtrCreatePartitionsRequest()
