@@ -202,7 +202,12 @@
 // Replica.DeleteRecordsBefore, which sync raft.index, let the log delete,
 // then compact the raft log to the entry that holds the new log start (only
 // applied entries), so a replica that needs older entries is sent a
-// snapshot. Each replica applies retention itself.
+// snapshot. Each replica applies retention itself. Kafka's DeleteRecords
+// (Replica.DeleteRecords) is replicated instead: the leader proposes one
+// normal entry whose data is a control batch of type 203 (ctrlDeleteRecords,
+// value: the new log start), stored and skipped by Fetch like raft's own
+// entries; every voter and learner applies it when it commits, in log
+// order, so all move their log start identically.
 //
 // # Locks
 //
