@@ -20,10 +20,8 @@ const (
 	ctrlFiller         int16 = -1  // no record: offsets skipped by a snapshot install
 )
 
-// ctrlDeleteRecords moves the log start of every replica (DeleteRecords):
-// the value is the new log start, 8 bytes big endian. Unlike the types
-// above it travels as a normal raft entry whose data is this batch, so it
-// is applied at commit time, in log order, on voters and learners.
+// ctrlDeleteRecords stores a raft-only command entry (raft_command.go);
+// the value is the entry's data.
 const ctrlDeleteRecords int16 = 203
 
 var crc32c = crc32.MakeTable(crc32.Castagnoli)
@@ -141,27 +139,4 @@ func raftControl(b []byte, h *batchInfo) (ctrl int16, value []byte, ok bool) {
 		return ctrl, b[p : p+int(vl)], true
 	}
 	return 0, nil, false
-}
-
-// deleteRecordsBatch is the entry that moves the log start to offset on
-// every replica (base and epoch are stamped when it is proposed).
-func deleteRecordsBatch(offset int64) []byte {
-	return controlBatch(0, -1, ctrlDeleteRecords, binary.BigEndian.AppendUint64(nil, uint64(offset)), 0)
-}
-
-// deleteRecordsOf reports whether the normal raft entry data is a
-// ctrlDeleteRecords batch, and the log start it asks for.
-func deleteRecordsOf(data []byte) (int64, bool) {
-	if len(data) < protocol.BatchHeaderSize {
-		return 0, false
-	}
-	h, err := parseBatch(data, true)
-	if err != nil {
-		return 0, false
-	}
-	ctrl, v, ok := raftControl(data, &h)
-	if !ok || ctrl != ctrlDeleteRecords || len(v) != 8 {
-		return 0, false
-	}
-	return int64(binary.BigEndian.Uint64(v)), true
 }

@@ -121,8 +121,8 @@ type Proposal struct {
 	// waits: it is written already, and only durability is pending.
 	wait func(ctx context.Context) error
 
-	// commit: answered only once committed and applied here, whatever
-	// the mode (a DeleteRecords entry).
+	// commit: batch is a command (raft_command.go), answered only once
+	// committed and applied here, whatever the mode.
 	commit bool
 }
 
@@ -687,8 +687,22 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 	st.mu.Unlock()
 	scratch := map[int64]*prodEntry{}
 	for _, p := range props {
+		if p.commit {
+			// A command (raft_command.go): no producer, no stamp; its
+			// control batch takes one offset.
+			if err := r.rn.Propose(p.batch); err != nil {
+				p.complete(ProduceResult{}, fmt.Errorf("%w: %v", ErrProposalDropped, err))
+				continue
+			}
+			idx++
+			p.index, p.term = idx, term
+			p.res = ProduceResult{BaseOffset: next, LastOffset: next}
+			next++
+			r.inflight = append(r.inflight, p)
+			continue
+		}
 		h, _ := parseBatch(p.batch, true) // checked by Propose
-		if p.acks == AcksAll && !p.commit && opts.Mode == ModeRaft && opts.MinInsyncReplicas > 1 {
+		if p.acks == AcksAll && opts.Mode == ModeRaft && opts.MinInsyncReplicas > 1 {
 			if inSync < 0 {
 				inSync = r.inSyncVotersLocked(now)
 			}
@@ -1133,7 +1147,7 @@ func (r *Replica) deleteRecordsLocked(offset int64) error {
 // DeleteRecords moves the log start of every replica of the partition to
 // offset, as Kafka's DeleteRecords: only the leader accepts it, offset must
 // be at most the high watermark (log.ErrOffsetOutOfRange otherwise), and it
-// travels through raft as one entry (ctrlDeleteRecords) that each voter
+// travels through raft as one command entry that each voter
 // and learner applies when it commits, so every replica moves its log
 // start identically and no data offset changes. It returns once the entry
 // is committed and applied here, with the leader's new log start (Kafka's
@@ -1151,7 +1165,7 @@ func (r *Replica) DeleteRecords(ctx context.Context, offset int64) (int64, error
 	if offset <= r.log.LogStartOffset() {
 		return r.log.LogStartOffset(), nil // nothing to move: no entry
 	}
-	p := &Proposal{r: r, batch: deleteRecordsBatch(offset), acks: AcksAll, commit: true, done: make(chan struct{}), released: make(chan struct{})}
+	p := &Proposal{r: r, batch: deleteRecordsCmd(offset), acks: AcksAll, commit: true, done: make(chan struct{}), released: make(chan struct{})}
 	r.inMu.Lock()
 	switch {
 	case r.in.closed:

@@ -499,8 +499,6 @@ func entryFromBatch(b []byte, h *batchInfo, m entryMeta) *raftpb.Entry {
 			typ = raftpb.EntryConfChange
 		case ctrlRaftConfChgV2:
 			typ = raftpb.EntryConfChangeV2
-		case ctrlDeleteRecords:
-			v = b // proposed as a normal entry: the batch is its data
 		}
 		if len(v) > 0 {
 			e.Data = append([]byte(nil), v...)
@@ -664,6 +662,10 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 				b = controlBatch(next, int32(term), ctrlRaftNoop, nil, 0)
 				break
 			}
+			if isCommand(e.Data) {
+				b = controlBatch(next, int32(term), ctrlDeleteRecords, e.Data, 0)
+				break
+			}
 			isRaft = false
 			var err error
 			h, err = parseBatch(e.Data, true)
@@ -671,9 +673,6 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 				return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
 			}
 			b = e.Data
-			if _, ok := deleteRecordsOf(b); ok {
-				isRaft = true // a command, not data: Fetch skips it
-			}
 			if h.BaseOffset != next || h.LeaderEpoch != int32(term) {
 				// The leader stamps both when it proposes; if it did not,
 				// every replica stamps the same values here. Never write
@@ -700,7 +699,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		if isRaft {
 			s.raftOffs.add(next)
 		}
-		if e.GetType() == raftpb.EntryNormal && len(e.Data) > 0 && &b[0] != &e.Data[0] {
+		if !isRaft && e.GetType() == raftpb.EntryNormal && len(e.Data) > 0 && &b[0] != &e.Data[0] {
 			// Stamped copy: cache what the log holds.
 			e = &raftpb.Entry{Term: new(term), Index: new(e.GetIndex()), Type: new(raftpb.EntryNormal), Data: b}
 		}

@@ -255,7 +255,7 @@ func validEntries(m *raftpb.Message) bool {
 		prev = e.GetTerm()
 		switch e.GetType() {
 		case raftpb.EntryNormal:
-			if len(e.GetData()) > 0 {
+			if len(e.GetData()) > 0 && !isCommand(e.GetData()) {
 				if _, err := parseBatch(e.GetData(), true); err != nil {
 					return false
 				}
