@@ -87,3 +87,29 @@ func TestRecompressLimits(t *testing.T) {
 		t.Errorf("budget refusal: %v, want errNoRoom", err)
 	}
 }
+
+// BenchmarkRecompress: one batch of 1,000 records of 1 KiB (1 MiB of
+// repetitive text), sent with the producer's codec and stored with the
+// topic's.
+func BenchmarkRecompress(b *testing.B) {
+	recs := recordsOf(1000, 1000)
+	for _, tc := range []struct{ from, to string }{
+		{"none", "lz4"}, {"none", "zstd"}, {"none", "gzip"}, {"none", "snappy"},
+		{"lz4", "zstd"}, {"zstd", "uncompressed"},
+	} {
+		b.Run(tc.from+"-to-"+tc.to, func(b *testing.B) {
+			batch := rawBatch(0, recs, 1000)
+			if tc.from != "none" {
+				comp, id := compressWith(b, tc.from, recs)
+				batch = rawBatch(id, comp, 1000)
+			}
+			codec, _ := CodecOf(tc.to)
+			b.SetBytes(int64(len(recs)))
+			for b.Loop() {
+				if _, err := batch.Recompress(codec, 2<<20, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
