@@ -109,6 +109,14 @@ type Config struct {
 	// the listeners pause accepting, as Kafka's acceptor throttles.
 	MaxConnectionCreationRate int32 `mapstructure:"max.connection.creation.rate"`
 
+	// Client quotas (set with AlterClientQuotas) are measured over
+	// QuotaWindowNum windows of QuotaWindowSizeSeconds each, the
+	// controller mutation quota over its own windows, as in Kafka.
+	QuotaWindowNum                   int32 `mapstructure:"quota.window.num"`
+	QuotaWindowSizeSeconds           int32 `mapstructure:"quota.window.size.seconds"`
+	ControllerQuotaWindowNum         int32 `mapstructure:"controller.quota.window.num"`
+	ControllerQuotaWindowSizeSeconds int32 `mapstructure:"controller.quota.window.size.seconds"`
+
 	// MaxPartitionsPerRequest bounds the partitions one CreateTopics or
 	// CreatePartitions request may add, counted over all its topics
 	// before anything reaches the metastore: beyond it every topic is
@@ -277,6 +285,10 @@ func Default() Config {
 		MaxConnections:                   math.MaxInt32,
 		MaxConnectionsPerIP:              math.MaxInt32,
 		MaxConnectionCreationRate:        math.MaxInt32,
+		QuotaWindowNum:                   11,
+		QuotaWindowSizeSeconds:           1,
+		ControllerQuotaWindowNum:         11,
+		ControllerQuotaWindowSizeSeconds: 1,
 		AutoCreateTopics:                 true,
 		NumPartitions:                    1,
 		DefaultReplicationFactor:         1,
@@ -428,6 +440,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxConnectionCreationRate < 0 {
 		errs = append(errs, fmt.Errorf("max.connection.creation.rate must not be negative"))
+	}
+	if c.QuotaWindowNum < 2 || c.ControllerQuotaWindowNum < 2 {
+		errs = append(errs, fmt.Errorf("quota.window.num and controller.quota.window.num must be at least 2"))
+	}
+	if c.QuotaWindowSizeSeconds < 1 || c.ControllerQuotaWindowSizeSeconds < 1 {
+		errs = append(errs, fmt.Errorf("quota.window.size.seconds and controller.quota.window.size.seconds must be at least 1"))
 	}
 	if overrides, err := ParseConnectionOverrides(c.MaxConnectionsPerIPOverrides); err != nil {
 		errs = append(errs, err)

@@ -130,6 +130,8 @@ func (a *applier) apply(c *command) (r result) {
 			a.rebalanceClusterDefault()
 		}
 		return result{Visible: true}
+	case opAlterClientQuotas:
+		return a.alterClientQuotas(c)
 	case opAllocProducerIDs:
 		if c.Count <= 0 {
 			return fail(ErrInvalidRequest)
@@ -543,5 +545,6 @@ func loadImage(tx *bolt.Tx) *image {
 		img.BrokerConfigs[brokerFromKey(k)] = c
 		return nil
 	})
+	img.Quotas = loadClientQuotas(tx)
 	return img
 }

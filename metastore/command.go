@@ -53,6 +53,7 @@ const (
 	opDeleteGroup       op = "delete_group"
 	opClaimGroup        op = "claim_group"
 	opNoop              op = "noop"
+	opAlterClientQuotas op = "alter_client_quotas"
 )
 
 // command is one state machine operation. Only the fields its Op uses are
@@ -90,6 +91,8 @@ type command struct {
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
 	NowMs int64 `json:"now,omitempty"`
+	// Quotas is alter_client_quotas' changes.
+	Quotas []QuotaChange `json:"quotas,omitempty"`
 }
 
 // result is what applying one command produced.

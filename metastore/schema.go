@@ -36,6 +36,7 @@ import (
 //	offsets        group -> nested bucket: topic 0x00 partition(u32) -> binary offsetValue (codec.go)
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
+//	client_quotas  JSON QuotaEntity -> JSON map[string]float64 (quotas.go)
 //	requests       reserved
 //	acls, credentials, txn_state: reserved (created empty) for security and
 //	                               transactions.
@@ -53,6 +54,7 @@ var (
 	bucketACLs          = []byte("acls")
 	bucketCredentials   = []byte("credentials")
 	bucketTxnState      = []byte("txn_state")
+	bucketClientQuotas  = []byte("client_quotas")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -72,7 +74,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState,
+	bucketTxnState, bucketClientQuotas,
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

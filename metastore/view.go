@@ -20,8 +20,12 @@ type view struct {
 	names         map[string]TopicID
 	brokers       map[int32]Broker
 	brokerConfigs map[int32]map[string]string
-	changed       chan struct{} // closed and replaced when rev advances
-	contentCh     chan struct{} // closed and replaced when the content changes
+	// quotas is replaced, never modified (ClientQuotas shares it);
+	// quotaGen counts its changes.
+	quotas    []ClientQuota
+	quotaGen  uint64
+	changed   chan struct{} // closed and replaced when rev advances
+	contentCh chan struct{} // closed and replaced when the content changes
 }
 
 func newView() *view {
@@ -35,12 +39,14 @@ func (v *view) resetLocked() {
 	v.names = map[string]TopicID{}
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
+	v.quotas = nil
+	v.quotaGen++
 }
 
 // event is one change of cache-visible state, produced by apply.
 type event struct {
 	Rev       uint64            `json:"rev"`
-	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster"
+	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "quota"
 	ID        TopicID           `json:"id,omitempty"`
 	BrokerID  int32             `json:"bid,omitempty"`
 	Topic     *Topic            `json:"topic,omitempty"`
@@ -48,6 +54,7 @@ type event struct {
 	Configs   map[string]string `json:"configs,omitempty"`
 	ClusterID string            `json:"cid,omitempty"`
 	Deleted   bool              `json:"del,omitempty"`
+	Quota     *ClientQuota      `json:"quota,omitempty"`
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -57,6 +64,7 @@ type image struct {
 	Topics        []Topic                     `json:"topics"`
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
+	Quotas        []ClientQuota               `json:"quotas,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -124,6 +132,10 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "cluster":
 		v.clusterID = e.ClusterID
+	case "quota":
+		if e.Quota != nil {
+			v.setQuotaLocked(*e.Quota)
+		}
 	}
 }
 
@@ -147,6 +159,7 @@ func (v *view) loadImage(img *image) {
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
+	v.quotas = cloneQuotas(img.Quotas)
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -169,6 +182,7 @@ func (v *view) imageLocked() *image {
 	for id, c := range v.brokerConfigs {
 		img.BrokerConfigs[id] = maps.Clone(c)
 	}
+	img.Quotas = cloneQuotas(v.quotas)
 	return img
 }
 

@@ -48,6 +48,8 @@ var versions = map[int16]VersionRange{
 	45: {0, 1},  // AlterPartitionReassignments
 	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
+	48: {0, 1},  // DescribeClientQuotas
+	49: {0, 1},  // AlterClientQuotas
 	60: {0, 2},  // DescribeCluster
 	68: {0, 1},  // ConsumerGroupHeartbeat
 	69: {0, 1},  // ConsumerGroupDescribe

@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
+	"github.com/sluice-broker/sluice/quota"
 	"github.com/sluice-broker/sluice/replica"
 )
 
@@ -39,6 +40,12 @@ func init() { register(0, handleProduce) }
 func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if !rc.quotaExempt(0) {
+		// producer_byte_rate counts the request's size, as in Kafka;
+		// the response carries the throttle and the connection is
+		// muted for it (acks=0: muted only).
+		s.quotas.record(rc, s.quotas.produce, quota.ProducerByteRate, float64(rc.size), s.quotas.throttledProduce)
+	}
 
 	type pending struct {
 		prop *replica.Proposal

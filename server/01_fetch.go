@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/quota"
 )
 
 // Fetch (key 1). Supported: v4-18.
@@ -164,7 +165,14 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	}
 
 	wire := &fetchWire{FetchResponse: resp, parts: parts}
+	quotaMax := -1
+	if fetchFromConsumer(req) {
+		quotaMax = s.quotas.fetchMax(rc)
+	}
 	final := func() kmsg.Response {
+		if quotaMax >= 0 {
+			s.throttleFetch(rc, parts)
+		}
 		s.countFetched(parts)
 		s.fetchSessions.finish(sc, wire, items, sps, partOf)
 		return wire
@@ -173,7 +181,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	// entries with data after it (the client fetches again at once
 	// rather than wait for bytes it could have had).
 	ready := func() bool {
-		n, more := s.fillFetch(req, parts)
+		n, more := s.fillFetch(req, parts, quotaMax)
 		return n >= int(req.MinBytes) || more
 	}
 	if ready() || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
@@ -194,7 +202,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					return final()
 				}
 			case <-timer.C:
-				s.fillFetch(req, parts)
+				s.fillFetch(req, parts, quotaMax)
 				return final()
 			case <-rc.ctx().Done():
 				return final()
@@ -291,10 +299,15 @@ func fetchHasError(parts []fetchPart) bool {
 // only raft entries lie between them: a client is never told there is
 // more to read when the records it gets are empty (kafka-go takes that as
 // a broken connection and redials), and sees no lag at the end.
-func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool) {
+// quotaMax, unless -1, bounds the bytes further: what the client's
+// consumer_byte_rate allows at once.
+func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax int) (int, bool) {
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 || budget > int(s.cfg.FetchMaxBytes) {
 		budget = int(s.cfg.FetchMaxBytes)
+	}
+	if quotaMax >= 0 {
+		budget = min(budget, max(quotaMax, 1))
 	}
 	total := 0
 	more := false
@@ -364,6 +377,26 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		more = more || cut
 	}
 	return total, more
+}
+
+// throttleFetch charges a consumer fetch's records to consumer_byte_rate.
+// Over the quota, the fetch answers no records (they are charged back)
+// and the throttle time, as Kafka's throttled fetch response does; the
+// client fetches the same offsets again after it.
+func (s *Server) throttleFetch(rc *reqCtx, parts []fetchPart) {
+	var n int64
+	for i := range parts {
+		n += parts[i].recordsLen()
+	}
+	if s.quotas.record(rc, s.quotas.fetch, quota.ConsumerByteRate, float64(n), s.quotas.throttledFetch) == 0 {
+		return
+	}
+	s.quotas.unrecord(rc, s.quotas.fetch, quota.ConsumerByteRate, float64(n))
+	for i := range parts {
+		parts[i].releaseRecords()
+		parts[i].rng = log.FileRange{}
+		parts[i].resp.RecordBatches = []byte{}
+	}
 }
 
 // countFetched records the bytes a finished fetch returns.

@@ -51,6 +51,8 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		clusterPartitions = s.clusterPartitions()
 	}
 	created := false
+	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v6.
+	mq := s.quotas.mutations(rc, req.Version >= 6)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -88,6 +90,11 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			continue
 		}
 		t := metastore.Topic{Name: spec.Name, Configs: spec.Configs, Partitions: make([]metastore.Partition, spec.Partitions)}
+		if !req.ValidateOnly && !mq.spend(int(spec.Partitions)) {
+			fail(kerr.ThrottlingQuotaExceeded.Code, throttlingMessage)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if !req.ValidateOnly {
 			var err error
 			t, err = s.catalog.CreateTopic(rc.ctx(), spec)

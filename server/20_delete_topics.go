@@ -30,6 +30,8 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		}
 	}
 	deleted := false
+	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v5.
+	mq := s.quotas.mutations(rc, req.Version >= 5)
 	for _, rt := range entries {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -57,6 +59,10 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		}
 		if ok {
 			st.Topic, st.TopicID = kmsg.StringPtr(t.Name), t.ID
+		}
+		if ok && !mq.spend(len(t.Partitions)) {
+			fail(kerr.ThrottlingQuotaExceeded.Code, throttlingMessage)
+		} else if ok {
 			if err := s.catalog.DeleteTopic(rc.ctx(), t.ID); err != nil {
 				fail(errorCode(err), err.Error())
 			} else {

@@ -47,6 +47,8 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 		clusterPartitions = s.clusterPartitions()
 	}
 	grown := false
+	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v3.
+	mq := s.quotas.mutations(rc, req.Version >= 3)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -79,6 +81,10 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 				break
 			}
 			if req.ValidateOnly {
+				break
+			}
+			if !mq.spend(int(rt.Count) - len(t.Partitions)) {
+				fail(kerr.ThrottlingQuotaExceeded.Code, throttlingMessage)
 				break
 			}
 			if _, err := s.catalog.CreatePartitions(rc.ctx(), rt.Topic, rt.Count); err != nil {

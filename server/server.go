@@ -67,6 +67,7 @@ type Server struct {
 	staticTopicDefaults, builtinTopicDefaults map[string]string
 	fwd                                       forwarder
 	groups                                    *coordinator.Coordinator
+	quotas                                    *clientQuotas
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
 
@@ -147,6 +148,7 @@ func New(opts Options) (*Server, error) {
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
 	s.producers = newProducerIDs(opts.Catalog)
 	s.fetchSessions = newFetchSessionCache(int(opts.Config.FetchSessionCacheSlots), int64(opts.Config.FetchSessionEvictionMs))
+	s.quotas = newClientQuotas(s)
 	s.staticTopicDefaults = opts.Config.TopicDefaults()
 	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -264,6 +266,15 @@ func (s *Server) acceptLoop(l *listener) {
 			s.metrics.connsRefused.WithLabelValues(l.cfg.Name).Inc()
 			if n, ok := refusedLog.allow(); ok {
 				s.log.Info().Str("listener", l.cfg.Name).Stringer("ip", ip).Int("limit", limit).Int("refused", n).Msg("connection refused: its address has max.connections.per.ip open")
+			}
+			continue
+		}
+		if !s.quotas.admitConnection(ip) {
+			s.limits.release(ip)
+			nc.Close()
+			s.metrics.connsRefused.WithLabelValues(l.cfg.Name).Inc()
+			if n, ok := refusedLog.allow(); ok {
+				s.log.Info().Str("listener", l.cfg.Name).Stringer("ip", ip).Int("refused", n).Msg("connection refused: its address is past its connection_creation_rate quota")
 			}
 			continue
 		}
