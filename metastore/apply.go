@@ -130,6 +130,8 @@ func (a *applier) apply(c *command) (r result) {
 			a.rebalanceClusterDefault()
 		}
 		return result{Visible: true}
+	case opClaimDirectory:
+		return a.claimDirectory(c)
 	case opAlterClientQuotas:
 		return a.alterClientQuotas(c)
 	case opAllocProducerIDs:

@@ -53,6 +53,7 @@ const (
 	opDeleteGroup       op = "delete_group"
 	opClaimGroup        op = "claim_group"
 	opNoop              op = "noop"
+	opClaimDirectory    op = "claim_directory"
 	opAlterClientQuotas op = "alter_client_quotas"
 )
 

@@ -37,6 +37,7 @@ import (
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
 //	client_quotas  JSON QuotaEntity -> JSON map[string]float64 (quotas.go)
+//	broker_dirs    broker id (u32) -> directory.id of its data directory (directories.go)
 //	requests       reserved
 //	acls, credentials, txn_state: reserved (created empty) for security and
 //	                               transactions.
@@ -54,6 +55,7 @@ var (
 	bucketACLs          = []byte("acls")
 	bucketCredentials   = []byte("credentials")
 	bucketTxnState      = []byte("txn_state")
+	bucketBrokerDirs    = []byte("broker_dirs")
 	bucketClientQuotas  = []byte("client_quotas")
 
 	keyNodeID      = []byte("node_id")
@@ -74,7 +76,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState, bucketClientQuotas,
+	bucketTxnState, bucketClientQuotas, bucketBrokerDirs,
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

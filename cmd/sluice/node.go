@@ -122,6 +122,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	var parts *replica.Manager
 	var host *replica.Host
 	var transport *replica.TCPTransport
+	// Before any replica is opened: the directory must be this node's and
+	// this cluster's, and a raft voter must not come back on an empty disk.
+	if err := claimDataDir(ctx, catalog, cfg, lg); err != nil {
+		return err
+	}
 	if cfg.ReplicaListen == "" {
 		parts, err = replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
 		if err != nil {
