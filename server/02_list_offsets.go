@@ -49,7 +49,7 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 				// The visible high watermark, as Fetch reports it: raft's
 				// own entries at the end are nothing to consume, so lag
 				// tools show none.
-				sp.Offset, sp.LeaderEpoch = p.VisibleHighWatermark(), epoch
+				sp.Offset, sp.LeaderEpoch = p.HighWatermark(), epoch
 			case ts == -3:
 				off, mts, err := p.Log().MaxTimestamp()
 				if err != nil {
