@@ -20,9 +20,8 @@ type fetchWire struct {
 	parts []fetchPart // in encoding order; those with a range carry records
 }
 
-// splice is a file range that goes at a position of an encoded frame.
-// A partition whose records skip raft entries has several, one after the
-// other at the same position.
+// splice is a file range that goes at a position of an encoded frame:
+// one per partition with records.
 type splice struct {
 	at   int // index in the frame where the range's bytes belong
 	r    *log.FileRange
