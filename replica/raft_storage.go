@@ -254,6 +254,14 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 		metas = metas[1:]
 		compacted, rewrite = true, true
 	}
+	// raft's own entries have no batch: a record of one that was durable
+	// and is gone cannot be rebuilt, and without it the batches after it
+	// would be given wrong indexes. Checked before anything is rewritten.
+	if lr := s.state.cur.lastRaft; lr > s.snapIndex {
+		if k := lr - s.snapIndex - 1; k >= uint64(len(metas)) || !metas[k].raft() {
+			return fmt.Errorf("%w: %s lost the record of raft entry %d", ErrLostCommitted, indexFileName, lr)
+		}
+	}
 	next := s.snapOffset
 	if n := len(metas); n > 0 {
 		next = metas[n-1].last + 1
@@ -292,14 +300,6 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 	}
 	if err := s.recoverConfChanges(); err != nil {
 		return err
-	}
-	// raft's own entries have no batch: a record of one that was durable
-	// and is gone cannot be rebuilt, and without it the entries after it
-	// would get wrong indexes.
-	if lr := s.state.cur.lastRaft; lr > s.snapIndex {
-		if m, ok := s.metaLocked(lr); !ok || !m.raft() {
-			return fmt.Errorf("%w: %s lost the record of raft entry %d", ErrLostCommitted, indexFileName, lr)
-		}
 	}
 	for _, m := range s.metas {
 		if m.raft() {
