@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -276,3 +278,181 @@ func TestRaftLostRaftRecordRefused(t *testing.T) {
 		d.close()
 	}
 }
+
+// TestRaftDenseOffsetsAcrossChanges: one group through every event that
+// adds raft entries of its own or moves them — a leadership transfer, a
+// leader stopped (election), a learner added, a learner promoted and a
+// voter removed (joint consensus), an isolated leader's uncommitted tail
+// truncated, every node restarted, a learner caught up by a snapshot —
+// acknowledges offsets 0..n-1 with no gap, and every voter and learner
+// holds the same dense log, answering OffsetForLeaderEpoch alike.
+func TestRaftDenseOffsetsAcrossChanges(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	produceN := func(prefix string, n int) {
+		t.Helper()
+		for i := range n {
+			b := c.idem(fmt.Sprint(prefix, i), 1+i%3)
+			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+		}
+		checkDenseAcks(t, acked)
+	}
+	change := func(m Members) {
+		t.Helper()
+		checkFor(t, 10*time.Second, func() error {
+			_, lr := c.leader()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			return lr.ChangeMembership(ctx, m)
+		})
+		c.mu.Lock()
+		c.members = m
+		c.mu.Unlock()
+	}
+	end := func() int64 { return acked[len(acked)-1].res.LastOffset + 1 }
+
+	produceN("fresh", 5)
+	if acked[0].res.BaseOffset != 0 {
+		t.Fatalf("first batch of a fresh group at %d", acked[0].res.BaseOffset)
+	}
+
+	// Leadership transfer.
+	ln, lr := c.leader()
+	to := NodeID(1 + int(ln)%3)
+	checkFor(t, 10*time.Second, func() error {
+		if c.rep(to).IsLeader() {
+			return nil
+		}
+		if err := lr.TransferLeadership(to); err != nil {
+			return err
+		}
+		return errors.New("transfer pending")
+	})
+	produceN("transferred", 5)
+
+	// The leader stops: an election.
+	ln, _ = c.leader()
+	c.stop(ln)
+	produceN("elected", 5)
+	c.start(ln)
+	produceN("rejoined", 3)
+	c.converged(end(), 15*time.Second)
+
+	// A learner joins; then it is promoted and a voter leaves.
+	change(Members{Voters: []NodeID{1, 2, 3}, Learners: []NodeID{4, 5}})
+	c.start(5)
+	produceN("learner", 5)
+	ln, _ = c.leader()
+	gone := NodeID(1 + int(ln)%3)
+	voters := []NodeID{5}
+	for _, v := range []NodeID{1, 2, 3} {
+		if v != gone {
+			voters = append(voters, v)
+		}
+	}
+	change(Members{Voters: voters, Learners: []NodeID{4}})
+	c.stop(gone)
+	produceN("promoted", 5)
+	c.converged(end(), 15*time.Second)
+
+	// An isolated leader appends a tail no one else gets; it is truncated
+	// on heal.
+	old, or := c.leader()
+	c.net.Partition(old)
+	for i := range 3 {
+		if _, err := or.Propose(testBatch(fmt.Sprint("lost", i), 2, -1, 0, 0), AcksNone); err != nil {
+			t.Fatalf("isolated leader refused: %v", err)
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if or.LogEndOffset() <= end() {
+			return fmt.Errorf("isolated leader's log ends at %d", or.LogEndOffset())
+		}
+		return nil
+	})
+	c.leader(old)
+	// Until it steps down (check quorum) the old leader still takes
+	// writes and would refuse the producer's next sequence.
+	checkFor(t, 10*time.Second, func() error {
+		if or.IsLeader() {
+			return errors.New("isolated leader has not stepped down")
+		}
+		return nil
+	})
+	produceN("majority", 5)
+	c.net.Heal()
+	c.converged(end(), 15*time.Second)
+
+	// Every node restarts.
+	for _, n := range c.nodes() {
+		c.stop(n)
+	}
+	for _, n := range append(append([]NodeID(nil), voters...), 4) {
+		c.start(n)
+	}
+	produceN("restarted", 3)
+	c.converged(end(), 15*time.Second)
+	c.sameEpochEnds(end())
+
+	// The learner is away while the log start moves past what it has: a
+	// snapshot catches it up.
+	c.stop(4)
+	produceN("away", 30)
+	c.converged(end(), 15*time.Second)
+	cut := acked[len(acked)-10].res.BaseOffset
+	for n, r := range c.running() {
+		if err := r.DeleteRecordsBefore(cut); err != nil {
+			t.Fatalf("node %d: %v", n, err)
+		}
+	}
+	r4 := c.start(4)
+	produceN("back", 3)
+	c.converged(end(), 15*time.Second)
+	r4.st.mu.Lock()
+	si := r4.st.snapIndex
+	r4.st.mu.Unlock()
+	if si == 0 || r4.LogStartOffset() != cut {
+		t.Fatalf("learner not caught up by a snapshot: snapshot index %d, log start %d (want %d)", si, r4.LogStartOffset(), cut)
+	}
+	c.checkAcked(acked)
+
+	c.sameEpochEnds(end())
+	t.Logf("%d batches at offsets 0..%d", len(acked), end()-1)
+}
+
+// sameEpochEnds checks that every running replica's log ends at end and
+// that all answer OffsetForLeaderEpoch alike for every epoch in their
+// logs and the current term.
+func (c *testCluster) sameEpochEnds(end int64) {
+	t := c.t
+	t.Helper()
+	var epochs []int32
+	for _, r := range c.running() {
+		for _, x := range batchesOf(t, logBytes(t, r)) {
+			if len(epochs) == 0 || epochs[len(epochs)-1] != x.epoch {
+				epochs = append(epochs, x.epoch)
+			}
+		}
+		epochs = append(epochs, int32(r.Term()))
+		break
+	}
+	var ref []int64
+	var refN NodeID
+	for n, r := range c.running() {
+		if r.LogEndOffset() != end {
+			t.Fatalf("node %d: log end %d, want %d", n, r.LogEndOffset(), end)
+		}
+		var got []int64
+		for _, e := range epochs {
+			off, ep := r.OffsetForLeaderEpoch(e)
+			got = append(got, off, int64(ep))
+		}
+		if ref == nil {
+			ref, refN = got, n
+		} else if !reflect.DeepEqual(got, ref) {
+			t.Fatalf("OffsetForLeaderEpoch of epochs %v: node %d %v, node %d %v", epochs, n, got, refN, ref)
+		}
+	}
+	t.Logf("epochs %v end at %v", epochs, ref)
+}
+
