@@ -455,4 +455,3 @@ func (c *testCluster) sameEpochEnds(end int64) {
 	}
 	t.Logf("epochs %v end at %v", epochs, ref)
 }
-
