@@ -636,25 +636,29 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 	if first <= last {
 		m := s.metas[first-s.snapIndex-1]
 		s.lg.Info().Uint64("index", first).Int64("offset", m.base).Uint64("last_index", last).Msg("truncating divergent uncommitted tail")
-		if err := s.log.TruncateTo(m.base); err != nil {
-			return err
-		}
-		s.metas = s.metas[:first-s.snapIndex-1]
-		s.cacheCutLocked(first)
+		keep := s.metas[:first-s.snapIndex-1]
 		if s.lastRaft >= first {
-			// Before the index loses the record the state names.
+			// Before the log or the index loses what the mark names: a
+			// crash part-way must not find it missing.
 			s.lastRaft = 0
-			for _, m := range s.metas {
+			for _, m := range keep {
 				if m.raft() {
 					s.lastRaft = m.index
 				}
 			}
-			cur := s.state.cur
-			cur.lastRaft = s.lastRaft
-			if err := s.state.save(cur); err != nil {
-				return err
+			if s.lastRaft < s.state.cur.lastRaft {
+				cur := s.state.cur
+				cur.lastRaft = s.lastRaft
+				if err := s.state.save(cur); err != nil {
+					return err
+				}
 			}
 		}
+		if err := s.log.TruncateTo(m.base); err != nil {
+			return err
+		}
+		s.metas = keep
+		s.cacheCutLocked(first)
 		if err := s.idx.truncateFrom(first); err != nil {
 			return err
 		}
