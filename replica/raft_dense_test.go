@@ -184,9 +184,16 @@ func TestRaftDenseStorage(t *testing.T) {
 	}
 
 	// A new leader's entries replace the uncommitted tail from entry 3
-	// (a conf change): the log is cut at its offset, 3, and raft.confs
-	// forgets it.
+	// (a conf change): the log is cut at its offset, 3, raft.confs
+	// forgets it, and raft.state's mark of the last raft entry known
+	// durable goes back below the cut first.
+	if err := d.s.saveRaftMark(); err != nil || d.s.state.cur.lastRaft != 6 {
+		t.Fatalf("raft mark %d, %v; want 6", d.s.state.cur.lastRaft, err)
+	}
 	d.append(noopEntry(3, 3), dataEntry(4, 3, "d", 4))
+	if d.s.state.cur.lastRaft != 1 || d.s.lastRaft != 3 {
+		t.Fatalf("after truncation: raft mark %d saved, %d held; want 1, 3", d.s.state.cur.lastRaft, d.s.lastRaft)
+	}
 	const want2 = "1:-@0 2:0..2 3:-@3 4:3..6"
 	if got := d.offsets(); got != want2 || d.l.LogEndOffset() != 7 {
 		t.Fatalf("after truncation: offsets %s, log end %d; want %s, 7", got, d.l.LogEndOffset(), want2)
