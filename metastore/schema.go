@@ -37,8 +37,9 @@ import (
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
 //	requests       reserved
-//	acls, credentials, txn_state: reserved (created empty) for security and
-//	                               transactions.
+//	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
+//	credentials, txn_state: reserved (created empty) for security and
+//	                        transactions.
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
