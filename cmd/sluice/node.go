@@ -199,7 +199,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer groups.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups})
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog})
 	if err != nil {
 		return err
 	}
