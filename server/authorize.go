@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 // Authorization (docs/security.md). With an authorizer configured every
@@ -55,6 +56,18 @@ func (s *Server) authorizeGroup(rc *reqCtx, op acl.Operation, group string) bool
 // auto-creation): CREATE on the cluster, or else on the topic.
 func (s *Server) authorizeCreateTopic(rc *reqCtx, topic string) bool {
 	return s.authorizeCluster(rc, acl.OpCreate) || s.authorizeTopic(rc, acl.OpCreate, topic)
+}
+
+// topicNameOf is the name a request's topic entry stands for: the name
+// itself, or, byID, the name of the topic with that id; known is false for
+// an id no topic has (the handler then answers UNKNOWN_TOPIC_ID, as Kafka
+// does before it authorizes).
+func (s *Server) topicNameOf(name string, id [16]byte, byID bool) (string, bool) {
+	if !byID {
+		return name, true
+	}
+	t, ok := s.catalog.TopicByID(metastore.TopicID(id))
+	return t.Name, ok
 }
 
 // authorizedOps is an authorized-operations field: the operations of ops
