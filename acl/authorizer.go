@@ -267,10 +267,11 @@ func (a *Authorizer) AuthorizeAny(r Request, op Operation, rt ResourceType) bool
 }
 
 // Operations Kafka reports as authorized operations, per resource type
-// (the resource's supported operations; Kafka's AuthHelper).
+// (the resource type's supported operations, Kafka's
+// AclEntry.supportedOperations, which AuthHelper walks).
 var (
 	TopicOps   = []Operation{OpRead, OpWrite, OpCreate, OpDelete, OpAlter, OpDescribe, OpDescribeConfigs, OpAlterConfigs}
-	GroupOps   = []Operation{OpRead, OpDelete, OpDescribe}
+	GroupOps   = []Operation{OpRead, OpDelete, OpDescribe, OpDescribeConfigs, OpAlterConfigs}
 	ClusterOps = []Operation{OpCreate, OpAlter, OpDescribe, OpClusterAction, OpDescribeConfigs, OpAlterConfigs, OpIdempotentWrite}
 )
 
