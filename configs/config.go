@@ -486,6 +486,11 @@ func (c Config) Validate() error {
 	if n := strings.TrimSpace(c.AuthorizerClassName); n != "" && !authorizerClassNames[n] {
 		errs = append(errs, fmt.Errorf("authorizer.class.name %q: Sluice's authorizer answers to org.apache.kafka.metadata.authorizer.StandardAuthorizer (or authorizer.enable=true); no other class can be loaded", n))
 	}
+	if c.PprofListen != "" {
+		if _, _, err := net.SplitHostPort(c.PprofListen); err != nil {
+			errs = append(errs, fmt.Errorf("pprof.listen: %v", err))
+		}
+	}
 	for _, u := range strings.Split(c.SuperUsers, ";") {
 		if u = strings.TrimSpace(u); u != "" && strings.IndexByte(u, ':') <= 0 {
 			errs = append(errs, fmt.Errorf("super.users: %q is not a principal of the form Type:name (User:alice)", u))
