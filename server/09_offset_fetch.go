@@ -97,7 +97,7 @@ func handleOffsetFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, rg)
 		}
-		return resp, nil
+		return answerRefused(resp), nil
 	}
 	if len(req.Groups) == 0 {
 		return answerRefused(req.ResponseKind().(*kmsg.OffsetFetchResponse)), nil

@@ -62,7 +62,7 @@ func handleDescribeGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 			dg.Group, dg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, dg)
 		}
-		return resp, nil
+		return finish(resp), nil
 	}
 	groupCall(rc, func(ctx context.Context) kmsg.Response { return finish(s.groups.DescribeGroups(ctx, req)) })
 	return nil, nil

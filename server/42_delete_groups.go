@@ -54,7 +54,7 @@ func handleDeleteGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			dg.Group, dg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, dg)
 		}
-		return resp, nil
+		return finish(resp), nil
 	}
 	groupCall(rc, func(ctx context.Context) kmsg.Response { return finish(s.groups.DeleteGroups(ctx, req)) })
 	return nil, nil

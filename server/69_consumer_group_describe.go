@@ -61,7 +61,7 @@ func handleConsumerGroupDescribe(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg
 			dg.Group, dg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, dg)
 		}
-		return resp, nil
+		return finish(resp), nil
 	}
 	groupCall(rc, func(ctx context.Context) kmsg.Response { return finish(s.groups.ConsumerGroupDescribe(ctx, req)) })
 	return nil, nil
