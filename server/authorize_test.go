@@ -6,12 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 func anonymousACL(rt acl.ResourceType, name string, pt acl.PatternType, op acl.Operation, perm acl.Permission) acl.Binding {
@@ -250,5 +253,145 @@ func TestAclAPIsWithoutAuthorizer(t *testing.T) {
 	}
 	if !errors.Is(kerr.ErrorForCode(dr.ErrorCode), kerr.SecurityDisabled) {
 		t.Fatalf("DescribeAcls without an authorizer: %v", kerr.ErrorForCode(dr.ErrorCode))
+	}
+}
+
+// rawDo sends req at its version on c and decodes the answer.
+func rawDo(t *testing.T, c *rawConn, req kmsg.Request) kmsg.Response {
+	t.Helper()
+	c.send(req, 1)
+	resp := req.ResponseKind()
+	resp.SetVersion(req.GetVersion())
+	if _, err := c.recv(resp, req.IsFlexible()); err != nil {
+		t.Fatalf("%s v%d: %v", kmsg.NameForKey(req.Key()), req.GetVersion(), err)
+	}
+	return resp
+}
+
+// TestAuthorizationGroups checks the group and offset APIs against a real
+// coordinator: refused groups and topics get their own error codes while
+// the allowed ones are served, and listings leave out what the client may
+// not describe.
+func TestAuthorizationGroups(t *testing.T) {
+	b := startBrokerWith(t, func(c *configs.Config) { c.AuthorizerEnable = true }, func(o *Options, meta *metastore.Node) {
+		g, err := coordinator.New(coordinator.Config{BrokerID: o.Config.NodeID, Store: meta.Client(), Logger: zerolog.Nop()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		o.Groups = g
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mc := b.meta.Client()
+	for _, name := range []string{"a", "b"} {
+		if _, err := mc.CreateTopic(ctx, metastore.TopicSpec{Name: name, Partitions: 1, ReplicationFactor: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mc.CreateACLs(ctx, []acl.Binding{
+		anonymousACL(acl.ResourceGroup, "g-ok", acl.PatternLiteral, acl.OpRead, acl.Allow),
+		anonymousACL(acl.ResourceTopic, "a", acl.PatternLiteral, acl.OpRead, acl.Allow),
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Offsets of b and of another group, committed behind the broker's
+	// back, which the client must not see.
+	tp := func(topic string) metastore.OffsetCommit {
+		return metastore.OffsetCommit{TopicPartition: metastore.TopicPartition{Topic: topic, Partition: 0}, Offset: 7, LeaderEpoch: -1}
+	}
+	if err := mc.CommitOffsets(ctx, metastore.Fence{}, "g-ok", []metastore.OffsetCommit{tp("b")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.CommitOffsets(ctx, metastore.Fence{}, "g-hidden", []metastore.OffsetCommit{tp("a")}); err != nil {
+		t.Fatal(err)
+	}
+	c := dialRaw(t, b.addr)
+	code := func(c int16) error { return kerr.ErrorForCode(c) }
+
+	commit := func(group string) *kmsg.OffsetCommitResponse {
+		req := kmsg.NewPtrOffsetCommitRequest()
+		req.Version, req.Group, req.Generation = 8, group, -1
+		for _, topic := range []string{"a", "b"} {
+			rt := kmsg.NewOffsetCommitRequestTopic()
+			rt.Topic = topic
+			rp := kmsg.NewOffsetCommitRequestTopicPartition()
+			rp.Offset = 3
+			rt.Partitions = append(rt.Partitions, rp)
+			req.Topics = append(req.Topics, rt)
+		}
+		return rawDo(t, c, req).(*kmsg.OffsetCommitResponse)
+	}
+	errs := func(resp *kmsg.OffsetCommitResponse) map[string]error {
+		out := map[string]error{}
+		for _, rt := range resp.Topics {
+			out[rt.Topic] = code(rt.Partitions[0].ErrorCode)
+		}
+		return out
+	}
+	if got := errs(commit("g-ok")); got["a"] != nil || !errors.Is(got["b"], kerr.TopicAuthorizationFailed) {
+		t.Fatalf("OffsetCommit g-ok: %v, want a committed and b TOPIC_AUTHORIZATION_FAILED", got)
+	}
+	if got := errs(commit("g-no")); !errors.Is(got["a"], kerr.GroupAuthorizationFailed) || !errors.Is(got["b"], kerr.GroupAuthorizationFailed) {
+		t.Fatalf("OffsetCommit g-no: %v, want GROUP_AUTHORIZATION_FAILED", got)
+	}
+
+	fetch := kmsg.NewPtrOffsetFetchRequest()
+	fetch.Version = 8
+	all := kmsg.NewOffsetFetchRequestGroup()
+	all.Group = "g-ok" // every committed topic
+	named := kmsg.NewOffsetFetchRequestGroup()
+	named.Group = "g-no"
+	fetch.Groups = append(fetch.Groups, all, named)
+	fr := rawDo(t, c, fetch).(*kmsg.OffsetFetchResponse)
+	if len(fr.Groups) != 2 {
+		t.Fatalf("OffsetFetch answered %d groups", len(fr.Groups))
+	}
+	for _, g := range fr.Groups {
+		switch g.Group {
+		case "g-ok":
+			if g.ErrorCode != 0 || len(g.Topics) != 1 || g.Topics[0].Topic != "a" || g.Topics[0].Partitions[0].Offset != 3 {
+				t.Fatalf("OffsetFetch of every topic of g-ok: %+v, want a alone (b is not describable)", g)
+			}
+		case "g-no":
+			if !errors.Is(code(g.ErrorCode), kerr.GroupAuthorizationFailed) {
+				t.Fatalf("OffsetFetch g-no: %v", code(g.ErrorCode))
+			}
+		}
+	}
+	fetch.Groups = fetch.Groups[:1]
+	fetch.Groups[0].Topics = []kmsg.OffsetFetchRequestGroupTopic{{Topic: "b", Partitions: []int32{0}}}
+	fr = rawDo(t, c, fetch).(*kmsg.OffsetFetchResponse)
+	if p := fr.Groups[0].Topics[0].Partitions[0]; !errors.Is(code(p.ErrorCode), kerr.TopicAuthorizationFailed) || p.Offset != -1 {
+		t.Fatalf("OffsetFetch of b by name: %+v, want TOPIC_AUTHORIZATION_FAILED and no offset", p)
+	}
+
+	dg := kmsg.NewPtrDescribeGroupsRequest()
+	dg.Version, dg.Groups, dg.IncludeAuthorizedOperations = 5, []string{"g-ok", "g-no"}, true
+	dr := rawDo(t, c, dg).(*kmsg.DescribeGroupsResponse)
+	for _, g := range dr.Groups {
+		switch g.Group {
+		case "g-ok":
+			if want := acl.OpsBits([]acl.Operation{acl.OpRead, acl.OpDescribe}); g.ErrorCode != 0 || g.AuthorizedOperations != want {
+				t.Fatalf("DescribeGroups g-ok: %v, authorized operations %b, want %b", code(g.ErrorCode), g.AuthorizedOperations, want)
+			}
+		case "g-no":
+			if !errors.Is(code(g.ErrorCode), kerr.GroupAuthorizationFailed) {
+				t.Fatalf("DescribeGroups g-no: %v", code(g.ErrorCode))
+			}
+		default:
+			t.Fatalf("DescribeGroups answered %q", g.Group)
+		}
+	}
+	lg := kmsg.NewPtrListGroupsRequest()
+	lg.Version = 4
+	lr := rawDo(t, c, lg).(*kmsg.ListGroupsResponse)
+	if len(lr.Groups) != 1 || lr.Groups[0].Group != "g-ok" {
+		t.Fatalf("ListGroups without DESCRIBE on the cluster: %+v, want g-ok alone", lr.Groups)
+	}
+	dl := kmsg.NewPtrDeleteGroupsRequest()
+	dl.Version, dl.Groups = 2, []string{"g-hidden"}
+	if r := rawDo(t, c, dl).(*kmsg.DeleteGroupsResponse); !errors.Is(code(r.Groups[0].ErrorCode), kerr.GroupAuthorizationFailed) {
+		t.Fatalf("DeleteGroups without DELETE: %v", code(r.Groups[0].ErrorCode))
 	}
 }
