@@ -76,6 +76,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise), then WRITE on each
 	// topic (TOPIC_AUTHORIZATION_FAILED, whether or not it exists).
 	if req.TransactionID != nil && !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID) {
+		if req.Acks == 0 {
+			// No answer to carry the error: close, as Kafka does.
+			return nil, errors.New("acks=0 produce refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: closing the connection")
+		}
 		for _, rt := range req.Topics {
 			st := kmsg.NewProduceResponseTopic()
 			st.Topic, st.TopicID = rt.Topic, rt.TopicID
