@@ -53,6 +53,11 @@ func handleOffsetCommit(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	if s.groups == nil {
 		return failed(req.ResponseKind().(*kmsg.OffsetCommitResponse), req.Topics, kerr.CoordinatorNotAvailable.Code), nil
 	}
+	if len(refused) > 0 && len(allowed) == 0 {
+		// Nothing left to commit: the group is not touched (a simple
+		// commit would create it), as in Kafka.
+		return failed(req.ResponseKind().(*kmsg.OffsetCommitResponse), refused, kerr.TopicAuthorizationFailed.Code), nil
+	}
 	if len(refused) > 0 {
 		cp := *req
 		cp.Topics = allowed
