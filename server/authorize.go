@@ -83,6 +83,7 @@ func (s *Server) authorizedOps(rc *reqCtx, rt acl.ResourceType, name string, ops
 // AuthorizerEnabled reports whether requests are checked against ACLs.
 func (s *Server) AuthorizerEnabled() bool { return s.authz != nil }
 
-// aclKeys are the ACL APIs, advertised only with an authorizer (and
+// aclAPI reports whether key is an ACL API: advertised only with an
+// authorizer (and
 // answered SECURITY_DISABLED without one).
 func aclAPI(key int16) bool { return key == 29 || key == 30 || key == 31 }
