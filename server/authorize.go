@@ -84,6 +84,5 @@ func (s *Server) authorizedOps(rc *reqCtx, rt acl.ResourceType, name string, ops
 func (s *Server) AuthorizerEnabled() bool { return s.authz != nil }
 
 // aclAPI reports whether key is an ACL API: advertised only with an
-// authorizer (and
-// answered SECURITY_DISABLED without one).
+// authorizer (and answered SECURITY_DISABLED without one).
 func aclAPI(key int16) bool { return key == 29 || key == 30 || key == 31 }
