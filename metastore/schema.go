@@ -39,8 +39,9 @@ import (
 //	client_quotas  JSON QuotaEntity -> JSON map[string]float64 (quotas.go)
 //	broker_dirs    broker id (u32) -> directory.id of its data directory (directories.go)
 //	requests       reserved
-//	acls, credentials, txn_state: reserved (created empty) for security and
-//	                               transactions.
+//	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
+//	credentials, txn_state: reserved (created empty) for security and
+//	                        transactions.
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // view is the in-memory, cache-visible part of the state: cluster id,
@@ -22,8 +25,12 @@ type view struct {
 	brokerConfigs map[int32]map[string]string
 	// quotas is replaced, never modified (ClientQuotas shares it);
 	// quotaGen counts its changes.
-	quotas    []ClientQuota
-	quotaGen  uint64
+	quotas   []ClientQuota
+	quotaGen uint64
+	acls     map[string]acl.Binding // by acl.Binding.Key
+	// aclGen moves whenever acls change (read without the lock by
+	// the authorizer on every decision).
+	aclGen    atomic.Uint64
 	changed   chan struct{} // closed and replaced when rev advances
 	contentCh chan struct{} // closed and replaced when the content changes
 }
@@ -41,12 +48,14 @@ func (v *view) resetLocked() {
 	v.brokerConfigs = map[int32]map[string]string{}
 	v.quotas = nil
 	v.quotaGen++
+	v.acls = map[string]acl.Binding{}
+	v.aclGen.Add(1)
 }
 
 // event is one change of cache-visible state, produced by apply.
 type event struct {
 	Rev       uint64            `json:"rev"`
-	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "quota"
+	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "quota", "acl"
 	ID        TopicID           `json:"id,omitempty"`
 	BrokerID  int32             `json:"bid,omitempty"`
 	Topic     *Topic            `json:"topic,omitempty"`
@@ -55,6 +64,7 @@ type event struct {
 	ClusterID string            `json:"cid,omitempty"`
 	Deleted   bool              `json:"del,omitempty"`
 	Quota     *ClientQuota      `json:"quota,omitempty"`
+	ACL       *acl.Binding      `json:"acl,omitempty"`
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -65,6 +75,7 @@ type image struct {
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
 	Quotas        []ClientQuota               `json:"quotas,omitempty"`
+	ACLs          []acl.Binding               `json:"acls,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -136,6 +147,15 @@ func (v *view) applyEventLocked(e *event) {
 		if e.Quota != nil {
 			v.setQuotaLocked(*e.Quota)
 		}
+	case "acl":
+		if e.ACL != nil {
+			if e.Deleted {
+				delete(v.acls, e.ACL.Key())
+			} else {
+				v.acls[e.ACL.Key()] = *e.ACL
+			}
+			v.aclGen.Add(1)
+		}
 	}
 }
 
@@ -160,6 +180,9 @@ func (v *view) loadImage(img *image) {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
 	v.quotas = cloneQuotas(img.Quotas)
+	for _, b := range img.ACLs {
+		v.acls[b.Key()] = b
+	}
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -183,6 +206,9 @@ func (v *view) imageLocked() *image {
 		img.BrokerConfigs[id] = maps.Clone(c)
 	}
 	img.Quotas = cloneQuotas(v.quotas)
+	for _, b := range v.acls {
+		img.ACLs = append(img.ACLs, b)
+	}
 	return img
 }
 

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/quota"
@@ -79,6 +80,11 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	}
 	redirected := false
 	var racks map[int32]string
+	// Authorization, as Kafka's handleFetchRequest: a consumer needs
+	// READ on each topic, a follower (a replica id) CLUSTER_ACTION on the
+	// cluster; refused partitions get TOPIC_AUTHORIZATION_FAILED.
+	follower := !fetchFromConsumer(req)
+	followerAllowed := follower && s.authorizeCluster(rc, acl.OpClusterAction)
 
 	// One response topic per run of items of the same topic, in item
 	// order; sps[i] answers items[i], read through parts[partOf[i]]. An
@@ -104,6 +110,14 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 			}
 		} else if t, ok = s.produceTopicByName(items[i].topic); !ok {
 			topicCode = kerr.UnknownTopicOrPartition.Code
+		}
+		if name := items[i].topic; ok || req.Version < 13 {
+			if ok {
+				name = t.Name
+			}
+			if follower && !followerAllowed || !follower && !s.authorizeTopic(rc, acl.OpRead, name) {
+				topicCode = kerr.TopicAuthorizationFailed.Code
+			}
 		}
 		st.Partitions, resps = resps[:j-i:j-i], resps[j-i:]
 		for k := i; k < j; k++ {

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // ListOffsets (key 2). Supported: v1-11.
@@ -26,6 +29,9 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t, ok := s.catalog.TopicByName(rt.Topic)
+		// DESCRIBE on the topic, as Kafka; refused partitions get
+		// TOPIC_AUTHORIZATION_FAILED whether or not the topic exists.
+		allowed := s.authorizeTopic(rc, acl.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -35,6 +41,9 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 				epochFence = rp.CurrentLeaderEpoch
 			}
 			p, code := s.readablePartition(t, ok, rp.Partition, epochFence)
+			if !allowed {
+				code = kerr.TopicAuthorizationFailed.Code
+			}
 			if code != 0 {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)

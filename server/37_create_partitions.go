@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // CreatePartitions (key 37). Supported: v0-3.
@@ -67,6 +69,9 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 			fail(reqCode, reqMsg)
 		case seen[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic listed more than once")
+		case !s.authorizeTopic(rc, acl.OpAlter, rt.Topic):
+			// Kafka: ALTER on the topic, checked before existence.
+			fail(kerr.TopicAuthorizationFailed.Code, "ALTER on the topic is required")
 		case !ok:
 			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", rt.Topic))
 		case rt.Count <= int32(len(t.Partitions)):

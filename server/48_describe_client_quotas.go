@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -21,6 +22,7 @@ import (
 // types, or ip mixed with user or client-id is INVALID_REQUEST; an
 // unknown type UNSUPPORTED_VERSION, as Kafka answers.
 // Version notes: v1 flexible.
+// Authorization: DESCRIBE_CONFIGS on the cluster, as in Kafka.
 // Roles: every broker (the metastore's quotas, from its local cache).
 func init() { register(48, handleDescribeClientQuotas) }
 
@@ -32,6 +34,9 @@ func handleDescribeClientQuotas(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 	fail := func(code int16, format string, args ...any) (kmsg.Response, error) {
 		resp.ErrorCode, resp.ErrorMessage = code, kmsg.StringPtr(fmt.Sprintf(format, args...))
 		return resp, nil
+	}
+	if !s.authorizeCluster(rc, acl.OpDescribeConfigs) {
+		return fail(kerr.ClusterAuthorizationFailed.Code, "DESCRIBE_CONFIGS on the cluster is required")
 	}
 	for _, c := range req.Components {
 		if c.EntityType == "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/quota"
 )
@@ -26,6 +27,8 @@ import (
 // for that entry; the valid entries are applied together in one metastore
 // command. validate_only stops after the checks.
 // Version notes: v1 flexible.
+// Authorization: ALTER_CONFIGS on the cluster, as in Kafka
+// (CLUSTER_AUTHORIZATION_FAILED for every entry otherwise).
 // Roles: every broker (written to the metastore; every broker follows).
 func init() { register(49, handleAlterClientQuotas) }
 
@@ -35,6 +38,7 @@ func handleAlterClientQuotas(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Res
 	var changes []metastore.QuotaChange
 	var applied []int // resp.Entries answered by changes
 	seen := map[metastore.QuotaEntity]int{}
+	allowed := s.authorizeCluster(rc, acl.OpAlterConfigs)
 	for _, re := range req.Entries {
 		e := kmsg.NewAlterClientQuotasResponseEntry()
 		for _, ent := range re.Entity {
@@ -43,6 +47,11 @@ func handleAlterClientQuotas(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Res
 			e.Entity = append(e.Entity, ee)
 		}
 		ch, msg := quotaChange(re)
+		if !allowed {
+			e.ErrorCode, e.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, kmsg.StringPtr("ALTER_CONFIGS on the cluster is required")
+			resp.Entries = append(resp.Entries, e)
+			continue
+		}
 		if msg == "" {
 			if i, dup := seen[ch.Entity]; dup {
 				// Kafka fails both the first and the repeat.

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -206,8 +207,12 @@ type conn struct {
 	// has sent its forwards (see forwardTurn); read loop only.
 	fwdTail chan struct{}
 
-	// principal is who the connection is, Kafka's "User:name" form.
+	// principal is who the connection speaks for, in Kafka's
+	// "User:name" form: User:ANONYMOUS until authentication sets it
+	// (read loop only; handlers read it through reqCtx.who). host is
+	// the client's IP address as the authorizer matches it.
 	principal string
+	host      string
 	// muteUntil is when a client quota's throttle of the connection ends
 	// (unix ns): its next request is not read before (KIP-219).
 	muteUntil atomic.Int64
@@ -217,15 +222,15 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 	defer s.limits.release(ip)
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
-		srv:      s,
-		nc:       nc,
-		listener: l,
-		log:      s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
-		ctx:      ctx,
-		cancel:   cancel,
-		slots:    make(chan *slot, maxInFlight),
-
-		principal: "User:ANONYMOUS",
+		srv:       s,
+		nc:        nc,
+		listener:  l,
+		log:       s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
+		ctx:       ctx,
+		cancel:    cancel,
+		slots:     make(chan *slot, maxInFlight),
+		principal: acl.Anonymous,
+		host:      ip.String(),
 	}
 	c.lastActive.Store(s.now())
 	if !s.trackConn(c, true) {

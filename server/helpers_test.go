@@ -67,7 +67,7 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { parts.Close() })
-	o := Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg}
+	o := Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg, ACLs: meta.Client()}
 	if opts != nil {
 		opts(&o, meta)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/replica"
@@ -31,6 +32,9 @@ type Options struct {
 	// Groups is the group coordinator of a broker with the read role;
 	// nil: the group APIs answer COORDINATOR_NOT_AVAILABLE.
 	Groups *coordinator.Coordinator
+	// ACLs stores the ACLs and feeds the authorizer; required when the
+	// config turns the authorizer on (authorize.go).
+	ACLs ACLStore
 }
 
 type listener struct {
@@ -68,6 +72,8 @@ type Server struct {
 	fwd                                       forwarder
 	groups                                    *coordinator.Coordinator
 	quotas                                    *clientQuotas
+	acls                                      ACLStore
+	authz                                     *acl.Authorizer // nil: no authorizer
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
 
@@ -132,6 +138,16 @@ func New(opts Options) (*Server, error) {
 		log:        opts.Logger.With().Str("component", "server").Logger(),
 		metrics:    opts.Metrics,
 		groups:     opts.Groups,
+		acls:       opts.ACLs,
+	}
+	if opts.Config.AuthorizerEnabled() {
+		if opts.ACLs == nil {
+			return nil, errors.New("server: the authorizer is on but no ACL store was given")
+		}
+		s.authz = acl.New(acl.Config{
+			SuperUsers:   acl.ParseSuperUsers(opts.Config.SuperUsers),
+			AllowIfNoACL: opts.Config.AllowEveryoneIfNoACL,
+		}, opts.ACLs)
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
