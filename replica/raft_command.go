@@ -8,8 +8,9 @@ import (
 // Raft-only command entries: normal raft entries whose data is not a record
 // batch but a command every replica applies when the entry commits, in log
 // order. Like raft's own entries (an empty entry, a configuration change)
-// they are no data: the storage keeps them as a control batch (type
-// ctrlDeleteRecords) that Fetch never returns. A command's data is a 4-byte
+// they are no data and take no Kafka offset: the storage keeps their record
+// (kindCommand) in raft.index and their bytes in raft.confs, never a batch
+// in the log, so clients see no trace of them. A command's data is a 4-byte
 // tag and its arguments, 12 bytes in all, so it can never be taken for a
 // record batch (at least 61 bytes).
 //

@@ -12,9 +12,10 @@ import (
 
 // TestRaftDeleteRecords: DeleteRecords at the leader moves the log start
 // of every voter and learner to the same offset through one raft entry;
-// data offsets do not change, the entry is not data (the visible high
-// watermark skips it), and it survives a restart and reaches a replica
-// that was down through the log or a snapshot.
+// data offsets do not change, the entry is not data and takes no offset
+// (the high watermark does not move, the next batch gets the offset after
+// the last, every log stays dense), and it survives a restart and reaches a
+// replica that was down through the log or a snapshot.
 func TestRaftDeleteRecords(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, slowElections)
 	for i := range 10 {
@@ -23,7 +24,9 @@ func TestRaftDeleteRecords(t *testing.T) {
 	c.converged(30, 10*time.Second)
 	ln, lr := c.leader()
 	hw := lr.HighWatermark()
-	visible := lr.VisibleHighWatermark()
+	if hw != 30 {
+		t.Fatalf("high watermark %d after 30 records, want 30 (dense offsets)", hw)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -59,16 +62,16 @@ func TestRaftDeleteRecords(t *testing.T) {
 	if low != 7 || lr.LogStartOffset() != 7 {
 		t.Fatalf("low watermark %d, leader log start %d, want 7", low, lr.LogStartOffset())
 	}
-	if got := lr.VisibleHighWatermark(); got != visible {
-		t.Fatalf("visible high watermark %d after DeleteRecords, want %d (the entry is not data)", got, visible)
+	if got, end := lr.HighWatermark(), lr.LogEndOffset(); got != hw || end != hw {
+		t.Fatalf("high watermark %d, log end %d after DeleteRecords, want %d (the entry takes no offset)", got, end, hw)
 	}
 	// Below the start: nothing moves, no error.
 	if low, err := lr.DeleteRecords(ctx, 3); err != nil || low != 7 {
 		t.Fatalf("DeleteRecords below the log start: %d, %v; want 7, nil", low, err)
 	}
 	res := c.produce(testBatch("after", 2, -1, -1, -1), AcksAll)
-	if res.BaseOffset <= hw {
-		t.Fatalf("produce after DeleteRecords at %d, want past the old high watermark %d", res.BaseOffset, hw)
+	if res.BaseOffset != hw {
+		t.Fatalf("produce after DeleteRecords at %d, want %d (the entry takes no offset)", res.BaseOffset, hw)
 	}
 	c.start(down)
 	c.converged(res.LastOffset+1, 10*time.Second)
@@ -113,4 +116,10 @@ func TestRaftDeleteRecords(t *testing.T) {
 		}
 		return nil
 	})
+	// The command entries were read back from raft.index and raft.confs:
+	// the next batch still continues the dense offsets.
+	if res := c.produce(testBatch("restarted", 1, -1, -1, -1), AcksAll); res.BaseOffset != want {
+		t.Fatalf("produce after restart at %d, want %d", res.BaseOffset, want)
+	}
+	c.converged(want+1, 10*time.Second)
 }

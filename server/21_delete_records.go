@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 )
@@ -26,7 +27,8 @@ import (
 // learner applies when it commits it (replica.Replica.DeleteRecords), so
 // the partition is answered once the entry is committed and applied on the
 // leader, or REQUEST_TIMED_OUT after TimeoutMillis. Unknown topics or
-// partitions get UNKNOWN_TOPIC_OR_PARTITION.
+// partitions get UNKNOWN_TOPIC_OR_PARTITION. Each topic needs DELETE on
+// it (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise).
 // Version notes: v2+ flexible.
 // Roles: the partition's leader. A read broker (which the read view names
 // as leader) forwards the partition to the raft leader, as it does
@@ -51,12 +53,20 @@ func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 		st := &resp.Topics[i]
 		*st = kmsg.NewDeleteRecordsResponseTopic()
 		st.Topic = rt.Topic
+		// DELETE on the topic, checked before it is looked up, as Kafka's
+		// KafkaApis.handleDeleteRecordsRequest does (and before a read
+		// broker forwards, as for Produce).
+		allowed := s.authorizeTopic(rc, acl.OpDelete, rt.Topic)
 		t, known := s.catalog.TopicByName(rt.Topic)
 		st.Partitions = make([]kmsg.DeleteRecordsResponseTopicPartition, len(rt.Partitions))
 		for j, rp := range rt.Partitions {
 			sp := &st.Partitions[j]
 			*sp = kmsg.NewDeleteRecordsResponseTopicPartition()
 			sp.Partition, sp.LowWatermark = rp.Partition, -1
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				continue
+			}
 			if !known || rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				continue
@@ -110,11 +120,10 @@ func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 // deleteRecords applies one partition's request: -1 is the high watermark
 // (DeleteRecordsRequest.HIGH_WATERMARK); any other negative offset, or one
 // past the high watermark, is out of range, as Kafka's
-// Partition.deleteRecordsOnLeader says. The high watermark is the one
-// clients see (ListOffsets latest, Fetch): without raft's own entries at
-// its end.
+// Partition.deleteRecordsOnLeader says. Offsets are dense, so the high
+// watermark is the one clients see (ListOffsets latest, Fetch).
 func deleteRecords(ctx context.Context, p hostedPartition, offset int64) (int64, error) {
-	hw := p.VisibleHighWatermark()
+	hw := p.HighWatermark()
 	if offset == -1 {
 		offset = hw
 	}

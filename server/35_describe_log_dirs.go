@@ -4,8 +4,10 @@ import (
 	"path/filepath"
 	"sort"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/log"
 )
 
@@ -19,6 +21,9 @@ import (
 // segments; OffsetLag is max(high watermark - log end, 0), 0 for a current
 // log as in Kafka (no future logs: IsFuture is false). v4 adds the total
 // and usable bytes of the directory's volume (statfs; -1 when unknown).
+// The request needs DESCRIBE on the cluster, as in Kafka's KafkaApis:
+// without it the answer lists no directory, with
+// CLUSTER_AUTHORIZATION_FAILED (v3+).
 // Version notes: v2+ flexible, v3 top-level error code, v4 volume bytes.
 // Roles: every broker, for the partitions it hosts.
 func init() { register(35, handleDescribeLogDirs) }
@@ -56,9 +61,15 @@ func (s *Server) localLogs() (dir string, logs []localLog) {
 	return s.partitions.Dir(), logs
 }
 
-func handleDescribeLogDirs(s *Server, _ *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeLogDirs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeLogDirsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeLogDirsResponse)
+	if !s.authorizeCluster(rc, acl.OpDescribe) {
+		// No directories; the error code reaches v3+ clients only, as in
+		// Kafka.
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
+	}
 	dir, logs := s.localLogs()
 	if abs, err := filepath.Abs(dir); err == nil {
 		dir = abs

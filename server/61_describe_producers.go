@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // DescribeProducers (key 61). Supported: v0.
@@ -18,22 +20,29 @@ import (
 // and current transaction start offset -1 (there are no transactions).
 // A partition of a known topic this broker does not host gets
 // NOT_LEADER_OR_FOLLOWER, a failed replica KAFKA_STORAGE_ERROR, an unknown
-// topic or partition UNKNOWN_TOPIC_OR_PARTITION.
+// topic or partition UNKNOWN_TOPIC_OR_PARTITION. Each topic needs READ on
+// it, checked first, as in Kafka's KafkaApis (TOPIC_AUTHORIZATION_FAILED).
 // Version notes: v0 only, flexible.
 // Roles: every broker, for the partitions it hosts.
 func init() { register(61, handleDescribeProducers) }
 
-func handleDescribeProducers(s *Server, _ *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
+func handleDescribeProducers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeProducersRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeProducersResponse)
 	for _, rt := range req.Topics {
 		st := kmsg.NewDescribeProducersResponseTopic()
 		st.Topic = rt.Topic
+		allowed := s.authorizeTopic(rc, acl.OpRead, rt.Topic)
 		t, known := s.catalog.TopicByName(rt.Topic)
 		for _, idx := range rt.Partitions {
 			sp := kmsg.NewDescribeProducersResponseTopicPartition()
 			sp.Partition = idx
 			sp.ActiveProducers = []kmsg.DescribeProducersResponseTopicPartitionActiveProducer{}
+			if !allowed {
+				sp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+				continue
+			}
 			if !known || idx < 0 || int(idx) >= len(t.Partitions) {
 				sp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 				st.Partitions = append(st.Partitions, sp)

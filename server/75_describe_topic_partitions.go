@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -26,7 +27,10 @@ import (
 // elects leaders by raft among the voters, so there is no ELR, as in Kafka
 // with eligible.leader.replicas.enable off). Unknown topics get
 // UNKNOWN_TOPIC_OR_PARTITION (INVALID_TOPIC_EXCEPTION for an invalid name)
-// when named, and are skipped when listing every topic.
+// when named, and are skipped when listing every topic. Each topic needs
+// DESCRIBE on it (a topic named without it gets TOPIC_AUTHORIZATION_FAILED
+// after the page's topics, existing or not; listing every topic skips it);
+// the authorized operations are the authorizer's, as Kafka reports them.
 // Version notes: v0 only, flexible.
 // Roles: every broker; the brokers named depend on the listener's view.
 func init() { register(75, handleDescribeTopicPartitions) }
@@ -73,11 +77,29 @@ func handleDescribeTopicPartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (km
 
 	view := s.viewOf(rc)
 	remaining := int(max(min(req.ResponsePartitionLimit, maxDescribePartitions), 1))
+	// Topics named without DESCRIBE on them, answered after the page
+	// whether or not they exist, as Kafka does.
+	var denied []kmsg.DescribeTopicPartitionsResponseTopic
+	full := false // the page is complete: only denied topics are still collected
 	for _, name := range names {
+		if !s.authorizeTopic(rc, acl.OpDescribe, name) {
+			if !all {
+				mt := kmsg.NewDescribeTopicPartitionsResponseTopic()
+				mt.Topic = kmsg.StringPtr(name)
+				mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+				mt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
+				denied = append(denied, mt)
+			}
+			continue
+		}
+		if full {
+			continue
+		}
 		if remaining == 0 {
 			// The next page starts at this topic; it need not exist.
 			resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: 0}
-			break
+			full = true
+			continue
 		}
 		t, ok := s.catalog.TopicByName(name)
 		if !ok {
@@ -90,7 +112,7 @@ func handleDescribeTopicPartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (km
 			if validTopicName(name) != nil {
 				mt.ErrorCode = kerr.InvalidTopicException.Code
 			}
-			mt.AuthorizedOperations = topicOps
+			mt.AuthorizedOperations = s.authorizedOps(rc, acl.ResourceTopic, name, acl.TopicOps)
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
@@ -99,13 +121,16 @@ func handleDescribeTopicPartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (km
 			start = int(req.Cursor.Partition)
 		}
 		mt, next := s.describeTopicPartitions(view, t, start, remaining)
+		mt.AuthorizedOperations = s.authorizedOps(rc, acl.ResourceTopic, name, acl.TopicOps)
 		resp.Topics = append(resp.Topics, mt)
 		if next >= 0 {
 			resp.NextCursor = &kmsg.DescribeTopicPartitionsResponseNextCursor{Topic: name, Partition: int32(next)}
-			break
+			full = true
+			continue
 		}
 		remaining -= len(mt.Partitions)
 	}
+	resp.Topics = append(resp.Topics, denied...)
 	return resp, nil
 }
 
@@ -115,7 +140,6 @@ func (s *Server) describeTopicPartitions(view brokerView, t metastore.Topic, sta
 	mt := kmsg.NewDescribeTopicPartitionsResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID
-	mt.AuthorizedOperations = topicOps
 	mt.Partitions = []kmsg.DescribeTopicPartitionsResponseTopicPartition{}
 	n := len(t.Partitions)
 	upper := min(n, start+limit)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"os"
 	"testing"
 	"time"
 
@@ -106,15 +107,10 @@ func roundTrip(t *testing.T, addr string, frame []byte, mayClose bool) {
 		if corr := int32(binary.BigEndian.Uint32(resp)); corr != int32(binary.BigEndian.Uint32(frame[8:])) {
 			t.Fatalf("answer with correlation id %d", corr)
 		}
-	case mayClose && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || isReset(err)):
+	case mayClose && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || (isReset(err) && !errors.Is(err, os.ErrDeadlineExceeded))):
 	default:
 		t.Fatalf("no answer: %v", err)
 	}
-}
-
-func isReset(err error) bool {
-	var ne *net.OpError
-	return errors.As(err, &ne) && !ne.Timeout()
 }
 
 // quietTB is f for the broker's helpers, without logging.

@@ -13,6 +13,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/configs"
 )
 
 // logAdminBroker starts a `sluice dev`-shaped broker with the given topics
@@ -277,5 +280,153 @@ func TestDescribeTopicPartitionsHandler(t *testing.T) {
 		if len(resp.Topics) != 2 || resp.Topics[0].ErrorCode != kerr.InvalidRequest.Code || resp.Topics[1].ErrorCode != kerr.InvalidRequest.Code {
 			t.Errorf("cursor %+v: %+v, want INVALID_REQUEST for each topic", cur, resp.Topics)
 		}
+	}
+}
+
+// TestLogAdminAuthorization: with the authorizer on, each log admin API
+// asks for what Kafka's KafkaApis asks: DeleteRecords DELETE on the topic,
+// DescribeLogDirs DESCRIBE on the cluster, DescribeProducers READ on the
+// topic, DescribeTopicPartitions DESCRIBE on the topic, each refused with
+// Kafka's error code (before the topic is looked up) until an ACL allows
+// it. The client is User:ANONYMOUS on a PLAINTEXT listener.
+func TestLogAdminAuthorization(t *testing.T) {
+	b := startBroker(t, func(c *configs.Config) {
+		c.AuthorizerClassName = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		c.AutoCreateTopics = false
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	grant := func(bs ...acl.Binding) {
+		t.Helper()
+		if err := b.meta.Client().CreateACLs(ctx, bs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// CREATE on the cluster (not ALTER, which implies DESCRIBE) and WRITE
+	// on topic a (which implies DESCRIBE on it, not READ or DELETE).
+	grant(anonymousACL(acl.ResourceCluster, acl.ClusterName, acl.PatternLiteral, acl.OpCreate, acl.Allow),
+		anonymousACL(acl.ResourceTopic, "a", acl.PatternLiteral, acl.OpWrite, acl.Allow))
+	cl := b.client(t, kgo.DisableIdempotentWrite(), kgo.DefaultProduceTopic("a"), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, name := range []string{"a", "b"} {
+		ct := kmsg.NewPtrCreateTopicsRequest()
+		rt := kmsg.NewCreateTopicsRequestTopic()
+		rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, 1, 1
+		ct.Topics = append(ct.Topics, rt)
+		if r, err := ct.RequestWith(ctx, cl); err != nil || r.Topics[0].ErrorCode != 0 {
+			t.Fatalf("CreateTopics %s: %v %+v", name, err, r)
+		}
+	}
+	produceN(t, cl, "a", 0, 5)
+	broker := cl.Broker(1)
+
+	deleteRecords := func(topic string, offset int64) kmsg.DeleteRecordsResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrDeleteRecordsRequest()
+		req.TimeoutMillis = 5000
+		rt := kmsg.NewDeleteRecordsRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = 0, offset
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	describeProducers := func(topic string) kmsg.DescribeProducersResponseTopicPartition {
+		t.Helper()
+		req := kmsg.NewPtrDescribeProducersRequest()
+		rt := kmsg.NewDescribeProducersRequestTopic()
+		rt.Topic, rt.Partitions = topic, []int32{0}
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Topics[0].Partitions[0]
+	}
+	describeLogDirs := func() *kmsg.DescribeLogDirsResponse {
+		t.Helper()
+		req := kmsg.NewPtrDescribeLogDirsRequest()
+		req.Version = 4
+		resp, err := req.RequestWith(ctx, broker)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	for _, topic := range []string{"a", "nope"} {
+		if sp := deleteRecords(topic, 2); sp.ErrorCode != kerr.TopicAuthorizationFailed.Code || sp.LowWatermark != -1 {
+			t.Fatalf("DeleteRecords of %s without DELETE: %v, low watermark %d", topic, kerr.ErrorForCode(sp.ErrorCode), sp.LowWatermark)
+		}
+		if sp := describeProducers(topic); sp.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+			t.Fatalf("DescribeProducers of %s without READ: %v", topic, kerr.ErrorForCode(sp.ErrorCode))
+		}
+	}
+	if r := describeLogDirs(); r.ErrorCode != kerr.ClusterAuthorizationFailed.Code || len(r.Dirs) != 0 {
+		t.Fatalf("DescribeLogDirs without DESCRIBE on the cluster: %v, %d dirs", kerr.ErrorForCode(r.ErrorCode), len(r.Dirs))
+	}
+
+	// DescribeTopicPartitions: a is described (WRITE implies DESCRIBE);
+	// b and an unknown topic are refused after it, whether or not they
+	// exist; listing every topic leaves b out.
+	dtp := kmsg.NewPtrDescribeTopicPartitionsRequest()
+	for _, name := range []string{"b", "a", "nope"} {
+		rt := kmsg.NewDescribeTopicPartitionsRequestTopic()
+		rt.Topic = name
+		dtp.Topics = append(dtp.Topics, rt)
+	}
+	dr, err := dtp.RequestWith(ctx, broker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type topicAnswer struct {
+		name string
+		code int16
+		ops  int32
+		n    int
+	}
+	var got []topicAnswer
+	for _, mt := range dr.Topics {
+		got = append(got, topicAnswer{*mt.Topic, mt.ErrorCode, mt.AuthorizedOperations, len(mt.Partitions)})
+	}
+	want := []topicAnswer{
+		{"a", 0, acl.OpsBits([]acl.Operation{acl.OpWrite, acl.OpDescribe}), 1},
+		{"b", kerr.TopicAuthorizationFailed.Code, authorizedOperationsUnset, 0},
+		{"nope", kerr.TopicAuthorizationFailed.Code, authorizedOperationsUnset, 0},
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("DescribeTopicPartitions of b, a, nope: %v, want %v", got, want)
+	}
+	if mt := dr.Topics[1]; mt.TopicID != [16]byte{} {
+		t.Fatalf("refused topic b answered with its id %x", mt.TopicID)
+	}
+	dtp.Topics = nil
+	if dr, err := dtp.RequestWith(ctx, broker); err != nil || len(dr.Topics) != 1 || *dr.Topics[0].Topic != "a" {
+		t.Fatalf("DescribeTopicPartitions of every topic: %v %+v", err, dr)
+	}
+
+	// Allowed: each API answers.
+	grant(anonymousACL(acl.ResourceTopic, "a", acl.PatternLiteral, acl.OpDelete, acl.Allow),
+		anonymousACL(acl.ResourceTopic, "a", acl.PatternLiteral, acl.OpRead, acl.Allow),
+		anonymousACL(acl.ResourceCluster, acl.ClusterName, acl.PatternLiteral, acl.OpDescribe, acl.Allow))
+	if sp := deleteRecords("a", 2); sp.ErrorCode != 0 || sp.LowWatermark != 2 {
+		t.Fatalf("DeleteRecords with DELETE: %v, low watermark %d", kerr.ErrorForCode(sp.ErrorCode), sp.LowWatermark)
+	}
+	if sp := deleteRecords("b", 0); sp.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("DeleteRecords of b, DELETE on a only: %v", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	if sp := describeProducers("a"); sp.ErrorCode != 0 {
+		t.Fatalf("DescribeProducers with READ: %v", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	if sp := describeProducers("b"); sp.ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("DescribeProducers of b, READ on a only: %v", kerr.ErrorForCode(sp.ErrorCode))
+	}
+	r := describeLogDirs()
+	if r.ErrorCode != 0 || len(r.Dirs) != 1 || len(r.Dirs[0].Topics) != 2 {
+		t.Fatalf("DescribeLogDirs with DESCRIBE on the cluster: %v %+v", kerr.ErrorForCode(r.ErrorCode), r.Dirs)
 	}
 }
