@@ -20,8 +20,10 @@ type view struct {
 	names         map[string]TopicID
 	brokers       map[int32]Broker
 	brokerConfigs map[int32]map[string]string
-	changed       chan struct{} // closed and replaced when rev advances
-	contentCh     chan struct{} // closed and replaced when the content changes
+	// decommissioned: broker ids decommissioned (decommission.go), sorted.
+	decommissioned []int32
+	changed        chan struct{} // closed and replaced when rev advances
+	contentCh      chan struct{} // closed and replaced when the content changes
 }
 
 func newView() *view {
@@ -35,12 +37,13 @@ func (v *view) resetLocked() {
 	v.names = map[string]TopicID{}
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
+	v.decommissioned = nil
 }
 
 // event is one change of cache-visible state, produced by apply.
 type event struct {
 	Rev       uint64            `json:"rev"`
-	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster"
+	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "decom"
 	ID        TopicID           `json:"id,omitempty"`
 	BrokerID  int32             `json:"bid,omitempty"`
 	Topic     *Topic            `json:"topic,omitempty"`
@@ -48,6 +51,8 @@ type event struct {
 	Configs   map[string]string `json:"configs,omitempty"`
 	ClusterID string            `json:"cid,omitempty"`
 	Deleted   bool              `json:"del,omitempty"`
+	// Decommissioned is the whole set after a "decom" event.
+	Decommissioned []int32 `json:"decom,omitempty"`
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -57,6 +62,8 @@ type image struct {
 	Topics        []Topic                     `json:"topics"`
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
+	// Decommissioned: absent from images of nodes that predate it.
+	Decommissioned []int32 `json:"decom,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -124,6 +131,8 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "cluster":
 		v.clusterID = e.ClusterID
+	case "decom":
+		v.decommissioned = slices.Clone(e.Decommissioned)
 	}
 }
 
@@ -147,6 +156,7 @@ func (v *view) loadImage(img *image) {
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
+	v.decommissioned = slices.Clone(img.Decommissioned)
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -169,6 +179,7 @@ func (v *view) imageLocked() *image {
 	for id, c := range v.brokerConfigs {
 		img.BrokerConfigs[id] = maps.Clone(c)
 	}
+	img.Decommissioned = slices.Clone(v.decommissioned)
 	return img
 }
 
@@ -278,6 +289,13 @@ func (v *view) Brokers() []Broker {
 	v.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Decommissioned returns the decommissioned broker ids, sorted.
+func (v *view) Decommissioned() []int32 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return slices.Clone(v.decommissioned)
 }
 
 func cloneTopic(t Topic) Topic {

@@ -172,19 +172,15 @@ func (c collector) collectGroups(ch chan<- prometheus.Metric, hw map[replica.Key
 	for _, g := range stats {
 		gauge(ch, descGroupMembers, float64(g.Members), g.Name)
 		gauge(ch, descGroupState, 1, g.Name, g.State)
-		offs, err := s.groups.CommittedOffsets(ctx, g.Name)
+		offs, err := s.groupOffsets(ctx, g.Name, hw)
 		if err != nil {
 			continue // the metastore is slow or unreachable: no lag this scrape
 		}
 		for _, o := range offs {
-			t, ok := s.catalog.TopicByName(o.Topic)
-			if !ok {
-				continue // a deleted topic's offsets linger until expiry
-			}
 			part := strconv.Itoa(int(o.Partition))
-			gauge(ch, descGroupOffset, float64(o.Offset), g.Name, o.Topic, part)
-			if h, ok := hw[replica.Key{TopicID: t.ID, Index: o.Partition}]; ok {
-				gauge(ch, descGroupLag, float64(max(h-o.Offset, 0)), g.Name, o.Topic, part)
+			gauge(ch, descGroupOffset, float64(o.Committed), g.Name, o.Topic, part)
+			if o.HasLag {
+				gauge(ch, descGroupLag, float64(o.Lag), g.Name, o.Topic, part)
 			}
 		}
 	}

@@ -63,6 +63,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer admin.Close()
+	admin.cfg.Store(&cfg)
 
 	var catalog *metastore.Client
 	leaseDuration := metastore.Default().LeaseDuration
@@ -103,6 +104,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		catalog = c
 	}
 
+	admin.catalog.Store(catalog)
 	if !cfg.HasRole("write") && !cfg.HasRole("read") {
 		ready.Store(true)
 		lg.Info().Msg("metastore node serving")
@@ -359,6 +361,11 @@ type adminServer struct {
 	// fails while it is not certainly valid (the metastore unreachable
 	// for a lease duration, or the broker paused past it).
 	lease atomic.Pointer[server.Lease]
+	// catalog and cfg serve the status page and the broker commands
+	// (status_page.go, broker.go).
+	catalog atomic.Pointer[metastore.Client]
+	cfg     atomic.Pointer[configs.Config]
+	lg      zerolog.Logger
 }
 
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
@@ -381,7 +388,7 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 	if err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
-	a := &adminServer{ln: ln}
+	a := &adminServer{ln: ln, lg: lg}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
@@ -402,6 +409,9 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 	mux.HandleFunc("POST /meta/voters", a.handleAddVoter)
 	mux.HandleFunc("DELETE /meta/voters/{id}", a.handleRemoveVoter)
 	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)
+	mux.HandleFunc("GET /{$}", a.handleStatus)
+	mux.HandleFunc("GET /status", a.handleStatus)
+	a.brokerRoutes(mux)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	a.srv = srv
 	go func() {
