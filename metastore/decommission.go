@@ -149,8 +149,10 @@ func (a *applier) decommission(id int32) error {
 					}
 				}
 				if to < 0 {
-					return fmt.Errorf("%w: no write broker can take broker %d's replica of %s-%d (replicas %v; write brokers not decommissioned: %v)",
-						ErrInvalidReplicaAssignment, id, t.Name, p.ID, base, writers)
+					// A message rather than a sentinel: the code of
+					// a sentinel travels without the details.
+					return fmt.Errorf("no write broker can take broker %d's replica of %s-%d (replicas %v; write brokers not decommissioned: %v)",
+						id, t.Name, p.ID, base, writers)
 				}
 				load[to]++
 				load[id]--
@@ -190,10 +192,9 @@ func (a *applier) recommission(id int32) error {
 
 // DecommissionBroker marks broker id decommissioned and starts moving its
 // replicas to the other brokers (see above). Calling it again for a
-// decommissioned broker moves what still names it (a reassignment that
-// put it back, for instance). ErrInvalidReplicaAssignment when a voter
-// replica has nowhere to go, ErrUnknownBroker for an id that is neither
-// registered nor assigned anything.
+// decommissioned broker moves what still names it. An error that names
+// the partition when a voter replica has nowhere to go, ErrUnknownBroker
+// for an id that is neither registered nor assigned anything.
 func (c *Client) DecommissionBroker(ctx context.Context, id int32) error {
 	_, err := c.write(ctx, command{Op: opDecommissionBroker, BrokerID: id})
 	return err
