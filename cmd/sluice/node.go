@@ -409,6 +409,7 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 	mux.HandleFunc("POST /meta/voters", a.handleAddVoter)
 	mux.HandleFunc("DELETE /meta/voters/{id}", a.handleRemoveVoter)
 	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)
+	mux.HandleFunc("GET /meta/backup", a.handleMetaBackup)
 	mux.HandleFunc("GET /{$}", a.handleStatus)
 	mux.HandleFunc("GET /status", a.handleStatus)
 	a.brokerRoutes(mux)
