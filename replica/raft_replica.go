@@ -529,27 +529,7 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 		if id == self || pr.State == tracker.StateSnapshot {
 			return
 		}
-		heard, ok := r.lastHeard[id]
-		if !ok || heard.Before(r.leaderSince) {
-			heard = r.leaderSince
-		}
-		var caught time.Time
-		if pr.Match >= last {
-			caught = heard
-		} else {
-			for _, m := range r.marks {
-				if m.index <= pr.Match && m.at.After(caught) {
-					caught = m.at
-				}
-			}
-			if caught.After(heard) {
-				caught = heard
-			}
-		}
-		if caught.Before(r.leaderSince) {
-			caught = r.leaderSince
-		}
-		if now.Sub(caught) > lag {
+		if now.Sub(r.caughtUpLocked(id, pr.Match, last)) > lag {
 			return
 		}
 		isr = append(isr, nodeOf(id))
@@ -558,6 +538,36 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 		}
 	})
 	return isr, voters
+}
+
+// caughtUpLocked is when, as far as the leader can tell, member id (whose
+// log matches the leader's up to match) last had every entry of the
+// leader's log (which ends at last): when it was last heard from if it has
+// them all; otherwise at the newest mark its match reaches, and never
+// later than it was last heard from; never before this leader's election
+// (isrLocked explains why). The ISR and the members' lag in time use it.
+func (r *Replica) caughtUpLocked(id, match, last uint64) time.Time {
+	heard, ok := r.lastHeard[id]
+	if !ok || heard.Before(r.leaderSince) {
+		heard = r.leaderSince
+	}
+	var caught time.Time
+	if match >= last {
+		caught = heard
+	} else {
+		for _, m := range r.marks {
+			if m.index <= match && m.at.After(caught) {
+				caught = m.at
+			}
+		}
+		if caught.After(heard) {
+			caught = heard
+		}
+	}
+	if caught.Before(r.leaderSince) {
+		caught = r.leaderSince
+	}
+	return caught
 }
 
 // process is one scheduler round: step the queued messages, apply ticks,

@@ -37,6 +37,8 @@ var (
 	descLastIdx  = desc("sluice_partition_raft_last_index", "Last raft index of this replica: its rate on the leader is the partition's proposals (batches and raft entries) per second.", pl...)
 	descApplyLag = desc("sluice_partition_raft_apply_lag_entries", "Committed raft entries this replica has not applied yet.", pl...)
 	descLag      = desc("sluice_partition_follower_lag_entries", "Raft entries (batches) a member is behind the leader's last entry; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descLagOffs  = desc("sluice_partition_follower_lag_offsets", "Offsets (records) a member is behind the leader's log end offset; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descLagSecs  = desc("sluice_partition_follower_lag_seconds", "Time since a member last had the leader's whole log (0 while it has it; replica.lag.time.max.ms bounds it for the ISR); reported by the leader, by member node id.", "topic", "partition", "replica")
 
 	descHosted        = desc("sluice_partitions", "Partitions this broker hosts a replica of.")
 	descLeaders       = desc("sluice_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount).")
@@ -128,8 +130,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			if isr < minISR {
 				underMin++
 			}
-			for id, lag := range r.FollowerLag() {
-				gauge(ch, descLag, float64(lag), topic, part, strconv.Itoa(int(id)))
+			for id, lag := range r.MemberLags() {
+				member := strconv.Itoa(int(id))
+				gauge(ch, descLag, float64(lag.Entries), topic, part, member)
+				gauge(ch, descLagOffs, float64(lag.Offsets), topic, part, member)
+				gauge(ch, descLagSecs, lag.Time.Seconds(), topic, part, member)
 			}
 		}
 		for _, t := range s.catalog.Topics() {

@@ -22,12 +22,12 @@ type ReplicaStatus struct {
 	Leader         bool
 	LeaderID       int32 // the leader this replica knows, -1 for none
 	Term           uint64
-	// InSync and FollowerLag are reported by the leader only: the
-	// replicas it counts in sync (voters and learners) and how many raft
-	// entries (batches) each other member is behind its last entry
-	// (sluice_partition_follower_lag_entries).
-	InSync      []int32
-	FollowerLag map[int32]uint64
+	// InSync and Lags are reported by the leader only: the replicas it
+	// counts in sync (voters and learners) and each other member's lag
+	// in entries, offsets and time (the sluice_partition_follower_lag_*
+	// series).
+	InSync []int32
+	Lags   map[int32]replica.MemberLag
 }
 
 // LocalReplicas returns this broker's replicas by topic id and partition.
@@ -47,9 +47,9 @@ func (s *Server) LocalReplicas() map[metastore.TopicID]map[int32]ReplicaStatus {
 				for _, id := range r.InSyncReplicas() {
 					st.InSync = append(st.InSync, int32(id))
 				}
-				st.FollowerLag = map[int32]uint64{}
-				for id, lag := range r.FollowerLag() {
-					st.FollowerLag[int32(id)] = lag
+				st.Lags = map[int32]replica.MemberLag{}
+				for id, lag := range r.MemberLags() {
+					st.Lags[int32(id)] = lag
 				}
 			}
 			add(r.Key(), st)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"html/template"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
 	"github.com/sluice-broker/sluice/server"
 )
 
@@ -70,16 +72,17 @@ type statusPartition struct {
 	ISR         []int32
 	// Local is this broker's replica, nil when it hosts none.
 	Local *server.ReplicaStatus
-	// Lag is each other member's lag in raft entries, reported when this
-	// broker leads the partition.
+	// Lag is each other member's lag, reported when this broker leads
+	// the partition.
 	Lag []statusLag
 }
 
 type statusLag struct {
 	Member  int32
 	Learner bool
-	Entries uint64
-	InSync  bool
+	replica.MemberLag
+	Ms     int64
+	InSync bool
 }
 
 func (a *adminServer) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -156,14 +159,10 @@ func (a *adminServer) handleStatus(w http.ResponseWriter, r *http.Request) {
 			}
 			if rs, ok := local[t.ID][p.ID]; ok {
 				sp.Local = &rs
-				ids := make([]int32, 0, len(rs.FollowerLag))
-				for id := range rs.FollowerLag {
-					ids = append(ids, id)
-				}
-				slices.Sort(ids)
-				for _, id := range ids {
-					sp.Lag = append(sp.Lag, statusLag{Member: id, Learner: slices.Contains(p.Learners, id), Entries: rs.FollowerLag[id],
-						InSync: slices.Contains(rs.InSync, id)})
+				for _, id := range slices.Sorted(maps.Keys(rs.Lags)) {
+					l := rs.Lags[id]
+					sp.Lag = append(sp.Lag, statusLag{Member: id, Learner: slices.Contains(p.Learners, id), MemberLag: l,
+						Ms: l.Time.Milliseconds(), InSync: slices.Contains(rs.InSync, id)})
 				}
 			}
 			st.Partitions = append(st.Partitions, sp)
@@ -231,14 +230,14 @@ Cluster <span id="cluster-id">{{.ClusterID}}</span>, metastore revision <span id
 {{end}}</table>
 
 <h2>Partitions</h2>
-<p class="muted">Lag is the raft entries (record batches) a member is behind the leader's last entry, shown on the leader's page; in sync means caught up within replica.lag.time.max.ms.</p>
+<p class="muted">Member lag, on the leader's page: the records (offsets) a member is behind the leader's log end, the time since it last had the leader's whole log, and the raft entries (batches) it is behind; in sync means caught up within replica.lag.time.max.ms.</p>
 <table id="partitions">
 <tr><th>Topic</th><th>Partition</th><th>Leader (epoch)</th><th>Voters</th><th>Learners</th><th>ISR</th><th>Moving to</th><th>Local replica (start / end / high watermark)</th><th>Member lag</th></tr>
 {{range $t := .Topics}}{{range .Partitions}}<tr data-topic="{{$t.Name}}" data-partition="{{.ID}}">
 <td>{{$t.Name}}</td><td>{{.ID}}</td><td>{{if lt .Leader 0}}<span class="leader bad">none</span>{{else}}<span class="leader">{{.Leader}}</span> ({{.LeaderEpoch}}){{end}}</td>
 <td class="voters">{{ids .Voters}}</td><td class="learners">{{ids .Learners}}</td><td class="isr">{{ids .ISR}}</td><td class="target">{{ids .Target}}</td>
 <td class="local">{{with .Local}}{{.LogStartOffset}} / {{.LogEndOffset}} / {{.HighWatermark}}{{if .Leader}} (leader){{end}}{{else}}<span class="muted">not hosted here</span>{{end}}</td>
-<td class="lag">{{range .Lag}}<span data-member="{{.Member}}" data-entries="{{.Entries}}">{{.Member}}{{if .Learner}} (learner){{end}}: {{.Entries}}{{if not .InSync}} <span class="bad">out of sync</span>{{end}}</span><br>{{end}}</td></tr>
+<td class="lag">{{range .Lag}}<span data-member="{{.Member}}" data-entries="{{.Entries}}" data-records="{{.Offsets}}" data-ms="{{.Ms}}">{{.Member}}{{if .Learner}} (learner){{end}}: {{.Offsets}} records, {{.Ms}} ms ({{.Entries}} entries){{if not .InSync}} <span class="bad">out of sync</span>{{end}}</span><br>{{end}}</td></tr>
 {{end}}{{end}}</table>
 
 <h2>Consumer groups coordinated here</h2>

@@ -131,14 +131,16 @@ func TestClusterStatusPageAndCLI(t *testing.T) {
 			}
 			var lagged []int32
 			for _, s := range findAll(find(row, "td", "class", "lag"), "span") {
-				id, entries := attr(s, "data-member"), attr(s, "data-entries")
+				id := attr(s, "data-member")
 				if id == "" {
 					continue
 				}
 				m, _ := strconv.Atoi(id)
 				lagged = append(lagged, int32(m))
-				if entries != "0" {
-					return fmt.Errorf("partition %d: member %s lags %s entries", p, id, entries)
+				for _, k := range []string{"data-entries", "data-records", "data-ms"} {
+					if v := attr(s, k); v != "0" {
+						return fmt.Errorf("partition %d: member %s lags %s=%q", p, id, k, v)
+					}
 				}
 			}
 			others := slices.DeleteFunc(append(slices.Clone(voters), learners...), func(x int32) bool { return x == leader })
