@@ -205,6 +205,21 @@ func TestClusterDecommission(t *testing.T) {
 	if !strings.Contains(out, "broker 5 holds no replica") {
 		t.Fatalf("sluice broker decommission 5:\n%s", out)
 	}
+	// New groups are placed on the read broker left (of 8, about half
+	// would go to broker 5 otherwise).
+	rcl, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcl.Close()
+	for i := 0; i < 8; i++ {
+		g := fmt.Sprintf("new-%d", i)
+		for _, r := range kadm.NewClient(rcl).FindGroupCoordinators(ctx, g) {
+			if r.Err != nil || r.NodeID != 4 {
+				t.Fatalf("group %s placed on %d (%v) with read broker 5 decommissioned", g, r.NodeID, r.Err)
+			}
+		}
+	}
 	learners := func() map[string][]int32 {
 		out := map[string][]int32{}
 		for _, row := range findAll(find(fetchStatus(t, admin), "table", "id", "partitions"), "tr", "data-topic", topic) {
