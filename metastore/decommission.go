@@ -155,7 +155,6 @@ func (a *applier) decommission(id int32) error {
 						id, t.Name, p.ID, base, writers)
 				}
 				load[to]++
-				load[id]--
 				target := slices.DeleteFunc(slices.Clone(base), func(x int32) bool { return x == id })
 				p.Target = append(target, to)
 			}

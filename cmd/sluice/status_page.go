@@ -234,7 +234,7 @@ Cluster <span id="cluster-id">{{.ClusterID}}</span>, metastore revision <span id
 <table id="partitions">
 <tr><th>Topic</th><th>Partition</th><th>Leader (epoch)</th><th>Voters</th><th>Learners</th><th>ISR</th><th>Moving to</th><th>Local replica (start / end / high watermark)</th><th>Member lag</th></tr>
 {{range $t := .Topics}}{{range .Partitions}}<tr data-topic="{{$t.Name}}" data-partition="{{.ID}}">
-<td>{{$t.Name}}</td><td>{{.ID}}</td><td>{{if lt .Leader 0}}<span class="leader bad">none</span>{{else}}<span class="leader">{{.Leader}}</span> ({{.LeaderEpoch}}){{end}}</td>
+<td title="topic id {{$t.ID}}">{{$t.Name}}</td><td>{{.ID}}</td><td>{{if lt .Leader 0}}<span class="leader bad">none</span>{{else}}<span class="leader">{{.Leader}}</span> ({{.LeaderEpoch}}){{end}}</td>
 <td class="voters">{{ids .Voters}}</td><td class="learners">{{ids .Learners}}</td><td class="isr">{{ids .ISR}}</td><td class="target">{{ids .Target}}</td>
 <td class="local">{{with .Local}}{{.LogStartOffset}} / {{.LogEndOffset}} / {{.HighWatermark}}{{if .Leader}} (leader){{end}}{{else}}<span class="muted">not hosted here</span>{{end}}</td>
 <td class="lag">{{range .Lag}}<span data-member="{{.Member}}" data-entries="{{.Entries}}" data-records="{{.Offsets}}" data-ms="{{.Ms}}">{{.Member}}{{if .Learner}} (learner){{end}}: {{.Offsets}} records, {{.Ms}} ms ({{.Entries}} entries){{if not .InSync}} <span class="bad">out of sync</span>{{end}}</span><br>{{end}}</td></tr>
