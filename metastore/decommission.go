@@ -32,7 +32,8 @@ import (
 // registers again gets none), and voters an operator names
 // (AlterPartitionReassignments refuses them). The command fails, changing
 // nothing, when a voter replica has nowhere to go (fewer other write
-// brokers than the replication factor). Progress is what the view shows:
+// brokers than the replication factor) and for the last write or read
+// broker in service. Progress is what the view shows:
 // the partitions that still name the broker (DecommissionProgress); once
 // none does, the broker can be stopped.
 //
@@ -120,6 +121,17 @@ func (a *applier) decommission(id int32) error {
 	}
 	readers := readBrokers(a.placeable())
 	readers = slices.DeleteFunc(readers, func(b Broker) bool { return b.ID == id })
+	// The last broker of a kind stays: without a write broker new
+	// partitions get no replica, without a read broker the read view has
+	// no replica and no group coordinator. (A message: see below.)
+	if b, ok := a.broker(id); ok {
+		if (b.Role == RoleWrite || b.Role == RoleCombined || b.Role == "") && len(writers) == 0 {
+			return fmt.Errorf("broker %d is the last write broker in service: new partitions would have no replica", id)
+		}
+		if (b.Role == RoleRead || b.Role == RoleCombined) && len(readers) == 0 {
+			return fmt.Errorf("broker %d is the last read broker in service: the read view would have no replica and no group coordinator", id)
+		}
+	}
 	// Compute every change first: a command that fails must leave no
 	// trace, and bbolt has no savepoints.
 	var changed []*Topic
@@ -192,7 +204,8 @@ func (a *applier) recommission(id int32) error {
 // DecommissionBroker marks broker id decommissioned and starts moving its
 // replicas to the other brokers (see above). Calling it again for a
 // decommissioned broker moves what still names it. An error that names
-// the partition when a voter replica has nowhere to go, ErrUnknownBroker
+// the partition when a voter replica has nowhere to go, or that says the
+// broker is the last write (or read) broker in service; ErrUnknownBroker
 // for an id that is neither registered nor assigned anything.
 func (c *Client) DecommissionBroker(ctx context.Context, id int32) error {
 	_, err := c.write(ctx, command{Op: opDecommissionBroker, BrokerID: id})

@@ -163,4 +163,13 @@ func TestDecommission(t *testing.T) {
 			t.Fatalf("recommissioned read broker is no learner of n-%d: %v", p.ID, p.Learners)
 		}
 	}
+	// The last read broker in service stays.
+	for _, id := range []int32{11, 12} {
+		if err := c.DecommissionBroker(ctx, id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.DecommissionBroker(ctx, 10); err == nil || !strings.Contains(err.Error(), "last read broker") {
+		t.Fatalf("decommissioning the last read broker: %v", err)
+	}
 }
