@@ -65,10 +65,13 @@ func (s *Server) LocalReplicas() map[metastore.TopicID]map[int32]ReplicaStatus {
 
 // GroupStatus is one group this broker coordinates.
 type GroupStatus struct {
-	Name    string
-	State   string
-	Type    string // classic or consumer
-	Members []GroupMemberStatus
+	Name  string
+	State string
+	Type  string // classic or consumer
+	// MemberCount counts the members; Members lists them for a classic
+	// group (DescribeGroups' view).
+	MemberCount int
+	Members     []GroupMemberStatus
 	// Offsets are the group's committed offsets; Err says why they are
 	// missing (the metastore did not answer in time).
 	Offsets []GroupOffset
@@ -109,7 +112,7 @@ func (s *Server) GroupsStatus(ctx context.Context) []GroupStatus {
 	defer cancel()
 	var out []GroupStatus
 	for _, g := range s.groups.Stats() {
-		gs := GroupStatus{Name: g.Name, State: g.State, Type: g.Type}
+		gs := GroupStatus{Name: g.Name, State: g.State, Type: g.Type, MemberCount: g.Members}
 		if g.Type != "consumer" {
 			req := kmsg.NewPtrDescribeGroupsRequest()
 			req.Version = 5

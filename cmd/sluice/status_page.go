@@ -243,7 +243,7 @@ Cluster <span id="cluster-id">{{.ClusterID}}</span>, metastore revision <span id
 <h2>Consumer groups coordinated here</h2>
 {{if not .HasGroups}}<p class="muted">This node coordinates no groups (read brokers do).</p>{{end}}
 {{range .Groups}}<h3>{{.Name}}</h3>
-<p>State <span class="group-state" data-group="{{.Name}}">{{.State}}</span> ({{.Type}}), {{len .Members}} members.{{if .Err}} <span class="bad">Offsets unavailable: {{.Err}}</span>{{end}}</p>
+<p>State <span class="group-state" data-group="{{.Name}}">{{.State}}</span> ({{.Type}}), {{.MemberCount}} members.{{if .Err}} <span class="bad">Offsets unavailable: {{.Err}}</span>{{end}}</p>
 {{if .Members}}<table class="members" data-group="{{.Name}}"><tr><th>Member</th><th>Client id</th><th>Host</th></tr>
 {{range .Members}}<tr><td>{{.MemberID}}</td><td>{{.ClientID}}</td><td>{{.ClientHost}}</td></tr>
 {{end}}</table>{{end}}
