@@ -663,11 +663,14 @@ func (r *Replica) process() {
 	r.afterProcessLocked()
 }
 
-// proposeLocked assigns offsets and proposes. It first persists any Ready
-// pending, so raft's log has no unstable tail and the next entry's index
-// and offset are the storage's last index and next offset plus one.
+// proposeLocked assigns offsets and proposes. It first persists every
+// Ready pending, so raft's log has no unstable tail and the next entry's
+// index and offset are the storage's last index and next offset plus one.
+// One Ready is not enough: its Advance can append an entry (raft leaving
+// a joint configuration by itself once it applied it), and a batch
+// proposed behind that entry would be told the entry's index and offset.
 func (r *Replica) proposeLocked(props []*Proposal) error {
-	if r.rn.HasReady() {
+	for r.rn.HasReady() {
 		if err := r.handleReadyLocked(); err != nil {
 			for _, p := range props {
 				p.complete(ProduceResult{}, err)
