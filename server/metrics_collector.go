@@ -37,6 +37,8 @@ var (
 	descLastIdx  = desc("sluice_partition_raft_last_index", "Last raft index of this replica: its rate on the leader is the partition's proposals (batches and raft entries) per second.", pl...)
 	descApplyLag = desc("sluice_partition_raft_apply_lag_entries", "Committed raft entries this replica has not applied yet.", pl...)
 	descLag      = desc("sluice_partition_follower_lag_entries", "Raft entries (batches) a member is behind the leader's last entry; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descLagOffs  = desc("sluice_partition_follower_lag_offsets", "Offsets (records) a member is behind the leader's log end offset; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descLagSecs  = desc("sluice_partition_follower_lag_seconds", "Time since a member last had the leader's whole log (0 while it has it; replica.lag.time.max.ms bounds it for the ISR); reported by the leader, by member node id.", "topic", "partition", "replica")
 
 	descHosted        = desc("sluice_partitions", "Partitions this broker hosts a replica of.")
 	descLeaders       = desc("sluice_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount).")
@@ -128,8 +130,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			if isr < minISR {
 				underMin++
 			}
-			for id, lag := range r.FollowerLag() {
-				gauge(ch, descLag, float64(lag), topic, part, strconv.Itoa(int(id)))
+			for id, lag := range r.MemberLags() {
+				member := strconv.Itoa(int(id))
+				gauge(ch, descLag, float64(lag.Entries), topic, part, member)
+				gauge(ch, descLagOffs, float64(lag.Offsets), topic, part, member)
+				gauge(ch, descLagSecs, lag.Time.Seconds(), topic, part, member)
 			}
 		}
 		for _, t := range s.catalog.Topics() {
@@ -172,19 +177,15 @@ func (c collector) collectGroups(ch chan<- prometheus.Metric, hw map[replica.Key
 	for _, g := range stats {
 		gauge(ch, descGroupMembers, float64(g.Members), g.Name)
 		gauge(ch, descGroupState, 1, g.Name, g.State)
-		offs, err := s.groups.CommittedOffsets(ctx, g.Name)
+		offs, err := s.groupOffsets(ctx, g.Name, hw)
 		if err != nil {
 			continue // the metastore is slow or unreachable: no lag this scrape
 		}
 		for _, o := range offs {
-			t, ok := s.catalog.TopicByName(o.Topic)
-			if !ok {
-				continue // a deleted topic's offsets linger until expiry
-			}
 			part := strconv.Itoa(int(o.Partition))
-			gauge(ch, descGroupOffset, float64(o.Offset), g.Name, o.Topic, part)
-			if h, ok := hw[replica.Key{TopicID: t.ID, Index: o.Partition}]; ok {
-				gauge(ch, descGroupLag, float64(max(h-o.Offset, 0)), g.Name, o.Topic, part)
+			gauge(ch, descGroupOffset, float64(o.Committed), g.Name, o.Topic, part)
+			if o.HasLag {
+				gauge(ch, descGroupLag, float64(o.Lag), g.Name, o.Topic, part)
 			}
 		}
 	}
