@@ -52,6 +52,13 @@ const (
 	swapSuffix            = ".swap"
 )
 
+// cleanCrashAt is a test seam: when it returns true at a stage of a pass,
+// the pass stops there as if the process had been killed, leaving the
+// files as they are (crash_test.go).
+var cleanCrashAt = func(stage string) bool { return false }
+
+var errCrashed = errors.New("log: cleaning stopped by the crash test seam")
+
 // errCleanAborted: the log changed under a pass (retention, truncation,
 // DeleteRecords or Close took the segment); the pass stops and a later one
 // starts over. Nothing was changed.
@@ -202,6 +209,9 @@ func (l *Log) clean(o cleanOptions) (CleanStats, bool, error) {
 		}
 	}
 	st.CleanedTo = end
+	if cleanCrashAt("checkpoint") {
+		return st, true, errCrashed
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.usableLocked(); err != nil {
@@ -378,6 +388,9 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 		return err
 	}
 	o.throttle.wait(written, o.stop)
+	if cleanCrashAt("cleaned") {
+		return errCrashed
+	}
 	// Keep the old file's modification time: retention by time falls back
 	// to it for segments without timestamps, as Kafka's cleaner keeps the
 	// last modified time of the segments it replaces.
@@ -424,8 +437,14 @@ func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string) error {
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
+	if cleanCrashAt("swap") {
+		return errCrashed
+	}
 	if err := os.Rename(swap, filepath.Join(l.dir, segmentName(old.base, logSuffix))); err != nil {
 		return l.failLocked("swap cleaned segment", err)
+	}
+	if cleanCrashAt("renamed") {
+		return errCrashed
 	}
 	ns, err := openSegment(l.dir, old.base, false, old.created, int64(l.cfg.SegmentIndexBytes))
 	if err != nil {
