@@ -272,7 +272,12 @@ func eachBatch(s *segment, size int64, o *cleanOptions, st *CleanStats, fn func(
 // buildMap fills the offset map from the dirty section and returns the
 // end of what it mapped: the offset after the last batch that fit.
 func (l *Log) buildMap(p *cleanPlan, o cleanOptions, st *CleanStats) (int64, error) {
-	o.m.clear()
+	// At most one entry per offset of the dirty section.
+	span := int64(0)
+	for _, s := range p.segs {
+		span = max(span, s.next-p.firstDirty)
+	}
+	o.m.reset(span)
 	end := p.firstDirty
 	full := errors.New("map full")
 	for i, s := range p.segs {

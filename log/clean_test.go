@@ -20,7 +20,7 @@ type kv struct {
 }
 
 func rec(k string, v string) kv { return kv{[]byte(k), []byte(v)} }
-func tomb(k string) kv        { return kv{key: []byte(k)} }
+func tomb(k string) kv          { return kv{key: []byte(k)} }
 
 // keyedSpec describes a batch for mkKeyed.
 type keyedSpec struct {

@@ -3,6 +3,7 @@ package log
 import (
 	"crypto/md5"
 	"encoding/binary"
+	"math"
 )
 
 // offsetMap is Kafka's SkimpyOffsetMap: a fixed-size open-addressing hash
@@ -13,6 +14,7 @@ import (
 // the table is loadFactor full, leaving the rest for the next pass. Two
 // keys with the same MD5 are taken for one key, as in Kafka.
 type offsetMap struct {
+	buf     []byte // the whole buffer; slots is a prefix of it
 	slots   []byte // hashSize+8 bytes per slot; an all-zero slot is empty
 	n       int    // slots in use
 	max     int    // entries allowed (slots x load factor)
@@ -28,12 +30,26 @@ const (
 
 func newOffsetMap(bytes int64) *offsetMap {
 	slots := max(bytes/slotBytes, 2)
-	return &offsetMap{slots: make([]byte, slots*slotBytes), max: max(int(float64(slots)*mapLoadFactor), 1)}
+	m := &offsetMap{buf: make([]byte, slots*slotBytes)}
+	m.reset(math.MaxInt64)
+	return m
 }
 
-func (m *offsetMap) clear() {
+// reset empties the map for a dirty section of at most entries records.
+// It uses (and clears) only as much of the buffer as that many entries
+// need at the load factor, so a small section is not spread over a large
+// buffer, which costs a clear of the whole buffer and a cache miss per
+// lookup.
+func (m *offsetMap) reset(entries int64) {
+	total := int64(len(m.buf) / slotBytes)
+	want := total
+	if entries < total {
+		want = min(max(int64(float64(entries)/mapLoadFactor)+1, 1024), total)
+	}
+	m.slots = m.buf[:want*slotBytes]
 	clear(m.slots)
 	m.n = 0
+	m.max = max(int(float64(want)*mapLoadFactor), 1)
 }
 
 // full reports that n more entries might not fit.
@@ -51,12 +67,7 @@ func (m *offsetMap) hash(key []byte) []byte {
 }
 
 func isZero(b []byte) bool {
-	for _, c := range b {
-		if c != 0 {
-			return false
-		}
-	}
-	return true
+	return binary.LittleEndian.Uint64(b) == 0 && binary.LittleEndian.Uint64(b[8:]) == 0
 }
 
 // slot finds the slot of h, or the empty slot where it would go.
@@ -68,7 +79,8 @@ func (m *offsetMap) slot(h []byte) (int, bool) {
 		if isZero(s) {
 			return i, false
 		}
-		if string(s) == string(h) {
+		if binary.LittleEndian.Uint64(s) == binary.LittleEndian.Uint64(h) &&
+			binary.LittleEndian.Uint64(s[8:]) == binary.LittleEndian.Uint64(h[8:]) {
 			return i, true
 		}
 		if i++; i == n {
