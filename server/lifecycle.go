@@ -123,6 +123,7 @@ func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
 // not, because its batches are its raft entries: a replica that is sent
 // them from the log gets the cleaned batches, the same survivors.
 func (s *Server) RunCleaner(ctx context.Context, c *log.Cleaner) {
+	s.cleaner.Store(c)
 	c.Start()
 	<-ctx.Done()
 	c.Close()
