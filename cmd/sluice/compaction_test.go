@@ -22,8 +22,10 @@ import (
 // fresh keys push the rounds out of the active segment; every replica,
 // the three raft voters and both read brokers (learners), cleans its own
 // copy, and each is then read with Fetch from that broker alone until it
-// holds exactly the latest record of every key at the key's offset. A
-// record without a key is refused with INVALID_RECORD.
+// holds exactly the latest record of every key at the key's offset. One
+// read broker is down meanwhile and catches up afterwards from its
+// leader's cleaned log. A record without a key is refused with
+// INVALID_RECORD.
 func TestClusterCompaction(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
@@ -48,6 +50,11 @@ func TestClusterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitLeaders(t, adm, topic, 1)
+	// One read broker is down while the records are produced and the
+	// others clean: when it comes back its leader sends it entries it
+	// no longer caches, read from its cleaned log.
+	late := c.readers[1]
+	late.kill()
 
 	// want: key -> (offset, value) of its latest record; "" is a tombstone.
 	type latest struct {
@@ -90,15 +97,8 @@ func TestClusterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := md.Topics[topic].ID
-	brokers := map[string]string{}
-	for i, a := range c.writeAddrs {
-		brokers[fmt.Sprintf("write-%d", i+1)] = a
-	}
-	for i, a := range c.readAddrs {
-		brokers[fmt.Sprintf("read-%d", i+1)] = a
-	}
 	total := rounds*keys + keys/10 + pad
-	for name, addr := range brokers {
+	check := func(name, addr string) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 		if err != nil {
 			t.Fatal(err)
@@ -150,6 +150,13 @@ func TestClusterCompaction(t *testing.T) {
 		}
 		t.Logf("%s: %d survivors of %d records", name, len(want), total)
 	}
+	for i, a := range c.writeAddrs {
+		check(fmt.Sprintf("write-%d", i+1), a)
+	}
+	check("read-1", c.readAddrs[0])
+	late.start(t)
+	waitReady(t, late.admin, 60*time.Second)
+	check("read-2 (restarted)", c.readAddrs[1])
 }
 
 // fetchRecord is a record read back with its absolute offset.
