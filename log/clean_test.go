@@ -538,3 +538,52 @@ func TestCleanSwapRecovery(t *testing.T) {
 		t.Fatalf("log start %d end %d", l.LogStartOffset(), l.LogEndOffset())
 	}
 }
+
+// TestReadRangeHidesEmptyBatches: ReadRange, what Fetch sends, leaves out
+// the batches a raft partition's cleaning emptied (Read, what raft reads
+// its entries with, keeps them), stopping before each with Hidden set, so
+// that a reader going on from NextOffset gets every record once.
+func TestReadRangeHidesEmptyBatches(t *testing.T) {
+	cfg := compactConfig()
+	l := openT(t, t.TempDir(), cfg)
+	defer l.Close()
+	for _, v := range []string{"1", "2", "3"} {
+		mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("x", v)}}))
+		mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("y"+v, v)}}))
+	}
+	roll(t, l)
+	mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("z", "1")}}))
+	cleanT(t, l, time.Now(), 1<<20, true)
+	if _, batches := readRecords(t, l); len(batches) != 7 {
+		t.Fatalf("Read returns %d batches, want all 7", len(batches))
+	}
+	var got []string
+	hidden := 0
+	for off := int64(0); off < l.LogEndOffset(); {
+		rr, err := l.ReadRange(off, 1<<20, math.MaxInt64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := rr.Range.Bytes()
+		rr.Range.Release()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, bb := range splitBatches(t, b) {
+			if protocol.Batch(bb).RecordCount() == 0 {
+				t.Fatalf("ReadRange sent the empty batch at %d", baseOf(bb))
+			}
+			got = append(got, fmt.Sprint(baseOf(bb)))
+		}
+		if rr.Hidden {
+			hidden++
+		}
+		if len(b) == 0 && !rr.Hidden {
+			break
+		}
+		off = rr.NextOffset
+	}
+	if strings.Join(got, " ") != "1 3 4 5 6" || hidden == 0 {
+		t.Fatalf("ReadRange batches %v (hidden stops %d), want 1 3 4 5 6", got, hidden)
+	}
+}

@@ -200,11 +200,11 @@ func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
 func (p *Partition) VisibleHighWatermark() int64 { return p.hw.Load() }
 
 // ReadRange returns committed batches from offset below upTo (at most the
-// high watermark) as a file range (log.Log.ReadRange); more is always
-// false, as there are no raft entries to stop at.
+// high watermark) as a file range (log.Log.ReadRange); more says it
+// stopped before a batch without records (compaction) with more after it.
 func (p *Partition) ReadRange(offset int64, maxBytes int, upTo int64) (log.RangeResult, bool, error) {
 	res, err := p.log.ReadRange(offset, maxBytes, min(upTo, p.hw.Load()))
-	return res, false, err
+	return res, res.Hidden, err
 }
 
 // Read returns whole committed batches from offset (see log.Log.Read).

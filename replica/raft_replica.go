@@ -344,6 +344,10 @@ func (r *Replica) ReadRange(offset int64, maxBytes int, upTo int64) (res log.Ran
 		return res, false, err
 	}
 	res, err = r.log.ReadRange(from, maxBytes, end)
+	if err == nil && res.Hidden {
+		// Stopped before a batch compaction emptied; data may follow.
+		return res, true, nil
+	}
 	if err != nil || end == upTo || res.NextOffset != end {
 		return res, false, err
 	}
