@@ -319,7 +319,13 @@ idempotent producer's last data batch (kept as a header without records,
 so the producer's sequence survives a restart) or the log is a raft
 partition's (CleanTarget.RetainEmpty: every batch is a raft entry and
 keeps its offsets). A segment left empty is deleted, except the first
-(the log start stays).
+(the log start stays). ReadRange, what Fetch sends, leaves such batches
+without records out (RangeResult.Hidden: it stopped before one; a read
+from NextOffset skips it): kafka-go panics on two in a row, and the
+consumer steps over the gap with the next batch it gets. Read, what raft
+reads its entries with, returns them. A compacted log's ReadRange reads
+every header of the range rather than jump with the offset index, so
+that it sees them.
 
 Crash safety, as Kafka's swap: a rewritten segment is written to
 <base>.log.cleaned and fdatasynced, renamed to <base>.log.swap (directory

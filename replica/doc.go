@@ -213,6 +213,8 @@
 // follower that needs an older entry, which then holds the same survivors.
 // Entries still in the entry cache go out as they were appended; the
 // receiver's own cleaner compacts them. Each replica cleans itself.
+// ReadRange (Fetch) leaves the emptied batches out, like raft's own
+// entries, and reads on past them (log.RangeResult.Hidden).
 //
 // # Locks
 //
