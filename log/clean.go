@@ -364,11 +364,13 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 		gone += int64(res.Dropped)
 		w := b
 		switch {
-		case keepAll || !res.Changed:
+		case keepAll:
 		case res.Kept == 0 && !o.retainEmpty && !(h.ProducerID >= 0 && p.lastOfProd[h.ProducerID] == h.LastOffset()):
+			// The whole batch goes, also one an earlier pass emptied
+			// that is no longer its producer's last.
 			changed = true
-			return nil // the whole batch goes
-		default:
+			return nil
+		case res.Changed:
 			changed = true
 			w, out = res.Out, res.Out
 		}

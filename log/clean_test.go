@@ -587,3 +587,24 @@ func TestReadRangeHidesEmptyBatches(t *testing.T) {
 		t.Fatalf("ReadRange batches %v (hidden stops %d), want 1 3 4 5 6", got, hidden)
 	}
 }
+
+// TestCleanDropsOldEmptyBatches: the empty batch kept for a producer's
+// last batch goes once the producer has written a later one.
+func TestCleanDropsOldEmptyBatches(t *testing.T) {
+	l := openT(t, t.TempDir(), compactConfig())
+	defer l.Close()
+	mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("a", "1")}, idem: true, pid: 9, seq: 0}))
+	mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("a", "2")}}))
+	roll(t, l)
+	cleanT(t, l, time.Now(), 1<<20, false)
+	if _, b := readRecords(t, l); len(b) != 2 {
+		t.Fatalf("%d batches, want the producer's emptied last one and a=2", len(b))
+	}
+	mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("b", "1")}, idem: true, pid: 9, seq: 1}))
+	roll(t, l)
+	cleanT(t, l, time.Now(), 1<<20, false)
+	recs, b := readRecords(t, l)
+	if len(b) != 2 || recordsString(recs) != "1:a=2 2:b=1" {
+		t.Fatalf("%d batches (%s), want a=2 and b=1 only", len(b), recordsString(recs))
+	}
+}
