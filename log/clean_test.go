@@ -608,3 +608,30 @@ func TestCleanDropsOldEmptyBatches(t *testing.T) {
 		t.Fatalf("%d batches (%s), want a=2 and b=1 only", len(b), recordsString(recs))
 	}
 }
+
+// TestCompactRollsByMaxCompactionLag: a compacted log rolls its active
+// segment (which is never cleaned) once it spans max.compaction.lag.ms,
+// when that is below segment.ms (Kafka's LogConfig.maxSegmentMs).
+func TestCompactRollsByMaxCompactionLag(t *testing.T) {
+	for _, tc := range []struct {
+		compact bool
+		want    int
+	}{{false, 1}, {true, 3}} {
+		cfg := compactConfig()
+		cfg.Compact = tc.compact
+		cfg.SegmentBytes = 1 << 20
+		cfg.SegmentMs = time.Hour
+		cfg.MaxCompactionLagMs = time.Minute
+		l := openT(t, t.TempDir(), cfg)
+		for i := int64(0); i < 3; i++ {
+			mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec("a", "1")}, ts: i * 61_000}))
+		}
+		l.mu.RLock()
+		n := len(l.segs)
+		l.mu.RUnlock()
+		l.Close()
+		if n != tc.want {
+			t.Fatalf("compact %v: %d segments, want %d", tc.compact, n, tc.want)
+		}
+	}
+}
