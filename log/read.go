@@ -129,17 +129,13 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 	}
 	res := RangeResult{NextOffset: offset, LogStartOffset: l.logStart, LogEndOffset: l.leo}
 	si, pos, h, ok, err := l.firstBatchLocked(offset, upTo)
-	for ok && hiddenBatch(&h) {
+	if ok && hiddenBatch(&h) {
 		// Batches without records, left by compaction (a raft
 		// partition keeps every batch, an idempotent producer's last
 		// one stays), are not sent: some clients cannot step over
 		// them (kafka-go panics on two in a row). The consumer skips
 		// them with the next batch it gets.
-		if next := h.LastOffset() + 1; next < l.leo {
-			si, pos, h, ok, err = l.firstBatchLocked(next, upTo)
-		} else {
-			ok = false
-		}
+		si, pos, h, ok, err = l.skipHiddenLocked(si, pos, h, upTo)
 	}
 	if !ok {
 		return res, err
@@ -189,6 +185,34 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 	s.ref.acquire()
 	res.Range = FileRange{ref: s.ref, Pos: pos, Len: cut - pos}
 	return res, nil
+}
+
+// skipHiddenLocked walks the headers from the hidden batch h at pos in
+// segment si to the first batch that is not hidden; ok is false when
+// none starts below upTo.
+func (l *Log) skipHiddenLocked(si int, pos int64, h batchHeader, upTo int64) (int, int64, batchHeader, bool, error) {
+	var hb [protocol.BatchHeaderSize]byte
+	for hiddenBatch(&h) {
+		pos += h.Size
+		for si < len(l.segs) && pos >= l.segs[si].size {
+			si, pos = si+1, 0
+		}
+		if si == len(l.segs) {
+			return 0, 0, h, false, nil
+		}
+		s := l.segs[si]
+		if _, err := s.log.ReadAt(hb[:], pos); err != nil {
+			return 0, 0, h, false, fmt.Errorf("read %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
+		}
+		var err error
+		if h, err = parseHeader(hb[:]); err != nil {
+			return 0, 0, h, false, fmt.Errorf("segment %s position %d: %w", segmentName(s.base, logSuffix), pos, err)
+		}
+		if h.BaseOffset >= upTo {
+			return 0, 0, h, false, nil
+		}
+	}
+	return si, pos, h, true, nil
 }
 
 // hiddenBatch is a data batch without records, which only compaction
