@@ -22,6 +22,12 @@ import (
 //
 // MB/s is wall-clock; MB/cpu-s divides by the CPU time the process used
 // during the passes, which stays meaningful on a busy machine.
+//
+// On the 2-core development VM with a load average of 22 (other builds and
+// tests), one run: none 34 MB/s (110 MB/cpu-s), lz4 20 MB/s (77 MB/cpu-s),
+// zstd 9.4 MB/s (34 MB/cpu-s); the cleaned log is 8%, 5% and 3% of the
+// input. Hashing keys (MD5, twice a record) and the offset map's lookups
+// take most of the CPU uncompressed; recompression the rest.
 func BenchmarkClean(b *testing.B) {
 	for _, codec := range []struct {
 		name string
