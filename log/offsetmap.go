@@ -3,7 +3,6 @@ package log
 import (
 	"crypto/md5"
 	"encoding/binary"
-	"math"
 )
 
 // offsetMap is Kafka's SkimpyOffsetMap: a fixed-size open-addressing hash
@@ -14,7 +13,8 @@ import (
 // the table is loadFactor full, leaving the rest for the next pass. Two
 // keys with the same MD5 are taken for one key, as in Kafka.
 type offsetMap struct {
-	buf     []byte // the whole buffer; slots is a prefix of it
+	limit   int64  // slots the buffer may grow to (the thread's share)
+	buf     []byte // allocated so far; slots is a prefix of it
 	slots   []byte // hashSize+8 bytes per slot; an all-zero slot is empty
 	n       int    // slots in use
 	max     int    // entries allowed (slots x load factor)
@@ -28,23 +28,25 @@ const (
 	mapLoadFactor = 0.9
 )
 
+// newOffsetMap returns a map that may take bytes; reset allocates it.
 func newOffsetMap(bytes int64) *offsetMap {
-	slots := max(bytes/slotBytes, 2)
-	m := &offsetMap{buf: make([]byte, slots*slotBytes)}
-	m.reset(math.MaxInt64)
-	return m
+	return &offsetMap{limit: max(bytes/slotBytes, 2)}
 }
 
 // reset empties the map for a dirty section of at most entries records.
-// It uses (and clears) only as much of the buffer as that many entries
-// need at the load factor, so a small section is not spread over a large
-// buffer, which costs a clear of the whole buffer and a cache miss per
-// lookup.
+// It uses (and clears) only as much memory as that many entries need at
+// the load factor, at most the configured share: a small section is not
+// spread over a large buffer (a clear of all of it and a cache miss per
+// lookup), and a broker whose compacted logs are small never allocates
+// the whole log.cleaner.dedupe.buffer.size. The buffer grows when a
+// larger section comes and is kept for the next pass.
 func (m *offsetMap) reset(entries int64) {
-	total := int64(len(m.buf) / slotBytes)
-	want := total
-	if entries < total {
-		want = min(max(int64(float64(entries)/mapLoadFactor)+1, 1024), total)
+	want := m.limit
+	if entries < m.limit {
+		want = min(max(int64(float64(entries)/mapLoadFactor)+1, 1024), m.limit)
+	}
+	if int64(len(m.buf)) < want*slotBytes {
+		m.buf = make([]byte, want*slotBytes)
 	}
 	m.slots = m.buf[:want*slotBytes]
 	clear(m.slots)
