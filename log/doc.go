@@ -322,7 +322,11 @@ keeps its offsets). A segment left empty is deleted, except the first
 (the log start stays). ReadRange, what Fetch sends, leaves such batches
 without records out (RangeResult.Hidden: it stopped before one; a read
 from NextOffset skips it): kafka-go panics on two in a row, and the
-consumer steps over the gap with the next batch it gets. Read, what raft
+consumer steps over the gap with the next batch it gets. A Fetch
+response holds one range per partition, so it ends at the first such
+batch after data and the consumer's next fetch goes on past it: a log
+where emptied batches alternate with surviving ones takes a round trip
+per run of data. Read, what raft
 reads its entries with, returns them. A compacted log's ReadRange reads
 every header of the range rather than jump with the offset index, so
 that it sees them.

@@ -249,8 +249,8 @@
 // follower that needs an older entry, which then holds the same survivors.
 // Entries still in the entry cache go out as they were appended; the
 // receiver's own cleaner compacts them. Each replica cleans itself.
-// ReadRange (Fetch) leaves the emptied batches out, like raft's own
-// entries, and reads on past them (log.RangeResult.Hidden).
+// Fetch (log.Log.ReadRange) leaves the emptied batches out: a response
+// stops before one and the consumer's next fetch starts past it.
 //
 // # Locks
 //
