@@ -2,17 +2,99 @@ package protocol
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 
-	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/s2"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
 )
+
+// Compression is the reverse of inflate, for the two places the broker
+// writes records of its own: a batch rewritten by the log cleaner is
+// compressed again with the codec its producer chose (Kafka's cleaner
+// keeps the original batch's compression type too), and a produced batch
+// is recompressed to its topic's compression.type (Batch.Recompress).
+
+// xerialBlock is the uncompressed size of one block of the Java client's
+// snappy framing (snappy-java's default block size).
+const xerialBlock = 32 << 10
+
+var (
+	gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
+	lz4Writers  = sync.Pool{New: func() any {
+		w := lz4.NewWriter(nil)
+		// One goroutine and 64 KiB blocks, as Kafka's own
+		// KafkaLZ4BlockOutputStream writes them: the cleaner's memory
+		// stays small whatever the batch.
+		_ = w.Apply(lz4.ConcurrencyOption(1), lz4.BlockSizeOption(lz4.Block64Kb))
+		return w
+	}}
+	zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+)
+
+// xerialVersion is the framing's version and compatible-version words.
+var xerialVersion = []byte{0, 0, 0, 1, 0, 0, 0, 1}
+
+// deflate appends raw compressed with codec (1 gzip, 2 snappy, 3 lz4,
+// 4 zstd) to dst. Snappy is framed as the Java client frames it (xerial)
+// when xerial is set, as a bare block otherwise, so a rewritten batch is
+// framed as its original was.
+func deflate(dst, raw []byte, codec int8, xerial bool) ([]byte, error) {
+	buf := bytes.NewBuffer(dst)
+	switch codec {
+	case 1:
+		w := gzipWriters.Get().(*gzip.Writer)
+		defer gzipWriters.Put(w)
+		w.Reset(buf)
+		if _, err := w.Write(raw); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		w.Reset(nil)
+		return buf.Bytes(), nil
+	case 2:
+		if !xerial {
+			return append(dst, s2.EncodeSnappy(nil, raw)...), nil
+		}
+		out := append(append(dst, xerialHeader...), xerialVersion...)
+		for len(raw) > 0 {
+			n := min(len(raw), xerialBlock)
+			at := len(out)
+			out = append(out, 0, 0, 0, 0)
+			out = append(out, make([]byte, s2.MaxEncodedLen(n))...)
+			enc := s2.EncodeSnappy(out[at+4:], raw[:n])
+			binary.BigEndian.PutUint32(out[at:], uint32(len(enc)))
+			out = out[:at+4+len(enc)]
+			raw = raw[n:]
+		}
+		return out, nil
+	case 3:
+		w := lz4Writers.Get().(*lz4.Writer)
+		defer lz4Writers.Put(w)
+		w.Reset(buf)
+		if _, err := w.Write(raw); err != nil {
+			return nil, err
+		}
+		if err := w.Close(); err != nil {
+			return nil, err
+		}
+		w.Reset(nil)
+		return buf.Bytes(), nil
+	case 4:
+		return zstdEncoder.EncodeAll(raw, dst), nil
+	}
+	return nil, ErrUnsupportedCompression
+}
+
+// Deflate appends raw records compressed with codec to dst, snappy in the
+// Java client's framing: what a producer sends, for building batches.
+func Deflate(dst, raw []byte, codec int8) ([]byte, error) { return deflate(dst, raw, codec, true) }
 
 // Codec ids of the batch attributes' compression bits, and the names
 // Kafka's compression.type gives them.
@@ -41,18 +123,6 @@ func CodecOf(compressionType string) (codec int8, ok bool) {
 	}
 	return 0, false
 }
-
-// xerialBlock is the uncompressed size of one block of the snappy framing
-// the Java client writes (snappy-java's default block size).
-const xerialBlock = 32 << 10
-
-// zstdEncoder compresses whole batches with EncodeAll, which is safe for
-// concurrent use; like zstdDecoder it is shared by every caller.
-var zstdEncoder, _ = zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithEncoderLevel(zstd.SpeedDefault))
-
-var gzipWriters = sync.Pool{New: func() any { return gzip.NewWriter(nil) }}
-
-var lz4Writers = sync.Pool{New: func() any { return lz4.NewWriter(nil) }}
 
 // Recompress returns the batch with its records stored under codec, as
 // Kafka's LogValidator rebuilds a batch whose codec differs from the
@@ -90,8 +160,10 @@ func (b Batch) Recompress(codec int8, maxInflated int, budget InflateBudget) (Ba
 	out := make([]byte, BatchHeaderSize, bound)
 	copy(out, b[:BatchHeaderSize])
 	var err error
-	if out, err = appendCompressed(out, raw, codec); err != nil {
-		return nil, err
+	if codec == CodecNone {
+		out = append(out, raw...)
+	} else if out, err = deflate(out, raw, codec, true); err != nil {
+		return nil, fmt.Errorf("%w: codec %d", err, codec)
 	}
 	binary.BigEndian.PutUint32(out[BatchLengthAt:], uint32(len(out)-BatchLengthAt-4))
 	attrs := uint16(b.Attributes())&^uint16(AttrCompressionMask) | uint16(codec)
@@ -99,60 +171,4 @@ func (b Batch) Recompress(codec int8, maxInflated int, budget InflateBudget) (Ba
 	nb := Batch(out)
 	nb.SetCRC()
 	return nb, nil
-}
-
-// appendCompressed appends raw compressed with codec to dst in the form
-// Kafka's Java client writes: a gzip member, snappy in xerial framing, an
-// LZ4 frame of 64 KiB independent blocks, a zstd frame.
-func appendCompressed(dst, raw []byte, codec int8) ([]byte, error) {
-	w := bytes.NewBuffer(dst)
-	switch codec {
-	case CodecNone:
-		return append(dst, raw...), nil
-	case CodecGzip:
-		zw := gzipWriters.Get().(*gzip.Writer)
-		defer gzipWriters.Put(zw)
-		zw.Reset(w)
-		if _, err := zw.Write(raw); err != nil {
-			return nil, err
-		}
-		if err := zw.Close(); err != nil {
-			return nil, err
-		}
-		zw.Reset(nil)
-		return w.Bytes(), nil
-	case CodecSnappy:
-		dst = append(dst, xerialHeader...)
-		dst = binary.BigEndian.AppendUint32(dst, 1) // version
-		dst = binary.BigEndian.AppendUint32(dst, 1) // compatible version
-		for len(raw) > 0 {
-			chunk := raw[:min(len(raw), xerialBlock)]
-			raw = raw[len(chunk):]
-			at := len(dst)
-			dst = binary.BigEndian.AppendUint32(dst, 0)
-			dst = slices.Grow(dst, s2.MaxEncodedLen(len(chunk)))
-			enc := s2.EncodeSnappy(dst[len(dst):cap(dst)], chunk)
-			dst = dst[:len(dst)+len(enc)]
-			binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
-		}
-		return dst, nil
-	case CodecLZ4:
-		zw := lz4Writers.Get().(*lz4.Writer)
-		defer lz4Writers.Put(zw)
-		zw.Reset(w)
-		if err := zw.Apply(lz4.BlockSizeOption(lz4.Block64Kb), lz4.ChecksumOption(false)); err != nil {
-			return nil, err
-		}
-		if _, err := zw.Write(raw); err != nil {
-			return nil, err
-		}
-		if err := zw.Close(); err != nil {
-			return nil, err
-		}
-		zw.Reset(nil)
-		return w.Bytes(), nil
-	case CodecZstd:
-		return zstdEncoder.EncodeAll(raw, dst), nil
-	}
-	return nil, fmt.Errorf("%w: codec %d", ErrUnsupportedCompression, codec)
 }

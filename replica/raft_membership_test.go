@@ -304,9 +304,11 @@ func TestRaftRemoveStale(t *testing.T) {
 // batches were then told the offset of that entry.
 func TestRaftProposeDuringJointChange(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4, 5}, ReplicaOptions{Mode: ModeRaft}, slowElections)
-	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	warm := testBatch("warm", 1, -1, 0, 0)
 	var mu sync.Mutex
-	var acked []ackedBatch
+	// Every acknowledged batch, the first included: checkAcked wants
+	// them to cover the offsets from 0.
+	acked := []ackedBatch{{c.produce(warm, AcksAll), append([]byte(nil), body(warm)...)}}
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range 3 {

@@ -55,6 +55,15 @@ var (
 	descGroupOffset  = desc("sluice_group_committed_offset", "The group's committed offset.", "group", "topic", "partition")
 	descGroups       = desc("sluice_groups", "Consumer groups coordinated here.")
 	descRebalances   = desc("sluice_group_rebalances_total", "Rebalances completed by groups coordinated here since start (generation or group epoch bumps).")
+
+	descCleanerPasses   = desc("sluice_log_cleaner_passes_total", "Log cleaning passes completed (one log each).")
+	descCleanerSegments = desc("sluice_log_cleaner_segments_total", "Segments rewritten by the log cleaner.")
+	descCleanerRead     = desc("sluice_log_cleaner_read_bytes_total", "Segment bytes the log cleaner read (offset map and rewrite).")
+	descCleanerWritten  = desc("sluice_log_cleaner_written_bytes_total", "Bytes of cleaned segments the log cleaner wrote.")
+	descCleanerRemoved  = desc("sluice_log_cleaner_removed_records_total", "Records the log cleaner removed (superseded keys, expired tombstones, keyless records).")
+	descCleanerErrors   = desc("sluice_log_cleaner_errors_total", "Cleaning passes that failed.")
+	descCleanerDirty    = desc("sluice_log_cleaner_max_dirty_percent", "Highest dirty ratio, in percent, among the cleanable logs at the last selection (Kafka's max-dirty-percent).")
+	descCleanerLastPass = desc("sluice_log_cleaner_last_pass_seconds", "Duration of the last completed cleaning pass.")
 )
 
 // collector computes the partition and group series at scrape time from
@@ -158,6 +167,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, descUnderMinCount, float64(underMin))
 	gauge(ch, descLeaderless, float64(leaderless))
 	gauge(ch, descOffline, float64(offline))
+	if cl := s.cleaner.Load(); cl != nil {
+		t := cl.Totals()
+		for d, v := range map[*prometheus.Desc]int64{
+			descCleanerPasses: t.Passes, descCleanerSegments: t.Segments, descCleanerRead: t.BytesRead,
+			descCleanerWritten: t.BytesWritten, descCleanerRemoved: t.RecordsGone, descCleanerErrors: t.Errors,
+		} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+		}
+		gauge(ch, descCleanerDirty, float64(t.MaxDirtyRatioPercent))
+		gauge(ch, descCleanerLastPass, float64(t.LastPassMillis)/1000)
+	}
 	if s.groups != nil {
 		c.collectGroups(ch, hw)
 	}

@@ -266,6 +266,16 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	go lease.Run(ctx)
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go groups.RunOffsetExpiry(ctx, time.Duration(cfg.OffsetsRetentionCheckIntervalMs)*time.Millisecond)
+	if cfg.LogCleanerEnable {
+		go srv.RunCleaner(ctx, log.NewCleaner(log.CleanerConfig{
+			Threads:             int(cfg.LogCleanerThreads),
+			DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
+			IOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
+			Backoff:             time.Duration(cfg.LogCleanerBackoffMs) * time.Millisecond,
+			Targets:             srv.CleanTargets,
+			Logger:              lg.With().Str("component", "cleaner").Logger(),
+		}))
+	}
 	go srv.FollowCatalog(ctx)
 	// Reassignments and read brokers joining or leaving change partitions'
 	// raft configurations; the partition leaders carry them out.
