@@ -23,6 +23,9 @@ type Listener struct {
 	Address string `mapstructure:"address"`
 	// Advertised is host:port given to clients; Address when empty.
 	Advertised string `mapstructure:"advertised"`
+	// Protocol is the security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+	// SASL_SSL), from listener.security.protocol.map (ResolveListeners).
+	Protocol string `mapstructure:"-"`
 }
 
 // Config is the whole configuration of one sluice process. Keys are flat,
@@ -246,6 +249,12 @@ type Config struct {
 	ControlledShutdownRetryBackoffMs int64 `mapstructure:"controlled.shutdown.retry.backoff.ms"`
 	AutoLeaderRebalance              bool  `mapstructure:"auto.leader.rebalance.enable"`
 	LeaderImbalanceCheckSeconds      int64 `mapstructure:"leader.imbalance.check.interval.seconds"`
+
+	// Security: Kafka's ssl.* and sasl.* keys (security.go).
+	Security `mapstructure:",squash"`
+	// ListenerOverrides are Kafka's listener.name.<name>.<key> settings,
+	// as the loader found them (security.go).
+	ListenerOverrides map[string]string `mapstructure:"-"`
 }
 
 // Default returns the single source of defaults: one node with every role,
@@ -307,6 +316,7 @@ func Default() Config {
 		MetaLearnerGraceMs:               int64(15 * time.Minute / time.Millisecond),
 		RaftEntryCacheMaxBytes:           32 << 20,
 		ReplicaLagTimeMaxMs:              30000,
+		Security:                         DefaultSecurity(),
 	}
 }
 
@@ -450,6 +460,9 @@ func (c Config) Validate() error {
 	case "group", "interval", "never":
 	default:
 		errs = append(errs, fmt.Errorf("log.fsync %q is not group, interval or never", c.LogFsync))
+	}
+	if err := c.validateSecurity(); err != nil {
+		errs = append(errs, err)
 	}
 	for name, v := range c.TopicDefaults() {
 		if def, ok := LookupTopicConfig(name); ok {

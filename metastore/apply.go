@@ -35,6 +35,8 @@ func (a *applier) apply(c *command) (r result) {
 	switch c.Op {
 	case opNoop:
 		return result{}
+	case opAlterScram:
+		return a.applyAlterScram(c)
 	case opInitCluster:
 		m := a.tx.Bucket(bucketMeta)
 		if cur := m.Get(keyClusterID); cur != nil {
@@ -543,5 +545,6 @@ func loadImage(tx *bolt.Tx) *image {
 		img.BrokerConfigs[brokerFromKey(k)] = c
 		return nil
 	})
+	loadScram(tx, img)
 	return img
 }

@@ -53,6 +53,7 @@ const (
 	opDeleteGroup       op = "delete_group"
 	opClaimGroup        op = "claim_group"
 	opNoop              op = "noop"
+	opAlterScram        op = "alter_scram"
 )
 
 // command is one state machine operation. Only the fields its Op uses are
@@ -90,6 +91,8 @@ type command struct {
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
 	NowMs int64 `json:"now,omitempty"`
+	// Scram is alter_scram's upsertions and deletions (scram.go).
+	Scram []ScramCredential `json:"scram,omitempty"`
 }
 
 // result is what applying one command produced.

@@ -39,6 +39,7 @@ import (
 //	requests       reserved
 //	acls, credentials, txn_state: reserved (created empty) for security and
 //	                               transactions.
+//	credentials    user 0x00 mechanism -> JSON ScramCredential (scram.go)
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")

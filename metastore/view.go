@@ -22,6 +22,9 @@ type view struct {
 	brokerConfigs map[int32]map[string]string
 	changed       chan struct{} // closed and replaced when rev advances
 	contentCh     chan struct{} // closed and replaced when the content changes
+
+	// scram: user -> mechanism -> credential (scram.go).
+	scram map[string]map[string]ScramCredential
 }
 
 func newView() *view {
@@ -35,6 +38,7 @@ func (v *view) resetLocked() {
 	v.names = map[string]TopicID{}
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
+	v.scram = map[string]map[string]ScramCredential{}
 }
 
 // event is one change of cache-visible state, produced by apply.
@@ -48,6 +52,7 @@ type event struct {
 	Configs   map[string]string `json:"configs,omitempty"`
 	ClusterID string            `json:"cid,omitempty"`
 	Deleted   bool              `json:"del,omitempty"`
+	Scram     *ScramCredential  `json:"scram,omitempty"` // kind "scram"
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -57,6 +62,7 @@ type image struct {
 	Topics        []Topic                     `json:"topics"`
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
+	Scram         []ScramCredential           `json:"scram,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -124,6 +130,8 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "cluster":
 		v.clusterID = e.ClusterID
+	case "scram":
+		v.applyScramLocked(e)
 	}
 }
 
@@ -147,6 +155,9 @@ func (v *view) loadImage(img *image) {
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
+	for i := range img.Scram {
+		v.applyScramLocked(&event{Scram: &img.Scram[i]})
+	}
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -168,6 +179,11 @@ func (v *view) imageLocked() *image {
 	}
 	for id, c := range v.brokerConfigs {
 		img.BrokerConfigs[id] = maps.Clone(c)
+	}
+	for _, m := range v.scram {
+		for _, c := range m {
+			img.Scram = append(img.Scram, c)
+		}
 	}
 	return img
 }

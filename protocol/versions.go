@@ -34,6 +34,7 @@ var versions = map[int16]VersionRange{
 	14: {0, 5},  // SyncGroup
 	15: {0, 6},  // DescribeGroups
 	16: {0, 5},  // ListGroups
+	17: {1, 1},  // SaslHandshake (v0's raw tokens: removed in Kafka 4)
 	18: {0, 5},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
@@ -41,6 +42,7 @@ var versions = map[int16]VersionRange{
 	23: {0, 4},  // OffsetForLeaderEpoch
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
+	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
 	43: {0, 2},  // ElectLeaders
@@ -48,6 +50,8 @@ var versions = map[int16]VersionRange{
 	45: {0, 1},  // AlterPartitionReassignments
 	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
+	50: {0, 0},  // DescribeUserScramCredentials
+	51: {0, 0},  // AlterUserScramCredentials
 	60: {0, 2},  // DescribeCluster
 	68: {0, 1},  // ConsumerGroupHeartbeat
 	69: {0, 1},  // ConsumerGroupDescribe

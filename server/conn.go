@@ -187,6 +187,15 @@ type conn struct {
 	nc       net.Conn
 	listener *listener
 	log      zerolog.Logger
+	// principal is who the connection acts as, in Kafka's "User:name"
+	// form: User:ANONYMOUS until SASL authenticates it (security.go), the
+	// client certificate's subject on an SSL listener with one.
+	principal string
+	// sasl is the authentication state on a SASL_* listener (nil on
+	// others); closeAfter, set by a handler, closes the connection once
+	// that handler's answer is written. Read loop only.
+	sasl       *saslConn
+	closeAfter error
 
 	// What the reaper (Server.reapConns) reads, in Server.now units:
 	// frameStart is when the frame being read began (0 between frames,
@@ -209,15 +218,30 @@ type conn struct {
 
 func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 	defer s.limits.release(ip)
+	principal := anonymous
+	if l.sec.tls != nil {
+		tc, p, err := s.handshakeTLS(l, nc)
+		if err != nil {
+			s.metrics.saslAuth(l.cfg.Name, "TLS", false)
+			s.log.Debug().Err(err).Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Msg("TLS handshake failed")
+			nc.Close()
+			return
+		}
+		nc, principal = tc, p
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
-		srv:      s,
-		nc:       nc,
-		listener: l,
-		log:      s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
-		ctx:      ctx,
-		cancel:   cancel,
-		slots:    make(chan *slot, maxInFlight),
+		srv:       s,
+		nc:        nc,
+		listener:  l,
+		log:       s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
+		principal: principal,
+		ctx:       ctx,
+		cancel:    cancel,
+		slots:     make(chan *slot, maxInFlight),
+	}
+	if l.sec.cfg.UsesSASL() {
+		c.sasl = &saslConn{}
 	}
 	c.lastActive.Store(s.now())
 	if !s.trackConn(c, true) {
@@ -235,7 +259,9 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+	if isAuthClose(err) {
+		c.log.Info().Err(err).Msg("closing connection")
+	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 		c.log.Warn().Err(err).Msg("closing connection")
 	}
 	close(c.slots)
@@ -384,6 +410,9 @@ func (c *conn) handle(frame []byte, held int64) error {
 		}
 	}()
 	key, version, corrID := protocol.PeekHeader(frame)
+	if err := c.checkAuth(key); err != nil {
+		return err
+	}
 	sl := &slot{done: make(chan struct{}), corrID: corrID}
 	req := kmsg.RequestForKey(key)
 	if key == protocol.ApiVersionsKey && !protocol.Supported(key, version) {
@@ -434,7 +463,7 @@ func (c *conn) handle(frame []byte, held int64) error {
 	if !rc.async {
 		rc.finish(resp)
 	}
-	return nil
+	return c.closeAfter
 }
 
 // enqueue reserves the request's place in the response order; it blocks

@@ -32,8 +32,8 @@ num.partitions=3
 		t.Fatal(err)
 	}
 	want := []configs.Listener{
-		{Name: "CLIENT", View: "write", Address: "127.0.0.1:19092"},
-		{Name: "READER", View: "read", Address: "0.0.0.0:19192", Advertised: "reader.example.com:19192"},
+		{Name: "CLIENT", View: "write", Address: "127.0.0.1:19092", Protocol: "PLAINTEXT"},
+		{Name: "READER", View: "read", Address: "0.0.0.0:19192", Advertised: "reader.example.com:19192", Protocol: "PLAINTEXT"},
 	}
 	if len(cfg.Listeners) != 2 || cfg.Listeners[0] != want[0] || cfg.Listeners[1] != want[1] {
 		t.Errorf("listeners %+v, want %+v", cfg.Listeners, want)
@@ -68,5 +68,55 @@ func TestLoadConfigListenersFromEnvAndFlags(t *testing.T) {
 	_, err = loadConfig("", overrides{listeners: "PLAINTEXT://0.0.0.0:39092"})
 	if err == nil || !strings.Contains(err.Error(), "advertised.listeners") {
 		t.Errorf("0.0.0.0 without advertised.listeners: %v", err)
+	}
+}
+
+// Kafka's security keys in server.properties: a SASL_SSL listener with
+// broker-wide ssl.* keys and listener.name.<name>.* overrides on top.
+func TestLoadConfigListenerSecurity(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "server.properties")
+	props := `log.dirs=` + filepath.Join(dir, "data") + `
+listeners=PLAIN://127.0.0.1:19092,SECURE://127.0.0.1:19093
+listener.security.protocol.map=PLAIN:PLAINTEXT,SECURE:SASL_SSL
+ssl.keystore.location=/etc/sluice/broker.pem
+ssl.client.auth=none
+listener.name.secure.ssl.client.auth=requested
+listener.name.secure.ssl.truststore.location=/etc/sluice/ca.crt
+listener.name.secure.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.secure.oauthbearer.sasl.oauthbearer.expected.issuer=https://issuer.example.com
+connections.max.reauth.ms=60000
+`
+	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(file, overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := cfg.ListenerSecurity(cfg.Listeners[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Protocol != "SASL_SSL" || sec.TLS.ClientAuth != "requested" || sec.TLS.KeystoreLocation != "/etc/sluice/broker.pem" ||
+		sec.TLS.TruststoreLocation != "/etc/sluice/ca.crt" || strings.Join(sec.Mechanisms, ",") != "SCRAM-SHA-512,PLAIN" ||
+		sec.OAuth.ExpectedIssuer != "https://issuer.example.com" || sec.MaxReauth.Milliseconds() != 60000 {
+		t.Errorf("SECURE listener: %+v", sec)
+	}
+	plain, err := cfg.ListenerSecurity(cfg.Listeners[0])
+	if err != nil || plain.Protocol != "PLAINTEXT" || plain.TLS.ClientAuth != "none" {
+		t.Errorf("PLAIN listener: %+v, %v", plain, err)
+	}
+	for _, bad := range []string{
+		"listener.name.secure.ssl.keystore.colour=red",
+		"listener.name.other.ssl.client.auth=required",
+		"listener.name.secure.sasl.enabled.mechanisms=GSSAPI",
+	} {
+		if err := os.WriteFile(file, []byte(props+bad+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(file, overrides{}); err == nil {
+			t.Errorf("%s: loaded without error", bad)
+		}
 	}
 }

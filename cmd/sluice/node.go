@@ -103,6 +103,10 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		catalog = c
 	}
 
+	if err := bootstrapUser(ctx, cfg, catalog, lg); err != nil {
+		return err
+	}
+
 	if !cfg.HasRole("write") && !cfg.HasRole("read") {
 		ready.Store(true)
 		lg.Info().Msg("metastore node serving")
