@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -38,8 +39,18 @@ func setDevSecure(v *viper.Viper, o overrides, defaults map[string]any) {
 	if d := v.GetString("log.dirs"); d != "" {
 		dataDir = d
 	}
-	v.Set("ssl.keystore.location", filepath.Join(dataDir, devTLSDir, "server.pem"))
-	v.Set("sasl.enabled.mechanisms", sasl.ScramSHA256+","+sasl.ScramSHA512)
+	// What --set gives explicitly wins (say, more mechanisms).
+	given := map[string]bool{}
+	for _, kv := range o.set {
+		k, _, _ := strings.Cut(kv, "=")
+		given[k] = true
+	}
+	if !given["ssl.keystore.location"] {
+		v.Set("ssl.keystore.location", filepath.Join(dataDir, devTLSDir, "server.pem"))
+	}
+	if !given["sasl.enabled.mechanisms"] {
+		v.Set("sasl.enabled.mechanisms", sasl.ScramSHA256+","+sasl.ScramSHA512)
+	}
 	if _, known := defaults["authorizer.class.name"]; known {
 		v.Set("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 	}
