@@ -34,7 +34,7 @@ var versions = map[int16]VersionRange{
 	14: {0, 5},  // SyncGroup
 	15: {0, 6},  // DescribeGroups
 	16: {0, 5},  // ListGroups
-	17: {1, 1},  // SaslHandshake (v0's raw tokens: removed in Kafka 4)
+	17: {0, 1},  // SaslHandshake
 	18: {0, 5},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics

@@ -7,10 +7,12 @@ import (
 	"github.com/sluice-broker/sluice/internal/sasl"
 )
 
-// SaslHandshake (key 17). Supported: v1 (tokens then travel in
-// SaslAuthenticate). v0, whose raw unframed tokens follow the handshake,
-// is not advertised: Kafka 4 removed it (KIP-896) and every client this
-// project tests sends v1.
+// SaslHandshake (key 17). Supported: v0-1. After v1 the tokens travel in
+// SaslAuthenticate; after v0 they follow as bare size-prefixed frames
+// (conn.handleRawToken), answered the same way. Kafka 4 dropped v0
+// (KIP-896), but librdkafka (kcat, confluent-kafka) decides that a broker
+// speaks SASL at all from v0 being in the advertised range, as it does for
+// Produce v0, and then uses v1.
 //
 // Semantics: on a SASL_* listener before authentication, picks the
 // mechanism; one the listener does not enable (sasl.enabled.mechanisms)
@@ -49,6 +51,8 @@ func handleSaslHandshake(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 		return resp, nil
 	}
 	sc.state, sc.mech, sc.session, sc.reauth = saslAwaitAuthenticate, req.Mechanism, session, reauth
+	// v0: the tokens follow as bare frames, not in SaslAuthenticate.
+	sc.rawTokens = req.Version == 0
 	return resp, nil
 }
 

@@ -1,8 +1,6 @@
 package server
 
 import (
-	"time"
-
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -56,32 +54,11 @@ func handleSaslAuthenticate(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 	if !done {
 		return resp, nil
 	}
-	principal := sc.session.Principal()
-	if sc.reauth && principal != sc.user {
-		return failed("Cannot change principals during re-authentication from User:" + sc.user + " to User:" + principal)
+	lifetime, msg := c.completeSasl()
+	if msg != "" {
+		return failed(msg)
 	}
-	// The session lifetime, as Kafka's SaslServerAuthenticator computes
-	// it: the credential's expiry and connections.max.reauth.ms, the
-	// earlier of the two.
-	now := time.Now()
-	var lifetime time.Duration
-	maxReauth := c.listener.sec.cfg.MaxReauth
-	if exp := sc.session.Expiry(); !exp.IsZero() {
-		lifetime = max(exp.Sub(now), time.Millisecond)
-		if maxReauth > 0 {
-			lifetime = min(lifetime, maxReauth)
-		}
-	} else if maxReauth > 0 {
-		lifetime = maxReauth
-	}
-	sc.expiry = time.Time{}
-	if lifetime > 0 {
-		sc.expiry = now.Add(lifetime)
-		resp.SessionLifetimeMillis = lifetime.Milliseconds()
-	}
-	sc.state, sc.reauth, sc.session = saslAuthenticated, false, nil
-	sc.user, sc.authMech = principal, sc.mech
-	c.principal = "User:" + principal
+	resp.SessionLifetimeMillis = lifetime.Milliseconds()
 	s.metrics.saslAuth(c.listener.cfg.Name, sc.mech, true)
 	return resp, nil
 }

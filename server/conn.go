@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -171,6 +172,10 @@ type slot struct {
 	corrID int32
 	resp   kmsg.Response // nil with skip set: acks=0 produce
 	skip   bool
+	// raw, with rawToken set, is sent as a bare size-prefixed SASL token
+	// (SaslHandshake v0's exchange, security.go) instead of resp.
+	raw      []byte
+	rawToken bool
 	// api and start time the request for sluice_request_seconds: the
 	// writer observes once the response is on the socket.
 	api   *apiMetrics
@@ -285,7 +290,12 @@ func (c *conn) readLoop() error {
 		}
 		c.frameStart.Store(0)
 		c.lastActive.Store(c.srv.now())
-		if err := c.handle(frame, held); err != nil {
+		if c.sasl != nil && c.sasl.rawTokens {
+			err = c.handleRawToken(frame, held)
+		} else {
+			err = c.handle(frame, held)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -532,7 +542,10 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		var err error
-		if spliced {
+		if sl.rawToken {
+			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(sl.raw)))
+			_, err = bw.Write(append(out, sl.raw...))
+		} else if spliced {
 			var splices []splice
 			out, splices = sp.appendFrame(out[:0], sl.corrID)
 			err = writeSpliced(bw, c.nc, out, splices)

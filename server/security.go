@@ -135,6 +135,9 @@ type saslConn struct {
 	user     string
 	authMech string
 	expiry   time.Time
+	// rawTokens: after a SaslHandshake v0, the next frames are bare SASL
+	// tokens (handleRawToken) until the exchange ends.
+	rawTokens bool
 }
 
 // errIllegalSaslState closes a connection that sent a request its SASL
@@ -196,3 +199,60 @@ func (m *Metrics) saslAuth(listener, mech string, ok bool) {
 }
 
 var errNoCredentialStore = errors.New("this broker's catalog keeps no SCRAM credentials")
+
+// completeSasl ends a successful exchange: the principal (which a
+// re-authentication must not change) and the session lifetime, as Kafka's
+// SaslServerAuthenticator computes it: the credential's expiry (an
+// OAUTHBEARER token's exp) and connections.max.reauth.ms, the earlier of
+// the two; 0 when neither applies. msg is a failure to report.
+func (c *conn) completeSasl() (lifetime time.Duration, msg string) {
+	sc := c.sasl
+	principal := sc.session.Principal()
+	if sc.reauth && principal != sc.user {
+		return 0, "Cannot change principals during re-authentication from User:" + sc.user + " to User:" + principal
+	}
+	now := time.Now()
+	maxReauth := c.listener.sec.cfg.MaxReauth
+	if exp := sc.session.Expiry(); !exp.IsZero() {
+		lifetime = max(exp.Sub(now), time.Millisecond)
+		if maxReauth > 0 {
+			lifetime = min(lifetime, maxReauth)
+		}
+	} else if maxReauth > 0 {
+		lifetime = maxReauth
+	}
+	sc.expiry = time.Time{}
+	if lifetime > 0 {
+		sc.expiry = now.Add(lifetime)
+	}
+	sc.state, sc.reauth, sc.session, sc.rawTokens = saslAuthenticated, false, nil, false
+	sc.user, sc.authMech = principal, sc.mech
+	c.principal = "User:" + principal
+	return lifetime, ""
+}
+
+// handleRawToken runs one step of a SaslHandshake v0 exchange: the frame
+// is a bare SASL token, without a request header, and so is the answer.
+// A failure closes the connection without an answer: v0 has no way to
+// carry one (Kafka closes too).
+func (c *conn) handleRawToken(frame []byte, held int64) error {
+	c.srv.requestBytes.release(held)
+	sc := c.sasl
+	out, done, err := sc.session.Step(frame)
+	if err == nil && done {
+		if _, msg := c.completeSasl(); msg != "" {
+			err = errors.New(msg)
+		}
+	}
+	if err != nil {
+		c.srv.metrics.saslAuth(c.listener.cfg.Name, sc.mech, false)
+		return errAuthClose{msg: "SASL authentication (handshake v0) failed (" + sc.mech + "): " + err.Error() + ": closing"}
+	}
+	if done {
+		c.srv.metrics.saslAuth(c.listener.cfg.Name, sc.mech, true)
+	}
+	sl := &slot{done: make(chan struct{}), raw: out, rawToken: true}
+	c.enqueue(sl)
+	c.answer(sl, nil)
+	return nil
+}

@@ -200,7 +200,10 @@ func (s *scramSession) final(msg string) ([]byte, bool, error) {
 	if cb, err := base64.StdEncoding.DecodeString(attrs[0][2:]); err != nil || string(cb) != s.gs2Header {
 		return nil, false, invalidCredentials(s.mech.name)
 	}
-	if attrs[1][2:] != s.nonce {
+	// Kafka's ScramSaslServer accepts a nonce that ends with the one it
+	// sent, and librdkafka before 2.2 relies on it: it sends its own
+	// nonce in front of the server's (which already starts with it).
+	if !strings.HasSuffix(attrs[1][2:], s.nonce) {
 		return nil, false, fail("Authentication failed: Invalid client nonce in the final client message")
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
