@@ -26,39 +26,42 @@ import org.apache.kafka.common.serialization.StringSerializer;
  * a client properties file (bootstrap.servers, security.protocol, sasl.*,
  * ssl.*), read as the Kafka tools read --command-config.
  *
- * Usage: SecureClient PROPS TOPIC MODE
+ * Usage: SecureClient PROPS TOPIC MODE [PROPS TOPIC MODE ...]
  *
+ * Each triple runs in turn, in one JVM (a JVM start is most of the cost).
  * MODE roundtrip: creates TOPIC (Admin), produces COUNT records (acks=all),
  * reads them back with an assigned consumer, and prints "PRODUCED n",
  * "CONSUMED n". MODE authfail: expects the broker to refuse the
  * credentials (SaslAuthenticationException from Admin.describeCluster).
- * The last line is "RESULT OK" (exit 0) or "RESULT FAIL: reason" (exit 1).
+ * Each triple prints "TOPIC OK" or "TOPIC FAIL: reason"; the last line is
+ * "RESULT OK" (exit 0) or "RESULT FAIL" (exit 1).
  */
 public final class SecureClient {
     private static final int COUNT = 50;
 
     public static void main(String[] args) throws Exception {
-        if (args.length != 3) {
-            System.out.println("RESULT FAIL: usage: SecureClient PROPS TOPIC MODE");
+        if (args.length == 0 || args.length % 3 != 0) {
+            System.out.println("RESULT FAIL: usage: SecureClient PROPS TOPIC MODE [PROPS TOPIC MODE ...]");
             System.exit(2);
         }
-        Properties base = new Properties();
-        try (InputStream in = new FileInputStream(args[0])) {
-            base.load(in);
+        boolean ok = true;
+        for (int i = 0; i < args.length; i += 3) {
+            Properties base = new Properties();
+            try (InputStream in = new FileInputStream(args[i])) {
+                base.load(in);
+            }
+            String topic = args[i + 1];
+            String failure;
+            try {
+                failure = args[i + 2].equals("authfail") ? authFail(base) : roundTrip(base, topic);
+            } catch (Exception e) {
+                failure = e.toString();
+            }
+            System.out.println(topic + (failure == null ? " OK" : " FAIL: " + failure));
+            ok = ok && failure == null;
         }
-        String topic = args[1];
-        String failure;
-        try {
-            failure = args[2].equals("authfail") ? authFail(base) : roundTrip(base, topic);
-        } catch (Exception e) {
-            failure = e.toString();
-        }
-        if (failure == null) {
-            System.out.println("RESULT OK");
-            System.exit(0);
-        }
-        System.out.println("RESULT FAIL: " + failure);
-        System.exit(1);
+        System.out.println(ok ? "RESULT OK" : "RESULT FAIL");
+        System.exit(ok ? 0 : 1);
     }
 
     private static String authFail(Properties base) throws InterruptedException {
