@@ -9,9 +9,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"os"
@@ -358,6 +360,36 @@ func TestSecureProtocol(t *testing.T) {
 		r := c.saslAuthenticate(2, []byte("\x00"+secureAdmin+"\x00nope"))
 		if r.ErrorCode != kerr.SaslAuthenticationFailed.Code || r.ErrorMessage == nil {
 			t.Fatalf("authenticate: %+v", r)
+		}
+		c.expectClosed(5 * time.Second)
+	})
+	t.Run("SaslHandshake v0: bare token frames", func(t *testing.T) {
+		c := sb.dialRaw(t)
+		req := kmsg.NewPtrSASLHandshakeRequest()
+		req.Version, req.Mechanism = 0, "PLAIN"
+		if r, err := c.roundTrip(req, 0); err != nil || r.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+			t.Fatalf("handshake v0: %v %+v", err, r)
+		}
+		token := []byte("\x00" + secureAdmin + "\x00" + secureAdminPass)
+		if err := c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(token))), token...)); err != nil {
+			t.Fatal(err)
+		}
+		var size [4]byte
+		c.conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c.conn, size[:]); err != nil || binary.BigEndian.Uint32(size[:]) != 0 {
+			t.Fatalf("PLAIN over v0: answer % x, %v (want an empty token)", size, err)
+		}
+		if _, err := c.roundTrip(kmsg.NewPtrMetadataRequest(), 0); err != nil {
+			t.Fatalf("metadata after v0 authentication: %v", err)
+		}
+		// A wrong password over v0 has no error to carry: closed.
+		c = sb.dialRaw(t)
+		if r, err := c.roundTrip(req, 0); err != nil || r.(*kmsg.SASLHandshakeResponse).ErrorCode != 0 {
+			t.Fatalf("handshake v0: %v %+v", err, r)
+		}
+		token = []byte("\x00" + secureAdmin + "\x00wrong")
+		if err := c.write(append(binary.BigEndian.AppendUint32(nil, uint32(len(token))), token...)); err != nil {
+			t.Fatal(err)
 		}
 		c.expectClosed(5 * time.Second)
 	})
