@@ -80,7 +80,7 @@ func TestScramWithFranzGoClient(t *testing.T) {
 		{name: "sha512", user: "alice", pass: "pw-a", sha512: true},
 		{name: "escaped name", user: "we,ird=name", pass: "pw-w", sha512: true},
 		{name: "wrong password", user: "alice", pass: "nope", err: "invalid credentials with SASL mechanism SCRAM-SHA-256"},
-		{name: "unknown user", user: "bob", pass: "pw-a", sha512: true, err: "Invalid user credentials"},
+		{name: "unknown user: the same answer as a wrong password", user: "bob", pass: "pw-a", sha512: true, err: "invalid credentials with SASL mechanism SCRAM-SHA-512"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			a := scram.Auth{User: tc.user, Pass: tc.pass}

@@ -176,7 +176,9 @@ func (s *scramSession) first(msg string) ([]byte, bool, error) {
 	}
 	cred, ok := s.creds.ScramCredential(user, s.mech.name)
 	if !ok {
-		return nil, false, fail("Authentication failed: Invalid user credentials")
+		// Kafka's message for a wrong password too: the client does
+		// not learn whether the user exists.
+		return nil, false, invalidCredentials(s.mech.name)
 	}
 	s.user, s.cred = user, cred
 	var rnd [24]byte
@@ -204,7 +206,7 @@ func (s *scramSession) final(msg string) ([]byte, bool, error) {
 	// sent, and librdkafka before 2.2 relies on it: it sends its own
 	// nonce in front of the server's (which already starts with it).
 	if !strings.HasSuffix(attrs[1][2:], s.nonce) {
-		return nil, false, fail("Authentication failed: Invalid client nonce in the final client message")
+		return nil, false, invalidCredentials(s.mech.name)
 	}
 	proof, err := base64.StdEncoding.DecodeString(proofB64)
 	if err != nil || len(proof) != len(s.cred.StoredKey) {
