@@ -120,3 +120,35 @@ connections.max.reauth.ms=60000
 		}
 	}
 }
+
+// sluice dev --secure: one SASL_SSL listener at plain dev's address, its
+// key store the certificate generated under the data directory, SCRAM
+// only unless --set says otherwise.
+func TestLoadConfigDevSecure(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := loadConfig("", overrides{secure: true, dataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Address != "127.0.0.1:9092" || cfg.Listeners[0].Protocol != "SASL_SSL" || !cfg.DevSecure {
+		t.Fatalf("listeners %+v (secure %v)", cfg.Listeners, cfg.DevSecure)
+	}
+	sec, err := cfg.ListenerSecurity(cfg.Listeners[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.TLS.KeystoreLocation != filepath.Join(dir, "tls", "server.pem") || strings.Join(sec.Mechanisms, ",") != "SCRAM-SHA-256,SCRAM-SHA-512" {
+		t.Errorf("security %+v", sec)
+	}
+	cfg, err = loadConfig("", overrides{secure: true, dataDir: dir, kafkaAddr: "127.0.0.1:19092", set: []string{"sasl.enabled.mechanisms=PLAIN"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec, _ := cfg.ListenerSecurity(cfg.Listeners[0]); cfg.Listeners[0].Address != "127.0.0.1:19092" || strings.Join(sec.Mechanisms, ",") != "PLAIN" {
+		t.Errorf("--kafka-addr and --set: %+v %+v", cfg.Listeners, sec)
+	}
+	t.Setenv("SLUICE_BOOTSTRAP_USER", "no-colon")
+	if _, err := loadConfig("", overrides{secure: true, dataDir: dir}); err == nil || !strings.Contains(err.Error(), "name:password") {
+		t.Errorf("a bootstrap user without a password: %v", err)
+	}
+}
