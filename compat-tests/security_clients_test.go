@@ -153,7 +153,7 @@ func TestSecureKcat(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		cmd := exec.CommandContext(ctx, "kcat", "-b", sb.KafkaAddr, "-X", "security.protocol=SASL_SSL", "-X", "ssl.ca.location="+sb.CA,
-			"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username="+secureAdmin, "-X", "sasl.password=wrong", "-L", "-m", "10")
+			"-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username="+secureAdmin, "-X", "sasl.password=wrong", "-L", "-m", "3")
 		out, err := cmd.CombinedOutput()
 		if err == nil || !strings.Contains(strings.ToLower(string(out)), "authentication") {
 			t.Fatalf("kcat with a wrong password: %v\n%s", err, tail(string(out), 2000))

@@ -63,7 +63,11 @@ func startSecure(t *testing.T, extra ...string) *secureBroker {
 	}
 	jwks := filepath.Join(dir, "jwks.json")
 	writeJWKS(t, jwks, &key.PublicKey, oauthKid)
-	args := append([]string{"--secure",
+	// --secure turns the authorizer on with admin as the super user;
+	// these tests are about authentication, so every principal may do
+	// what no ACL names (TestSecurePrincipalACLs checks principals
+	// against ACLs).
+	args := append([]string{"--secure", "--set", "allow.everyone.if.no.acl.found=true",
 		"--set", "sasl.enabled.mechanisms=SCRAM-SHA-256,SCRAM-SHA-512,PLAIN,OAUTHBEARER",
 		"--set", "sasl.oauthbearer.jwks.endpoint.url=file://" + jwks,
 		"--set", "sasl.oauthbearer.expected.audience=" + oauthAudience,
@@ -430,4 +434,41 @@ func TestSecureProtocol(t *testing.T) {
 			time.Sleep(300 * time.Millisecond)
 		}
 	})
+}
+
+// TestSecurePrincipalACLs: the authenticated principal is what the
+// authorizer sees. `sluice dev --secure` turns it on with the bootstrap
+// user as super user; an OAUTHBEARER subject with an ACL on a topic
+// writes to it, another subject without one is refused.
+func TestSecurePrincipalACLs(t *testing.T) {
+	sb := startSecure(t, "--set", "allow.everyone.if.no.acl.found=false")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(sb.client(t, scramAuth(secureAdmin, secureAdminPass, true)))
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "acl-orders"); err != nil {
+		t.Fatalf("the super user creates a topic: %v", err)
+	}
+	b := kadm.NewACLs().Allow("User:svc-orders").Topics("acl-orders").
+		Operations(kadm.OpWrite, kadm.OpDescribe).ResourcePatternType(kadm.ACLPatternLiteral)
+	res, err := adm.CreateACLs(ctx, b)
+	if err != nil || len(res) != 2 {
+		t.Fatalf("CreateACLs: %v %+v", err, res)
+	}
+	for _, r := range res {
+		if r.Err != nil {
+			t.Fatalf("CreateACLs %v: %v", r.Operation, r.Err)
+		}
+	}
+	produce := func(sub string) error {
+		cl := sb.client(t, oauth.Auth{Token: sb.token(t, sub, nil)}.AsMechanism())
+		pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)
+		defer pcancel()
+		return cl.ProduceSync(pctx, &kgo.Record{Topic: "acl-orders", Value: []byte(sub)}).FirstErr()
+	}
+	if err := produce("svc-orders"); err != nil {
+		t.Fatalf("User:svc-orders with WRITE on acl-orders: %v", err)
+	}
+	if err := produce("svc-other"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("User:svc-other without an ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
 }

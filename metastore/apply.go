@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // applier applies the commands of committed entries to the state buckets
@@ -132,6 +134,10 @@ func (a *applier) apply(c *command) (r result) {
 			a.rebalanceClusterDefault()
 		}
 		return result{Visible: true}
+	case opClaimDirectory:
+		return a.claimDirectory(c)
+	case opAlterClientQuotas:
+		return a.alterClientQuotas(c)
 	case opAllocProducerIDs:
 		if c.Count <= 0 {
 			return fail(ErrInvalidRequest)
@@ -248,6 +254,10 @@ func (a *applier) apply(c *command) (r result) {
 			}
 		}
 		return result{}
+	case opCreateACLs:
+		return a.createACLs(c)
+	case opDeleteACLs:
+		return a.deleteACLs(c)
 	case opClaimGroup:
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)
@@ -546,5 +556,12 @@ func loadImage(tx *bolt.Tx) *image {
 		return nil
 	})
 	loadScram(tx, img)
+	img.Quotas = loadClientQuotas(tx)
+	_ = tx.Bucket(bucketACLs).ForEach(func(_, v []byte) error {
+		var b acl.Binding
+		mustUnmarshal(v, &b)
+		img.ACLs = append(img.ACLs, b)
+		return nil
+	})
 	return img
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // Command encoding (the Data of every normal raft entry this package
@@ -52,8 +54,12 @@ const (
 	opSaveGroup         op = "save_group"
 	opDeleteGroup       op = "delete_group"
 	opClaimGroup        op = "claim_group"
+	opCreateACLs        op = "create_acls"
+	opDeleteACLs        op = "delete_acls"
 	opNoop              op = "noop"
 	opAlterScram        op = "alter_scram"
+	opClaimDirectory    op = "claim_directory"
+	opAlterClientQuotas op = "alter_client_quotas"
 )
 
 // command is one state machine operation. Only the fields its Op uses are
@@ -93,6 +99,12 @@ type command struct {
 	NowMs int64 `json:"now,omitempty"`
 	// Scram is alter_scram's upsertions and deletions (scram.go).
 	Scram []ScramCredential `json:"scram,omitempty"`
+	// Quotas is alter_client_quotas' changes.
+	Quotas []QuotaChange `json:"quotas,omitempty"`
+	// ACLs are create_acls' bindings, ACLFilters delete_acls' filters
+	// (acls.go).
+	ACLs       []acl.Binding `json:"acls,omitempty"`
+	ACLFilters []acl.Filter  `json:"aclf,omitempty"`
 }
 
 // result is what applying one command produced.
@@ -107,6 +119,9 @@ type result struct {
 	// brokers, broker configs, cluster id): a writer waits until its
 	// cache reached Rev.
 	Visible bool `json:"vis,omitempty"`
+	// Deleted is delete_acls' answer: per filter, the bindings it
+	// deleted.
+	Deleted [][]acl.Binding `json:"dacl,omitempty"`
 }
 
 func encodeBatch(b *proposalBatch) []byte { return encodeBatchBinary(b) }

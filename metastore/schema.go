@@ -36,10 +36,12 @@ import (
 //	offsets        group -> nested bucket: topic 0x00 partition(u32) -> binary offsetValue (codec.go)
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
+//	client_quotas  JSON QuotaEntity -> JSON map[string]float64 (quotas.go)
+//	broker_dirs    broker id (u32) -> directory.id of its data directory (directories.go)
 //	requests       reserved
-//	acls, credentials, txn_state: reserved (created empty) for security and
-//	                               transactions.
+//	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
 //	credentials    user 0x00 mechanism -> JSON ScramCredential (scram.go)
+//	txn_state      reserved (created empty) for transactions.
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -54,6 +56,8 @@ var (
 	bucketACLs          = []byte("acls")
 	bucketCredentials   = []byte("credentials")
 	bucketTxnState      = []byte("txn_state")
+	bucketBrokerDirs    = []byte("broker_dirs")
+	bucketClientQuotas  = []byte("client_quotas")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -73,7 +77,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState,
+	bucketTxnState, bucketClientQuotas, bucketBrokerDirs,
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

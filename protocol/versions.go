@@ -40,6 +40,9 @@ var versions = map[int16]VersionRange{
 	20: {0, 6},  // DeleteTopics
 	22: {0, 5},  // InitProducerId
 	23: {0, 4},  // OffsetForLeaderEpoch
+	29: {0, 3},  // DescribeAcls (advertised with an authorizer only)
+	30: {0, 3},  // CreateAcls (advertised with an authorizer only)
+	31: {0, 3},  // DeleteAcls (advertised with an authorizer only)
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	36: {0, 2},  // SaslAuthenticate
@@ -52,6 +55,8 @@ var versions = map[int16]VersionRange{
 	47: {0, 0},  // OffsetDelete
 	50: {0, 0},  // DescribeUserScramCredentials
 	51: {0, 0},  // AlterUserScramCredentials
+	48: {0, 1},  // DescribeClientQuotas
+	49: {0, 1},  // AlterClientQuotas
 	60: {0, 2},  // DescribeCluster
 	68: {0, 1},  // ConsumerGroupHeartbeat
 	69: {0, 1},  // ConsumerGroupDescribe

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // FindCoordinator (key 10). Supported: v0-6.
@@ -58,9 +60,17 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 		c.ErrorMessage = kmsg.StringPtr(msg)
 		return c
 	}
+	// Authorization, as Kafka: DESCRIBE on the group, or on the
+	// transactional id.
 	switch keyType {
 	case coordinatorKeyGroup:
+		if !s.authorizeGroup(rc, acl.OpDescribe, key) {
+			return fail(kerr.GroupAuthorizationFailed.Code, "DESCRIBE on the group is required")
+		}
 	case coordinatorKeyTxn:
+		if !s.authorize(rc, acl.OpDescribe, acl.ResourceTransactionalID, key) {
+			return fail(kerr.TransactionalIDAuthorizationFailed.Code, "DESCRIBE on the transactional id is required")
+		}
 		return fail(kerr.CoordinatorNotAvailable.Code, "this broker has no transaction coordinator: transactions are not supported yet")
 	default:
 		return fail(kerr.InvalidRequest.Code, "unsupported coordinator key type")

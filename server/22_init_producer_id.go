@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // InitProducerId (key 22). Supported: v0-5.
@@ -29,6 +31,13 @@ func handleInitProducerID(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	// Authorization, as Kafka (KIP-679): IDEMPOTENT_WRITE on the
+	// cluster, or WRITE on at least one topic; CLUSTER_AUTHORIZATION_FAILED
+	// otherwise.
+	if !s.authorizeCluster(rc, acl.OpIdempotentWrite) && s.authz != nil && !s.authz.AuthorizeAny(rc.who(), acl.OpWrite, acl.ResourceTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		return resp, nil
 	}
 	id, err := s.producers.next(rc.ctx())

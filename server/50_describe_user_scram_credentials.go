@@ -3,6 +3,8 @@ package server
 import (
 	"sort"
 
+	"github.com/sluice-broker/sluice/acl"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -13,7 +15,8 @@ import (
 // (never salts or keys), from this broker's view of the metastore. A null
 // or empty user list describes every user with a credential; a named user
 // without one gets RESOURCE_NOT_FOUND, a user named twice
-// DUPLICATE_RESOURCE, as Kafka answers.
+// DUPLICATE_RESOURCE, as Kafka answers. It needs DESCRIBE on the cluster
+// (else CLUSTER_AUTHORIZATION_FAILED).
 // Version notes: v0 flexible.
 // Roles: every broker.
 func init() { register(50, handleDescribeUserScramCredentials) }
@@ -21,6 +24,11 @@ func init() { register(50, handleDescribeUserScramCredentials) }
 func handleDescribeUserScramCredentials(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
+	if !s.authorizeCluster(rc, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("DESCRIBE on the cluster is required")
+		return resp, nil
+	}
 	cc, ok := s.catalog.(credentialCatalog)
 	if !ok {
 		resp.ErrorCode = kerr.UnsupportedVersion.Code

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/internal/sasl"
 	"github.com/sluice-broker/sluice/metastore"
 )
@@ -18,7 +19,8 @@ import (
 // UNSUPPORTED_SASL_MECHANISM, a user and mechanism named twice in one
 // request DUPLICATE_RESOURCE, the deletion of a credential that does not exist
 // RESOURCE_NOT_FOUND. The valid alterations are applied together, in one
-// metastore command.
+// metastore command. It needs ALTER on the cluster (else every user gets
+// CLUSTER_AUTHORIZATION_FAILED).
 // Version notes: v0 flexible.
 // Roles: every broker (forwarded to the metastore).
 func init() { register(51, handleAlterUserScramCredentials) }
@@ -52,6 +54,11 @@ func handleAlterUserScramCredentials(s *Server, rc *reqCtx, kreq kmsg.Request) (
 	setErr := func(user string, code int16, msg string) {
 		if r := results[user]; r.code == 0 {
 			r.code, r.msg = code, msg
+		}
+	}
+	if !s.authorizeCluster(rc, acl.OpAlter) {
+		for _, user := range order {
+			setErr(user, kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is required")
 		}
 	}
 	for k, n := range count {

@@ -10,6 +10,7 @@ import (
 	"net"
 	"time"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/internal/sasl"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
@@ -24,10 +25,6 @@ type credentialCatalog interface {
 	ScramUsers() map[string][]metastore.ScramCredential
 	AlterScramCredentials(ctx context.Context, creds []metastore.ScramCredential) error
 }
-
-// anonymous is Kafka's principal for a connection that did not
-// authenticate (PLAINTEXT, SSL without a client certificate).
-const anonymous = "User:ANONYMOUS"
 
 // listenerSecurity is a listener's security, resolved when it starts.
 type listenerSecurity struct {
@@ -96,7 +93,7 @@ func (s *Server) handshakeTLS(l *listener, nc net.Conn) (*tls.Conn, string, erro
 	}
 	st := tc.ConnectionState()
 	if len(st.PeerCertificates) == 0 {
-		return tc, anonymous, nil
+		return tc, acl.Anonymous, nil
 	}
 	return tc, "User:" + subjectName(st.PeerCertificates[0].RawSubject), nil
 }
