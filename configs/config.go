@@ -160,6 +160,11 @@ type Config struct {
 	// group members; Kafka's names and defaults.
 	GroupConsumerSessionTimeoutMs    int32 `mapstructure:"group.consumer.session.timeout.ms"`
 	GroupConsumerHeartbeatIntervalMs int32 `mapstructure:"group.consumer.heartbeat.interval.ms"`
+	// GroupInitialRebalanceDelayMs is how long the first rebalance of an
+	// empty classic group waits for more members (Kafka's name and
+	// default, 3000; `sluice dev` defaults to 0, as Kafka's quickstart
+	// server.properties does).
+	GroupInitialRebalanceDelayMs int32 `mapstructure:"group.initial.rebalance.delay.ms"`
 
 	AutoCreateTopics         bool  `mapstructure:"auto.create.topics.enable"`
 	NumPartitions            int32 `mapstructure:"num.partitions"`
@@ -333,6 +338,7 @@ func Default() Config {
 		GroupMaxSessionTimeoutMs:         1800000,
 		GroupConsumerSessionTimeoutMs:    45000,
 		GroupConsumerHeartbeatIntervalMs: 5000,
+		GroupInitialRebalanceDelayMs:     3000,
 		GroupConsumerMaxSize:             math.MaxInt32,
 		SocketRequestTimeoutMs:           30000,
 		ConnectionsMaxIdleMs:             600000,
@@ -481,6 +487,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupMinSessionTimeoutMs <= 0 || c.GroupMaxSessionTimeoutMs < c.GroupMinSessionTimeoutMs {
 		errs = append(errs, fmt.Errorf("group.min.session.timeout.ms must be positive and at most group.max.session.timeout.ms"))
+	}
+	if c.GroupInitialRebalanceDelayMs < 0 {
+		errs = append(errs, fmt.Errorf("group.initial.rebalance.delay.ms must not be negative"))
 	}
 	if c.GroupConsumerHeartbeatIntervalMs <= 0 || c.GroupConsumerSessionTimeoutMs <= c.GroupConsumerHeartbeatIntervalMs {
 		errs = append(errs, fmt.Errorf("group.consumer.heartbeat.interval.ms must be positive and below group.consumer.session.timeout.ms"))

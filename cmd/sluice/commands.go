@@ -89,9 +89,12 @@ type overrides struct {
 	set                           []string
 	// secure: sluice dev --secure (secure.go).
 	secure bool
+	// dev: the flags of `sluice dev`, whose defaults differ a little.
+	dev bool
 }
 
 func (o *overrides) bind(cmd *cobra.Command, dev bool) {
+	o.dev = dev
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", "", "data directory (data.dir)")
 	if dev {
@@ -175,6 +178,11 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 	}
 	for k, val := range defaults {
 		v.SetDefault(k, val)
+	}
+	if o.dev {
+		// A development node starts groups at once, as Kafka's
+		// quickstart server.properties has it.
+		v.SetDefault("group.initial.rebalance.delay.ms", 0)
 	}
 	if file != "" {
 		v.SetConfigFile(file)

@@ -202,6 +202,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		MaxSessionTimeout:         time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
 		ConsumerSessionTimeout:    time.Duration(cfg.GroupConsumerSessionTimeoutMs) * time.Millisecond,
 		ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
+		InitialRebalanceDelay:     time.Duration(cfg.GroupInitialRebalanceDelayMs) * time.Millisecond,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()
