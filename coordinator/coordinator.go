@@ -88,6 +88,12 @@ type Config struct {
 	// offsets outlive their group's use of them (expire.go). Default
 	// 7 days; negative never expires them.
 	OffsetsRetention time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: the first
+	// rebalance of an empty classic group waits this long for more
+	// members, again while new ones keep arriving, up to the rebalance
+	// timeout (Kafka's InitialDelayedJoin). 0: none (the zero value; the
+	// broker passes Kafka's 3 s default).
+	InitialRebalanceDelay time.Duration
 }
 
 func (c *Config) defaults() {

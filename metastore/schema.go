@@ -41,8 +41,8 @@ import (
 //	broker_dirs    broker id (u32) -> directory.id of its data directory (directories.go)
 //	requests       reserved
 //	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
-//	credentials, txn_state: reserved (created empty) for security and
-//	                        transactions.
+//	credentials    user 0x00 mechanism -> JSON ScramCredential (scram.go)
+//	txn_state      reserved (created empty) for transactions.
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
