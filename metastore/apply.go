@@ -246,6 +246,8 @@ func (a *applier) apply(c *command) (r result) {
 			}
 		}
 		return result{}
+	case opPutTxn, opDeleteTxn, opTxnOffsets:
+		return a.applyTxn(c)
 	case opClaimGroup:
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)

@@ -53,6 +53,9 @@ const (
 	opDeleteGroup       op = "delete_group"
 	opClaimGroup        op = "claim_group"
 	opNoop              op = "noop"
+	opPutTxn            op = "put_txn"
+	opDeleteTxn         op = "delete_txn"
+	opTxnOffsets        op = "txn_offsets"
 )
 
 // command is one state machine operation. Only the fields its Op uses are
@@ -90,6 +93,12 @@ type command struct {
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
 	NowMs int64 `json:"now,omitempty"`
+	// Txn, TxnEnd, ProducerID and ProducerEpoch are for the
+	// transaction commands (txn.go).
+	Txn           *TxnState `json:"txn,omitempty"`
+	TxnEnd        int8      `json:"txe,omitempty"`
+	ProducerID    int64     `json:"pid,omitempty"`
+	ProducerEpoch int16     `json:"pep,omitempty"`
 }
 
 // result is what applying one command produced.
@@ -159,6 +168,10 @@ var errCodes = map[string]error{
 	"cluster_id_exists": errClusterIDSet,
 	"no_reassignment":   ErrNoReassignment,
 	"invalid_replicas":  ErrInvalidReplicaAssignment,
+	"txn_conflict":      ErrTxnConflict,
+	"txn_fenced":        ErrTxnFenced,
+	"txn_producer":      ErrTxnUnknownProducer,
+	"txn_concurrent":    ErrTxnConcurrent,
 }
 
 var (

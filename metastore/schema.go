@@ -37,8 +37,11 @@ import (
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
 //	requests       reserved
-//	acls, credentials, txn_state: reserved (created empty) for security and
-//	                               transactions.
+//	acls, credentials: reserved (created empty) for security.
+//	txn_state      transactional id -> JSON TxnState (txn.go)
+//	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
+//	               partition(u32) -> binary offsetValue: offsets a
+//	               transaction committed, pending until it commits
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -53,6 +56,7 @@ var (
 	bucketACLs          = []byte("acls")
 	bucketCredentials   = []byte("credentials")
 	bucketTxnState      = []byte("txn_state")
+	bucketTxnOffsets    = []byte("txn_offsets")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -72,7 +76,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState,
+	bucketTxnState, bucketTxnOffsets,
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

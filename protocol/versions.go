@@ -39,6 +39,11 @@ var versions = map[int16]VersionRange{
 	20: {0, 6},  // DeleteTopics
 	22: {0, 5},  // InitProducerId
 	23: {0, 4},  // OffsetForLeaderEpoch
+	24: {0, 3},  // AddPartitionsToTxn
+	25: {0, 3},  // AddOffsetsToTxn
+	26: {0, 3},  // EndTxn
+	27: {0, 1},  // WriteTxnMarkers
+	28: {0, 3},  // TxnOffsetCommit
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
@@ -49,6 +54,8 @@ var versions = map[int16]VersionRange{
 	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
 	60: {0, 2},  // DescribeCluster
+	65: {0, 0},  // DescribeTransactions
+	66: {0, 1},  // ListTransactions
 	68: {0, 1},  // ConsumerGroupHeartbeat
 	69: {0, 1},  // ConsumerGroupDescribe
 }

@@ -308,11 +308,6 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 	if err := s.validateRecords(ctx, b, maxBytes); err != nil {
 		return nil, err
 	}
-	if b.IsTransactional() {
-		// No transaction coordinator yet, so no transactional producer
-		// can have a valid epoch here.
-		return nil, errTransactionsUnsupported
-	}
 	tsType, _ := s.topicConfig(t, "message.timestamp.type")
 	if tsType.value == "LogAppendTime" {
 		b.SetLogAppendTime(now)

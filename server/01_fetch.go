@@ -151,7 +151,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					// with no records and at once.
 					sp.PreferredReadReplica = id
 					vis := p.VisibleHighWatermark()
-					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = vis, vis, p.LogStartOffset()
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = vis, min(vis, p.LastStableOffset()), p.LogStartOffset()
 					redirected = true
 					continue
 				}
@@ -312,10 +312,17 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		if rp.FetchOffset > vis && rp.FetchOffset <= hw {
 			vis = rp.FetchOffset // at or among raft entries before hw
 		}
-		// The last stable offset is the high watermark until
-		// transactions exist.
-		sp.HighWatermark, sp.LastStableOffset = vis, vis
+		// The last stable offset: below the first open transaction
+		// (KIP-98). read_committed reads only below it, and is told
+		// the aborted transactions of what it may read.
+		sp.HighWatermark, sp.LastStableOffset = vis, min(vis, p.LastStableOffset())
 		sp.LogStartOffset = p.LogStartOffset()
+		bound := sp.HighWatermark
+		committed := req.Version >= 4 && req.IsolationLevel == 1
+		if committed {
+			bound = sp.LastStableOffset
+			sp.AbortedTransactions = nil
+		}
 		if rp.FetchOffset < sp.LogStartOffset || (rp.FetchOffset > p.LogEndOffset() && p.IsLeader()) {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			continue
@@ -324,7 +331,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		// committed (the client read it elsewhere): it waits for it like
 		// for any uncommitted offset, never OFFSET_OUT_OF_RANGE for data
 		// that exists (sarama stops, kafkajs resets on it).
-		if rp.FetchOffset >= sp.HighWatermark {
+		if rp.FetchOffset >= bound {
 			continue // committed data not there yet: wait, never OOR
 		}
 		limit := int(rp.PartitionMaxBytes)
@@ -334,8 +341,9 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		if total > 0 && limit <= 0 {
 			continue
 		}
-		// Never past the high watermark reported with them.
-		res, cut, err := p.ReadRange(rp.FetchOffset, limit, sp.HighWatermark)
+		// Never past the high watermark (or, read_committed, the last
+		// stable offset) reported with them.
+		res, cut, err := p.ReadRange(rp.FetchOffset, limit, bound)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			continue
@@ -351,7 +359,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		// Past a raft entry the data goes on in ranges of its own,
 		// within the partition's limit (never over it after the first).
 		for cut && got < int64(limit) {
-			next, nextCut, err := p.ReadRange(res.NextOffset, limit-int(got), sp.HighWatermark)
+			next, nextCut, err := p.ReadRange(res.NextOffset, limit-int(got), bound)
 			if err != nil || next.Range.Len == 0 || next.Range.Len > int64(limit)-got {
 				next.Range.Release()
 				break
@@ -362,6 +370,13 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		}
 		total += int(got)
 		more = more || cut
+		if committed && got > 0 {
+			for _, a := range p.Log().AbortedTxns(rp.FetchOffset, res.NextOffset) {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+			}
+		}
 	}
 	return total, more
 }

@@ -8,7 +8,8 @@ import (
 //
 // Semantics: -2 earliest (log start offset), -1 latest (the visible high
 // watermark: without raft's own entries at its end, as Fetch reports it;
-// also the last stable offset until transactions exist), -3 the
+// with isolation level read_committed the last stable offset when that
+// is lower, as Kafka answers), -3 the
 // record with the largest timestamp (v7+), -4 earliest local (v8+; all
 // data is local, so the log start), -5 latest tiered and -6 earliest
 // pending upload (v9+, v11+; no tiered storage, so offset -1 as Kafka
@@ -50,6 +51,9 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 				// own entries at the end are nothing to consume, so lag
 				// tools show none.
 				sp.Offset, sp.LeaderEpoch = p.VisibleHighWatermark(), epoch
+				if req.Version >= 2 && req.IsolationLevel == 1 {
+					sp.Offset = min(sp.Offset, p.LastStableOffset())
+				}
 			case ts == -3:
 				off, mts, err := p.Log().MaxTimestamp()
 				if err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/txn"
 )
 
 // Options wires a Server. Everything it needs is passed in; it opens no
@@ -67,6 +68,7 @@ type Server struct {
 	staticTopicDefaults, builtinTopicDefaults map[string]string
 	fwd                                       forwarder
 	groups                                    *coordinator.Coordinator
+	txn                                       *txn.Coordinator // nil without the write role
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
 
@@ -150,6 +152,9 @@ func New(opts Options) (*Server, error) {
 	s.staticTopicDefaults = opts.Config.TopicDefaults()
 	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.txn, err = s.newTxnCoordinator(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -157,6 +162,9 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Start() error {
 	s.wg.Add(1)
 	go s.reapConns()
+	if s.txn != nil {
+		s.txn.Start()
+	}
 	for _, lc := range s.cfg.Listeners {
 		ln, err := net.Listen("tcp", lc.Address)
 		if err != nil {
@@ -382,6 +390,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.closeConns()
 	s.wg.Wait()
+	if s.txn != nil {
+		s.txn.Close()
+	}
 	s.closeForwarder()
 	return nil
 }
