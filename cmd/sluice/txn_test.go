@@ -92,7 +92,7 @@ func TestClusterTransactions(t *testing.T) {
 			held = held || wLSO[int32(i)] < wHW[int32(i)]
 		}
 		stableMatches = held && fmt.Sprint(wHW) == fmt.Sprint(rHW) && fmt.Sprint(wLSO) == fmt.Sprint(rLSO)
-		if time.Now().Add(300 * time.Millisecond).After(deadline) && !stableMatches {
+		if time.Now().Add(300*time.Millisecond).After(deadline) && !stableMatches {
 			t.Errorf("open transaction: leader high watermarks %v, last stable %v; read broker %v, %v", wHW, wLSO, rHW, rLSO)
 		}
 	}
