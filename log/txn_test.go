@@ -45,8 +45,8 @@ func TestTransactionIndex(t *testing.T) {
 			want       string
 		}{
 			{0, 10, "[{2 3 6} {1 5 7}]"},
-			{0, 3, "[]"},         // nothing aborted starts below 3
-			{0, 4, "[{2 3 6}]"},  // p2's starts at 3
+			{0, 3, "[]"},                 // nothing aborted starts below 3
+			{0, 4, "[{2 3 6}]"},          // p2's starts at 3
 			{6, 10, "[{2 3 6} {1 5 7}]"}, // p1's marker at 7 too
 			{7, 10, "[{1 5 7}]"},
 			{8, 10, "[]"},
