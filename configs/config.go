@@ -146,6 +146,12 @@ type Config struct {
 	TransactionalIDExpirationMs int64 `mapstructure:"transactional.id.expiration.ms"`
 	TxnAbortIntervalMs          int64 `mapstructure:"transaction.abort.timed.out.transaction.cleanup.interval.ms"`
 	TxnExpireIntervalMs         int64 `mapstructure:"transaction.remove.expired.transaction.cleanup.interval.ms"`
+	// TxnVerification is transaction.partition.verification.enable
+	// (KIP-890 part 1): a partition leader takes a producer's first
+	// transactional batch only once the transaction's state says the
+	// partition is in its ongoing transaction, so a late batch cannot
+	// open a transaction nobody will end.
+	TxnVerification bool `mapstructure:"transaction.partition.verification.enable"`
 	// GroupConsumerMaxSize caps the members of a KIP-848 consumer group:
 	// a new member's ConsumerGroupHeartbeat beyond it gets
 	// GROUP_MAX_SIZE_REACHED (Kafka's setting and default, 2147483647).
@@ -282,6 +288,7 @@ func Default() Config {
 		TransactionalIDExpirationMs:      604800000,
 		TxnAbortIntervalMs:               10000,
 		TxnExpireIntervalMs:              3600000,
+		TxnVerification:                  true,
 		GroupMinSessionTimeoutMs:         6000,
 		GroupMaxSessionTimeoutMs:         1800000,
 		GroupConsumerSessionTimeoutMs:    45000,

@@ -120,6 +120,15 @@ func (l *Log) FirstUnstableOffset() int64 {
 	return l.txns.firstUnstable()
 }
 
+// InOpenTxn says whether the producer has a transaction open in this
+// log: its later transactional batches need no verification (KIP-890).
+func (l *Log) InOpenTxn(producerID int64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	_, ok := l.txns.ongoing[producerID]
+	return ok
+}
+
 // AbortedTxns lists the aborted transactions that a fetch of [from, upTo)
 // must be told about: those whose marker is at or after from and whose
 // first batch is before upTo (Kafka's collectAbortedTxns), in marker

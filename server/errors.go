@@ -54,6 +54,12 @@ func errorCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, errInvalidTimestamp):
 		return kerr.InvalidTimestamp.Code
+	case errors.Is(err, errTxnNotVerified):
+		return kerr.InvalidTxnState.Code
+	case errors.Is(err, errTxnVerifyUnavailable):
+		// Retriable for every producer, as Kafka answers while the
+		// transaction coordinator cannot be asked.
+		return kerr.NotEnoughReplicas.Code
 	case errors.Is(err, log.ErrBatchTooLarge):
 		// Kafka's RecordBatchTooLargeException: "message batch larger
 		// than the configured segment size on the server".

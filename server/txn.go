@@ -184,3 +184,40 @@ func (s *Server) txnTopicPartitions(topics map[string][]int32) (ok []metastore.T
 	}
 	return ok, bad
 }
+
+var (
+	errTxnNotVerified       = errors.New("transactional batch for a partition that is not in the producer's ongoing transaction")
+	errTxnVerifyUnavailable = errors.New("the transaction's state cannot be read to verify the batch")
+)
+
+// verifyTxnBatch is KIP-890 part 1 at the partition leader: the first
+// transactional batch of a producer in a partition (one with no
+// transaction open there) is taken only if the transaction's state in the
+// metastore says the partition is in the producer's ongoing transaction
+// at the batch's epoch. A batch that arrives after its transaction ended
+// (a late retry) would otherwise open a transaction no marker ever ends,
+// and hold the last stable offset back for good. Later batches of an open
+// transaction need no check.
+func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch) error {
+	if !s.cfg.TxnVerification || p.Log().InOpenTxn(b.ProducerID()) {
+		return nil
+	}
+	store, ok := s.catalog.(txn.Store)
+	if !ok {
+		return nil
+	}
+	if txnID == nil || *txnID == "" {
+		return fmt.Errorf("%w: the request has no transactional id", errTxnNotVerified)
+	}
+	code := txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(),
+		[]metastore.TopicPartition{{Topic: topic, Partition: partition}})
+	switch code {
+	case 0:
+		return nil
+	case kerr.ProducerFenced.Code:
+		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, *txnID)
+	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
+		return errTxnVerifyUnavailable
+	}
+	return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
+}

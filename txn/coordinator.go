@@ -328,13 +328,22 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 	return c.add(ctx, id, pid, epoch, nil, group)
 }
 
-// VerifyPartitions answers AddPartitionsToTxn v4's verify-only form
-// (KIP-890): 0 if every partition is in the producer's ongoing
-// transaction, INVALID_TXN_STATE otherwise.
-func (c *Coordinator) VerifyPartitions(ctx context.Context, id string, pid int64, epoch int16, tps []metastore.TopicPartition) int16 {
-	st, code := c.check(ctx, id, pid, epoch)
-	if code != 0 {
-		return code
+// VerifyPartitions is KIP-890 part 1's check, made by a partition leader
+// before it takes a producer's first transactional batch: 0 if every
+// partition is in the producer's ongoing transaction at this epoch;
+// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or INVALID_TXN_STATE
+// otherwise; COORDINATOR_NOT_AVAILABLE if the metastore cannot answer.
+// Any broker can ask: the state is read from the metastore, not from the
+// id's coordinator.
+func VerifyPartitions(ctx context.Context, store Store, id string, pid int64, epoch int16, tps []metastore.TopicPartition) int16 {
+	st, found, err := store.GetTxn(ctx, id)
+	switch {
+	case err != nil:
+		return storeCode(err)
+	case !found || st.ProducerID != pid:
+		return kerr.InvalidProducerIDMapping.Code
+	case st.Epoch != epoch:
+		return kerr.ProducerFenced.Code
 	}
 	if st.Status != metastore.TxnOngoing {
 		return kerr.InvalidTxnState.Code
