@@ -34,7 +34,7 @@ func handleInitProducerID(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
 		if s.txn == nil {
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			resp.ErrorCode = kerr.NotCoordinator.Code
 			return resp, nil
 		}
 		groupCall(rc, func(ctx context.Context) kmsg.Response {

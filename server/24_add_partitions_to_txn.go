@@ -47,7 +47,7 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Re
 		return resp
 	}
 	if s.txn == nil {
-		return answer(func(metastore.TopicPartition) int16 { return kerr.CoordinatorNotAvailable.Code }), nil
+		return answer(func(metastore.TopicPartition) int16 { return kerr.NotCoordinator.Code }), nil
 	}
 	tps, bad := s.txnTopicPartitions(topics)
 	if len(bad) > 0 {

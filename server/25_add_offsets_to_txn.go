@@ -22,7 +22,7 @@ func handleAddOffsetsToTxn(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
 	if s.txn == nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
 	groupCall(rc, func(ctx context.Context) kmsg.Response {

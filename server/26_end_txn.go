@@ -27,7 +27,7 @@ func handleEndTxn(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, erro
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
 	if s.txn == nil {
-		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil
 	}
 	groupCall(rc, func(ctx context.Context) kmsg.Response {

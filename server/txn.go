@@ -22,8 +22,9 @@ import (
 // how its markers reach the partitions (WriteMarkers, below).
 
 // newTxnCoordinator returns nil on a broker without the write role or
-// without a metastore catalog (the transaction APIs then answer
-// COORDINATOR_NOT_AVAILABLE).
+// without a metastore catalog: the transaction APIs then answer
+// NOT_COORDINATOR, and the client asks FindCoordinator again, which names
+// a write broker.
 func (s *Server) newTxnCoordinator() (*txn.Coordinator, error) {
 	store, ok := s.catalog.(txn.Store)
 	if !ok || !s.cfg.HasRole("write") {
@@ -154,9 +155,6 @@ func (s *Server) sendMarkers(ctx context.Context, leader int32, pid int64, epoch
 	return nil
 }
 
-// txnUnavailable is the answer of a broker without a transaction
-// coordinator.
-const txnUnavailable = "this broker is not a write broker and coordinates no transactions"
 
 // fencedCode converts PRODUCER_FENCED for request versions from before
 // KIP-588, which know only INVALID_PRODUCER_EPOCH, as Kafka does.
