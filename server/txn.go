@@ -155,7 +155,6 @@ func (s *Server) sendMarkers(ctx context.Context, leader int32, pid int64, epoch
 	return nil
 }
 
-
 // fencedCode converts PRODUCER_FENCED for request versions from before
 // KIP-588, which know only INVALID_PRODUCER_EPOCH, as Kafka does.
 func fencedCode(code int16, old bool) int16 {
