@@ -7,8 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
-
-	"github.com/sluice-broker/sluice/metastore"
 )
 
 // markerTimeout bounds the wait for one marker to commit.
@@ -34,6 +32,11 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
 	rc.later(func() kmsg.Response {
+		ctx, cancel := context.WithTimeout(rc.ctx(), markerTimeout)
+		defer cancel()
+		// Every marker is proposed first, then each commit awaited, so
+		// the partitions' commit waits overlap.
+		var waits []func()
 		for _, m := range req.Markers {
 			rm := kmsg.NewWriteTxnMarkersResponseMarker()
 			rm.ProducerID = m.ProducerID
@@ -41,8 +44,10 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
 				rt.Topic = mt.Topic
 				t, ok := s.catalog.TopicByName(mt.Topic)
-				for _, p := range mt.Partitions {
-					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+				rt.Partitions = make([]kmsg.WriteTxnMarkersResponseMarkerTopicPartition, len(mt.Partitions))
+				for i, p := range mt.Partitions {
+					rp := &rt.Partitions[i]
+					*rp = kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
 					rp.Partition = p
 					switch {
 					case m.ProducerID < 0:
@@ -50,27 +55,28 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 					case !ok || p < 0 || int(p) >= len(t.Partitions):
 						rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					default:
-						rp.ErrorCode = s.answerMarker(rc.ctx(), t, p, m)
+						wait, err := s.proposeMarker(t, p, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
+						if err != nil {
+							rp.ErrorCode = errorCode(err)
+							continue
+						}
+						waits = append(waits, func() { rp.ErrorCode = markerCode(wait(ctx)) })
 					}
-					rt.Partitions = append(rt.Partitions, rp)
 				}
 				rm.Topics = append(rm.Topics, rt)
 			}
 			resp.Markers = append(resp.Markers, rm)
+		}
+		for _, w := range waits {
+			w()
 		}
 		return resp
 	})
 	return nil, nil
 }
 
-func (s *Server) answerMarker(ctx context.Context, t metastore.Topic, p int32, m kmsg.WriteTxnMarkersRequestMarker) int16 {
-	ctx, cancel := context.WithTimeout(ctx, markerTimeout)
-	defer cancel()
-	err := s.writeMarker(ctx, t, p, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
-	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, context.DeadlineExceeded):
+func markerCode(err error) int16 {
+	if errors.Is(err, context.DeadlineExceeded) {
 		return kerr.RequestTimedOut.Code
 	}
 	return errorCode(err)

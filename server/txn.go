@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -64,23 +65,36 @@ var errMarkersPending = errors.New("transaction markers not yet written to every
 
 // WriteMarkers writes a transaction marker to each partition through its
 // leader: this broker's own partitions directly, the others with
-// WriteTxnMarkers to their leader. Partitions of deleted topics are
-// skipped. It implements txn.MarkerWriter.
+// WriteTxnMarkers to their leaders, all at once (each leader's commit
+// waits overlap). Partitions of deleted topics are skipped. It implements
+// txn.MarkerWriter.
 func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, commit bool, tps []metastore.TopicPartition) error {
 	remote := map[int32]map[string][]int32{}
+	var mu sync.Mutex
 	var failed []string
+	fail := func(what string, err error) {
+		mu.Lock()
+		failed = append(failed, fmt.Sprintf("%s: %v", what, err))
+		mu.Unlock()
+	}
+	type pending struct {
+		tp   metastore.TopicPartition
+		wait func(context.Context) error
+	}
+	var waits []pending
 	for _, tp := range tps {
 		t, ok := s.catalog.TopicByName(tp.Topic)
 		if !ok || int(tp.Partition) >= len(t.Partitions) {
 			continue
 		}
-		err := s.writeMarker(ctx, t, tp.Partition, pid, epoch, commit, 0)
+		wait, err := s.proposeMarker(t, tp.Partition, pid, epoch, commit, 0)
 		switch {
 		case err == nil:
+			waits = append(waits, pending{tp, wait})
 		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
-				failed = append(failed, fmt.Sprintf("%s-%d: no leader", tp.Topic, tp.Partition))
+				fail(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), errors.New("no leader"))
 				continue
 			}
 			if remote[leader] == nil {
@@ -88,40 +102,59 @@ func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 			}
 			remote[leader][tp.Topic] = append(remote[leader][tp.Topic], tp.Partition)
 		default:
-			failed = append(failed, fmt.Sprintf("%s-%d: %v", tp.Topic, tp.Partition, err))
+			fail(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), err)
 		}
 	}
+	var wg sync.WaitGroup
 	for leader, topics := range remote {
-		if err := s.sendMarkers(ctx, leader, pid, epoch, commit, topics); err != nil {
-			failed = append(failed, fmt.Sprintf("leader %d: %v", leader, err))
+		wg.Go(func() {
+			if err := s.sendMarkers(ctx, leader, pid, epoch, commit, topics); err != nil {
+				fail(fmt.Sprintf("leader %d", leader), err)
+			}
+		})
+	}
+	for _, w := range waits {
+		if err := w.wait(ctx); err != nil {
+			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
 		}
 	}
+	wg.Wait()
 	if len(failed) > 0 {
 		return fmt.Errorf("%w: %v", errMarkersPending, failed)
 	}
 	return nil
 }
 
-// writeMarker appends a marker to a partition this broker leads and waits
-// for it to commit. A marker whose epoch the partition has seen bumped
-// past is done: a newer one fenced it, as Kafka's coordinator treats it.
-func (s *Server) writeMarker(ctx context.Context, t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32) error {
+// proposeMarker appends (proposes, on a raft partition) a marker to a
+// partition this broker leads; wait returns once it is committed. A
+// marker whose epoch the partition has seen bumped past is done: a newer
+// one fenced it, as Kafka's coordinator treats it.
+func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32) (wait func(context.Context) error, err error) {
 	p, err := s.partition(t, idx)
 	if err != nil {
+		return nil, err
+	}
+	fenced := func(err error) error {
+		if errors.Is(err, log.ErrInvalidProducerEpoch) {
+			s.log.Info().Str("topic", t.Name).Int32("partition", idx).Int64("producer_id", pid).Int16("epoch", epoch).
+				Msg("transaction marker fenced by a newer producer epoch; skipped")
+			return nil
+		}
 		return err
 	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
 	prop, err := p.Propose(b, replica.AcksAll)
-	if err == nil {
-		_, err = prop.Wait(ctx)
+	if err != nil {
+		if err = fenced(err); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return nil }, nil
 	}
-	if errors.Is(err, log.ErrInvalidProducerEpoch) {
-		s.log.Info().Str("topic", t.Name).Int32("partition", idx).Int64("producer_id", pid).Int16("epoch", epoch).
-			Msg("transaction marker fenced by a newer producer epoch; skipped")
-		return nil
-	}
-	return err
+	return func(ctx context.Context) error {
+		_, err := prop.Wait(ctx)
+		return fenced(err)
+	}, nil
 }
 
 // sendMarkers sends one WriteTxnMarkers request to another write broker.
