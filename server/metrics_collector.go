@@ -53,6 +53,9 @@ var (
 	descGroupOffset  = desc("sluice_group_committed_offset", "The group's committed offset.", "group", "topic", "partition")
 	descGroups       = desc("sluice_groups", "Consumer groups coordinated here.")
 	descRebalances   = desc("sluice_group_rebalances_total", "Rebalances completed by groups coordinated here since start (generation or group epoch bumps).")
+
+	descTxnDone     = desc("sluice_transactions_completed_total", "Transactions the transaction coordinator here completed since start (markers written to every partition), by result (commit, abort).", "result")
+	descTxnTimedOut = desc("sluice_transactions_timed_out_total", "Transactions the coordinator here aborted since start because they stayed open past their timeout.")
 )
 
 // collector computes the partition and group series at scrape time from
@@ -155,6 +158,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, descOffline, float64(offline))
 	if s.groups != nil {
 		c.collectGroups(ch, hw)
+	}
+	if s.txn != nil {
+		committed, aborted, timedOut := s.txn.Stats()
+		ch <- prometheus.MustNewConstMetric(descTxnDone, prometheus.CounterValue, float64(committed), "commit")
+		ch <- prometheus.MustNewConstMetric(descTxnDone, prometheus.CounterValue, float64(aborted), "abort")
+		ch <- prometheus.MustNewConstMetric(descTxnTimedOut, prometheus.CounterValue, float64(timedOut))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -93,6 +94,10 @@ type Coordinator struct {
 
 	// locks serialise the requests for one transactional id (striped).
 	locks [64]sync.Mutex
+
+	// stats counts the transactions this coordinator completed, by
+	// outcome, and those it aborted for their timeout.
+	committed, aborted, timedOut atomic.Int64
 
 	mu         sync.Mutex
 	completing map[string]bool // ids whose markers a goroutine writes
@@ -422,10 +427,23 @@ func (c *Coordinator) complete(ctx context.Context, st metastore.TxnState) error
 		next.Status = metastore.TxnCompleteCommit
 	}
 	next.Partitions, next.Groups, next.UpdateMs = nil, nil, c.nowMs()
-	if _, err := c.cfg.Store.PutTxn(ctx, next, st.Version, metastore.TxnKeepOffsets); err != nil && !errors.Is(err, metastore.ErrTxnConflict) {
+	_, err := c.cfg.Store.PutTxn(ctx, next, st.Version, metastore.TxnKeepOffsets)
+	switch {
+	case err == nil && commit:
+		c.committed.Add(1)
+	case err == nil:
+		c.aborted.Add(1)
+	case !errors.Is(err, metastore.ErrTxnConflict):
 		return err
 	}
 	return nil
+}
+
+// Stats returns how many transactions this coordinator completed with a
+// commit and with an abort, and how many of the aborts it began because
+// the transaction timed out, since start.
+func (c *Coordinator) Stats() (committed, aborted, timedOut int64) {
+	return c.committed.Load(), c.aborted.Load(), c.timedOut.Load()
 }
 
 // completeAsync completes st in the background, retrying until it is
@@ -540,6 +558,7 @@ func (c *Coordinator) abortTimedOut(ctx context.Context, st metastore.TxnState) 
 	}
 	c.log.Info().Str("transactional_id", st.TransactionalID).Int64("producer_id", st.ProducerID).
 		Int32("timeout_ms", st.TimeoutMs).Msg("aborting timed-out transaction")
+	c.timedOut.Add(1)
 	next.Version = v
 	c.completeAsync(next)
 }

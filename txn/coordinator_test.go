@@ -222,6 +222,9 @@ func TestTransitions(t *testing.T) {
 			t.Errorf("%s: markers %v, want %v", s.name, m, s.wantMarks)
 		}
 	}
+	if c, a, to := e.c.Stats(); c != 1 || a != 2 || to != 0 {
+		t.Errorf("stats: %d committed, %d aborted, %d timed out; want 1, 2 (one by EndTxn, one by InitProducerId), 0", c, a, to)
+	}
 }
 
 // TestOffsetsCommitWithDecision: offsets a transaction commits for a group
@@ -317,6 +320,9 @@ func TestSweep(t *testing.T) {
 	}
 	if m := e.markers.take(); !slices.Equal(m, []string{fmt.Sprintf("b-1:%d/%d:false", pid, ep+1)}) {
 		t.Errorf("markers %v", m)
+	}
+	if _, a, to := e.c.Stats(); a != 1 || to != 1 {
+		t.Errorf("stats: %d aborted, %d timed out; want 1 and 1", a, to)
 	}
 	if c := e.c.EndTxn(ctx, "slow", pid, ep, true); c != kerr.ProducerFenced.Code {
 		t.Errorf("EndTxn of the timed-out producer: %s, want PRODUCER_FENCED", code(c))
