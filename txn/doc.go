@@ -43,8 +43,10 @@ state complete. A marker write that fails is retried in the background,
 and a broker that takes over an id finishes a Prepare* state it finds
 (Sweep, or the client's next request).
 
-Not implemented: KIP-890 (AddPartitionsToTxn v4 verification, the
-per-transaction epoch bump of transaction version 2) and KIP-939
-(two-phase commit).
+VerifyPartitions is KIP-890 part 1's check, which partition leaders make
+themselves from the metastore (no AddPartitionsToTxn v4 round trip).
+
+Not implemented: the rest of KIP-890 (the per-transaction epoch bump of
+transaction version 2) and KIP-939 (two-phase commit).
 */
 package txn
