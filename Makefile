@@ -4,10 +4,12 @@ BIN      := bin/sluice
 VERSION  ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS  := -X main.version=$(VERSION)
 FUZZTIME ?= 30s
-PKGS     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./txn/... ./server/... ./cmd/...
-# Unit packages; cmd/sluice holds the real-process fault tests, run alone
-# afterwards so that failover times are not measured on a starved CPU.
-UNIT     := ./internal/... ./protocol/... ./configs/... ./log/... ./replica/... ./metastore/... ./coordinator/... ./txn/... ./server/... ./cmd/sluice-bench/...
+# Every package of the module (compat-tests is a module of its own).
+PKGS     := ./...
+# Unit packages: all but cmd/sluice, which holds the real-process fault
+# tests, run alone afterwards so that failover times are not measured on
+# a starved CPU.
+UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
 .PHONY: build run test test-setup test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop image deploy-check
 

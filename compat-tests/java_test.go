@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,6 +74,23 @@ func TestJavaClient(t *testing.T) {
 // classpath. Missing dependencies in the local Maven repository are treated
 // like a missing tool (skip; fail under CI=true).
 func buildJava(t *testing.T) string {
+	t.Helper()
+	javaBuild.Lock()
+	defer javaBuild.Unlock()
+	if javaBuild.cp == "" {
+		javaBuild.cp = buildJavaOnce(t)
+	}
+	return javaBuild.cp
+}
+
+// javaBuild is the classpath of the first successful build: one build
+// serves every test of the run (each took 10-40 s of mvn before).
+var javaBuild struct {
+	sync.Mutex
+	cp string
+}
+
+func buildJavaOnce(t *testing.T) string {
 	t.Helper()
 	wd, err := os.Getwd()
 	if err != nil {

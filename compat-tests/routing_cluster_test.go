@@ -214,8 +214,7 @@ func (env *routingEnv) run(t *testing.T, cl routingClient) {
 		if n := env.sum(d, env.c.Writers, "Produce", ""); n == 0 {
 			t.Errorf("no write broker counted a Produce request")
 		}
-		// The consumers below check that every record arrived once (the
-		// high watermarks also count raft's control batches, one offset each).
+		// The consumers below check that every record arrived once.
 	}) {
 		return
 	}

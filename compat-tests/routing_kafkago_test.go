@@ -73,9 +73,10 @@ func kafkaGoRoutingConsume(ctx context.Context, t *testing.T, addrs []string, to
 		}
 		// kafka-go never checks a batch's control attribute
 		// (segmentio/kafka-go#261, #1446), so it would hand the
-		// application any control batch it is sent. Sluice stores
-		// raft's own entries as control batches (replica/doc.go), and
-		// Fetch must never send them.
+		// application any control batch it is sent. Sluice once stored
+		// raft's own entries as control batches; they are no longer in
+		// the log at all (replica/doc.go, "Offsets"), and none may ever
+		// reach a client.
 		if isRaftControlRecord(m) {
 			t.Fatalf("kafka-go returned one of Sluice's raft control records as a message: partition %d offset %d key %x",
 				m.Partition, m.Offset, m.Key)
@@ -97,9 +98,9 @@ func kafkaGoRoutingConsume(ctx context.Context, t *testing.T, addrs []string, to
 }
 
 // isRaftControlRecord recognises the one record of a control batch Sluice
-// writes for raft's own entries (replica/raft_batch.go): key version 0 and
-// type 200 (empty entry), 201 or 202 (configuration changes), timestamps
-// -1 (which kafka-go turns into a zero time).
+// once wrote for raft's own entries: key version 0 and type 200 (empty
+// entry), 201 or 202 (configuration changes), timestamps -1 (which
+// kafka-go turns into a zero time).
 func isRaftControlRecord(m kafka.Message) bool {
 	k := m.Key
 	return len(k) == 4 && k[0] == 0 && k[1] == 0 && k[2] == 0 && k[3] >= 200 && k[3] <= 202 && m.Time.IsZero()

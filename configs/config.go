@@ -109,6 +109,14 @@ type Config struct {
 	// the listeners pause accepting, as Kafka's acceptor throttles.
 	MaxConnectionCreationRate int32 `mapstructure:"max.connection.creation.rate"`
 
+	// Client quotas (set with AlterClientQuotas) are measured over
+	// QuotaWindowNum windows of QuotaWindowSizeSeconds each, the
+	// controller mutation quota over its own windows, as in Kafka.
+	QuotaWindowNum                   int32 `mapstructure:"quota.window.num"`
+	QuotaWindowSizeSeconds           int32 `mapstructure:"quota.window.size.seconds"`
+	ControllerQuotaWindowNum         int32 `mapstructure:"controller.quota.window.num"`
+	ControllerQuotaWindowSizeSeconds int32 `mapstructure:"controller.quota.window.size.seconds"`
+
 	// MaxPartitionsPerRequest bounds the partitions one CreateTopics or
 	// CreatePartitions request may add, counted over all its topics
 	// before anything reaches the metastore: beyond it every topic is
@@ -263,6 +271,38 @@ type Config struct {
 	ControlledShutdownRetryBackoffMs int64 `mapstructure:"controlled.shutdown.retry.backoff.ms"`
 	AutoLeaderRebalance              bool  `mapstructure:"auto.leader.rebalance.enable"`
 	LeaderImbalanceCheckSeconds      int64 `mapstructure:"leader.imbalance.check.interval.seconds"`
+
+	// Authorization (docs/security.md). AuthorizerClassName is Kafka's
+	// authorizer.class.name: empty (Kafka's default) leaves every request
+	// allowed; Kafka's StandardAuthorizer (or the older AclAuthorizer)
+	// class name turns Sluice's ACL authorizer on, as does
+	// AuthorizerEnable, Sluice's own key. SuperUsers is Kafka's
+	// super.users ("User:a;User:b"); AllowEveryoneIfNoACL is Kafka's
+	// allow.everyone.if.no.acl.found (default false: a resource no ACL
+	// names is refused to everyone but super users).
+	AuthorizerClassName  string `mapstructure:"authorizer.class.name"`
+	AuthorizerEnable     bool   `mapstructure:"authorizer.enable"`
+	SuperUsers           string `mapstructure:"super.users"`
+	AllowEveryoneIfNoACL bool   `mapstructure:"allow.everyone.if.no.acl.found"`
+	// AdminHTTPToken (or the first line of AdminHTTPTokenFile) is the
+	// bearer token the admin HTTP port's mutating endpoints require
+	// (Authorization: Bearer <token>). Without one they are served only
+	// when admin.addr is a loopback address. PprofListen serves
+	// /debug/pprof on its own address; empty (the default): no pprof.
+	AdminHTTPToken     string `mapstructure:"admin.http.token"`
+	AdminHTTPTokenFile string `mapstructure:"admin.http.token.file"`
+	PprofListen        string `mapstructure:"pprof.listen"`
+}
+
+// Kafka's authorizer class names that turn the ACL authorizer on.
+var authorizerClassNames = map[string]bool{
+	"org.apache.kafka.metadata.authorizer.StandardAuthorizer": true,
+	"kafka.security.authorizer.AclAuthorizer":                 true,
+}
+
+// AuthorizerEnabled reports whether requests are checked against ACLs.
+func (c Config) AuthorizerEnabled() bool {
+	return c.AuthorizerEnable || authorizerClassNames[strings.TrimSpace(c.AuthorizerClassName)]
 }
 
 // Default returns the single source of defaults: one node with every role,
@@ -299,6 +339,10 @@ func Default() Config {
 		MaxConnections:                   math.MaxInt32,
 		MaxConnectionsPerIP:              math.MaxInt32,
 		MaxConnectionCreationRate:        math.MaxInt32,
+		QuotaWindowNum:                   11,
+		QuotaWindowSizeSeconds:           1,
+		ControllerQuotaWindowNum:         11,
+		ControllerQuotaWindowSizeSeconds: 1,
 		AutoCreateTopics:                 true,
 		NumPartitions:                    1,
 		DefaultReplicationFactor:         1,
@@ -454,6 +498,12 @@ func (c Config) Validate() error {
 	if c.MaxConnectionCreationRate < 0 {
 		errs = append(errs, fmt.Errorf("max.connection.creation.rate must not be negative"))
 	}
+	if c.QuotaWindowNum < 2 || c.ControllerQuotaWindowNum < 2 {
+		errs = append(errs, fmt.Errorf("quota.window.num and controller.quota.window.num must be at least 2"))
+	}
+	if c.QuotaWindowSizeSeconds < 1 || c.ControllerQuotaWindowSizeSeconds < 1 {
+		errs = append(errs, fmt.Errorf("quota.window.size.seconds and controller.quota.window.size.seconds must be at least 1"))
+	}
 	if overrides, err := ParseConnectionOverrides(c.MaxConnectionsPerIPOverrides); err != nil {
 		errs = append(errs, err)
 	} else if c.MaxConnectionsPerIP == 0 && len(overrides) == 0 {
@@ -475,6 +525,19 @@ func (c Config) Validate() error {
 	case "group", "interval", "never":
 	default:
 		errs = append(errs, fmt.Errorf("log.fsync %q is not group, interval or never", c.LogFsync))
+	}
+	if n := strings.TrimSpace(c.AuthorizerClassName); n != "" && !authorizerClassNames[n] {
+		errs = append(errs, fmt.Errorf("authorizer.class.name %q: Sluice's authorizer answers to org.apache.kafka.metadata.authorizer.StandardAuthorizer (or authorizer.enable=true); no other class can be loaded", n))
+	}
+	if c.PprofListen != "" {
+		if _, _, err := net.SplitHostPort(c.PprofListen); err != nil {
+			errs = append(errs, fmt.Errorf("pprof.listen: %v", err))
+		}
+	}
+	for _, u := range strings.Split(c.SuperUsers, ";") {
+		if u = strings.TrimSpace(u); u != "" && strings.IndexByte(u, ':') <= 0 {
+			errs = append(errs, fmt.Errorf("super.users: %q is not a principal of the form Type:name (User:alice)", u))
+		}
 	}
 	for name, v := range c.TopicDefaults() {
 		if def, ok := LookupTopicConfig(name); ok {

@@ -157,3 +157,36 @@ func TestValidateConnectionLimits(t *testing.T) {
 		}
 	}
 }
+
+func TestAuthorizerConfig(t *testing.T) {
+	tests := []struct {
+		name    string
+		mod     func(*Config)
+		enabled bool
+		valid   bool
+	}{
+		{name: "default: off", mod: func(*Config) {}, valid: true},
+		{name: "Kafka's StandardAuthorizer", mod: func(c *Config) {
+			c.AuthorizerClassName = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+		}, enabled: true, valid: true},
+		{name: "Kafka's AclAuthorizer", mod: func(c *Config) { c.AuthorizerClassName = "kafka.security.authorizer.AclAuthorizer" }, enabled: true, valid: true},
+		{name: "authorizer.enable", mod: func(c *Config) { c.AuthorizerEnable = true }, enabled: true, valid: true},
+		{name: "another class", mod: func(c *Config) { c.AuthorizerClassName = "com.example.MyAuthorizer" }, valid: false},
+		{name: "super users", mod: func(c *Config) { c.AuthorizerEnable, c.SuperUsers = true, "User:admin; User:ops" }, enabled: true, valid: true},
+		{name: "super user without a type", mod: func(c *Config) { c.SuperUsers = "admin" }, valid: false},
+		{name: "pprof.listen", mod: func(c *Config) { c.PprofListen = "127.0.0.1:6060" }, valid: true},
+		{name: "pprof.listen without a port", mod: func(c *Config) { c.PprofListen = "127.0.0.1" }, valid: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := Default()
+			tt.mod(&c)
+			if got := c.AuthorizerEnabled(); got != tt.enabled {
+				t.Errorf("AuthorizerEnabled = %v, want %v", got, tt.enabled)
+			}
+			if err := c.Validate(); (err == nil) != tt.valid {
+				t.Errorf("Validate = %v, want valid=%v", err, tt.valid)
+			}
+		})
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // applier applies the commands of committed entries to the state buckets
@@ -130,6 +132,10 @@ func (a *applier) apply(c *command) (r result) {
 			a.rebalanceClusterDefault()
 		}
 		return result{Visible: true}
+	case opClaimDirectory:
+		return a.claimDirectory(c)
+	case opAlterClientQuotas:
+		return a.alterClientQuotas(c)
 	case opAllocProducerIDs:
 		if c.Count <= 0 {
 			return fail(ErrInvalidRequest)
@@ -246,6 +252,10 @@ func (a *applier) apply(c *command) (r result) {
 			}
 		}
 		return result{}
+	case opCreateACLs:
+		return a.createACLs(c)
+	case opDeleteACLs:
+		return a.deleteACLs(c)
 	case opPutTxn, opDeleteTxn, opTxnOffsets:
 		return a.applyTxn(c)
 	case opClaimGroup:
@@ -543,6 +553,13 @@ func loadImage(tx *bolt.Tx) *image {
 		var c map[string]string
 		mustUnmarshal(v, &c)
 		img.BrokerConfigs[brokerFromKey(k)] = c
+		return nil
+	})
+	img.Quotas = loadClientQuotas(tx)
+	_ = tx.Bucket(bucketACLs).ForEach(func(_, v []byte) error {
+		var b acl.Binding
+		mustUnmarshal(v, &b)
+		img.ACLs = append(img.ACLs, b)
 		return nil
 	})
 	return img

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // Command encoding (the Data of every normal raft entry this package
@@ -52,7 +54,11 @@ const (
 	opSaveGroup         op = "save_group"
 	opDeleteGroup       op = "delete_group"
 	opClaimGroup        op = "claim_group"
+	opCreateACLs        op = "create_acls"
+	opDeleteACLs        op = "delete_acls"
 	opNoop              op = "noop"
+	opClaimDirectory    op = "claim_directory"
+	opAlterClientQuotas op = "alter_client_quotas"
 	opPutTxn            op = "put_txn"
 	opDeleteTxn         op = "delete_txn"
 	opTxnOffsets        op = "txn_offsets"
@@ -93,6 +99,12 @@ type command struct {
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
 	NowMs int64 `json:"now,omitempty"`
+	// Quotas is alter_client_quotas' changes.
+	Quotas []QuotaChange `json:"quotas,omitempty"`
+	// ACLs are create_acls' bindings, ACLFilters delete_acls' filters
+	// (acls.go).
+	ACLs       []acl.Binding `json:"acls,omitempty"`
+	ACLFilters []acl.Filter  `json:"aclf,omitempty"`
 	// Txn, TxnEnd, ProducerID and ProducerEpoch are for the
 	// transaction commands (txn.go).
 	Txn           *TxnState `json:"txn,omitempty"`
@@ -113,6 +125,9 @@ type result struct {
 	// brokers, broker configs, cluster id): a writer waits until its
 	// cache reached Rev.
 	Visible bool `json:"vis,omitempty"`
+	// Deleted is delete_acls' answer: per filter, the bindings it
+	// deleted.
+	Deleted [][]acl.Binding `json:"dacl,omitempty"`
 }
 
 func encodeBatch(b *proposalBatch) []byte { return encodeBatchBinary(b) }

@@ -26,6 +26,8 @@ type catalog interface {
 	BrokerConfigs(broker int32) map[string]string
 	AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error
 	AllocateProducerIDs(ctx context.Context, count int64) (int64, error)
+	ClientQuotas() (uint64, []ClientQuota)
+	AlterClientQuotas(ctx context.Context, changes []QuotaChange) error
 }
 
 var _ catalog = (*Client)(nil)

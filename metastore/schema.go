@@ -36,8 +36,11 @@ import (
 //	offsets        group -> nested bucket: topic 0x00 partition(u32) -> binary offsetValue (codec.go)
 //	groups         group -> opaque group metadata blob
 //	group_owners   group -> broker id (u32)
+//	client_quotas  JSON QuotaEntity -> JSON map[string]float64 (quotas.go)
+//	broker_dirs    broker id (u32) -> directory.id of its data directory (directories.go)
 //	requests       reserved
-//	acls, credentials: reserved (created empty) for security.
+//	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
+//	credentials    reserved (created empty) for security.
 //	txn_state      transactional id -> JSON TxnState (txn.go)
 //	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
 //	               partition(u32) -> binary offsetValue: offsets a
@@ -56,6 +59,8 @@ var (
 	bucketACLs          = []byte("acls")
 	bucketCredentials   = []byte("credentials")
 	bucketTxnState      = []byte("txn_state")
+	bucketBrokerDirs    = []byte("broker_dirs")
+	bucketClientQuotas  = []byte("client_quotas")
 	bucketTxnOffsets    = []byte("txn_offsets")
 
 	keyNodeID      = []byte("node_id")
@@ -76,7 +81,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState, bucketTxnOffsets,
+	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets,
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

@@ -6,6 +6,9 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"sync/atomic"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // view is the in-memory, cache-visible part of the state: cluster id,
@@ -20,8 +23,16 @@ type view struct {
 	names         map[string]TopicID
 	brokers       map[int32]Broker
 	brokerConfigs map[int32]map[string]string
-	changed       chan struct{} // closed and replaced when rev advances
-	contentCh     chan struct{} // closed and replaced when the content changes
+	// quotas is replaced, never modified (ClientQuotas shares it);
+	// quotaGen counts its changes.
+	quotas   []ClientQuota
+	quotaGen uint64
+	acls     map[string]acl.Binding // by acl.Binding.Key
+	// aclGen moves whenever acls change (read without the lock by
+	// the authorizer on every decision).
+	aclGen    atomic.Uint64
+	changed   chan struct{} // closed and replaced when rev advances
+	contentCh chan struct{} // closed and replaced when the content changes
 }
 
 func newView() *view {
@@ -35,12 +46,16 @@ func (v *view) resetLocked() {
 	v.names = map[string]TopicID{}
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
+	v.quotas = nil
+	v.quotaGen++
+	v.acls = map[string]acl.Binding{}
+	v.aclGen.Add(1)
 }
 
 // event is one change of cache-visible state, produced by apply.
 type event struct {
 	Rev       uint64            `json:"rev"`
-	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster"
+	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "quota", "acl"
 	ID        TopicID           `json:"id,omitempty"`
 	BrokerID  int32             `json:"bid,omitempty"`
 	Topic     *Topic            `json:"topic,omitempty"`
@@ -48,6 +63,8 @@ type event struct {
 	Configs   map[string]string `json:"configs,omitempty"`
 	ClusterID string            `json:"cid,omitempty"`
 	Deleted   bool              `json:"del,omitempty"`
+	Quota     *ClientQuota      `json:"quota,omitempty"`
+	ACL       *acl.Binding      `json:"acl,omitempty"`
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -57,6 +74,8 @@ type image struct {
 	Topics        []Topic                     `json:"topics"`
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
+	Quotas        []ClientQuota               `json:"quotas,omitempty"`
+	ACLs          []acl.Binding               `json:"acls,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -124,6 +143,19 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "cluster":
 		v.clusterID = e.ClusterID
+	case "quota":
+		if e.Quota != nil {
+			v.setQuotaLocked(*e.Quota)
+		}
+	case "acl":
+		if e.ACL != nil {
+			if e.Deleted {
+				delete(v.acls, e.ACL.Key())
+			} else {
+				v.acls[e.ACL.Key()] = *e.ACL
+			}
+			v.aclGen.Add(1)
+		}
 	}
 }
 
@@ -147,6 +179,10 @@ func (v *view) loadImage(img *image) {
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
+	v.quotas = cloneQuotas(img.Quotas)
+	for _, b := range img.ACLs {
+		v.acls[b.Key()] = b
+	}
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -168,6 +204,10 @@ func (v *view) imageLocked() *image {
 	}
 	for id, c := range v.brokerConfigs {
 		img.BrokerConfigs[id] = maps.Clone(c)
+	}
+	img.Quotas = cloneQuotas(v.quotas)
+	for _, b := range v.acls {
+		img.ACLs = append(img.ACLs, b)
 	}
 	return img
 }

@@ -110,7 +110,7 @@ func (h *BatchHeader) Put(b []byte) {
 // LastOffset is the offset of the batch's last record slot.
 func (h *BatchHeader) LastOffset() int64 { return h.BaseOffset + int64(h.LastOffsetDelta) }
 
-// IsControl reports a control batch (transaction markers, raft's entries).
+// IsControl reports a control batch (transaction markers).
 func (h *BatchHeader) IsControl() bool { return h.Attributes&AttrControl != 0 }
 
 // IsTransactional reports a batch written inside a transaction.

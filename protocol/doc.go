@@ -9,7 +9,7 @@
 //   - v2 record batches. batch_header.go is the one codec of the 61-byte
 //     header for the whole broker: BatchHeader.Decode reads it (the log,
 //     the raft replicas and recovery use it), BatchHeader.Put encodes it
-//     (raft's control batches), and the Batch*At constants are the field
+//     (the filler batch of a raft snapshot install), and the Batch*At constants are the field
 //     positions. batch.go is the zero-copy Batch view: ParseBatch validates
 //     a producer's batch (length, magic, CRC-32C, record count, codec), the
 //     setters patch base offset, leader epoch and LogAppendTime in place.

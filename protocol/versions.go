@@ -44,6 +44,9 @@ var versions = map[int16]VersionRange{
 	26: {0, 3},  // EndTxn
 	27: {0, 1},  // WriteTxnMarkers
 	28: {0, 3},  // TxnOffsetCommit
+	29: {0, 3},  // DescribeAcls (advertised with an authorizer only)
+	30: {0, 3},  // CreateAcls (advertised with an authorizer only)
+	31: {0, 3},  // DeleteAcls (advertised with an authorizer only)
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
 	37: {0, 3},  // CreatePartitions
@@ -53,6 +56,8 @@ var versions = map[int16]VersionRange{
 	45: {0, 1},  // AlterPartitionReassignments
 	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
+	48: {0, 1},  // DescribeClientQuotas
+	49: {0, 1},  // AlterClientQuotas
 	60: {0, 2},  // DescribeCluster
 	65: {0, 0},  // DescribeTransactions
 	66: {0, 1},  // ListTransactions

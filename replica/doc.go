@@ -48,42 +48,63 @@
 //
 // # The partition log is the raft log
 //
-// Entry i of the group is one record batch of the partition log; no other
-// store holds entry bytes. The leader assigns offsets when it proposes: it
-// first handles any pending Ready, so raft's log has no unstable tail and the
-// new entry's index and offset follow the storage's last ones; it stamps
-// baseOffset and partitionLeaderEpoch (= the raft term, which raft gives the
-// entry in the same Propose call) into the batch, both outside the CRC, and
-// proposes those bytes. Every replica appends them unchanged with
-// log.AppendReplicated. raft's own entries are stored as control batches
-// (attributes control bit, producer id -1, timestamps -1, one control record
-// with key version 0 and type 200 for raft's empty entry, 201 for a
-// ConfChange, 202 for a ConfChangeV2 with the entry's data as value). They
-// are built from the entry alone, so they too are byte-identical everywhere,
-// and they take one offset each. If a stored
-// normal entry's base offset or epoch were ever not the expected ones, every
+// A data entry of the group is one record batch of the partition log; no
+// other store holds its bytes. The leader assigns offsets when it
+// proposes: it first handles any pending Ready, so raft's log has no
+// unstable tail and the new entry's index and offset follow the storage's
+// last ones; it stamps baseOffset and partitionLeaderEpoch (= the raft
+// term, which raft gives the entry in the same Propose call) into the
+// batch, both outside the CRC, and proposes those bytes. Every replica
+// appends them unchanged with log.AppendReplicated. If a stored normal
+// entry's base offset or epoch were ever not the expected ones, every
 // replica would stamp the same values into a copy.
 //
-// # What clients see of raft's entries
+// # Offsets
 //
-// Clients should skip control batches, but kafka-go hands each to the
-// application as an empty message, and an empty batch in its place breaks
-// others (kafka-go, kafkajs, librdkafka, sarama). So a Fetch never returns
-// them: the storage keeps the offsets of raft's own entries (raftOffsets,
-// raft_visible.go, marked in raft.index and rebuilt on open), and
-// Replica.ReadRange skips those at the fetch offset and ends its range
-// before the next one, and Fetch reads on from there into another file
-// range sent right after it (server/fetch_response.go); clients see a
-// gap, as after compaction. A read that
-// reaches no raft entry pays a binary search of that small set.
-// Replica.VisibleHighWatermark, what Fetch and ListOffsets latest report,
-// is the high watermark less the raft entries directly below it (never
-// below the log start): a consumer at the end has no lag and is never told
-// there is more when a fetch returns nothing (kafka-go then redials).
-// Fetch raises it to the fetch offset of a consumer positioned among
-// those entries. OffsetForLeaderEpoch keeps the log's own epoch ends: a
-// consumer's position never passes them, since it only moves to the end
-// of data it was sent or to an offset it committed.
+// Kafka offsets are dense, as in Kafka: they count data batches only.
+// raft's own entries (a new leader's empty entry, ConfChange and
+// ConfChangeV2 entries) take no offset and have no batch in the log, so a
+// fresh partition starts at offset 0 on every replica, and elections,
+// membership changes, truncated tails and snapshot installs leave no gap;
+// the log holds nothing a client must not see. (Kafka's transaction
+// markers, control records of types 0 and 1, will be data entries with
+// offsets of their own when they come.) The translation between raft
+// index and offset is raft.index (below), identical on every replica
+// since each builds it from the same entries: a data entry's record holds
+// its batch's offsets; the record of one of raft's own entries holds its
+// kind and, as base, the offset the next data entry gets (last = base-1,
+// so the records' offsets stay contiguous). A configuration change's
+// bytes are kept in raft.confs. So the next entry's offset is always the
+// end of the last record, the offset after entry i (the high watermark
+// when i is the commit index) is the end of record i, truncating entries
+// from index i cuts the log at record i's base, and a snapshot at index i
+// starts the log at the end of record i (snapOffset). ListOffsets, Fetch,
+// the high watermark and the log start are all plain log offsets.
+//
+// raft's own entries are the one thing the log cannot tell after a crash:
+// the records of data entries are rebuilt from the batches' headers, but
+// an empty entry leaves no trace there. So, in step 1, the records of
+// raft's own entries (and raft.confs before them) are fsynced before any
+// batch after them is written, so no batch can reach the disk ahead of
+// the record of a raft entry before it, and once the entries are durable
+// raft.state notes the index of the last one (lastRaft); Open refuses an
+// index that lost that record (ErrLostCommitted) instead of rebuilding
+// the batches after it under wrong indexes. That is one more fsync of
+// each small file per election or membership change.
+//
+// OffsetForLeaderEpoch answers from the batches' leader epochs (the log's
+// epoch cache): a term in which no data was written has no batch, so an
+// epoch past every batch's, up to the current term, ends at the log end,
+// as Kafka's leader answers for its own epoch before it wrote in it.
+//
+// Directories written by earlier versions, in which raft's own entries
+// were control batches that took an offset each, are not read: raft.state
+// without the dense-offsets flag makes Open fail with ErrOldFormat, naming
+// the directory. Reading them would keep hiding those batches from
+// clients (and keep their gaps), and a group whose members disagree on
+// the format would assign different offsets to the same entries. There is
+// no in-place upgrade: empty the brokers' data directories (the data is
+// lost) or copy the topics to a new cluster with a Kafka client first.
 //
 // The high watermark is the offset after the last committed entry. A new
 // leader's raft commit index advances only through an entry of its own
@@ -96,8 +117,10 @@
 // handleReadyLocked, for each Ready, with raftMu held:
 //
 //	step 1: persist. A snapshot first (see below); then Entries, after
-//	        truncating a conflicting tail, appended to the log and made
-//	        durable with log.WaitDurable (the Flusher's group commit); then
+//	        truncating a conflicting tail, appended to the log (raft's own
+//	        entries to raft.index and raft.confs only, synced at once) and
+//	        made durable with log.WaitDurable (the Flusher's group commit),
+//	        raft.state's lastRaft saved if raft entries came; then
 //	        HardState, fdatasynced whenever term or vote changed (a
 //	        commit-only change is written with the next sync or at Close).
 //	step 2: send Messages. A follower or candidate sends only after step 1
@@ -153,17 +176,26 @@
 //	raft.index  one 32-byte record per raft entry, in index order:
 //	            index u64 | term u64 | baseOffset i64 | lastOffset-baseOffset u32 |
 //	            crc32c u32 (of the 28 bytes before it). Bit 31 of the offset
-//	            count marks raft's own entries (raft.state flag bit 0 says
-//	            every record was written so; without it Open classifies
-//	            them once from the batches). Appends are not synced:
-//	            the file is an index of the log and is rebuilt from its batch
-//	            headers (one entry per batch, term = partitionLeaderEpoch).
-//	            Truncations and prefix drops rewrite it durably (temporary
-//	            file, fsync, rename, directory fsync).
+//	            count marks raft's own entries: the low byte is then the
+//	            kind (1 empty entry, 2 ConfChange, 3 ConfChangeV2), the
+//	            entry spans no offset and baseOffset is the next data
+//	            entry's. Appends of data records are not synced: they are
+//	            rebuilt from the log's batch headers (one entry per batch,
+//	            term = partitionLeaderEpoch). Records of raft's own entries
+//	            are synced at once ("Offsets"). Truncations and prefix
+//	            drops rewrite it durably (temporary file, fsync, rename,
+//	            directory fsync).
+//	raft.confs  the bytes of the ConfChange(V2) entries raft.index lists:
+//	            index u64 | term u64 | length u32 | data | crc32c u32 per
+//	            record, synced before the index records naming them;
+//	            records the index does not name are dropped at Open.
 //	raft.state  two 128-byte slots written alternately, each "SLRS" | version
 //	            u16 (1) | flags u16 | seq | term | vote | commit | applied |
-//	            snapIndex | snapTerm | snapOffset (u64 each) | zero padding |
-//	            crc32c u32 of the rest. Every write is fdatasynced before the
+//	            snapIndex | snapTerm | snapOffset | lastRaft (u64 each) | zero padding |
+//	            crc32c u32 of the rest. Flag bit 1 marks dense offsets
+//	            (bit 0 was written by earlier versions). lastRaft is the
+//	            index of the last of raft's own entries known durable.
+//	            Every write is fdatasynced before the
 //	            caller goes on; the valid slot with the higher seq wins, so a
 //	            torn write leaves the previous state. snapIndex/snapTerm name
 //	            the entry before the first one the log holds, which starts at
@@ -188,7 +220,11 @@
 // contiguous in index and offset, starting at snapOffset, and inside the
 // log. A snapshot install marked pending is finished (the log reset to
 // snapOffset). Records wholly below the log start (retention ran, the
-// compaction after it did not persist) are compacted. Batches after the
+// compaction after it did not persist) are compacted; a record of raft's
+// own entry only when data after it was deleted (its base is below the
+// start). raft.confs records the index does not hold are dropped, a
+// configuration change without its bytes fails Open, and so does an
+// index without the record raft.state's lastRaft names. Batches after the
 // last record are turned back into records from their headers; a batch
 // that cannot be an entry (no epoch, or an epoch below the previous term)
 // is truncated. Open fails with ErrLostCommitted, and the replica is not
@@ -265,8 +301,8 @@
 // Replica.ChangeMembership proposes one ConfChangeV2 from the applied
 // configuration to the wanted one (joint consensus, left automatically,
 // when more than one voter changes) and waits until it is applied. Conf
-// change entries are stored as control batches like raft's other entries
-// and applied in step 3; raft.conf is rewritten then.
+// change entries take no offset (their bytes are in raft.confs) and are
+// applied in step 3; raft.conf is rewritten then.
 // Replica.TransferLeadership hands leadership to another voter (preferred
 // leader election). A new leader accepts a change only once it applied an
 // entry of its own term (raft would otherwise drop it silently).

@@ -206,16 +206,10 @@ func (p *Partition) LogEndOffset() int64 { return p.log.LogEndOffset() }
 // terms arrive).
 func (p *Partition) LeaderEpoch() int32 { return p.leaderEpoch }
 
-// VisibleHighWatermark is the high watermark: a local log holds no raft
-// entries to hide (see Replica.VisibleHighWatermark).
-func (p *Partition) VisibleHighWatermark() int64 { return p.hw.Load() }
-
 // ReadRange returns committed batches from offset below upTo (at most the
-// high watermark) as a file range (log.Log.ReadRange); more is always
-// false, as there are no raft entries to stop at.
-func (p *Partition) ReadRange(offset int64, maxBytes int, upTo int64) (log.RangeResult, bool, error) {
-	res, err := p.log.ReadRange(offset, maxBytes, min(upTo, p.hw.Load()))
-	return res, false, err
+// high watermark) as a file range (log.Log.ReadRange).
+func (p *Partition) ReadRange(offset int64, maxBytes int, upTo int64) (log.RangeResult, error) {
+	return p.log.ReadRange(offset, maxBytes, min(upTo, p.hw.Load()))
 }
 
 // Read returns whole committed batches from offset (see log.Log.Read).

@@ -15,9 +15,12 @@ type ackedBatch struct {
 
 // checkAcked verifies that every acknowledged batch is on every running
 // replica exactly once, at its acknowledged offsets, in order, and below the
-// high watermark.
+// high watermark, and that the acknowledged offsets are dense: the
+// tests' batches are all the data of the partition, and raft's own
+// entries take no offset, so they are 0..n-1 with no gap.
 func (c *testCluster) checkAcked(acked []ackedBatch) {
 	c.t.Helper()
+	checkDenseAcks(c.t, acked)
 	for n, r := range c.running() {
 		all := batchesOf(c.t, logBytes(c.t, r))
 		byBase := map[int64]storedBatch{}
@@ -110,4 +113,18 @@ func TestRaftWithWAL(t *testing.T) {
 	produceN("d", 5)
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
 	c.checkAcked(acked)
+}
+
+// checkDenseAcks fails unless the acknowledged offsets, in the order they
+// were acknowledged, are exactly 0..n-1: each batch starts where the one
+// before it ended.
+func checkDenseAcks(t testing.TB, acked []ackedBatch) {
+	t.Helper()
+	next := int64(0)
+	for i, a := range acked {
+		if a.res.BaseOffset != next {
+			t.Fatalf("acked batch %d at offsets %d..%d, want it at %d (offsets not dense)", i, a.res.BaseOffset, a.res.LastOffset, next)
+		}
+		next = a.res.LastOffset + 1
+	}
 }

@@ -36,6 +36,10 @@ var (
 	// has to be re-seeded: its directory removed and the broker added back
 	// by a membership change.
 	ErrLostCommitted = errors.New("replica: log lost committed raft entries")
+	// ErrOldFormat: Open found a partition directory written by an
+	// earlier version, in which raft's own entries took Kafka offsets
+	// (doc.go, "Offsets"); the replica is not opened.
+	ErrOldFormat = errors.New("replica: partition directory in a format this version does not read")
 	// ErrTransferTargetInactive: a leadership transfer was refused because
 	// the leader has not heard from the target within the last election
 	// timeout; nothing changed, and the caller may ask again later.

@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/sluice-broker/sluice/internal/fsutil"
 	"hash/crc32"
 	"io"
 	"os"
@@ -12,6 +11,8 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // Files a raft replica keeps beside its log's segments (see doc.go).
@@ -20,28 +21,43 @@ const (
 	stateFileName = "raft.state"
 	confFileName  = "raft.conf"
 	snapFileName  = "raft.snap"
+	ccFileName    = "raft.confs"
 
 	indexRecordSize = 32
 	stateSlotSize   = 128
 	stateMagic      = 0x534c5253 // "SLRS"
 )
 
-// entryMeta is what the index knows of one raft entry: its term and the
-// Kafka offsets of the batch that stores it.
+// entryMeta is what the index knows of one raft entry: its term, its kind
+// and the Kafka offsets of the batch that stores it. raft's own entries
+// (kind other than kindData) have no batch and take no offset: base is the
+// offset the next data entry gets and last is base-1, so the offsets of
+// consecutive entries stay contiguous (base = previous last + 1) either way.
 type entryMeta struct {
 	index uint64
 	term  uint64
 	base  int64
 	last  int64
-	// raft marks raft's own entries (empty entries, configuration
-	// changes): control batches that Fetch never returns.
-	raft bool
+	kind  entryKind
 }
 
+// entryKind says what a raft entry holds.
+type entryKind uint8
+
+const (
+	kindData         entryKind = iota // a record batch of the log
+	kindNoop                          // raft's empty entry (a new leader's first)
+	kindConfChange                    // raftpb.ConfChange, data in raft.confs
+	kindConfChangeV2                  // raftpb.ConfChangeV2, data in raft.confs
+)
+
+// raft says whether the entry is one of raft's own, with no batch.
+func (m entryMeta) raft() bool { return m.kind != kindData }
+
 // indexRaftBit is set in a record's offset-count field (lastOffset-
-// baseOffset, which is never negative, so the bit is free) for raft's own
-// entries. Records written before it existed lack it; raft.state's
-// stateFlagIndexMarksRaft says whether every record was written with it.
+// baseOffset, never negative for a batch, so the bit is free) for raft's
+// own entries; the low byte then holds the entry's kind and the record
+// spans no offset.
 const indexRaftBit = 1 << 31
 
 func encodeIndexRecord(b []byte, m entryMeta) {
@@ -49,8 +65,8 @@ func encodeIndexRecord(b []byte, m entryMeta) {
 	binary.BigEndian.PutUint64(b[8:], m.term)
 	binary.BigEndian.PutUint64(b[16:], uint64(m.base))
 	d := uint32(m.last - m.base)
-	if m.raft {
-		d |= indexRaftBit
+	if m.raft() {
+		d = indexRaftBit | uint32(m.kind)
 	}
 	binary.BigEndian.PutUint32(b[24:], d)
 	binary.BigEndian.PutUint32(b[28:], crc32.Checksum(b[:28], crc32c))
@@ -66,8 +82,14 @@ func decodeIndexRecord(b []byte) (entryMeta, bool) {
 		base:  int64(binary.BigEndian.Uint64(b[16:])),
 	}
 	d := binary.BigEndian.Uint32(b[24:])
-	m.raft = d&indexRaftBit != 0
-	m.last = m.base + int64(d&^indexRaftBit)
+	if d&indexRaftBit == 0 {
+		m.last = m.base + int64(d)
+		return m, true
+	}
+	m.kind, m.last = entryKind(d&0xff), m.base-1
+	if m.kind == kindData || m.kind > kindConfChangeV2 || d&^(indexRaftBit|0xff) != 0 {
+		return entryMeta{}, false
+	}
 	return m, true
 }
 
@@ -166,7 +188,130 @@ func (x *indexFile) reset(ms []entryMeta) error {
 	return nil
 }
 
+func (x *indexFile) sync() error { return x.f.Sync() }
+
 func (x *indexFile) close() error { return x.f.Close() }
+
+// ccFile is raft.confs: the data of the configuration-change entries
+// raft.index lists, which have no batch in the log. Each record is
+// index u64 | term u64 | length u32 | data | crc32c u32 of what precedes it
+// in the record. Appends are synced before the index records naming them
+// are written, so a record the index names is always there; records the
+// index does not name (a crash between the two, a truncated tail) are
+// dropped at Open. The file is small (one record per membership change
+// since the last snapshot) and held in memory.
+type ccFile struct {
+	dir  string
+	f    *os.File
+	recs []ccRecord // in index order
+	size int64
+}
+
+type ccRecord struct {
+	index, term uint64
+	data        []byte
+}
+
+const ccHeaderSize = 20
+
+func encodeCCRecord(b []byte, r ccRecord) []byte {
+	p := len(b)
+	b = binary.BigEndian.AppendUint64(b, r.index)
+	b = binary.BigEndian.AppendUint64(b, r.term)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(r.data)))
+	b = append(b, r.data...)
+	return binary.BigEndian.AppendUint32(b, crc32.Checksum(b[p:], crc32c))
+}
+
+func openCCFile(dir string) (*ccFile, error) {
+	f, err := os.OpenFile(filepath.Join(dir, ccFileName), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	c := &ccFile{dir: dir, f: f}
+	p := 0
+	for p+ccHeaderSize+4 <= len(data) {
+		n := int(binary.BigEndian.Uint32(data[p+16:]))
+		end := p + ccHeaderSize + n + 4
+		if n > len(data) || end > len(data) || crc32.Checksum(data[p:end-4], crc32c) != binary.BigEndian.Uint32(data[end-4:]) {
+			break
+		}
+		r := ccRecord{index: binary.BigEndian.Uint64(data[p:]), term: binary.BigEndian.Uint64(data[p+8:])}
+		if k := len(c.recs); k > 0 && r.index <= c.recs[k-1].index {
+			break
+		}
+		r.data = append([]byte(nil), data[p+ccHeaderSize:end-4]...)
+		c.recs = append(c.recs, r)
+		p = end
+	}
+	c.size = int64(p)
+	return c, nil
+}
+
+// append adds records after the last and syncs them.
+func (c *ccFile) append(rs []ccRecord) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	var b []byte
+	for _, r := range rs {
+		b = encodeCCRecord(b, r)
+	}
+	if _, err := c.f.WriteAt(b, c.size); err != nil {
+		return err
+	}
+	if err := fdatasync(c.f); err != nil {
+		return err
+	}
+	c.size += int64(len(b))
+	c.recs = append(c.recs, rs...)
+	return nil
+}
+
+// get returns the data of the conf change entry index of term term.
+func (c *ccFile) get(index, term uint64) ([]byte, bool) {
+	for i := len(c.recs) - 1; i >= 0; i-- {
+		if r := c.recs[i]; r.index == index {
+			return r.data, r.term == term
+		}
+	}
+	return nil, false
+}
+
+// keep rewrites the file with the records keep accepts, durably, if that
+// drops any.
+func (c *ccFile) keep(keep func(ccRecord) bool) error {
+	var rest []ccRecord
+	for _, r := range c.recs {
+		if keep(r) {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == len(c.recs) {
+		return nil
+	}
+	var b []byte
+	for _, r := range rest {
+		b = encodeCCRecord(b, r)
+	}
+	if err := fsutil.WriteFileSync(c.dir, ccFileName, b); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(filepath.Join(c.dir, ccFileName), os.O_RDWR, 0o644)
+	if err != nil {
+		return err
+	}
+	c.f.Close()
+	c.f, c.recs, c.size = f, rest, int64(len(b))
+	return nil
+}
+
+func (c *ccFile) close() error { return c.f.Close() }
 
 // persistentState is one slot of raft.state.
 type persistentState struct {
@@ -181,16 +326,23 @@ type persistentState struct {
 	// flags is the u16 after the version (0 in files written before it
 	// was used; older binaries ignore it and write 0).
 	flags uint16
+	// lastRaft is the index of the last of raft's own entries stored (0
+	// for none), saved once its record is durable: Open refuses an
+	// index that lost it (raft.index records of raft's own entries
+	// cannot be rebuilt from the log).
+	lastRaft uint64
 }
 
-// stateFlagIndexMarksRaft: every raft.index record carries indexRaftBit
-// where it applies. Without it, Open classifies the entries once from the
-// log's batch headers.
-const stateFlagIndexMarksRaft = 1 << 0
+// State flags. Bit 0 was set by earlier versions, whose raft.index marked
+// raft's own entries among entries that all took Kafka offsets.
+// stateFlagDenseOffsets marks a group whose raft entries take no offset
+// (doc.go, "Offsets"): every group created by this version; Open refuses
+// a directory without it.
+const stateFlagDenseOffsets = 1 << 1
 
 // stateFile is raft.state: two 128-byte slots written alternately, each
 // "SLRS" | version u16 | flags u16 | seq | term | vote | commit | applied |
-// snapIndex | snapTerm | snapOffset (u64 each) | zero padding | crc32c of the
+// snapIndex | snapTerm | snapOffset | lastRaft (u64 each) | zero padding | crc32c of the
 // slot before it (last 4 bytes). Every write is fdatasynced before it
 // returns. The slot with the highest seq and a good CRC wins, so a torn
 // write leaves the previous state readable.
@@ -240,6 +392,7 @@ func decodeState(b []byte) (persistentState, bool) {
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[8+8*i:]) }
 	s.seq, s.term, s.vote, s.commit, s.applied = u(0), u(1), u(2), u(3), u(4)
 	s.snapIndex, s.snapTerm, s.snapOffset = u(5), u(6), int64(u(7))
+	s.lastRaft = u(8)
 	s.flags = binary.BigEndian.Uint16(b[6:])
 	return s, true
 }
@@ -251,7 +404,7 @@ func (s *stateFile) save(st persistentState) error {
 	binary.BigEndian.PutUint32(b, stateMagic)
 	binary.BigEndian.PutUint16(b[4:], 1)
 	binary.BigEndian.PutUint16(b[6:], st.flags)
-	for i, v := range []uint64{st.seq, st.term, st.vote, st.commit, st.applied, st.snapIndex, st.snapTerm, uint64(st.snapOffset)} {
+	for i, v := range []uint64{st.seq, st.term, st.vote, st.commit, st.applied, st.snapIndex, st.snapTerm, uint64(st.snapOffset), st.lastRaft} {
 		binary.BigEndian.PutUint64(b[8+8*i:], v)
 	}
 	binary.BigEndian.PutUint32(b[stateSlotSize-4:], crc32.Checksum(b[:stateSlotSize-4], crc32c))

@@ -405,6 +405,37 @@ func (c *testCluster) converged(minHW int64, timeout time.Duration) {
 		return nil
 	})
 	c.sameBytes()
+	c.dense()
+}
+
+// dense checks that every running replica's log holds data batches only,
+// at contiguous offsets from its start to its end: raft's own entries
+// take no offset.
+func (c *testCluster) dense() {
+	c.t.Helper()
+	for n, r := range c.running() {
+		if err := denseLog(c.t, r); err != nil {
+			c.t.Fatalf("node %d: %v", n, err)
+		}
+	}
+}
+
+func denseLog(t testing.TB, r *Replica) error {
+	start, end := r.LogStartOffset(), r.LogEndOffset()
+	next := start
+	for i, x := range batchesOf(t, logBytes(t, r)) {
+		if x.control {
+			return fmt.Errorf("control batch at offset %d", x.base)
+		}
+		if (i == 0 && (x.base > start || x.last < start)) || (i > 0 && x.base != next) {
+			return fmt.Errorf("batch %d at offsets %d..%d, expected one at %d (log %d..%d)", i, x.base, x.last, next, start, end)
+		}
+		next = x.last + 1
+	}
+	if next != end {
+		return fmt.Errorf("batches end at %d, log end %d", next, end)
+	}
+	return nil
 }
 
 func (c *testCluster) sameBytes() {

@@ -314,58 +314,30 @@ func (r *Replica) Term() uint64 { return r.term.Load() }
 // LeaderEpoch is the Kafka leader epoch: the raft term.
 func (r *Replica) LeaderEpoch() int32 { return int32(r.term.Load()) }
 
-// VisibleHighWatermark is the high watermark clients are shown (Fetch,
-// ListOffsets latest): HighWatermark less the raft entries directly below
-// it, so the end of the last committed data batch, never below the log
-// start. It never decreases. Offsets between it and HighWatermark hold
-// only raft's own entries, which Fetch does not return: a consumer there
-// has nothing to read, so it is told it has no lag.
-func (r *Replica) VisibleHighWatermark() int64 {
-	hw := r.hw.Load() // before the set: see raftOffsets
-	v := visibleEnd(r.st.raftOffs.load(), hw, math.MinInt64)
-	if v == hw {
-		return hw // the common case: no read lock of the log for its start
-	}
-	return max(v, r.log.LogStartOffset())
+// ReadRange returns committed batches from offset, below upTo (at most
+// the high watermark), as a file range (log.Log.ReadRange). The log holds
+// data batches only: raft's own entries have no batch.
+func (r *Replica) ReadRange(offset int64, maxBytes int, upTo int64) (log.RangeResult, error) {
+	return r.log.ReadRange(offset, maxBytes, min(upTo, r.hw.Load()))
 }
 
-// ReadRange returns committed data batches from offset, below upTo (at
-// most the high watermark), as a file range (log.Log.ReadRange): never
-// one of raft's own entries. Raft entries at offset are skipped, so the
-// first batch is the first data batch after them; the range ends before
-// the next raft entry, and more then says that data follows it (the
-// caller reads on from NextOffset). A client sees the skipped offsets as
-// a gap, as after compaction.
-func (r *Replica) ReadRange(offset int64, maxBytes int, upTo int64) (res log.RangeResult, more bool, err error) {
-	upTo = min(upTo, r.hw.Load())
-	offs := r.st.raftOffs.load()
-	from, end := dataSpan(offs, offset, upTo)
-	if from > offset && from >= end {
-		// Only raft entries from offset to upTo. offset is the base of
-		// one, so the log selects nothing below it, after its checks of
-		// offset (OFFSET_OUT_OF_RANGE).
-		res, err = r.log.ReadRange(offset, maxBytes, offset)
-		return res, false, err
-	}
-	res, err = r.log.ReadRange(from, maxBytes, end)
-	if err != nil || end == upTo || res.NextOffset != end {
-		return res, false, err
-	}
-	next, _ := dataSpan(offs, end, upTo)
-	return res, next < upTo, nil
-}
-
-// Read returns whole committed batches from offset (see log.Log.Read),
-// raft's own control batches included (for tools that want the raft log
-// as stored; Fetch uses ReadRange).
+// Read returns whole committed batches from offset (see log.Log.Read).
 func (r *Replica) Read(offset int64, maxBytes int) (log.ReadResult, error) {
 	return r.log.Read(offset, maxBytes, r.hw.Load())
 }
 
 // OffsetForLeaderEpoch answers from the batches' partitionLeaderEpoch
-// fields, which carry raft terms.
+// fields, which carry raft terms. A term in which no data was written has
+// no batch: an epoch after every batch's, up to the current term, ends at
+// the log end, as Kafka's leader answers for its own epoch before it
+// wrote in it.
 func (r *Replica) OffsetForLeaderEpoch(epoch int32) (int64, int32) {
-	return r.log.OffsetForLeaderEpoch(epoch)
+	end, ep := r.log.OffsetForLeaderEpoch(epoch)
+	if end < 0 && epoch >= 0 && uint64(epoch) <= r.term.Load() {
+		// Newer than every batch's epoch (or no batch at all).
+		return r.log.LogEndOffset(), epoch
+	}
+	return end, ep
 }
 
 // Log exposes the log for lookups that need no commit bound (timestamps,
@@ -788,6 +760,9 @@ func (r *Replica) handleReadyLocked() error {
 		}
 		if err := r.log.WaitDurable(r.host.ctx, r.log.LogEndOffset()); err != nil {
 			return err
+		}
+		if err := r.st.saveRaftMark(); err != nil {
+			return fmt.Errorf("save raft entry mark: %w", err)
 		}
 		r.persistedLocked(rd.Entries[len(rd.Entries)-1].GetIndex())
 	}

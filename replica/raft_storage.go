@@ -19,7 +19,9 @@ import (
 
 // raftStorage is raft.Storage over the partition log and the raft.index
 // sidecar: entry i (snapIndex < i <= lastIndex) is the batch at metas[i-
-// snapIndex-1].base in the log. Nothing else keeps entry bytes.
+// snapIndex-1].base in the log, or, for raft's own entries, no batch at
+// all (an empty entry, or a configuration change whose data raft.confs
+// keeps). Nothing else keeps entry bytes.
 //
 // Raft calls the Storage methods with the replica's raftMu held; the write
 // methods are called by the replica with raftMu held too. mu guards the
@@ -32,6 +34,7 @@ type raftStorage struct {
 
 	mu    sync.Mutex
 	idx   *indexFile
+	ccs   *ccFile
 	state *stateFile
 	hs    *raftpb.HardState
 	cs    *raftpb.ConfState
@@ -40,10 +43,9 @@ type raftStorage struct {
 	// snapIndex+1 is the batch at snapOffset.
 	snapIndex, snapTerm uint64
 	snapOffset          int64
-
-	// raftOffs is the offsets of the entries in metas marked raft: read
-	// by Fetch without mu (raft_visible.go).
-	raftOffs raftOffsets
+	// lastRaft is the index of the last of raft's own entries stored;
+	// saveRaftMark persists it (persistentState.lastRaft).
+	lastRaft uint64
 
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
@@ -153,6 +155,10 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 		return nil, err
 	}
 	s.state = st
+	if found && st.cur.flags&stateFlagDenseOffsets == 0 {
+		st.close()
+		return nil, fmt.Errorf("%w: %s was written by an earlier sluice, in which raft's own entries took Kafka offsets; this one keeps offsets dense and does not read it: empty the broker's data directory (the partition's data is lost) or copy the topic to a new cluster with a Kafka client first", ErrOldFormat, dir)
+	}
 	cs, err := loadConfState(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		if found {
@@ -171,7 +177,7 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 			return nil, fmt.Errorf("replica: log in %s holds data but no raft state", dir)
 		}
 		st.cur.snapOffset = l.LogStartOffset()
-		st.cur.flags |= stateFlagIndexMarksRaft
+		st.cur.flags |= stateFlagDenseOffsets
 		if err := st.save(st.cur); err != nil {
 			return nil, err
 		}
@@ -189,11 +195,18 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 		return nil, err
 	}
 	s.idx = idx
+	ccs, err := openCCFile(dir)
+	if err != nil {
+		idx.close()
+		return nil, err
+	}
+	s.ccs = ccs
 	if cur.commit < cur.snapIndex {
 		return nil, fmt.Errorf("replica: bad raft state in %s", dir)
 	}
 	if err := s.recover(metas); err != nil {
 		idx.close()
+		ccs.close()
 		st.close()
 		return nil, err
 	}
@@ -233,10 +246,21 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 	// Entries wholly below the log start: retention or DeleteRecords ran
 	// and the compaction after it was not persisted.
 	compacted := false
-	for len(metas) > 0 && metas[0].last < ls {
+	// One of raft's own entries counts as below the start only if data
+	// after it was deleted (its base, the next data batch's offset, is
+	// below the start): at the start it may not be committed.
+	for len(metas) > 0 && metas[0].last < ls && metas[0].base < ls {
 		s.snapIndex, s.snapTerm, s.snapOffset = metas[0].index, metas[0].term, metas[0].last+1
 		metas = metas[1:]
 		compacted, rewrite = true, true
+	}
+	// raft's own entries have no batch: a record of one that was durable
+	// and is gone cannot be rebuilt, and without it the batches after it
+	// would be given wrong indexes. Checked before anything is rewritten.
+	if lr := s.state.cur.lastRaft; lr > s.snapIndex {
+		if k := lr - s.snapIndex - 1; k >= uint64(len(metas)) || !metas[k].raft() {
+			return fmt.Errorf("%w: %s lost the record of raft entry %d", ErrLostCommitted, indexFileName, lr)
+		}
 	}
 	next := s.snapOffset
 	if n := len(metas); n > 0 {
@@ -268,27 +292,18 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 			}
 		}
 	}
-	marked := s.state.cur.flags&stateFlagIndexMarksRaft != 0
-	if !marked {
-		// An index written before its records marked raft's entries:
-		// classify them once from the log.
-		if err := s.classifyRaftEntries(metas); err != nil {
-			return err
-		}
-		rewrite = true
-	}
 	s.metas = metas
-	s.resetRaftOffsetsLocked()
 	if rewrite {
 		if err := s.idx.reset(metas); err != nil {
 			return err
 		}
 	}
-	if !marked {
-		cur := s.state.cur
-		cur.flags |= stateFlagIndexMarksRaft
-		if err := s.state.save(cur); err != nil {
-			return err
+	if err := s.recoverConfChanges(); err != nil {
+		return err
+	}
+	for _, m := range s.metas {
+		if m.raft() {
+			s.lastRaft = m.index
 		}
 	}
 	if pending || compacted {
@@ -314,45 +329,27 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 	return nil
 }
 
-// classifyRaftEntries marks raft's own entries among metas from the log's
-// batch headers. Only a one-offset entry can be one, and only entries
-// still in the log matter to readers.
-func (s *raftStorage) classifyRaftEntries(metas []entryMeta) error {
-	ls := s.log.LogStartOffset()
-	for i := range metas {
-		m := &metas[i]
-		if m.raft || m.last != m.base || m.base < ls {
+// recoverConfChanges drops the raft.confs records of entries the index
+// does not hold (a crash between the two files' writes, a truncation or
+// compaction cut short) and checks that every configuration change the
+// index lists has its data.
+func (s *raftStorage) recoverConfChanges() error {
+	err := s.ccs.keep(func(r ccRecord) bool {
+		m, ok := s.metaLocked(r.index)
+		return ok && m.term == r.term && (m.kind == kindConfChange || m.kind == kindConfChangeV2)
+	})
+	if err != nil {
+		return err
+	}
+	for _, m := range s.metas {
+		if m.kind != kindConfChange && m.kind != kindConfChangeV2 {
 			continue
 		}
-		rr, err := s.log.Read(m.base, 1, m.base+1)
-		if err != nil {
-			return fmt.Errorf("replica: classifying raft entry %d at offset %d: %w", m.index, m.base, err)
+		if _, ok := s.ccs.get(m.index, m.term); !ok {
+			return fmt.Errorf("replica: %s in %s lacks configuration change entry %d (term %d)", ccFileName, s.dir, m.index, m.term)
 		}
-		h, err := parseBatch(rr.Data, false)
-		if err != nil || h.Size > int64(len(rr.Data)) || h.BaseOffset != m.base {
-			return fmt.Errorf("replica: log batch at offset %d does not match raft entry %d", m.base, m.index)
-		}
-		m.raft = isRaftEntry(rr.Data[:h.Size], &h)
 	}
 	return nil
-}
-
-// isRaftEntry says whether the stored batch b is one of raft's own
-// entries (an empty entry or a configuration change), not data.
-func isRaftEntry(b []byte, h *batchInfo) bool {
-	ctrl, _, ok := raftControl(b, h)
-	return ok && ctrl != ctrlFiller
-}
-
-// resetRaftOffsetsLocked rebuilds raftOffs from metas.
-func (s *raftStorage) resetRaftOffsetsLocked() {
-	var offs []int64
-	for _, m := range s.metas {
-		if m.raft {
-			offs = append(offs, m.base)
-		}
-	}
-	s.raftOffs.store(offs)
 }
 
 // stateFlagPendingBit marks, in the applied field of raft.state, a snapshot
@@ -370,7 +367,10 @@ func (s *raftStorage) syncIndex() error {
 	return s.idx.f.Sync()
 }
 
-// scanEntries appends to metas one entry per batch in [from, to).
+// scanEntries appends to metas one entry per batch in [from, to). Every
+// batch is a data entry: the records of raft's own entries, which have no
+// batch, are synced before any later batch is written (append), so none
+// lies among the batches after the last record.
 func (s *raftStorage) scanEntries(metas []entryMeta, from, to int64) ([]entryMeta, error) {
 	idx, term := s.snapIndex, s.snapTerm
 	if n := len(metas); n > 0 {
@@ -393,7 +393,7 @@ func (s *raftStorage) scanEntries(metas []entryMeta, from, to int64) ([]entryMet
 			}
 			idx++
 			term = uint64(h.LeaderEpoch)
-			metas = append(metas, entryMeta{index: idx, term: term, base: h.BaseOffset, last: h.LastOffset(), raft: isRaftEntry(b[:h.Size], &h)})
+			metas = append(metas, entryMeta{index: idx, term: term, base: h.BaseOffset, last: h.LastOffset()})
 			off = h.LastOffset() + 1
 			b = b[h.Size:]
 		}
@@ -417,7 +417,7 @@ func resetLogTo(l *log.Log, off int64) error {
 	}
 	for l.LogEndOffset() < off {
 		span := min(off-l.LogEndOffset(), math.MaxInt32)
-		if err := l.AppendReplicated(controlBatch(l.LogEndOffset(), -1, ctrlFiller, nil, int32(span))); err != nil {
+		if err := l.AppendReplicated(fillerBatch(l.LogEndOffset(), int32(span))); err != nil {
 			return err
 		}
 	}
@@ -452,62 +452,62 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	}
 	var out []*raftpb.Entry
 	var size uint64
-	i := lo
-	for i < hi {
+	var b []byte // batches read from the log, not yet turned into entries
+	upTo := s.metas[hi-s.snapIndex-2].last + 1
+	for i := lo; i < hi; i++ {
 		m := s.metas[i-s.snapIndex-1]
-		upTo := s.metas[hi-s.snapIndex-2].last + 1
-		want := max(int(min(maxSize-size, 8<<20)), 1)
-		rr, err := s.log.Read(max(m.base, s.log.LogStartOffset()), want, upTo)
-		if err != nil {
-			return nil, fmt.Errorf("replica: reading raft entry %d at offset %d: %w", i, m.base, err)
-		}
-		b := rr.Data
-		if len(b) == 0 {
-			return nil, fmt.Errorf("replica: raft entry %d at offset %d missing from the log", i, m.base)
-		}
-		for len(b) > 0 && i < hi {
-			m := s.metas[i-s.snapIndex-1]
+		var e *raftpb.Entry
+		if m.raft() {
+			var err error
+			if e, err = s.raftEntryLocked(m); err != nil {
+				return nil, err
+			}
+		} else {
+			if len(b) == 0 {
+				want := max(int(min(maxSize-size, 8<<20)), 1)
+				rr, err := s.log.Read(max(m.base, s.log.LogStartOffset()), want, upTo)
+				if err != nil {
+					return nil, fmt.Errorf("replica: reading raft entry %d at offset %d: %w", i, m.base, err)
+				}
+				if b = rr.Data; len(b) == 0 {
+					return nil, fmt.Errorf("replica: raft entry %d at offset %d missing from the log", i, m.base)
+				}
+			}
 			h, err := parseBatch(b, false)
 			if err != nil || h.Size > int64(len(b)) || h.BaseOffset != m.base || h.LastOffset() != m.last {
 				return nil, fmt.Errorf("replica: log batch at offset %d does not match raft entry %d", m.base, i)
 			}
-			e := entryFromBatch(b[:h.Size:h.Size], &h, m)
-			sz := uint64(len(e.Data)) + 24
-			if len(out) > 0 && size+sz > maxSize {
-				return out, nil
-			}
-			out = append(out, e)
-			size += sz
-			i++
+			e = &raftpb.Entry{Term: new(m.term), Index: new(m.index), Type: new(raftpb.EntryNormal), Data: b[:h.Size:h.Size]}
 			b = b[h.Size:]
 		}
-		if size >= maxSize {
+		sz := uint64(len(e.GetData())) + 24
+		if len(out) > 0 && size+sz > maxSize {
 			break
 		}
+		out = append(out, e)
+		size += sz
 	}
 	return out, nil
 }
 
-func entryFromBatch(b []byte, h *batchInfo, m entryMeta) *raftpb.Entry {
-	e := &raftpb.Entry{Term: new(m.term), Index: new(m.index)}
-	typ := raftpb.EntryNormal
-	if ctrl, v, ok := raftControl(b, h); ok {
-		switch ctrl {
-		case ctrlRaftNoop:
-			v = nil
-		case ctrlRaftConfChange:
-			typ = raftpb.EntryConfChange
-		case ctrlRaftConfChgV2:
-			typ = raftpb.EntryConfChangeV2
-		}
-		if len(v) > 0 {
-			e.Data = append([]byte(nil), v...)
-		}
-	} else {
-		e.Data = b
+// raftEntryLocked rebuilds one of raft's own entries from its record (and
+// raft.confs for a configuration change).
+func (s *raftStorage) raftEntryLocked(m entryMeta) (*raftpb.Entry, error) {
+	e := &raftpb.Entry{Term: new(m.term), Index: new(m.index), Type: new(raftpb.EntryNormal)}
+	switch m.kind {
+	case kindNoop:
+		return e, nil
+	case kindConfChange:
+		e.Type = new(raftpb.EntryConfChange)
+	case kindConfChangeV2:
+		e.Type = new(raftpb.EntryConfChangeV2)
 	}
-	e.Type = new(typ)
-	return e
+	data, ok := s.ccs.get(m.index, m.term)
+	if !ok {
+		return nil, fmt.Errorf("replica: configuration change entry %d (term %d) missing from %s", m.index, m.term, ccFileName)
+	}
+	e.Data = data // never mutated: raft and the transport only read it
+	return e, nil
 }
 
 // Term implements raft.Storage.
@@ -636,13 +636,34 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 	if first <= last {
 		m := s.metas[first-s.snapIndex-1]
 		s.lg.Info().Uint64("index", first).Int64("offset", m.base).Uint64("last_index", last).Msg("truncating divergent uncommitted tail")
+		keep := s.metas[:first-s.snapIndex-1]
+		if s.lastRaft >= first {
+			// Before the log or the index loses what the mark names: a
+			// crash part-way must not find it missing.
+			s.lastRaft = 0
+			for _, m := range keep {
+				if m.raft() {
+					s.lastRaft = m.index
+				}
+			}
+			if s.lastRaft < s.state.cur.lastRaft {
+				cur := s.state.cur
+				cur.lastRaft = s.lastRaft
+				if err := s.state.save(cur); err != nil {
+					return err
+				}
+			}
+		}
 		if err := s.log.TruncateTo(m.base); err != nil {
 			return err
 		}
-		s.metas = s.metas[:first-s.snapIndex-1]
-		s.raftOffs.cutFrom(m.base)
+		s.metas = keep
 		s.cacheCutLocked(first)
 		if err := s.idx.truncateFrom(first); err != nil {
+			return err
+		}
+		// After the index: a record the index holds always has its data.
+		if err := s.ccs.keep(func(r ccRecord) bool { return r.index < first }); err != nil {
 			return err
 		}
 		if err := s.resetProducers(); err != nil {
@@ -651,51 +672,66 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 	}
 	next := s.nextOffsetLocked()
 	added := make([]entryMeta, 0, len(ents))
+	var ccs []ccRecord
+	unsynced := false // a raft entry's record is in added, not yet synced
 	for _, e := range ents {
 		term := e.GetTerm()
-		var b []byte
-		var h batchInfo
-		isRaft := true
+		kind := kindData
 		switch e.GetType() {
 		case raftpb.EntryNormal:
 			if len(e.Data) == 0 {
-				b = controlBatch(next, int32(term), ctrlRaftNoop, nil, 0)
-				break
-			}
-			isRaft = false
-			var err error
-			h, err = parseBatch(e.Data, true)
-			if err != nil {
-				return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
-			}
-			b = e.Data
-			if h.BaseOffset != next || h.LeaderEpoch != int32(term) {
-				// The leader stamps both when it proposes; if it did not,
-				// every replica stamps the same values here. Never write
-				// into raft's copy of the entry.
-				b = append([]byte(nil), b...)
-				stamp(b, next, int32(term))
-				h.BaseOffset, h.LeaderEpoch = next, int32(term)
+				kind = kindNoop
 			}
 		case raftpb.EntryConfChange:
-			b = controlBatch(next, int32(term), ctrlRaftConfChange, e.Data, 0)
+			kind = kindConfChange
 		case raftpb.EntryConfChangeV2:
-			b = controlBatch(next, int32(term), ctrlRaftConfChgV2, e.Data, 0)
+			kind = kindConfChangeV2
 		default:
 			return fmt.Errorf("replica: raft entry %d has unknown type %v", e.GetIndex(), e.GetType())
 		}
-		if h.Size == 0 {
-			h, _ = parseBatch(b, true)
+		if kind != kindData {
+			// No batch, no offset: the record (and a conf change's data)
+			// is all that stores it.
+			m := entryMeta{index: e.GetIndex(), term: term, base: next, last: next - 1, kind: kind}
+			if kind != kindNoop {
+				ccs = append(ccs, ccRecord{index: m.index, term: term, data: append([]byte(nil), e.Data...)})
+			}
+			s.metas = append(s.metas, m)
+			s.cacheAddLocked(e)
+			added = append(added, m)
+			unsynced = true
+			s.lastRaft = m.index
+			continue
+		}
+		if unsynced {
+			// The log cannot tell where raft's entries were among its
+			// batches: their records must be durable before a batch after
+			// them can reach the disk (scanEntries rebuilds records only
+			// for batches).
+			if err := s.persistRecordsLocked(added, ccs); err != nil {
+				return err
+			}
+			added, ccs, unsynced = added[:0], nil, false
+		}
+		h, err := parseBatch(e.Data, true)
+		if err != nil {
+			return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
+		}
+		b := e.Data
+		if h.BaseOffset != next || h.LeaderEpoch != int32(term) {
+			// The leader stamps both when it proposes; if it did not,
+			// every replica stamps the same values here. Never write
+			// into raft's copy of the entry.
+			b = append([]byte(nil), b...)
+			stamp(b, next, int32(term))
+			h.BaseOffset, h.LeaderEpoch = next, int32(term)
 		}
 		if err := s.log.AppendReplicated(b); err != nil {
 			return fmt.Errorf("replica: storing raft entry %d at offset %d: %w", e.GetIndex(), next, err)
 		}
-		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.LastOffset(), raft: isRaft}
+		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.LastOffset()}
 		s.metas = append(s.metas, m)
-		if isRaft {
-			s.raftOffs.add(next)
-		}
-		if e.GetType() == raftpb.EntryNormal && len(e.Data) > 0 && &b[0] != &e.Data[0] {
+		if &b[0] != &e.Data[0] {
 			// Stamped copy: cache what the log holds.
 			e = &raftpb.Entry{Term: new(term), Index: new(e.GetIndex()), Type: new(raftpb.EntryNormal), Data: b}
 		}
@@ -704,7 +740,37 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		s.producers.update(&h)
 		next = m.last + 1
 	}
+	if unsynced {
+		return s.persistRecordsLocked(added, ccs)
+	}
 	return s.idx.append(added)
+}
+
+// persistRecordsLocked writes the records ms, among them some of raft's
+// own entries, and makes them durable: the conf changes' data first, so
+// the index never names one that is not there.
+func (s *raftStorage) persistRecordsLocked(ms []entryMeta, ccs []ccRecord) error {
+	if err := s.ccs.append(ccs); err != nil {
+		return err
+	}
+	if err := s.idx.append(ms); err != nil {
+		return err
+	}
+	return s.idx.sync()
+}
+
+// saveRaftMark persists lastRaft once the entries up to it are durable
+// (step 1, after the log's WaitDurable): only then may Open count on
+// finding its record. Rare: once per election or membership change.
+func (s *raftStorage) saveRaftMark() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastRaft <= s.state.cur.lastRaft {
+		return nil
+	}
+	cur := s.state.cur
+	cur.lastRaft = s.lastRaft
+	return s.state.save(cur)
 }
 
 // resetProducers rebuilds the producer table after Open or a truncation:
@@ -805,10 +871,14 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), max(s.hs.GetCommit(), md.GetIndex())
 	cur.snapIndex, cur.snapTerm, cur.snapOffset = md.GetIndex(), md.GetTerm(), off
 	cur.applied = md.GetIndex() | stateFlagPendingBit
+	cur.lastRaft = 0
 	if err := s.state.save(cur); err != nil {
 		return err
 	}
 	if err := s.idx.reset(nil); err != nil {
+		return err
+	}
+	if err := s.ccs.keep(func(ccRecord) bool { return false }); err != nil {
 		return err
 	}
 	if err := resetLogTo(s.log, off); err != nil {
@@ -820,7 +890,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, off
 	s.metas = nil
-	s.raftOffs.store(nil)
+	s.lastRaft = 0
 	clear(s.cache)
 	s.budget.add(-s.cacheBytes)
 	s.cache, s.cacheBytes = nil, 0
@@ -865,7 +935,9 @@ func (s *raftStorage) compact(applied uint64) error {
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = gone.index, gone.term, next
 	s.metas = rest
-	s.raftOffs.dropBelow(next)
+	if err := s.ccs.keep(func(r ccRecord) bool { return r.index > gone.index }); err != nil {
+		return err
+	}
 	s.snapProds = snapData
 	return nil
 }
@@ -887,7 +959,7 @@ func (s *raftStorage) close() error {
 	clear(s.cache)
 	s.budget.add(-s.cacheBytes)
 	s.cache, s.cacheBytes = nil, 0
-	return errors.Join(s.idx.close(), s.state.close())
+	return errors.Join(s.idx.close(), s.ccs.close(), s.state.close())
 }
 
 func cloneHS(hs *raftpb.HardState) *raftpb.HardState {

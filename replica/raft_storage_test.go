@@ -59,24 +59,50 @@ func viewOf(t *testing.T, r *Replica) storageView {
 // TestRaftStorageRecovery damages the sidecar and the state file of a
 // closed replica in the ways a crash can, and checks that Open rebuilds
 // the same raft log (indexes, terms, offsets, entry bytes) from the log.
+// Records of raft's own entries are synced before anything after them is
+// written, so a crash loses only data records after the last of them; an
+// index that lost one (a deleted file) is refused, never rebuilt with
+// wrong indexes.
 func TestRaftStorageRecovery(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		damage func(t *testing.T, dir string)
+		lost   bool // Open must refuse with ErrLostCommitted
 	}{
 		{"index-missing", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, indexFileName))
-		}},
+		}, true},
 		{"index-torn", func(t *testing.T, dir string) {
+			// Torn among the data records after the last raft entry's.
 			p := filepath.Join(dir, indexFileName)
-			fi, _ := os.Stat(p)
-			os.Truncate(p, fi.Size()/2+5)
-		}},
+			b, _ := os.ReadFile(p)
+			last := -1
+			for i := 0; i+indexRecordSize <= len(b); i += indexRecordSize {
+				if m, ok := decodeIndexRecord(b[i:]); ok && m.raft() {
+					last = i
+				}
+			}
+			if last < 0 || last+4*indexRecordSize > len(b) {
+				t.Fatalf("no raft record with data records after it in %d bytes", len(b))
+			}
+			os.Truncate(p, int64(last+2*indexRecordSize+5))
+		}, false},
+		{"index-torn-into-raft-record", func(t *testing.T, dir string) {
+			p := filepath.Join(dir, indexFileName)
+			b, _ := os.ReadFile(p)
+			last := -1
+			for i := 0; i+indexRecordSize <= len(b); i += indexRecordSize {
+				if m, ok := decodeIndexRecord(b[i:]); ok && m.raft() {
+					last = i
+				}
+			}
+			os.Truncate(p, int64(last+5))
+		}, true},
 		{"index-garbage-tail", func(t *testing.T, dir string) {
 			f, _ := os.OpenFile(filepath.Join(dir, indexFileName), os.O_WRONLY|os.O_APPEND, 0)
 			f.Write(make([]byte, 3*indexRecordSize))
 			f.Close()
-		}},
+		}, false},
 		{"state-slot-torn", func(t *testing.T, dir string) {
 			// The newer slot is damaged: the older one still holds a
 			// valid (older) state.
@@ -87,7 +113,7 @@ func TestRaftStorageRecovery(t *testing.T) {
 			st.close()
 			b[int(seq%2)*stateSlotSize+20] ^= 0xff
 			os.WriteFile(p, b, 0o644)
-		}},
+		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := oneNode(t)
@@ -105,6 +131,17 @@ func TestRaftStorageRecovery(t *testing.T) {
 			dir := c.rep(1).dir
 			c.stop(1)
 			tc.damage(t, dir)
+			if tc.lost {
+				h, err := NewHost(HostConfig{Node: 1, Dir: c.nodeDir(1), Transport: c.net.Transport(1), Logger: testLogger(t)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer h.Close()
+				if _, err := h.Open(c.topic, c.key, c.members, c.opts); !errors.Is(err, ErrLostCommitted) {
+					t.Fatalf("Open after %s: %v, want ErrLostCommitted", tc.name, err)
+				}
+				return
+			}
 			r := c.start(1)
 			after := viewOf(t, r)
 			// A restart's leader appends an empty entry; compare the
@@ -190,8 +227,8 @@ func TestRaftStorageContract(t *testing.T) {
 	if err != nil || len(ents) != 1 {
 		t.Fatalf("Entries with maxSize 1: %d entries, %v", len(ents), err)
 	}
-	// The first entry is the leader's empty entry, stored as a control
-	// batch and given back empty.
+	// The first entry is the leader's empty entry, stored as a raft.index
+	// record only (no batch, no offset) and given back empty.
 	if ents[0].GetType() != raftpb.EntryNormal || len(ents[0].GetData()) != 0 {
 		t.Fatalf("entry 1: %v", ents[0])
 	}

@@ -9,8 +9,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
+	"github.com/sluice-broker/sluice/quota"
 	"github.com/sluice-broker/sluice/replica"
 )
 
@@ -42,6 +44,12 @@ func init() { register(0, handleProduce) }
 func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	if !rc.quotaExempt(0) {
+		// producer_byte_rate counts the request's size, as in Kafka;
+		// the response carries the throttle and the connection is
+		// muted for it (acks=0: muted only).
+		s.quotas.record(rc, s.quotas.produce, quota.ProducerByteRate, float64(rc.size), s.quotas.throttledProduce)
+	}
 
 	type pending struct {
 		prop *replica.Proposal
@@ -73,6 +81,29 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		return resp, nil
 	}
 
+	// Authorization, as Kafka's handleProduceRequest: WRITE on the
+	// transactional id when there is one (every partition refused with
+	// TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise), then WRITE on each
+	// topic (TOPIC_AUTHORIZATION_FAILED, whether or not it exists).
+	if req.TransactionID != nil && !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionID) {
+		if req.Acks == 0 {
+			// No answer to carry the error: close, as Kafka does.
+			return nil, errors.New("acks=0 produce refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED: closing the connection")
+		}
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
+	}
+
 	// Stage 1, in request order: validate and propose every partition's
 	// batch, so one producer's in-flight requests reach the log in order.
 	now := time.Now().UnixMilli()
@@ -91,6 +122,14 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			t, ok = s.produceTopicByName(rt.Topic)
 			if !ok {
 				topicCode = kerr.UnknownTopicOrPartition.Code
+			}
+		}
+		if name := rt.Topic; ok || req.Version < 13 {
+			if ok {
+				name = t.Name
+			}
+			if !s.authorizeTopic(rc, acl.OpWrite, name) {
+				topicCode = kerr.TopicAuthorizationFailed.Code
 			}
 		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))

@@ -6,8 +6,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/quota"
 )
 
 // Fetch (key 1). Supported: v4-18.
@@ -20,9 +22,8 @@ import (
 // MaxWaitMillis, woken by the partitions' high watermark moves. An offset
 // past the high watermark but not past the log end waits; one below the
 // log start or past the log end is OFFSET_OUT_OF_RANGE.
-// Raft's own entries (control batches in replicated partitions) are never
-// returned, and the high watermark reported stops before those at its end
-// (fillFetch).
+// In replicated partitions raft's own entries take no offset and have no
+// batch (replica/doc.go, "Offsets"), so there is nothing to hide.
 //
 // Fetch sessions (KIP-227, v7+) follow Kafka's rules (fetch_session.go):
 // epoch 0 is a full fetch that may create a session, -1 a full fetch
@@ -52,29 +53,15 @@ type fetchPart struct {
 	req   *kmsg.FetchRequestTopicPartition
 	resp  *kmsg.FetchResponseTopicPartition
 	// rng holds the partition's records: resp.RecordBatches stays empty
-	// and the writer sends the range in its place (fetchWire). more holds
-	// the ranges that follow it past raft entries (rare: nil otherwise).
-	rng  log.FileRange
-	more []log.FileRange
+	// and the writer sends the range in its place (fetchWire).
+	rng log.FileRange
 }
 
-// recordsLen is the size of the partition's records: rng and more.
-func (fp *fetchPart) recordsLen() int64 {
-	n := fp.rng.Len
-	for i := range fp.more {
-		n += fp.more[i].Len
-	}
-	return n
-}
+// recordsLen is the size of the partition's records.
+func (fp *fetchPart) recordsLen() int64 { return fp.rng.Len }
 
-// releaseRecords lets go of every range.
-func (fp *fetchPart) releaseRecords() {
-	fp.rng.Release()
-	for i := range fp.more {
-		fp.more[i].Release()
-	}
-	fp.more = fp.more[:0]
-}
+// releaseRecords lets go of the range.
+func (fp *fetchPart) releaseRecords() { fp.rng.Release() }
 
 func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.FetchRequest)
@@ -93,6 +80,11 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	}
 	redirected := false
 	var racks map[int32]string
+	// Authorization, as Kafka's handleFetchRequest: a consumer needs
+	// READ on each topic, a follower (a replica id) CLUSTER_ACTION on the
+	// cluster; refused partitions get TOPIC_AUTHORIZATION_FAILED.
+	follower := !fetchFromConsumer(req)
+	followerAllowed := follower && s.authorizeCluster(rc, acl.OpClusterAction)
 
 	// One response topic per run of items of the same topic, in item
 	// order; sps[i] answers items[i], read through parts[partOf[i]]. An
@@ -118,6 +110,14 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 			}
 		} else if t, ok = s.produceTopicByName(items[i].topic); !ok {
 			topicCode = kerr.UnknownTopicOrPartition.Code
+		}
+		if name := items[i].topic; ok || req.Version < 13 {
+			if ok {
+				name = t.Name
+			}
+			if follower && !followerAllowed || !follower && !s.authorizeTopic(rc, acl.OpRead, name) {
+				topicCode = kerr.TopicAuthorizationFailed.Code
+			}
 		}
 		st.Partitions, resps = resps[:j-i:j-i], resps[j-i:]
 		for k := i; k < j; k++ {
@@ -150,8 +150,8 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					// KIP-392: send the consumer to a read broker,
 					// with no records and at once.
 					sp.PreferredReadReplica = id
-					vis := p.VisibleHighWatermark()
-					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = vis, min(vis, p.LastStableOffset()), p.LogStartOffset()
+					hw := p.HighWatermark()
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, min(hw, p.LastStableOffset()), p.LogStartOffset()
 					redirected = true
 					continue
 				}
@@ -164,18 +164,19 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 	}
 
 	wire := &fetchWire{FetchResponse: resp, parts: parts}
+	quotaMax := -1
+	if fetchFromConsumer(req) {
+		quotaMax = s.quotas.fetchMax(rc)
+	}
 	final := func() kmsg.Response {
+		if quotaMax >= 0 {
+			s.throttleFetch(rc, parts)
+		}
 		s.countFetched(parts)
 		s.fetchSessions.finish(sc, wire, items, sps, partOf)
 		return wire
 	}
-	// ready: enough bytes, or a partition stopped before one of raft's
-	// entries with data after it (the client fetches again at once
-	// rather than wait for bytes it could have had).
-	ready := func() bool {
-		n, more := s.fillFetch(req, parts)
-		return n >= int(req.MinBytes) || more
-	}
+	ready := func() bool { return s.fillFetch(req, parts, quotaMax) >= int(req.MinBytes) }
 	if ready() || req.MaxWaitMillis <= 0 || len(parts) == 0 || fetchHasError(parts) || redirected {
 		return final(), nil
 	}
@@ -194,7 +195,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					return final()
 				}
 			case <-timer.C:
-				s.fillFetch(req, parts)
+				s.fillFetch(req, parts, quotaMax)
 				return final()
 			case <-rc.ctx().Done():
 				return final()
@@ -276,28 +277,20 @@ func fetchHasError(parts []fetchPart) bool {
 	return false
 }
 
-// fillFetch reads every partition afresh and returns the bytes gathered,
-// and whether a partition's records stopped before one of raft's entries
-// with more data after it (its limit reached). The records are file
-// ranges (fetchPart.rng and more),
-// released and read again on every call; the writer releases the last
-// ones once they are sent.
-//
-// Raft's own entries (control batches, one offset each, in replicated
-// partitions) are never sent: some clients hand them to the application
-// (kafka-go) and an empty batch in their place breaks others. They do not
-// count toward MinBytes. The high watermark reported is the visible one
-// (replica.Replica.VisibleHighWatermark), raised to the fetch offset when
-// only raft entries lie between them: a client is never told there is
-// more to read when the records it gets are empty (kafka-go takes that as
-// a broken connection and redials), and sees no lag at the end.
-func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool) {
+// fillFetch reads every partition afresh and returns the bytes gathered.
+// The records are file ranges (fetchPart.rng), released and read again on
+// every call; the writer releases the last ones once they are sent.
+// quotaMax, unless -1, bounds the bytes further: what the client's
+// consumer_byte_rate allows at once.
+func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax int) int {
 	budget := int(req.MaxBytes)
 	if req.Version < 3 || budget <= 0 || budget > int(s.cfg.FetchMaxBytes) {
 		budget = int(s.cfg.FetchMaxBytes)
 	}
+	if quotaMax >= 0 {
+		budget = min(budget, max(quotaMax, 1))
+	}
 	total := 0
-	more := false
 	for i := range parts {
 		fp := &parts[i]
 		fp.releaseRecords()
@@ -305,17 +298,11 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		sp.ErrorCode = 0
 		// Empty, never null: librdkafka rejects a null record set.
 		sp.RecordBatches = []byte{}
-		// The visible watermark first: the real one is then at least the
-		// one it was computed from.
-		vis := p.VisibleHighWatermark()
-		hw := p.HighWatermark()
-		if rp.FetchOffset > vis && rp.FetchOffset <= hw {
-			vis = rp.FetchOffset // at or among raft entries before hw
-		}
 		// The last stable offset: below the first open transaction
 		// (KIP-98). read_committed reads only below it, and is told
 		// the aborted transactions of what it may read.
-		sp.HighWatermark, sp.LastStableOffset = vis, min(vis, p.LastStableOffset())
+		hw := p.HighWatermark()
+		sp.HighWatermark, sp.LastStableOffset = hw, min(hw, p.LastStableOffset())
 		sp.LogStartOffset = p.LogStartOffset()
 		bound := sp.HighWatermark
 		committed := req.Version >= 4 && req.IsolationLevel == 1
@@ -343,7 +330,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 		}
 		// Never past the high watermark (or, read_committed, the last
 		// stable offset) reported with them.
-		res, cut, err := p.ReadRange(rp.FetchOffset, limit, bound)
+		res, err := p.ReadRange(rp.FetchOffset, limit, bound)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			continue
@@ -355,22 +342,8 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 			continue
 		}
 		fp.rng = res.Range
-		got := res.Range.Len
-		// Past a raft entry the data goes on in ranges of its own,
-		// within the partition's limit (never over it after the first).
-		for cut && got < int64(limit) {
-			next, nextCut, err := p.ReadRange(res.NextOffset, limit-int(got), bound)
-			if err != nil || next.Range.Len == 0 || next.Range.Len > int64(limit)-got {
-				next.Range.Release()
-				break
-			}
-			fp.more = append(fp.more, next.Range)
-			got += next.Range.Len
-			res, cut = next, nextCut
-		}
-		total += int(got)
-		more = more || cut
-		if committed && got > 0 {
+		total += int(res.Range.Len)
+		if committed && res.Range.Len > 0 {
 			for _, a := range p.Log().AbortedTxns(rp.FetchOffset, res.NextOffset) {
 				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
@@ -378,7 +351,27 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart) (int, bool
 			}
 		}
 	}
-	return total, more
+	return total
+}
+
+// throttleFetch charges a consumer fetch's records to consumer_byte_rate.
+// Over the quota, the fetch answers no records (they are charged back)
+// and the throttle time, as Kafka's throttled fetch response does; the
+// client fetches the same offsets again after it.
+func (s *Server) throttleFetch(rc *reqCtx, parts []fetchPart) {
+	var n int64
+	for i := range parts {
+		n += parts[i].recordsLen()
+	}
+	if s.quotas.record(rc, s.quotas.fetch, quota.ConsumerByteRate, float64(n), s.quotas.throttledFetch) == 0 {
+		return
+	}
+	s.quotas.unrecord(rc, s.quotas.fetch, quota.ConsumerByteRate, float64(n))
+	for i := range parts {
+		parts[i].releaseRecords()
+		parts[i].rng = log.FileRange{}
+		parts[i].resp.RecordBatches = []byte{}
+	}
 }
 
 // countFetched records the bytes a finished fetch returns.

@@ -1,15 +1,17 @@
 package server
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // ListOffsets (key 2). Supported: v1-11.
 //
-// Semantics: -2 earliest (log start offset), -1 latest (the visible high
-// watermark: without raft's own entries at its end, as Fetch reports it;
-// with isolation level read_committed the last stable offset when that
-// is lower, as Kafka answers), -3 the
+// Semantics: -2 earliest (log start offset), -1 latest (the high
+// watermark, as Fetch reports it; with isolation level read_committed the
+// last stable offset when that is lower, as Kafka answers), -3 the
 // record with the largest timestamp (v7+), -4 earliest local (v8+; all
 // data is local, so the log start), -5 latest tiered and -6 earliest
 // pending upload (v9+, v11+; no tiered storage, so offset -1 as Kafka
@@ -27,6 +29,9 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
 		t, ok := s.catalog.TopicByName(rt.Topic)
+		// DESCRIBE on the topic, as Kafka; refused partitions get
+		// TOPIC_AUTHORIZATION_FAILED whether or not the topic exists.
+		allowed := s.authorizeTopic(rc, acl.OpDescribe, rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewListOffsetsResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -36,6 +41,9 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 				epochFence = rp.CurrentLeaderEpoch
 			}
 			p, code := s.readablePartition(t, ok, rp.Partition, epochFence)
+			if !allowed {
+				code = kerr.TopicAuthorizationFailed.Code
+			}
 			if code != 0 {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)
@@ -50,7 +58,7 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 				// The visible high watermark, as Fetch reports it: raft's
 				// own entries at the end are nothing to consume, so lag
 				// tools show none.
-				sp.Offset, sp.LeaderEpoch = p.VisibleHighWatermark(), epoch
+				sp.Offset, sp.LeaderEpoch = p.HighWatermark(), epoch
 				if req.Version >= 2 && req.IsolationLevel == 1 {
 					sp.Offset = min(sp.Offset, p.LastStableOffset())
 				}

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -15,6 +16,14 @@ import (
 // topic. Unknown topics are auto-created when the request allows it (v4+;
 // always before v4) and auto.create.topics.enable is on. Topics may be
 // named by id from v10 (UNKNOWN_TOPIC_ID when unknown).
+// Authorization, as Kafka's handleTopicMetadataRequest: a request for
+// every topic lists only the topics the client may DESCRIBE; a topic
+// asked for by name without DESCRIBE gets TOPIC_AUTHORIZATION_FAILED
+// whether or not it exists (so nothing tells an unauthorized client which
+// topics exist), one by id TOPIC_AUTHORIZATION_FAILED without its name; an
+// auto-creation needs CREATE on the cluster or on the topic
+// (TOPIC_AUTHORIZATION_FAILED without). The authorized-operations fields
+// come from the authorizer: the cluster's are 0 without DESCRIBE on it.
 // Version notes: v1 controller id, rack, internal flag; v2 cluster id;
 // v5 offline replicas; v7 leader epoch; v9+ flexible; v10 topic ids;
 // v8-10 cluster authorized operations; v13 top-level error code.
@@ -34,11 +43,23 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 	resp.ControllerID = view.controller
 	resp.AuthorizedOperations = authorizedOperationsUnset
 	if req.IncludeClusterAuthorizedOperations {
-		resp.AuthorizedOperations = clusterOps
+		resp.AuthorizedOperations = 0
+		if s.authorizeCluster(rc, acl.OpDescribe) {
+			resp.AuthorizedOperations = s.authorizedOps(rc, acl.ResourceCluster, acl.ClusterName, acl.ClusterOps)
+		}
 	}
-	topicAuthOps := int32(authorizedOperationsUnset)
-	if req.IncludeTopicAuthorizedOperations {
-		topicAuthOps = topicOps
+	topicAuthOps := func(name string) int32 {
+		if !req.IncludeTopicAuthorizedOperations {
+			return authorizedOperationsUnset
+		}
+		return s.authorizedOps(rc, acl.ResourceTopic, name, acl.TopicOps)
+	}
+	refused := func(name *string, id [16]byte) {
+		mt := kmsg.NewMetadataResponseTopic()
+		mt.Topic, mt.TopicID = name, id
+		mt.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		mt.AuthorizedOperations = authorizedOperationsUnset
+		resp.Topics = append(resp.Topics, mt)
 	}
 
 	var topics []metastore.Topic
@@ -46,7 +67,10 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 	if all {
 		topics = s.catalog.Topics()
 		for _, t := range topics {
-			resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps))
+			if !s.authorizeTopic(rc, acl.OpDescribe, t.Name) {
+				continue
+			}
+			resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps(t.Name)))
 		}
 		return resp, nil
 	}
@@ -62,13 +86,25 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 				resp.Topics = append(resp.Topics, mt)
 				continue
 			}
-			resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps))
+			if !s.authorizeTopic(rc, acl.OpDescribe, t.Name) {
+				refused(nil, rt.TopicID)
+				continue
+			}
+			resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps(t.Name)))
 			continue
 		}
 		name := *rt.Topic
+		if !s.authorizeTopic(rc, acl.OpDescribe, name) {
+			refused(kmsg.StringPtr(name), [16]byte{})
+			continue
+		}
 		t, ok := s.catalog.TopicByName(name)
 		code := int16(0)
 		if !ok {
+			if allowCreate && s.autoCreateEnabled() && !s.authorizeCreateTopic(rc, name) {
+				refused(kmsg.StringPtr(name), [16]byte{})
+				continue
+			}
 			if allowCreate {
 				t, code = s.autoCreate(rc.ctx(), name)
 			} else {
@@ -86,7 +122,7 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 			resp.Topics = append(resp.Topics, mt)
 			continue
 		}
-		resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps))
+		resp.Topics = append(resp.Topics, s.metadataTopic(view, t, topicAuthOps(t.Name)))
 	}
 	return resp, nil
 }

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // FindCoordinator (key 10). Supported: v0-6.
@@ -60,9 +62,17 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 		c.ErrorMessage = kmsg.StringPtr(msg)
 		return c
 	}
+	// Authorization, as Kafka: DESCRIBE on the group, or on the
+	// transactional id.
 	switch keyType {
 	case coordinatorKeyGroup:
+		if !s.authorizeGroup(rc, acl.OpDescribe, key) {
+			return fail(kerr.GroupAuthorizationFailed.Code, "DESCRIBE on the group is required")
+		}
 	case coordinatorKeyTxn:
+		if !s.authorize(rc, acl.OpDescribe, acl.ResourceTransactionalID, key) {
+			return fail(kerr.TransactionalIDAuthorizationFailed.Code, "DESCRIBE on the transactional id is required")
+		}
 		if key == "" {
 			return fail(kerr.InvalidRequest.Code, "empty transactional id")
 		}

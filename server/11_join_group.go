@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // JoinGroup (key 11). Supported: v0-9.
@@ -23,6 +25,11 @@ func init() { register(11, handleJoinGroup) }
 
 func handleJoinGroup(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.JoinGroupRequest)
+	if !s.authorizeGroup(rc, acl.OpRead, req.Group) { // Kafka: READ on the group
+		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.JoinGroupResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // Heartbeat (key 12). Supported: v0-4.
@@ -18,6 +20,11 @@ func init() { register(12, handleHeartbeat) }
 
 func handleHeartbeat(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.HeartbeatRequest)
+	if !s.authorizeGroup(rc, acl.OpRead, req.Group) { // Kafka: READ on the group
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

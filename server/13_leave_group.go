@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // LeaveGroup (key 13). Supported: v0-5.
@@ -17,6 +19,11 @@ func init() { register(13, handleLeaveGroup) }
 
 func handleLeaveGroup(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.LeaveGroupRequest)
+	if !s.authorizeGroup(rc, acl.OpRead, req.Group) { // Kafka: READ on the group
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // SyncGroup (key 14). Supported: v0-5.
@@ -19,6 +21,11 @@ func init() { register(14, handleSyncGroup) }
 
 func handleSyncGroup(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.SyncGroupRequest)
+	if !s.authorizeGroup(rc, acl.OpRead, req.Group) { // Kafka: READ on the group
+		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.SyncGroupResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

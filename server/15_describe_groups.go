@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // DescribeGroups (key 15). Supported: v0-6.
@@ -19,6 +21,40 @@ func init() { register(15, handleDescribeGroups) }
 
 func handleDescribeGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DescribeGroupsRequest)
+	// Authorization, as Kafka: DESCRIBE on each group
+	// (GROUP_AUTHORIZATION_FAILED for it); the authorized operations,
+	// when asked for, come from the authorizer.
+	var refused []string
+	allowed := req.Groups[:0:0]
+	for _, g := range req.Groups {
+		if s.authorizeGroup(rc, acl.OpDescribe, g) {
+			allowed = append(allowed, g)
+		} else {
+			refused = append(refused, g)
+		}
+	}
+	if len(refused) > 0 {
+		cp := *req
+		cp.Groups = allowed
+		req = &cp
+	}
+	finish := func(resp *kmsg.DescribeGroupsResponse) *kmsg.DescribeGroupsResponse {
+		for i := range resp.Groups {
+			if req.IncludeAuthorizedOperations {
+				resp.Groups[i].AuthorizedOperations = s.authorizedOps(rc, acl.ResourceGroup, resp.Groups[i].Group, acl.GroupOps)
+			}
+		}
+		for _, g := range refused {
+			dg := kmsg.NewDescribeGroupsResponseGroup()
+			dg.Group, dg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			dg.AuthorizedOperations = -2147483648
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp
+	}
+	if len(req.Groups) == 0 {
+		return finish(req.ResponseKind().(*kmsg.DescribeGroupsResponse)), nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.DescribeGroupsResponse)
 		for _, g := range req.Groups {
@@ -26,8 +62,8 @@ func handleDescribeGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 			dg.Group, dg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, dg)
 		}
-		return resp, nil
+		return finish(resp), nil
 	}
-	groupCall(rc, func(ctx context.Context) kmsg.Response { return s.groups.DescribeGroups(ctx, req) })
+	groupCall(rc, func(ctx context.Context) kmsg.Response { return finish(s.groups.DescribeGroups(ctx, req)) })
 	return nil, nil
 }

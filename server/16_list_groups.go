@@ -4,6 +4,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // ListGroups (key 16). Supported: v0-5.
@@ -20,6 +22,21 @@ func handleListGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 	if s.groups == nil {
 		return req.ResponseKind(), nil
 	}
-	groupCall(rc, func(ctx context.Context) kmsg.Response { return s.groups.ListGroups(ctx, req) })
+	// Authorization, as Kafka: DESCRIBE on the cluster lists every
+	// group; without it only the groups the client may DESCRIBE.
+	all := s.authorizeCluster(rc, acl.OpDescribe)
+	groupCall(rc, func(ctx context.Context) kmsg.Response {
+		resp := s.groups.ListGroups(ctx, req)
+		if !all {
+			kept := resp.Groups[:0]
+			for _, g := range resp.Groups {
+				if s.authorizeGroup(rc, acl.OpDescribe, g.Group) {
+					kept = append(kept, g)
+				}
+			}
+			resp.Groups = kept
+		}
+		return resp
+	})
 	return nil, nil
 }

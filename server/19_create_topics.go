@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/metastore"
 )
@@ -50,7 +51,13 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	if reqCode == 0 {
 		clusterPartitions = s.clusterPartitions()
 	}
+	// Authorization, as Kafka: CREATE on the cluster, or else on each
+	// topic (TOPIC_AUTHORIZATION_FAILED); the configs in the answer need
+	// DESCRIBE_CONFIGS on the topic (TopicConfigErrorCode otherwise).
+	clusterCreate := s.authorizeCluster(rc, acl.OpCreate)
 	created := false
+	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v6.
+	mq := s.quotas.mutations(rc, req.Version >= 6)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreateTopicsResponseTopic()
 		st.Topic = rt.Topic
@@ -71,6 +78,11 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}
+		if !clusterCreate && !s.authorizeTopic(rc, acl.OpCreate, rt.Topic) {
+			fail(kerr.TopicAuthorizationFailed.Code, "Authorization failed.")
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		spec, code, msg := s.topicSpec(rt)
 		if code != 0 {
 			fail(code, msg)
@@ -88,6 +100,11 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			continue
 		}
 		t := metastore.Topic{Name: spec.Name, Configs: spec.Configs, Partitions: make([]metastore.Partition, spec.Partitions)}
+		if !req.ValidateOnly && !mq.spend(int(spec.Partitions)) {
+			fail(kerr.ThrottlingQuotaExceeded.Code, throttlingMessage)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
 		if !req.ValidateOnly {
 			var err error
 			t, err = s.catalog.CreateTopic(rc.ctx(), spec)
@@ -103,7 +120,9 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		st.TopicID = t.ID
 		st.NumPartitions = spec.Partitions
 		st.ReplicationFactor = spec.ReplicationFactor
-		if req.Version >= 5 {
+		if req.Version >= 5 && !s.authorizeTopic(rc, acl.OpDescribeConfigs, rt.Topic) {
+			st.ConfigErrorCode = kerr.TopicAuthorizationFailed.Code
+		} else if req.Version >= 5 {
 			for _, name := range configs.TopicConfigNames() {
 				v, _ := s.topicConfig(t, name)
 				c := kmsg.NewCreateTopicsResponseTopicConfig()

@@ -4,6 +4,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -30,6 +31,8 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		}
 	}
 	deleted := false
+	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v5.
+	mq := s.quotas.mutations(rc, req.Version >= 5)
 	for _, rt := range entries {
 		st := kmsg.NewDeleteTopicsResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
@@ -46,6 +49,10 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			fail(kerr.InvalidRequest.Code, "a topic may be named by name or by id, not both")
 			resp.Topics = append(resp.Topics, st)
 			continue
+		case rt.Topic != nil && !s.authorizeTopic(rc, acl.OpDelete, *rt.Topic):
+			// Kafka: refused before existence, so nothing tells an
+			// unauthorized client whether the topic exists.
+			fail(kerr.TopicAuthorizationFailed.Code, "DELETE on the topic is required")
 		case rt.Topic != nil:
 			if t, ok = s.catalog.TopicByName(*rt.Topic); !ok {
 				fail(kerr.UnknownTopicOrPartition.Code, "this server does not host this topic")
@@ -53,10 +60,22 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		default:
 			if t, ok = s.catalog.TopicByID(metastore.TopicID(rt.TopicID)); !ok {
 				fail(kerr.UnknownTopicID.Code, "this server does not host this topic id")
+			} else if !s.authorizeTopic(rc, acl.OpDelete, t.Name) {
+				// Kafka names the topic only to a client that may
+				// DESCRIBE it.
+				if s.authorizeTopic(rc, acl.OpDescribe, t.Name) {
+					st.Topic = kmsg.StringPtr(t.Name)
+				}
+				fail(kerr.TopicAuthorizationFailed.Code, "DELETE on the topic is required")
+				ok = false
 			}
 		}
 		if ok {
 			st.Topic, st.TopicID = kmsg.StringPtr(t.Name), t.ID
+		}
+		if ok && !mq.spend(len(t.Partitions)) {
+			fail(kerr.ThrottlingQuotaExceeded.Code, throttlingMessage)
+		} else if ok {
 			if err := s.catalog.DeleteTopic(rc.ctx(), t.ID); err != nil {
 				fail(errorCode(err), err.Error())
 			} else {

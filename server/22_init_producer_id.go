@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // InitProducerId (key 22). Supported: v0-5.
@@ -33,6 +35,11 @@ func handleInitProducerID(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
+		// Authorization, as Kafka: WRITE on the transactional id.
+		if !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp, nil
+		}
 		if s.txn == nil {
 			resp.ErrorCode = kerr.NotCoordinator.Code
 			return resp, nil
@@ -48,6 +55,13 @@ func handleInitProducerID(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 			return resp
 		})
 		return nil, nil
+	}
+	// Authorization, as Kafka (KIP-679): IDEMPOTENT_WRITE on the
+	// cluster, or WRITE on at least one topic; CLUSTER_AUTHORIZATION_FAILED
+	// otherwise.
+	if !s.authorizeCluster(rc, acl.OpIdempotentWrite) && s.authz != nil && !s.authz.AuthorizeAny(rc.who(), acl.OpWrite, acl.ResourceTopic) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		return resp, nil
 	}
 	id, err := s.producers.next(rc.ctx())
 	if err != nil {

@@ -1,7 +1,10 @@
 package server
 
 import (
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // OffsetForLeaderEpoch (key 23). Supported: v0-4.
@@ -19,6 +22,12 @@ func init() { register(23, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	// Authorization, as Kafka: a follower (a replica id, v3+) needs
+	// CLUSTER_ACTION on the cluster (every partition
+	// CLUSTER_AUTHORIZATION_FAILED), a consumer DESCRIBE on each topic
+	// (TOPIC_AUTHORIZATION_FAILED).
+	follower := req.Version >= 3 && req.ReplicaID >= 0
+	followerRefused := follower && !s.authorizeCluster(rc, acl.OpClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -32,6 +41,12 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 				epochFence = rp.CurrentLeaderEpoch
 			}
 			p, code := s.readablePartition(t, ok, rp.Partition, epochFence)
+			switch {
+			case followerRefused:
+				code = kerr.ClusterAuthorizationFailed.Code
+			case !follower && !s.authorizeTopic(rc, acl.OpDescribe, rt.Topic):
+				code = kerr.TopicAuthorizationFailed.Code
+			}
 			if code != 0 {
 				sp.ErrorCode = code
 				st.Partitions = append(st.Partitions, sp)

@@ -6,6 +6,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -46,10 +47,21 @@ func handleAddPartitionsToTxn(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Re
 		}
 		return resp
 	}
+	// Authorization, as Kafka: WRITE on the transactional id (else every
+	// partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each
+	// topic (TOPIC_AUTHORIZATION_FAILED, the rest OPERATION_NOT_ATTEMPTED).
+	if !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+		return answer(func(metastore.TopicPartition) int16 { return kerr.TransactionalIDAuthorizationFailed.Code }), nil
+	}
 	if s.txn == nil {
 		return answer(func(metastore.TopicPartition) int16 { return kerr.NotCoordinator.Code }), nil
 	}
 	tps, bad := s.txnTopicPartitions(topics)
+	for _, tp := range tps {
+		if !s.authorizeTopic(rc, acl.OpWrite, tp.Topic) {
+			bad[tp] = kerr.TopicAuthorizationFailed.Code
+		}
+	}
 	if len(bad) > 0 {
 		return answer(func(tp metastore.TopicPartition) int16 {
 			if c, ok := bad[tp]; ok {

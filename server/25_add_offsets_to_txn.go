@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // AddOffsetsToTxn (key 25). Supported: v0-3.
@@ -21,6 +23,16 @@ func init() { register(25, handleAddOffsetsToTxn) }
 func handleAddOffsetsToTxn(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.AddOffsetsToTxnRequest)
 	resp := req.ResponseKind().(*kmsg.AddOffsetsToTxnResponse)
+	// Authorization, as Kafka: WRITE on the transactional id, READ on the
+	// group.
+	if !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
+	if !s.authorizeGroup(rc, acl.OpRead, req.Group) {
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.txn == nil {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil

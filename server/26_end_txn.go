@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // EndTxn (key 26). Supported: v0-3.
@@ -26,6 +28,11 @@ func init() { register(26, handleEndTxn) }
 func handleEndTxn(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.EndTxnRequest)
 	resp := req.ResponseKind().(*kmsg.EndTxnResponse)
+	// Authorization, as Kafka: WRITE on the transactional id.
+	if !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, req.TransactionalID) {
+		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+		return resp, nil
+	}
 	if s.txn == nil {
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp, nil

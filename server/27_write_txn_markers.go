@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // markerTimeout bounds the wait for one marker to commit.
@@ -31,6 +33,27 @@ func init() { register(27, handleWriteTxnMarkers) }
 func handleWriteTxnMarkers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.WriteTxnMarkersRequest)
 	resp := req.ResponseKind().(*kmsg.WriteTxnMarkersResponse)
+	// Authorization, as Kafka: CLUSTER_ACTION on the cluster (the
+	// coordinators' principal; over PLAINTEXT the forwarding client is
+	// ANONYMOUS, as for forwarded produce).
+	if !s.authorizeCluster(rc, acl.OpClusterAction) {
+		for _, m := range req.Markers {
+			rm := kmsg.NewWriteTxnMarkersResponseMarker()
+			rm.ProducerID = m.ProducerID
+			for _, mt := range m.Topics {
+				rt := kmsg.NewWriteTxnMarkersResponseMarkerTopic()
+				rt.Topic = mt.Topic
+				for _, p := range mt.Partitions {
+					rp := kmsg.NewWriteTxnMarkersResponseMarkerTopicPartition()
+					rp.Partition, rp.ErrorCode = p, kerr.ClusterAuthorizationFailed.Code
+					rt.Partitions = append(rt.Partitions, rp)
+				}
+				rm.Topics = append(rm.Topics, rt)
+			}
+			resp.Markers = append(resp.Markers, rm)
+		}
+		return resp, nil
+	}
 	rc.later(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(rc.ctx(), markerTimeout)
 		defer cancel()

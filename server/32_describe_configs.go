@@ -3,6 +3,8 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // DescribeConfigs (key 32). Supported: v0-4.
@@ -26,10 +28,11 @@ func handleDescribeConfigs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 		var rows []describedConfig
 		var rerr *resourceError
 		withSyn := req.Version >= 1 && req.IncludeSynonyms
-		switch rr.ResourceType {
-		case kmsg.ConfigResourceTypeTopic:
+		switch rerr = s.configAuthorized(rc, rr.ResourceType, rr.ResourceName, acl.OpDescribeConfigs); {
+		case rerr != nil:
+		case rr.ResourceType == kmsg.ConfigResourceTypeTopic:
 			rows, rerr = s.describeTopicConfigs(rr.ResourceName, withSyn)
-		case kmsg.ConfigResourceTypeBroker:
+		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			rows, rerr = s.describeBrokerConfigs(rr.ResourceName, withSyn)
 		default:
 			rerr = resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", rr.ResourceType)

@@ -3,6 +3,8 @@ package server
 import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // AlterConfigs (key 33). Supported: v0-2.
@@ -31,6 +33,9 @@ func handleAlterConfigs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 }
 
 func (s *Server) alterConfigsResource(rc *reqCtx, rr kmsg.AlterConfigsRequestResource, validateOnly bool) *resourceError {
+	if rerr := s.configAuthorized(rc, rr.ResourceType, rr.ResourceName, acl.OpAlterConfigs); rerr != nil {
+		return rerr
+	}
 	cur, rerr := s.currentDynamic(rr.ResourceType, rr.ResourceName)
 	if rerr != nil {
 		return rerr

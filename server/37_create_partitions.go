@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // CreatePartitions (key 37). Supported: v0-3.
@@ -47,6 +49,8 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 		clusterPartitions = s.clusterPartitions()
 	}
 	grown := false
+	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v3.
+	mq := s.quotas.mutations(rc, req.Version >= 3)
 	for _, rt := range req.Topics {
 		st := kmsg.NewCreatePartitionsResponseTopic()
 		st.Topic = rt.Topic
@@ -65,6 +69,9 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 			fail(reqCode, reqMsg)
 		case seen[rt.Topic] > 1:
 			fail(kerr.InvalidRequest.Code, "topic listed more than once")
+		case !s.authorizeTopic(rc, acl.OpAlter, rt.Topic):
+			// Kafka: ALTER on the topic, checked before existence.
+			fail(kerr.TopicAuthorizationFailed.Code, "ALTER on the topic is required")
 		case !ok:
 			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", rt.Topic))
 		case rt.Count <= int32(len(t.Partitions)):
@@ -79,6 +86,10 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 				break
 			}
 			if req.ValidateOnly {
+				break
+			}
+			if !mq.spend(int(rt.Count) - len(t.Partitions)) {
+				fail(kerr.ThrottlingQuotaExceeded.Code, throttlingMessage)
 				break
 			}
 			if _, err := s.catalog.CreatePartitions(rc.ctx(), rt.Topic, rt.Count); err != nil {

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // DeleteGroups (key 42). Supported: v0-2.
@@ -18,6 +20,33 @@ func init() { register(42, handleDeleteGroups) }
 
 func handleDeleteGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.DeleteGroupsRequest)
+	// Authorization, as Kafka: DELETE on each group
+	// (GROUP_AUTHORIZATION_FAILED for it, the others deleted).
+	var refused []string
+	allowed := req.Groups[:0:0]
+	for _, g := range req.Groups {
+		if s.authorizeGroup(rc, acl.OpDelete, g) {
+			allowed = append(allowed, g)
+		} else {
+			refused = append(refused, g)
+		}
+	}
+	if len(refused) > 0 {
+		cp := *req
+		cp.Groups = allowed
+		req = &cp
+	}
+	finish := func(resp *kmsg.DeleteGroupsResponse) *kmsg.DeleteGroupsResponse {
+		for _, g := range refused {
+			dg := kmsg.NewDeleteGroupsResponseGroup()
+			dg.Group, dg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp
+	}
+	if len(req.Groups) == 0 {
+		return finish(req.ResponseKind().(*kmsg.DeleteGroupsResponse)), nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.DeleteGroupsResponse)
 		for _, g := range req.Groups {
@@ -25,8 +54,8 @@ func handleDeleteGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			dg.Group, dg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, dg)
 		}
-		return resp, nil
+		return finish(resp), nil
 	}
-	groupCall(rc, func(ctx context.Context) kmsg.Response { return s.groups.DeleteGroups(ctx, req) })
+	groupCall(rc, func(ctx context.Context) kmsg.Response { return finish(s.groups.DeleteGroups(ctx, req)) })
 	return nil, nil
 }

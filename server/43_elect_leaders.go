@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/replica"
 )
 
@@ -56,6 +57,23 @@ func handleElectLeaders(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	etype := int8(0)
 	if req.Version >= 1 {
 		etype = req.ElectionType
+	}
+	// Kafka: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at
+	// the top and for every partition named.
+	if !s.authorizeCluster(rc, acl.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		for _, rt := range req.Topics {
+			st := kmsg.NewElectLeadersResponseTopic()
+			st.Topic = rt.Topic
+			for _, p := range rt.Partitions {
+				res := kmsg.NewElectLeadersResponseTopicPartition()
+				res.Partition = p
+				electFail(&res, kerr.ClusterAuthorizationFailed.Code, "ALTER on the cluster is required")
+				st.Partitions = append(st.Partitions, res)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil
 	}
 	all := req.Topics == nil
 	var targets []electTarget

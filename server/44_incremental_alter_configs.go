@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 )
 
@@ -37,6 +38,9 @@ func handleIncrementalAlterConfigs(s *Server, rc *reqCtx, kreq kmsg.Request) (km
 }
 
 func (s *Server) incrementalAlter(rc *reqCtx, rr kmsg.IncrementalAlterConfigsRequestResource, validateOnly bool) *resourceError {
+	if rerr := s.configAuthorized(rc, rr.ResourceType, rr.ResourceName, acl.OpAlterConfigs); rerr != nil {
+		return rerr
+	}
 	cur, rerr := s.currentDynamic(rr.ResourceType, rr.ResourceName)
 	if rerr != nil {
 		return rerr

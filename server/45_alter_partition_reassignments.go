@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -37,6 +38,12 @@ func handleAlterPartitionReassignments(s *Server, rc *reqCtx, kreq kmsg.Request)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.Version < 1 || req.AllowReplicationFactorChange
 	fixedRF := !resp.AllowReplicationFactorChange
+	// Kafka: ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+	if !s.authorizeCluster(rc, acl.OpAlter) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("ALTER on the cluster is required")
+		return resp, nil
+	}
 	ra, ok := s.catalog.(reassigner)
 	changed := false
 	for _, rt := range req.Topics {

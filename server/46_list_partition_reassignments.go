@@ -3,8 +3,10 @@ package server
 import (
 	"slices"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -24,6 +26,12 @@ func init() { register(46, handleListPartitionReassignments) }
 func handleListPartitionReassignments(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
+	// Kafka: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+	if !s.authorizeCluster(rc, acl.OpDescribe) {
+		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("DESCRIBE on the cluster is required")
+		return resp, nil
+	}
 	add := func(t metastore.Topic, ids []int32) {
 		st := kmsg.NewListPartitionReassignmentsResponseTopic()
 		st.Topic = t.Name

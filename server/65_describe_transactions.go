@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // DescribeTransactions (key 65). Supported: v0.
@@ -14,7 +16,10 @@ import (
 // PrepareAbort, CompleteCommit, CompleteAbort), timeout, start time (-1
 // unless Ongoing or preparing), producer id and epoch, and partitions.
 // NOT_COORDINATOR for an id another broker coordinates,
-// TRANSACTIONAL_ID_NOT_FOUND for one without state.
+// TRANSACTIONAL_ID_NOT_FOUND for one without state. Authorization, as
+// Kafka: DESCRIBE on the transactional id
+// (TRANSACTIONAL_ID_AUTHORIZATION_FAILED), and topics without DESCRIBE are
+// left out of its partitions.
 // Roles: write brokers (the transaction coordinator).
 func init() { register(65, handleDescribeTransactions) }
 
@@ -26,6 +31,11 @@ func handleDescribeTransactions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 			ts := kmsg.NewDescribeTransactionsResponseTransactionState()
 			ts.TransactionalID = id
 			ts.ProducerID, ts.ProducerEpoch, ts.StartTimestamp = -1, -1, -1
+			if !s.authorize(rc, acl.OpDescribe, acl.ResourceTransactionalID, id) {
+				ts.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+				resp.TransactionStates = append(resp.TransactionStates, ts)
+				continue
+			}
 			if s.txn == nil {
 				ts.ErrorCode = kerr.NotCoordinator.Code
 				resp.TransactionStates = append(resp.TransactionStates, ts)
@@ -45,6 +55,9 @@ func handleDescribeTransactions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 				}
 				index := map[string]int{}
 				for _, tp := range st.Partitions {
+					if !s.authorizeTopic(rc, acl.OpDescribe, tp.Topic) {
+						continue // as Kafka: topics the caller may not describe are left out
+					}
 					i, ok := index[tp.Topic]
 					if !ok {
 						i = len(ts.Topics)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -56,6 +57,9 @@ func handleListTransactions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 			}
 			if len(req.ProducerIDFilters) > 0 && !slices.Contains(req.ProducerIDFilters, st.ProducerID) {
 				continue
+			}
+			if !s.authorize(rc, acl.OpDescribe, acl.ResourceTransactionalID, st.TransactionalID) {
+				continue // as Kafka: only ids the caller may describe
 			}
 			if req.Version >= 1 && req.DurationFilterMillis >= 0 && now-st.StartMs < req.DurationFilterMillis {
 				continue

@@ -2,9 +2,12 @@ package server
 
 import (
 	"context"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // ConsumerGroupHeartbeat (key 68). Supported: v0-1.
@@ -22,6 +25,25 @@ func init() { register(68, handleConsumerGroupHeartbeat) }
 
 func handleConsumerGroupHeartbeat(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupHeartbeatRequest)
+	// Kafka: READ on the group, then DESCRIBE on every subscribed topic
+	// (TOPIC_AUTHORIZATION_FAILED naming the others).
+	if !s.authorizeGroup(rc, acl.OpRead, req.Group) {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.GroupAuthorizationFailed.Code
+		return resp, nil
+	}
+	var refused []string
+	for _, t := range req.SubscribedTopicNames {
+		if !s.authorizeTopic(rc, acl.OpDescribe, t) {
+			refused = append(refused, t)
+		}
+	}
+	if len(refused) > 0 {
+		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
+		resp.ErrorCode = kerr.TopicAuthorizationFailed.Code
+		resp.ErrorMessage = kmsg.StringPtr("the group has subscribed to topics that it is not authorized to describe: " + strings.Join(refused, ", "))
+		return resp, nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.ConsumerGroupHeartbeatResponse)
 		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code

@@ -5,6 +5,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
 )
 
 // ConsumerGroupDescribe (key 69). Supported: v0-1.
@@ -18,6 +20,40 @@ func init() { register(69, handleConsumerGroupDescribe) }
 
 func handleConsumerGroupDescribe(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ConsumerGroupDescribeRequest)
+	// Authorization, as Kafka: DESCRIBE on each group
+	// (GROUP_AUTHORIZATION_FAILED for it); the authorized operations,
+	// when asked for, come from the authorizer.
+	var refused []string
+	allowed := req.Groups[:0:0]
+	for _, g := range req.Groups {
+		if s.authorizeGroup(rc, acl.OpDescribe, g) {
+			allowed = append(allowed, g)
+		} else {
+			refused = append(refused, g)
+		}
+	}
+	if len(refused) > 0 {
+		cp := *req
+		cp.Groups = allowed
+		req = &cp
+	}
+	finish := func(resp *kmsg.ConsumerGroupDescribeResponse) *kmsg.ConsumerGroupDescribeResponse {
+		for i := range resp.Groups {
+			if req.IncludeAuthorizedOperations {
+				resp.Groups[i].AuthorizedOperations = s.authorizedOps(rc, acl.ResourceGroup, resp.Groups[i].Group, acl.GroupOps)
+			}
+		}
+		for _, g := range refused {
+			dg := kmsg.NewConsumerGroupDescribeResponseGroup()
+			dg.Group, dg.ErrorCode = g, kerr.GroupAuthorizationFailed.Code
+			dg.AuthorizedOperations = -2147483648
+			resp.Groups = append(resp.Groups, dg)
+		}
+		return resp
+	}
+	if len(req.Groups) == 0 {
+		return finish(req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)), nil
+	}
 	if s.groups == nil {
 		resp := req.ResponseKind().(*kmsg.ConsumerGroupDescribeResponse)
 		for _, g := range req.Groups {
@@ -25,8 +61,8 @@ func handleConsumerGroupDescribe(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg
 			dg.Group, dg.ErrorCode = g, kerr.CoordinatorNotAvailable.Code
 			resp.Groups = append(resp.Groups, dg)
 		}
-		return resp, nil
+		return finish(resp), nil
 	}
-	groupCall(rc, func(ctx context.Context) kmsg.Response { return s.groups.ConsumerGroupDescribe(ctx, req) })
+	groupCall(rc, func(ctx context.Context) kmsg.Response { return finish(s.groups.ConsumerGroupDescribe(ctx, req)) })
 	return nil, nil
 }

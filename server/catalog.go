@@ -38,4 +38,9 @@ type Catalog interface {
 	// AllocateProducerIDs reserves count consecutive producer ids and
 	// returns the first.
 	AllocateProducerIDs(ctx context.Context, count int64) (int64, error)
+
+	// ClientQuotas are the client quotas set, and a generation that
+	// changes when they do; the slice is shared, not to be modified.
+	ClientQuotas() (uint64, []metastore.ClientQuota)
+	AlterClientQuotas(ctx context.Context, changes []metastore.QuotaChange) error
 }

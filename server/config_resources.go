@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 )
 
@@ -27,6 +28,24 @@ func (e *resourceError) Error() string { return e.msg }
 
 func resErr(code int16, format string, args ...any) *resourceError {
 	return &resourceError{code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// configAuthorized checks op (DESCRIBE_CONFIGS or ALTER_CONFIGS) on a
+// config resource as Kafka does: on the topic for TOPIC
+// (TOPIC_AUTHORIZATION_FAILED), on the cluster for BROKER and BROKER_LOGGER
+// (CLUSTER_AUTHORIZATION_FAILED).
+func (s *Server) configAuthorized(rc *reqCtx, rt kmsg.ConfigResourceType, name string, op acl.Operation) *resourceError {
+	switch rt {
+	case kmsg.ConfigResourceTypeTopic:
+		if !s.authorizeTopic(rc, op, name) {
+			return resErr(kerr.TopicAuthorizationFailed.Code, "%s on topic %s is required", op, name)
+		}
+	case kmsg.ConfigResourceTypeBroker, kmsg.ConfigResourceTypeBrokerLogger:
+		if !s.authorizeCluster(rc, op) {
+			return resErr(kerr.ClusterAuthorizationFailed.Code, "%s on the cluster is required", op)
+		}
+	}
+	return nil
 }
 
 // brokerResource resolves a BROKER resource name: "" is the cluster-wide

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -205,19 +206,31 @@ type conn struct {
 	// fwdTail is closed once the last request that forwarded a produce
 	// has sent its forwards (see forwardTurn); read loop only.
 	fwdTail chan struct{}
+
+	// principal is who the connection speaks for, in Kafka's
+	// "User:name" form: User:ANONYMOUS until authentication sets it
+	// (read loop only; handlers read it through reqCtx.who). host is
+	// the client's IP address as the authorizer matches it.
+	principal string
+	host      string
+	// muteUntil is when a client quota's throttle of the connection ends
+	// (unix ns): its next request is not read before (KIP-219).
+	muteUntil atomic.Int64
 }
 
 func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 	defer s.limits.release(ip)
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
-		srv:      s,
-		nc:       nc,
-		listener: l,
-		log:      s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
-		ctx:      ctx,
-		cancel:   cancel,
-		slots:    make(chan *slot, maxInFlight),
+		srv:       s,
+		nc:        nc,
+		listener:  l,
+		log:       s.log.With().Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Logger(),
+		ctx:       ctx,
+		cancel:    cancel,
+		slots:     make(chan *slot, maxInFlight),
+		principal: acl.Anonymous,
+		host:      ip.String(),
 	}
 	c.lastActive.Store(s.now())
 	if !s.trackConn(c, true) {
@@ -248,6 +261,9 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
+		if err := c.waitMuted(); err != nil {
+			return err
+		}
 		n, err := protocol.ReadFrameSize(br, c.srv.cfg.MaxFrameBytes)
 		if err != nil {
 			return err
@@ -259,8 +275,42 @@ func (c *conn) readLoop() error {
 		}
 		c.frameStart.Store(0)
 		c.lastActive.Store(c.srv.now())
+		// A throttle may have begun while the frame was read (the
+		// previous request answered late): the request waits it out.
+		if err := c.waitMuted(); err != nil {
+			c.srv.requestBytes.release(held)
+			return err
+		}
 		if err := c.handle(frame, held); err != nil {
 			return err
+		}
+	}
+}
+
+// waitMuted waits out a client quota's throttle of the connection.
+func (c *conn) waitMuted() error {
+	d := time.Until(time.Unix(0, c.muteUntil.Load()))
+	if d <= 0 {
+		return nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-c.ctx.Done():
+		return c.ctx.Err()
+	}
+}
+
+// mute stops reading the connection for d from now (or longer, if it is
+// muted longer already).
+func (c *conn) mute(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := c.muteUntil.Load()
+		if until <= cur || c.muteUntil.CompareAndSwap(cur, until) {
+			return
 		}
 	}
 }
@@ -420,11 +470,12 @@ func (c *conn) handle(frame []byte, held int64) error {
 	}
 	sl.api, sl.start = c.listener.metrics.api(key), time.Now()
 	c.enqueue(sl)
-	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: sl.start, frame: frame}
+	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: sl.start, frame: frame, size: len(frame)}
 	rc.held.Store(held)
 	held = 0
 	sl.api.requests.Inc()
 	resp, err := c.srv.dispatch(rc, req)
+	c.srv.quotas.recordRequestTime(rc, key, time.Since(sl.start))
 	if err != nil {
 		if !rc.async {
 			rc.releaseBytes() // nothing will finish it
@@ -541,6 +592,11 @@ type reqCtx struct {
 	// held is what the request counts against queued.max.request.bytes
 	// until releaseFrame or finish, whichever comes first, gives it back.
 	held atomic.Int64
+	// size is the request frame's length, what produce_byte_rate counts.
+	size int
+	// throttleNs is the longest client quota throttle the request
+	// incurred (see reqCtx.throttle).
+	throttleNs atomic.Int64
 }
 
 func (rc *reqCtx) ctx() context.Context { return rc.conn.ctx }
@@ -572,6 +628,48 @@ func (rc *reqCtx) releaseBytes() {
 
 func (rc *reqCtx) finish(resp kmsg.Response) {
 	rc.releaseBytes()
+	if d := time.Duration(rc.throttleNs.Load()); d > 0 && rc.throttled(resp, d) {
+		return
+	}
+	rc.answer(resp)
+}
+
+// throttled applies a client quota throttle of d to rc's response and
+// connection. It reports true when the response is to be sent after d
+// (a client too old to throttle itself, as Kafka does for it): it then
+// answers on its own.
+func (rc *reqCtx) throttled(resp kmsg.Response, d time.Duration) bool {
+	rc.conn.mute(d)
+	if resp == nil {
+		return false
+	}
+	clientThrottles := false
+	if tr, ok := resp.(kmsg.ThrottleResponse); ok {
+		ms := int32(min(d.Milliseconds(), int64(1<<31-1)))
+		var cur int32
+		cur, clientThrottles = tr.Throttle()
+		if st, ok := resp.(kmsg.SetThrottleResponse); ok && ms > cur {
+			st.SetThrottle(ms)
+		}
+	}
+	if clientThrottles {
+		return false
+	}
+	rc.conn.wg.Add(1)
+	go func() {
+		defer rc.conn.wg.Done()
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-rc.ctx().Done():
+		}
+		rc.answer(resp)
+	}()
+	return true
+}
+
+func (rc *reqCtx) answer(resp kmsg.Response) {
 	if resp == nil {
 		rc.slot.skip = true
 		// Nothing to send: the request ends here.

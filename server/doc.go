@@ -21,8 +21,9 @@
 // (partitions.go), implemented by both kinds in package replica: a plain
 // local log on a broker without replica.listen (`sluice dev`), a raft
 // replica in a cluster. Fetch sends records as ranges of the segment
-// files (fetch_response.go, conn_send.go: sendfile for large ranges), never
-// raft's own entries. OpenPartitions opens every assigned partition at
+// files (fetch_response.go, conn_send.go: sendfile for large ranges); a
+// replicated partition's log holds data batches only (raft's own entries
+// take no offset, replica/doc.go). OpenPartitions opens every assigned partition at
 // start; FollowCatalog applies changes other brokers made; RunReassignments
 // moves raft configurations towards the metastore's placement
 // (reassign.go); RunRetention and RunLeaderBalance run periodically.

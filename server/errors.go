@@ -73,7 +73,7 @@ func errorCode(err error) int16 {
 		return kerr.NotEnoughReplicas.Code
 	case errors.Is(err, replica.ErrProposalDropped), errors.Is(err, replica.ErrBusy):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, replica.ErrReplicaFailed), errors.Is(err, replica.ErrLostCommitted):
+	case errors.Is(err, replica.ErrReplicaFailed), errors.Is(err, replica.ErrLostCommitted), errors.Is(err, replica.ErrOldFormat):
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, metastore.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code

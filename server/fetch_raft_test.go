@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/configs"
@@ -17,12 +18,13 @@ import (
 )
 
 // raftLogBroker starts a broker that hosts a one-voter raft partition
-// whose log holds raft's own entries at the head, in the middle and at
-// the tail of the data, built by restarting the replica's host (each new
-// leader stores an empty entry):
+// written in three leader terms, built by restarting the replica's host
+// (each new leader stores an empty entry, which takes no offset):
 //
-//	0 raft | 1-3 data | 4 raft | 5-7 data | 8 raft
-func raftLogBroker(t *testing.T) (addr string, topic string) {
+//	term e1: data 0-2 | term e2: data 3-5 | term e3 (current): no data
+//
+// It returns the epochs (raft terms) e1 < e2 < e3.
+func raftLogBroker(t *testing.T) (addr string, topic string, epochs [3]int32) {
 	t.Helper()
 	dir := t.TempDir()
 	lg := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
@@ -75,14 +77,20 @@ func raftLogBroker(t *testing.T) (addr string, topic string) {
 			t.Fatal(err)
 		}
 	}
-	h, r := openHost(1)
+	h, r := openHost(0)
+	epochs[0] = r.LeaderEpoch()
 	produce(r)
 	h.Close()
-	h, r = openHost(5)
+	h, r = openHost(3)
+	epochs[1] = r.LeaderEpoch()
 	produce(r)
 	h.Close()
-	h, _ = openHost(9)
+	h, r = openHost(6)
+	epochs[2] = r.LeaderEpoch()
 	t.Cleanup(func() { h.Close() })
+	if !(epochs[0] < epochs[1] && epochs[1] < epochs[2]) || r.HighWatermark() != 6 || r.LogEndOffset() != 6 {
+		t.Fatalf("epochs %v, high watermark %d, log end %d; want increasing epochs and 6, 6", epochs, r.HighWatermark(), r.LogEndOffset())
+	}
 
 	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Raft: h, Logger: lg})
 	if err != nil {
@@ -92,127 +100,134 @@ func raftLogBroker(t *testing.T) (addr string, topic string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return srv.Addrs()[0], topic
+	return srv.Addrs()[0], topic, epochs
 }
 
-// fetchRaw sends one Fetch v11 of partition 0 and returns the answer, the
-// base offsets of its batches and how long it took. It fails on a control
-// batch.
-func fetchRaw(t *testing.T, c *rawConn, topic string, offset int64, minBytes, maxWaitMs int32) (kmsg.FetchResponseTopicPartition, []int64, time.Duration) {
-	t.Helper()
-	return fetchRawLimit(t, c, topic, offset, minBytes, maxWaitMs, 1<<20)
-}
-
-func fetchRawLimit(t *testing.T, c *rawConn, topic string, offset int64, minBytes, maxWaitMs, partMax int32) (kmsg.FetchResponseTopicPartition, []int64, time.Duration) {
+// fetchRaw sends one Fetch v11 of partition 0 and returns the answer and
+// the base offsets and leader epochs of its batches. It fails on a
+// control batch.
+func fetchRaw(t *testing.T, c *rawConn, topic string, offset int64) (kmsg.FetchResponseTopicPartition, []int64, []int32) {
 	t.Helper()
 	req := kmsg.NewPtrFetchRequest()
 	req.Version = 11
 	req.ReplicaID = -1
-	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = maxWaitMs, minBytes, 1<<20
+	req.MaxWaitMillis, req.MinBytes, req.MaxBytes = 0, 0, 1<<20
 	req.SessionEpoch = -1
 	rt := kmsg.NewFetchRequestTopic()
 	rt.Topic = topic
 	rp := kmsg.NewFetchRequestTopicPartition()
-	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, partMax, -1, -1
+	rp.FetchOffset, rp.PartitionMaxBytes, rp.CurrentLeaderEpoch, rp.LogStartOffset = offset, 1<<20, -1, -1
 	rt.Partitions = append(rt.Partitions, rp)
 	req.Topics = append(req.Topics, rt)
-	start := time.Now()
 	c.send(req, 1)
 	resp := req.ResponseKind().(*kmsg.FetchResponse)
 	if _, err := c.recv(resp, false); err != nil {
 		t.Fatal(err)
 	}
-	took := time.Since(start)
 	if len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
 		t.Fatalf("fetch at %d: %+v", offset, resp)
 	}
 	sp := resp.Topics[0].Partitions[0]
 	var bases []int64
+	var epochs []int32
 	for b := sp.RecordBatches; len(b) > 0; {
 		var rb kmsg.RecordBatch
 		if err := rb.ReadFrom(b); err != nil {
 			t.Fatalf("fetch at %d: bad batch: %v", offset, err)
 		}
 		if rb.Attributes&0x20 != 0 {
-			t.Fatalf("fetch at %d returned the control batch at %d", offset, rb.FirstOffset)
+			t.Fatalf("fetch at %d returned a control batch at %d", offset, rb.FirstOffset)
 		}
 		bases = append(bases, rb.FirstOffset)
+		epochs = append(epochs, rb.PartitionLeaderEpoch)
 		b = b[12+int(rb.Length):]
 	}
-	return sp, bases, took
+	return sp, bases, epochs
 }
 
-func TestFetchSkipsRaftEntries(t *testing.T) {
-	addr, topic := raftLogBroker(t)
+// A partition whose leader changed keeps dense offsets: Fetch, ListOffsets
+// and OffsetForLeaderEpoch see data at 0..5 and nothing of raft's own
+// entries.
+func TestRaftPartitionOffsetsDense(t *testing.T) {
+	addr, topic, ep := raftLogBroker(t)
 	c := dialRaw(t, addr)
 	for _, tc := range []struct {
 		offset int64
 		bases  []int64
 	}{
-		{0, []int64{1, 5}}, // head and middle entries skipped
-		{2, []int64{1, 5}}, // inside the first batch: the whole batch, as Kafka sends it
-		{4, []int64{5}},    // a position at a raft entry gets the data after it
-		{5, []int64{5}},
-		{8, nil}, // only a raft entry: empty, high watermark = fetch offset
+		{0, []int64{0, 3}},
+		{2, []int64{0, 3}}, // inside the first batch: the whole batch, as Kafka sends it
+		{3, []int64{3}},
+		{5, []int64{3}},
+		{6, nil}, // the log end: nothing yet
 	} {
-		sp, bases, _ := fetchRaw(t, c, topic, tc.offset, 0, 0)
+		sp, bases, epochs := fetchRaw(t, c, topic, tc.offset)
 		if sp.ErrorCode != 0 || fmt.Sprint(bases) != fmt.Sprint(tc.bases) {
 			t.Errorf("fetch at %d: error %d, batches at %v; want %v", tc.offset, sp.ErrorCode, bases, tc.bases)
 		}
-		wantHW := max(int64(8), tc.offset)
-		if sp.HighWatermark != wantHW || sp.LastStableOffset != wantHW || sp.LogStartOffset != 0 {
-			t.Errorf("fetch at %d: high watermark %d, last stable %d, log start %d; want %d, %d, 0",
-				tc.offset, sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset, wantHW, wantHW)
+		if sp.HighWatermark != 6 || sp.LastStableOffset != 6 || sp.LogStartOffset != 0 {
+			t.Errorf("fetch at %d: high watermark %d, last stable %d, log start %d; want 6, 6, 0",
+				tc.offset, sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset)
+		}
+		for i, b := range bases {
+			if want := ep[b/3]; epochs[i] != want {
+				t.Errorf("fetch at %d: batch at %d has leader epoch %d, want %d", tc.offset, b, epochs[i], want)
+			}
 		}
 	}
-	// Offset 9 (the log end, past the last raft entry) waits for data as
-	// any offset at the high watermark; 10 is past the log end.
-	if sp, bases, _ := fetchRaw(t, c, topic, 9, 0, 0); sp.ErrorCode != 0 || bases != nil || sp.HighWatermark != 9 {
-		t.Errorf("fetch at 9: error %d, batches %v, high watermark %d", sp.ErrorCode, bases, sp.HighWatermark)
-	}
-	if sp, _, _ := fetchRaw(t, c, topic, 10, 0, 0); sp.ErrorCode == 0 {
-		t.Error("fetch past the log end: no error")
+	if sp, _, _ := fetchRaw(t, c, topic, 7); sp.ErrorCode != kerr.OffsetOutOfRange.Code {
+		t.Errorf("fetch past the log end: error %d, want OFFSET_OUT_OF_RANGE", sp.ErrorCode)
 	}
 
-	// MinBytes: a raft entry is no byte to a consumer at the tail, which
-	// long-polls for the whole wait.
-	if sp, bases, took := fetchRaw(t, c, topic, 8, 1, 300); bases != nil || took < 250*time.Millisecond {
-		t.Errorf("fetch at the tail raft entry, min bytes 1: batches %v after %v (error %d); want a long poll", bases, took, sp.ErrorCode)
-	}
-	// Nor does one in the middle: both batches are there, and short of
-	// MinBytes the fetch waits.
-	if sp, bases, took := fetchRaw(t, c, topic, 0, 1<<20, 300); fmt.Sprint(bases) != "[1 5]" || took < 250*time.Millisecond {
-		t.Errorf("fetch at 0, min bytes 1 MiB: batches %v after %v (error %d); want [1 5] after the wait", bases, took, sp.ErrorCode)
-	}
-	// A partition limit that the data past the middle raft entry does not
-	// fit: the first batch, answered at once however few bytes it is (the
-	// rest is there for the next fetch).
-	if sp, bases, took := fetchRawLimit(t, c, topic, 0, 1<<20, 2000, 1); fmt.Sprint(bases) != "[1]" || took > time.Second {
-		t.Errorf("fetch at 0, partition max bytes 1: batches %v after %v (error %d); want [1] at once", bases, took, sp.ErrorCode)
-	}
-}
-
-func TestListOffsetsLatestIsVisibleHighWatermark(t *testing.T) {
-	addr, topic := raftLogBroker(t)
-	c := dialRaw(t, addr)
-	req := kmsg.NewPtrListOffsetsRequest()
-	req.Version = 5
-	req.ReplicaID = -1
-	rt := kmsg.NewListOffsetsRequestTopic()
-	rt.Topic = topic
+	lreq := kmsg.NewPtrListOffsetsRequest()
+	lreq.Version = 5
+	lreq.ReplicaID = -1
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
 	for _, ts := range []int64{-1, -2} {
 		rp := kmsg.NewListOffsetsRequestTopicPartition()
 		rp.Timestamp, rp.CurrentLeaderEpoch = ts, -1
-		rt.Partitions = append(rt.Partitions, rp)
+		lt.Partitions = append(lt.Partitions, rp)
 	}
-	req.Topics = append(req.Topics, rt)
-	c.send(req, 1)
-	resp := req.ResponseKind().(*kmsg.ListOffsetsResponse)
-	if _, err := c.recv(resp, false); err != nil {
+	lreq.Topics = append(lreq.Topics, lt)
+	c.send(lreq, 2)
+	lresp := lreq.ResponseKind().(*kmsg.ListOffsetsResponse)
+	if _, err := c.recv(lresp, false); err != nil {
 		t.Fatal(err)
 	}
-	ps := resp.Topics[0].Partitions
-	if len(ps) != 2 || ps[0].ErrorCode != 0 || ps[0].Offset != 8 || ps[1].Offset != 0 {
-		t.Fatalf("ListOffsets latest, earliest: %+v; want 8 (the tail raft entry hidden), 0", ps)
+	if ps := lresp.Topics[0].Partitions; len(ps) != 2 || ps[0].ErrorCode != 0 || ps[0].Offset != 6 || ps[0].LeaderEpoch != ep[2] || ps[1].Offset != 0 {
+		t.Errorf("ListOffsets latest, earliest: %+v; want 6 (epoch %d), 0", ps, ep[2])
+	}
+
+	// Kafka's answers: the end of an epoch is the start of the next one
+	// with data, the log end for the latest; an epoch without data (the
+	// current one here) ends at the log end too; a future epoch is
+	// unknown.
+	oreq := kmsg.NewPtrOffsetForLeaderEpochRequest()
+	oreq.Version = 3
+	oreq.ReplicaID = -1
+	ot := kmsg.NewOffsetForLeaderEpochRequestTopic()
+	ot.Topic = topic
+	asked := []int32{ep[0], ep[1], ep[2], ep[2] + 5}
+	for _, e := range asked {
+		rp := kmsg.NewOffsetForLeaderEpochRequestTopicPartition()
+		rp.CurrentLeaderEpoch, rp.LeaderEpoch = -1, e
+		ot.Partitions = append(ot.Partitions, rp)
+	}
+	oreq.Topics = append(oreq.Topics, ot)
+	c.send(oreq, 3)
+	oresp := oreq.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+	if _, err := c.recv(oresp, false); err != nil {
+		t.Fatal(err)
+	}
+	want := [][2]int64{{3, int64(ep[0])}, {6, int64(ep[1])}, {6, int64(ep[2])}, {-1, -1}}
+	ps := oresp.Topics[0].Partitions
+	if len(ps) != len(want) {
+		t.Fatalf("OffsetForLeaderEpoch: %+v", ps)
+	}
+	for i, p := range ps {
+		if p.ErrorCode != 0 || p.EndOffset != want[i][0] || int64(p.LeaderEpoch) != want[i][1] {
+			t.Errorf("OffsetForLeaderEpoch(%d): end %d, epoch %d, error %d; want %d, %d", asked[i], p.EndOffset, p.LeaderEpoch, p.ErrorCode, want[i][0], want[i][1])
+		}
 	}
 }

@@ -20,9 +20,8 @@ type fetchWire struct {
 	parts []fetchPart // in encoding order; those with a range carry records
 }
 
-// splice is a file range that goes at a position of an encoded frame.
-// A partition whose records skip raft entries has several, one after the
-// other at the same position.
+// splice is a file range that goes at a position of an encoded frame:
+// one per partition with records.
 type splice struct {
 	at   int // index in the frame where the range's bytes belong
 	r    *log.FileRange
@@ -60,9 +59,6 @@ func (w *fetchWire) appendFrame(dst []byte, corrID int32) ([]byte, []splice) {
 		nmarks++
 		fp.resp.RecordBatches = marks[k : k+markerLen : k+markerLen]
 		splices = append(splices, splice{r: &fp.rng, part: i})
-		for j := range fp.more {
-			splices = append(splices, splice{r: &fp.more[j], part: i})
-		}
 	}
 	start := len(dst)
 	dst = protocol.AppendResponse(dst, corrID, w.FetchResponse)
@@ -123,12 +119,6 @@ func (w *fetchWire) inline(dst []byte, corrID int32) ([]byte, []splice) {
 			continue
 		}
 		b, err := fp.rng.Bytes()
-		for j := 0; err == nil && j < len(fp.more); j++ {
-			var mb []byte
-			if mb, err = fp.more[j].Bytes(); err == nil {
-				b = append(b, mb...)
-			}
-		}
 		if err != nil {
 			fp.resp.ErrorCode = errorCode(err)
 			b = []byte{}

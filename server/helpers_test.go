@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"net"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,6 +25,15 @@ type testBroker struct {
 	addr string
 }
 
+// testLog logs warnings through t; under a fuzz test, whose *testing.F
+// may not be used inside the fuzz target, errors to stderr.
+func testLog(t testing.TB) zerolog.Logger {
+	if _, fuzz := t.(*testing.F); fuzz {
+		return zerolog.New(os.Stderr).Level(zerolog.ErrorLevel)
+	}
+	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+}
+
 func startBroker(t testing.TB, mutate func(*configs.Config)) *testBroker {
 	t.Helper()
 	return startBrokerWith(t, mutate, nil)
@@ -34,7 +44,7 @@ func startBroker(t testing.TB, mutate func(*configs.Config)) *testBroker {
 func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Options, *metastore.Node)) *testBroker {
 	t.Helper()
 	dir := t.TempDir()
-	lg := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	lg := testLog(t)
 	cfg := configs.Default()
 	cfg.DataDir = dir
 	cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:0"}}
@@ -57,7 +67,7 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { parts.Close() })
-	o := Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg}
+	o := Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg, ACLs: meta.Client()}
 	if opts != nil {
 		opts(&o, meta)
 	}

@@ -26,6 +26,7 @@ type Metrics struct {
 	acceptBlocked *prometheus.CounterVec
 	connsRefused  *prometheus.CounterVec
 	connsDropped  *prometheus.CounterVec
+	throttled     *prometheus.CounterVec
 }
 
 // NewMetrics registers the server's metrics with reg (a private registry
@@ -68,14 +69,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_accept_blocked_seconds_total", Help: "Time a Kafka listener did not accept because of max.connections or max.connection.creation.rate, by listener.",
 		}, []string{"listener"}),
 		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_connections_refused_total", Help: "Connections closed at once because their IP address had max.connections.per.ip (or its override) open, by listener.",
+			Name: "sluice_connections_refused_total", Help: "Connections closed at once because their IP address had max.connections.per.ip (or its override) open or was past its connection_creation_rate quota, by listener.",
 		}, []string{"listener"}),
 		connsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_connections_dropped_total", Help: "Connections the broker closed for a timeout, by reason: idle (connections.max.idle.ms) or request_timeout (socket.request.timeout.ms).",
 		}, []string{"reason"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_quota_throttled_total", Help: "Requests throttled for a client quota, by quota: producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate.",
+		}, []string{"quota"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.records, m.fetched, m.forwarded,
-		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped)
+		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped, m.throttled)
 	return m
 }
 

@@ -102,7 +102,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		for _, r := range s.raft.Replicas() {
 			k := r.Key()
 			present[k] = true
-			hw[k] = r.VisibleHighWatermark()
+			hw[k] = r.HighWatermark()
 			topic, part := r.Topic(), strconv.Itoa(int(k.Index))
 			common(topic, part, r)
 			gauge(ch, descTerm, float64(r.Term()), topic, part)
@@ -146,7 +146,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	} else {
 		for _, p := range s.partitions.Partitions() {
 			k := replica.Key{TopicID: p.TopicID, Index: p.Index}
-			hw[k] = p.VisibleHighWatermark()
+			hw[k] = p.HighWatermark()
 			common(p.Topic, strconv.Itoa(int(p.Index)), p)
 		}
 	}

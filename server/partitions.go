@@ -20,19 +20,15 @@ type hostedPartition interface {
 	// It returns at once; the proposal's Wait answers as acks asks.
 	Propose(batch []byte, acks replica.Acks) (*replica.Proposal, error)
 	HighWatermark() int64
-	// VisibleHighWatermark is the high watermark clients are shown:
-	// without the raft entries directly below it (replica.Replica).
-	VisibleHighWatermark() int64
 	LastStableOffset() int64
 	LogStartOffset() int64
 	LogEndOffset() int64
 	LeaderEpoch() int32
 	// Read returns whole committed batches from offset.
 	Read(offset int64, maxBytes int) (log.ReadResult, error)
-	// ReadRange returns committed data batches from offset below upTo as
-	// a file range, never raft's own entries; more says the range
-	// stopped before one with data after it.
-	ReadRange(offset int64, maxBytes int, upTo int64) (res log.RangeResult, more bool, err error)
+	// ReadRange returns committed batches from offset below upTo as a
+	// file range.
+	ReadRange(offset int64, maxBytes int, upTo int64) (log.RangeResult, error)
 	// Watch signals ch when the high watermark moves.
 	Watch(ch chan<- struct{}) (stop func())
 	OffsetForLeaderEpoch(epoch int32) (int64, int32)

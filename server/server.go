@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/replica"
@@ -32,6 +33,9 @@ type Options struct {
 	// Groups is the group coordinator of a broker with the read role;
 	// nil: the group APIs answer COORDINATOR_NOT_AVAILABLE.
 	Groups *coordinator.Coordinator
+	// ACLs stores the ACLs and feeds the authorizer; required when the
+	// config turns the authorizer on (authorize.go).
+	ACLs ACLStore
 }
 
 type listener struct {
@@ -68,9 +72,13 @@ type Server struct {
 	staticTopicDefaults, builtinTopicDefaults map[string]string
 	fwd                                       forwarder
 	groups                                    *coordinator.Coordinator
-	txn                                       *txn.Coordinator // nil without the write role
+	quotas                                    *clientQuotas
+	acls                                      ACLStore
+	authz                                     *acl.Authorizer // nil: no authorizer
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
+	// txn is the transaction coordinator, nil without the write role.
+	txn *txn.Coordinator
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -133,6 +141,16 @@ func New(opts Options) (*Server, error) {
 		log:        opts.Logger.With().Str("component", "server").Logger(),
 		metrics:    opts.Metrics,
 		groups:     opts.Groups,
+		acls:       opts.ACLs,
+	}
+	if opts.Config.AuthorizerEnabled() {
+		if opts.ACLs == nil {
+			return nil, errors.New("server: the authorizer is on but no ACL store was given")
+		}
+		s.authz = acl.New(acl.Config{
+			SuperUsers:   acl.ParseSuperUsers(opts.Config.SuperUsers),
+			AllowIfNoACL: opts.Config.AllowEveryoneIfNoACL,
+		}, opts.ACLs)
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
@@ -149,6 +167,7 @@ func New(opts Options) (*Server, error) {
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
 	s.producers = newProducerIDs(opts.Catalog)
 	s.fetchSessions = newFetchSessionCache(int(opts.Config.FetchSessionCacheSlots), int64(opts.Config.FetchSessionEvictionMs))
+	s.quotas = newClientQuotas(s)
 	s.staticTopicDefaults = opts.Config.TopicDefaults()
 	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -272,6 +291,15 @@ func (s *Server) acceptLoop(l *listener) {
 			s.metrics.connsRefused.WithLabelValues(l.cfg.Name).Inc()
 			if n, ok := refusedLog.allow(); ok {
 				s.log.Info().Str("listener", l.cfg.Name).Stringer("ip", ip).Int("limit", limit).Int("refused", n).Msg("connection refused: its address has max.connections.per.ip open")
+			}
+			continue
+		}
+		if !s.quotas.admitConnection(ip) {
+			s.limits.release(ip)
+			nc.Close()
+			s.metrics.connsRefused.WithLabelValues(l.cfg.Name).Inc()
+			if n, ok := refusedLog.allow(); ok {
+				s.log.Info().Str("listener", l.cfg.Name).Stringer("ip", ip).Int("refused", n).Msg("connection refused: its address is past its connection_creation_rate quota")
 			}
 			continue
 		}

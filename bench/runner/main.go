@@ -544,6 +544,7 @@ type broker struct {
 	dir     string
 	addr    string
 	admin   string // Sluice only
+	pprof   string // Sluice only: pprof.listen
 	logFile *os.File
 	started time.Duration
 }
@@ -591,8 +592,14 @@ func startBroker(o *opts, kind string, d durability) (*broker, error) {
 			return b, err
 		}
 		b.admin = fmt.Sprintf("127.0.0.1:%d", ap)
+		pp, err := freePort()
+		if err != nil {
+			return b, err
+		}
+		b.pprof = fmt.Sprintf("127.0.0.1:%d", pp)
 		args := []string{"-c", o.brokerCPU, o.sluiceBin, "dev", "--data-dir", filepath.Join(dir, "data"),
-			"--kafka-addr", b.addr, "--admin-addr", b.admin, "--log-level", "warn", "--log-format", "json"}
+			"--kafka-addr", b.addr, "--admin-addr", b.admin, "--log-level", "warn", "--log-format", "json",
+			"--set", "pprof.listen=" + b.pprof}
 		if d == pageCache {
 			args = append(args, "--set", "log.fsync=never")
 		} else {
@@ -778,7 +785,11 @@ func profile(o *opts) error {
 			return err
 		}
 		get := func(path, file string) error {
-			resp, err := http.Get("http://" + b.admin + path)
+			addr := b.admin
+			if strings.HasPrefix(path, "/debug/pprof/") {
+				addr = b.pprof // pprof has its own address (pprof.listen)
+			}
+			resp, err := http.Get("http://" + addr + path)
 			if err != nil {
 				return err
 			}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -73,15 +74,16 @@ func (a *adminServer) handleMetaStatus(w http.ResponseWriter, _ *http.Request) {
 }
 
 func metaCommand() *cobra.Command {
-	var admin string
+	var admin, token string
 	cmd := &cobra.Command{Use: "meta", Short: "Change or show the metadata quorum (through a meta node's admin address)"}
 	cmd.PersistentFlags().StringVar(&admin, "admin", "127.0.0.1:9644", "admin HTTP address of any meta node")
+	cmd.PersistentFlags().StringVar(&token, "token", os.Getenv("SLUICE_ADMIN_HTTP_TOKEN"), "bearer token of the admin port (admin.http.token; default $SLUICE_ADMIN_HTTP_TOKEN)")
 	add := &cobra.Command{
 		Use:   "add-voter ID ADDR",
 		Short: "Add a meta node (started with meta.join=true) as a voter",
 		Args:  cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return adminCall(cmd, http.MethodPost, admin, "/meta/voters", url.Values{"id": {args[0]}, "addr": {args[1]}})
+			return adminCall(cmd, http.MethodPost, admin, token, "/meta/voters", url.Values{"id": {args[0]}, "addr": {args[1]}})
 		},
 	}
 	remove := &cobra.Command{
@@ -89,7 +91,7 @@ func metaCommand() *cobra.Command {
 		Short: "Remove a voter from the metadata quorum",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return adminCall(cmd, http.MethodDelete, admin, "/meta/voters/"+url.PathEscape(args[0]), nil)
+			return adminCall(cmd, http.MethodDelete, admin, token, "/meta/voters/"+url.PathEscape(args[0]), nil)
 		},
 	}
 	status := &cobra.Command{
@@ -97,14 +99,16 @@ func metaCommand() *cobra.Command {
 		Short: "Show this meta node's id, the leader and the members",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return adminCall(cmd, http.MethodGet, admin, "/meta/status", nil)
+			return adminCall(cmd, http.MethodGet, admin, token, "/meta/status", nil)
 		},
 	}
 	cmd.AddCommand(add, remove, status)
 	return cmd
 }
 
-func adminCall(cmd *cobra.Command, method, admin, path string, form url.Values) error {
+// adminCall sends one request to a meta node's admin port, with the
+// bearer token when one is given.
+func adminCall(cmd *cobra.Command, method, admin, token, path string, form url.Values) error {
 	var body io.Reader
 	if form != nil {
 		body = strings.NewReader(form.Encode())
@@ -115,6 +119,9 @@ func adminCall(cmd *cobra.Command, method, admin, path string, form url.Values) 
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
 	if err != nil {

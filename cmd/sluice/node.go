@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -58,11 +57,20 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	registerProcessMetrics(reg)
 	var ready atomic.Bool
-	admin, err := startAdmin(cfg.AdminAddr, reg, &ready, lg)
+	token, err := adminToken(cfg)
+	if err != nil {
+		return err
+	}
+	admin, err := startAdmin(cfg.AdminAddr, token, reg, &ready, lg)
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
+	_, stopPprof, err := startPprof(cfg.PprofListen, lg)
+	if err != nil {
+		return err
+	}
+	defer stopPprof()
 
 	var catalog *metastore.Client
 	leaseDuration := metastore.Default().LeaseDuration
@@ -122,6 +130,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	var parts *replica.Manager
 	var host *replica.Host
 	var transport *replica.TCPTransport
+	// Before any replica is opened: the directory must be this node's and
+	// this cluster's, and a raft voter must not come back on an empty disk.
+	if err := claimDataDir(ctx, catalog, cfg, lg); err != nil {
+		return err
+	}
 	if cfg.ReplicaListen == "" {
 		parts, err = replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
 		if err != nil {
@@ -199,7 +212,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer groups.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups})
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog})
 	if err != nil {
 		return err
 	}
@@ -367,16 +380,13 @@ func (a *adminServer) Close() error { return a.srv.Close() }
 // startAdmin serves /metrics, /healthz (the process is up), /readyz (the
 // Kafka listeners serve: 503 until the node is up, while a listener's
 // accepts fail and while the broker's metastore lease is not certainly
-// valid) and pprof.
-func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
+// valid) and the metastore's membership endpoints, the mutating ones
+// behind adminGuard (admin_http.go). pprof has its own address
+// (pprof.listen).
+func startAdmin(addr, token string, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
@@ -399,8 +409,9 @@ func startAdmin(addr string, reg *prometheus.Registry, ready *atomic.Bool, lg ze
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	mux.HandleFunc("POST /meta/voters", a.handleAddVoter)
-	mux.HandleFunc("DELETE /meta/voters/{id}", a.handleRemoveVoter)
+	guard := adminGuard{token: token, loopback: isLoopback(ln.Addr())}
+	mux.HandleFunc("POST /meta/voters", guard.wrap(a.handleAddVoter))
+	mux.HandleFunc("DELETE /meta/voters/{id}", guard.wrap(a.handleRemoveVoter))
 	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	a.srv = srv

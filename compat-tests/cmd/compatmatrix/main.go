@@ -138,10 +138,10 @@ var divergences = []struct{ test, what string }{
 		"compressed batch while validating it (LogValidator). Sluice used to store compressed batches unread, so such a batch " +
 		"(e.g. kafkajs with lz4js LZ4 frames lacking the block-independence flag) was accepted and then broke every consumer " +
 		"(the Java client: \"Dependent block stream is unsupported\"); Produce now decompresses and checks every record"},
-	{"TestRouting/kafka-go", "has no raft entries in a partition log. Sluice stores raft's own entries (one per leader election or " +
+	{"TestRouting/kafka-go", "has no raft entries in a partition log. Sluice stored raft's own entries (one per leader election or " +
 		"membership change) in the log as control batches, which Kafka clients skip, except kafka-go, which never checks the " +
-		"control bit and handed each to the application as an empty message. Fetch now leaves them out (an offset gap, as after " +
-		"compaction), reports a high watermark without the raft entries at its end, and does not count them toward MinBytes"},
+		"control bit and handed each to the application as an empty message. They are no longer in the log and take no offset: " +
+		"offsets are dense, as in Kafka"},
 }
 
 // notExpressible: cells a client cannot express at all, with the reason.

@@ -1,0 +1,47 @@
+package metastore
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestClaimDirectory(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	c := n.Client()
+	ctx := ctxT(t)
+	for id := int32(1); id <= 4; id++ {
+		role := RoleWrite
+		if id == 4 {
+			role = RoleRead
+		}
+		if _, err := c.RegisterBroker(ctx, Broker{ID: id, Role: role}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 3}); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		broker  int32
+		dir     string
+		wantErr string
+	}{
+		{2, "dir-a", ""},           // first claim
+		{2, "dir-a", ""},           // a restart
+		{2, "dir-b", "voter of 2"}, // a new disk under a voter
+		{2, "dir-a", ""},           // the old disk is back
+		{4, "dir-r", ""},
+		{4, "dir-s", "learner of 2"}, // a new disk under a learner
+		{7, "dir-x", ""},             // no partitions: a new disk is fine
+		{7, "dir-y", ""},
+		{7, "", "invalid"},
+	} {
+		err := c.ClaimDirectory(ctx, step.broker, step.dir)
+		switch {
+		case step.wantErr == "" && err != nil:
+			t.Fatalf("broker %d dir %q: %v", step.broker, step.dir, err)
+		case step.wantErr != "" && (err == nil || !strings.Contains(err.Error(), step.wantErr)):
+			t.Fatalf("broker %d dir %q: %v, want %q", step.broker, step.dir, err, step.wantErr)
+		}
+	}
+}
