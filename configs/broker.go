@@ -72,6 +72,16 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "log.flush.interval.ms", Value: itoa(c.LogFlushIntervalMs), Default: itoa(d.LogFlushIntervalMs), Type: TypeLong},
 		{Name: "log.wal.enable", Value: strconv.FormatBool(c.LogWAL), Default: strconv.FormatBool(d.LogWAL), Type: TypeBoolean,
 			Doc: "Make writes durable through one broker-wide write-ahead log rather than per-partition segment syncs."},
+		{Name: "log.cleaner.enable", Value: strconv.FormatBool(c.LogCleanerEnable), Default: strconv.FormatBool(d.LogCleanerEnable), Type: TypeBoolean,
+			Doc: "Run the log cleaner, which compacts topics with cleanup.policy=compact."},
+		{Name: "log.cleaner.threads", Value: itoa(int64(c.LogCleanerThreads)), Default: itoa(int64(d.LogCleanerThreads)), Type: TypeInt,
+			Doc: "Logs cleaned at once."},
+		{Name: "log.cleaner.dedupe.buffer.size", Value: itoa(c.LogCleanerDedupeBufferSize), Default: itoa(d.LogCleanerDedupeBufferSize), Type: TypeLong,
+			Doc: "Memory of the cleaner's offset maps, all threads together (24 bytes a key)."},
+		{Name: "log.cleaner.io.max.bytes.per.second", Value: strconv.FormatFloat(c.LogCleanerIOMaxBytesPerSecond, 'g', -1, 64), Default: strconv.FormatFloat(d.LogCleanerIOMaxBytesPerSecond, 'g', -1, 64), Type: TypeDouble,
+			Doc: "Bytes the cleaner reads and writes per second, all threads together."},
+		{Name: "log.cleaner.backoff.ms", Value: itoa(c.LogCleanerBackoffMs), Default: itoa(d.LogCleanerBackoffMs), Type: TypeLong,
+			Doc: "Sleep of a cleaner thread that found no log to clean."},
 	}
 	static := c.TopicDefaults()
 	defaults := d.TopicDefaults()

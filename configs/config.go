@@ -201,8 +201,22 @@ type Config struct {
 	LogTimestampBeforeMaxMs   int64  `mapstructure:"log.message.timestamp.before.max.ms"`
 	LogTimestampAfterMaxMs    int64  `mapstructure:"log.message.timestamp.after.max.ms"`
 	LogRetentionCheckInterval int64  `mapstructure:"log.retention.check.interval.ms"`
-	MinInsyncReplicas         int32  `mapstructure:"min.insync.replicas"`
-	ReplicationMode           string `mapstructure:"replication.mode"`
+
+	// Log compaction (cleanup.policy=compact): the broker default of the
+	// policy and of the topic configs of compaction, and the cleaner's
+	// resources (Kafka's log.cleaner.* with Kafka's defaults).
+	LogCleanupPolicy              string  `mapstructure:"log.cleanup.policy"`
+	LogCleanerEnable              bool    `mapstructure:"log.cleaner.enable"`
+	LogCleanerThreads             int32   `mapstructure:"log.cleaner.threads"`
+	LogCleanerDedupeBufferSize    int64   `mapstructure:"log.cleaner.dedupe.buffer.size"`
+	LogCleanerIOMaxBytesPerSecond float64 `mapstructure:"log.cleaner.io.max.bytes.per.second"`
+	LogCleanerBackoffMs           int64   `mapstructure:"log.cleaner.backoff.ms"`
+	LogCleanerDeleteRetentionMs   int64   `mapstructure:"log.cleaner.delete.retention.ms"`
+	LogCleanerMinCleanableRatio   float64 `mapstructure:"log.cleaner.min.cleanable.ratio"`
+	LogCleanerMinCompactionLagMs  int64   `mapstructure:"log.cleaner.min.compaction.lag.ms"`
+	LogCleanerMaxCompactionLagMs  int64   `mapstructure:"log.cleaner.max.compaction.lag.ms"`
+	MinInsyncReplicas             int32   `mapstructure:"min.insync.replicas"`
+	ReplicationMode               string  `mapstructure:"replication.mode"`
 
 	// LogFsync decides when a write is durable: "group" (default: acks=all
 	// waits for an fdatasync that many appends share), "interval" (every
@@ -360,6 +374,16 @@ func Default() Config {
 		LogTimestampBeforeMaxMs:          9223372036854775807,
 		LogTimestampAfterMaxMs:           3600000,
 		LogRetentionCheckInterval:        300000,
+		LogCleanupPolicy:                 "delete",
+		LogCleanerEnable:                 true,
+		LogCleanerThreads:                1,
+		LogCleanerDedupeBufferSize:       128 << 20,
+		LogCleanerIOMaxBytesPerSecond:    math.MaxFloat64,
+		LogCleanerBackoffMs:              15000,
+		LogCleanerDeleteRetentionMs:      86400000,
+		LogCleanerMinCleanableRatio:      0.5,
+		LogCleanerMinCompactionLagMs:     0,
+		LogCleanerMaxCompactionLagMs:     math.MaxInt64,
 		MinInsyncReplicas:                1,
 		ReplicationMode:                  "raft",
 		AutoLeaderRebalance:              true,
@@ -521,6 +545,18 @@ func (c Config) Validate() error {
 	if c.DefaultReplicationFactor <= 0 {
 		errs = append(errs, fmt.Errorf("default.replication.factor must be positive"))
 	}
+	if c.LogCleanerThreads < 1 {
+		errs = append(errs, fmt.Errorf("log.cleaner.threads must be at least 1"))
+	}
+	if c.LogCleanerDedupeBufferSize < 24*int64(max(c.LogCleanerThreads, 1)) {
+		errs = append(errs, fmt.Errorf("log.cleaner.dedupe.buffer.size must hold at least one 24-byte entry per cleaner thread"))
+	}
+	if c.LogCleanerIOMaxBytesPerSecond <= 0 {
+		errs = append(errs, fmt.Errorf("log.cleaner.io.max.bytes.per.second must be positive"))
+	}
+	if c.LogCleanerBackoffMs < 0 {
+		errs = append(errs, fmt.Errorf("log.cleaner.backoff.ms must not be negative"))
+	}
 	switch c.LogFsync {
 	case "group", "interval", "never":
 	default:
@@ -553,7 +589,11 @@ func (c Config) Validate() error {
 // static configuration supplies through the topic config's broker synonym.
 func (c Config) TopicDefaults() map[string]string {
 	return map[string]string{
-		"cleanup.policy":                  "delete",
+		"cleanup.policy":                  c.LogCleanupPolicy,
+		"delete.retention.ms":             strconv.FormatInt(c.LogCleanerDeleteRetentionMs, 10),
+		"min.cleanable.dirty.ratio":       strconv.FormatFloat(c.LogCleanerMinCleanableRatio, 'g', -1, 64),
+		"min.compaction.lag.ms":           strconv.FormatInt(c.LogCleanerMinCompactionLagMs, 10),
+		"max.compaction.lag.ms":           strconv.FormatInt(c.LogCleanerMaxCompactionLagMs, 10),
 		"compression.type":                "producer",
 		"max.message.bytes":               strconv.Itoa(int(c.MessageMaxBytes)),
 		"message.timestamp.type":          c.LogMessageTimestampType,

@@ -88,10 +88,54 @@ func oneOf(allowed ...string) func(string) error {
 	}
 }
 
+// cleanupPolicy accepts Kafka's cleanup.policy lists: delete, compact,
+// or both in either order.
+func cleanupPolicy(v string) error {
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "delete" && p != "compact" {
+			return fmt.Errorf("must be a list of delete and compact")
+		}
+	}
+	return nil
+}
+
+// CleanupPolicy says what a cleanup.policy value asks for.
+func CleanupPolicy(v string) (deleteOld, compact bool) {
+	for _, p := range strings.Split(v, ",") {
+		switch strings.TrimSpace(p) {
+		case "delete":
+			deleteOld = true
+		case "compact":
+			compact = true
+		}
+	}
+	return deleteOld, compact
+}
+
+func ratio(v string) error {
+	f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil {
+		return fmt.Errorf("not a number")
+	}
+	if f < 0 || f > 1 {
+		return fmt.Errorf("value must be in [0, 1]")
+	}
+	return nil
+}
+
 // topicConfigs lists every topic config Sluice accepts.
 var topicConfigs = []TopicConfig{
 	{Name: "cleanup.policy", BrokerSynonym: "log.cleanup.policy", Type: TypeList,
-		Doc: "Only delete is supported; log compaction is not implemented yet.", validate: oneOf("delete")},
+		Doc:      "delete: retention.ms and retention.bytes delete old segments; compact: the log cleaner keeps the latest record of each key; both: compact,delete.",
+		validate: cleanupPolicy},
+	{Name: "delete.retention.ms", BrokerSynonym: "log.cleaner.delete.retention.ms", Type: TypeLong,
+		Doc: "How long a tombstone (null value) of a compacted topic stays after the cleaner first kept it.", validate: longAtLeast(0)},
+	{Name: "min.cleanable.dirty.ratio", BrokerSynonym: "log.cleaner.min.cleanable.ratio", Type: TypeDouble,
+		Doc: "Share of a compacted log not cleaned yet above which the cleaner cleans it.", validate: ratio},
+	{Name: "min.compaction.lag.ms", BrokerSynonym: "log.cleaner.min.compaction.lag.ms", Type: TypeLong,
+		Doc: "Records younger than this are not compacted.", validate: longAtLeast(0)},
+	{Name: "max.compaction.lag.ms", BrokerSynonym: "log.cleaner.max.compaction.lag.ms", Type: TypeLong,
+		Doc: "Records older than this are compacted whatever the dirty ratio; also rolls the active segment of a compacted topic.", validate: longAtLeast(1)},
 	{Name: "compression.type", BrokerSynonym: "compression.type", Type: TypeString,
 		Doc: "Only producer: batches are stored exactly as the producer compressed them.", validate: oneOf("producer")},
 	{Name: "max.message.bytes", BrokerSynonym: "message.max.bytes", Type: TypeInt,

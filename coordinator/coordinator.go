@@ -7,6 +7,7 @@ import (
 	"errors"
 	"hash/fnv"
 	"math"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -279,8 +280,14 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 // (tests, start-up) this broker takes it, if it has the read role.
 func (c *Coordinator) placement(group string) (int32, error) {
 	best, bestScore, found := int32(-1), uint64(0), false
+	// Decommissioned brokers take no new group (metastore/decommission.go);
+	// a Store without the notion has none.
+	var dec []int32
+	if d, ok := c.store.(interface{ Decommissioned() []int32 }); ok {
+		dec = d.Decommissioned()
+	}
 	for _, b := range c.store.Brokers() {
-		if (b.Role != metastore.RoleRead && b.Role != metastore.RoleCombined) || b.ShuttingDown {
+		if (b.Role != metastore.RoleRead && b.Role != metastore.RoleCombined) || b.ShuttingDown || slices.Contains(dec, b.ID) {
 			continue
 		}
 		h := fnv.New64a()

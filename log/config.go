@@ -19,6 +19,14 @@ type Config struct {
 	RetentionBytes     int64         // retention.bytes; < 0 is unlimited
 	IndexIntervalBytes int           // index.interval.bytes between offset index entries
 	SegmentIndexBytes  int           // segment.index.bytes: roll when an index would pass it
+
+	// cleanup.policy: Delete applies retention.ms and retention.bytes,
+	// Compact lets the Cleaner keep only the latest record of each key.
+	Delete, Compact        bool
+	DeleteRetentionMs      time.Duration // delete.retention.ms: tombstones live this long after their first cleaning
+	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio
+	MinCompactionLagMs     time.Duration // min.compaction.lag.ms: younger records are not cleaned
+	MaxCompactionLagMs     time.Duration // max.compaction.lag.ms: older dirty records are cleaned whatever the ratio
 }
 
 // DefaultConfig returns Kafka's defaults.
@@ -30,7 +38,22 @@ func DefaultConfig() Config {
 		RetentionBytes:     -1,
 		IndexIntervalBytes: 4096,
 		SegmentIndexBytes:  10 << 20,
+
+		Delete:                 true,
+		DeleteRetentionMs:      24 * time.Hour,
+		MinCleanableDirtyRatio: 0.5,
+		MaxCompactionLagMs:     math.MaxInt64,
 	}
+}
+
+// maxSegmentMs is Kafka's LogConfig.maxSegmentMs: a compacted log also
+// rolls by max.compaction.lag.ms, since the active segment is never
+// cleaned.
+func (c Config) maxSegmentMs() time.Duration {
+	if c.Compact && c.MaxCompactionLagMs > 0 {
+		return min(c.SegmentMs, c.MaxCompactionLagMs)
+	}
+	return c.SegmentMs
 }
 
 func (c Config) validate() error {
@@ -47,6 +70,15 @@ func (c Config) validate() error {
 	}
 	if c.SegmentIndexBytes < 4*timeIndexEntrySize {
 		errs = append(errs, fmt.Errorf("segment.index.bytes %d is below %d", c.SegmentIndexBytes, 4*timeIndexEntrySize))
+	}
+	if c.MinCleanableDirtyRatio < 0 || c.MinCleanableDirtyRatio > 1 {
+		errs = append(errs, fmt.Errorf("min.cleanable.dirty.ratio %v not in [0, 1]", c.MinCleanableDirtyRatio))
+	}
+	if c.DeleteRetentionMs < 0 || c.MinCompactionLagMs < 0 {
+		errs = append(errs, fmt.Errorf("delete.retention.ms and min.compaction.lag.ms must not be negative"))
+	}
+	if c.MaxCompactionLagMs <= 0 || c.MaxCompactionLagMs < c.MinCompactionLagMs {
+		errs = append(errs, fmt.Errorf("max.compaction.lag.ms %v must be positive and at least min.compaction.lag.ms", c.MaxCompactionLagMs))
 	}
 	return errors.Join(errs...)
 }

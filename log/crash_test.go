@@ -2,9 +2,14 @@ package log
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluice-broker/sluice/protocol"
 )
@@ -234,4 +239,102 @@ func TestCrashOverlappingSegmentDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkRecovered(t, dir, cfg, want, 4)
+}
+
+// TestCrashMidClean kills a cleaning pass at each step of a segment swap
+// (a .cleaned file written, renamed to .swap, renamed over the .log with
+// the index files not rebuilt yet, every segment swapped but the
+// checkpoint not written), and also at the second segment of a pass, then
+// reopens the files as a restarted process would. Nothing may be lost or
+// duplicated: every record read back is an original record at its
+// original offset, in offset order, the latest record of every key is
+// there, and a later pass cleans to exactly the survivors.
+func TestCrashMidClean(t *testing.T) {
+	for _, tc := range []struct {
+		stage string
+		nth   int // crash at the nth time the stage is reached
+	}{
+		{"cleaned", 1}, {"swap", 1}, {"renamed", 1}, {"cleaned", 2}, {"renamed", 3}, {"checkpoint", 1},
+	} {
+		t.Run(fmt.Sprintf("%s-%d", tc.stage, tc.nth), func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := compactConfig()
+			cfg.SegmentBytes = 600
+			l := openT(t, dir, cfg)
+			var orig []got
+			for round := 0; round < 6; round++ {
+				for k := 0; k < 8; k += 2 {
+					s := keyedSpec{recs: []kv{rec(fmt.Sprint("k", k), fmt.Sprint("r", round)), rec(fmt.Sprint("k", k+1), fmt.Sprint("r", round))}}
+					if round == 5 && k == 0 {
+						s.recs[0] = tomb("k0")
+					}
+					mustAppend(t, l, mkKeyed(t, s))
+				}
+			}
+			roll(t, l)
+			orig, _ = readRecords(t, l)
+			leo := l.LogEndOffset()
+			if n := len(segFiles(t, dir, logSuffix)); n < 4 {
+				t.Fatalf("only %d segments", n)
+			}
+			seen := 0
+			cleanCrashAt = func(stage string) bool {
+				if stage == tc.stage {
+					seen++
+					return seen == tc.nth
+				}
+				return false
+			}
+			defer func() { cleanCrashAt = func(string) bool { return false } }()
+			_, _, err := l.clean(cleanOptions{now: time.Now(), limit: math.MaxInt64, m: newOffsetMap(1 << 20)})
+			if !errors.Is(err, errCrashed) {
+				t.Fatalf("pass ended with %v, not at the crash", err)
+			}
+			cleanCrashAt = func(string) bool { return false }
+			crash(t, l)
+
+			l = openT(t, dir, cfg)
+			defer l.Close()
+			if l.LogEndOffset() != leo {
+				t.Fatalf("log end %d after the crash, want %d", l.LogEndOffset(), leo)
+			}
+			byOffset := map[int64]got{}
+			latest := map[string]got{}
+			for _, r := range orig {
+				byOffset[r.off] = r
+				latest[r.key] = r
+			}
+			after, _ := readRecords(t, l)
+			prev := int64(-1)
+			have := map[int64]bool{}
+			for _, r := range after {
+				o, ok := byOffset[r.off]
+				if !ok || o.String() != r.String() || r.off <= prev {
+					t.Fatalf("after the crash: record %s is not the original at its offset (or out of order)", r)
+				}
+				prev = r.off
+				have[r.off] = true
+			}
+			for k, r := range latest {
+				if !have[r.off] {
+					t.Fatalf("after the crash: latest record of %s (%s) lost", k, r)
+				}
+			}
+			for _, f := range append(segFiles(t, dir, cleanedSuffix), segFiles(t, dir, swapSuffix)...) {
+				t.Fatalf("file %s left after Open", f)
+			}
+			// A full pass now reaches exactly the survivors.
+			cleanT(t, l, time.Now(), 1<<20, false)
+			final, _ := readRecords(t, l)
+			var want []string
+			for _, r := range orig {
+				if latest[r.key].off == r.off {
+					want = append(want, r.String())
+				}
+			}
+			if g := recordsString(final); g != strings.Join(want, " ") {
+				t.Fatalf("after cleaning again:\n got %s\nwant %s", g, strings.Join(want, " "))
+			}
+		})
+	}
 }

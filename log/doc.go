@@ -95,6 +95,11 @@ segment's base offset as 20 decimal digits:
 	                                Open: a snapshot of the log's state
 	log-id                          the log's name in the WAL and its
 	                                truncation epoch (see below)
+	cleaner-offset-checkpoint       only for compacted logs: "0\n<offset>\n",
+	                                where the next cleaning pass starts
+	00000000000000000000.log.cleaned,
+	00000000000000000000.log.swap   only while a cleaned segment is swapped
+	                                in (see Compaction)
 
 A .log file is a sequence of Kafka v2 record batches exactly as on the wire,
 with absolute offsets, big-endian:
@@ -294,6 +299,65 @@ and periodic snapshots: after a crash Open reads every segment's headers,
 and the state of a producer whose batches were all deleted by retention is
 then lost, so the producer is accepted as unknown.
 
+# Compaction
+
+A log whose Config has Compact (cleanup.policy=compact) is cleaned by the
+broker's Cleaner (cleaner.go: log.cleaner.threads goroutines, each with an
+offset map of its share of log.cleaner.dedupe.buffer.size, all throttled
+together to log.cleaner.io.max.bytes.per.second, sleeping
+log.cleaner.backoff.ms when no log needs cleaning). A pass (clean.go, after
+Kafka's Cleaner.doClean) takes the log with the highest dirty ratio, bytes
+after the cleaner checkpoint over all bytes below the first uncleanable
+segment, at or above min.cleanable.dirty.ratio, or any log whose first
+dirty segment is older than max.compaction.lag.ms. Uncleanable: the active
+segment, segments with a timestamp younger than min.compaction.lag.ms and
+segments reaching past the caller's limit (CleanTarget.Limit: the high
+watermark). The pass maps every key of the dirty section to its last
+offset (MD5 of the key, 24 bytes an entry, Kafka's SkimpyOffsetMap; where
+the map is full the pass ends and the rest stays dirty), then rewrites each
+segment from the log start to the end of what it mapped, keeping a record
+if it has a key, no later offset is mapped for the key, and, for a
+tombstone, its batch's delete horizon has not passed. The first pass that
+keeps a tombstone sets its batch's horizon to now + delete.retention.ms
+(KIP-534: baseTimestamp holds the horizon, attribute bit 0x40 says so, the
+records' timestamp deltas are re-encoded against it). Records keep their
+offsets and bytes; a batch keeps its base offset, lastOffsetDelta, leader
+epoch, producer fields and codec, and is compressed again with that codec
+(protocol.Batch.Filter, Kafka's MemoryRecords.filterTo). Control batches
+are copied. A batch left without records is dropped unless it is an
+idempotent producer's last data batch (kept as a header without records,
+so the producer's sequence survives a restart) or the log is a raft
+partition's (CleanTarget.RetainEmpty: every batch is a raft entry and
+keeps its offsets). A segment left empty is deleted, except the first
+(the log start stays). ReadRange, what Fetch sends, leaves such batches
+without records out (RangeResult.Hidden: it stopped before one; a read
+from NextOffset skips it): kafka-go panics on two in a row, and the
+consumer steps over the gap with the next batch it gets. A Fetch
+response holds one range per partition, so it ends at the first such
+batch after data and the consumer's next fetch goes on past it: a log
+where emptied batches alternate with surviving ones takes a round trip
+per run of data. Read, what raft
+reads its entries with, returns them. A compacted log's ReadRange reads
+every header of the range rather than jump with the offset index, so
+that it sees them.
+
+Crash safety, as Kafka's swap: a rewritten segment is written to
+<base>.log.cleaned and fdatasynced, renamed to <base>.log.swap (directory
+synced: the commit point), renamed over <base>.log, and then its index
+files are rebuilt and synced; the checkpoint (cleaner-offset-checkpoint,
+"0\n<offset>\n") moves once every segment of the pass is swapped. Open
+deletes .cleaned files and finishes a .swap by the rename, before anything
+else, and rebuilds index files that disagree with their segment; a lost
+checkpoint only makes the next pass map the same section again. The swap
+happens under the log's locks and only if the segment is still in the log
+with the size it was planned with (retention, DeleteRecords and
+truncation abort a pass); readers holding a FileRange of the old file keep
+reading it. The epoch cache of a running log keeps its entries; one
+rebuilt after a crash starts an epoch at its first surviving batch.
+
+BenchmarkClean (clean_bench_test.go) measures a pass over a 32 MiB log of
+20,000 keys written about 13 times each; see the figures there.
+
 # Leader epochs
 
 The batches' partitionLeaderEpoch fields feed an in-memory epoch cache like
@@ -396,8 +460,11 @@ reopen.
 
 # Not implemented
 
-Compaction, an on-disk transaction index (the aborted transactions are
-kept in memory and in the clean-shutdown snapshot, see txn.go),
+An on-disk transaction index (the aborted transactions are kept in memory
+and in the clean-shutdown snapshot, see txn.go), transactions in
+compaction (Kafka's cleaner keeps markers until their delete horizon and
+removes aborted records), grouping small
+cleaned segments into one (Kafka's groupSegmentsBySize),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
 simulated crash and the next Open; the only seams are syncFile and writeAt

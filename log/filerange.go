@@ -95,4 +95,8 @@ type RangeResult struct {
 	NextOffset     int64
 	LogStartOffset int64
 	LogEndOffset   int64
+	// Hidden: the range stopped before a batch without records (left by
+	// compaction) that it does not send; a read from NextOffset skips it
+	// and goes on.
+	Hidden bool
 }

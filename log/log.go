@@ -79,6 +79,8 @@ type Log struct {
 	producers producers
 	txns      txnState // open and aborted transactions (txn.go)
 	epochs    epochCache
+	cleanedTo int64  // the cleaner checkpoint (clean.go)
+	gen       uint64 // bumped by truncation, so a cleaning pass can tell
 	closed    bool
 	err       error // sticky; wraps ErrFatal
 	full      bool  // the last write failed with ErrNoSpace (logged once per run)
@@ -172,6 +174,16 @@ func (l *Log) recover() error {
 	if err != nil {
 		return err
 	}
+	names := make([]string, len(entries))
+	for i, e := range entries {
+		names[i] = e.Name()
+	}
+	if err := completeSwaps(l.dir, names); err != nil {
+		return err
+	}
+	if entries, err = os.ReadDir(l.dir); err != nil {
+		return err
+	}
 	bases := map[int64]bool{}
 	var strays []string
 	clean := false
@@ -186,7 +198,7 @@ func (l *Log) recover() error {
 		switch {
 		case name == cleanShutdownFile:
 			clean = true
-		case name == logStartFile, name == logIDFile:
+		case name == logStartFile, name == logIDFile, name == cleanerCheckpointFile:
 		case name == "partition.metadata", strings.HasPrefix(name, "raft."):
 			// Kafka's layout keeps the topic id beside the segments,
 			// and a raft replica its index and state files; the
@@ -300,6 +312,11 @@ func (l *Log) recover() error {
 	}
 	l.leo = l.active().next
 	l.logStart = min(max(checkpoint, l.segs[0].base), l.leo)
+	if l.cleanedTo, err = readOffsetFile(l.dir, cleanerCheckpointFile); err != nil {
+		l.lg.Warn().Err(err).Msg("ignoring unreadable cleaner checkpoint; the log is cleaned again from its start")
+		l.cleanedTo = 0
+	}
+	l.cleanedTo = min(l.cleanedTo, l.leo)
 	l.epochs.truncateFromStart(l.logStart)
 	replayed, err := l.replayWAL()
 	if err != nil {
@@ -611,9 +628,9 @@ func (l *Log) shouldRollLocked(s *segment, h *batchHeader) bool {
 	// Like Kafka, measure segment.ms in the batches' own timestamps when
 	// they have them, so a restart does not reset the clock.
 	if s.firstBatchMaxTs >= 0 {
-		return h.MaxTimestamp-s.firstBatchMaxTs > l.cfg.SegmentMs.Milliseconds()
+		return h.MaxTimestamp-s.firstBatchMaxTs > l.cfg.maxSegmentMs().Milliseconds()
 	}
-	return l.now().Sub(s.created) > l.cfg.SegmentMs
+	return l.now().Sub(s.created) > l.cfg.maxSegmentMs()
 }
 
 // rollLocked syncs the active segment and starts a new one at the log end
@@ -933,8 +950,12 @@ func (l *Log) Delete() error {
 var syncFile = observedSync
 
 // The log start checkpoint is "0\n<offset>\n": a version, then the offset.
-func readLogStart(dir string) (int64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, logStartFile))
+func readLogStart(dir string) (int64, error) { return readOffsetFile(dir, logStartFile) }
+
+// readOffsetFile reads a checkpoint of one offset, "0\n<offset>\n" (the
+// log start, the cleaner's); a missing file is offset 0.
+func readOffsetFile(dir, name string) (int64, error) {
+	b, err := os.ReadFile(filepath.Join(dir, name))
 	if errors.Is(err, os.ErrNotExist) {
 		return 0, nil
 	}
@@ -943,11 +964,11 @@ func readLogStart(dir string) (int64, error) {
 	}
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	if len(lines) != 2 || lines[0] != "0" {
-		return 0, fmt.Errorf("malformed %s", logStartFile)
+		return 0, fmt.Errorf("malformed %s", name)
 	}
 	off, err := strconv.ParseInt(lines[1], 10, 64)
 	if err != nil || off < 0 {
-		return 0, fmt.Errorf("malformed %s offset %q", logStartFile, lines[1])
+		return 0, fmt.Errorf("malformed %s offset %q", name, lines[1])
 	}
 	return off, nil
 }

@@ -115,6 +115,10 @@ func (l *Log) Read(offset int64, maxBytes int, upTo int64) (ReadResult, error) {
 // offset index skips to the last indexed batch that fits, so a range of
 // any size costs a few small preads.
 //
+// Unlike Read it leaves out batches without records (compaction leaves
+// them): it skips those at offset and stops before the next one, saying
+// so in Hidden.
+//
 // Errors are those of Read. NextOffset assumes offsets run on without gaps
 // from one batch to the next, as they do in a log that is never compacted.
 func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, error) {
@@ -125,6 +129,14 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 	}
 	res := RangeResult{NextOffset: offset, LogStartOffset: l.logStart, LogEndOffset: l.leo}
 	si, pos, h, ok, err := l.firstBatchLocked(offset, upTo)
+	if ok && hiddenBatch(&h) {
+		// Batches without records, left by compaction (a raft
+		// partition keeps every batch, an idempotent producer's last
+		// one stays), are not sent: some clients cannot step over
+		// them (kafka-go panics on two in a row). The consumer skips
+		// them with the next batch it gets.
+		si, pos, h, ok, err = l.skipHiddenLocked(si, pos, h, upTo)
+	}
 	if !ok {
 		return res, err
 	}
@@ -137,10 +149,14 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 	// rule above); skip what the index vouches for, then walk headers.
 	cut := pos + h.Size
 	res.NextOffset = h.LastOffset() + 1
-	if jump, ok, err := s.idx.floor(cut, end, upTo-s.base); err != nil {
-		return res, fmt.Errorf("index of %s: %w", segmentName(s.base, logSuffix), err)
-	} else if ok {
-		cut = jump
+	// A compacted log may hold batches without records, which the
+	// headers must show; the index cannot skip them.
+	if !l.cfg.Compact {
+		if jump, ok, err := s.idx.floor(cut, end, upTo-s.base); err != nil {
+			return res, fmt.Errorf("index of %s: %w", segmentName(s.base, logSuffix), err)
+		} else if ok {
+			cut = jump
+		}
 	}
 	var hb [protocol.BatchHeaderSize]byte
 	// Headers are read up to the segment's end, not the range's, so that
@@ -159,6 +175,10 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 		if cut+bh.Size > end || bh.BaseOffset >= upTo {
 			break
 		}
+		if hiddenBatch(&bh) {
+			res.Hidden = true
+			break
+		}
 		cut += bh.Size
 		res.NextOffset = bh.LastOffset() + 1
 	}
@@ -166,6 +186,38 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 	res.Range = FileRange{ref: s.ref, Pos: pos, Len: cut - pos}
 	return res, nil
 }
+
+// skipHiddenLocked walks the headers from the hidden batch h at pos in
+// segment si to the first batch that is not hidden; ok is false when
+// none starts below upTo.
+func (l *Log) skipHiddenLocked(si int, pos int64, h batchHeader, upTo int64) (int, int64, batchHeader, bool, error) {
+	var hb [protocol.BatchHeaderSize]byte
+	for hiddenBatch(&h) {
+		pos += h.Size
+		for si < len(l.segs) && pos >= l.segs[si].size {
+			si, pos = si+1, 0
+		}
+		if si == len(l.segs) {
+			return 0, 0, h, false, nil
+		}
+		s := l.segs[si]
+		if _, err := s.log.ReadAt(hb[:], pos); err != nil {
+			return 0, 0, h, false, fmt.Errorf("read %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
+		}
+		var err error
+		if h, err = parseHeader(hb[:]); err != nil {
+			return 0, 0, h, false, fmt.Errorf("segment %s position %d: %w", segmentName(s.base, logSuffix), pos, err)
+		}
+		if h.BaseOffset >= upTo {
+			return 0, 0, h, false, nil
+		}
+	}
+	return si, pos, h, true, nil
+}
+
+// hiddenBatch is a data batch without records, which only compaction
+// leaves and ReadRange does not send.
+func hiddenBatch(h *batchHeader) bool { return h.RecordCount == 0 && !h.IsControl() }
 
 // readBatchLocked reads the whole batch at pos in segment si.
 func (l *Log) readBatchLocked(si int, pos int64, h *batchHeader) ([]byte, error) {

@@ -35,6 +35,8 @@ func (l *Log) TruncateTo(offset int64) error {
 	if err := l.newEpochLocked(); err != nil {
 		return err
 	}
+	l.gen++
+	l.cleanedTo = min(l.cleanedTo, offset)
 	if offset <= l.logStart || offset <= l.segs[0].base {
 		return l.resetLocked(offset)
 	}
@@ -169,9 +171,10 @@ func (l *Log) rebuildStateLocked() error {
 }
 
 // ApplyRetention deletes whole segments, oldest first, while the oldest is
-// wholly below the log start offset, older than retention.ms (by its largest
-// timestamp, or its creation time if no batch has one), or not needed to keep
-// the log within retention.bytes. The active segment is never deleted. The
+// wholly below the log start offset, or, when cleanup.policy includes
+// delete (Config.Delete), older than retention.ms (by its largest
+// timestamp, or its creation time if no batch has one) or not needed to
+// keep the log within retention.bytes. The active segment is never deleted. The
 // log start offset moves to the first remaining segment. It returns how many
 // segments were deleted; errors are fatal (ErrFatal) except ErrClosed.
 func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
@@ -192,7 +195,7 @@ func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 		s := l.segs[n]
 		byStart := l.segs[n+1].base <= l.logStart
 		byTime := false
-		if l.cfg.RetentionMs >= 0 {
+		if l.cfg.Delete && l.cfg.RetentionMs >= 0 {
 			ts := s.maxTs
 			if ts < 0 {
 				// No timestamps: Kafka falls back to the file's mtime.
@@ -203,7 +206,7 @@ func (l *Log) ApplyRetention(now time.Time) (deleted int, err error) {
 			}
 			byTime = now.UnixMilli()-ts > l.cfg.RetentionMs.Milliseconds()
 		}
-		bySize := l.cfg.RetentionBytes >= 0 && excess-s.size >= 0
+		bySize := l.cfg.Delete && l.cfg.RetentionBytes >= 0 && excess-s.size >= 0
 		if !byStart && !byTime && !bySize {
 			break
 		}

@@ -76,7 +76,7 @@ func (a *applier) apply(c *command) (r result) {
 		if have > 0 {
 			rf = int16(len(t.Partitions[0].Voters))
 		}
-		parts, err := placePartitions(a.brokers(), have, c.Total-have, rf, nil, t.ID, a.readReplicas(t.Configs))
+		parts, err := placePartitions(a.placeable(), have, c.Total-have, rf, nil, t.ID, a.readReplicas(t.Configs))
 		if err != nil {
 			return fail(err)
 		}
@@ -90,7 +90,7 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		t.Configs = alterMap(t.Configs, c.Set, c.Del)
 		if touches(c, ReadReplicasConfig) {
-			a.balanceLearners(t, readBrokers(a.brokers()))
+			a.balanceLearners(t, readBrokers(a.placeable()))
 		}
 		a.putTopic(t)
 		return result{Visible: true}
@@ -155,7 +155,9 @@ func (a *applier) apply(c *command) (r result) {
 		br.Incarnation = inc
 		br.LeaseExpiry = time.UnixMilli(c.NowMs + a.leaseMs).UTC()
 		a.putBroker(br)
-		a.addLearner(br)
+		if !slices.Contains(a.decommissioned(), br.ID) {
+			a.addLearner(br)
+		}
 		return result{Inc: inc, Visible: true}
 	case opShutdownBroker:
 		b, ok := a.broker(c.BrokerID)
@@ -187,6 +189,16 @@ func (a *applier) apply(c *command) (r result) {
 		return result{Visible: true}
 	case opRemoveLearner:
 		if err := a.removeLearner(c.BrokerID); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opDecommissionBroker:
+		if err := a.decommission(c.BrokerID); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opRecommissionBroker:
+		if err := a.recommission(c.BrokerID); err != nil {
 			return fail(err)
 		}
 		return result{Visible: true}
@@ -299,7 +311,7 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 	if n <= 0 {
 		return nil, ErrInvalidPartitions
 	}
-	parts, err := placePartitions(a.brokers(), 0, n, s.ReplicationFactor, s.Assignment, *c.TopicID, a.readReplicas(s.Configs))
+	parts, err := placePartitions(a.placeable(), 0, n, s.ReplicationFactor, s.Assignment, *c.TopicID, a.readReplicas(s.Configs))
 	if err != nil {
 		return nil, err
 	}
@@ -562,5 +574,8 @@ func loadImage(tx *bolt.Tx) *image {
 		img.ACLs = append(img.ACLs, b)
 		return nil
 	})
+	if v := m.Get(keyDecommissioned); v != nil {
+		mustUnmarshal(v, &img.Decommissioned)
+	}
 	return img
 }

@@ -221,7 +221,7 @@ func (a *applier) fillTopic(t *Topic, readers []Broker) bool {
 // rebalanceClusterDefault applies a change of the cluster-wide
 // read.replicas to every topic that does not set its own.
 func (a *applier) rebalanceClusterDefault() {
-	readers := readBrokers(a.brokers())
+	readers := readBrokers(a.placeable())
 	for _, t := range a.topics() {
 		if _, own := t.Configs[ReadReplicasConfig]; own {
 			continue

@@ -102,6 +102,9 @@ func (a *applier) checkVoters(ids []int32) error {
 		if !ok {
 			return fmt.Errorf("%w: broker %d is not registered", ErrInvalidReplicaAssignment, id)
 		}
+		if slices.Contains(a.decommissioned(), id) {
+			return fmt.Errorf("%w: broker %d is decommissioned (sluice broker recommission undoes that)", ErrInvalidReplicaAssignment, id)
+		}
 		if b.Role == RoleRead {
 			return fmt.Errorf("%w: broker %d is a read broker; replicas are write brokers (read brokers follow as learners)", ErrInvalidReplicaAssignment, id)
 		}
@@ -127,7 +130,7 @@ func (a *applier) finishReassignment(c *command) error {
 	// read-and-write broker that stopped being a voter goes on reading.
 	p.Learners = slices.DeleteFunc(p.Learners, func(id int32) bool { return slices.Contains(p.Voters, id) })
 	// A learner that became a voter (a combined broker) frees its slot.
-	a.fillTopic(t, readBrokers(a.brokers()))
+	a.fillTopic(t, readBrokers(a.placeable()))
 	a.putTopic(t)
 	return nil
 }
@@ -140,7 +143,7 @@ func (a *applier) addLearner(b Broker) {
 	if b.Role != RoleRead && b.Role != RoleCombined {
 		return
 	}
-	readers := readBrokers(a.brokers())
+	readers := readBrokers(a.placeable())
 	for _, t := range a.topics() {
 		if a.fillTopic(t, readers) {
 			a.putTopic(t)
@@ -156,7 +159,7 @@ func (a *applier) removeLearner(id int32) error {
 	if _, ok := a.broker(id); ok {
 		return fmt.Errorf("%w: broker %d is registered", ErrInvalidRequest, id)
 	}
-	readers := readBrokers(a.brokers())
+	readers := readBrokers(a.placeable())
 	for _, t := range a.topics() {
 		changed := false
 		for i := range t.Partitions {

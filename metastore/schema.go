@@ -29,6 +29,7 @@ import (
 //	               "incarnation"  -> u64 last broker incarnation handed out
 //	               "producer_id"  -> u64 next producer id to hand out
 //	               "members"      -> JSON map[id]addr of raft members
+//	               "decommissioned" -> JSON []int32, sorted (decommission.go)
 //	topics         topic id (16 bytes) -> JSON Topic
 //	topic_names    name -> topic id
 //	brokers        broker id (u32) -> JSON Broker

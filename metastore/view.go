@@ -30,9 +30,11 @@ type view struct {
 	acls     map[string]acl.Binding // by acl.Binding.Key
 	// aclGen moves whenever acls change (read without the lock by
 	// the authorizer on every decision).
-	aclGen    atomic.Uint64
-	changed   chan struct{} // closed and replaced when rev advances
-	contentCh chan struct{} // closed and replaced when the content changes
+	aclGen atomic.Uint64
+	// decommissioned: broker ids decommissioned (decommission.go), sorted.
+	decommissioned []int32
+	changed        chan struct{} // closed and replaced when rev advances
+	contentCh      chan struct{} // closed and replaced when the content changes
 }
 
 func newView() *view {
@@ -50,12 +52,13 @@ func (v *view) resetLocked() {
 	v.quotaGen++
 	v.acls = map[string]acl.Binding{}
 	v.aclGen.Add(1)
+	v.decommissioned = nil
 }
 
 // event is one change of cache-visible state, produced by apply.
 type event struct {
 	Rev       uint64            `json:"rev"`
-	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "quota", "acl"
+	Kind      string            `json:"kind"` // "topic", "broker", "bconf", "cluster", "quota", "acl", "decom"
 	ID        TopicID           `json:"id,omitempty"`
 	BrokerID  int32             `json:"bid,omitempty"`
 	Topic     *Topic            `json:"topic,omitempty"`
@@ -65,6 +68,8 @@ type event struct {
 	Deleted   bool              `json:"del,omitempty"`
 	Quota     *ClientQuota      `json:"quota,omitempty"`
 	ACL       *acl.Binding      `json:"acl,omitempty"`
+	// Decommissioned is the whole set after a "decom" event.
+	Decommissioned []int32 `json:"decom,omitempty"`
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -76,6 +81,8 @@ type image struct {
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
 	Quotas        []ClientQuota               `json:"quotas,omitempty"`
 	ACLs          []acl.Binding               `json:"acls,omitempty"`
+	// Decommissioned: absent from images of nodes that predate it.
+	Decommissioned []int32 `json:"decom,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -156,6 +163,8 @@ func (v *view) applyEventLocked(e *event) {
 			}
 			v.aclGen.Add(1)
 		}
+	case "decom":
+		v.decommissioned = slices.Clone(e.Decommissioned)
 	}
 }
 
@@ -183,6 +192,7 @@ func (v *view) loadImage(img *image) {
 	for _, b := range img.ACLs {
 		v.acls[b.Key()] = b
 	}
+	v.decommissioned = slices.Clone(img.Decommissioned)
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -209,6 +219,7 @@ func (v *view) imageLocked() *image {
 	for _, b := range v.acls {
 		img.ACLs = append(img.ACLs, b)
 	}
+	img.Decommissioned = slices.Clone(v.decommissioned)
 	return img
 }
 
@@ -318,6 +329,13 @@ func (v *view) Brokers() []Broker {
 	v.mu.RUnlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out
+}
+
+// Decommissioned returns the decommissioned broker ids, sorted.
+func (v *view) Decommissioned() []int32 {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return slices.Clone(v.decommissioned)
 }
 
 func cloneTopic(t Topic) Topic {

@@ -240,6 +240,18 @@
 // applied entries), so a replica that needs older entries is sent a
 // snapshot. Each replica applies retention itself.
 //
+// Compaction (cleanup.policy=compact) is the log's cleaner, run by the
+// server over each replica's log below its high watermark (committed
+// entries, never truncated) with every batch kept, emptied ones as headers
+// without records (log.CleanTarget.RetainEmpty): each batch keeps its base
+// and last offset and its epoch, so raft.index, raft's terms and the
+// producer table stay valid, and Entries serves the cleaned batch to a
+// follower that needs an older entry, which then holds the same survivors.
+// Entries still in the entry cache go out as they were appended; the
+// receiver's own cleaner compacts them. Each replica cleans itself.
+// Fetch (log.Log.ReadRange) leaves the emptied batches out: a response
+// stops before one and the consumer's next fetch starts past it.
+//
 // # Locks
 //
 // Host.mu, then Replica.raftMu, then raftStorage.mu, then the log's locks.

@@ -1,11 +1,13 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -292,4 +294,67 @@ func TestRaftRemoveStale(t *testing.T) {
 		t.Fatalf("after RemoveStale: %v", got)
 	}
 	c.produce(testBatch("y", 1, -1, 0, 0), AcksAll)
+}
+
+// TestRaftProposeDuringJointChange: batches proposed while the voters
+// change two at a time (a joint configuration, which raft leaves by
+// appending an entry of its own when it applies the change) are
+// acknowledged at the offsets they are stored at. The entry raft appends
+// when leaving came after the proposer read the log's end, once; its
+// batches were then told the offset of that entry.
+func TestRaftProposeDuringJointChange(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4, 5}, ReplicaOptions{Mode: ModeRaft}, slowElections)
+	warm := testBatch("warm", 1, -1, 0, 0)
+	var mu sync.Mutex
+	// Every acknowledged batch, the first included: checkAcked wants
+	// them to cover the offsets from 0.
+	acked := []ackedBatch{{c.produce(warm, AcksAll), append([]byte(nil), body(warm)...)}}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				b := testBatch(fmt.Sprintf("w%d-%d", w, i), 3, -1, 0, 0)
+				res := c.produce(b, AcksAll)
+				mu.Lock()
+				acked = append(acked, ackedBatch{res, append([]byte(nil), body(b)...)})
+				mu.Unlock()
+			}
+		})
+	}
+	ln, _ := c.leader()
+	others := []NodeID{4, 5}
+	var olds []NodeID
+	for _, v := range []NodeID{1, 2, 3} {
+		if v != ln {
+			olds = append(olds, v)
+		}
+	}
+	// Swap the two voters that do not lead with the two learners, and
+	// back, a few times: each swap is a joint change left automatically.
+	for round := range 4 {
+		voters, learners := append([]NodeID{ln}, others...), olds
+		if round%2 == 1 {
+			voters, learners = append([]NodeID{ln}, olds...), others
+		}
+		want := Members{Voters: slices.Sorted(slices.Values(voters)), Learners: slices.Sorted(slices.Values(learners))}
+		checkFor(t, 10*time.Second, func() error {
+			_, lr := c.leader()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			return lr.ChangeMembership(ctx, want)
+		})
+		c.members = want
+	}
+	close(stop)
+	wg.Wait()
+	slices.SortFunc(acked, func(a, b ackedBatch) int { return cmp.Compare(a.res.BaseOffset, b.res.BaseOffset) })
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
+	c.checkAcked(acked)
+	t.Logf("%d batches acknowledged during 4 joint changes", len(acked))
 }

@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"time"
+
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
 )
@@ -10,6 +12,34 @@ import (
 // nil on a non-leader. An entry is one batch (or a raft entry of its own),
 // so this counts batches, not records. For the metrics endpoint.
 func (r *Replica) FollowerLag() map[NodeID]uint64 {
+	lags := r.MemberLags()
+	if lags == nil {
+		return nil
+	}
+	out := make(map[NodeID]uint64, len(lags))
+	for id, l := range lags {
+		out[id] = l.Entries
+	}
+	return out
+}
+
+// MemberLag is how far one member of a partition's raft group is behind
+// its leader, as the leader sees it.
+type MemberLag struct {
+	// Entries is raft entries (batches) behind the leader's last entry.
+	Entries uint64
+	// Offsets is Kafka offsets (records) behind the leader's log end:
+	// from the end of the last entry the member has to the leader's.
+	Offsets int64
+	// Time is how long ago the member last had the leader's whole log
+	// (0 when it has it now): the measure replica.lag.time.max.ms bounds
+	// for the ISR, computed by the same rule (caughtUpLocked).
+	Time time.Duration
+}
+
+// MemberLags returns, on the leader, each other member's lag by node; nil
+// on a non-leader. For the metrics endpoint and the status page.
+func (r *Replica) MemberLags() map[NodeID]MemberLag {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
 	if r.closed || r.rn.BasicStatus().RaftState != raft.StateLeader {
@@ -17,18 +47,22 @@ func (r *Replica) FollowerLag() map[NodeID]uint64 {
 	}
 	self := raftID(r.host.cfg.Node)
 	last, _ := r.st.LastIndex()
-	lag := make(map[NodeID]uint64)
+	end := r.st.endOffsetOf(last)
+	now := time.Now()
+	lags := make(map[NodeID]MemberLag)
 	r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
 		if id == self {
 			return
 		}
+		var l MemberLag
 		if pr.Match < last {
-			lag[NodeID(id-1)] = last - pr.Match
-		} else {
-			lag[NodeID(id-1)] = 0
+			l.Entries = last - pr.Match
+			l.Offsets = max(end-r.st.endOffsetOf(pr.Match), 0)
+			l.Time = now.Sub(r.caughtUpLocked(id, pr.Match, last))
 		}
+		lags[NodeID(id-1)] = l
 	})
-	return lag
+	return lags
 }
 
 // RaftIndexes returns the replica's last raft index, the commit index it

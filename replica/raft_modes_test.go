@@ -252,3 +252,54 @@ func TestRaftInSyncReplicas(t *testing.T) {
 		t.Fatalf("a follower reports an ISR: %v", ids)
 	}
 }
+
+// TestRaftMemberLags: the leader reports each member's lag in entries,
+// offsets and time: none once caught up; for a learner cut off while 5
+// batches of 10 records are committed, 5 entries, 50 offsets and a time
+// that grows; none again once it is healed.
+func TestRaftMemberLags(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	caughtUp := func() error {
+		lags := lr.MemberLags()
+		if len(lags) != 3 {
+			return fmt.Errorf("lags %v", lags)
+		}
+		for id, l := range lags {
+			if l != (MemberLag{}) {
+				return fmt.Errorf("member %d lags %+v", id, l)
+			}
+		}
+		return nil
+	}
+	checkFor(t, 5*time.Second, caughtUp)
+	if _, ok := lr.MemberLags()[ln]; ok {
+		t.Fatal("the leader reports a lag of its own")
+	}
+	c.net.Cut(ln, 4)
+	for i := 0; i < 5; i++ {
+		c.produce(testBatch(fmt.Sprint("cut", i), 10, -1, 0, 0), AcksAll)
+	}
+	var first MemberLag
+	checkFor(t, 5*time.Second, func() error {
+		l := lr.MemberLags()[4]
+		if l.Entries != 5 || l.Offsets != 50 || l.Time <= 0 {
+			return fmt.Errorf("cut-off learner lags %+v, want 5 entries, 50 offsets, some time", l)
+		}
+		first = l
+		return nil
+	})
+	time.Sleep(100 * time.Millisecond)
+	if l := lr.MemberLags()[4]; l.Time <= first.Time {
+		t.Fatalf("lag time did not grow: %v then %v", first.Time, l.Time)
+	}
+	if f := lr.FollowerLag()[4]; f != 5 {
+		t.Fatalf("FollowerLag %d, MemberLags 5 entries", f)
+	}
+	if rs := c.rep(NodeID(1 + int(ln)%3)).MemberLags(); rs != nil {
+		t.Fatalf("a follower reports lags: %v", rs)
+	}
+	c.net.Heal()
+	checkFor(t, 5*time.Second, caughtUp)
+}

@@ -505,27 +505,7 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 		if id == self || pr.State == tracker.StateSnapshot {
 			return
 		}
-		heard, ok := r.lastHeard[id]
-		if !ok || heard.Before(r.leaderSince) {
-			heard = r.leaderSince
-		}
-		var caught time.Time
-		if pr.Match >= last {
-			caught = heard
-		} else {
-			for _, m := range r.marks {
-				if m.index <= pr.Match && m.at.After(caught) {
-					caught = m.at
-				}
-			}
-			if caught.After(heard) {
-				caught = heard
-			}
-		}
-		if caught.Before(r.leaderSince) {
-			caught = r.leaderSince
-		}
-		if now.Sub(caught) > lag {
+		if now.Sub(r.caughtUpLocked(id, pr.Match, last)) > lag {
 			return
 		}
 		isr = append(isr, nodeOf(id))
@@ -534,6 +514,36 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 		}
 	})
 	return isr, voters
+}
+
+// caughtUpLocked is when, as far as the leader can tell, member id (whose
+// log matches the leader's up to match) last had every entry of the
+// leader's log (which ends at last): when it was last heard from if it has
+// them all; otherwise at the newest mark its match reaches, and never
+// later than it was last heard from; never before this leader's election
+// (isrLocked explains why). The ISR and the members' lag in time use it.
+func (r *Replica) caughtUpLocked(id, match, last uint64) time.Time {
+	heard, ok := r.lastHeard[id]
+	if !ok || heard.Before(r.leaderSince) {
+		heard = r.leaderSince
+	}
+	var caught time.Time
+	if match >= last {
+		caught = heard
+	} else {
+		for _, m := range r.marks {
+			if m.index <= match && m.at.After(caught) {
+				caught = m.at
+			}
+		}
+		if caught.After(heard) {
+			caught = heard
+		}
+	}
+	if caught.Before(r.leaderSince) {
+		caught = r.leaderSince
+	}
+	return caught
 }
 
 // process is one scheduler round: step the queued messages, apply ticks,
@@ -629,11 +639,14 @@ func (r *Replica) process() {
 	r.afterProcessLocked()
 }
 
-// proposeLocked assigns offsets and proposes. It first persists any Ready
-// pending, so raft's log has no unstable tail and the next entry's index
-// and offset are the storage's last index and next offset plus one.
+// proposeLocked assigns offsets and proposes. It first persists every
+// Ready pending, so raft's log has no unstable tail and the next entry's
+// index and offset are the storage's last index and next offset plus one.
+// One Ready is not enough: its Advance can append an entry (raft leaving
+// a joint configuration by itself once it applied it), and a batch
+// proposed behind that entry would be told the entry's index and offset.
 func (r *Replica) proposeLocked(props []*Proposal) error {
-	if r.rn.HasReady() {
+	for r.rn.HasReady() {
 		if err := r.handleReadyLocked(); err != nil {
 			for _, p := range props {
 				p.complete(ProduceResult{}, err)

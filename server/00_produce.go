@@ -349,7 +349,8 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 	if b.IsControl() {
 		return nil, protocol.ErrInvalidRecord
 	}
-	if err := s.validateRecords(ctx, b, maxBytes); err != nil {
+	_, compacted := s.topicCleanupPolicy(t)
+	if err := s.validateRecords(ctx, b, maxBytes, compacted); err != nil {
 		return nil, err
 	}
 	if b.IsTransactional() {

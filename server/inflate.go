@@ -57,15 +57,23 @@ func (c *inflateCharge) release() {
 // max.message.bytes: the records of an uncompressed batch of that size,
 // whose 61-byte header is Kafka's record-batch overhead on top) under
 // queued.max.request.bytes.
-func (s *Server) validateRecords(ctx context.Context, b protocol.Batch, maxBytes int64) error {
+//
+// On a compacted topic (keyed) every record must have a key, as Kafka's
+// LogValidator requires: a record without one fails the batch with
+// protocol.ErrNullKey (INVALID_RECORD).
+func (s *Server) validateRecords(ctx context.Context, b protocol.Batch, maxBytes int64, keyed bool) error {
+	validate := b.ValidateRecords
+	if keyed {
+		validate = b.ValidateKeyedRecords
+	}
 	if b.Compression() == 0 {
-		return b.ValidateRecords(int(maxBytes), nil)
+		return validate(int(maxBytes), nil)
 	}
 	limit := s.cfg.QueuedMaxRequestBytes
 	if limit <= 0 {
-		return b.ValidateRecords(int(maxBytes), nil)
+		return validate(int(maxBytes), nil)
 	}
 	c := &inflateCharge{b: &s.requestBytes, ctx: ctx, limit: limit}
 	defer c.release()
-	return b.ValidateRecords(int(maxBytes), c)
+	return validate(int(maxBytes), c)
 }

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/replica"
 )
 
@@ -113,6 +114,35 @@ func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
 			}
 		}
 	}
+}
+
+// RunCleaner runs the log cleaner over the hosted partitions whose topic
+// has cleanup.policy=compact until ctx ends, and stops it before
+// returning. A raft partition is cleaned only below its high watermark
+// (committed entries, never truncated) and keeps every batch, emptied or
+// not, because its batches are its raft entries: a replica that is sent
+// them from the log gets the cleaned batches, the same survivors.
+func (s *Server) RunCleaner(ctx context.Context, c *log.Cleaner) {
+	s.cleaner.Store(c)
+	c.Start()
+	<-ctx.Done()
+	c.Close()
+}
+
+// CleanTargets lists the hosted partitions for the log cleaner; those of
+// topics that are not compacted are skipped by the cleaner itself.
+func (s *Server) CleanTargets() []log.CleanTarget {
+	var out []log.CleanTarget
+	if s.replicated() {
+		for _, r := range s.raft.Replicas() {
+			out = append(out, log.CleanTarget{Log: r.Log(), Limit: r.HighWatermark, RetainEmpty: true})
+		}
+		return out
+	}
+	for _, p := range s.partitions.Partitions() {
+		out = append(out, log.CleanTarget{Log: p.Log(), Limit: p.HighWatermark})
+	}
+	return out
 }
 
 // RunLeaderBalance hands each partition this broker leads back to its

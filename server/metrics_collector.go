@@ -37,6 +37,8 @@ var (
 	descLastIdx  = desc("sluice_partition_raft_last_index", "Last raft index of this replica: its rate on the leader is the partition's proposals (batches and raft entries) per second.", pl...)
 	descApplyLag = desc("sluice_partition_raft_apply_lag_entries", "Committed raft entries this replica has not applied yet.", pl...)
 	descLag      = desc("sluice_partition_follower_lag_entries", "Raft entries (batches) a member is behind the leader's last entry; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descLagOffs  = desc("sluice_partition_follower_lag_offsets", "Offsets (records) a member is behind the leader's log end offset; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descLagSecs  = desc("sluice_partition_follower_lag_seconds", "Time since a member last had the leader's whole log (0 while it has it; replica.lag.time.max.ms bounds it for the ISR); reported by the leader, by member node id.", "topic", "partition", "replica")
 
 	descHosted        = desc("sluice_partitions", "Partitions this broker hosts a replica of.")
 	descLeaders       = desc("sluice_leader_partitions", "Partitions this broker leads (Kafka's LeaderCount).")
@@ -53,6 +55,15 @@ var (
 	descGroupOffset  = desc("sluice_group_committed_offset", "The group's committed offset.", "group", "topic", "partition")
 	descGroups       = desc("sluice_groups", "Consumer groups coordinated here.")
 	descRebalances   = desc("sluice_group_rebalances_total", "Rebalances completed by groups coordinated here since start (generation or group epoch bumps).")
+
+	descCleanerPasses   = desc("sluice_log_cleaner_passes_total", "Log cleaning passes completed (one log each).")
+	descCleanerSegments = desc("sluice_log_cleaner_segments_total", "Segments rewritten by the log cleaner.")
+	descCleanerRead     = desc("sluice_log_cleaner_read_bytes_total", "Segment bytes the log cleaner read (offset map and rewrite).")
+	descCleanerWritten  = desc("sluice_log_cleaner_written_bytes_total", "Bytes of cleaned segments the log cleaner wrote.")
+	descCleanerRemoved  = desc("sluice_log_cleaner_removed_records_total", "Records the log cleaner removed (superseded keys, expired tombstones, keyless records).")
+	descCleanerErrors   = desc("sluice_log_cleaner_errors_total", "Cleaning passes that failed.")
+	descCleanerDirty    = desc("sluice_log_cleaner_max_dirty_percent", "Highest dirty ratio, in percent, among the cleanable logs at the last selection (Kafka's max-dirty-percent).")
+	descCleanerLastPass = desc("sluice_log_cleaner_last_pass_seconds", "Duration of the last completed cleaning pass.")
 
 	descTxnDone     = desc("sluice_transactions_completed_total", "Transactions the transaction coordinator here completed since start (markers written to every partition), by result (commit, abort).", "result")
 	descTxnTimedOut = desc("sluice_transactions_timed_out_total", "Transactions the coordinator here aborted since start because they stayed open past their timeout.")
@@ -131,8 +142,11 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			if isr < minISR {
 				underMin++
 			}
-			for id, lag := range r.FollowerLag() {
-				gauge(ch, descLag, float64(lag), topic, part, strconv.Itoa(int(id)))
+			for id, lag := range r.MemberLags() {
+				member := strconv.Itoa(int(id))
+				gauge(ch, descLag, float64(lag.Entries), topic, part, member)
+				gauge(ch, descLagOffs, float64(lag.Offsets), topic, part, member)
+				gauge(ch, descLagSecs, lag.Time.Seconds(), topic, part, member)
 			}
 		}
 		for _, t := range s.catalog.Topics() {
@@ -156,6 +170,17 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, descUnderMinCount, float64(underMin))
 	gauge(ch, descLeaderless, float64(leaderless))
 	gauge(ch, descOffline, float64(offline))
+	if cl := s.cleaner.Load(); cl != nil {
+		t := cl.Totals()
+		for d, v := range map[*prometheus.Desc]int64{
+			descCleanerPasses: t.Passes, descCleanerSegments: t.Segments, descCleanerRead: t.BytesRead,
+			descCleanerWritten: t.BytesWritten, descCleanerRemoved: t.RecordsGone, descCleanerErrors: t.Errors,
+		} {
+			ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v))
+		}
+		gauge(ch, descCleanerDirty, float64(t.MaxDirtyRatioPercent))
+		gauge(ch, descCleanerLastPass, float64(t.LastPassMillis)/1000)
+	}
 	if s.groups != nil {
 		c.collectGroups(ch, hw)
 	}
@@ -181,19 +206,15 @@ func (c collector) collectGroups(ch chan<- prometheus.Metric, hw map[replica.Key
 	for _, g := range stats {
 		gauge(ch, descGroupMembers, float64(g.Members), g.Name)
 		gauge(ch, descGroupState, 1, g.Name, g.State)
-		offs, err := s.groups.CommittedOffsets(ctx, g.Name)
+		offs, err := s.groupOffsets(ctx, g.Name, hw)
 		if err != nil {
 			continue // the metastore is slow or unreachable: no lag this scrape
 		}
 		for _, o := range offs {
-			t, ok := s.catalog.TopicByName(o.Topic)
-			if !ok {
-				continue // a deleted topic's offsets linger until expiry
-			}
 			part := strconv.Itoa(int(o.Partition))
-			gauge(ch, descGroupOffset, float64(o.Offset), g.Name, o.Topic, part)
-			if h, ok := hw[replica.Key{TopicID: t.ID, Index: o.Partition}]; ok {
-				gauge(ch, descGroupLag, float64(max(h-o.Offset, 0)), g.Name, o.Topic, part)
+			gauge(ch, descGroupOffset, float64(o.Committed), g.Name, o.Topic, part)
+			if o.HasLag {
+				gauge(ch, descGroupLag, float64(o.Lag), g.Name, o.Topic, part)
 			}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/replica"
 	"github.com/sluice-broker/sluice/txn"
 )
@@ -95,6 +96,8 @@ type Server struct {
 	// activity with it without a clock read per request.
 	epoch time.Time
 	clock atomic.Int64
+
+	cleaner atomic.Pointer[log.Cleaner] // set by RunCleaner, for metrics
 }
 
 // now is the reaper's clock: at most one reaper tick old.

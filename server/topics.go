@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -80,7 +82,31 @@ func (s *Server) logConfig(t metastore.Topic) log.Config {
 	c.RetentionBytes = s.topicInt(t, "retention.bytes")
 	c.IndexIntervalBytes = int(s.topicInt(t, "index.interval.bytes"))
 	c.SegmentIndexBytes = int(s.topicInt(t, "segment.index.bytes"))
+	c.Delete, c.Compact = s.topicCleanupPolicy(t)
+	c.DeleteRetentionMs = msDuration(s.topicInt(t, "delete.retention.ms"))
+	c.MinCompactionLagMs = msDuration(s.topicInt(t, "min.compaction.lag.ms"))
+	c.MaxCompactionLagMs = msDuration(s.topicInt(t, "max.compaction.lag.ms"))
+	ratio, _ := s.topicConfig(t, "min.cleanable.dirty.ratio")
+	if f, err := strconv.ParseFloat(strings.TrimSpace(ratio.value), 64); err == nil {
+		c.MinCleanableDirtyRatio = f
+	}
 	return c
+}
+
+// topicCleanupPolicy is t's cleanup.policy: whether retention deletes old
+// segments and whether the log cleaner compacts it.
+func (s *Server) topicCleanupPolicy(t metastore.Topic) (deleteOld, compact bool) {
+	v, _ := s.topicConfig(t, "cleanup.policy")
+	return configs.CleanupPolicy(v.value)
+}
+
+// msDuration converts a config in milliseconds to a Duration, Kafka's
+// Long.MAX_VALUE ("never") included, which saturates.
+func msDuration(ms int64) time.Duration {
+	if ms > math.MaxInt64/int64(time.Millisecond) {
+		return math.MaxInt64
+	}
+	return time.Duration(ms) * time.Millisecond
 }
 
 // validTopicName applies Kafka's topic name rules.

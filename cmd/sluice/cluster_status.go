@@ -21,6 +21,7 @@ import (
 // here as missing from its partitions' ISR.
 func clusterCommand() *cobra.Command {
 	var bootstrap string
+	var asJSON bool
 	cmd := &cobra.Command{Use: "cluster", Short: "Show the cluster as Kafka clients see it"}
 	status := &cobra.Command{
 		Use:   "status",
@@ -41,10 +42,14 @@ func clusterCommand() *cobra.Command {
 			if err != nil {
 				return fmt.Errorf("metadata from %s: %w", bootstrap, err)
 			}
+			if asJSON {
+				return writeJSON(cmd.OutOrStdout(), clusterStatusJSON(md))
+			}
 			return printClusterStatus(cmd.OutOrStdout(), md)
 		},
 	}
 	status.Flags().StringVar(&bootstrap, "bootstrap-server", "127.0.0.1:9092", "host:port of a Kafka listener (comma-separated for several)")
+	status.Flags().BoolVar(&asJSON, "json", false, "print JSON: every broker and every partition, with its problems")
 	cmd.AddCommand(status)
 	return cmd
 }
@@ -95,4 +100,73 @@ func printClusterStatus(w io.Writer, md kadm.Metadata) error {
 	}
 	fmt.Fprintf(w, "%d partitions: %d under-replicated, %d with offline replicas, %d without a leader\n", total, under, offline, leaderless)
 	return nil
+}
+
+// clusterStatusJSONView is `sluice cluster status --json`: every broker and every
+// partition (not only those with problems), with stable field names.
+type clusterStatusJSONView struct {
+	Cluster    string             `json:"cluster"`
+	Controller int32              `json:"controller"`
+	Brokers    []clusterBroker    `json:"brokers"`
+	Partitions []clusterPartition `json:"partitions"`
+	Summary    map[string]int     `json:"summary"`
+}
+
+type clusterBroker struct {
+	ID   int32  `json:"id"`
+	Host string `json:"host"`
+	Port int32  `json:"port"`
+	Rack string `json:"rack,omitempty"`
+}
+
+type clusterPartition struct {
+	Topic           string   `json:"topic"`
+	Partition       int32    `json:"partition"`
+	Leader          int32    `json:"leader"`
+	Replicas        []int32  `json:"replicas"`
+	ISR             []int32  `json:"isr"`
+	OfflineReplicas []int32  `json:"offline_replicas"`
+	Problems        []string `json:"problems"`
+	Error           string   `json:"error,omitempty"`
+}
+
+func clusterStatusJSON(md kadm.Metadata) clusterStatusJSONView {
+	st := clusterStatusJSONView{Cluster: md.Cluster, Controller: md.Controller, Brokers: []clusterBroker{}, Partitions: []clusterPartition{},
+		Summary: map[string]int{"partitions": 0, "under_replicated": 0, "offline_replicas": 0, "leaderless": 0}}
+	for _, b := range md.Brokers {
+		cb := clusterBroker{ID: b.NodeID, Host: b.Host, Port: b.Port}
+		if b.Rack != nil {
+			cb.Rack = *b.Rack
+		}
+		st.Brokers = append(st.Brokers, cb)
+	}
+	names := md.Topics.Names()
+	sort.Strings(names)
+	for _, name := range names {
+		td := md.Topics[name]
+		if td.Err != nil {
+			st.Partitions = append(st.Partitions, clusterPartition{Topic: name, Partition: -1, Leader: -1,
+				Replicas: []int32{}, ISR: []int32{}, OfflineReplicas: []int32{}, Problems: []string{}, Error: td.Err.Error()})
+			continue
+		}
+		for _, p := range td.Partitions.Sorted() {
+			cp := clusterPartition{Topic: name, Partition: p.Partition, Leader: p.Leader,
+				Replicas: nonNil(p.Replicas), ISR: nonNil(p.ISR), OfflineReplicas: nonNil(p.OfflineReplicas), Problems: []string{}}
+			st.Summary["partitions"]++
+			if len(p.ISR) < len(p.Replicas) {
+				st.Summary["under_replicated"]++
+				cp.Problems = append(cp.Problems, "under_replicated")
+			}
+			if len(p.OfflineReplicas) > 0 {
+				st.Summary["offline_replicas"]++
+				cp.Problems = append(cp.Problems, "offline_replicas")
+			}
+			if p.Leader < 0 {
+				st.Summary["leaderless"]++
+				cp.Problems = append(cp.Problems, "no_leader")
+			}
+			st.Partitions = append(st.Partitions, cp)
+		}
+	}
+	return st
 }

@@ -21,6 +21,7 @@ import (
 // proc is one sluice process of a real-process cluster test.
 type proc struct {
 	name, cfg, admin string
+	kafka            string // its first Kafka listener (set by addBroker)
 	cmd              *exec.Cmd
 	logf             *os.File
 	// prefix, when set, is a command the binary is run through, such as

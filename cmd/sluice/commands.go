@@ -65,7 +65,8 @@ func run(ctx context.Context, args []string) error {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand(), metaCommand(), clusterCommand())
+	root.AddCommand(devCommand(ctx), serveCommand(ctx), versionCommand(), metaCommand(), clusterCommand(),
+		topicCommand(), groupCommand(), brokerCommand())
 	root.SetArgs(args)
 	return root.ExecuteContext(ctx)
 }

@@ -8,11 +8,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 // Membership of the metadata quorum is changed through the admin HTTP
@@ -73,6 +76,21 @@ func (a *adminServer) handleMetaStatus(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
+// handleMetaBackup streams a consistent copy of this meta node's database
+// (metastore.Node.Backup).
+func (a *adminServer) handleMetaBackup(w http.ResponseWriter, _ *http.Request) {
+	meta := a.meta.Load()
+	if meta == nil {
+		http.Error(w, "not a meta node", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	if _, err := meta.Backup(w); err != nil {
+		// The status is sent; a cut stream fails the client's check.
+		a.lg.Warn().Err(err).Msg("metastore backup")
+	}
+}
+
 func metaCommand() *cobra.Command {
 	var admin, token string
 	cmd := &cobra.Command{Use: "meta", Short: "Change or show the metadata quorum (through a meta node's admin address)"}
@@ -102,8 +120,97 @@ func metaCommand() *cobra.Command {
 			return adminCall(cmd, http.MethodGet, admin, token, "/meta/status", nil)
 		},
 	}
-	cmd.AddCommand(add, remove, status)
+	backup := &cobra.Command{
+		Use:   "backup FILE",
+		Short: "Copy the metastore's state from a meta node into FILE (consistent while it serves)",
+		Long: "Downloads a copy of the meta node's database made in one read transaction, checks it " +
+			"(complete, consistent, a started cluster) and only then renames it to FILE.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return metaBackup(cmd, admin, token, args[0])
+		},
+	}
+	var cfgFile, from string
+	restore := &cobra.Command{
+		Use:   "restore --config FILE --from BACKUP",
+		Short: "Create a meta node's database from a backup, offline, as a quorum of one",
+		Long: "Writes data.dir/meta of the node the config file describes (it must not exist) from BACKUP: " +
+			"the whole state, with the raft history reset so that this node (meta.id, at meta.listen) is the " +
+			"only voter. Start it with sluice serve; add the other meta nodes, started empty with " +
+			"meta.join=true, with sluice meta add-voter.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfgFile == "" || from == "" {
+				return fmt.Errorf("restore needs --config and --from")
+			}
+			cfg, err := loadConfig(cfgFile, overrides{})
+			if err != nil {
+				return err
+			}
+			if !cfg.HasRole("meta") {
+				return fmt.Errorf("%s: not a meta node (process.roles has no meta)", cfgFile)
+			}
+			dir := filepath.Join(cfg.DataDir, "meta")
+			info, err := metastore.Restore(from, dir, cfg.MetaID, cfg.MetaListen)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "restored cluster %s at index %d (%d topics, %d brokers) into %s as meta node %d, the only voter\n",
+				info.ClusterID, info.Applied, info.Topics, info.Brokers, dir, cfg.MetaID)
+			return nil
+		},
+	}
+	restore.Flags().StringVar(&cfgFile, "config", "", "the restored node's config file (data.dir, meta.id, meta.listen)")
+	restore.Flags().StringVar(&from, "from", "", "backup file made by sluice meta backup")
+	cmd.AddCommand(add, remove, status, backup, restore)
 	return cmd
+}
+
+// metaBackup downloads the backup next to file, checks it and renames it.
+func metaBackup(cmd *cobra.Command, admin, token, file string) error {
+	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, "http://"+admin+"/meta/backup", nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		out, _ := io.ReadAll(resp.Body)
+		return fmt.Errorf("%s: %s", resp.Status, strings.TrimSpace(string(out)))
+	}
+	tmp := file + ".part"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	n, err := io.Copy(f, resp.Body)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("backup from %s: %w", admin, err)
+	}
+	info, err := metastore.ReadBackup(tmp)
+	if err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, file); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "backup of cluster %s at index %d (%d topics, %d brokers): %s, %d bytes\n",
+		info.ClusterID, info.Applied, info.Topics, info.Brokers, file, n)
+	return nil
 }
 
 // adminCall sends one request to a meta node's admin port, with the

@@ -271,6 +271,9 @@ func TestClusterMetrics(t *testing.T) {
 			}
 			_, k = total(w.ss, "sluice_partition_follower_lag_entries", tl)
 			lagSeries += k
+			_, ko := total(w.ss, "sluice_partition_follower_lag_offsets", tl)
+			_, ks := total(w.ss, "sluice_partition_follower_lag_seconds", tl)
+			check(ko == k && ks == k, "%s: %d lag series in entries, %d in offsets, %d in seconds", w.p.name, k, ko, ks)
 			v, _ = total(w.ss, "sluice_log_flush_seconds_count", nil)
 			flushes += v
 			v, _ = total(w.ss, "sluice_metastore_write_seconds_count", nil)

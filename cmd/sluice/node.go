@@ -71,6 +71,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer stopPprof()
+	admin.cfg.Store(&cfg)
 
 	var catalog *metastore.Client
 	leaseDuration := metastore.Default().LeaseDuration
@@ -111,6 +112,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		catalog = c
 	}
 
+	admin.catalog.Store(catalog)
 	if !cfg.HasRole("write") && !cfg.HasRole("read") {
 		ready.Store(true)
 		lg.Info().Msg("metastore node serving")
@@ -262,6 +264,16 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	flusher.ForgetUnopened()
 	go lease.Run(ctx)
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
+	if cfg.LogCleanerEnable {
+		go srv.RunCleaner(ctx, log.NewCleaner(log.CleanerConfig{
+			Threads:             int(cfg.LogCleanerThreads),
+			DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
+			IOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
+			Backoff:             time.Duration(cfg.LogCleanerBackoffMs) * time.Millisecond,
+			Targets:             srv.CleanTargets,
+			Logger:              lg.With().Str("component", "cleaner").Logger(),
+		}))
+	}
 	go srv.FollowCatalog(ctx)
 	// Reassignments and read brokers joining or leaving change partitions'
 	// raft configurations; the partition leaders carry them out.
@@ -372,6 +384,11 @@ type adminServer struct {
 	// fails while it is not certainly valid (the metastore unreachable
 	// for a lease duration, or the broker paused past it).
 	lease atomic.Pointer[server.Lease]
+	// catalog and cfg serve the status page and the broker commands
+	// (status_page.go, broker.go).
+	catalog atomic.Pointer[metastore.Client]
+	cfg     atomic.Pointer[configs.Config]
+	lg      zerolog.Logger
 }
 
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
@@ -391,7 +408,7 @@ func startAdmin(addr, token string, reg *prometheus.Registry, ready *atomic.Bool
 	if err != nil {
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
-	a := &adminServer{ln: ln}
+	a := &adminServer{ln: ln, lg: lg}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
@@ -413,6 +430,12 @@ func startAdmin(addr, token string, reg *prometheus.Registry, ready *atomic.Bool
 	mux.HandleFunc("POST /meta/voters", guard.wrap(a.handleAddVoter))
 	mux.HandleFunc("DELETE /meta/voters/{id}", guard.wrap(a.handleRemoveVoter))
 	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)
+	// The backup holds every secret the metastore keeps: guarded as
+	// the mutating endpoints are.
+	mux.HandleFunc("GET /meta/backup", guard.wrap(a.handleMetaBackup))
+	mux.HandleFunc("GET /{$}", a.handleStatus)
+	mux.HandleFunc("GET /status", a.handleStatus)
+	a.brokerRoutes(mux, guard)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	a.srv = srv
 	go func() {

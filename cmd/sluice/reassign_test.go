@@ -449,13 +449,30 @@ func dataDir(t *testing.T, p *proc) string {
 // starts it.
 func addReader(t *testing.T, c *testCluster, id int) *proc {
 	t.Helper()
-	src := c.readers[0]
+	p := addBroker(t, c.readers[0], id, fmt.Sprintf("read-%d", len(c.readers)+1))
+	c.readers = append(c.readers, p)
+	c.readAddrs = append(c.readAddrs, p.kafka)
+	return p
+}
+
+// addWriter is addReader for a write broker.
+func addWriter(t *testing.T, c *testCluster, id int) *proc {
+	t.Helper()
+	p := addBroker(t, c.writers[0], id, fmt.Sprintf("write-%d", len(c.writers)+1))
+	c.writers = append(c.writers, p)
+	c.writeAddrs = append(c.writeAddrs, p.kafka)
+	return p
+}
+
+// addBroker writes the config of a new broker, src's with its own id,
+// name, data directory and ports.
+func addBroker(t *testing.T, src *proc, id int, name string) *proc {
+	t.Helper()
 	b, err := os.ReadFile(src.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ports := freePorts(t, 3)
-	name := fmt.Sprintf("read-%d", len(c.readers)+1)
 	kafka := fmt.Sprintf("127.0.0.1:%d", ports[2])
 	admin := fmt.Sprintf("127.0.0.1:%d", ports[0])
 	set := func(s, key, val string) string {
@@ -479,8 +496,5 @@ func addReader(t *testing.T, c *testCluster, id int) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &proc{name: name, cfg: path, admin: admin, logf: lf}
-	c.readers = append(c.readers, p)
-	c.readAddrs = append(c.readAddrs, kafka)
-	return p
+	return &proc{name: name, cfg: path, admin: admin, logf: lf, kafka: kafka}
 }

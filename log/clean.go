@@ -1,0 +1,531 @@
+package log
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/protocol"
+)
+
+// Log compaction (cleanup.policy=compact), one pass over one log; the
+// Cleaner (cleaner.go) decides which log and when. It follows Kafka's
+// Cleaner.doClean:
+//
+//  1. The dirty section runs from the cleaner checkpoint (the offset the
+//     last pass cleaned up to, file cleanerCheckpointFile) to the first
+//     segment that may not be cleaned yet: the active segment, a segment
+//     whose records are younger than min.compaction.lag.ms, or one that
+//     reaches past the caller's limit (the high watermark; for a raft
+//     partition the applied offset).
+//  2. An offset map (offsetMap, Kafka's SkimpyOffsetMap) is filled with
+//     the latest offset of every key of the dirty section, as far as the
+//     map holds; where it fills up the pass ends and the rest stays dirty.
+//  3. Every segment from the log start to the end of the mapped section is
+//     rewritten: a record survives if it has a key and no later offset is
+//     mapped for that key, and, if it is a tombstone (null value), only
+//     until its batch's delete horizon (KIP-534: the first pass that keeps
+//     a tombstone stamps its batch with now + delete.retention.ms).
+//     Surviving records keep their offsets; a batch keeps its base offset,
+//     lastOffsetDelta, producer fields and codec (protocol.Batch.Filter).
+//     Control batches are copied as they are. A batch left without records
+//     is dropped, unless it is an idempotent producer's last batch (its
+//     sequence numbers are the producer's state) or the caller keeps every
+//     batch (raft partitions: each batch is a raft entry).
+//  4. Each rewritten segment is written to <base>.log.cleaned, synced,
+//     renamed to <base>.log.swap, and then renamed over <base>.log, as
+//     Kafka swaps cleaned segments. Open deletes a .cleaned file (the pass
+//     did not finish it) and completes a .swap (it did): a kill at any
+//     point leaves either the old or the new segment, never a mix, and the
+//     index files are rebuilt from whichever it is. Then the checkpoint
+//     moves to the end of the mapped section.
+
+const (
+	cleanerCheckpointFile = "cleaner-offset-checkpoint"
+	cleanedSuffix         = ".cleaned"
+	swapSuffix            = ".swap"
+)
+
+// cleanCrashAt is a test seam: when it returns true at a stage of a pass,
+// the pass stops there as if the process had been killed, leaving the
+// files as they are (crash_test.go).
+var cleanCrashAt = func(stage string) bool { return false }
+
+var errCrashed = errors.New("log: cleaning stopped by the crash test seam")
+
+// errCleanAborted: the log changed under a pass (retention, truncation,
+// DeleteRecords or Close took the segment); the pass stops and a later one
+// starts over. Nothing was changed.
+var errCleanAborted = errors.New("log: cleaning aborted, the log changed")
+
+// CleanStats reports one cleaning pass.
+type CleanStats struct {
+	Segments      int   // segments rewritten
+	BytesRead     int64 // segment bytes read (map and rewrite)
+	BytesWritten  int64 // bytes of the rewritten segments
+	RecordsKept   int64
+	RecordsGone   int64
+	FirstDirty    int64 // the dirty section the pass cleaned
+	CleanedTo     int64 // the new checkpoint
+	DirtyRatio    float64
+	MaxLagReached bool // cleaned because of max.compaction.lag.ms
+}
+
+// cleanPlan is what one pass works on, chosen under the read lock.
+type cleanPlan struct {
+	segs       []*segment // log start up to the first uncleanable segment
+	sizes      []int64    // their sizes when planned
+	firstDirty int64
+	gen        uint64
+	ratio      float64
+	mustClean  bool            // max.compaction.lag.ms passed
+	lastOfProd map[int64]int64 // producer id -> last offset of its last data batch
+	cfg        Config
+}
+
+// cleanable reports whether a pass at now, limited to offsets below
+// limit, would clean anything, and the dirty ratio and max-lag flag it
+// would have (Kafka's LogCleanerManager.cleanableOffsets and grabFilthiestLog).
+func (l *Log) cleanable(now time.Time, limit int64) (ratio float64, must, ok bool) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	p, ok := l.planLocked(now, limit)
+	return p.ratio, p.mustClean, ok
+}
+
+func (l *Log) planLocked(now time.Time, limit int64) (cleanPlan, bool) {
+	p := cleanPlan{cfg: l.cfg, gen: l.gen}
+	if !l.cfg.Compact || l.usableLocked() != nil {
+		return p, false
+	}
+	p.firstDirty = max(l.cleanedTo, l.logStart, l.segs[0].base)
+	lagEdge := now.Add(-l.cfg.MinCompactionLagMs).UnixMilli()
+	k := 0
+	for ; k < len(l.segs)-1; k++ {
+		s := l.segs[k]
+		if s.next > limit {
+			break
+		}
+		if l.cfg.MinCompactionLagMs > 0 && segmentTime(s, s.maxTs) > lagEdge {
+			break
+		}
+	}
+	var clean, dirty int64
+	firstDirtySeg := -1
+	for i, s := range l.segs[:k] {
+		if s.next <= p.firstDirty {
+			clean += s.size
+			continue
+		}
+		if firstDirtySeg < 0 {
+			firstDirtySeg = i
+		}
+		dirty += s.size
+	}
+	if firstDirtySeg < 0 || dirty == 0 {
+		return p, false
+	}
+	p.ratio = float64(dirty) / float64(clean+dirty)
+	fd := l.segs[firstDirtySeg]
+	if l.cfg.MaxCompactionLagMs < time.Duration(math.MaxInt64) {
+		p.mustClean = segmentTime(fd, fd.firstBatchMaxTs) < now.Add(-l.cfg.MaxCompactionLagMs).UnixMilli()
+	}
+	if p.ratio < l.cfg.MinCleanableDirtyRatio && !p.mustClean {
+		return p, false
+	}
+	p.segs = append([]*segment(nil), l.segs[:k]...)
+	for _, s := range p.segs {
+		p.sizes = append(p.sizes, s.size)
+	}
+	return p, true
+}
+
+// segmentTime is a segment's timestamp ts, or its creation time when no
+// batch of it has one.
+func segmentTime(s *segment, ts int64) int64 {
+	if ts >= 0 {
+		return ts
+	}
+	return s.created.UnixMilli()
+}
+
+// cleanOptions are the cleaner's resources for one pass.
+type cleanOptions struct {
+	now         time.Time
+	limit       int64
+	m           *offsetMap
+	throttle    *throttler
+	retainEmpty bool
+	stop        <-chan struct{}
+}
+
+// clean runs one pass (see the top of this file). It returns ok false
+// when there was nothing to clean. errCleanAborted and a closed stop
+// channel end it early without harm; other errors come from the files and
+// are fatal for the log if they happen after a swap began.
+func (l *Log) clean(o cleanOptions) (CleanStats, bool, error) {
+	l.mu.Lock()
+	p, ok := l.planLocked(o.now, o.limit)
+	if ok {
+		// The files must stay open while the pass reads them without
+		// the lock, whatever retention does meanwhile.
+		for _, s := range p.segs {
+			s.ref.acquire()
+		}
+		p.lastOfProd = make(map[int64]int64, len(l.producers))
+		for id, e := range l.producers {
+			if n := len(e.batches); n > 0 {
+				p.lastOfProd[id] = e.batches[n-1].lastOffset
+			}
+		}
+	}
+	l.mu.Unlock()
+	if !ok {
+		return CleanStats{}, false, nil
+	}
+	defer func() {
+		for _, s := range p.segs {
+			s.ref.release()
+		}
+	}()
+	st := CleanStats{FirstDirty: p.firstDirty, DirtyRatio: p.ratio, MaxLagReached: p.mustClean}
+	end, err := l.buildMap(&p, o, &st)
+	if err != nil {
+		return st, true, err
+	}
+	horizon := o.now.Add(p.cfg.DeleteRetentionMs).UnixMilli()
+	for i, s := range p.segs {
+		if s.base >= end {
+			break
+		}
+		if err := l.cleanSegment(&p, i, end, horizon, o, &st); err != nil {
+			return st, true, err
+		}
+	}
+	st.CleanedTo = end
+	if cleanCrashAt("checkpoint") {
+		return st, true, errCrashed
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.usableLocked(); err != nil {
+		return st, true, err
+	}
+	if l.gen != p.gen {
+		return st, true, errCleanAborted
+	}
+	if end > l.cleanedTo {
+		if err := fsutil.WriteFileSync(l.dir, cleanerCheckpointFile, []byte("0\n"+fmt.Sprint(end)+"\n")); err != nil {
+			// The segments are cleaned; losing the checkpoint only
+			// means the next pass maps them again.
+			return st, true, fmt.Errorf("writing cleaner checkpoint: %w", err)
+		}
+		l.cleanedTo = end
+	}
+	return st, true, nil
+}
+
+// eachBatch reads the whole batches of s below size in order.
+func eachBatch(s *segment, size int64, o *cleanOptions, st *CleanStats, fn func(b []byte, h *batchHeader) error) error {
+	br := bufio.NewReaderSize(io.NewSectionReader(s.log, 0, size), 256<<10)
+	var buf []byte
+	for pos := int64(0); pos < size; {
+		if o.stop != nil {
+			select {
+			case <-o.stop:
+				return errCleanAborted
+			default:
+			}
+		}
+		var hb [protocol.BatchHeaderSize]byte
+		if _, err := io.ReadFull(br, hb[:]); err != nil {
+			return fmt.Errorf("reading %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
+		}
+		h, err := parseHeader(hb[:])
+		if err != nil || h.Size > size-pos {
+			return fmt.Errorf("%w: segment %s position %d while cleaning", ErrCorrupt, segmentName(s.base, logSuffix), pos)
+		}
+		if int64(cap(buf)) < h.Size {
+			buf = make([]byte, h.Size)
+		}
+		buf = buf[:h.Size]
+		copy(buf, hb[:])
+		if _, err := io.ReadFull(br, buf[protocol.BatchHeaderSize:]); err != nil {
+			return fmt.Errorf("reading %s at %d: %w", segmentName(s.base, logSuffix), pos, err)
+		}
+		st.BytesRead += h.Size
+		o.throttle.wait(h.Size, o.stop)
+		if err := fn(buf, &h); err != nil {
+			return err
+		}
+		pos += h.Size
+	}
+	return nil
+}
+
+// buildMap fills the offset map from the dirty section and returns the
+// end of what it mapped: the offset after the last batch that fit.
+func (l *Log) buildMap(p *cleanPlan, o cleanOptions, st *CleanStats) (int64, error) {
+	// At most one entry per offset of the dirty section.
+	span := int64(0)
+	for _, s := range p.segs {
+		span = max(span, s.next-p.firstDirty)
+	}
+	o.m.reset(span)
+	end := p.firstDirty
+	full := errors.New("map full")
+	for i, s := range p.segs {
+		if s.next <= p.firstDirty {
+			continue
+		}
+		err := eachBatch(s, p.sizes[i], &o, st, func(b []byte, h *batchHeader) error {
+			if h.LastOffset() < p.firstDirty {
+				return nil
+			}
+			if o.m.full(int(h.RecordCount)) {
+				return full
+			}
+			if !h.IsControl() {
+				err := protocol.Batch(b).EachRecord(math.MaxInt32, nil, func(r *protocol.Record) error {
+					if off := h.BaseOffset + int64(r.OffsetDelta); r.Key != nil && off >= p.firstDirty {
+						o.m.put(r.Key, off)
+					}
+					return nil
+				})
+				if err != nil {
+					// A batch stored but not decodable is kept as it is
+					// by the rewrite; its keys are not mapped.
+					l.lg.Warn().Err(err).Int64("offset", h.BaseOffset).Msg("cleaner cannot decode a stored batch; leaving it as it is")
+				}
+			}
+			end = h.LastOffset() + 1
+			return nil
+		})
+		if errors.Is(err, full) {
+			if end == p.firstDirty {
+				return end, fmt.Errorf("log.cleaner.dedupe.buffer.size too small: no room for one batch at offset %d", end)
+			}
+			return end, nil
+		}
+		if err != nil {
+			return end, err
+		}
+		end = max(end, s.next)
+	}
+	return end, nil
+}
+
+// cleanSegment rewrites p.segs[i] into a .cleaned file and swaps it in,
+// unless no batch of it changes.
+func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptions, st *CleanStats) error {
+	s := p.segs[i]
+	cleaned := filepath.Join(l.dir, segmentName(s.base, logSuffix)+cleanedSuffix)
+	f, err := os.OpenFile(cleaned, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	discard := func() {
+		f.Close()
+		os.Remove(cleaned)
+	}
+	bw := bufio.NewWriterSize(f, 256<<10)
+	changed := false
+	var written, kept, gone int64
+	var out []byte
+	err = eachBatch(s, p.sizes[i], &o, st, func(b []byte, h *batchHeader) error {
+		keepAll := h.IsControl()
+		var res protocol.FilterResult
+		if !keepAll {
+			var ferr error
+			res, ferr = protocol.Batch(b).Filter(out, math.MaxInt32, horizon, func(off int64, r *protocol.Record) bool {
+				if r.Key == nil {
+					return false // Kafka drops keyless records from compacted logs
+				}
+				if off < end && off < o.m.get(r.Key) {
+					return false
+				}
+				if r.Value == nil && protocol.Batch(b).HasDeleteHorizon() && o.now.UnixMilli() >= protocol.Batch(b).BaseTimestamp() {
+					return false // a tombstone past its delete horizon
+				}
+				return true
+			})
+			if ferr != nil {
+				l.lg.Warn().Err(ferr).Int64("offset", h.BaseOffset).Msg("cleaner cannot rewrite a stored batch; keeping it as it is")
+				keepAll = true
+			}
+		}
+		kept += int64(res.Kept)
+		gone += int64(res.Dropped)
+		w := b
+		switch {
+		case keepAll:
+		case res.Kept == 0 && !o.retainEmpty && !(h.ProducerID >= 0 && p.lastOfProd[h.ProducerID] == h.LastOffset()):
+			// The whole batch goes, also one an earlier pass emptied
+			// that is no longer its producer's last.
+			changed = true
+			return nil
+		case res.Changed:
+			changed = true
+			w, out = res.Out, res.Out
+		}
+		if _, err := bw.Write(w); err != nil {
+			return err
+		}
+		written += int64(len(w))
+		return nil
+	})
+	if err == nil && changed {
+		err = bw.Flush()
+	}
+	if err == nil && changed {
+		err = syncFile(f)
+	}
+	if err != nil || !changed {
+		discard()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(cleaned)
+		return err
+	}
+	o.throttle.wait(written, o.stop)
+	if cleanCrashAt("cleaned") {
+		return errCrashed
+	}
+	// Keep the old file's modification time: retention by time falls back
+	// to it for segments without timestamps, as Kafka's cleaner keeps the
+	// last modified time of the segments it replaces.
+	if fi, err := s.log.Stat(); err == nil {
+		os.Chtimes(cleaned, fi.ModTime(), fi.ModTime())
+	}
+	swap := filepath.Join(l.dir, segmentName(s.base, logSuffix)+swapSuffix)
+	if err := os.Rename(cleaned, swap); err != nil {
+		os.Remove(cleaned)
+		return err
+	}
+	if err := l.swapIn(s, p.sizes[i], p.gen, swap); err != nil {
+		return err
+	}
+	st.Segments++
+	st.BytesWritten += written
+	st.RecordsKept += kept
+	st.RecordsGone += gone
+	return nil
+}
+
+// swapIn replaces old with the cleaned file at swap, if old is still a
+// non-active segment of the log with the size it was planned with.
+func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string) error {
+	l.syncMu.Lock()
+	defer l.syncMu.Unlock()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	at := -1
+	for i, s := range l.segs[:len(l.segs)-1] {
+		if s == old {
+			at = i
+		}
+	}
+	if err := l.usableLocked(); err != nil || at < 0 || old.closed || old.size != size || l.gen != gen {
+		os.Remove(swap)
+		if err != nil {
+			return err
+		}
+		return errCleanAborted
+	}
+	// The commit point: a .swap is complete, and Open finishes the
+	// rename if a crash comes first.
+	if err := fsutil.SyncDir(l.dir); err != nil {
+		return l.failLocked("sync directory", err)
+	}
+	if cleanCrashAt("swap") {
+		return errCrashed
+	}
+	if err := os.Rename(swap, filepath.Join(l.dir, segmentName(old.base, logSuffix))); err != nil {
+		return l.failLocked("swap cleaned segment", err)
+	}
+	if cleanCrashAt("renamed") {
+		return errCrashed
+	}
+	ns, err := openSegment(l.dir, old.base, false, old.created, int64(l.cfg.SegmentIndexBytes))
+	if err != nil {
+		return l.failLocked("open cleaned segment", err)
+	}
+	minOffset := old.base
+	if at > 0 {
+		minOffset = l.segs[at-1].next
+	}
+	res, err := ns.scan(minOffset, false, l.cfg.IndexIntervalBytes, nil)
+	if err == nil && res.bad != nil {
+		err = res.bad
+	}
+	if err == nil {
+		err = ns.idx.rewrite()
+	}
+	if err == nil {
+		err = ns.sync()
+	}
+	if err != nil {
+		ns.close()
+		return l.failLocked("index cleaned segment", err)
+	}
+	ns.idx.evict()
+	old.close()
+	if ns.size == 0 && at > 0 {
+		// Nothing survived; the offsets stay reachable through the
+		// neighbours (a read past a gap finds the next batch).
+		if err := ns.remove(l.dir); err != nil {
+			return l.failLocked("remove empty cleaned segment", err)
+		}
+		l.segs = append(l.segs[:at], l.segs[at+1:]...)
+	} else {
+		l.segs[at] = ns
+	}
+	if err := fsutil.SyncDir(l.dir); err != nil {
+		return l.failLocked("sync directory", err)
+	}
+	return nil
+}
+
+// completeSwaps is Open's part of the swap: a .swap file is a finished
+// cleaned segment whose rename over the .log was cut short.
+func completeSwaps(dir string, names []string) error {
+	done := false
+	for _, name := range names {
+		stem, ok := cutSuffix(name, logSuffix+swapSuffix)
+		if !ok {
+			continue
+		}
+		if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, stem+logSuffix)); err != nil {
+			return err
+		}
+		done = true
+	}
+	if done {
+		return fsutil.SyncDir(dir)
+	}
+	return nil
+}
+
+func cutSuffix(name, suffix string) (string, bool) {
+	if len(name) <= len(suffix) || name[len(name)-len(suffix):] != suffix {
+		return "", false
+	}
+	stem := name[:len(name)-len(suffix)]
+	_, ok := parseSegmentName(stem+logSuffix, logSuffix)
+	return stem, ok
+}
+
+// CleanedOffset is the cleaner checkpoint: every offset below it was in
+// the dirty section of a finished pass.
+func (l *Log) CleanedOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.cleanedTo
+}
