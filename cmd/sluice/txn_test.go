@@ -121,6 +121,20 @@ func TestClusterTransactions(t *testing.T) {
 	c.writers[fr.NodeID-1].kill()
 	t.Logf("killed write broker %d, the coordinator of %s, with its transaction open", fr.NodeID, killID)
 	start := time.Now()
+	// Until its lease lapses the dead broker is still named; a client's
+	// retry budget may run out on it first, so wait for the takeover as
+	// an application retrying EndTransaction would.
+	for {
+		r, err := fc.RequestWith(ctx, k)
+		if err == nil && r.ErrorCode == 0 && r.NodeID != fr.NodeID {
+			t.Logf("write broker %d coordinates %s after %v", r.NodeID, killID, time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no other coordinator for %s: %v %+v", killID, err, r)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	if err := k.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatalf("EndTransaction after the coordinator died: %v", err)
 	}
