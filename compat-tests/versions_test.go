@@ -249,6 +249,54 @@ func TestEveryAdvertisedVersion(t *testing.T) {
 		return "no retention.ms among the topic's configs"
 	})
 
+	// On a PLAINTEXT listener SASL requests are answered
+	// ILLEGAL_SASL_STATE, as Kafka's KafkaApis does (the SASL_* listeners
+	// are tested in security_test.go).
+	sweep(17, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrSASLHandshakeRequest()
+		r.Version, r.Mechanism = v, "PLAIN"
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		if r := resp.(*kmsg.SASLHandshakeResponse); r.ErrorCode != kerr.IllegalSaslState.Code {
+			return fmt.Sprintf("error %d, want ILLEGAL_SASL_STATE", r.ErrorCode)
+		}
+		return ""
+	})
+	sweep(36, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrSASLAuthenticateRequest()
+		r.Version, r.SASLAuthBytes = v, []byte("\x00u\x00p")
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		if r := resp.(*kmsg.SASLAuthenticateResponse); r.ErrorCode != kerr.IllegalSaslState.Code {
+			return fmt.Sprintf("error %d, want ILLEGAL_SASL_STATE", r.ErrorCode)
+		}
+		return ""
+	})
+	sweep(51, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrAlterUserSCRAMCredentialsRequest()
+		r.Version = v
+		u := kmsg.NewAlterUserSCRAMCredentialsRequestUpsertion()
+		u.Name, u.Mechanism, u.Iterations, u.Salt, u.SaltedPassword = "sweep-user", 2, 4096, []byte("salt"), make([]byte, 64)
+		r.Upsertions = append(r.Upsertions, u)
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		if r := resp.(*kmsg.AlterUserSCRAMCredentialsResponse); len(r.Results) != 1 || r.Results[0].ErrorCode != 0 {
+			return fmt.Sprintf("results %+v", r.Results)
+		}
+		return ""
+	})
+	sweep(50, 0, func(v int16) kmsg.Request {
+		r := kmsg.NewPtrDescribeUserSCRAMCredentialsRequest()
+		r.Version = v
+		return r
+	}, func(v int16, resp kmsg.Response) string {
+		r := resp.(*kmsg.DescribeUserSCRAMCredentialsResponse)
+		if r.ErrorCode != 0 || len(r.Results) != 1 || r.Results[0].User != "sweep-user" || len(r.Results[0].CredentialInfos) != 1 ||
+			r.Results[0].CredentialInfos[0].Mechanism != 2 || r.Results[0].CredentialInfos[0].Iterations != 4096 {
+			return fmt.Sprintf("error %d, results %+v", r.ErrorCode, r.Results)
+		}
+		return ""
+	})
 	sweep(60, 0, func(v int16) kmsg.Request {
 		r := kmsg.NewPtrDescribeClusterRequest()
 		r.Version = v

@@ -23,6 +23,9 @@ type Listener struct {
 	Address string `mapstructure:"address"`
 	// Advertised is host:port given to clients; Address when empty.
 	Advertised string `mapstructure:"advertised"`
+	// Protocol is the security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+	// SASL_SSL), from listener.security.protocol.map (ResolveListeners).
+	Protocol string `mapstructure:"-"`
 }
 
 // Config is the whole configuration of one sluice process. Keys are flat,
@@ -174,6 +177,11 @@ type Config struct {
 	// group members; Kafka's names and defaults.
 	GroupConsumerSessionTimeoutMs    int32 `mapstructure:"group.consumer.session.timeout.ms"`
 	GroupConsumerHeartbeatIntervalMs int32 `mapstructure:"group.consumer.heartbeat.interval.ms"`
+	// GroupInitialRebalanceDelayMs is how long the first rebalance of an
+	// empty classic group waits for more members (Kafka's name and
+	// default, 3000; `sluice dev` defaults to 0, as Kafka's quickstart
+	// server.properties does).
+	GroupInitialRebalanceDelayMs int32 `mapstructure:"group.initial.rebalance.delay.ms"`
 
 	AutoCreateTopics         bool  `mapstructure:"auto.create.topics.enable"`
 	NumPartitions            int32 `mapstructure:"num.partitions"`
@@ -286,6 +294,11 @@ type Config struct {
 	AutoLeaderRebalance              bool  `mapstructure:"auto.leader.rebalance.enable"`
 	LeaderImbalanceCheckSeconds      int64 `mapstructure:"leader.imbalance.check.interval.seconds"`
 
+	// Security: Kafka's ssl.* and sasl.* keys (security.go).
+	Security `mapstructure:",squash"`
+	// ListenerOverrides are Kafka's listener.name.<name>.<key> settings,
+	// as the loader found them (security.go).
+	ListenerOverrides map[string]string `mapstructure:"-"`
 	// Authorization (docs/security.md). AuthorizerClassName is Kafka's
 	// authorizer.class.name: empty (Kafka's default) leaves every request
 	// allowed; Kafka's StandardAuthorizer (or the older AclAuthorizer)
@@ -347,6 +360,7 @@ func Default() Config {
 		GroupMaxSessionTimeoutMs:         1800000,
 		GroupConsumerSessionTimeoutMs:    45000,
 		GroupConsumerHeartbeatIntervalMs: 5000,
+		GroupInitialRebalanceDelayMs:     3000,
 		GroupConsumerMaxSize:             math.MaxInt32,
 		SocketRequestTimeoutMs:           30000,
 		ConnectionsMaxIdleMs:             600000,
@@ -397,6 +411,7 @@ func Default() Config {
 		MetaLearnerGraceMs:               int64(15 * time.Minute / time.Millisecond),
 		RaftEntryCacheMaxBytes:           32 << 20,
 		ReplicaLagTimeMaxMs:              30000,
+		Security:                         DefaultSecurity(),
 	}
 }
 
@@ -495,6 +510,9 @@ func (c Config) Validate() error {
 	if c.GroupMinSessionTimeoutMs <= 0 || c.GroupMaxSessionTimeoutMs < c.GroupMinSessionTimeoutMs {
 		errs = append(errs, fmt.Errorf("group.min.session.timeout.ms must be positive and at most group.max.session.timeout.ms"))
 	}
+	if c.GroupInitialRebalanceDelayMs < 0 {
+		errs = append(errs, fmt.Errorf("group.initial.rebalance.delay.ms must not be negative"))
+	}
 	if c.GroupConsumerHeartbeatIntervalMs <= 0 || c.GroupConsumerSessionTimeoutMs <= c.GroupConsumerHeartbeatIntervalMs {
 		errs = append(errs, fmt.Errorf("group.consumer.heartbeat.interval.ms must be positive and below group.consumer.session.timeout.ms"))
 	}
@@ -561,6 +579,9 @@ func (c Config) Validate() error {
 	case "group", "interval", "never":
 	default:
 		errs = append(errs, fmt.Errorf("log.fsync %q is not group, interval or never", c.LogFsync))
+	}
+	if err := c.validateSecurity(); err != nil {
+		errs = append(errs, err)
 	}
 	if n := strings.TrimSpace(c.AuthorizerClassName); n != "" && !authorizerClassNames[n] {
 		errs = append(errs, fmt.Errorf("authorizer.class.name %q: Sluice's authorizer answers to org.apache.kafka.metadata.authorizer.StandardAuthorizer (or authorizer.enable=true); no other class can be loaded", n))

@@ -7,9 +7,7 @@ import (
 	"strings"
 )
 
-// Security protocols as Kafka names them. Only PLAINTEXT is served so far;
-// a listener mapped to another one is refused at start rather than served
-// in the clear.
+// Security protocols as Kafka names them (the others are in security.go).
 const ProtocolPlaintext = "PLAINTEXT"
 
 var securityProtocols = map[string]bool{"PLAINTEXT": true, "SSL": true, "SASL_PLAINTEXT": true, "SASL_SSL": true}
@@ -91,9 +89,8 @@ func splitList(spec string) []string {
 //     default maps each protocol name to itself): a listener named in it
 //     gets that protocol; a listener given as NAME://host:port must be
 //     named there (or be a protocol name), as Kafka requires; one from the
-//     YAML list form that is not is PLAINTEXT. Only PLAINTEXT is served
-//     yet, so any other protocol is an error here, never a listener in
-//     the clear;
+//     YAML list form that is not is PLAINTEXT. SSL and SASL_* listeners
+//     take their settings from the ssl.* and sasl.* keys (security.go);
 //   - log.dirs: Kafka's name for the data directory; it takes the place
 //     of data.dir when set (one directory only).
 //
@@ -166,9 +163,8 @@ func (c *Config) ResolveListeners(kafkaForm bool) error {
 		proto = strings.ToUpper(proto)
 		if !securityProtocols[proto] {
 			errs = append(errs, fmt.Errorf("listener %s: unknown security protocol %q", name, proto))
-		} else if proto != ProtocolPlaintext {
-			errs = append(errs, fmt.Errorf("listener %s: security protocol %s is not supported yet (PLAINTEXT only)", name, proto))
 		}
+		l.Protocol = proto
 		if host, _, err := net.SplitHostPort(l.Address); err == nil && unspecifiedHost(host) && l.Advertised == "" {
 			errs = append(errs, fmt.Errorf("listener %s binds every interface (%s) and has no advertised address: clients would be told to connect to %s; set advertised.listeners (e.g. %s://broker-1.example.com:%s)",
 				name, l.Address, l.Address, name, portOf(l.Address)))

@@ -58,25 +58,26 @@ func TestResolveListeners(t *testing.T) {
 		{name: "kafka form, views and advertised",
 			listeners: "WRITE://127.0.0.1:9092,READ://0.0.0.0:9192", protoMap: "WRITE:PLAINTEXT,READ:PLAINTEXT",
 			views: "write:write,READ:read", advertised: "READ://read-1.example.com:9192",
-			want: []Listener{{Name: "WRITE", View: "write", Address: "127.0.0.1:9092"}, {Name: "READ", View: "read", Address: "0.0.0.0:9192", Advertised: "read-1.example.com:9192"}}},
+			want: []Listener{{Name: "WRITE", View: "write", Address: "127.0.0.1:9092", Protocol: "PLAINTEXT"}, {Name: "READ", View: "read", Address: "0.0.0.0:9192", Advertised: "read-1.example.com:9192", Protocol: "PLAINTEXT"}}},
 		{name: "protocol names need no map entry; view defaults to mixed",
 			listeners: "PLAINTEXT://127.0.0.1:9092",
-			want:      []Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:9092"}}},
+			want:      []Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:9092", Protocol: "PLAINTEXT"}}},
 		{name: "kafka form: a custom name needs a protocol", listeners: "CLIENT://127.0.0.1:9092", err: "not in listener.security.protocol.map"},
 		{name: "yaml form: a custom name is plaintext",
 			yaml: []Listener{{Name: "KAFKA", View: "write", Address: "127.0.0.1:9092"}},
-			want: []Listener{{Name: "KAFKA", View: "write", Address: "127.0.0.1:9092"}}},
+			want: []Listener{{Name: "KAFKA", View: "write", Address: "127.0.0.1:9092", Protocol: "PLAINTEXT"}}},
 		{name: "0.0.0.0 without advertised", listeners: "PLAINTEXT://0.0.0.0:9092", err: "binds every interface"},
 		{name: "empty host without advertised", listeners: "PLAINTEXT://:9092", err: "binds every interface"},
 		{name: ":: without advertised", listeners: "PLAINTEXT://[::]:9092", err: "binds every interface"},
 		{name: "advertised 0.0.0.0", listeners: "PLAINTEXT://0.0.0.0:9092", advertised: "PLAINTEXT://0.0.0.0:9092", err: "not one a client can connect to"},
 		{name: "advertised names no listener", listeners: "PLAINTEXT://127.0.0.1:9092", advertised: "OTHER://h:1", err: "not a listener"},
 		{name: "views name no listener", listeners: "PLAINTEXT://127.0.0.1:9092", views: "OTHER:read", err: "not a listener"},
-		{name: "TLS not served yet", listeners: "SSL://127.0.0.1:9093", err: "not supported yet"},
-		{name: "mapped to SASL", listeners: "CLIENT://127.0.0.1:9093", protoMap: "CLIENT:SASL_SSL", err: "not supported yet"},
+		{name: "SSL needs a key store", listeners: "SSL://127.0.0.1:9093", err: "ssl.keystore.location"},
+		{name: "mapped to SASL_PLAINTEXT", listeners: "CLIENT://127.0.0.1:9093", protoMap: "CLIENT:SASL_PLAINTEXT",
+			want: []Listener{{Name: "CLIENT", View: "mixed", Address: "127.0.0.1:9093", Protocol: "SASL_PLAINTEXT"}}},
 		{name: "unknown protocol", listeners: "CLIENT://127.0.0.1:9093", protoMap: "CLIENT:TLS", err: "unknown security protocol"},
 		{name: "log.dirs replaces data.dir", listeners: "PLAINTEXT://127.0.0.1:9092", logDirs: "/var/lib/sluice",
-			want: []Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:9092"}}, dataDir: "/var/lib/sluice"},
+			want: []Listener{{Name: "PLAINTEXT", View: "mixed", Address: "127.0.0.1:9092", Protocol: "PLAINTEXT"}}, dataDir: "/var/lib/sluice"},
 		{name: "several log.dirs", listeners: "PLAINTEXT://127.0.0.1:9092", logDirs: "/a,/b", err: "one directory only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -96,6 +97,9 @@ func TestResolveListeners(t *testing.T) {
 				c.ListenerSecurityProtocolMap = tc.protoMap
 			}
 			err := c.ResolveListeners(kafkaForm)
+			if err == nil {
+				err = c.Validate()
+			}
 			if tc.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.err) {
 					t.Fatalf("error %v, want one containing %q", err, tc.err)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -435,5 +437,47 @@ func TestWriteOnlyBrokerPlacesButDoesNotCoordinate(t *testing.T) {
 	hb.Group = "g"
 	if r := c.Heartbeat(context.Background(), hb); r.ErrorCode != kerr.NotCoordinator.Code {
 		t.Fatalf("heartbeat at a write-only broker: %d", r.ErrorCode)
+	}
+}
+
+// TestInitialRebalanceDelay: the first rebalance of an empty group waits
+// group.initial.rebalance.delay.ms, again while members keep arriving, so
+// that a group starting up rebalances once (Kafka's InitialDelayedJoin).
+func TestInitialRebalanceDelay(t *testing.T) {
+	e := newEnv(t)
+	e.c.Close()
+	c, err := New(Config{BrokerID: 1, Store: e.store, Clock: e.clock, InitialRebalanceDelay: 3 * time.Second,
+		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	e.c = c
+	_, ja := e.joinNew("g")
+	if !pending(ja) {
+		t.Fatal("the first member was answered before the initial delay")
+	}
+	e.clock.Advance(2 * time.Second)
+	_, jb := e.joinNew("g") // extends the wait by another delay
+	if !pending(jb) {
+		t.Fatal("the second member was answered during the initial delay")
+	}
+	// At 3 s the first wait ends; b joined during it, so another 3 s
+	// begin (until 6 s).
+	e.clock.Advance(1500 * time.Millisecond)
+	if !pending(ja) || !pending(jb) {
+		t.Fatal("answered at the end of the first delay although a member joined during it")
+	}
+	e.clock.Advance(2 * time.Second)
+	if !pending(ja) {
+		t.Fatal("answered before the second delay ended")
+	}
+	e.clock.Advance(time.Second)
+	ra, rb := e.wait(ja), e.wait(jb)
+	if ra.ErrorCode != 0 || rb.ErrorCode != 0 || ra.Generation != 1 || rb.Generation != 1 {
+		t.Fatalf("after the delay: %+v %+v", ra, rb)
+	}
+	if n := max(len(ra.Members), len(rb.Members)); n != 2 {
+		t.Fatalf("the leader got %d members, want both in one rebalance", n)
 	}
 }

@@ -84,6 +84,12 @@ type Config struct {
 	// StoreTimeout bounds a metastore call made outside a request (a
 	// timer's persist). Default 10s.
 	StoreTimeout time.Duration
+	// InitialRebalanceDelay is group.initial.rebalance.delay.ms: the first
+	// rebalance of an empty classic group waits this long for more
+	// members, again while new ones keep arriving, up to the rebalance
+	// timeout (Kafka's InitialDelayedJoin). 0: none (the zero value; the
+	// broker passes Kafka's 3 s default).
+	InitialRebalanceDelay time.Duration
 }
 
 func (c *Config) defaults() {

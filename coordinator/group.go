@@ -76,7 +76,11 @@ type group struct {
 	nJoining     int               // members waiting in JoinGroup
 	pendingSync  map[string]bool   // members that were answered Join but not yet synced
 	tRebalance   Timer
-	tPendingSync Timer
+	// initialDelay: the first rebalance of the group, from Empty, is
+	// waiting out group.initial.rebalance.delay.ms; newMemberAdded: a
+	// member joined during that wait (Kafka's names).
+	initialDelay, newMemberAdded bool
+	tPendingSync                 Timer
 
 	// KIP-848 protocol.
 	cg *consumerGroup
@@ -449,8 +453,21 @@ func (g *group) rebalanceLocked() {
 			}
 		}
 	}
+	wasEmpty := g.state == stateEmpty
 	g.state = statePreparingRebalance
 	g.clearPendingSyncLocked()
+	if g.initialDelay {
+		// Waiting out group.initial.rebalance.delay.ms: a member that
+		// joins meanwhile extends it (initialJoinLocked), and nothing
+		// completes the join before it ends, as in Kafka.
+		g.newMemberAdded = true
+		return
+	}
+	if d := g.c.cfg.InitialRebalanceDelay; wasEmpty && d > 0 {
+		g.initialDelay, g.newMemberAdded = true, false
+		g.initialJoinLocked(d, max(g.maxRebalanceTimeoutLocked()-d, 0))
+		return
+	}
 	if g.nJoining >= len(g.members) {
 		g.completeRebalanceLocked()
 		return
@@ -461,6 +478,27 @@ func (g *group) rebalanceLocked() {
 		if g.generation == gen && g.state == statePreparingRebalance {
 			g.completeRebalanceLocked()
 		}
+	})
+}
+
+// initialJoinLocked waits delay; then, if members joined meanwhile and
+// the rebalance timeout leaves some of remaining, it waits again (at most
+// group.initial.rebalance.delay.ms), else the join completes: Kafka's
+// InitialDelayedJoin.
+func (g *group) initialJoinLocked(delay, remaining time.Duration) {
+	stop(g.tRebalance)
+	gen := g.generation
+	g.tRebalance = g.afterLocked(delay, func() {
+		if g.generation != gen || g.state != statePreparingRebalance || !g.initialDelay {
+			return
+		}
+		if g.newMemberAdded && remaining > 0 {
+			g.newMemberAdded = false
+			g.initialJoinLocked(min(g.c.cfg.InitialRebalanceDelay, remaining), max(remaining-delay, 0))
+			return
+		}
+		g.initialDelay = false
+		g.completeRebalanceLocked()
 	})
 }
 
@@ -479,6 +517,7 @@ func (g *group) maxRebalanceTimeoutLocked() time.Duration {
 func (g *group) completeRebalanceLocked() {
 	stop(g.tRebalance)
 	g.tRebalance = nil
+	g.initialDelay = false
 	for _, m := range g.members {
 		if m.joinWait == nil {
 			g.removeMemberLocked(m, kerr.UnknownMemberID.Code)

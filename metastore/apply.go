@@ -37,6 +37,8 @@ func (a *applier) apply(c *command) (r result) {
 	switch c.Op {
 	case opNoop:
 		return result{}
+	case opAlterScram:
+		return a.applyAlterScram(c)
 	case opInitCluster:
 		m := a.tx.Bucket(bucketMeta)
 		if cur := m.Get(keyClusterID); cur != nil {
@@ -567,6 +569,7 @@ func loadImage(tx *bolt.Tx) *image {
 		img.BrokerConfigs[brokerFromKey(k)] = c
 		return nil
 	})
+	loadScram(tx, img)
 	img.Quotas = loadClientQuotas(tx)
 	_ = tx.Bucket(bucketACLs).ForEach(func(_, v []byte) error {
 		var b acl.Binding

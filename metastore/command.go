@@ -57,6 +57,7 @@ const (
 	opCreateACLs        op = "create_acls"
 	opDeleteACLs        op = "delete_acls"
 	opNoop              op = "noop"
+	opAlterScram        op = "alter_scram"
 	opClaimDirectory    op = "claim_directory"
 	opAlterClientQuotas op = "alter_client_quotas"
 	opPutTxn            op = "put_txn"
@@ -99,6 +100,8 @@ type command struct {
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
 	NowMs int64 `json:"now,omitempty"`
+	// Scram is alter_scram's upsertions and deletions (scram.go).
+	Scram []ScramCredential `json:"scram,omitempty"`
 	// Quotas is alter_client_quotas' changes.
 	Quotas []QuotaChange `json:"quotas,omitempty"`
 	// ACLs are create_acls' bindings, ACLFilters delete_acls' filters

@@ -41,7 +41,7 @@ import (
 //	broker_dirs    broker id (u32) -> directory.id of its data directory (directories.go)
 //	requests       reserved
 //	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
-//	credentials    reserved (created empty) for security.
+//	credentials    user 0x00 mechanism -> JSON ScramCredential (scram.go)
 //	txn_state      transactional id -> JSON TxnState (txn.go)
 //	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
 //	               partition(u32) -> binary offsetValue: offsets a

@@ -35,6 +35,9 @@ type view struct {
 	decommissioned []int32
 	changed        chan struct{} // closed and replaced when rev advances
 	contentCh      chan struct{} // closed and replaced when the content changes
+
+	// scram: user -> mechanism -> credential (scram.go).
+	scram map[string]map[string]ScramCredential
 }
 
 func newView() *view {
@@ -48,6 +51,7 @@ func (v *view) resetLocked() {
 	v.names = map[string]TopicID{}
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
+	v.scram = map[string]map[string]ScramCredential{}
 	v.quotas = nil
 	v.quotaGen++
 	v.acls = map[string]acl.Binding{}
@@ -66,6 +70,7 @@ type event struct {
 	Configs   map[string]string `json:"configs,omitempty"`
 	ClusterID string            `json:"cid,omitempty"`
 	Deleted   bool              `json:"del,omitempty"`
+	Scram     *ScramCredential  `json:"scram,omitempty"` // kind "scram"
 	Quota     *ClientQuota      `json:"quota,omitempty"`
 	ACL       *acl.Binding      `json:"acl,omitempty"`
 	// Decommissioned is the whole set after a "decom" event.
@@ -79,6 +84,7 @@ type image struct {
 	Topics        []Topic                     `json:"topics"`
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
+	Scram         []ScramCredential           `json:"scram,omitempty"`
 	Quotas        []ClientQuota               `json:"quotas,omitempty"`
 	ACLs          []acl.Binding               `json:"acls,omitempty"`
 	// Decommissioned: absent from images of nodes that predate it.
@@ -150,6 +156,8 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "cluster":
 		v.clusterID = e.ClusterID
+	case "scram":
+		v.applyScramLocked(e)
 	case "quota":
 		if e.Quota != nil {
 			v.setQuotaLocked(*e.Quota)
@@ -188,6 +196,9 @@ func (v *view) loadImage(img *image) {
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
 	}
+	for i := range img.Scram {
+		v.applyScramLocked(&event{Scram: &img.Scram[i]})
+	}
 	v.quotas = cloneQuotas(img.Quotas)
 	for _, b := range img.ACLs {
 		v.acls[b.Key()] = b
@@ -214,6 +225,11 @@ func (v *view) imageLocked() *image {
 	}
 	for id, c := range v.brokerConfigs {
 		img.BrokerConfigs[id] = maps.Clone(c)
+	}
+	for _, m := range v.scram {
+		for _, c := range m {
+			img.Scram = append(img.Scram, c)
+		}
 	}
 	img.Quotas = cloneQuotas(v.quotas)
 	for _, b := range v.acls {

@@ -34,6 +34,7 @@ var versions = map[int16]VersionRange{
 	14: {0, 5},  // SyncGroup
 	15: {0, 6},  // DescribeGroups
 	16: {0, 5},  // ListGroups
+	17: {0, 1},  // SaslHandshake
 	18: {0, 5},  // ApiVersions
 	19: {0, 7},  // CreateTopics
 	20: {0, 6},  // DeleteTopics
@@ -49,6 +50,7 @@ var versions = map[int16]VersionRange{
 	31: {0, 3},  // DeleteAcls (advertised with an authorizer only)
 	32: {0, 4},  // DescribeConfigs
 	33: {0, 2},  // AlterConfigs
+	36: {0, 2},  // SaslAuthenticate
 	37: {0, 3},  // CreatePartitions
 	42: {0, 2},  // DeleteGroups
 	43: {0, 2},  // ElectLeaders
@@ -56,6 +58,8 @@ var versions = map[int16]VersionRange{
 	45: {0, 1},  // AlterPartitionReassignments
 	46: {0, 0},  // ListPartitionReassignments
 	47: {0, 0},  // OffsetDelete
+	50: {0, 0},  // DescribeUserScramCredentials
+	51: {0, 0},  // AlterUserScramCredentials
 	48: {0, 1},  // DescribeClientQuotas
 	49: {0, 1},  // AlterClientQuotas
 	60: {0, 2},  // DescribeCluster

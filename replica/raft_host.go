@@ -306,7 +306,9 @@ func (h *Host) Remove(key Key, deleteData bool) error {
 		delete(h.reps, key)
 		for i, x := range h.list {
 			if x == r {
-				h.list = append(h.list[:i], h.list[i+1:]...)
+				// A new array: the tick loop ranges over the old one
+				// without the lock.
+				h.list = append(h.list[:i:i], h.list[i+1:]...)
 				break
 			}
 		}

@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net"
@@ -172,6 +173,10 @@ type slot struct {
 	corrID int32
 	resp   kmsg.Response // nil with skip set: acks=0 produce
 	skip   bool
+	// raw, with rawToken set, is sent as a bare size-prefixed SASL token
+	// (SaslHandshake v0's exchange, security.go) instead of resp.
+	raw      []byte
+	rawToken bool
 	// api and start time the request for sluice_request_seconds: the
 	// writer observes once the response is on the socket.
 	api   *apiMetrics
@@ -188,6 +193,11 @@ type conn struct {
 	nc       net.Conn
 	listener *listener
 	log      zerolog.Logger
+	// sasl is the authentication state on a SASL_* listener (nil on
+	// others); closeAfter, set by a handler, closes the connection once
+	// that handler's answer is written. Read loop only.
+	sasl       *saslConn
+	closeAfter error
 
 	// What the reaper (Server.reapConns) reads, in Server.now units:
 	// frameStart is when the frame being read began (0 between frames,
@@ -209,7 +219,9 @@ type conn struct {
 
 	// principal is who the connection speaks for, in Kafka's
 	// "User:name" form: User:ANONYMOUS until authentication sets it
-	// (read loop only; handlers read it through reqCtx.who). host is
+	// (SASL, security.go), or the client certificate's subject on an
+	// SSL listener with client auth (read loop only; handlers read it
+	// through reqCtx.who). host is
 	// the client's IP address as the authorizer matches it.
 	principal string
 	host      string
@@ -220,6 +232,17 @@ type conn struct {
 
 func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 	defer s.limits.release(ip)
+	principal := acl.Anonymous
+	if l.sec.tls != nil {
+		tc, p, err := s.handshakeTLS(l, nc)
+		if err != nil {
+			s.metrics.saslAuth(l.cfg.Name, "TLS", false)
+			s.log.Debug().Err(err).Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Msg("TLS handshake failed")
+			nc.Close()
+			return
+		}
+		nc, principal = tc, p
+	}
 	ctx, cancel := context.WithCancel(s.ctx)
 	c := &conn{
 		srv:       s,
@@ -229,8 +252,11 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		ctx:       ctx,
 		cancel:    cancel,
 		slots:     make(chan *slot, maxInFlight),
-		principal: acl.Anonymous,
+		principal: principal,
 		host:      ip.String(),
+	}
+	if l.sec.cfg.UsesSASL() {
+		c.sasl = &saslConn{}
 	}
 	c.lastActive.Store(s.now())
 	if !s.trackConn(c, true) {
@@ -248,7 +274,9 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		c.writeLoop()
 	}()
 	err := c.readLoop()
-	if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
+	if isAuthClose(err) {
+		c.log.Info().Err(err).Msg("closing connection")
+	} else if err != nil && !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) && ctx.Err() == nil {
 		c.log.Warn().Err(err).Msg("closing connection")
 	}
 	close(c.slots)
@@ -281,7 +309,12 @@ func (c *conn) readLoop() error {
 			c.srv.requestBytes.release(held)
 			return err
 		}
-		if err := c.handle(frame, held); err != nil {
+		if c.sasl != nil && c.sasl.rawTokens {
+			err = c.handleRawToken(frame, held)
+		} else {
+			err = c.handle(frame, held)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -434,6 +467,9 @@ func (c *conn) handle(frame []byte, held int64) error {
 		}
 	}()
 	key, version, corrID := protocol.PeekHeader(frame)
+	if err := c.checkAuth(key); err != nil {
+		return err
+	}
 	sl := &slot{done: make(chan struct{}), corrID: corrID}
 	req := kmsg.RequestForKey(key)
 	if key == protocol.ApiVersionsKey && !protocol.Supported(key, version) {
@@ -485,7 +521,7 @@ func (c *conn) handle(frame []byte, held int64) error {
 	if !rc.async {
 		rc.finish(resp)
 	}
-	return nil
+	return c.closeAfter
 }
 
 // enqueue reserves the request's place in the response order; it blocks
@@ -554,7 +590,10 @@ func (c *conn) writeLoop() {
 			continue
 		}
 		var err error
-		if spliced {
+		if sl.rawToken {
+			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(sl.raw)))
+			_, err = bw.Write(append(out, sl.raw...))
+		} else if spliced {
 			var splices []splice
 			out, splices = sp.appendFrame(out[:0], sl.corrID)
 			err = writeSpliced(bw, c.nc, out, splices)

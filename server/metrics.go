@@ -27,6 +27,9 @@ type Metrics struct {
 	connsRefused  *prometheus.CounterVec
 	connsDropped  *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
+
+	// authentications: SASL exchanges and TLS handshakes (security.go).
+	authentications *prometheus.CounterVec
 }
 
 // NewMetrics registers the server's metrics with reg (a private registry
@@ -80,6 +83,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.records, m.fetched, m.forwarded,
 		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped, m.throttled)
+	m.authentications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "sluice_authentications_total", Help: "SASL authentications (and re-authentications) and TLS handshakes on Kafka listeners, by listener, mechanism (SCRAM-SHA-256, PLAIN, ..., or TLS) and result (success, failure); Kafka's successful-/failed-authentication-total.",
+	}, []string{"listener", "mechanism", "result"})
+	reg.MustRegister(m.authentications)
 	return m
 }
 

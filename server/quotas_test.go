@@ -174,7 +174,9 @@ func TestQuotaControllerMutations(t *testing.T) {
 	if codes[0] != 0 || codes[1] != 0 || codes[2] != kerr.ThrottlingQuotaExceeded.Code {
 		t.Fatalf("codes %v, want 0 0 THROTTLING_QUOTA_EXCEEDED", codes)
 	}
-	if resp.ThrottleMillis < 900 || resp.ThrottleMillis > 1000 {
+	// At most 1 s; less by what refilled while the topics were created
+	// (metastore round trips, slow on a loaded machine).
+	if resp.ThrottleMillis < 500 || resp.ThrottleMillis > 1000 {
 		t.Fatalf("throttle %d ms, want about 1000", resp.ThrottleMillis)
 	}
 	// An old version is never refused, only throttled (Kafka's

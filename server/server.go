@@ -52,6 +52,7 @@ type listener struct {
 	stopped  atomic.Bool
 
 	metrics *viewMetrics // the per-API series of the listener's view
+	sec     *listenerSecurity
 }
 
 // Server serves the Kafka protocol on the configured listeners.
@@ -188,6 +189,11 @@ func (s *Server) Start() error {
 		s.txn.Start()
 	}
 	for _, lc := range s.cfg.Listeners {
+		sec, err := s.newListenerSecurity(lc)
+		if err != nil {
+			s.Close()
+			return err
+		}
 		ln, err := net.Listen("tcp", lc.Address)
 		if err != nil {
 			s.Close()
@@ -204,7 +210,7 @@ func (s *Server) Start() error {
 			return fmt.Errorf("listener %s: advertised address: %w", lc.Name, err)
 		}
 		port, _ := strconv.Atoi(portStr)
-		l := &listener{cfg: lc, ln: ln, host: host, port: int32(port), metrics: s.metrics.view(lc.View)}
+		l := &listener{cfg: lc, ln: ln, host: host, port: int32(port), metrics: s.metrics.view(lc.View), sec: sec}
 		// Start the listener's counters at 0, so that rate() and
 		// increase() see their first event.
 		s.metrics.acceptErrors.WithLabelValues(lc.Name)
@@ -216,7 +222,7 @@ func (s *Server) Start() error {
 		s.mu.Unlock()
 		s.wg.Add(1)
 		go s.acceptLoop(l)
-		s.log.Info().Str("listener", lc.Name).Str("view", lc.View).Str("addr", ln.Addr().String()).Msg("kafka listener up")
+		s.log.Info().Str("listener", lc.Name).Str("view", lc.View).Str("protocol", sec.cfg.Protocol).Str("addr", ln.Addr().String()).Msg("kafka listener up")
 	}
 	return nil
 }

@@ -87,13 +87,19 @@ type overrides struct {
 	listeners, advertised         string
 	logFormat, logLevel           string
 	set                           []string
+	// secure: sluice dev --secure (secure.go).
+	secure bool
+	// dev: the flags of `sluice dev`, whose defaults differ a little.
+	dev bool
 }
 
 func (o *overrides) bind(cmd *cobra.Command, dev bool) {
+	o.dev = dev
 	f := cmd.Flags()
 	f.StringVar(&o.dataDir, "data-dir", "", "data directory (data.dir)")
 	if dev {
 		f.StringVar(&o.kafkaAddr, "kafka-addr", "", "Kafka listener host:port (default 127.0.0.1:9092)")
+		f.BoolVar(&o.secure, "secure", false, "SASL_SSL with SCRAM-SHA-256/512 and a generated CA (data.dir/tls/ca.crt); the first user comes from SLUICE_BOOTSTRAP_USER=name:password")
 	}
 	f.StringVar(&o.listeners, "listeners", "", "Kafka listeners as NAME://host:port,... (listeners)")
 	f.StringVar(&o.advertised, "advertised-listeners", "", "addresses given to clients, NAME://host:port,... (advertised.listeners)")
@@ -115,6 +121,11 @@ func devCommand(ctx context.Context) *cobra.Command {
 				return err
 			}
 			cfg.Roles = []string{"meta", "write", "read"}
+			if o.secure {
+				if err := prepareDevSecure(cmd, &cfg); err != nil {
+					return err
+				}
+			}
 			return runNode(cmd.Context(), cfg)
 		},
 	}
@@ -168,6 +179,11 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 	for k, val := range defaults {
 		v.SetDefault(k, val)
 	}
+	if o.dev {
+		// A development node starts groups at once, as Kafka's
+		// quickstart server.properties has it.
+		v.SetDefault("group.initial.rebalance.delay.ms", 0)
+	}
 	if file != "" {
 		v.SetConfigFile(file)
 		if err := v.ReadInConfig(); err != nil {
@@ -179,7 +195,7 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 		if !ok {
 			return configs.Config{}, fmt.Errorf("--set %q: want key=value", kv)
 		}
-		if _, known := defaults[k]; !known {
+		if _, known := defaults[k]; !known && configs.CheckListenerOverride(k) != nil {
 			return configs.Config{}, fmt.Errorf("--set: unknown config key %q", k)
 		}
 		v.Set(k, val)
@@ -203,6 +219,20 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 	if o.logLevel != "" {
 		v.Set("log.level", o.logLevel)
 	}
+	if o.secure {
+		setDevSecure(v, o, defaults)
+	}
+	if user, _, ok := strings.Cut(v.GetString("bootstrap.user"), ":"); ok && user != "" {
+		// The bootstrap user is a super user; the key exists once
+		// authorization does.
+		if _, known := defaults["super.users"]; known {
+			su := v.GetString("super.users")
+			if su != "" {
+				su += ";"
+			}
+			v.Set("super.users", su+"User:"+user)
+		}
+	}
 	var cfg configs.Config
 	// kafkaForm: listeners came as Kafka's "NAME://host:port,..." string
 	// (server.properties, SLUICE_LISTENERS, --listeners), not the YAML list.
@@ -223,15 +253,41 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 			mapstructure.StringToTimeDurationHookFunc(),
 		)
 	}
-	if err := v.Unmarshal(&cfg, dc); err != nil {
+	// Kafka's per-listener keys (listener.name.<name>.<key>) have names
+	// no struct field can hold; they are set aside before decoding.
+	settings := v.AllSettings()
+	overrides := map[string]string{}
+	for k, val := range settings {
+		if !strings.HasPrefix(strings.ToLower(k), configs.ListenerOverridePrefix) {
+			continue
+		}
+		if err := configs.CheckListenerOverride(k); err != nil {
+			return cfg, fmt.Errorf("config: %w", err)
+		}
+		overrides[strings.ToLower(k)] = fmt.Sprint(val)
+		delete(settings, k)
+	}
+	decCfg := &mapstructure.DecoderConfig{Result: &cfg}
+	dc(decCfg)
+	dec, err := mapstructure.NewDecoder(decCfg)
+	if err != nil {
+		return cfg, err
+	}
+	if err := dec.Decode(settings); err != nil {
 		return cfg, fmt.Errorf("config: %w", err)
 	}
+	cfg.ListenerOverrides = overrides
 	if o.kafkaAddr != "" {
 		if _, _, err := net.SplitHostPort(o.kafkaAddr); err != nil {
 			return cfg, fmt.Errorf("--kafka-addr: %w", err)
 		}
-		cfg.Listeners = []configs.Listener{{Name: "PLAINTEXT", View: "mixed", Address: o.kafkaAddr}}
+		name := "PLAINTEXT"
+		if o.secure {
+			name = configs.ProtocolSASLSSL
+		}
+		cfg.Listeners = []configs.Listener{{Name: name, View: "mixed", Address: o.kafkaAddr}}
 	}
+	cfg.DevSecure = o.secure
 	if err := cfg.ResolveListeners(kafkaForm); err != nil {
 		return cfg, fmt.Errorf("invalid config:\n%w", err)
 	}

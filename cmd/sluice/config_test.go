@@ -32,8 +32,8 @@ num.partitions=3
 		t.Fatal(err)
 	}
 	want := []configs.Listener{
-		{Name: "CLIENT", View: "write", Address: "127.0.0.1:19092"},
-		{Name: "READER", View: "read", Address: "0.0.0.0:19192", Advertised: "reader.example.com:19192"},
+		{Name: "CLIENT", View: "write", Address: "127.0.0.1:19092", Protocol: "PLAINTEXT"},
+		{Name: "READER", View: "read", Address: "0.0.0.0:19192", Advertised: "reader.example.com:19192", Protocol: "PLAINTEXT"},
 	}
 	if len(cfg.Listeners) != 2 || cfg.Listeners[0] != want[0] || cfg.Listeners[1] != want[1] {
 		t.Errorf("listeners %+v, want %+v", cfg.Listeners, want)
@@ -68,5 +68,87 @@ func TestLoadConfigListenersFromEnvAndFlags(t *testing.T) {
 	_, err = loadConfig("", overrides{listeners: "PLAINTEXT://0.0.0.0:39092"})
 	if err == nil || !strings.Contains(err.Error(), "advertised.listeners") {
 		t.Errorf("0.0.0.0 without advertised.listeners: %v", err)
+	}
+}
+
+// Kafka's security keys in server.properties: a SASL_SSL listener with
+// broker-wide ssl.* keys and listener.name.<name>.* overrides on top.
+func TestLoadConfigListenerSecurity(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "server.properties")
+	props := `log.dirs=` + filepath.Join(dir, "data") + `
+listeners=PLAIN://127.0.0.1:19092,SECURE://127.0.0.1:19093
+listener.security.protocol.map=PLAIN:PLAINTEXT,SECURE:SASL_SSL
+ssl.keystore.location=/etc/sluice/broker.pem
+ssl.client.auth=none
+listener.name.secure.ssl.client.auth=requested
+listener.name.secure.ssl.truststore.location=/etc/sluice/ca.crt
+listener.name.secure.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
+listener.name.secure.oauthbearer.sasl.oauthbearer.expected.issuer=https://issuer.example.com
+connections.max.reauth.ms=60000
+`
+	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(file, overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec, err := cfg.ListenerSecurity(cfg.Listeners[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.Protocol != "SASL_SSL" || sec.TLS.ClientAuth != "requested" || sec.TLS.KeystoreLocation != "/etc/sluice/broker.pem" ||
+		sec.TLS.TruststoreLocation != "/etc/sluice/ca.crt" || strings.Join(sec.Mechanisms, ",") != "SCRAM-SHA-512,PLAIN" ||
+		sec.OAuth.ExpectedIssuer != "https://issuer.example.com" || sec.MaxReauth.Milliseconds() != 60000 {
+		t.Errorf("SECURE listener: %+v", sec)
+	}
+	plain, err := cfg.ListenerSecurity(cfg.Listeners[0])
+	if err != nil || plain.Protocol != "PLAINTEXT" || plain.TLS.ClientAuth != "none" {
+		t.Errorf("PLAIN listener: %+v, %v", plain, err)
+	}
+	for _, bad := range []string{
+		"listener.name.secure.ssl.keystore.colour=red",
+		"listener.name.other.ssl.client.auth=required",
+		"listener.name.secure.sasl.enabled.mechanisms=GSSAPI",
+	} {
+		if err := os.WriteFile(file, []byte(props+bad+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(file, overrides{}); err == nil {
+			t.Errorf("%s: loaded without error", bad)
+		}
+	}
+}
+
+// sluice dev --secure: one SASL_SSL listener at plain dev's address, its
+// key store the certificate generated under the data directory, SCRAM
+// only unless --set says otherwise.
+func TestLoadConfigDevSecure(t *testing.T) {
+	dir := t.TempDir()
+	cfg, err := loadConfig("", overrides{secure: true, dataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Listeners) != 1 || cfg.Listeners[0].Address != "127.0.0.1:9092" || cfg.Listeners[0].Protocol != "SASL_SSL" || !cfg.DevSecure {
+		t.Fatalf("listeners %+v (secure %v)", cfg.Listeners, cfg.DevSecure)
+	}
+	sec, err := cfg.ListenerSecurity(cfg.Listeners[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec.TLS.KeystoreLocation != filepath.Join(dir, "tls", "server.pem") || strings.Join(sec.Mechanisms, ",") != "SCRAM-SHA-256,SCRAM-SHA-512" {
+		t.Errorf("security %+v", sec)
+	}
+	cfg, err = loadConfig("", overrides{secure: true, dataDir: dir, kafkaAddr: "127.0.0.1:19092", set: []string{"sasl.enabled.mechanisms=PLAIN"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sec, _ := cfg.ListenerSecurity(cfg.Listeners[0]); cfg.Listeners[0].Address != "127.0.0.1:19092" || strings.Join(sec.Mechanisms, ",") != "PLAIN" {
+		t.Errorf("--kafka-addr and --set: %+v %+v", cfg.Listeners, sec)
+	}
+	t.Setenv("SLUICE_BOOTSTRAP_USER", "no-colon")
+	if _, err := loadConfig("", overrides{secure: true, dataDir: dir}); err == nil || !strings.Contains(err.Error(), "name:password") {
+		t.Errorf("a bootstrap user without a password: %v", err)
 	}
 }

@@ -113,6 +113,10 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 
 	admin.catalog.Store(catalog)
+	if err := bootstrapUser(ctx, cfg, catalog, lg); err != nil {
+		return err
+	}
+
 	if !cfg.HasRole("write") && !cfg.HasRole("read") {
 		ready.Store(true)
 		lg.Info().Msg("metastore node serving")
@@ -198,6 +202,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		MaxSessionTimeout:         time.Duration(cfg.GroupMaxSessionTimeoutMs) * time.Millisecond,
 		ConsumerSessionTimeout:    time.Duration(cfg.GroupConsumerSessionTimeoutMs) * time.Millisecond,
 		ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
+		InitialRebalanceDelay:     time.Duration(cfg.GroupInitialRebalanceDelayMs) * time.Millisecond,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()

@@ -1,0 +1,351 @@
+package configs
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluice-broker/sluice/internal/sasl"
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
+)
+
+// Security protocols as Kafka names them.
+const (
+	ProtocolSSL           = "SSL"
+	ProtocolSASLPlaintext = "SASL_PLAINTEXT"
+	ProtocolSASLSSL       = "SASL_SSL"
+)
+
+// Security holds Kafka's ssl.* and sasl.* broker settings: the defaults of
+// every listener, which `listener.name.<name>.<key>` overrides for one
+// listener (Config.ListenerOverrides), as in Kafka.
+type Security struct {
+	// Key store and trust store: PEM only (Kafka's ssl.keystore.type=PEM
+	// form): a file with the key and the chain, or both inline.
+	SSLKeystoreType             string `mapstructure:"ssl.keystore.type"`
+	SSLKeystoreLocation         string `mapstructure:"ssl.keystore.location"`
+	SSLKeystoreCertificateChain string `mapstructure:"ssl.keystore.certificate.chain"`
+	SSLKeystoreKey              string `mapstructure:"ssl.keystore.key"`
+	SSLKeyPassword              string `mapstructure:"ssl.key.password"`
+	SSLTruststoreType           string `mapstructure:"ssl.truststore.type"`
+	SSLTruststoreLocation       string `mapstructure:"ssl.truststore.location"`
+	SSLTruststoreCertificates   string `mapstructure:"ssl.truststore.certificates"`
+	// SSLClientAuth: none, requested or required (mutual TLS; the
+	// principal of an SSL listener is then the certificate's subject).
+	SSLClientAuth string `mapstructure:"ssl.client.auth"`
+	// SSLEnabledProtocols: comma-separated, of TLSv1.2 and TLSv1.3.
+	SSLEnabledProtocols string `mapstructure:"ssl.enabled.protocols"`
+	// SSLCipherSuites: comma-separated IANA names; empty: Go's secure
+	// defaults (TLS 1.3 suites are always on).
+	SSLCipherSuites string `mapstructure:"ssl.cipher.suites"`
+
+	// SASLEnabledMechanisms: comma-separated, of PLAIN, SCRAM-SHA-256,
+	// SCRAM-SHA-512 and OAUTHBEARER. Kafka's default is GSSAPI, which
+	// Sluice does not serve; its default is the two SCRAM mechanisms.
+	SASLEnabledMechanisms string `mapstructure:"sasl.enabled.mechanisms"`
+	// OAUTHBEARER token validation (Kafka's names and defaults).
+	SASLOAuthBearerJWKSEndpointURL          string `mapstructure:"sasl.oauthbearer.jwks.endpoint.url"`
+	SASLOAuthBearerJWKSEndpointRefreshMs    int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.refresh.ms"`
+	SASLOAuthBearerJWKSEndpointRetryBackoff int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"`
+	SASLOAuthBearerExpectedAudience         string `mapstructure:"sasl.oauthbearer.expected.audience"`
+	SASLOAuthBearerExpectedIssuer           string `mapstructure:"sasl.oauthbearer.expected.issuer"`
+	SASLOAuthBearerScopeClaimName           string `mapstructure:"sasl.oauthbearer.scope.claim.name"`
+	SASLOAuthBearerSubClaimName             string `mapstructure:"sasl.oauthbearer.sub.claim.name"`
+	SASLOAuthBearerClockSkewSeconds         int64  `mapstructure:"sasl.oauthbearer.clock.skew.seconds"`
+	// ConnectionsMaxReauthMs (KIP-368): a SASL session lasts at most this
+	// long (an OAUTHBEARER session also no longer than its token); the
+	// client must re-authenticate on the same connection before then, or
+	// the connection is closed at its next request. 0: sessions do not
+	// expire.
+	ConnectionsMaxReauthMs int64 `mapstructure:"connections.max.reauth.ms"`
+
+	// BootstrapUser is "name:password" (usually from the environment,
+	// SLUICE_BOOTSTRAP_USER, as Redpanda's RP_BOOTSTRAP_USER): at start,
+	// if that user has no SCRAM credential yet, SCRAM-SHA-256 and
+	// SCRAM-SHA-512 credentials are created for it, and it is a super
+	// user (super.users). Sluice's own key.
+	BootstrapUser string `mapstructure:"bootstrap.user"`
+	// DevSecure is set by `sluice dev --secure` (not a config key).
+	DevSecure bool `mapstructure:"-"`
+}
+
+// BootstrapCredentials splits bootstrap.user into name and password.
+func (s Security) BootstrapCredentials() (user, password string, ok bool, err error) {
+	if s.BootstrapUser == "" {
+		return "", "", false, nil
+	}
+	user, password, found := strings.Cut(s.BootstrapUser, ":")
+	if !found || user == "" || password == "" {
+		return "", "", false, errors.New("bootstrap.user (SLUICE_BOOTSTRAP_USER) must be name:password")
+	}
+	return user, password, true, nil
+}
+
+// DefaultSecurity is Kafka's defaults, but for what Sluice does not serve
+// (JKS stores, GSSAPI).
+func DefaultSecurity() Security {
+	return Security{
+		SSLKeystoreType:                         "PEM",
+		SSLTruststoreType:                       "PEM",
+		SSLClientAuth:                           "none",
+		SSLEnabledProtocols:                     "TLSv1.2,TLSv1.3",
+		SASLEnabledMechanisms:                   "SCRAM-SHA-256,SCRAM-SHA-512",
+		SASLOAuthBearerJWKSEndpointRefreshMs:    3600000,
+		SASLOAuthBearerJWKSEndpointRetryBackoff: 100,
+		SASLOAuthBearerScopeClaimName:           "scope",
+		SASLOAuthBearerSubClaimName:             "sub",
+		SASLOAuthBearerClockSkewSeconds:         30,
+	}
+}
+
+// ListenerOverridePrefix starts Kafka's per-listener keys:
+// listener.name.<listener name, lower case>.<key>.
+const ListenerOverridePrefix = "listener.name."
+
+// listenerKeys are the keys a listener may override, by their mapstructure
+// name.
+var listenerKeys = func() map[string]bool {
+	m := map[string]bool{}
+	for _, k := range securityKeyNames() {
+		if k != "connections.max.reauth.ms" {
+			m[k] = true
+		}
+	}
+	return m
+}()
+
+func securityKeyNames() []string {
+	return []string{
+		"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
+		"ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
+		"ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", "sasl.enabled.mechanisms",
+		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
+		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
+		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
+		"sasl.oauthbearer.clock.skew.seconds", "connections.max.reauth.ms",
+	}
+}
+
+// splitOverride splits "listener.name.<name>.[<mechanism>.]<key>" into
+// the upper-cased listener name and the key. Kafka also prefixes a
+// mechanism's own settings with the mechanism
+// (listener.name.x.oauthbearer.sasl.oauthbearer.jwks.endpoint.url); that
+// form is accepted for the OAUTHBEARER keys.
+func splitOverride(full string) (listener, key string, ok bool) {
+	rest, ok := strings.CutPrefix(strings.ToLower(full), ListenerOverridePrefix)
+	if !ok {
+		return "", "", false
+	}
+	name, key, ok := strings.Cut(rest, ".")
+	if !ok || name == "" {
+		return "", "", false
+	}
+	if k, mech := strings.CutPrefix(key, "oauthbearer."); mech && strings.HasPrefix(k, "sasl.oauthbearer.") {
+		key = k
+	}
+	return strings.ToUpper(name), key, listenerKeys[key]
+}
+
+// CheckListenerOverride reports whether key is a listener-prefixed key
+// Sluice knows (the config loader accepts only those).
+func CheckListenerOverride(key string) error {
+	if _, _, ok := splitOverride(key); !ok {
+		return fmt.Errorf("unknown config key %q (a listener.name.<listener>. prefix takes one of: %s)", key, strings.Join(sortedKeys(listenerKeys), ", "))
+	}
+	return nil
+}
+
+func sortedKeys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// ListenerSecurity is what one listener serves: its security protocol, its
+// TLS settings (SSL, SASL_SSL) and its SASL settings (SASL_*).
+type ListenerSecurity struct {
+	Protocol   string
+	TLS        tlsconfig.Options
+	Mechanisms []string
+	OAuth      sasl.OAuthConfig
+	// MaxReauth is connections.max.reauth.ms (0: sessions never expire).
+	MaxReauth time.Duration
+}
+
+// UsesTLS and UsesSASL say what the protocol asks for.
+func (s ListenerSecurity) UsesTLS() bool {
+	return s.Protocol == ProtocolSSL || s.Protocol == ProtocolSASLSSL
+}
+func (s ListenerSecurity) UsesSASL() bool {
+	return s.Protocol == ProtocolSASLPlaintext || s.Protocol == ProtocolSASLSSL
+}
+
+// ListenerSecurity resolves listener name's settings: the broker-wide
+// Security with the listener's listener.name.<name>.* overrides on top.
+func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
+	s := c.Security
+	name := strings.ToUpper(l.Name)
+	var errs []error
+	keys := make([]string, 0, len(c.ListenerOverrides))
+	for k := range c.ListenerOverrides {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, full := range keys {
+		ln, key, ok := splitOverride(full)
+		if !ok || ln != name {
+			continue
+		}
+		if err := s.set(key, c.ListenerOverrides[full]); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", full, err))
+		}
+	}
+	out := ListenerSecurity{Protocol: l.Protocol, MaxReauth: time.Duration(c.ConnectionsMaxReauthMs) * time.Millisecond}
+	if out.Protocol == "" {
+		out.Protocol = ProtocolPlaintext
+	}
+	out.TLS = tlsconfig.Options{
+		KeystoreType:             s.SSLKeystoreType,
+		KeystoreLocation:         s.SSLKeystoreLocation,
+		KeystoreCertificateChain: s.SSLKeystoreCertificateChain,
+		KeystoreKey:              s.SSLKeystoreKey,
+		KeyPassword:              s.SSLKeyPassword,
+		TruststoreType:           s.SSLTruststoreType,
+		TruststoreLocation:       s.SSLTruststoreLocation,
+		TruststoreCertificates:   s.SSLTruststoreCertificates,
+		ClientAuth:               s.SSLClientAuth,
+		EnabledProtocols:         splitList(s.SSLEnabledProtocols),
+		CipherSuites:             splitList(s.SSLCipherSuites),
+	}
+	for _, m := range splitList(s.SASLEnabledMechanisms) {
+		m = strings.ToUpper(m)
+		if !sasl.Known(m) {
+			errs = append(errs, fmt.Errorf("listener %s: sasl.enabled.mechanisms: %s is not served (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)", name, m))
+			continue
+		}
+		out.Mechanisms = append(out.Mechanisms, m)
+	}
+	out.OAuth = sasl.OAuthConfig{
+		JWKSURL:          s.SASLOAuthBearerJWKSEndpointURL,
+		JWKSRefresh:      time.Duration(s.SASLOAuthBearerJWKSEndpointRefreshMs) * time.Millisecond,
+		JWKSRetryBackoff: time.Duration(s.SASLOAuthBearerJWKSEndpointRetryBackoff) * time.Millisecond,
+		ExpectedAudience: splitList(s.SASLOAuthBearerExpectedAudience),
+		ExpectedIssuer:   s.SASLOAuthBearerExpectedIssuer,
+		ScopeClaimName:   s.SASLOAuthBearerScopeClaimName,
+		SubClaimName:     s.SASLOAuthBearerSubClaimName,
+		ClockSkew:        time.Duration(s.SASLOAuthBearerClockSkewSeconds) * time.Second,
+	}
+	if out.UsesTLS() {
+		if err := out.TLS.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("listener %s (%s): %w", name, out.Protocol, err))
+		}
+	}
+	if out.UsesSASL() {
+		if len(out.Mechanisms) == 0 {
+			errs = append(errs, fmt.Errorf("listener %s (%s): sasl.enabled.mechanisms is empty", name, out.Protocol))
+		}
+		for _, m := range out.Mechanisms {
+			if m == sasl.OAuthBearer && out.OAuth.JWKSURL == "" {
+				errs = append(errs, fmt.Errorf("listener %s: OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (unsecured tokens are not accepted)", name))
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// set assigns one overridable key from its string form.
+func (s *Security) set(key, val string) error {
+	var n int64
+	parseInt := func() error {
+		_, err := fmt.Sscan(val, &n)
+		return err
+	}
+	switch key {
+	case "ssl.keystore.type":
+		s.SSLKeystoreType = val
+	case "ssl.keystore.location":
+		s.SSLKeystoreLocation = val
+	case "ssl.keystore.certificate.chain":
+		s.SSLKeystoreCertificateChain = val
+	case "ssl.keystore.key":
+		s.SSLKeystoreKey = val
+	case "ssl.key.password":
+		s.SSLKeyPassword = val
+	case "ssl.truststore.type":
+		s.SSLTruststoreType = val
+	case "ssl.truststore.location":
+		s.SSLTruststoreLocation = val
+	case "ssl.truststore.certificates":
+		s.SSLTruststoreCertificates = val
+	case "ssl.client.auth":
+		s.SSLClientAuth = val
+	case "ssl.enabled.protocols":
+		s.SSLEnabledProtocols = val
+	case "ssl.cipher.suites":
+		s.SSLCipherSuites = val
+	case "sasl.enabled.mechanisms":
+		s.SASLEnabledMechanisms = val
+	case "sasl.oauthbearer.jwks.endpoint.url":
+		s.SASLOAuthBearerJWKSEndpointURL = val
+	case "sasl.oauthbearer.expected.audience":
+		s.SASLOAuthBearerExpectedAudience = val
+	case "sasl.oauthbearer.expected.issuer":
+		s.SASLOAuthBearerExpectedIssuer = val
+	case "sasl.oauthbearer.scope.claim.name":
+		s.SASLOAuthBearerScopeClaimName = val
+	case "sasl.oauthbearer.sub.claim.name":
+		s.SASLOAuthBearerSubClaimName = val
+	case "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.clock.skew.seconds":
+		if err := parseInt(); err != nil {
+			return fmt.Errorf("not an integer: %q", val)
+		}
+		switch key {
+		case "sasl.oauthbearer.jwks.endpoint.refresh.ms":
+			s.SASLOAuthBearerJWKSEndpointRefreshMs = n
+		case "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms":
+			s.SASLOAuthBearerJWKSEndpointRetryBackoff = n
+		default:
+			s.SASLOAuthBearerClockSkewSeconds = n
+		}
+	default:
+		return fmt.Errorf("not a per-listener key")
+	}
+	return nil
+}
+
+// validateSecurity checks every listener's resolved security settings
+// (files are read later, when the listeners start).
+func (c Config) validateSecurity() error {
+	var errs []error
+	for k := range c.ListenerOverrides {
+		ln, _, ok := splitOverride(k)
+		if !ok {
+			errs = append(errs, CheckListenerOverride(k))
+			continue
+		}
+		found := false
+		for _, l := range c.Listeners {
+			found = found || strings.EqualFold(l.Name, ln)
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("%s names listener %s, which is not a listener", k, ln))
+		}
+	}
+	for _, l := range c.Listeners {
+		if _, err := c.ListenerSecurity(l); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if _, _, _, err := c.BootstrapCredentials(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ConnectionsMaxReauthMs < 0 {
+		errs = append(errs, errors.New("connections.max.reauth.ms must not be negative"))
+	}
+	return errors.Join(errs...)
+}
