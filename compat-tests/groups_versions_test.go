@@ -79,12 +79,16 @@ func TestGroupAPIsEveryVersion(t *testing.T) {
 				t.Errorf("FindCoordinator v%d key %d: %+v", v, i, co)
 			}
 		}
-		// A transactional id: there is no transaction coordinator.
+		// A transactional id: this broker, the only write broker,
+		// coordinates it; an empty one is INVALID_REQUEST.
 		req.CoordinatorType = 1
-		req.CoordinatorKeys = []string{"txn"}
+		req.CoordinatorKeys = []string{"txn", ""}
 		r = rt(req).(*kmsg.FindCoordinatorResponse)
-		if r.Coordinators[0].ErrorCode != kerr.CoordinatorNotAvailable.Code {
-			t.Errorf("FindCoordinator v%d for a transactional id: error %d, want COORDINATOR_NOT_AVAILABLE", v, r.Coordinators[0].ErrorCode)
+		if co := r.Coordinators[0]; co.ErrorCode != 0 || co.Host != host || int(co.Port) != port || co.NodeID != 1 {
+			t.Errorf("FindCoordinator v%d for a transactional id: %+v", v, co)
+		}
+		if co := r.Coordinators[1]; co.ErrorCode != kerr.InvalidRequest.Code {
+			t.Errorf("FindCoordinator v%d for an empty transactional id: error %d, want INVALID_REQUEST", v, co.ErrorCode)
 		}
 	}
 

@@ -146,6 +146,23 @@ type Config struct {
 	// member's JoinGroup beyond it gets GROUP_MAX_SIZE_REACHED (Kafka's
 	// setting of this name and its default, 2147483647: unbounded).
 	GroupMaxSize int32 `mapstructure:"group.max.size"`
+	// Transactions (Kafka's names and defaults): the longest timeout a
+	// transactional producer may ask for (INVALID_TRANSACTION_TIMEOUT
+	// beyond it), how long a transactional id's state outlives its last
+	// use, and how often timed-out transactions are aborted
+	// (transaction.abort.timed.out.transaction.cleanup.interval.ms) and
+	// expired ids removed
+	// (transaction.remove.expired.transaction.cleanup.interval.ms).
+	TransactionMaxTimeoutMs     int64 `mapstructure:"transaction.max.timeout.ms"`
+	TransactionalIDExpirationMs int64 `mapstructure:"transactional.id.expiration.ms"`
+	TxnAbortIntervalMs          int64 `mapstructure:"transaction.abort.timed.out.transaction.cleanup.interval.ms"`
+	TxnExpireIntervalMs         int64 `mapstructure:"transaction.remove.expired.transaction.cleanup.interval.ms"`
+	// TxnVerification is transaction.partition.verification.enable
+	// (KIP-890 part 1): a partition leader takes a producer's first
+	// transactional batch only once the transaction's state says the
+	// partition is in its ongoing transaction, so a late batch cannot
+	// open a transaction nobody will end.
+	TxnVerification bool `mapstructure:"transaction.partition.verification.enable"`
 	// GroupConsumerMaxSize caps the members of a KIP-848 consumer group:
 	// a new member's ConsumerGroupHeartbeat beyond it gets
 	// GROUP_MAX_SIZE_REACHED (Kafka's setting and default, 2147483647).
@@ -350,6 +367,11 @@ func Default() Config {
 		MaxPartitions:                    50000,
 		ConfigValueMaxBytes:              32 << 10,
 		GroupMaxSize:                     math.MaxInt32,
+		TransactionMaxTimeoutMs:          900000,
+		TransactionalIDExpirationMs:      604800000,
+		TxnAbortIntervalMs:               10000,
+		TxnExpireIntervalMs:              3600000,
+		TxnVerification:                  true,
 		GroupMinSessionTimeoutMs:         6000,
 		GroupMaxSessionTimeoutMs:         1800000,
 		GroupConsumerSessionTimeoutMs:    45000,
@@ -521,6 +543,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.max.size must be at least 1"))
+	}
+	if c.TransactionMaxTimeoutMs < 1 || c.TransactionalIDExpirationMs < 1 || c.TxnAbortIntervalMs < 1 || c.TxnExpireIntervalMs < 1 {
+		errs = append(errs, fmt.Errorf("transaction.max.timeout.ms, transactional.id.expiration.ms and the transaction cleanup intervals must be positive"))
 	}
 	if c.GroupConsumerMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.consumer.max.size must be at least 1"))

@@ -170,13 +170,14 @@ func (g *group) validateCommitLocked(simple bool, generation int32, memberID str
 
 // OffsetFetch (key 9). v0-7 ask for one group, v8+ for many; a null topic
 // list (v2+) asks for every committed partition. A partition without a
-// commit answers offset -1. require_stable (v7+) waits for nothing: with no
-// transactions there are never pending transactional offsets.
+// commit answers offset -1. With require_stable (v7+, KIP-447) a committed
+// partition whose offset an open transaction changes answers
+// UNSTABLE_OFFSET_COMMIT, and the client asks again.
 func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequest) *kmsg.OffsetFetchResponse {
 	resp := req.ResponseKind().(*kmsg.OffsetFetchResponse)
 	if req.Version >= 8 {
 		for _, rg := range req.Groups {
-			resp.Groups = append(resp.Groups, c.fetchGroup(ctx, req.Version, rg))
+			resp.Groups = append(resp.Groups, c.fetchGroup(ctx, req.Version, rg, req.RequireStable))
 		}
 		return resp
 	}
@@ -189,7 +190,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 			rg.Topics = append(rg.Topics, kmsg.OffsetFetchRequestGroupTopic{Topic: t.Topic, Partitions: t.Partitions})
 		}
 	}
-	sg := c.fetchGroup(ctx, req.Version, rg)
+	sg := c.fetchGroup(ctx, req.Version, rg, req.Version >= 7 && req.RequireStable)
 	if req.Version >= 2 {
 		resp.ErrorCode = sg.ErrorCode
 	}
@@ -209,7 +210,7 @@ func (c *Coordinator) OffsetFetch(ctx context.Context, req *kmsg.OffsetFetchRequ
 	return resp
 }
 
-func (c *Coordinator) fetchGroup(ctx context.Context, version int16, rg kmsg.OffsetFetchRequestGroup) kmsg.OffsetFetchResponseGroup {
+func (c *Coordinator) fetchGroup(ctx context.Context, version int16, rg kmsg.OffsetFetchRequestGroup, requireStable bool) kmsg.OffsetFetchResponseGroup {
 	sg := kmsg.NewOffsetFetchResponseGroup()
 	sg.Group = rg.Group
 	// Requested partitions answer -1 with no error until proven otherwise.
@@ -279,7 +280,19 @@ func (c *Coordinator) fetchGroup(ctx context.Context, version int16, rg kmsg.Off
 	for _, o := range offs {
 		got[o.TopicPartition] = o
 	}
+	var unstable map[metastore.TopicPartition]bool
+	if requireStable {
+		if unstable, err = c.unstableOffsets(ctx, rg.Group); err != nil {
+			sg.ErrorCode = storeCode(err)
+			return sg
+		}
+	}
 	fill := func(sp *kmsg.OffsetFetchResponseGroupTopicPartition, o metastore.OffsetCommit) {
+		if unstable[o.TopicPartition] {
+			// KIP-447: an offset a transaction is about to change.
+			sp.ErrorCode = kerr.UnstableOffsetCommit.Code
+			return
+		}
 		sp.Offset = o.Offset
 		sp.LeaderEpoch = o.LeaderEpoch
 		if version < 5 {
@@ -299,8 +312,11 @@ func (c *Coordinator) fetchGroup(ctx context.Context, version int16, rg kmsg.Off
 				name = t.Name
 			}
 			for j := range st.Partitions {
-				if o, ok := got[metastore.TopicPartition{Topic: name, Partition: st.Partitions[j].Partition}]; ok {
+				tp := metastore.TopicPartition{Topic: name, Partition: st.Partitions[j].Partition}
+				if o, ok := got[tp]; ok {
 					fill(&st.Partitions[j], o)
+				} else if unstable[tp] {
+					st.Partitions[j].ErrorCode = kerr.UnstableOffsetCommit.Code
 				}
 			}
 		}

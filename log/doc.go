@@ -281,10 +281,20 @@ offsets and not written; an older epoch is ErrInvalidProducerEpoch; a newer
 epoch must start at sequence 0; the same epoch must continue at last+1
 (wrapping at MaxInt32); a producer the log holds nothing for is accepted at
 any sequence (KIP-360). Control batches only check and bump the epoch.
+
+Transactions (txn.go): from the transactional batches it stores, in log
+order, the log keeps the first offset of each producer's open transaction
+and the aborted transactions (producer, first offset, ABORT marker
+offset), the content of Kafka's .txnindex. A marker's type is read from
+its first record. FirstUnstableOffset bounds the last stable offset the
+replica layer reports; AbortedTxns answers a read_committed fetch. Both
+follow TruncateTo, are in the clean-shutdown snapshot (version 2; a
+version 1 snapshot is not used and the log is walked instead) and are
+rebuilt from the log after a crash.
 Replicated batches update the state without checks, so every replica dedupes
 alike. The state comes from the clean-shutdown snapshot, or is rebuilt from batch
 headers after a crash and after TruncateTo. Not done yet: producer expiry
-(producer.id.expiration.ms; entries are never dropped), transaction state,
+(producer.id.expiration.ms; entries are never dropped)
 and periodic snapshots: after a crash Open reads every segment's headers,
 and the state of a producer whose batches were all deleted by retention is
 then lost, so the producer is accepted as unknown.
@@ -450,8 +460,10 @@ reopen.
 
 # Not implemented
 
-Transactions (last stable offset, aborted transaction index, and so
-transaction markers and aborted records in compaction), grouping small
+An on-disk transaction index (the aborted transactions are kept in memory
+and in the clean-shutdown snapshot, see txn.go), transactions in
+compaction (Kafka's cleaner keeps markers until their delete horizon and
+removes aborted records), grouping small
 cleaned segments into one (Kafka's groupSegmentsBySize),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a

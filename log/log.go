@@ -77,6 +77,7 @@ type Log struct {
 	wl        *walLog       // registration with wal; nil when appends are not logged
 	durableCh chan struct{} // closed and replaced when durable advances or the log fails or closes
 	producers producers
+	txns      txnState // open and aborted transactions (txn.go)
 	epochs    epochCache
 	cleanedTo int64  // the cleaner checkpoint (clean.go)
 	gen       uint64 // bumped by truncation, so a cleaning pass can tell
@@ -134,6 +135,7 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 		cfg:       cfg,
 		durableCh: make(chan struct{}),
 		producers: producers{},
+		txns:      newTxnState(),
 	}
 	if opts.Flusher != nil {
 		l.wal = opts.Flusher.wal
@@ -269,6 +271,7 @@ func (l *Log) recover() error {
 		}
 		res, err := s.scan(minOffset, last && !clean, l.cfg.IndexIntervalBytes, func(h *batchHeader) {
 			l.producers.update(h)
+			l.txns.update(h, controlTypeAt(s.log, s.size-h.Size, h), 0)
 			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 		})
 		if err != nil {
@@ -609,6 +612,7 @@ func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
 	l.spaceBackLocked()
 	l.leo = s.next
 	l.producers.update(h)
+	l.txns.update(h, controlTypeOf(batch, h), l.logStart)
 	l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 	return nil
 }

@@ -145,6 +145,9 @@ type ActiveProducer struct {
 	// LastTimestamp is the max timestamp of that batch (Kafka's
 	// ProducerStateEntry.lastTimestamp), -1 if none or no longer stored.
 	LastTimestamp int64
+	// CurrentTxnStartOffset is the first offset of the producer's open
+	// transaction in this log, -1 if none.
+	CurrentTxnStartOffset int64
 }
 
 // ActiveProducers returns every producer the log holds state for, by id.
@@ -159,7 +162,10 @@ func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
 	}
 	out := make([]ActiveProducer, 0, len(l.producers))
 	for id, e := range l.producers {
-		ap := ActiveProducer{ID: id, Epoch: e.epoch, LastSequence: -1, LastTimestamp: -1}
+		ap := ActiveProducer{ID: id, Epoch: e.epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1}
+		if first, open := l.txns.ongoing[id]; open {
+			ap.CurrentTxnStartOffset = first
+		}
 		if n := len(e.batches); n > 0 {
 			last := e.batches[n-1]
 			ap.LastSequence = last.lastSeq

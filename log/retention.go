@@ -139,6 +139,7 @@ func (l *Log) resetLocked(offset int64) error {
 	l.logStart, l.leo, l.durable, l.segSynced = offset, offset, offset, offset
 	l.wakeLocked()
 	clear(l.producers)
+	l.txns.reset()
 	l.epochs.reset()
 	return nil
 }
@@ -147,6 +148,7 @@ func (l *Log) resetLocked(offset int64) error {
 // and epoch cache, as Open does.
 func (l *Log) rebuildStateLocked() error {
 	clear(l.producers)
+	l.txns.reset()
 	l.epochs.reset()
 	var hb [protocol.BatchHeaderSize]byte
 	for _, s := range l.segs {
@@ -159,6 +161,7 @@ func (l *Log) rebuildStateLocked() error {
 				return l.failLocked("rebuild producer state", err)
 			}
 			l.producers.update(&h)
+			l.txns.update(&h, controlTypeAt(s.log, pos, &h), 0)
 			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 			pos += h.Size
 		}

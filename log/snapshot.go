@@ -24,9 +24,14 @@ import (
 //	epochs uint32, each:    epoch int32 | start int64
 //	producers uint32, each: id int64 | epoch int16 | batches uint8, each:
 //	                        firstSeq, lastSeq int32 | firstOffset, lastOffset int64
+//	open txns uint32, each: producer id int64 | first offset int64 (version 2)
+//	aborted uint32, each:   producer id, first offset, marker offset int64 (version 2)
+//
+// A version 1 snapshot (before transactions) is not used: Open walks the
+// log instead and finds the same state.
 const (
 	snapshotMagic   = "SLCS"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 var errSnapshot = errors.New("log: clean-shutdown snapshot unusable")
@@ -56,6 +61,17 @@ func (l *Log) encodeSnapshotLocked() []byte {
 			b = binary.BigEndian.AppendUint32(b, uint32(m.lastSeq))
 			b = binary.BigEndian.AppendUint64(b, uint64(m.firstOffset))
 			b = binary.BigEndian.AppendUint64(b, uint64(m.lastOffset))
+		}
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(l.txns.ongoing)))
+	for id, first := range l.txns.ongoing {
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+		b = binary.BigEndian.AppendUint64(b, uint64(first))
+	}
+	b = binary.BigEndian.AppendUint32(b, uint32(len(l.txns.aborted)))
+	for _, a := range l.txns.aborted {
+		for _, v := range []int64{a.ProducerID, a.FirstOffset, a.LastOffset} {
+			b = binary.BigEndian.AppendUint64(b, uint64(v))
 		}
 	}
 	binary.BigEndian.PutUint32(b[6:], crc32.Checksum(b[10:], castagnoli))
@@ -154,10 +170,22 @@ func (l *Log) loadSnapshot(bases []int64, now time.Time) error {
 		}
 		prods[id] = p
 	}
+	txns := newTxnState()
+	for n := int(r.u32()); n > 0 && !r.bad; n-- {
+		id := r.i64()
+		txns.ongoing[id] = r.i64()
+	}
+	for n := int(r.u32()); n > 0 && !r.bad; n-- {
+		a := AbortedTxn{ProducerID: r.i64(), FirstOffset: r.i64(), LastOffset: r.i64()}
+		if k := len(txns.aborted); k > 0 && a.LastOffset <= txns.aborted[k-1].LastOffset {
+			return fail("aborted transactions out of order")
+		}
+		txns.aborted = append(txns.aborted, a)
+	}
 	if r.bad || len(r.b) != 0 {
 		return fail("truncated or trailing bytes")
 	}
-	l.segs, l.producers, l.epochs = segs, prods, epochs
+	l.segs, l.producers, l.epochs, l.txns = segs, prods, epochs, txns
 	return nil
 }
 

@@ -270,6 +270,8 @@ func (a *applier) apply(c *command) (r result) {
 		return a.createACLs(c)
 	case opDeleteACLs:
 		return a.deleteACLs(c)
+	case opPutTxn, opDeleteTxn, opTxnOffsets:
+		return a.applyTxn(c)
 	case opClaimGroup:
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)

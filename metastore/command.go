@@ -60,6 +60,9 @@ const (
 	opAlterScram        op = "alter_scram"
 	opClaimDirectory    op = "claim_directory"
 	opAlterClientQuotas op = "alter_client_quotas"
+	opPutTxn            op = "put_txn"
+	opDeleteTxn         op = "delete_txn"
+	opTxnOffsets        op = "txn_offsets"
 )
 
 // command is one state machine operation. Only the fields its Op uses are
@@ -105,6 +108,12 @@ type command struct {
 	// (acls.go).
 	ACLs       []acl.Binding `json:"acls,omitempty"`
 	ACLFilters []acl.Filter  `json:"aclf,omitempty"`
+	// Txn, TxnEnd, ProducerID and ProducerEpoch are for the
+	// transaction commands (txn.go).
+	Txn           *TxnState `json:"txn,omitempty"`
+	TxnEnd        int8      `json:"txe,omitempty"`
+	ProducerID    int64     `json:"pid,omitempty"`
+	ProducerEpoch int16     `json:"pep,omitempty"`
 }
 
 // result is what applying one command produced.
@@ -177,6 +186,10 @@ var errCodes = map[string]error{
 	"cluster_id_exists": errClusterIDSet,
 	"no_reassignment":   ErrNoReassignment,
 	"invalid_replicas":  ErrInvalidReplicaAssignment,
+	"txn_conflict":      ErrTxnConflict,
+	"txn_fenced":        ErrTxnFenced,
+	"txn_producer":      ErrTxnUnknownProducer,
+	"txn_concurrent":    ErrTxnConcurrent,
 }
 
 var (

@@ -239,6 +239,8 @@ func (n *Node) read(r *readRequest) *Response {
 				resp.Groups = append(resp.Groups, g)
 			}
 			sort.Strings(resp.Groups)
+		case "txn", "txns", "txn_pending":
+			return readTxns(tx, r, resp)
 		case "topic":
 			a := &applier{tx: tx}
 			if t, ok := a.topicByName(r.Name); ok {

@@ -42,7 +42,10 @@ import (
 //	requests       reserved
 //	acls           acl.Binding.Key() -> JSON acl.Binding (acls.go)
 //	credentials    user 0x00 mechanism -> JSON ScramCredential (scram.go)
-//	txn_state      reserved (created empty) for transactions.
+//	txn_state      transactional id -> JSON TxnState (txn.go)
+//	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
+//	               partition(u32) -> binary offsetValue: offsets a
+//	               transaction committed, pending until it commits
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -59,6 +62,7 @@ var (
 	bucketTxnState      = []byte("txn_state")
 	bucketBrokerDirs    = []byte("broker_dirs")
 	bucketClientQuotas  = []byte("client_quotas")
+	bucketTxnOffsets    = []byte("txn_offsets")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -78,7 +82,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState, bucketClientQuotas, bucketBrokerDirs,
+	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets,
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

@@ -79,7 +79,7 @@ const (
 )
 
 type readRequest struct {
-	What  string           `json:"what"` // "offsets", "group", "groups", "topic", "barrier"
+	What  string           `json:"what"` // "offsets", "group", "groups", "topic", "barrier", "txn", "txns"
 	Group string           `json:"g,omitempty"`
 	TPs   []TopicPartition `json:"tps,omitempty"`
 	Name  string           `json:"name,omitempty"`
@@ -95,6 +95,7 @@ type Response struct {
 	Groups  []string       `json:"groups,omitempty"`
 	Topic   *Topic         `json:"topic,omitempty"`
 	Found   bool           `json:"found,omitempty"`
+	Txns    []TxnState     `json:"txns,omitempty"`
 
 	Events []event `json:"events,omitempty"`
 	Image  *image  `json:"image,omitempty"`

@@ -129,3 +129,45 @@ func FuzzParseBatch(f *testing.F) {
 		}
 	})
 }
+
+// FuzzControlType: the control type parser never panics on any bytes,
+// and reads back what TxnMarkerBatch wrote.
+func FuzzControlType(f *testing.F) {
+	f.Add([]byte(TxnMarkerBatch(1, 0, true, 0, 0)))
+	f.Add([]byte(TxnMarkerBatch(9, 3, false, 7, 1700000000000)))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		typ, err := ControlType(b)
+		if err != nil {
+			return
+		}
+		var h BatchHeader
+		if h.Decode(b) != nil || !h.IsControl() {
+			t.Fatalf("ControlType accepted a batch that is not a control batch (type %d)", typ)
+		}
+	})
+}
+
+func TestTxnMarkerBatch(t *testing.T) {
+	for _, commit := range []bool{false, true} {
+		b := TxnMarkerBatch(5, 2, commit, 11, 1234)
+		var h BatchHeader
+		if err := h.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		if !h.IsControl() || !h.IsTransactional() || h.ProducerID != 5 || h.ProducerEpoch != 2 ||
+			h.BaseSequence != -1 || h.RecordCount != 1 || h.LastOffsetDelta != 0 || !b.CRCValid() || h.Size != int64(len(b)) {
+			t.Fatalf("marker header %+v (CRC valid %v)", h, b.CRCValid())
+		}
+		want := ControlAbort
+		if commit {
+			want = ControlCommit
+		}
+		if typ, err := ControlType(b); err != nil || typ != want {
+			t.Errorf("ControlType = %d, %v; want %d", typ, err, want)
+		}
+		// The records must parse as Kafka's: one record, no compression.
+		if err := b.ValidateRecords(1<<20, nil); err != nil {
+			t.Errorf("marker records: %v", err)
+		}
+	}
+}

@@ -183,8 +183,19 @@ func (p *Partition) WaitCommitted(ctx context.Context, end int64) error {
 // HighWatermark is the end of the committed prefix.
 func (p *Partition) HighWatermark() int64 { return p.hw.Load() }
 
-// LastStableOffset equals the high watermark until transactions exist.
-func (p *Partition) LastStableOffset() int64 { return p.hw.Load() }
+// LastStableOffset is the high watermark or, if lower, the first offset
+// of the earliest open transaction (KIP-98): read_committed consumers
+// read below it.
+func (p *Partition) LastStableOffset() int64 { return lastStable(p.hw.Load(), p.log) }
+
+// lastStable bounds hw by the log's first unstable offset. The watermark
+// is loaded first: the log may only have moved on since.
+func lastStable(hw int64, l *log.Log) int64 {
+	if f := l.FirstUnstableOffset(); f >= 0 && f < hw {
+		return f
+	}
+	return hw
+}
 
 // LogStartOffset is the first offset still stored.
 func (p *Partition) LogStartOffset() int64 { return p.log.LogStartOffset() }

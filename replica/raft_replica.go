@@ -295,8 +295,12 @@ func (r *Replica) notLeader() error {
 // offsets below it. It never moves back on one replica.
 func (r *Replica) HighWatermark() int64 { return r.hw.Load() }
 
-// LastStableOffset equals the high watermark until transactions exist.
-func (r *Replica) LastStableOffset() int64 { return r.hw.Load() }
+// LastStableOffset is the high watermark or, if lower, the first offset
+// of the earliest open transaction. Every replica, learners included,
+// rebuilds the open transactions from the batches it stores, so a read
+// broker answers the same last stable offset as the leader at the same
+// high watermark.
+func (r *Replica) LastStableOffset() int64 { return lastStable(r.hw.Load(), r.log) }
 
 // LogStartOffset and LogEndOffset are the log's.
 func (r *Replica) LogStartOffset() int64 { return r.log.LogStartOffset() }

@@ -36,6 +36,9 @@ import (
 // A topic whose compression.type names a codec stores every batch with it:
 // a batch of another codec is recompressed (inflate.go: recompress), and
 // MESSAGE_TOO_LARGE if the result is over max.message.bytes.
+// A producer's first transactional batch in a partition is taken only if
+// the partition is in its ongoing transaction (KIP-890 part 1,
+// verifyTxnBatch): INVALID_TXN_STATE otherwise.
 // Version notes: v3 transactional id, v5 log start offset, v7 zstd,
 // v8 record errors and error message, v9+ flexible, v13 topic ids.
 // Roles: the partition's leader (every partition, in `sluice dev`).
@@ -171,7 +174,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if _, local := p.(*replica.Partition); !local {
 				keepFrame = true
 			}
-			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp)
+			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID)
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
@@ -334,8 +337,10 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 }
 
 // proposeBatch validates one partition's records and proposes them.
-// ctx bounds a wait for room to inflate compressed records.
-func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition) (*replica.Proposal, error) {
+// ctx bounds a wait for room to inflate compressed records. txnID is the
+// request's transactional id, for the verification of a transactional
+// batch (verifyTxnBatch).
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string) (*replica.Proposal, error) {
 	maxBytes := s.topicInt(t, "max.message.bytes")
 	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
@@ -352,9 +357,9 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 		return nil, err
 	}
 	if b.IsTransactional() {
-		// No transaction coordinator yet, so no transactional producer
-		// can have a valid epoch here.
-		return nil, errTransactionsUnsupported
+		if err := s.verifyTxnBatch(ctx, txnID, t.Name, sp.Partition, p, b); err != nil {
+			return nil, err
+		}
 	}
 	if b, err = s.recompress(ctx, t, b, maxBytes); err != nil {
 		return nil, err

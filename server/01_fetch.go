@@ -151,7 +151,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 					// with no records and at once.
 					sp.PreferredReadReplica = id
 					hw := p.HighWatermark()
-					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, hw, p.LogStartOffset()
+					sp.HighWatermark, sp.LastStableOffset, sp.LogStartOffset = hw, min(hw, p.LastStableOffset()), p.LogStartOffset()
 					redirected = true
 					continue
 				}
@@ -298,11 +298,18 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax i
 		sp.ErrorCode = 0
 		// Empty, never null: librdkafka rejects a null record set.
 		sp.RecordBatches = []byte{}
-		// The last stable offset is the high watermark until
-		// transactions exist.
+		// The last stable offset: below the first open transaction
+		// (KIP-98). read_committed reads only below it, and is told
+		// the aborted transactions of what it may read.
 		hw := p.HighWatermark()
-		sp.HighWatermark, sp.LastStableOffset = hw, hw
+		sp.HighWatermark, sp.LastStableOffset = hw, min(hw, p.LastStableOffset())
 		sp.LogStartOffset = p.LogStartOffset()
+		bound := sp.HighWatermark
+		committed := req.Version >= 4 && req.IsolationLevel == 1
+		if committed {
+			bound = sp.LastStableOffset
+			sp.AbortedTransactions = nil
+		}
 		if rp.FetchOffset < sp.LogStartOffset || (rp.FetchOffset > p.LogEndOffset() && p.IsLeader()) {
 			sp.ErrorCode = kerr.OffsetOutOfRange.Code
 			continue
@@ -311,7 +318,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax i
 		// committed (the client read it elsewhere): it waits for it like
 		// for any uncommitted offset, never OFFSET_OUT_OF_RANGE for data
 		// that exists (sarama stops, kafkajs resets on it).
-		if rp.FetchOffset >= sp.HighWatermark {
+		if rp.FetchOffset >= bound {
 			continue // committed data not there yet: wait, never OOR
 		}
 		limit := int(rp.PartitionMaxBytes)
@@ -321,8 +328,9 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax i
 		if total > 0 && limit <= 0 {
 			continue
 		}
-		// Never past the high watermark reported with them.
-		res, err := p.ReadRange(rp.FetchOffset, limit, sp.HighWatermark)
+		// Never past the high watermark (or, read_committed, the last
+		// stable offset) reported with them.
+		res, err := p.ReadRange(rp.FetchOffset, limit, bound)
 		if err != nil {
 			sp.ErrorCode = errorCode(err)
 			continue
@@ -335,6 +343,13 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax i
 		}
 		fp.rng = res.Range
 		total += int(res.Range.Len)
+		if committed && res.Range.Len > 0 {
+			for _, a := range p.Log().AbortedTxns(rp.FetchOffset, res.NextOffset) {
+				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
+				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
+				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
+			}
+		}
 	}
 	return total
 }

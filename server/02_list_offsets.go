@@ -10,8 +10,8 @@ import (
 // ListOffsets (key 2). Supported: v1-11.
 //
 // Semantics: -2 earliest (log start offset), -1 latest (the high
-// watermark, as Fetch reports it; also the last stable offset until
-// transactions exist), -3 the
+// watermark, as Fetch reports it; with isolation level read_committed the
+// last stable offset when that is lower, as Kafka answers), -3 the
 // record with the largest timestamp (v7+), -4 earliest local (v8+; all
 // data is local, so the log start), -5 latest tiered and -6 earliest
 // pending upload (v9+, v11+; no tiered storage, so offset -1 as Kafka
@@ -59,6 +59,9 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 				// own entries at the end are nothing to consume, so lag
 				// tools show none.
 				sp.Offset, sp.LeaderEpoch = p.HighWatermark(), epoch
+				if req.Version >= 2 && req.IsolationLevel == 1 {
+					sp.Offset = min(sp.Offset, p.LastStableOffset())
+				}
 			case ts == -3:
 				off, mts, err := p.Log().MaxTimestamp()
 				if err != nil {

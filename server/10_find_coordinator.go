@@ -14,9 +14,11 @@ import (
 // Semantics: for a group (key type 0) the answer is the broker that owns
 // the group in the metastore (ClaimGroup: this broker claims it unless a
 // live broker already does), with that broker's endpoint on the listener
-// the request came in on. For a transactional id (key type 1) there is no
-// transaction coordinator yet: COORDINATOR_NOT_AVAILABLE with a message
-// saying so, the code Kafka gives while no coordinator can serve the key.
+// the request came in on. For a transactional id (key type 1) it is the
+// write broker that coordinates the id (txn.Owner: rendezvous hashing over
+// the live write brokers; the state is in the metastore, so when that
+// broker leaves the next one in the ranking takes over), with its endpoint
+// on the same listener; COORDINATOR_NOT_AVAILABLE while there is none.
 // Other key types (share groups) are INVALID_REQUEST.
 // Version notes: v1 key type, error message, throttle; v3+ flexible; v4
 // batched keys (the response's Coordinators); v5-6 no change for groups.
@@ -71,7 +73,14 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 		if !s.authorize(rc, acl.OpDescribe, acl.ResourceTransactionalID, key) {
 			return fail(kerr.TransactionalIDAuthorizationFailed.Code, "DESCRIBE on the transactional id is required")
 		}
-		return fail(kerr.CoordinatorNotAvailable.Code, "this broker has no transaction coordinator: transactions are not supported yet")
+		if key == "" {
+			return fail(kerr.InvalidRequest.Code, "empty transactional id")
+		}
+		owner := s.txnOwner(key)
+		if owner < 0 {
+			return fail(kerr.CoordinatorNotAvailable.Code, "no write broker is registered to coordinate transactions")
+		}
+		return s.coordinatorEndpoint(rc, c, owner, fail)
 	default:
 		return fail(kerr.InvalidRequest.Code, "unsupported coordinator key type")
 	}
@@ -85,6 +94,13 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 	if err != nil {
 		return fail(kerr.CoordinatorNotAvailable.Code, err.Error())
 	}
+	return s.coordinatorEndpoint(rc, c, owner, fail)
+}
+
+// coordinatorEndpoint fills c with owner's endpoint on the listener the
+// request came in on.
+func (s *Server) coordinatorEndpoint(rc *reqCtx, c kmsg.FindCoordinatorResponseCoordinator, owner int32,
+	fail func(int16, string) kmsg.FindCoordinatorResponseCoordinator) kmsg.FindCoordinatorResponseCoordinator {
 	l := rc.conn.listener
 	if owner == s.cfg.NodeID {
 		c.NodeID, c.Host, c.Port = owner, l.host, l.port
@@ -101,5 +117,5 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 			}
 		}
 	}
-	return fail(kerr.CoordinatorNotAvailable.Code, "the group's coordinator has no endpoint on this listener")
+	return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator has no endpoint on this listener")
 }

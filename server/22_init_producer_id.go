@@ -16,12 +16,17 @@ import (
 // producer id with epoch 0, as Kafka gives it, also when it sends its old
 // id and epoch (v3+, KIP-360): the log's per-partition sequence checks
 // start over for the new id. Ids come from blocks reserved in the
-// metastore, so they are unique across brokers and restarts. A
-// transactional id is refused with TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-// until the transaction coordinator exists (Sluice advertises no
-// transaction APIs, so well-behaved clients never send one).
-// Version notes: v1 throttle; v2+ flexible; v3 producer id and epoch;
-// v4 PRODUCER_FENCED; v5 KIP-890.
+// metastore, so they are unique across brokers and restarts. With a
+// transactional id the transaction coordinator answers (txn.Coordinator.
+// InitProducerID): the id's producer id with its epoch bumped (a new id
+// once the epoch is exhausted), an open transaction of the old epoch
+// aborted first (CONCURRENT_TRANSACTIONS until that is done),
+// INVALID_TRANSACTION_TIMEOUT past transaction.max.timeout.ms,
+// NOT_COORDINATOR at a broker that does not coordinate the id.
+// Version notes: v1 throttle; v2+ flexible; v3 producer id and epoch
+// (KIP-360: a producer that sends other than the id's current ones is
+// fenced); v4 PRODUCER_FENCED (INVALID_PRODUCER_EPOCH before); v5 KIP-890
+// (no change here).
 // Roles: write brokers.
 func init() { register(22, handleInitProducerID) }
 
@@ -30,8 +35,26 @@ func handleInitProducerID(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respon
 	resp := req.ResponseKind().(*kmsg.InitProducerIDResponse)
 	resp.ProducerID, resp.ProducerEpoch = -1, -1
 	if req.TransactionalID != nil {
-		resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
-		return resp, nil
+		// Authorization, as Kafka: WRITE on the transactional id.
+		if !s.authorize(rc, acl.OpWrite, acl.ResourceTransactionalID, *req.TransactionalID) {
+			resp.ErrorCode = kerr.TransactionalIDAuthorizationFailed.Code
+			return resp, nil
+		}
+		if s.txn == nil {
+			resp.ErrorCode = kerr.NotCoordinator.Code
+			return resp, nil
+		}
+		groupCall(rc, func(ctx context.Context) kmsg.Response {
+			expectID, expectEpoch := int64(-1), int16(-1)
+			if req.Version >= 3 {
+				expectID, expectEpoch = req.ProducerID, req.ProducerEpoch
+			}
+			var code int16
+			resp.ProducerID, resp.ProducerEpoch, code = s.txn.InitProducerID(ctx, *req.TransactionalID, req.TransactionTimeoutMillis, expectID, expectEpoch)
+			resp.ErrorCode = fencedCode(code, req.Version < 4)
+			return resp
+		})
+		return nil, nil
 	}
 	// Authorization, as Kafka (KIP-679): IDEMPOTENT_WRITE on the
 	// cluster, or WRITE on at least one topic; CLUSTER_AUTHORIZATION_FAILED

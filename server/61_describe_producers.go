@@ -17,7 +17,8 @@ import (
 // batches it stores, so a follower or read replica answers as the leader
 // does, as Kafka lets any replica answer): producer id, epoch, the last
 // sequence and the max timestamp of its last batch, coordinator epoch -1
-// and current transaction start offset -1 (there are no transactions).
+// (markers carry none yet), and the first offset of its open transaction
+// in the partition (-1 if none).
 // A partition of a known topic this broker does not host gets
 // NOT_LEADER_OR_FOLLOWER, a failed replica KAFKA_STORAGE_ERROR, an unknown
 // topic or partition UNKNOWN_TOPIC_OR_PARTITION. Each topic needs READ on
@@ -69,7 +70,7 @@ func handleDescribeProducers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Res
 				a := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				a.ProducerID, a.ProducerEpoch = ap.ID, int32(ap.Epoch)
 				a.LastSequence, a.LastTimestamp = ap.LastSequence, ap.LastTimestamp
-				a.CoordinatorEpoch, a.CurrentTxnStartOffset = -1, -1
+				a.CoordinatorEpoch, a.CurrentTxnStartOffset = -1, ap.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, a)
 			}
 			st.Partitions = append(st.Partitions, sp)

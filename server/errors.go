@@ -54,8 +54,12 @@ func errorCode(err error) int16 {
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, errInvalidTimestamp):
 		return kerr.InvalidTimestamp.Code
-	case errors.Is(err, errTransactionsUnsupported):
+	case errors.Is(err, errTxnNotVerified):
 		return kerr.InvalidTxnState.Code
+	case errors.Is(err, errTxnVerifyUnavailable):
+		// Retriable for every producer, as Kafka answers while the
+		// transaction coordinator cannot be asked.
+		return kerr.NotEnoughReplicas.Code
 	case errors.Is(err, log.ErrBatchTooLarge):
 		// Kafka's RecordBatchTooLargeException: "message batch larger
 		// than the configured segment size on the server".
@@ -102,7 +106,6 @@ func errorMessage(err error) *string {
 }
 
 var (
-	errMessageTooLarge         = errors.New("record batch is larger than max.message.bytes")
-	errInvalidTimestamp        = errors.New("timestamp is outside message.timestamp.before.max.ms / after.max.ms")
-	errTransactionsUnsupported = errors.New("transactional batches need a transaction coordinator, which Sluice does not have yet")
+	errMessageTooLarge  = errors.New("record batch is larger than max.message.bytes")
+	errInvalidTimestamp = errors.New("timestamp is outside message.timestamp.before.max.ms / after.max.ms")
 )

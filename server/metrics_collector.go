@@ -64,6 +64,9 @@ var (
 	descCleanerErrors   = desc("sluice_log_cleaner_errors_total", "Cleaning passes that failed.")
 	descCleanerDirty    = desc("sluice_log_cleaner_max_dirty_percent", "Highest dirty ratio, in percent, among the cleanable logs at the last selection (Kafka's max-dirty-percent).")
 	descCleanerLastPass = desc("sluice_log_cleaner_last_pass_seconds", "Duration of the last completed cleaning pass.")
+
+	descTxnDone     = desc("sluice_transactions_completed_total", "Transactions the transaction coordinator here completed since start (markers written to every partition), by result (commit, abort).", "result")
+	descTxnTimedOut = desc("sluice_transactions_timed_out_total", "Transactions the coordinator here aborted since start because they stayed open past their timeout.")
 )
 
 // collector computes the partition and group series at scrape time from
@@ -180,6 +183,12 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if s.groups != nil {
 		c.collectGroups(ch, hw)
+	}
+	if s.txn != nil {
+		committed, aborted, timedOut := s.txn.Stats()
+		ch <- prometheus.MustNewConstMetric(descTxnDone, prometheus.CounterValue, float64(committed), "commit")
+		ch <- prometheus.MustNewConstMetric(descTxnDone, prometheus.CounterValue, float64(aborted), "abort")
+		ch <- prometheus.MustNewConstMetric(descTxnTimedOut, prometheus.CounterValue, float64(timedOut))
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/txn"
 )
 
 // Options wires a Server. Everything it needs is passed in; it opens no
@@ -78,6 +79,8 @@ type Server struct {
 	authz                                     *acl.Authorizer // nil: no authorizer
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
+	// txn is the transaction coordinator, nil without the write role.
+	txn *txn.Coordinator
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -172,6 +175,9 @@ func New(opts Options) (*Server, error) {
 	s.staticTopicDefaults = opts.Config.TopicDefaults()
 	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if s.txn, err = s.newTxnCoordinator(); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -179,6 +185,9 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Start() error {
 	s.wg.Add(1)
 	go s.reapConns()
+	if s.txn != nil {
+		s.txn.Start()
+	}
 	for _, lc := range s.cfg.Listeners {
 		sec, err := s.newListenerSecurity(lc)
 		if err != nil {
@@ -418,6 +427,9 @@ func (s *Server) Close() error {
 	s.mu.Unlock()
 	s.closeConns()
 	s.wg.Wait()
+	if s.txn != nil {
+		s.txn.Close()
+	}
 	s.closeForwarder()
 	return nil
 }

@@ -1,0 +1,225 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TestClusterTransactions runs transactions on the split cluster (raft
+// partitions, 3 write brokers, a read broker):
+//
+//   - a transaction committed and one aborted through the write brokers
+//     are read with read_committed from the read broker: exactly the
+//     committed records;
+//   - while a transaction is open, the read broker (a raft learner)
+//     answers the same last stable offset as the leader;
+//   - the write broker that coordinates a transaction is SIGKILLed with
+//     the transaction open; the producer's EndTxn then reaches another
+//     write broker, which completes it from the state in the metastore,
+//     and the read broker shows it committed: every record, and a last
+//     stable offset that is no longer held back.
+func TestClusterTransactions(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	c := startTestClusterN(t, "raft", 1)
+	const topic, parts = "txn-cluster", 3
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	fillTopic(ctx, t, c.writeAddrs, topic, parts, 0, "")
+
+	producer := func(id string) *kgo.Client {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+			kgo.TransactionalID(id), kgo.TransactionTimeout(60*time.Second), kgo.RetryTimeout(90*time.Second),
+			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+	txn := func(cl *kgo.Client, prefix string, n int, end kgo.TransactionEndTry) {
+		t.Helper()
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			cl.Produce(ctx, kgo.StringRecord(fmt.Sprintf("%s%03d", prefix, i)), func(_ *kgo.Record, err error) {
+				if err != nil {
+					t.Errorf("%s: produce: %v", prefix, err)
+				}
+			})
+		}
+		if err := cl.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, end); err != nil {
+			t.Fatalf("%s: EndTransaction: %v", prefix, err)
+		}
+	}
+	p := producer("cluster-txn")
+	txn(p, "c", 30, kgo.TryCommit)
+	txn(p, "a", 30, kgo.TryAbort)
+	txn(p, "d", 30, kgo.TryCommit)
+	want := append(values("c", 30), values("d", 30)...)
+	if got := readCommitted(ctx, t, c.readAddrs, topic, len(want)); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("read_committed at the read broker: %d records %v\nwant the %d committed ones", len(got), got, len(want))
+	}
+
+	// An open transaction: the learner's last stable offset is the
+	// leader's, below the high watermark.
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ProduceSync(ctx, kgo.StringRecord("open"), kgo.StringRecord("open2"), kgo.StringRecord("open3")).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	stableMatches := false
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline) && !stableMatches; time.Sleep(200 * time.Millisecond) {
+		wHW, wLSO := ends(ctx, t, c.writeAddrs, topic)
+		rHW, rLSO := ends(ctx, t, c.readAddrs, topic)
+		held := false
+		for i := range parts {
+			held = held || wLSO[int32(i)] < wHW[int32(i)]
+		}
+		stableMatches = held && fmt.Sprint(wHW) == fmt.Sprint(rHW) && fmt.Sprint(wLSO) == fmt.Sprint(rLSO)
+		if time.Now().Add(300*time.Millisecond).After(deadline) && !stableMatches {
+			t.Errorf("open transaction: leader high watermarks %v, last stable %v; read broker %v, %v", wHW, wLSO, rHW, rLSO)
+		}
+	}
+	if err := p.EndTransaction(ctx, kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+
+	// Kill the coordinator of an open transaction.
+	const killID = "cluster-txn-kill"
+	k := producer(killID)
+	if err := k.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		k.Produce(ctx, kgo.StringRecord(fmt.Sprintf("k%03d", i)), nil)
+	}
+	if err := k.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorType = killID, 1
+	fr, err := fc.RequestWith(ctx, k)
+	if err != nil || fr.ErrorCode != 0 || fr.NodeID < 1 || fr.NodeID > 3 {
+		t.Fatalf("FindCoordinator %s: %v %+v", killID, err, fr)
+	}
+	c.writers[fr.NodeID-1].kill()
+	t.Logf("killed write broker %d, the coordinator of %s, with its transaction open", fr.NodeID, killID)
+	start := time.Now()
+	// Until its lease lapses the dead broker is still named; a client's
+	// retry budget may run out on it first, so wait for the takeover as
+	// an application retrying EndTransaction would.
+	for {
+		r, err := fc.RequestWith(ctx, k)
+		if err == nil && r.ErrorCode == 0 && r.NodeID != fr.NodeID {
+			t.Logf("write broker %d coordinates %s after %v", r.NodeID, killID, time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("no other coordinator for %s: %v %+v", killID, err, r)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if err := k.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("EndTransaction after the coordinator died: %v", err)
+	}
+	t.Logf("commit answered by another coordinator after %v", time.Since(start).Round(time.Millisecond))
+	want = append(want, values("k", 20)...)
+	sort.Strings(want)
+	if got := readCommitted(ctx, t, c.readAddrs, topic, len(want)); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("read_committed at the read broker after the failover: %d records %v\nwant %d", len(got), got, len(want))
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		hw, lso := ends(ctx, t, c.readAddrs, topic)
+		if fmt.Sprint(hw) == fmt.Sprint(lso) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("read broker: last stable offsets %v still below high watermarks %v", lso, hw)
+		}
+	}
+}
+
+func values(prefix string, n int) []string {
+	var out []string
+	for i := range n {
+		out = append(out, fmt.Sprintf("%s%03d", prefix, i))
+	}
+	return out
+}
+
+// ends lists the high watermarks and last stable offsets of topic's
+// partitions as the brokers at addrs answer ListOffsets.
+func ends(ctx context.Context, t *testing.T, addrs []string, topic string) (hw, lso map[int32]int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	get := func(committed bool) map[int32]int64 {
+		var lo kadm.ListedOffsets
+		var err error
+		if committed {
+			lo, err = adm.ListCommittedOffsets(ctx, topic)
+		} else {
+			lo, err = adm.ListEndOffsets(ctx, topic)
+		}
+		if err == nil {
+			err = lo.Error()
+		}
+		if err != nil {
+			t.Fatalf("ListOffsets at %v: %v", addrs, err)
+		}
+		out := map[int32]int64{}
+		lo.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+		return out
+	}
+	return get(false), get(true)
+}
+
+// readCommitted reads topic from the start at addrs with read_committed
+// until want records arrived and then a few polls bring no more; the
+// values sorted.
+func readCommitted(ctx context.Context, t *testing.T, addrs []string, topic string, want int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(300*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var vals []string
+	for quiet := 0; quiet < 3; {
+		if ctx.Err() != nil {
+			t.Fatalf("read_committed: %d records of %d before the deadline", len(vals), want)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := cl.PollFetches(pctx)
+		pcancel()
+		n := 0
+		fs.EachRecord(func(r *kgo.Record) { vals = append(vals, string(r.Value)); n++ })
+		if n == 0 && len(vals) >= want {
+			quiet++
+		}
+	}
+	sort.Strings(vals)
+	return vals
+}

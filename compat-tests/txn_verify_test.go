@@ -1,0 +1,109 @@
+package compat
+
+import (
+	"context"
+	"encoding/binary"
+	"hash/crc32"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnBatch is idempotentBatch with the transactional attribute set.
+func txnBatch(producerID int64, epoch int16, firstSeq int32, values ...string) []byte {
+	raw := idempotentBatch(producerID, epoch, firstSeq, values...)
+	binary.BigEndian.PutUint16(raw[21:23], binary.BigEndian.Uint16(raw[21:23])|0x10)
+	binary.BigEndian.PutUint32(raw[17:21], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	return raw
+}
+
+// TestTransactionsVerifyPartitions: KIP-890 part 1 at the partition
+// leader. A transactional batch for a partition the producer did not add
+// to its transaction, or one that arrives after its transaction ended (a
+// late retry), is refused with INVALID_TXN_STATE and opens no transaction
+// in the partition: the last stable offset stays at the high watermark.
+// A transactional batch without a transactional id in the request is
+// refused too.
+func TestTransactionsVerifyPartitions(t *testing.T) {
+	const topic, id = "txn-verify", "verify-txn"
+	b := startBroker(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	createTopic(ctx, t, newAdmin(t, b.KafkaAddr), topic, 1, nil)
+	c := dialRaw(t, b.KafkaAddr)
+	const pv = 9
+	ip := kmsg.NewPtrInitProducerIDRequest()
+	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr(id), 30_000
+	ip.Version = 4
+	resp, err := c.roundTrip(ip, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ir := resp.(*kmsg.InitProducerIDResponse)
+	if ir.ErrorCode != 0 {
+		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ir.ErrorCode))
+	}
+	pid, epoch := ir.ProducerID, ir.ProducerEpoch
+	produce := func(what string, seq int32, txnID *string, want int16) {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = pv, -1, 10_000, txnID
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic = topic
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Records = txnBatch(pid, epoch, seq, what)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := c.roundTrip(req, pv)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := resp.(*kmsg.ProduceResponse).Topics[0].Partitions[0].ErrorCode; got != want {
+			t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+		}
+	}
+	stable := func(when string) {
+		t.Helper()
+		cl := newClient(t, b.KafkaAddr)
+		if hw, lso := listEnd(ctx, t, cl, topic, 0), listEnd(ctx, t, cl, topic, 1); hw != lso {
+			t.Errorf("%s: last stable offset %d below the high watermark %d: a transaction was opened", when, lso, hw)
+		}
+	}
+	txnReq := func(req kmsg.Request, v int16) int16 {
+		t.Helper()
+		req.SetVersion(v)
+		resp, err := c.roundTrip(req, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch r := resp.(type) {
+		case *kmsg.AddPartitionsToTxnResponse:
+			return r.Topics[0].Partitions[0].ErrorCode
+		case *kmsg.EndTxnResponse:
+			return r.ErrorCode
+		}
+		return -1
+	}
+
+	produce("before AddPartitionsToTxn", 0, kmsg.StringPtr(id), kerr.InvalidTxnState.Code)
+	stable("after a batch for a partition not in the transaction")
+	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
+	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = id, pid, epoch
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	if code := txnReq(ap, 3); code != 0 {
+		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
+	}
+	produce("without a transactional id", 0, nil, kerr.InvalidTxnState.Code)
+	produce("in the transaction", 0, kmsg.StringPtr(id), 0)
+	produce("second batch of the transaction", 1, kmsg.StringPtr(id), 0)
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = id, pid, epoch, true
+	if code := txnReq(et, 3); code != 0 {
+		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
+	}
+	stable("after the commit")
+	produce("late batch after the commit", 2, kmsg.StringPtr(id), kerr.InvalidTxnState.Code)
+	stable("after a late batch")
+}

@@ -1,0 +1,148 @@
+package log
+
+import (
+	"io"
+	"sort"
+
+	"github.com/sluice-broker/sluice/protocol"
+)
+
+// Transactions on the partition side (KIP-98), as Kafka's
+// ProducerStateManager and transaction index keep them: for each producer
+// with an open transaction, the offset of its first transactional batch;
+// and the aborted transactions, each from its first batch to its ABORT
+// marker (Kafka's .txnindex entries). The last stable offset is the first
+// offset of the earliest open transaction (bounded by the high watermark,
+// which the replica layer adds); read_committed consumers read below it
+// and drop the records of the aborted transactions listed for the range
+// they fetched.
+//
+// Both are rebuilt from the log like producer state (markers are read for
+// their control type), kept in the clean-shutdown snapshot, and follow
+// truncation. The aborted list lives in memory; entries wholly below the
+// log start offset are dropped.
+
+// AbortedTxn is one aborted transaction of a partition: the producer, the
+// offset of its first batch, and the offset of its ABORT marker.
+type AbortedTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+	LastOffset  int64
+}
+
+type txnState struct {
+	ongoing map[int64]int64 // producer id -> first offset of its open transaction
+	aborted []AbortedTxn    // by LastOffset
+}
+
+func newTxnState() txnState { return txnState{ongoing: map[int64]int64{}} }
+
+func (t *txnState) reset() {
+	clear(t.ongoing)
+	t.aborted = t.aborted[:0]
+}
+
+// update applies one stored batch; ctrl is the control type of a control
+// batch (ignored otherwise). Raft's own control batches have producer id
+// -1 and are not transactional, so they never reach here.
+func (t *txnState) update(h *batchHeader, ctrl int16, logStart int64) {
+	if h.ProducerID < 0 || !h.IsTransactional() {
+		return
+	}
+	if !h.IsControl() {
+		if _, ok := t.ongoing[h.ProducerID]; !ok {
+			t.ongoing[h.ProducerID] = h.BaseOffset
+		}
+		return
+	}
+	first, ok := t.ongoing[h.ProducerID]
+	if !ok {
+		return // a marker of a transaction with no data here
+	}
+	delete(t.ongoing, h.ProducerID)
+	if ctrl != protocol.ControlAbort {
+		return
+	}
+	i := 0
+	for i < len(t.aborted) && t.aborted[i].LastOffset < logStart {
+		i++
+	}
+	t.aborted = append(t.aborted[i:], AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset})
+}
+
+// firstUnstable is the first offset of the earliest open transaction, -1
+// without one.
+func (t *txnState) firstUnstable() int64 {
+	first := int64(-1)
+	for _, o := range t.ongoing {
+		if first < 0 || o < first {
+			first = o
+		}
+	}
+	return first
+}
+
+// controlTypeAt reads the control type of the control batch h at pos of f;
+// -1 if it cannot be read (never a transaction marker then).
+func controlTypeAt(f io.ReaderAt, pos int64, h *batchHeader) int16 {
+	if !h.IsControl() || !h.IsTransactional() || h.ProducerID < 0 {
+		return -1
+	}
+	buf := make([]byte, min(h.Size, protocol.ControlTypeBytes))
+	if _, err := f.ReadAt(buf, pos); err != nil {
+		return -1
+	}
+	typ, err := protocol.ControlType(buf)
+	if err != nil {
+		return -1
+	}
+	return typ
+}
+
+// controlTypeOf is controlTypeAt for a batch in memory.
+func controlTypeOf(batch []byte, h *batchHeader) int16 {
+	if !h.IsControl() || !h.IsTransactional() || h.ProducerID < 0 {
+		return -1
+	}
+	typ, err := protocol.ControlType(batch)
+	if err != nil {
+		return -1
+	}
+	return typ
+}
+
+// FirstUnstableOffset is the first offset of the earliest open
+// transaction in the log, -1 if none is open. The last stable offset is
+// the smaller of it and the high watermark.
+func (l *Log) FirstUnstableOffset() int64 {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.txns.firstUnstable()
+}
+
+// InOpenTxn says whether the producer has a transaction open in this
+// log: its later transactional batches need no verification (KIP-890).
+func (l *Log) InOpenTxn(producerID int64) bool {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	_, ok := l.txns.ongoing[producerID]
+	return ok
+}
+
+// AbortedTxns lists the aborted transactions that a fetch of [from, upTo)
+// must be told about: those whose marker is at or after from and whose
+// first batch is before upTo (Kafka's collectAbortedTxns), in marker
+// order.
+func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	a := l.txns.aborted
+	i := sort.Search(len(a), func(i int) bool { return a[i].LastOffset >= from })
+	var out []AbortedTxn
+	for ; i < len(a); i++ {
+		if a[i].FirstOffset < upTo {
+			out = append(out, a[i])
+		}
+	}
+	return out
+}

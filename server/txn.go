@@ -1,0 +1,253 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/protocol"
+	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/txn"
+)
+
+// The transaction coordinator (package txn) runs on every broker with the
+// write role whose catalog is the metastore: producers reach only write
+// brokers. This file wires it: which broker owns a transactional id, and
+// how its markers reach the partitions (WriteMarkers, below).
+
+// newTxnCoordinator returns nil on a broker without the write role or
+// without a metastore catalog: the transaction APIs then answer
+// NOT_COORDINATOR, and the client asks FindCoordinator again, which names
+// a write broker.
+func (s *Server) newTxnCoordinator() (*txn.Coordinator, error) {
+	store, ok := s.catalog.(txn.Store)
+	if !ok || !s.cfg.HasRole("write") {
+		return nil, nil
+	}
+	ms := func(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+	return txn.New(txn.Config{
+		Store:          store,
+		Markers:        s,
+		NewProducerID:  s.producers.next,
+		Owns:           s.ownsTxn,
+		Logger:         s.log,
+		MaxTimeout:     ms(s.cfg.TransactionMaxTimeoutMs),
+		IDExpiration:   ms(s.cfg.TransactionalIDExpirationMs),
+		AbortInterval:  ms(s.cfg.TxnAbortIntervalMs),
+		ExpireInterval: ms(s.cfg.TxnExpireIntervalMs),
+	})
+}
+
+// txnOwner is the write broker that coordinates transactional id; this
+// broker if no write broker is registered yet (start-up).
+func (s *Server) txnOwner(id string) int32 {
+	if o := txn.Owner(id, s.catalog.Brokers()); o >= 0 {
+		return o
+	}
+	if s.cfg.HasRole("write") {
+		return s.cfg.NodeID
+	}
+	return -1
+}
+
+func (s *Server) ownsTxn(id string) bool { return s.txnOwner(id) == s.cfg.NodeID }
+
+// errMarkersPending: some partition did not take its marker yet; the
+// coordinator tries again.
+var errMarkersPending = errors.New("transaction markers not yet written to every partition")
+
+// WriteMarkers writes a transaction marker to each partition through its
+// leader: this broker's own partitions directly, the others with
+// WriteTxnMarkers to their leaders, all at once (each leader's commit
+// waits overlap). Partitions of deleted topics are skipped. It implements
+// txn.MarkerWriter.
+func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, commit bool, tps []metastore.TopicPartition) error {
+	remote := map[int32]map[string][]int32{}
+	var mu sync.Mutex
+	var failed []string
+	fail := func(what string, err error) {
+		mu.Lock()
+		failed = append(failed, fmt.Sprintf("%s: %v", what, err))
+		mu.Unlock()
+	}
+	type pending struct {
+		tp   metastore.TopicPartition
+		wait func(context.Context) error
+	}
+	var waits []pending
+	for _, tp := range tps {
+		t, ok := s.catalog.TopicByName(tp.Topic)
+		if !ok || int(tp.Partition) >= len(t.Partitions) {
+			continue
+		}
+		wait, err := s.proposeMarker(t, tp.Partition, pid, epoch, commit, 0)
+		switch {
+		case err == nil:
+			waits = append(waits, pending{tp, wait})
+		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
+			leader := t.Partitions[tp.Partition].Leader
+			if leader < 0 || leader == s.cfg.NodeID {
+				fail(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), errors.New("no leader"))
+				continue
+			}
+			if remote[leader] == nil {
+				remote[leader] = map[string][]int32{}
+			}
+			remote[leader][tp.Topic] = append(remote[leader][tp.Topic], tp.Partition)
+		default:
+			fail(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), err)
+		}
+	}
+	var wg sync.WaitGroup
+	for leader, topics := range remote {
+		wg.Go(func() {
+			if err := s.sendMarkers(ctx, leader, pid, epoch, commit, topics); err != nil {
+				fail(fmt.Sprintf("leader %d", leader), err)
+			}
+		})
+	}
+	for _, w := range waits {
+		if err := w.wait(ctx); err != nil {
+			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
+		}
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		return fmt.Errorf("%w: %v", errMarkersPending, failed)
+	}
+	return nil
+}
+
+// proposeMarker appends (proposes, on a raft partition) a marker to a
+// partition this broker leads; wait returns once it is committed. A
+// marker whose epoch the partition has seen bumped past is done: a newer
+// one fenced it, as Kafka's coordinator treats it.
+func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32) (wait func(context.Context) error, err error) {
+	p, err := s.partition(t, idx)
+	if err != nil {
+		return nil, err
+	}
+	fenced := func(err error) error {
+		if errors.Is(err, log.ErrInvalidProducerEpoch) {
+			s.log.Info().Str("topic", t.Name).Int32("partition", idx).Int64("producer_id", pid).Int16("epoch", epoch).
+				Msg("transaction marker fenced by a newer producer epoch; skipped")
+			return nil
+		}
+		return err
+	}
+	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
+	b.SetLeaderEpoch(p.LeaderEpoch())
+	prop, err := p.Propose(b, replica.AcksAll)
+	if err != nil {
+		if err = fenced(err); err != nil {
+			return nil, err
+		}
+		return func(context.Context) error { return nil }, nil
+	}
+	return func(ctx context.Context) error {
+		_, err := prop.Wait(ctx)
+		return fenced(err)
+	}, nil
+}
+
+// sendMarkers sends one WriteTxnMarkers request to another write broker.
+func (s *Server) sendMarkers(ctx context.Context, leader int32, pid int64, epoch int16, commit bool, topics map[string][]int32) error {
+	cl, err := s.forwardClient()
+	if err != nil {
+		return err
+	}
+	req := kmsg.NewPtrWriteTxnMarkersRequest()
+	m := kmsg.NewWriteTxnMarkersRequestMarker()
+	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, commit
+	for topic, parts := range topics {
+		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
+		mt.Topic, mt.Partitions = topic, parts
+		m.Topics = append(m.Topics, mt)
+	}
+	req.Markers = append(req.Markers, m)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		return err
+	}
+	for _, rm := range resp.Markers {
+		for _, rt := range rm.Topics {
+			for _, rp := range rt.Partitions {
+				if rp.ErrorCode != 0 && rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
+					return fmt.Errorf("%s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// fencedCode converts PRODUCER_FENCED for request versions from before
+// KIP-588, which know only INVALID_PRODUCER_EPOCH, as Kafka does.
+func fencedCode(code int16, old bool) int16 {
+	if old && code == kerr.ProducerFenced.Code {
+		return kerr.InvalidProducerEpoch.Code
+	}
+	return code
+}
+
+// txnTopicPartitions resolves a request's topics: the partitions that
+// exist, and the code of each that does not (UNKNOWN_TOPIC_OR_PARTITION).
+func (s *Server) txnTopicPartitions(topics map[string][]int32) (ok []metastore.TopicPartition, bad map[metastore.TopicPartition]int16) {
+	bad = map[metastore.TopicPartition]int16{}
+	for topic, parts := range topics {
+		t, found := s.catalog.TopicByName(topic)
+		for _, p := range parts {
+			tp := metastore.TopicPartition{Topic: topic, Partition: p}
+			if !found || p < 0 || int(p) >= len(t.Partitions) {
+				bad[tp] = kerr.UnknownTopicOrPartition.Code
+				continue
+			}
+			ok = append(ok, tp)
+		}
+	}
+	return ok, bad
+}
+
+var (
+	errTxnNotVerified       = errors.New("transactional batch for a partition that is not in the producer's ongoing transaction")
+	errTxnVerifyUnavailable = errors.New("the transaction's state cannot be read to verify the batch")
+)
+
+// verifyTxnBatch is KIP-890 part 1 at the partition leader: the first
+// transactional batch of a producer in a partition (one with no
+// transaction open there) is taken only if the transaction's state in the
+// metastore says the partition is in the producer's ongoing transaction
+// at the batch's epoch. A batch that arrives after its transaction ended
+// (a late retry) would otherwise open a transaction no marker ever ends,
+// and hold the last stable offset back for good. Later batches of an open
+// transaction need no check.
+func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch) error {
+	if !s.cfg.TxnVerification || p.Log().InOpenTxn(b.ProducerID()) {
+		return nil
+	}
+	store, ok := s.catalog.(txn.Store)
+	if !ok {
+		return nil
+	}
+	if txnID == nil || *txnID == "" {
+		return fmt.Errorf("%w: the request has no transactional id", errTxnNotVerified)
+	}
+	code := txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(),
+		[]metastore.TopicPartition{{Topic: topic, Partition: partition}})
+	switch code {
+	case 0:
+		return nil
+	case kerr.ProducerFenced.Code:
+		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, *txnID)
+	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
+		return errTxnVerifyUnavailable
+	}
+	return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
+}
