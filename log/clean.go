@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
@@ -86,7 +87,10 @@ type cleanPlan struct {
 	ratio      float64
 	mustClean  bool            // max.compaction.lag.ms passed
 	lastOfProd map[int64]int64 // producer id -> last offset of its last data batch
-	cfg        Config
+	// aborted is the log's aborted transactions when planned: their
+	// records never count as a key's latest value.
+	aborted []AbortedTxn
+	cfg     Config
 }
 
 // cleanable reports whether a pass at now, limited to offsets below
@@ -100,6 +104,12 @@ func (l *Log) cleanable(now time.Time, limit int64) (ratio float64, must, ok boo
 }
 
 func (l *Log) planLocked(now time.Time, limit int64) (cleanPlan, bool) {
+	// Nothing at or past the first offset of an open transaction is
+	// cleaned (Kafka cleans up to the last stable offset): its records
+	// may yet be aborted.
+	if fu := l.txns.firstUnstable(); fu >= 0 && fu < limit {
+		limit = fu
+	}
 	p := cleanPlan{cfg: l.cfg, gen: l.gen}
 	if !l.cfg.Compact || l.usableLocked() != nil {
 		return p, false
@@ -178,6 +188,7 @@ func (l *Log) clean(o cleanOptions) (CleanStats, bool, error) {
 		for _, s := range p.segs {
 			s.ref.acquire()
 		}
+		p.aborted = slices.Clone(l.txns.aborted)
 		p.lastOfProd = make(map[int64]int64, len(l.producers))
 		for id, e := range l.producers {
 			if n := len(e.batches); n > 0 {
@@ -291,7 +302,7 @@ func (l *Log) buildMap(p *cleanPlan, o cleanOptions, st *CleanStats) (int64, err
 			if o.m.full(int(h.RecordCount)) {
 				return full
 			}
-			if !h.IsControl() {
+			if !h.IsControl() && !abortedBatch(p.aborted, h) {
 				err := protocol.Batch(b).EachRecord(math.MaxInt32, nil, func(r *protocol.Record) error {
 					if off := h.BaseOffset + int64(r.OffsetDelta); r.Key != nil && off >= p.firstDirty {
 						o.m.put(r.Key, off)
@@ -319,6 +330,21 @@ func (l *Log) buildMap(p *cleanPlan, o cleanOptions, st *CleanStats) (int64, err
 		end = max(end, s.next)
 	}
 	return end, nil
+}
+
+// abortedBatch says whether h is a batch of an aborted transaction: its
+// records are never a key's latest value, so an aborted write cannot make
+// the cleaner drop the committed value before it.
+func abortedBatch(aborted []AbortedTxn, h *batchHeader) bool {
+	if h.ProducerID < 0 || !h.IsTransactional() {
+		return false
+	}
+	for _, a := range aborted {
+		if a.ProducerID == h.ProducerID && h.BaseOffset >= a.FirstOffset && h.BaseOffset <= a.LastOffset {
+			return true
+		}
+	}
+	return false
 }
 
 // cleanSegment rewrites p.segs[i] into a .cleaned file and swaps it in,

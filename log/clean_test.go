@@ -32,6 +32,7 @@ type keyedSpec struct {
 	seq      int32
 	control  bool
 	producer int16
+	txn      bool // transactional (needs idem)
 }
 
 // mkKeyed encodes a v2 batch of keyed records with base offset 0.
@@ -68,6 +69,9 @@ func mkKeyed(t testing.TB, s keyedSpec) []byte {
 	attrs := int16(s.codec)
 	if s.control {
 		attrs |= protocol.AttrControl
+	}
+	if s.txn {
+		attrs |= protocol.AttrTransactional
 	}
 	h := protocol.BatchHeader{
 		Size: int64(protocol.BatchHeaderSize + len(recs)), LeaderEpoch: 1, Attributes: attrs,
@@ -671,5 +675,37 @@ func TestCleanWithWAL(t *testing.T) {
 	after, _ := readRecords(t, l)
 	if recordsString(after) != recordsString(before) {
 		t.Fatalf("after a crash with the WAL:\n got %s\nwant %s", recordsString(after), recordsString(before))
+	}
+}
+
+// TestCleanTransactions: an aborted transactional write of a key never
+// counts as the key's latest value (the committed value before it
+// survives), and nothing at or past an open transaction is cleaned.
+func TestCleanTransactions(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	l := openT(t, t.TempDir(), compactConfig())
+	defer l.Close()
+	for i, b := range [][]byte{
+		mkKeyed(t, keyedSpec{recs: []kv{rec("a", "committed"), rec("c", "old")}}),             // 0-1
+		mkKeyed(t, keyedSpec{recs: []kv{rec("a", "aborted")}, idem: true, pid: 7, txn: true}), // 2
+		protocol.TxnMarkerBatch(7, 0, false, 0, 0),                                            // 3: ABORT
+		mkKeyed(t, keyedSpec{recs: []kv{rec("c", "open")}, idem: true, pid: 8, txn: true}),    // 4: open
+		mkKeyed(t, keyedSpec{recs: []kv{rec("c", "after")}}),                                  // 5
+	} {
+		if _, err := l.Append(b); err != nil {
+			t.Fatalf("append %d: %v", i, err)
+		}
+		roll(t, l)
+	}
+	if fu := l.FirstUnstableOffset(); fu != 4 {
+		t.Fatalf("first unstable offset %d, want 4", fu)
+	}
+	cleanT(t, l, now, 1<<20, false)
+	recs, _ := readRecords(t, l)
+	out := recordsString(recs)
+	for _, want := range []string{"0:a=committed", "1:c=old", "4:c=open", "5:c=after"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("after cleaning, %s is gone: %s", want, out)
+		}
 	}
 }
