@@ -258,6 +258,9 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		Logger:                    raftlog.New(lg.With().Str("component", "raft").Logger(), raftlog.Options{InfoAsDebug: true}),
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
+		// Storage writes as messages: no worker waits for an fsync
+		// (doc.go, "Ready loop").
+		AsyncStorageWrites: true,
 	}
 	rn, err := raft.NewRawNode(rc)
 	if err != nil {

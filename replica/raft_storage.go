@@ -46,6 +46,11 @@ type raftStorage struct {
 	// lastRaft is the index of the last of raft's own entries stored;
 	// saveRaftMark persists it (persistentState.lastRaft).
 	lastRaft uint64
+	// durIdx is the last index known durable here (the replica raises it
+	// when the log's fsync covers an append). A persisted commit index
+	// never passes it: entries are made durable after they are stored
+	// (doc.go, "Ready loop"), and Open refuses a commit past the log.
+	durIdx uint64
 
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
@@ -213,6 +218,7 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 	if err := s.resetProducers(); err != nil {
 		return nil, err
 	}
+	s.durIdx = s.lastIndexLocked()
 	return s, nil
 }
 
@@ -658,6 +664,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 			return err
 		}
 		s.metas = keep
+		s.durIdx = min(s.durIdx, first-1)
 		s.cacheCutLocked(first)
 		if err := s.idx.truncateFrom(first); err != nil {
 			return err
@@ -759,13 +766,22 @@ func (s *raftStorage) persistRecordsLocked(ms []entryMeta, ccs []ccRecord) error
 	return s.idx.sync()
 }
 
+// setDurable notes that the entries up to i are durable in the log.
+func (s *raftStorage) setDurable(i uint64) {
+	s.mu.Lock()
+	s.durIdx = max(s.durIdx, min(i, s.lastIndexLocked()))
+	s.mu.Unlock()
+}
+
 // saveRaftMark persists lastRaft once the entries up to it are durable
-// (step 1, after the log's WaitDurable): only then may Open count on
+// (step 1, once the log's fsync covers them): only then may Open count on
 // finding its record. Rare: once per election or membership change.
-func (s *raftStorage) saveRaftMark() error {
+// upTo is the last index known durable; a later raft entry's mark waits
+// for its own append to be durable.
+func (s *raftStorage) saveRaftMark(upTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lastRaft <= s.state.cur.lastRaft {
+	if s.lastRaft <= s.state.cur.lastRaft || s.lastRaft > upTo {
 		return nil
 	}
 	cur := s.state.cur
@@ -818,7 +834,7 @@ func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force 
 		return nil
 	}
 	cur := s.state.cur
-	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), s.hs.GetCommit()
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), min(s.hs.GetCommit(), s.durIdx)
 	cur.applied = applied | (cur.applied & stateFlagPendingBit)
 	s.savedAt = time.Now()
 	return s.state.save(cur)
@@ -868,7 +884,8 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 		s.hs = cloneHS(hs)
 	}
 	cur := s.state.cur
-	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), max(s.hs.GetCommit(), md.GetIndex())
+	// The snapshot is all this replica holds durably once installed.
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), md.GetIndex()
 	cur.snapIndex, cur.snapTerm, cur.snapOffset = md.GetIndex(), md.GetTerm(), off
 	cur.applied = md.GetIndex() | stateFlagPendingBit
 	cur.lastRaft = 0
@@ -891,6 +908,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, off
 	s.metas = nil
 	s.lastRaft = 0
+	s.durIdx = cur.snapIndex
 	clear(s.cache)
 	s.budget.add(-s.cacheBytes)
 	s.cache, s.cacheBytes = nil, 0
