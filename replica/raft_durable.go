@@ -39,6 +39,7 @@ type durQueue struct {
 // log.fsync=never), its responses are delivered at once.
 // first is the first entry index w appended, 0 if none.
 func (d *durQueue) add(r *Replica, w *durWait, first uint64) error {
+	durable := first == 0 || r.log.DurableOffset() >= w.end
 	d.mu.Lock()
 	// A truncation (a follower's divergent tail replaced) may have cut
 	// the log below what earlier appends wait for: their entries are gone
@@ -58,7 +59,7 @@ func (d *durQueue) add(r *Replica, w *durWait, first uint64) error {
 	if cut && d.cancel != nil {
 		d.cancel()
 	}
-	if len(d.q) == 0 && (first == 0 || r.log.DurableOffset() >= w.end) {
+	if len(d.q) == 0 && durable {
 		d.mu.Unlock()
 		return r.durableNowLocked(w)
 	}
