@@ -222,7 +222,12 @@
 //	            term = partitionLeaderEpoch). Records of raft's own entries
 //	            are synced at once ("Offsets"). Truncations and prefix
 //	            drops rewrite it durably (temporary file, fsync, rename,
-//	            directory fsync).
+//	            directory fsync). In memory a group keeps only the
+//	            records of entries in flight (not yet applied here or not
+//	            yet held by every replica) and its last one; the others
+//	            are read from the file (page cache) when raft or a lookup
+//	            asks. Over the host's budget (raft.entry.cache.max.bytes,
+//	            shared with the entry cache) a group keeps only its last.
 //	raft.confs  the bytes of the ConfChange(V2) entries raft.index lists:
 //	            index u64 | term u64 | length u32 | data | crc32c u32 per
 //	            record, synced before the index records naming them;
@@ -332,8 +337,9 @@
 // an exported idempotence
 // check in the log package (after a restart a retry of one of the last five
 // batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
-// answers batches outside its window); the index is held in memory (32
-// bytes per entry).
+// answers batches outside its window); the syncs a worker still makes
+// on elections and membership changes (raft.state's term and vote, the
+// records of raft's own entries), rare but one per group per election.
 //
 // # Membership
 //

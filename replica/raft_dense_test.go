@@ -124,7 +124,11 @@ func (d *denseStore) offsets() string {
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	var out []string
-	for _, m := range d.s.metas {
+	ms, err := d.s.metasLocked(d.s.snapIndex+1, d.s.lastIndexLocked()+1)
+	if err != nil {
+		return err.Error()
+	}
+	for _, m := range ms {
 		if m.raft() {
 			out = append(out, fmt.Sprintf("%d:-@%d", m.index, m.base))
 		} else {
