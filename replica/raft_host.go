@@ -241,6 +241,7 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		return nil, fmt.Errorf("raft state of %s-%d: %w", topic, key.Index, err)
 	}
 	st.budget = &h.cache
+	st.budget.add(st.metaBytes) // counted before the budget was known
 	hs := st.hs
 	applied := st.state.cur.applied &^ stateFlagPendingBit
 	applied = max(min(applied, hs.GetCommit()), st.snapIndex)

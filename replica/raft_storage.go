@@ -230,6 +230,8 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 		return nil, err
 	}
 	s.durIdx = s.lastIndexLocked()
+	// Applied entries' records are in the file: memory holds the rest.
+	s.evictLocked(s.state.cur.applied &^ stateFlagPendingBit)
 	return s, nil
 }
 
@@ -929,16 +931,6 @@ func (s *raftStorage) resetProducers() error {
 	return nil
 }
 
-// termOrVoteChanged says whether hs would need a sync before messages go out.
-func (s *raftStorage) termOrVoteChanged(hs *raftpb.HardState) bool {
-	if hs == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote()
-}
-
 // saveHardState persists hs when its term or vote changed (MustSync); a
 // commit-only change is kept in memory and written with the next sync.
 func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force bool) error {
@@ -1075,6 +1067,7 @@ func (s *raftStorage) compact(applied uint64) error {
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = gone.index, gone.term, next
 	s.setMetasLocked(rest)
+	s.evictLocked(applied)
 	if err := s.ccs.keep(func(r ccRecord) bool { return r.index > gone.index }); err != nil {
 		return err
 	}
