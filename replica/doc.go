@@ -115,33 +115,71 @@
 //
 // # Ready loop (etcd raft doc.go steps)
 //
-// handleReadyLocked, for each Ready, with raftMu held:
+// raft runs with AsyncStorageWrites: a Ready's writes arrive as a
+// MsgStorageAppend (entries, HardState, snapshot) and its committed
+// entries as a MsgStorageApply, each carrying the messages to deliver
+// once it is done, and no Advance is called. handleReadyLocked, for each
+// Ready, with raftMu held:
 //
-//	step 1: persist. A snapshot first (see below); then Entries, after
-//	        truncating a conflicting tail, appended to the log (raft's own
-//	        entries to raft.index and raft.confs only, synced at once) and
-//	        made durable with log.WaitDurable (the Flusher's group commit),
-//	        raft.state's lastRaft saved if raft entries came; then
+//	step 2 first for Messages to peers: a leader's appends and heartbeats
+//	        (etcd and the raft thesis 10.2.1 let a leader replicate before
+//	        its own append is durable; raft counts its own acknowledgement
+//	        only when the MsgStorageAppendResp below is stepped), vote
+//	        requests, heartbeat responses. What depends on this node's
+//	        durable state (MsgAppResp, vote responses) raft holds back as
+//	        the append's Responses. MsgSnap is reported finished once sent.
+//	step 1: persist (storageAppendLocked). A snapshot first (see below, a
+//	        sync); then Entries, after truncating a conflicting tail,
+//	        written to the log's page cache (raft's own entries to
+//	        raft.index and raft.confs only, synced at once); then
 //	        HardState, fdatasynced whenever term or vote changed (a
-//	        commit-only change is written with the next sync or at Close).
-//	step 2: send Messages. A follower or candidate sends only after step 1
-//	        is durable. A leader whose term and vote are unchanged sends
-//	        before step 1, in parallel with its own sync as etcd's raftNode
-//	        does (thesis 10.2.1): its own acknowledgement is stepped only at
-//	        Advance. MsgSnap is reported finished once sent.
-//	step 3: apply CommittedEntries: conf changes are applied to the RawNode
-//	        and raft.conf is rewritten; the high watermark moves to the
-//	        last committed entry's end; acks=all waiters are answered. The
+//	        commit-only change is written with the next sync or at Close,
+//	        never past the last entry known durable). The Responses, raft's
+//	        own MsgStorageAppendResp among them, wait in the group's
+//	        durQueue (raft_durable.go) until the log is durable past the
+//	        append: one goroutine per group with appends pending waits on
+//	        log.WaitDurable and requeues the group, whose next round
+//	        (durableLocked), in append order, saves raft.state's lastRaft
+//	        if raft entries came, answers acks=1 and delivers them: stepped
+//	        here if addressed to this node, sent otherwise. When the log is
+//	        already durable past the append (log.fsync=never) and nothing
+//	        earlier waits, they are delivered at once.
+//	step 3: apply (storageApplyLocked). raft hands out committed entries
+//	        only once they are stable here, so nothing is applied before it
+//	        is durable on this replica (with one voter too). Conf changes
+//	        are applied to the RawNode and raft.conf is rewritten; the high
+//	        watermark moves to the last committed entry's end; acks=all
+//	        waiters are answered; MsgStorageApplyResp is stepped. The
 //	        applied index is saved in raft.state every 10,000 entries or
 //	        minute (and at Close): after a crash raft hands back, read from
 //	        the log, the committed entries after the saved one.
-//	step 4: Advance. In synchronous-storage mode raft steps the leader's own
-//	        append acknowledgement here, so the leader counts itself only
-//	        after its own sync.
 //
-// With one voter the same entries arrive as Entries and CommittedEntries of
-// one Ready (etcd #14370); step 1 completes before step 3, so nothing is
-// acknowledged before it is durable.
+// So no worker waits for a log fsync: it stores a group's writes and moves
+// on, and one round of the log's Flusher (log/flusher.go, which syncs every
+// dirty log of the broker together) releases every group waiting; a
+// group's ticks, heartbeats and proposals are processed meanwhile, and
+// new proposals pipeline behind the appends in flight (their offsets
+// follow the storage's last index, which every handled Ready brings up to
+// raft's). The syncs left in a worker are rare: a term or vote change, a
+// record of raft's own entry, a truncated tail, a snapshot install.
+//
+// Why AsyncStorageWrites rather than a pending Ready per group (a worker
+// that leaves the group mid-Ready and Advances it once a goroutine saw
+// the fsync): with one Ready in flight a group cannot emit another, so its
+// heartbeats, heartbeat responses and appends to other followers would
+// wait for its own fsync, proposals would have to be held back, and the
+// peers' checks (raft_validate.go) would have to know about the pending
+// state. With asynchronous writes raft itself says which messages need the
+// durable state (it holds them as Responses and ignores a stale
+// MsgStorageAppendResp after a term change), Ready can be called again at
+// once, and storage reads see the written entries (raft keeps them in its
+// unstable log until stepped stable).
+//
+// A follower's tail replaced by a new leader's entries (a truncation)
+// while earlier appends still wait cuts what they wait for to the new log
+// end: their entries are gone, raft ignores their stability (the term
+// changed since) and the acknowledgements they carry were true in their
+// term, when this replica held those entries.
 //
 // # Acknowledgements
 //
@@ -186,7 +224,12 @@
 //	            term = partitionLeaderEpoch). Records of raft's own entries
 //	            are synced at once ("Offsets"). Truncations and prefix
 //	            drops rewrite it durably (temporary file, fsync, rename,
-//	            directory fsync).
+//	            directory fsync). In memory a group keeps only the
+//	            records of entries in flight (not yet applied here or not
+//	            yet held by every replica) and its last one; the others
+//	            are read from the file (page cache) when raft or a lookup
+//	            asks. Over the host's budget (raft.entry.cache.max.bytes,
+//	            shared with the entry cache) a group keeps only its last.
 //	raft.confs  the bytes of the ConfChange(V2) and command entries
 //	            raft.index lists:
 //	            index u64 | term u64 | length u32 | data | crc32c u32 per
@@ -264,10 +307,11 @@
 // # Locks
 //
 // Host.mu, then Replica.raftMu, then raftStorage.mu, then the log's locks.
-// Replica.inMu (queued inputs), Replica.mu (high watermark notification) and
-// scheduler.mu are leaves: nothing else is taken while one is held. A worker
-// holds raftMu for a whole round, including fsyncs; producers never take it
-// (Propose only queues under inMu), so they are not blocked by a sync.
+// Replica.inMu (queued inputs), Replica.mu (high watermark notification),
+// durQueue.mu and scheduler.mu are leaves: nothing else is taken while one
+// is held. A worker holds raftMu for a whole round, which waits for no log
+// fsync ("Ready loop"); producers never take it (Propose only queues under
+// inMu).
 // OnLeaderChange runs with raftMu held.
 //
 // # Failures
@@ -314,8 +358,9 @@
 // an exported idempotence
 // check in the log package (after a restart a retry of one of the last five
 // batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
-// answers batches outside its window); the index is held in memory (32
-// bytes per entry).
+// answers batches outside its window); the syncs a worker still makes
+// on elections and membership changes (raft.state's term and vote, the
+// records of raft's own entries), rare but one per group per election.
 //
 // # Membership
 //

@@ -91,3 +91,51 @@ func TestRaftProposeRefusesBatchOverSegment(t *testing.T) {
 	res := c.produce(testBatch("after", 3, -1, 0, 0), AcksAll)
 	c.converged(res.LastOffset+1, 10*time.Second)
 }
+
+// The raft.index records of entries applied and held by every replica
+// leave memory (each group keeps its last) and are read back from the
+// file: memory does not grow with what retention keeps.
+func TestRaftIndexRecordsLeaveMemory(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft}, slowElections)
+	_, r := c.leader()
+	const n = 300
+	var last ProduceResult
+	for i := range n {
+		last = c.produce(testBatch(fmt.Sprint("r", i), 2, -1, 0, 0), AcksAll)
+	}
+	c.converged(last.LastOffset+1, 20*time.Second)
+	st := r.st
+	checkFor(t, 5*time.Second, func() error {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		if len(st.metas) > 1 {
+			return fmt.Errorf("%d index records in memory after every replica applied everything", len(st.metas))
+		}
+		return nil
+	})
+	first, _ := st.FirstIndex()
+	lastIdx, _ := st.LastIndex()
+	ents, err := st.Entries(first, lastIdx+1, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := 0
+	for k, e := range ents {
+		if e.GetIndex() != first+uint64(k) {
+			t.Fatalf("entry %d has index %d", first+uint64(k), e.GetIndex())
+		}
+		tm, err := st.Term(e.GetIndex())
+		if err != nil || tm != e.GetTerm() {
+			t.Fatalf("Term(%d) = %d, %v; entry's term %d", e.GetIndex(), tm, err, e.GetTerm())
+		}
+		if len(e.GetData()) > 0 {
+			data++
+		}
+	}
+	if uint64(len(ents)) != lastIdx-first+1 || data != n {
+		t.Fatalf("read %d entries (%d with data) of %d..%d, want %d data entries", len(ents), data, first, lastIdx, n)
+	}
+	if got := st.endOffsetOf(lastIdx); got != last.LastOffset+1 {
+		t.Fatalf("end offset of the last entry %d, want %d", got, last.LastOffset+1)
+	}
+}

@@ -124,7 +124,11 @@ func (d *denseStore) offsets() string {
 	d.s.mu.Lock()
 	defer d.s.mu.Unlock()
 	var out []string
-	for _, m := range d.s.metas {
+	ms, err := d.s.metasLocked(d.s.snapIndex+1, d.s.lastIndexLocked()+1)
+	if err != nil {
+		return err.Error()
+	}
+	for _, m := range ms {
 		if m.raft() {
 			out = append(out, fmt.Sprintf("%d:-@%d", m.index, m.base))
 		} else {
@@ -187,7 +191,7 @@ func TestRaftDenseStorage(t *testing.T) {
 	// (a conf change): the log is cut at its offset, 3, raft.confs
 	// forgets it, and raft.state's mark of the last raft entry known
 	// durable goes back below the cut first.
-	if err := d.s.saveRaftMark(); err != nil || d.s.state.cur.lastRaft != 6 {
+	if err := d.s.saveRaftMark(^uint64(0)); err != nil || d.s.state.cur.lastRaft != 6 {
 		t.Fatalf("raft mark %d, %v; want 6", d.s.state.cur.lastRaft, err)
 	}
 	d.append(noopEntry(3, 3), dataEntry(4, 3, "d", 4))
@@ -250,7 +254,7 @@ func TestRaftLostRaftRecordRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.append(noopEntry(1, 1), dataEntry(2, 1, "a", 2), ccEntry(t, 3, 1, 5), dataEntry(4, 1, "b", 2))
-	if err := d.s.saveRaftMark(); err != nil {
+	if err := d.s.saveRaftMark(^uint64(0)); err != nil {
 		t.Fatal(err)
 	}
 	if d.s.state.cur.lastRaft != 3 {

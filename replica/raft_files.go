@@ -193,6 +193,27 @@ func (x *indexFile) reset(ms []entryMeta) error {
 	return nil
 }
 
+// read returns the records of entries [lo, hi), which the file must hold
+// (written, synced or not).
+func (x *indexFile) read(lo, hi uint64) ([]entryMeta, error) {
+	if lo < x.base || hi > x.base+uint64(x.n) || lo >= hi {
+		return nil, fmt.Errorf("replica: %s holds entries %d..%d, not %d..%d", indexFileName, x.base, x.base+uint64(x.n)-1, lo, hi-1)
+	}
+	buf := make([]byte, (hi-lo)*indexRecordSize)
+	if _, err := x.f.ReadAt(buf, int64(lo-x.base)*indexRecordSize); err != nil {
+		return nil, fmt.Errorf("replica: reading %s: %w", indexFileName, err)
+	}
+	out := make([]entryMeta, hi-lo)
+	for k := range out {
+		m, ok := decodeIndexRecord(buf[k*indexRecordSize:])
+		if !ok || m.index != lo+uint64(k) {
+			return nil, fmt.Errorf("replica: %s record of entry %d is damaged", indexFileName, lo+uint64(k))
+		}
+		out[k] = m
+	}
+	return out, nil
+}
+
 func (x *indexFile) sync() error { return x.f.Sync() }
 
 func (x *indexFile) close() error { return x.f.Close() }

@@ -48,6 +48,9 @@ type HostConfig struct {
 	// EntryCacheBytes bounds the raft entry cache of all groups together
 	// (raft.entry.cache.max.bytes; default 32 MiB). Each group also keeps
 	// at most 512 entries and 8 MiB, and drops entries every replica has.
+	// The in-memory raft.index records (40 bytes each, but each group's
+	// last) count in it too: over it, a group keeps only its last record
+	// and reads the others from raft.index.
 	EntryCacheBytes int64
 	// OnLeaderChange is called by a worker (raftMu held) when a replica
 	// learns of a new leader or term; it must not block or call back into
@@ -99,7 +102,8 @@ type Host struct {
 // DefaultEntryCacheBytes is HostConfig.EntryCacheBytes's default.
 const DefaultEntryCacheBytes = 32 << 20
 
-// EntryCacheBytes is what the entry caches of all groups hold now.
+// EntryCacheBytes is what the entry caches and the index records of all
+// groups hold now.
 func (h *Host) EntryCacheBytes() int64 { return h.cache.used.Load() }
 
 // Dir is the directory the host's partition directories live in (its log
@@ -241,6 +245,7 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		return nil, fmt.Errorf("raft state of %s-%d: %w", topic, key.Index, err)
 	}
 	st.budget = &h.cache
+	st.budget.add(st.metaBytes) // counted before the budget was known
 	hs := st.hs
 	applied := st.state.cur.applied &^ stateFlagPendingBit
 	applied = max(min(applied, hs.GetCommit()), st.snapIndex)
@@ -262,6 +267,9 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		Logger:                    raftlog.New(lg.With().Str("component", "raft").Logger(), raftlog.Options{InfoAsDebug: true}),
 		DisableProposalForwarding: true,
 		StepDownOnRemoval:         true,
+		// Storage writes as messages: no worker waits for an fsync
+		// (doc.go, "Ready loop").
+		AsyncStorageWrites: true,
 	}
 	rn, err := raft.NewRawNode(rc)
 	if err != nil {

@@ -225,6 +225,8 @@ type Replica struct {
 	stepHook func(m *raftpb.Message)
 	// recheck: messages checkLocked deferred to the next round.
 	recheck []*raftpb.Message
+	// dur: stored appends waiting for the log's fsync (raft_durable.go).
+	dur durQueue
 
 	hw       atomic.Int64
 	fault    atomic.Pointer[error] // r.failed, for readers without raftMu
@@ -583,6 +585,13 @@ func (r *Replica) process() {
 		}
 		return
 	}
+	if err := r.durableLocked(); err != nil {
+		r.failLocked(err)
+		for _, p := range props {
+			p.complete(ProduceResult{}, r.failed)
+		}
+		return
+	}
 	if len(msgs) > 0 || len(r.recheck) > 0 {
 		now := time.Now()
 		// Messages deferred by the last round come first; they are not
@@ -761,57 +770,97 @@ func leaderOf(id uint64) NodeID {
 	return nodeOf(id)
 }
 
-// handleReadyLocked follows raft's doc.go steps 1-4 for one Ready.
+// handleReadyLocked handles one Ready (doc.go, "Ready loop"). raft runs
+// with AsyncStorageWrites: the Ready's messages to peers go out at once,
+// its writes are stored here (storageAppendLocked) and the messages that
+// depend on their durability (acknowledgements, votes, raft's own
+// MsgStorageAppendResp) wait in r.dur until the log's Flusher has synced
+// them, while the worker goes on to other groups. Committed entries, which
+// raft hands out only once stable here, are applied at once.
 func (r *Replica) handleReadyLocked() error {
 	rd := r.rn.Ready()
-	// Step 2 may come first for a leader (raft thesis 10.2.1, as etcd's
-	// raftNode does): its appends and heartbeats depend on no state it has
-	// not already synced, as long as its term and vote are unchanged, and it
-	// counts its own acknowledgement only at Advance, after its sync. A
-	// follower's acknowledgements and votes go out only after step 1.
-	sent := false
-	if r.rn.BasicStatus().RaftState == raft.StateLeader && raft.IsEmptySnap(rd.Snapshot) && !r.st.termOrVoteChanged(rd.HardState) {
-		r.host.send(r, rd.Messages)
-		sent = true
+	var app, apply *raftpb.Message
+	peers := make([]*raftpb.Message, 0, len(rd.Messages))
+	for _, m := range rd.Messages {
+		switch m.GetTo() {
+		case raft.LocalAppendThread:
+			app = m
+		case raft.LocalApplyThread:
+			apply = m
+		default:
+			peers = append(peers, m)
+		}
 	}
-	// Step 1: persist the snapshot, the entries and the hard state; the
-	// entries' batches are synced (WaitDurable) before step 3.
-	if !raft.IsEmptySnap(rd.Snapshot) {
-		if err := r.st.applySnapshot(rd.Snapshot, rd.HardState); err != nil {
+	// Step 2 for what depends on nothing unsynced: appends and heartbeats
+	// of a leader (its own acknowledgement is counted only once its
+	// append is durable), vote requests.
+	r.host.send(r, peers)
+	if app != nil {
+		if err := r.storageAppendLocked(app); err != nil {
+			return err
+		}
+	}
+	if apply != nil {
+		if err := r.storageApplyLocked(apply); err != nil {
+			return err
+		}
+	}
+	r.trimCacheLocked()
+	return nil
+}
+
+// storageAppendLocked is step 1 for one MsgStorageAppend: the snapshot,
+// the entries (written to the page cache; raft's own entries' records
+// synced at once) and the hard state (synced when term or vote changed).
+// Its Responses are delivered once the entries are durable: at once when
+// the log already covers them and nothing earlier is waiting, otherwise
+// by the durability waiter (r.dur) and the group's next round.
+func (r *Replica) storageAppendLocked(m *raftpb.Message) error {
+	var hs *raftpb.HardState
+	if m.Term != nil {
+		hs = &raftpb.HardState{Term: new(m.GetTerm()), Vote: new(m.GetVote()), Commit: new(m.GetCommit())}
+	}
+	if snap := m.GetSnapshot(); snap != nil && !raft.IsEmptySnap(snap) {
+		if err := r.st.applySnapshot(snap, hs); err != nil {
 			return fmt.Errorf("install snapshot: %w", err)
 		}
-		si := rd.Snapshot.GetMetadata().GetIndex()
+		si := snap.GetMetadata().GetIndex()
 		r.applied = si
 		r.setHW(r.st.endOffsetOf(si))
 		r.lg.Info().Uint64("index", si).Int64("offset", r.log.LogStartOffset()).Msg("installed raft snapshot")
 	}
-	if len(rd.Entries) > 0 {
-		if err := r.st.append(rd.Entries); err != nil {
+	ents := m.GetEntries()
+	w := &durWait{resps: m.GetResponses()}
+	var first uint64
+	if len(ents) > 0 {
+		first = ents[0].GetIndex()
+		if err := r.st.append(ents); err != nil {
 			return err
 		}
-		if err := r.log.WaitDurable(r.host.ctx, r.log.LogEndOffset()); err != nil {
-			return err
+		w.last = ents[len(ents)-1].GetIndex()
+		for _, e := range ents {
+			if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
+				w.raftMark = true
+			}
 		}
-		if err := r.st.saveRaftMark(); err != nil {
-			return fmt.Errorf("save raft entry mark: %w", err)
-		}
-		r.persistedLocked(rd.Entries[len(rd.Entries)-1].GetIndex())
 	}
-	if rd.HardState != nil {
-		if err := r.st.saveHardState(rd.HardState, r.applied, false); err != nil {
+	if hs != nil {
+		if err := r.st.saveHardState(hs, r.applied, false); err != nil {
 			return fmt.Errorf("save hard state: %w", err)
 		}
 	}
-	// Step 2 for everyone else: every Message may depend on what step 1
-	// wrote.
-	if !sent {
-		r.host.send(r, rd.Messages)
-	}
-	// Step 3: apply. The log already holds the committed batches, so
-	// applying is moving the high watermark (and conf changes).
-	if n := len(rd.CommittedEntries); n > 0 {
+	w.end = r.log.LogEndOffset()
+	return r.dur.add(r, w, first)
+}
+
+// storageApplyLocked is step 3 for one MsgStorageApply. The log already
+// holds the committed batches, so applying is moving the high watermark
+// (and conf changes); the MsgStorageApplyResp is stepped at once.
+func (r *Replica) storageApplyLocked(m *raftpb.Message) error {
+	ents := m.GetEntries()
+	if n := len(ents); n > 0 {
 		deleteTo := int64(-1)
-		for _, e := range rd.CommittedEntries {
+		for _, e := range ents {
 			if err := r.applyConfChangeLocked(e); err != nil {
 				return err
 			}
@@ -819,7 +868,7 @@ func (r *Replica) handleReadyLocked() error {
 				deleteTo = max(deleteTo, off)
 			}
 		}
-		last := rd.CommittedEntries[n-1].GetIndex()
+		last := ents[n-1].GetIndex()
 		r.applied = last
 		r.setHW(r.st.endOffsetOf(last))
 		if deleteTo >= 0 {
@@ -835,9 +884,48 @@ func (r *Replica) handleReadyLocked() error {
 			return fmt.Errorf("checkpoint applied index: %w", err)
 		}
 	}
-	// Step 4.
-	r.rn.Advance(rd)
-	r.trimCacheLocked()
+	r.deliverLocked(m.GetResponses())
+	return nil
+}
+
+// deliverLocked steps the responses of a local storage message addressed
+// to this node and sends the rest (acknowledgements, votes) to peers.
+func (r *Replica) deliverLocked(resps []*raftpb.Message) {
+	self := raftID(r.host.cfg.Node)
+	var out []*raftpb.Message
+	for _, m := range resps {
+		if m.GetTo() != self {
+			out = append(out, m)
+			continue
+		}
+		if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
+			r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step local")
+		}
+	}
+	r.host.send(r, out)
+}
+
+// durableLocked finishes the appends the log's fsync now covers, in
+// order: the raft mark and the persisted index are noted, acks=1 writes
+// answered, and the responses delivered (step 2 after step 1).
+func (r *Replica) durableLocked() error {
+	for _, w := range r.dur.takeDone() {
+		if w.err != nil {
+			return w.err
+		}
+		if w.last > 0 {
+			r.st.setDurable(w.last)
+		}
+		if w.raftMark {
+			if err := r.st.saveRaftMark(w.last); err != nil {
+				return fmt.Errorf("save raft entry mark: %w", err)
+			}
+		}
+		if w.last > 0 {
+			r.persistedLocked(w.last)
+		}
+		r.deliverLocked(w.resps)
+	}
 	return nil
 }
 
@@ -1210,6 +1298,7 @@ func (r *Replica) close() error {
 	if err := r.log.Close(); err != nil && !errors.Is(err, log.ErrClosed) {
 		errs = append(errs, err)
 	}
+	r.dur.wg.Wait() // the closed log released its waiter
 	r.mu.Lock()
 	r.wakeLocked()
 	r.mu.Unlock()

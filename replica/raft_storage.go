@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3"
@@ -38,7 +39,15 @@ type raftStorage struct {
 	state *stateFile
 	hs    *raftpb.HardState
 	cs    *raftpb.ConfState
-	metas []entryMeta // entries snapIndex+1 ..
+	// metas holds the records of entries memFrom.. (the newest): those
+	// between snapIndex and memFrom are read from raft.index when asked
+	// for (metaAtLocked). Records leave memory with the entry cache's
+	// rule (applied here, held by every replica) or when the host's
+	// budget is over (evictLocked), so the index in memory follows what is
+	// in flight, not the retention; metaBytes of it count in the budget.
+	metas     []entryMeta
+	memFrom   uint64
+	metaBytes int
 	// snapIndex/snapTerm/snapOffset mirror state.cur: the entry at
 	// snapIndex+1 is the batch at snapOffset.
 	snapIndex, snapTerm uint64
@@ -46,6 +55,11 @@ type raftStorage struct {
 	// lastRaft is the index of the last of raft's own entries stored;
 	// saveRaftMark persists it (persistentState.lastRaft).
 	lastRaft uint64
+	// durIdx is the last index known durable here (the replica raises it
+	// when the log's fsync covers an append). A persisted commit index
+	// never passes it: entries are made durable after they are stored
+	// (doc.go, "Ready loop"), and Open refuses a commit past the log.
+	durIdx uint64
 
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
@@ -69,8 +83,8 @@ const (
 	maxCacheBytes   = 8 << 20
 )
 
-// cacheBudget is the entry cache bytes every group of a host may hold
-// together (raft.entry.cache.max.bytes). A group over it drops its own
+// cacheBudget is the entry cache and index record bytes every group of a
+// host may hold together (raft.entry.cache.max.bytes). A group over it drops its own
 // oldest entries, keeping its newest, so a busy group cannot keep the
 // others' recent entries out and idle groups hold nothing once their
 // entries are everywhere (cacheTrimLocked).
@@ -114,6 +128,7 @@ func (s *raftStorage) cacheTrimLocked(i uint64) {
 	for len(s.cache) > 0 && s.cache[0].GetIndex() <= i {
 		s.cacheDropFirstLocked()
 	}
+	s.evictLocked(i)
 }
 
 // cacheCutLocked drops cached entries at index i and later.
@@ -184,6 +199,7 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 	}
 	cur := st.cur
 	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, cur.snapOffset
+	s.memFrom = s.snapIndex + 1
 	s.hs = &raftpb.HardState{Term: new(cur.term), Vote: new(cur.vote), Commit: new(cur.commit)}
 	if b, err := loadBlob(dir, snapFileName); err == nil {
 		s.snapProds = b
@@ -213,6 +229,9 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 	if err := s.resetProducers(); err != nil {
 		return nil, err
 	}
+	s.durIdx = s.lastIndexLocked()
+	// Applied entries' records are in the file: memory holds the rest.
+	s.evictLocked(s.state.cur.applied &^ stateFlagPendingBit)
 	return s, nil
 }
 
@@ -292,7 +311,7 @@ func (s *raftStorage) recover(metas []entryMeta) error {
 			}
 		}
 	}
-	s.metas = metas
+	s.setMetasLocked(metas)
 	if rewrite {
 		if err := s.idx.reset(metas); err != nil {
 			return err
@@ -424,7 +443,95 @@ func resetLogTo(l *log.Log, off int64) error {
 	return l.DeleteRecordsBefore(off)
 }
 
-func (s *raftStorage) lastIndexLocked() uint64 { return s.snapIndex + uint64(len(s.metas)) }
+func (s *raftStorage) lastIndexLocked() uint64 { return s.memFrom - 1 + uint64(len(s.metas)) }
+
+// entryMetaSize is what one in-memory record costs.
+const entryMetaSize = int(unsafe.Sizeof(entryMeta{}))
+
+// metaAtLocked returns the record of entry i, snapIndex < i <= last index.
+func (s *raftStorage) metaAtLocked(i uint64) (entryMeta, error) {
+	if i >= s.memFrom {
+		return s.metas[i-s.memFrom], nil
+	}
+	ms, err := s.idx.read(i, i+1)
+	if err != nil {
+		return entryMeta{}, err
+	}
+	return ms[0], nil
+}
+
+// metasLocked returns the records of entries [lo, hi), snapIndex < lo <=
+// hi <= last index + 1: the older part from raft.index, the rest from
+// memory.
+func (s *raftStorage) metasLocked(lo, hi uint64) ([]entryMeta, error) {
+	if lo >= hi {
+		return nil, nil
+	}
+	if lo >= s.memFrom {
+		return s.metas[lo-s.memFrom : hi-s.memFrom], nil
+	}
+	out, err := s.idx.read(lo, min(hi, s.memFrom))
+	if err != nil {
+		return nil, err
+	}
+	if hi > s.memFrom {
+		out = append(out, s.metas[:hi-s.memFrom]...)
+	}
+	return out, nil
+}
+
+// setMetasLocked replaces the records in memory with ms (from snapIndex+1).
+func (s *raftStorage) setMetasLocked(ms []entryMeta) {
+	s.metas, s.memFrom = ms, s.snapIndex+1
+	s.accountMetasLocked()
+}
+
+// loadMetasLocked brings the records from i on back into memory (before
+// a truncation or a compaction changes them).
+func (s *raftStorage) loadMetasLocked(i uint64) error {
+	if i >= s.memFrom {
+		return nil
+	}
+	ms, err := s.idx.read(i, s.memFrom)
+	if err != nil {
+		return err
+	}
+	s.metas, s.memFrom = append(ms, s.metas...), i
+	s.accountMetasLocked()
+	return nil
+}
+
+// evictLocked drops from memory the records of entries at index upTo and
+// below, all but the last record when the host's budget is over. raft.index
+// holds them all: data records are written (not synced) when stored and
+// read back through the page cache.
+func (s *raftStorage) evictLocked(upTo uint64) {
+	n := 0
+	if s.budget.over() {
+		n = len(s.metas) - 1
+	} else if upTo >= s.memFrom {
+		n = int(min(upTo-s.memFrom+1, uint64(len(s.metas))))
+		n = min(n, len(s.metas)-1) // the last one gives the next offset
+	}
+	if n <= 0 {
+		return
+	}
+	if rest := len(s.metas) - n; rest <= n || rest < 64 {
+		s.metas = append(make([]entryMeta, 0, rest), s.metas[n:]...)
+	} else {
+		s.metas = s.metas[n:]
+	}
+	s.memFrom += uint64(n)
+	s.accountMetasLocked()
+}
+
+// accountMetasLocked counts the records in memory in the host's budget,
+// all but the last, which every group with entries keeps.
+func (s *raftStorage) accountMetasLocked() {
+	b := max(len(s.metas)-1, 0) * entryMetaSize
+	s.budget.add(b - s.metaBytes)
+	s.metaBytes = b
+}
 
 // InitialState implements raft.Storage.
 func (s *raftStorage) InitialState() (*raftpb.HardState, *raftpb.ConfState, error) {
@@ -453,9 +560,13 @@ func (s *raftStorage) Entries(lo, hi, maxSize uint64) ([]*raftpb.Entry, error) {
 	var out []*raftpb.Entry
 	var size uint64
 	var b []byte // batches read from the log, not yet turned into entries
-	upTo := s.metas[hi-s.snapIndex-2].last + 1
+	ms, err := s.metasLocked(lo, hi)
+	if err != nil {
+		return nil, err
+	}
+	upTo := ms[len(ms)-1].last + 1
 	for i := lo; i < hi; i++ {
-		m := s.metas[i-s.snapIndex-1]
+		m := ms[i-lo]
 		var e *raftpb.Entry
 		if m.raft() {
 			var err error
@@ -527,7 +638,8 @@ func (s *raftStorage) termLocked(i uint64) (uint64, error) {
 	case i > s.lastIndexLocked():
 		return 0, raft.ErrUnavailable
 	}
-	return s.metas[i-s.snapIndex-1].term, nil
+	m, err := s.metaAtLocked(i)
+	return m.term, err
 }
 
 // LastIndex implements raft.Storage.
@@ -592,7 +704,12 @@ func (s *raftStorage) metaLocked(i uint64) (entryMeta, bool) {
 	if i <= s.snapIndex || i > s.lastIndexLocked() {
 		return entryMeta{}, false
 	}
-	return s.metas[i-s.snapIndex-1], true
+	m, err := s.metaAtLocked(i)
+	if err != nil {
+		s.lg.Error().Err(err).Uint64("index", i).Msg("reading raft index record")
+		return entryMeta{}, false
+	}
+	return m, true
 }
 
 // endOffsetOf is the offset after entry i: the high watermark when i is the
@@ -635,9 +752,18 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		return fmt.Errorf("replica: raft entry %d appended after last index %d", first, last)
 	}
 	if first <= last {
-		m := s.metas[first-s.snapIndex-1]
+		// The entry before first stays in memory: it gives the next
+		// offset; lastRaft may be looked for in all of them (below).
+		from := first - 1
+		if from <= s.snapIndex || s.lastRaft >= first {
+			from = s.snapIndex + 1
+		}
+		if err := s.loadMetasLocked(from); err != nil {
+			return err
+		}
+		m := s.metas[first-s.memFrom]
 		s.lg.Info().Uint64("index", first).Int64("offset", m.base).Uint64("last_index", last).Msg("truncating divergent uncommitted tail")
-		keep := s.metas[:first-s.snapIndex-1]
+		keep := s.metas[:first-s.memFrom]
 		if s.lastRaft >= first {
 			// Before the log or the index loses what the mark names: a
 			// crash part-way must not find it missing.
@@ -659,6 +785,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 			return err
 		}
 		s.metas = keep
+		s.durIdx = min(s.durIdx, first-1)
 		s.cacheCutLocked(first)
 		if err := s.idx.truncateFrom(first); err != nil {
 			return err
@@ -743,6 +870,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		s.producers.update(&h)
 		next = m.last + 1
 	}
+	s.accountMetasLocked()
 	if unsynced {
 		return s.persistRecordsLocked(added, ccs)
 	}
@@ -762,13 +890,22 @@ func (s *raftStorage) persistRecordsLocked(ms []entryMeta, ccs []ccRecord) error
 	return s.idx.sync()
 }
 
+// setDurable notes that the entries up to i are durable in the log.
+func (s *raftStorage) setDurable(i uint64) {
+	s.mu.Lock()
+	s.durIdx = max(s.durIdx, min(i, s.lastIndexLocked()))
+	s.mu.Unlock()
+}
+
 // saveRaftMark persists lastRaft once the entries up to it are durable
-// (step 1, after the log's WaitDurable): only then may Open count on
+// (step 1, once the log's fsync covers them): only then may Open count on
 // finding its record. Rare: once per election or membership change.
-func (s *raftStorage) saveRaftMark() error {
+// upTo is the last index known durable; a later raft entry's mark waits
+// for its own append to be durable.
+func (s *raftStorage) saveRaftMark(upTo uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lastRaft <= s.state.cur.lastRaft {
+	if s.lastRaft <= s.state.cur.lastRaft || s.lastRaft > upTo {
 		return nil
 	}
 	cur := s.state.cur
@@ -797,16 +934,6 @@ func (s *raftStorage) resetProducers() error {
 	return nil
 }
 
-// termOrVoteChanged says whether hs would need a sync before messages go out.
-func (s *raftStorage) termOrVoteChanged(hs *raftpb.HardState) bool {
-	if hs == nil {
-		return false
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return hs.GetTerm() != s.hs.GetTerm() || hs.GetVote() != s.hs.GetVote()
-}
-
 // saveHardState persists hs when its term or vote changed (MustSync); a
 // commit-only change is kept in memory and written with the next sync.
 func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force bool) error {
@@ -821,7 +948,7 @@ func (s *raftStorage) saveHardState(hs *raftpb.HardState, applied uint64, force 
 		return nil
 	}
 	cur := s.state.cur
-	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), s.hs.GetCommit()
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), min(s.hs.GetCommit(), s.durIdx)
 	cur.applied = applied | (cur.applied & stateFlagPendingBit)
 	s.savedAt = time.Now()
 	return s.state.save(cur)
@@ -871,7 +998,8 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 		s.hs = cloneHS(hs)
 	}
 	cur := s.state.cur
-	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), max(s.hs.GetCommit(), md.GetIndex())
+	// The snapshot is all this replica holds durably once installed.
+	cur.term, cur.vote, cur.commit = s.hs.GetTerm(), s.hs.GetVote(), md.GetIndex()
 	cur.snapIndex, cur.snapTerm, cur.snapOffset = md.GetIndex(), md.GetTerm(), off
 	cur.applied = md.GetIndex() | stateFlagPendingBit
 	cur.lastRaft = 0
@@ -892,8 +1020,9 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 		return err
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = cur.snapIndex, cur.snapTerm, off
-	s.metas = nil
+	s.setMetasLocked(nil)
 	s.lastRaft = 0
+	s.durIdx = cur.snapIndex
 	clear(s.cache)
 	s.budget.add(-s.cacheBytes)
 	s.cache, s.cacheBytes = nil, 0
@@ -910,6 +1039,9 @@ func (s *raftStorage) compact(applied uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ls := s.log.LogStartOffset()
+	if err := s.loadMetasLocked(s.snapIndex + 1); err != nil {
+		return err
+	}
 	k := 0
 	for k < len(s.metas) && s.metas[k].last < ls && s.metas[k].index <= applied {
 		k++
@@ -937,7 +1069,8 @@ func (s *raftStorage) compact(applied uint64) error {
 		return err
 	}
 	s.snapIndex, s.snapTerm, s.snapOffset = gone.index, gone.term, next
-	s.metas = rest
+	s.setMetasLocked(rest)
+	s.evictLocked(applied)
 	if err := s.ccs.keep(func(r ccRecord) bool { return r.index > gone.index }); err != nil {
 		return err
 	}
@@ -960,8 +1093,9 @@ func (s *raftStorage) close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	clear(s.cache)
-	s.budget.add(-s.cacheBytes)
+	s.budget.add(-s.cacheBytes - s.metaBytes)
 	s.cache, s.cacheBytes = nil, 0
+	s.metas, s.metaBytes = nil, 0
 	return errors.Join(s.idx.close(), s.ccs.close(), s.state.close())
 }
 

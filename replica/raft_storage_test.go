@@ -44,8 +44,12 @@ func viewOf(t *testing.T, r *Replica) storageView {
 		v.terms = append(v.terms, tm)
 	}
 	s.mu.Lock()
-	v.metas = append([]entryMeta(nil), s.metas...)
+	ms, err := s.metasLocked(v.first, v.last+1)
 	s.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.metas = append([]entryMeta(nil), ms...)
 	ents, err := s.Entries(v.first, v.last+1, 1<<30)
 	if err != nil {
 		t.Fatal(err)
