@@ -148,6 +148,14 @@ func New(opts Options) (*Server, error) {
 			SuperUsers:   acl.ParseSuperUsers(opts.Config.SuperUsers),
 			AllowIfNoACL: opts.Config.AllowEveryoneIfNoACL,
 		}, opts.ACLs)
+		if s.groups != nil {
+			// KIP-848 regex subscriptions reach only the topics the
+			// member's principal may DESCRIBE.
+			authz := s.authz
+			s.groups.SetTopicAuthorizer(func(principal, host, topic string) bool {
+				return authz.Authorize(acl.Request{Principal: principal, Host: host}, acl.OpDescribe, acl.ResourceTopic, topic)
+			})
+		}
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
