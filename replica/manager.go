@@ -42,6 +42,9 @@ func NewManager(dir string, flusher *log.Flusher, logger zerolog.Logger) (*Manag
 	return &Manager{dir: dir, flusher: flusher, logger: logger, parts: make(map[Key]*Partition)}, nil
 }
 
+// Dir is the directory the partitions live under.
+func (m *Manager) Dir() string { return m.dir }
+
 // Get returns a hosted partition.
 func (m *Manager) Get(k Key) (*Partition, bool) {
 	m.mu.RLock()

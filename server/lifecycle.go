@@ -12,6 +12,16 @@ import (
 // so crash recovery runs at start rather than on first use, and deletes
 // the data of topics deleted while the broker was down.
 func (s *Server) OpenPartitions() error {
+	if s.offsets != nil {
+		if err := s.offsets.open(); err != nil {
+			return err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.offsets.run(s.ctx)
+		}()
+	}
 	if s.replicated() {
 		// Replicas of topics deleted, or of partitions reassigned away
 		// (never one whose reassignment is still in progress), while this

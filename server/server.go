@@ -35,6 +35,10 @@ type Options struct {
 	// ACLs stores the ACLs and feeds the authorizer; required when the
 	// config turns the authorizer on (authorize.go).
 	ACLs ACLStore
+	// OffsetsLogs holds the local logs of the read-only __consumer_offsets
+	// view (offsets_topic.go), fed from the Catalog, which must then be
+	// an OffsetsSource; nil: no view.
+	OffsetsLogs *replica.Manager
 }
 
 type listener struct {
@@ -74,6 +78,7 @@ type Server struct {
 	quotas                                    *clientQuotas
 	acls                                      ACLStore
 	authz                                     *acl.Authorizer // nil: no authorizer
+	offsets                                   *offsetsView    // nil: no __consumer_offsets view
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
 
@@ -156,6 +161,13 @@ func New(opts Options) (*Server, error) {
 				return authz.Authorize(acl.Request{Principal: principal, Host: host}, acl.OpDescribe, acl.ResourceTopic, topic)
 			})
 		}
+	}
+	if opts.OffsetsLogs != nil {
+		src, ok := opts.Catalog.(OffsetsSource)
+		if !ok {
+			return nil, errors.New("server: OffsetsLogs needs a Catalog that is an OffsetsSource")
+		}
+		s.offsets = newOffsetsView(opts.OffsetsLogs, src, opts.Config.OffsetsTopicNumPartitions, s.log)
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)
