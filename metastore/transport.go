@@ -97,10 +97,10 @@ type Response struct {
 	Offsets []OffsetCommit `json:"offs,omitempty"`
 	// GroupOffsets answers "offsets_since".
 	GroupOffsets []GroupOffsetCommit `json:"goffs,omitempty"`
-	State   []byte         `json:"state,omitempty"`
-	Groups  []string       `json:"groups,omitempty"`
-	Topic   *Topic         `json:"topic,omitempty"`
-	Found   bool           `json:"found,omitempty"`
+	State        []byte              `json:"state,omitempty"`
+	Groups       []string            `json:"groups,omitempty"`
+	Topic        *Topic              `json:"topic,omitempty"`
+	Found        bool                `json:"found,omitempty"`
 
 	Events []event `json:"events,omitempty"`
 	Image  *image  `json:"image,omitempty"`
