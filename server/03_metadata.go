@@ -80,7 +80,10 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 	}
 	allowCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	for _, rt := range req.Topics {
-		if rt.Topic == nil {
+		// By id: a null name, or, as the Java client sends for the
+		// topics a KIP-848 regex subscription was assigned, an empty
+		// name with an id (Kafka looks up the id whenever one is set).
+		if rt.Topic == nil || *rt.Topic == "" && rt.TopicID != [16]byte{} {
 			t, ok := s.catalog.TopicByID(metastore.TopicID(rt.TopicID))
 			if !ok && rt.TopicID == offsetsTopicID {
 				t, ok = s.offsetsTopic()
