@@ -56,6 +56,8 @@ const (
 	// new commits: a commit appears in __consumer_offsets within about
 	// this long.
 	offsetsPollInterval = time.Second
+	// offsetsIdlePolls: before the topic exists, one poll in this many.
+	offsetsIdlePolls = 10
 	// offsetsPollMax bounds the commits one poll reads.
 	offsetsPollMax = 20000
 	// offsetsBatchRecords bounds the records of one appended batch.
@@ -168,9 +170,14 @@ func (v *offsetsView) saveState() error {
 func (v *offsetsView) run(ctx context.Context) {
 	t := time.NewTicker(offsetsPollInterval)
 	defer t.Stop()
-	for {
-		if err := v.poll(ctx); err != nil && ctx.Err() == nil {
-			v.lg.Warn().Err(err).Msg("offsets view: poll failed")
+	for n := 0; ; n++ {
+		// Until the topic exists (no group looked up here, no commit
+		// seen), a poll every offsetsIdlePolls ticks notices commits
+		// made through other brokers.
+		if v.created.Load() || n%offsetsIdlePolls == 0 {
+			if err := v.poll(ctx); err != nil && ctx.Err() == nil {
+				v.lg.Warn().Err(err).Msg("offsets view: poll failed")
+			}
 		}
 		select {
 		case <-ctx.Done():
