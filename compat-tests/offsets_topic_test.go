@@ -186,3 +186,48 @@ func TestConsumerOffsetsTopic(t *testing.T) {
 		t.Fatalf("after a restart and one commit: %d records, before %d", len(after), len(before))
 	}
 }
+
+// TestConsumerOffsetsTopicCluster: in a cluster of separate processes
+// (1 meta node, 1 write broker, 2 read brokers) offsets committed through
+// the read view are read from __consumer_offsets through the read view and
+// through the write view: every broker materialises the topic, and each
+// view names one leader per partition.
+func TestConsumerOffsetsTopicCluster(t *testing.T) {
+	c := harness.StartCluster(t, harness.ClusterOptions{Meta: 1, Write: 1, Read: 2})
+	ctx := harness.Context(t, time.Minute)
+	writeAddr := harness.Addrs(harness.ViewWrite, c.Writers)[0]
+	readAddrs := harness.Addrs(harness.ViewRead, c.Readers)
+	// Both read brokers registered.
+	for {
+		if ctx.Err() != nil {
+			t.Fatal("the read view never listed both read brokers")
+		}
+		cl := newClient(t, readAddrs[0])
+		resp, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl)
+		cl.Close()
+		if err == nil && len(resp.Brokers) == 2 {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	createTopic(ctx, t, newAdmin(t, writeAddr), "corders", 2, nil)
+	adm := newAdmin(t, readAddrs[0])
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: "corders", Partition: 0, At: 5, LeaderEpoch: -1})
+	os.Add(kadm.Offset{Topic: "corders", Partition: 1, At: 6, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctx, "my-group", os); err != nil || resp.Error() != nil {
+		t.Fatalf("commit: %v %v", err, resp.Error())
+	}
+	for view, addr := range map[string]string{"read": readAddrs[1], "write": writeAddr} {
+		recs := readOffsetsTopic(ctx, t, addr, func(rs []offsetsRecord) bool {
+			_, ok0 := latest(rs, "my-group", "corders", 0)
+			_, ok1 := latest(rs, "my-group", "corders", 1)
+			return ok0 && ok1
+		})
+		for p, want := range map[int32]int64{0: 5, 1: 6} {
+			if r, _ := latest(recs, "my-group", "corders", p); r.value.Offset != want || r.partition != 12 {
+				t.Fatalf("%s view: corders/%d: offset %d in partition %d, want %d in 12", view, p, r.value.Offset, r.partition, want)
+			}
+		}
+	}
+}
