@@ -50,6 +50,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 			Doc: "Most members of a classic consumer group."},
 		{Name: "group.consumer.max.size", Value: itoa(int64(c.GroupConsumerMaxSize)), Default: itoa(int64(d.GroupConsumerMaxSize)), Type: TypeInt,
 			Doc: "Most members of a KIP-848 consumer group."},
+		{Name: "offsets.topic.num.partitions", Value: itoa(int64(c.OffsetsTopicNumPartitions)), Default: itoa(int64(d.OffsetsTopicNumPartitions)), Type: TypeInt,
+			Doc: "Partitions of the read-only __consumer_offsets view (abs(group.hashCode()) % this)."},
 		{Name: "group.min.session.timeout.ms", Value: itoa(int64(c.GroupMinSessionTimeoutMs)), Default: itoa(int64(d.GroupMinSessionTimeoutMs)), Type: TypeInt,
 			Doc: "Shortest session timeout a classic group member may ask for."},
 		{Name: "group.max.session.timeout.ms", Value: itoa(int64(c.GroupMaxSessionTimeoutMs)), Default: itoa(int64(d.GroupMaxSessionTimeoutMs)), Type: TypeInt,

@@ -167,6 +167,11 @@ type Config struct {
 	// a new member's ConsumerGroupHeartbeat beyond it gets
 	// GROUP_MAX_SIZE_REACHED (Kafka's setting and default, 2147483647).
 	GroupConsumerMaxSize int32 `mapstructure:"group.consumer.max.size"`
+	// OffsetsTopicNumPartitions is the partition count of the read-only
+	// __consumer_offsets view, which places group g in partition
+	// abs(g.hashCode()) % it (Kafka's setting and default, 50). Changing
+	// it moves groups between partitions, as in Kafka.
+	OffsetsTopicNumPartitions int32 `mapstructure:"offsets.topic.num.partitions"`
 	// GroupMinSessionTimeoutMs and GroupMaxSessionTimeoutMs bound the
 	// session timeout a classic group member may ask for in JoinGroup
 	// (INVALID_SESSION_TIMEOUT outside); Kafka's names and defaults.
@@ -380,6 +385,7 @@ func Default() Config {
 		OffsetsRetentionCheckIntervalMs:  600000,
 		GroupInitialRebalanceDelayMs:     3000,
 		GroupConsumerMaxSize:             math.MaxInt32,
+		OffsetsTopicNumPartitions:        50,
 		SocketRequestTimeoutMs:           30000,
 		ConnectionsMaxIdleMs:             600000,
 		MaxConnections:                   math.MaxInt32,
@@ -549,6 +555,9 @@ func (c Config) Validate() error {
 	}
 	if c.GroupConsumerMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.consumer.max.size must be at least 1"))
+	}
+	if c.OffsetsTopicNumPartitions < 1 {
+		errs = append(errs, fmt.Errorf("offsets.topic.num.partitions must be at least 1"))
 	}
 	if c.SocketRequestTimeoutMs < -1 || c.SocketRequestTimeoutMs == 0 {
 		errs = append(errs, fmt.Errorf("socket.request.timeout.ms must be -1 (unbounded) or positive"))

@@ -87,6 +87,9 @@ type consumerMember struct {
 	rackID     *string
 	clientID   string
 	clientHost string
+	// principal is who the member's last heartbeat came from: the topics
+	// its regex reaches are those this principal may DESCRIBE.
+	principal string
 
 	epoch, prevEpoch int32
 	state            memberState
@@ -312,6 +315,7 @@ func (cg *consumerGroup) heartbeatLocked(cl Client, req *kmsg.ConsumerGroupHeart
 	if req.RackID != nil {
 		m.rackID = req.RackID
 	}
+	m.principal = cl.Principal
 	if req.RebalanceTimeoutMillis >= 0 {
 		m.rebalanceTimeout = time.Duration(req.RebalanceTimeoutMillis) * time.Millisecond
 	}
@@ -504,13 +508,17 @@ func (cg *consumerGroup) touchLocked(m *consumerMember) {
 }
 
 // subscribedNamesLocked resolves m's subscription against today's topics.
+// A regex reaches, as in Kafka, only topics that are not internal and that
+// the member's principal may DESCRIBE; it is resolved again on every
+// heartbeat, so topics created or deleted since are picked up (or dropped)
+// by the next heartbeat of any member, which moves the group epoch.
 func (cg *consumerGroup) subscribedNamesLocked(m *consumerMember) []string {
 	if m.re == nil {
 		return m.topics
 	}
 	var out []string
 	for _, t := range cg.g.c.store.Topics() {
-		if m.re.MatchString(t.Name) {
+		if m.re.MatchString(t.Name) && !IsInternalTopic(t.Name) && cg.g.c.mayDescribe(m.principal, m.clientHost, t.Name) {
 			out = append(out, t.Name)
 		}
 	}
@@ -731,6 +739,7 @@ type storedConsumerMember struct {
 	RackID             *string         `json:"rack_id,omitempty"`
 	ClientID           string          `json:"client_id"`
 	ClientHost         string          `json:"client_host"`
+	Principal          string          `json:"principal,omitempty"`
 	Epoch              int32           `json:"epoch"`
 	PrevEpoch          int32           `json:"prev_epoch"`
 	State              memberState     `json:"state"`
@@ -774,7 +783,7 @@ func (cg *consumerGroup) encode() *storedConsumer {
 	for _, id := range sortedKeys(cg.members) {
 		m := cg.members[id]
 		sc.Members = append(sc.Members, storedConsumerMember{ID: m.id, InstanceID: m.instanceID, RackID: m.rackID,
-			ClientID: m.clientID, ClientHost: m.clientHost, Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state,
+			ClientID: m.clientID, ClientHost: m.clientHost, Principal: m.principal, Epoch: m.epoch, PrevEpoch: m.prevEpoch, State: m.state,
 			RebalanceTimeoutMs: m.rebalanceTimeout.Milliseconds(), Assignor: m.assignor, Topics: m.topics, Regex: m.regex,
 			Assigned: encodeSet(m.assigned), Revoking: encodeSet(m.revoking), Target: encodeSet(m.target)})
 	}
@@ -789,7 +798,7 @@ func (cg *consumerGroup) restore(sc *storedConsumer) {
 	cg.epoch, cg.assignmentEpoch, cg.assignor, cg.metaSig = sc.Epoch, sc.AssignmentEpoch, sc.Assignor, sc.MetaSig
 	for _, sm := range sc.Members {
 		m := &consumerMember{id: sm.ID, instanceID: sm.InstanceID, rackID: sm.RackID, clientID: sm.ClientID,
-			clientHost: sm.ClientHost, epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, state: sm.State,
+			clientHost: sm.ClientHost, principal: sm.Principal, epoch: sm.Epoch, prevEpoch: sm.PrevEpoch, state: sm.State,
 			rebalanceTimeout: time.Duration(sm.RebalanceTimeoutMs) * time.Millisecond, assignor: sm.Assignor,
 			topics: sm.Topics, regex: sm.Regex,
 			assigned: decodeSet(sm.Assigned), target: decodeSet(sm.Target), assignEpoch: map[tp]int32{}}

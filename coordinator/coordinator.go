@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -130,6 +131,10 @@ func (c *Config) defaults() {
 type Client struct {
 	ID   string // client.id from the request header
 	Host string // remote address
+	// Principal is the connection's authenticated principal
+	// ("User:name"); with Host it is what a KIP-848 member's regex
+	// subscription is authorized as (SetTopicAuthorizer).
+	Principal string
 }
 
 // Coordinator is the group coordinator of one broker. It is safe for
@@ -144,6 +149,10 @@ type Coordinator struct {
 	// bumps of the groups coordinated here, for the metrics endpoint.
 	rebalances atomic.Int64
 
+	// describe says whether a principal at a host may DESCRIBE a topic
+	// (SetTopicAuthorizer); nil: every topic.
+	describe atomic.Pointer[func(principal, host, topic string) bool]
+
 	mu struct {
 		sync.Mutex
 		groups map[string]*group
@@ -153,6 +162,25 @@ type Coordinator struct {
 		loading map[string]chan struct{}
 		closed  bool
 	}
+}
+
+// SetTopicAuthorizer installs the check that filters the topics a KIP-848
+// regex subscription reaches: f reports whether principal, connecting from
+// host (an IP address), may DESCRIBE topic. The server installs it when an
+// authorizer is configured; without one a regex reaches every topic.
+func (c *Coordinator) SetTopicAuthorizer(f func(principal, host, topic string) bool) {
+	if f == nil {
+		c.describe.Store(nil)
+		return
+	}
+	c.describe.Store(&f)
+}
+
+// mayDescribe applies the topic authorizer; host may carry the "/" that
+// DescribeGroups shows.
+func (c *Coordinator) mayDescribe(principal, host, topic string) bool {
+	f := c.describe.Load()
+	return f == nil || (*f)(principal, strings.TrimPrefix(host, "/"), topic)
 }
 
 func (c *Coordinator) leaseValid() bool { return c.cfg.LeaseValid == nil || c.cfg.LeaseValid() }

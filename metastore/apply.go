@@ -218,7 +218,7 @@ func (a *applier) apply(c *command) (r result) {
 		for _, o := range c.Offsets {
 			a.put(gb, offsetKey(o.Topic, o.Partition), encodeOffsetValue(offsetValue{
 				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-				CommitTime: o.CommitTime.UnixMilli(),
+				CommitTime: o.CommitTime.UnixMilli(), Rev: a.index,
 			}))
 		}
 		return result{}

@@ -284,6 +284,19 @@ func (c *Client) FetchOffsets(ctx context.Context, group string, tps []TopicPart
 	return resp.Offsets, nil
 }
 
+// OffsetsSince reads, linearizably, every group's commits stored after
+// revision since (0: all), in revision order, at most about max of them
+// (0: no bound; the answer ends at a revision boundary), and the
+// metastore's revision at the time of the read. Commits stored before
+// revisions were recorded carry revision 0 and only come with since 0.
+func (c *Client) OffsetsSince(ctx context.Context, since uint64, max int) ([]GroupOffsetCommit, uint64, error) {
+	resp, err := c.read(ctx, &readRequest{What: "offsets_since", Since: since, Max: max})
+	if err != nil {
+		return nil, 0, err
+	}
+	return resp.GroupOffsets, resp.Rev, nil
+}
+
 // DeleteOffsets deletes a group's offsets for tps.
 func (c *Client) DeleteOffsets(ctx context.Context, f Fence, group string, tps []TopicPartition) error {
 	_, err := c.write(ctx, command{Op: opDeleteOffsets, Group: group, TPs: tps, BrokerID: f.Broker, Inc: f.Incarnation})

@@ -208,24 +208,31 @@ func decodeBatchBinary(data []byte) (*proposalBatch, error) {
 	return b, nil
 }
 
-// Stored offset value (bucket offsets): u8 version 1, varint offset,
-// varint leader epoch, varint commit time (unix ms), then the metadata
-// string's bytes to the end.
+// Stored offset value (bucket offsets): u8 version (1 or 2), varint
+// offset, varint leader epoch, varint commit time (unix ms), from version 2
+// uvarint revision (the raft index that stored it, which orders commits
+// for the __consumer_offsets view), then the metadata string's bytes to
+// the end. Version 1 values (no revision) are still read.
 func encodeOffsetValue(v offsetValue) []byte {
-	b := make([]byte, 0, 24+len(v.Metadata))
-	b = append(b, 1)
+	b := make([]byte, 0, 34+len(v.Metadata))
+	b = append(b, 2)
 	b = binary.AppendVarint(b, v.Offset)
 	b = binary.AppendVarint(b, int64(v.LeaderEpoch))
 	b = binary.AppendVarint(b, v.CommitTime)
+	b = binary.AppendUvarint(b, v.Rev)
 	return append(b, v.Metadata...)
 }
 
 func decodeOffsetValue(b []byte) (offsetValue, error) {
 	r := &reader{b: b}
-	if r.u8() != 1 {
+	version := r.u8()
+	if version != 1 && version != 2 {
 		return offsetValue{}, errors.New("metastore: unknown offset value version")
 	}
 	v := offsetValue{Offset: r.varint(), LeaderEpoch: int32(r.varint()), CommitTime: r.varint()}
+	if version == 2 {
+		v.Rev = r.uvarint()
+	}
 	if r.err != nil {
 		return offsetValue{}, r.err
 	}

@@ -222,6 +222,8 @@ func (n *Node) read(r *readRequest) *Response {
 					add(k, v)
 				}
 			}
+		case "offsets_since":
+			resp.GroupOffsets = offsetsSince(tx, r.Since, r.Max)
 		case "group":
 			if v := tx.Bucket(bucketGroups).Get([]byte(r.Group)); v != nil {
 				resp.State = append([]byte{}, v...)
@@ -324,4 +326,61 @@ func newTopicID() TopicID {
 		}
 		return id
 	}
+}
+
+// offsetsSince lists every group's commits stored after revision since, in
+// revision order (then group, topic, partition). With max > 0 the answer
+// stops after about max commits, at a revision boundary, so that a caller
+// resuming from the last revision it got misses none. It scans every
+// stored offset: its callers poll it at a human pace (about once a second
+// per read broker).
+func offsetsSince(tx *bolt.Tx, since uint64, max int) []GroupOffsetCommit {
+	var out []GroupOffsetCommit
+	ob := tx.Bucket(bucketOffsets)
+	_ = ob.ForEach(func(g, _ []byte) error {
+		gb := ob.Bucket(g)
+		if gb == nil {
+			return nil
+		}
+		return gb.ForEach(func(k, v []byte) error {
+			topic, p, ok := parseOffsetKey(k)
+			if !ok {
+				return nil
+			}
+			ov, err := decodeOffsetValue(v)
+			if err != nil {
+				panic(fmt.Sprintf("metastore: corrupt offset value: %v", err))
+			}
+			if ov.Rev <= since && since > 0 {
+				return nil
+			}
+			out = append(out, GroupOffsetCommit{Group: string(g), Rev: ov.Rev, OffsetCommit: OffsetCommit{
+				TopicPartition: TopicPartition{Topic: topic, Partition: p},
+				Offset:         ov.Offset, LeaderEpoch: ov.LeaderEpoch, Metadata: ov.Metadata,
+				CommitTime: time.UnixMilli(ov.CommitTime).UTC(),
+			}})
+			return nil
+		})
+	})
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if a.Rev != b.Rev {
+			return a.Rev < b.Rev
+		}
+		if a.Group != b.Group {
+			return a.Group < b.Group
+		}
+		if a.Topic != b.Topic {
+			return a.Topic < b.Topic
+		}
+		return a.Partition < b.Partition
+	})
+	if max > 0 && len(out) > max {
+		n := max
+		for n < len(out) && out[n].Rev == out[max-1].Rev {
+			n++
+		}
+		out = out[:n]
+	}
+	return out
 }

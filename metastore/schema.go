@@ -91,6 +91,9 @@ type offsetValue struct {
 	LeaderEpoch int32
 	Metadata    string
 	CommitTime  int64 // unix milliseconds, from the proposer
+	// Rev is the revision (raft index) that stored the commit; 0 for
+	// commits stored before values carried it (version 1).
+	Rev uint64
 }
 
 func u64(v uint64) []byte {

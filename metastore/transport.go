@@ -83,6 +83,10 @@ type readRequest struct {
 	Group string           `json:"g,omitempty"`
 	TPs   []TopicPartition `json:"tps,omitempty"`
 	Name  string           `json:"name,omitempty"`
+	// Since and Max bound "offsets_since": commits stored after
+	// revision Since, at most about Max of them.
+	Since uint64 `json:"since,omitempty"`
+	Max   int    `json:"max,omitempty"`
 }
 
 // Response answers a Request.
@@ -91,11 +95,13 @@ type Response struct {
 	Result *result `json:"res,omitempty"`
 
 	Offsets []OffsetCommit `json:"offs,omitempty"`
-	State   []byte         `json:"state,omitempty"`
-	Groups  []string       `json:"groups,omitempty"`
-	Topic   *Topic         `json:"topic,omitempty"`
-	Found   bool           `json:"found,omitempty"`
-	Txns    []TxnState     `json:"txns,omitempty"`
+	// GroupOffsets answers "offsets_since".
+	GroupOffsets []GroupOffsetCommit `json:"goffs,omitempty"`
+	State        []byte              `json:"state,omitempty"`
+	Groups       []string            `json:"groups,omitempty"`
+	Topic        *Topic              `json:"topic,omitempty"`
+	Found        bool                `json:"found,omitempty"`
+	Txns         []TxnState          `json:"txns,omitempty"`
 
 	Events []event `json:"events,omitempty"`
 	Image  *image  `json:"image,omitempty"`

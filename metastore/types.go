@@ -162,6 +162,15 @@ type TopicPartition struct {
 	Partition int32
 }
 
+// GroupOffsetCommit is a group's committed offset and the revision (raft
+// index) that stored it: the revision orders commits across groups, for
+// the __consumer_offsets view.
+type GroupOffsetCommit struct {
+	Group string
+	OffsetCommit
+	Rev uint64
+}
+
 // OffsetCommit is one committed consumer offset.
 type OffsetCommit struct {
 	TopicPartition

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
 	"github.com/sluice-broker/sluice/quota"
@@ -133,6 +134,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			}
 			if !s.authorizeTopic(rc, acl.OpWrite, name) {
 				topicCode = kerr.TopicAuthorizationFailed.Code
+			} else if coordinator.IsInternalTopic(name) {
+				// Kafka's ReplicaManager: "Cannot append to internal
+				// topic", whether or not it exists yet.
+				topicCode = kerr.InvalidTopicException.Code
 			}
 		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
@@ -151,6 +156,9 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			}
 			if topicCode != 0 {
 				sp.ErrorCode = topicCode
+				if topicCode == kerr.InvalidTopicException.Code && req.Version >= 8 {
+					sp.ErrorMessage = kmsg.StringPtr("Cannot append to internal topic " + rt.Topic)
+				}
 				continue
 			}
 			if rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
@@ -314,6 +322,9 @@ type sharedTopics interface {
 // (partition lookup, configs), and the copy kept for forwarding is never
 // modified either.
 func (s *Server) produceTopicByName(name string) (metastore.Topic, bool) {
+	if name == coordinator.OffsetsTopic {
+		return s.offsetsTopic()
+	}
 	if sc, ok := s.catalog.(sharedTopics); ok {
 		t, ok := sc.SharedTopicByName(name)
 		if !ok {
@@ -326,6 +337,9 @@ func (s *Server) produceTopicByName(name string) (metastore.Topic, bool) {
 
 // produceTopicByID is produceTopicByName by topic id.
 func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) {
+	if id == offsetsTopicID {
+		return s.offsetsTopic()
+	}
 	if sc, ok := s.catalog.(sharedTopics); ok {
 		t, ok := sc.SharedTopicByID(id)
 		if !ok {

@@ -28,7 +28,7 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 	for _, rt := range req.Topics {
 		st := kmsg.NewListOffsetsResponseTopic()
 		st.Topic = rt.Topic
-		t, ok := s.catalog.TopicByName(rt.Topic)
+		t, ok := s.topicByName(rt.Topic)
 		// DESCRIBE on the topic, as Kafka; refused partitions get
 		// TOPIC_AUTHORIZATION_FAILED whether or not the topic exists.
 		allowed := s.authorizeTopic(rc, acl.OpDescribe, rt.Topic)

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -66,6 +67,9 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 	all := req.Topics == nil || (req.Version == 0 && len(req.Topics) == 0)
 	if all {
 		topics = s.catalog.Topics()
+		if t, ok := s.offsetsTopic(); ok {
+			topics = append(topics, t)
+		}
 		for _, t := range topics {
 			if !s.authorizeTopic(rc, acl.OpDescribe, t.Name) {
 				continue
@@ -76,8 +80,14 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 	}
 	allowCreate := req.Version < 4 || req.AllowAutoTopicCreation
 	for _, rt := range req.Topics {
-		if rt.Topic == nil {
+		// By id: a null name, or, as the Java client sends for the
+		// topics a KIP-848 regex subscription was assigned, an empty
+		// name with an id (Kafka looks up the id whenever one is set).
+		if rt.Topic == nil || *rt.Topic == "" && rt.TopicID != [16]byte{} {
 			t, ok := s.catalog.TopicByID(metastore.TopicID(rt.TopicID))
+			if !ok && rt.TopicID == offsetsTopicID {
+				t, ok = s.offsetsTopic()
+			}
 			if !ok {
 				mt := kmsg.NewMetadataResponseTopic()
 				mt.TopicID = rt.TopicID
@@ -100,12 +110,19 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 		}
 		t, ok := s.catalog.TopicByName(name)
 		code := int16(0)
+		if name == coordinator.OffsetsTopic && s.offsets != nil {
+			// Kafka creates its internal topic when Metadata names it.
+			s.offsets.touch()
+			t, ok = s.offsetsTopic()
+		}
+		// An internal topic is never auto-created as an ordinary one.
+		create := allowCreate && !coordinator.IsInternalTopic(name)
 		if !ok {
-			if allowCreate && s.autoCreateEnabled() && !s.authorizeCreateTopic(rc, name) {
+			if create && s.autoCreateEnabled() && !s.authorizeCreateTopic(rc, name) {
 				refused(kmsg.StringPtr(name), [16]byte{})
 				continue
 			}
-			if allowCreate {
+			if create {
 				t, code = s.autoCreate(rc.ctx(), name)
 			} else {
 				code = kerr.UnknownTopicOrPartition.Code
@@ -128,6 +145,9 @@ func handleMetadata(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, er
 }
 
 func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32) kmsg.MetadataResponseTopic {
+	if t.ID == offsetsTopicID {
+		return s.offsetsMetadataTopic(view, t, authOps)
+	}
 	mt := kmsg.NewMetadataResponseTopic()
 	mt.Topic = kmsg.StringPtr(t.Name)
 	mt.TopicID = t.ID

@@ -90,6 +90,10 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 	if s.groups == nil {
 		return fail(kerr.CoordinatorNotAvailable.Code, "this broker does not coordinate groups")
 	}
+	if s.offsets != nil {
+		// Kafka creates __consumer_offsets on the first group lookup.
+		s.offsets.touch()
+	}
 	owner, err := s.groups.Claim(ctx, key)
 	if err != nil {
 		return fail(kerr.CoordinatorNotAvailable.Code, err.Error())

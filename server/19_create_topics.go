@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -86,6 +87,18 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		spec, code, msg := s.topicSpec(rt)
 		if code != 0 {
 			fail(code, msg)
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if coordinator.IsInternalTopic(rt.Topic) {
+			// __consumer_offsets always exists: the group coordinator
+			// serves it (offsets_topic.go); __transaction_state is
+			// reserved for a transaction coordinator.
+			if rt.Topic == coordinator.OffsetsTopic {
+				fail(kerr.TopicAlreadyExists.Code, fmt.Sprintf("topic '%s' already exists: it is Kafka's internal topic, served read-only by the group coordinator", rt.Topic))
+			} else {
+				fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic '%s' is reserved for Kafka's internal use", rt.Topic))
+			}
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

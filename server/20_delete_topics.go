@@ -5,6 +5,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -53,6 +54,8 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			// Kafka: refused before existence, so nothing tells an
 			// unauthorized client whether the topic exists.
 			fail(kerr.TopicAuthorizationFailed.Code, "DELETE on the topic is required")
+		case (rt.Topic != nil && *rt.Topic == coordinator.OffsetsTopic || rt.Topic == nil && rt.TopicID == offsetsTopicID) && s.offsets != nil:
+			fail(kerr.TopicDeletionDisabled.Code, coordinator.OffsetsTopic+" is a read-only view of the committed offsets and cannot be deleted (DeleteGroups and OffsetDelete remove offsets)")
 		case rt.Topic != nil:
 			if t, ok = s.catalog.TopicByName(*rt.Topic); !ok {
 				fail(kerr.UnknownTopicOrPartition.Code, "this server does not host this topic")

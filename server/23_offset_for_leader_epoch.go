@@ -31,7 +31,7 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
-		t, ok := s.catalog.TopicByName(rt.Topic)
+		t, ok := s.topicByName(rt.Topic)
 		for _, rp := range rt.Partitions {
 			sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
 			sp.Partition = rp.Partition

@@ -19,7 +19,9 @@ import (
 // member's temporary leave.
 // Version notes: flexible from v0; v1 regex subscriptions
 // (SubscribedTopicRegex) and client-generated member ids (an empty member
-// id on join is INVALID_REQUEST; v0 gets one generated).
+// id on join is INVALID_REQUEST; v0 gets one generated). A regex reaches
+// only the topics the member's principal may DESCRIBE: the coordinator
+// asks the authorizer (installed in New) for each topic it matches.
 // Roles: the group's coordinator (read brokers).
 func init() { register(68, handleConsumerGroupHeartbeat) }
 

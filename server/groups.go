@@ -21,6 +21,7 @@ func groupClient(rc *reqCtx) coordinator.Client {
 		host = h
 	}
 	cl.Host = "/" + host
+	cl.Principal = rc.conn.principal
 	return cl
 }
 

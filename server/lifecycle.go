@@ -13,6 +13,16 @@ import (
 // so crash recovery runs at start rather than on first use, and deletes
 // the data of topics deleted while the broker was down.
 func (s *Server) OpenPartitions() error {
+	if s.offsets != nil {
+		if err := s.offsets.open(); err != nil {
+			return err
+		}
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.offsets.run(s.ctx)
+		}()
+	}
 	if s.replicated() {
 		// Replicas of topics deleted, or of partitions reassigned away
 		// (never one whose reassignment is still in progress), while this
@@ -132,7 +142,7 @@ func (s *Server) RunCleaner(ctx context.Context, c *log.Cleaner) {
 // CleanTargets lists the hosted partitions for the log cleaner; those of
 // topics that are not compacted are skipped by the cleaner itself.
 func (s *Server) CleanTargets() []log.CleanTarget {
-	var out []log.CleanTarget
+	out := s.offsets.cleanTargets() // __consumer_offsets, compacted
 	if s.replicated() {
 		for _, r := range s.raft.Replicas() {
 			out = append(out, log.CleanTarget{Log: r.Log(), Limit: r.HighWatermark, RetainEmpty: true})

@@ -95,6 +95,9 @@ func (s *Server) replicaOptions(t metastore.Topic) replica.ReplicaOptions {
 
 // partition returns the hosted partition idx of t, opening it on first use.
 func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error) {
+	if p, ok := s.offsetsPartition(t, idx); ok {
+		return p, nil
+	}
 	k := replica.Key{TopicID: t.ID, Index: idx}
 	if !s.replicated() {
 		if p, ok := s.partitions.Get(k); ok {

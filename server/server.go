@@ -37,6 +37,10 @@ type Options struct {
 	// ACLs stores the ACLs and feeds the authorizer; required when the
 	// config turns the authorizer on (authorize.go).
 	ACLs ACLStore
+	// OffsetsLogs holds the local logs of the read-only __consumer_offsets
+	// view (offsets_topic.go), fed from the Catalog, which must then be
+	// an OffsetsSource; nil: no view.
+	OffsetsLogs *replica.Manager
 }
 
 type listener struct {
@@ -77,6 +81,7 @@ type Server struct {
 	quotas                                    *clientQuotas
 	acls                                      ACLStore
 	authz                                     *acl.Authorizer // nil: no authorizer
+	offsets                                   *offsetsView    // nil: no __consumer_offsets view
 	fetchSessions                             *fetchSessionCache
 	topicSeries                               topicSeries
 	// txn is the transaction coordinator, nil without the write role.
@@ -155,6 +160,21 @@ func New(opts Options) (*Server, error) {
 			SuperUsers:   acl.ParseSuperUsers(opts.Config.SuperUsers),
 			AllowIfNoACL: opts.Config.AllowEveryoneIfNoACL,
 		}, opts.ACLs)
+		if s.groups != nil {
+			// KIP-848 regex subscriptions reach only the topics the
+			// member's principal may DESCRIBE.
+			authz := s.authz
+			s.groups.SetTopicAuthorizer(func(principal, host, topic string) bool {
+				return authz.Authorize(acl.Request{Principal: principal, Host: host}, acl.OpDescribe, acl.ResourceTopic, topic)
+			})
+		}
+	}
+	if opts.OffsetsLogs != nil {
+		src, ok := opts.Catalog.(OffsetsSource)
+		if !ok {
+			return nil, errors.New("server: OffsetsLogs needs a Catalog that is an OffsetsSource")
+		}
+		s.offsets = newOffsetsView(opts.OffsetsLogs, src, opts.Config.OffsetsTopicNumPartitions, s.log)
 	}
 	if s.metrics == nil {
 		s.metrics = NewMetrics(nil)

@@ -219,8 +219,16 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer groups.Close()
+	// The read-only __consumer_offsets view's local logs (server's
+	// offsets_topic.go), fed from the metastore's committed offsets.
+	offsetLogs, err := replica.NewManager(filepath.Join(cfg.DataDir, "consumer-offsets"), flusher, lg)
+	if err != nil {
+		return err
+	}
+	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog})
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
+		OffsetsLogs: offsetLogs})
 	if err != nil {
 		return err
 	}
