@@ -22,15 +22,7 @@ func handleDeleteGroups(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	req := kreq.(*kmsg.DeleteGroupsRequest)
 	// Authorization, as Kafka: DELETE on each group
 	// (GROUP_AUTHORIZATION_FAILED for it, the others deleted).
-	var refused []string
-	allowed := req.Groups[:0:0]
-	for _, g := range req.Groups {
-		if s.authorizeGroup(rc, acl.OpDelete, g) {
-			allowed = append(allowed, g)
-		} else {
-			refused = append(refused, g)
-		}
-	}
+	allowed, refused := s.authorizedGroups(rc, acl.OpDelete, req.Groups)
 	if len(refused) > 0 {
 		cp := *req
 		cp.Groups = allowed

@@ -23,15 +23,7 @@ func handleConsumerGroupDescribe(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg
 	// Authorization, as Kafka: DESCRIBE on each group
 	// (GROUP_AUTHORIZATION_FAILED for it); the authorized operations,
 	// when asked for, come from the authorizer.
-	var refused []string
-	allowed := req.Groups[:0:0]
-	for _, g := range req.Groups {
-		if s.authorizeGroup(rc, acl.OpDescribe, g) {
-			allowed = append(allowed, g)
-		} else {
-			refused = append(refused, g)
-		}
-	}
+	allowed, refused := s.authorizedGroups(rc, acl.OpDescribe, req.Groups)
 	if len(refused) > 0 {
 		cp := *req
 		cp.Groups = allowed

@@ -52,6 +52,20 @@ func (s *Server) authorizeGroup(rc *reqCtx, op acl.Operation, group string) bool
 	return s.authorize(rc, op, acl.ResourceGroup, group)
 }
 
+// authorizedGroups splits groups, in order, into those rc may perform op
+// on and the rest (answered GROUP_AUTHORIZATION_FAILED by the caller).
+func (s *Server) authorizedGroups(rc *reqCtx, op acl.Operation, groups []string) (allowed, refused []string) {
+	allowed = groups[:0:0]
+	for _, g := range groups {
+		if s.authorizeGroup(rc, op, g) {
+			allowed = append(allowed, g)
+		} else {
+			refused = append(refused, g)
+		}
+	}
+	return allowed, refused
+}
+
 // authorizeCreateTopic is Kafka's rule for creating a topic (CreateTopics,
 // auto-creation): CREATE on the cluster, or else on the topic.
 func (s *Server) authorizeCreateTopic(rc *reqCtx, topic string) bool {
