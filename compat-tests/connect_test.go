@@ -327,8 +327,19 @@ func TestConnectDistributedFileStream(t *testing.T) {
 		t.Fatalf("%s end offset %+v, want %d (one record per line, no duplicate)", connectTopic, o, n+m)
 	}
 
-	// The internal topics the worker created: compacted, as Connect
+	// The internal topics the worker created, with Connect's default
+	// partition counts (config topic: always one) and compacted, as Connect
 	// requires (it checks that itself, and refuses to start otherwise).
+	tds, err := adm.ListTopics(ctx, connectConfigs, connectOffsets, connectStatus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for topic, parts := range map[string]int{connectConfigs: 1, connectOffsets: 25, connectStatus: 5} {
+		td, ok := tds[topic]
+		if !ok || td.Err != nil || len(td.Partitions) != parts {
+			t.Errorf("%s: %d partitions (err %v, listed %v), want %d", topic, len(td.Partitions), td.Err, ok, parts)
+		}
+	}
 	rcs, err := adm.DescribeTopicConfigs(ctx, connectConfigs, connectOffsets, connectStatus)
 	if err != nil {
 		t.Fatal(err)
