@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/replica"
@@ -148,10 +149,17 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		}
 		defer parts.Close()
 	} else {
+		var internalTLS *tlsconfig.Loader
+		if o, ok := cfg.InternalTLS(); ok {
+			if internalTLS, err = tlsconfig.NewLoader(o); err != nil {
+				return fmt.Errorf("internal.ssl: %w", err)
+			}
+		}
 		transport, err = replica.NewTCPTransport(replica.TCPConfig{
 			Self:    replica.NodeID(cfg.NodeID),
 			Listen:  cfg.ReplicaListen,
 			Resolve: replicationAddr(catalog),
+			TLS:     internalTLS,
 			Logger:  lg,
 		})
 		if err != nil {
