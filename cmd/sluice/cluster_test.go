@@ -101,6 +101,8 @@ type clusterLayout struct {
 	mixed bool
 	// extra is appended to every broker's config file.
 	extra string
+	// brokerExtra, when set, is appended to broker id's config file.
+	brokerExtra func(id int) string
 }
 
 // startTestClusterLayout is startTestClusterN with the processes placed
@@ -167,8 +169,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 			listeners += fmt.Sprintf("  - name: MIXED\n    view: mixed\n    address: %s\n", mixed)
 			c.mixedAddrs = append(c.mixedAddrs, mixed)
 		}
+		extra := layout.extra
+		if layout.brokerExtra != nil {
+			extra += layout.brokerExtra(i)
+		}
 		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n%sdefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n%s",
-			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, listeners, mode, layout.extra))
+			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, listeners, mode, extra))
 		p.admin = admin
 		if i > 3 {
 			c.readers = append(c.readers, p)
