@@ -111,6 +111,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 	t.Helper()
 	dir := t.TempDir()
 	addr := layout.addr
+	// Private, non-loopback addresses (a network lab) carry the internal
+	// ports in plaintext only when the config says so.
+	insecure := ""
+	if addr != nil {
+		insecure = "internal.insecure: true\n"
+	}
 	if addr == nil {
 		n := 6 + 3*3 + 3*readers
 		if layout.mixed {
@@ -149,8 +155,8 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 	}
 	for i := 1; i <= 3; i++ {
 		admin := addr(fmt.Sprintf("meta-%d", i), "admin")
-		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n",
-			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", ")))
+		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n%s",
+			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", "), insecure))
 		p.admin = admin
 		c.meta = append(c.meta, p)
 	}
@@ -169,7 +175,7 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 			listeners += fmt.Sprintf("  - name: MIXED\n    view: mixed\n    address: %s\n", mixed)
 			c.mixedAddrs = append(c.mixedAddrs, mixed)
 		}
-		extra := layout.extra
+		extra := insecure + layout.extra
 		if layout.brokerExtra != nil {
 			extra += layout.brokerExtra(i)
 		}
