@@ -199,9 +199,9 @@ func TestAuthorizerConfig(t *testing.T) {
 	}
 }
 
-// TestInternalPortsNeedTLSOrInsecure: a non-loopback replica.listen needs
-// internal.ssl.* or internal.insecure; a non-loopback meta.listen (no TLS
-// there yet) needs internal.insecure; loopback needs neither.
+// TestInternalPortsNeedTLSOrInsecure: a non-loopback replica.listen or
+// meta.listen needs internal.ssl.* or internal.insecure; loopback needs
+// neither.
 func TestInternalPortsNeedTLSOrInsecure(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -226,6 +226,10 @@ func TestInternalPortsNeedTLSOrInsecure(t *testing.T) {
 		{"meta on loopback", func(c *Config) { c.MetaListen = "127.0.0.1:9391" }, ""},
 		{"meta on every interface", func(c *Config) { c.MetaListen = "0.0.0.0:9391" }, "meta.listen 0.0.0.0:9391 is not a loopback address"},
 		{"meta on every interface, insecure", func(c *Config) { c.MetaListen = ":9391"; c.InternalInsecure = true }, ""},
+		{"meta on every interface, TLS", func(c *Config) {
+			c.MetaListen = "0.0.0.0:9391"
+			c.InternalSSLKeystoreLocation, c.InternalSSLTruststoreLocation = "k.pem", "ca.crt"
+		}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := Default()

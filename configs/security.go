@@ -351,12 +351,14 @@ func (c Config) validateSecurity() error {
 	return errors.Join(errs...)
 }
 
-// InternalSecurity is how the replication port (replica.listen) is
-// protected: mutual TLS with one key store and one trust store
+// InternalSecurity is how the replication port (replica.listen) and the
+// metastore port (meta.listen, and a broker's connections to meta.addrs)
+// are protected: mutual TLS with one key store and one trust store
 // (internal.ssl.*, the PEM forms of Kafka's ssl.* keys), or, on a
 // non-loopback address without it, an explicit internal.insecure=true.
-// Every broker's certificate names it by the DNS name broker-<node.id>
-// (tlsconfig.NodeName).
+// A broker's certificate names it by the DNS name broker-<node.id>
+// (tlsconfig.NodeName), a metastore member's by meta-<meta.id>
+// (tlsconfig.MetaName).
 type InternalSecurity struct {
 	InternalSSLKeystoreType       string `mapstructure:"internal.ssl.keystore.type"`
 	InternalSSLKeystoreLocation   string `mapstructure:"internal.ssl.keystore.location"`
@@ -391,9 +393,7 @@ func (c Config) InternalTLS() (tlsconfig.Options, bool) {
 
 // validateInternal checks the internal.ssl.* keys, and refuses a
 // non-loopback internal address that would carry plaintext,
-// unauthenticated traffic unless internal.insecure says so. The metastore
-// port has no TLS yet, so a non-loopback meta.listen always needs
-// internal.insecure.
+// unauthenticated traffic unless internal.insecure says so.
 func (c Config) validateInternal() error {
 	var errs []error
 	o, tlsOn := c.InternalTLS()
@@ -410,8 +410,8 @@ func (c Config) validateInternal() error {
 	if c.ReplicaListen != "" && !tlsOn && !loopbackAddr(c.ReplicaListen) {
 		errs = append(errs, fmt.Errorf("replica.listen %s is not a loopback address and the replication port has no TLS: any host that reaches it can pose as a broker. Set internal.ssl.keystore.location and internal.ssl.truststore.location (mutual TLS), or internal.insecure=true to accept plaintext on a private network", c.ReplicaListen))
 	}
-	if c.HasRole("meta") && c.MetaListen != "" && !loopbackAddr(c.MetaListen) {
-		errs = append(errs, fmt.Errorf("meta.listen %s is not a loopback address and the metastore port is plaintext and unauthenticated (it has no TLS yet): set internal.insecure=true to accept that on a private network", c.MetaListen))
+	if c.HasRole("meta") && c.MetaListen != "" && !tlsOn && !loopbackAddr(c.MetaListen) {
+		errs = append(errs, fmt.Errorf("meta.listen %s is not a loopback address and the metastore port has no TLS: any host that reaches it can pose as a quorum member. Set internal.ssl.keystore.location and internal.ssl.truststore.location (mutual TLS), or internal.insecure=true to accept plaintext on a private network", c.MetaListen))
 	}
 	return errors.Join(errs...)
 }

@@ -103,6 +103,8 @@ type clusterLayout struct {
 	extra string
 	// brokerExtra, when set, is appended to broker id's config file.
 	brokerExtra func(id int) string
+	// metaExtra, when set, is appended to meta node metaID's config file.
+	metaExtra func(metaID int) string
 }
 
 // startTestClusterLayout is startTestClusterN with the processes placed
@@ -155,8 +157,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 	}
 	for i := 1; i <= 3; i++ {
 		admin := addr(fmt.Sprintf("meta-%d", i), "admin")
+		metaExtra := insecure
+		if layout.metaExtra != nil {
+			metaExtra += layout.metaExtra(i)
+		}
 		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n%s",
-			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", "), insecure))
+			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", "), metaExtra))
 		p.admin = admin
 		c.meta = append(c.meta, p)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/binary"
 	"fmt"
 	"net"
 	"os"
@@ -13,14 +14,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/internal/tlsconfig/pkitest"
 )
 
 // TestClusterReplicationMutualTLS: 3 meta nodes, 3 write brokers and a
-// read broker whose replication ports are mutual TLS (internal.ssl.*,
-// certificates naming broker-<node.id>). Records produced with acks=all
+// read broker whose replication and metastore ports are mutual TLS
+// (internal.ssl.*, certificates naming broker-<node.id> and
+// meta-<meta.id>). Records produced with acks=all
 // are consumed from the read broker, which replicates over TLS too. On a
 // write broker's replication port a plaintext peer, a TLS peer without a
 // certificate, one with a certificate another CA signed and one whose
@@ -35,6 +39,9 @@ func TestClusterReplicationMutualTLS(t *testing.T) {
 	trust := pkitest.Write(t, pki, "ca.crt", ca.PEM())
 	c := startTestClusterLayout(t, "raft", 1, clusterLayout{brokerExtra: func(id int) string {
 		ks := pkitest.Write(t, pki, fmt.Sprintf("broker-%d.pem", id), ca.Issue(t, fmt.Sprintf("broker %d", id), tlsconfig.NodeName(int64(id))))
+		return fmt.Sprintf("internal.ssl.keystore.location: %s\ninternal.ssl.truststore.location: %s\n", ks, trust)
+	}, metaExtra: func(metaID int) string {
+		ks := pkitest.Write(t, pki, fmt.Sprintf("meta-%d.pem", metaID), ca.Issue(t, fmt.Sprintf("meta %d", metaID), tlsconfig.MetaName(uint64(metaID))))
 		return fmt.Sprintf("internal.ssl.keystore.location: %s\ninternal.ssl.truststore.location: %s\n", ks, trust)
 	}})
 	const topic, parts, n = "mtls", 3, 60
@@ -112,6 +119,55 @@ func TestClusterReplicationMutualTLS(t *testing.T) {
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("sluice_raft_refused_total %v, want at least %v", got, want)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The metastore port: meta node 1's quorum traffic and the brokers'
+	// requests run over mutual TLS; a plaintext peer, one without a
+	// certificate and one whose certificate names member 9 but sends
+	// raft messages as member 2 are refused.
+	meta1 := c.meta[0]
+	metaAddr := configValue(t, meta1.cfg, "meta.listen")
+	hb := &raftpb.Message{Type: new(raftpb.MsgHeartbeat), From: new(uint64(2)), To: new(uint64(1)), Term: new(uint64(1) << 30)}
+	mb, err := proto.Marshal(hb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch := binary.BigEndian.AppendUint32(nil, uint32(len(mb)))
+	batch = append(batch, mb...)
+	raftFrame := binary.BigEndian.AppendUint32(nil, uint32(len(batch)+1))
+	raftFrame = append(append(raftFrame, 1), batch...)
+	metaTLS := func(certs []tls.Certificate) net.Conn {
+		t.Helper()
+		raw, err := net.DialTimeout("tcp", metaAddr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tc := tls.Client(raw, &tls.Config{RootCAs: pool, ServerName: tlsconfig.MetaName(1), Certificates: certs})
+		tc.SetDeadline(time.Now().Add(10 * time.Second))
+		if err := tc.Handshake(); err != nil {
+			t.Fatalf("handshake with meta node 1: %v", err)
+		}
+		tc.Write(raftFrame)
+		return tc
+	}
+	plain, err := net.DialTimeout("tcp", metaAddr, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain.Write(raftFrame)
+	refusedConn("metastore: plaintext", plain)
+	refusedConn("metastore: no certificate", metaTLS(nil))
+	refusedConn("metastore: certificate of member 9", metaTLS(keyPair(ca.Issue(t, "meta 9", tlsconfig.MetaName(9)))))
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		got := labelledMetric(t, meta1.admin, "sluice_metastore_refused_total", "reason")
+		if got["tls"] >= 2 && got["identity"] >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("sluice_metastore_refused_total %v, want tls>=2, identity>=1", got)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
