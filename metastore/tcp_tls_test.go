@@ -110,4 +110,3 @@ func TestTCPTransportMutualTLS(t *testing.T) {
 		t.Fatalf("a broker's request over TLS: %v", err)
 	}
 }
-
