@@ -287,6 +287,9 @@ type Config struct {
 	// message is checked before raft sees it (replica/doc.go, "Peers");
 	// this is not authentication, so keep the port on a private network.
 	ReplicaListen string `mapstructure:"replica.listen"`
+	// InternalSecurity: mutual TLS on replica.listen (internal.ssl.*) and
+	// internal.insecure (security.go).
+	InternalSecurity `mapstructure:",squash"`
 	// RaftEntryCacheMaxBytes bounds the raft entry caches of all the
 	// partitions a broker hosts together: recent entries kept in memory
 	// so that sending them to followers and applying them reads no file.
@@ -615,6 +618,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log.fsync %q is not group, interval or never", c.LogFsync))
 	}
 	if err := c.validateSecurity(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.validateInternal(); err != nil {
 		errs = append(errs, err)
 	}
 	if n := strings.TrimSpace(c.AuthorizerClassName); n != "" && !authorizerClassNames[n] {

@@ -198,3 +198,49 @@ func TestAuthorizerConfig(t *testing.T) {
 		})
 	}
 }
+
+// TestInternalPortsNeedTLSOrInsecure: a non-loopback replica.listen or
+// meta.listen needs internal.ssl.* or internal.insecure; loopback needs
+// neither.
+func TestInternalPortsNeedTLSOrInsecure(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		set      func(c *Config)
+		errorHas string
+	}{
+		{"loopback replication", func(c *Config) { c.ReplicaListen = "127.0.0.1:9491" }, ""},
+		{"localhost replication", func(c *Config) { c.ReplicaListen = "localhost:9491" }, ""},
+		{"ipv6 loopback replication", func(c *Config) { c.ReplicaListen = "[::1]:9491" }, ""},
+		{"private replication, plaintext", func(c *Config) { c.ReplicaListen = "10.0.0.5:9491" }, "replica.listen 10.0.0.5:9491 is not a loopback address"},
+		{"host name replication, plaintext", func(c *Config) { c.ReplicaListen = "broker-1:9491" }, "internal.insecure=true"},
+		{"private replication, insecure", func(c *Config) { c.ReplicaListen = "10.0.0.5:9491"; c.InternalInsecure = true }, ""},
+		{"private replication, TLS", func(c *Config) {
+			c.ReplicaListen = "10.0.0.5:9491"
+			c.InternalSSLKeystoreLocation, c.InternalSSLTruststoreLocation = "k.pem", "ca.crt"
+		}, ""},
+		{"TLS without a trust store", func(c *Config) {
+			c.ReplicaListen = "10.0.0.5:9491"
+			c.InternalSSLKeystoreLocation = "k.pem"
+		}, "trust store"},
+		{"trust store without a key store", func(c *Config) { c.InternalSSLTruststoreLocation = "ca.crt" }, "internal.ssl.keystore.location is required"},
+		{"meta on loopback", func(c *Config) { c.MetaListen = "127.0.0.1:9391" }, ""},
+		{"meta on every interface", func(c *Config) { c.MetaListen = "0.0.0.0:9391" }, "meta.listen 0.0.0.0:9391 is not a loopback address"},
+		{"meta on every interface, insecure", func(c *Config) { c.MetaListen = ":9391"; c.InternalInsecure = true }, ""},
+		{"meta on every interface, TLS", func(c *Config) {
+			c.MetaListen = "0.0.0.0:9391"
+			c.InternalSSLKeystoreLocation, c.InternalSSLTruststoreLocation = "k.pem", "ca.crt"
+		}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := Default()
+			tc.set(&c)
+			err := c.Validate()
+			switch {
+			case tc.errorHas == "" && err != nil:
+				t.Fatalf("Validate: %v", err)
+			case tc.errorHas != "" && (err == nil || !strings.Contains(err.Error(), tc.errorHas)):
+				t.Fatalf("Validate = %v, want an error containing %q", err, tc.errorHas)
+			}
+		})
+	}
+}

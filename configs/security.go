@@ -3,6 +3,7 @@ package configs
 import (
 	"errors"
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"time"
@@ -348,4 +349,82 @@ func (c Config) validateSecurity() error {
 		errs = append(errs, errors.New("connections.max.reauth.ms must not be negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// InternalSecurity is how the replication port (replica.listen) and the
+// metastore port (meta.listen, and a broker's connections to meta.addrs)
+// are protected: mutual TLS with one key store and one trust store
+// (internal.ssl.*, the PEM forms of Kafka's ssl.* keys), or, on a
+// non-loopback address without it, an explicit internal.insecure=true.
+// A broker's certificate names it by the DNS name broker-<node.id>
+// (tlsconfig.NodeName), a metastore member's by meta-<meta.id>
+// (tlsconfig.MetaName).
+type InternalSecurity struct {
+	InternalSSLKeystoreType       string `mapstructure:"internal.ssl.keystore.type"`
+	InternalSSLKeystoreLocation   string `mapstructure:"internal.ssl.keystore.location"`
+	InternalSSLKeyPassword        string `mapstructure:"internal.ssl.key.password"`
+	InternalSSLTruststoreType     string `mapstructure:"internal.ssl.truststore.type"`
+	InternalSSLTruststoreLocation string `mapstructure:"internal.ssl.truststore.location"`
+	InternalSSLEnabledProtocols   string `mapstructure:"internal.ssl.enabled.protocols"`
+	InternalSSLCipherSuites       string `mapstructure:"internal.ssl.cipher.suites"`
+	// InternalInsecure accepts plaintext, unauthenticated internal traffic
+	// on a non-loopback replica.listen or meta.listen (a private network
+	// the operator vouches for).
+	InternalInsecure bool `mapstructure:"internal.insecure"`
+}
+
+// InternalTLS returns the mutual TLS options of the internal ports, and
+// false when internal.ssl.keystore.location is not set (plaintext).
+func (c Config) InternalTLS() (tlsconfig.Options, bool) {
+	s := c.InternalSecurity
+	if s.InternalSSLKeystoreLocation == "" {
+		return tlsconfig.Options{}, false
+	}
+	return tlsconfig.InternalOptions(tlsconfig.Options{
+		KeystoreType:       s.InternalSSLKeystoreType,
+		KeystoreLocation:   s.InternalSSLKeystoreLocation,
+		KeyPassword:        s.InternalSSLKeyPassword,
+		TruststoreType:     s.InternalSSLTruststoreType,
+		TruststoreLocation: s.InternalSSLTruststoreLocation,
+		EnabledProtocols:   splitList(s.InternalSSLEnabledProtocols),
+		CipherSuites:       splitList(s.InternalSSLCipherSuites),
+	}), true
+}
+
+// validateInternal checks the internal.ssl.* keys, and refuses a
+// non-loopback internal address that would carry plaintext,
+// unauthenticated traffic unless internal.insecure says so.
+func (c Config) validateInternal() error {
+	var errs []error
+	o, tlsOn := c.InternalTLS()
+	if tlsOn {
+		if err := tlsconfig.ValidateInternal(o); err != nil {
+			errs = append(errs, fmt.Errorf("internal.ssl.*: %w", err))
+		}
+	} else if c.InternalSSLTruststoreLocation != "" || c.InternalSSLKeyPassword != "" {
+		errs = append(errs, errors.New("internal.ssl.*: internal.ssl.keystore.location is required with the other internal.ssl keys"))
+	}
+	if c.InternalInsecure {
+		return errors.Join(errs...)
+	}
+	if c.ReplicaListen != "" && !tlsOn && !loopbackAddr(c.ReplicaListen) {
+		errs = append(errs, fmt.Errorf("replica.listen %s is not a loopback address and the replication port has no TLS: any host that reaches it can pose as a broker. Set internal.ssl.keystore.location and internal.ssl.truststore.location (mutual TLS), or internal.insecure=true to accept plaintext on a private network", c.ReplicaListen))
+	}
+	if c.HasRole("meta") && c.MetaListen != "" && !tlsOn && !loopbackAddr(c.MetaListen) {
+		errs = append(errs, fmt.Errorf("meta.listen %s is not a loopback address and the metastore port has no TLS: any host that reaches it can pose as a quorum member. Set internal.ssl.keystore.location and internal.ssl.truststore.location (mutual TLS), or internal.insecure=true to accept plaintext on a private network", c.MetaListen))
+	}
+	return errors.Join(errs...)
+}
+
+// loopbackAddr reports whether addr's host is localhost or a loopback IP.
+func loopbackAddr(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
 // Config configures one metastore node (a voter of the metadata raft group).
@@ -72,6 +74,8 @@ type Config struct {
 	// Peers is PeerList parsed (id -> address). If set it wins over
 	// PeerList; tests fill it directly.
 	Peers map[uint64]string `mapstructure:"-"`
+	// TLS makes the TCP transport mutual TLS (tcp.go); nil: plaintext.
+	TLS *tlsconfig.Loader `mapstructure:"-"`
 	// Transport replaces the TCP transport (tests use the in-memory hub).
 	// When nil and Listen is set, Open starts a TCP transport on Listen.
 	Transport Transport `mapstructure:"-"`

@@ -203,7 +203,9 @@ func Open(cfg Config) (*Node, error) {
 	}
 
 	if n.tr = cfg.Transport; n.tr == nil && cfg.Listen != "" {
-		n.tr = NewTCPTransport(cfg.ID, cfg.Listen, cfg.Logger)
+		tr := NewTCPTransport(cfg.ID, cfg.Listen, cfg.Logger)
+		tr.SetTLS(cfg.TLS)
+		n.tr = tr
 	}
 	if n.tr == nil {
 		n.tr = nopTransport{}
@@ -296,6 +298,15 @@ func (n *Node) Addr() string {
 
 // ID is this node's raft id.
 func (n *Node) ID() uint64 { return n.id }
+
+// Refused returns the connections the TCP transport refused, by reason
+// (TCPTransport.Refused); nil with another transport.
+func (n *Node) Refused() map[string]int64 {
+	if t, ok := n.tr.(*TCPTransport); ok {
+		return t.Refused()
+	}
+	return nil
+}
 
 // Leader is the raft leader this node knows of (0: none).
 func (n *Node) Leader() uint64 { return n.leader.Load() }

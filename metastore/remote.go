@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
 // ClientConfig configures a remote client: a broker that is not itself a
@@ -20,6 +22,10 @@ type ClientConfig struct {
 	// WatchWait is how long one watch long-poll waits. Zero: 1s.
 	WatchWait time.Duration  `mapstructure:"watch_wait"`
 	Logger    zerolog.Logger `mapstructure:"-"`
+	// TLS makes the connections mutual TLS: the client presents its
+	// certificate and accepts a server whose certificate the trust store
+	// signed and that names a metastore node (tlsconfig.MetaName).
+	TLS *tlsconfig.Loader `mapstructure:"-"`
 }
 
 type callFunc func(ctx context.Context, req *Request) (*Response, error)
@@ -30,7 +36,7 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("metastore: no addresses to dial")
 	}
-	owner := &TCPTransport{closed: make(chan struct{})}
+	owner := &TCPTransport{closed: make(chan struct{}), tls: cfg.TLS}
 	var mu sync.Mutex
 	peers := map[string]*tcpPeer{}
 	dial := func(addr string) callFunc {

@@ -3,6 +3,7 @@ package metastore
 import (
 	"bufio"
 	"context"
+	"crypto/x509"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"github.com/rs/zerolog"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
 // TCP transport: one listener per node carries raft messages (batched per
@@ -39,11 +42,24 @@ const (
 	peerQueueLen = 4096
 )
 
+// With TLS (SetTLS, internal.ssl.*) every connection is mutual TLS: both
+// sides present a certificate the trust store signed. A quorum member's
+// certificate names it by the DNS name meta-<meta.id> (tlsconfig.MetaName):
+// a member dials a peer only if the peer's certificate names it, and the
+// acceptor takes raft messages only when the connection's certificate
+// names their sender (From); requests are served to any certificate the
+// trust store signed (brokers and members alike). Refusals are logged and
+// counted (Refused).
+
 // TCPTransport implements Transport over TCP.
 type TCPTransport struct {
 	id     uint64
 	listen string
 	lg     zerolog.Logger
+	tls    *tlsconfig.Loader
+
+	refusedTLS, refusedIdentity atomic.Int64
+	lastRefusalLog              atomic.Int64
 
 	ln      net.Listener
 	h       Handler
@@ -63,6 +79,30 @@ func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport 
 		inbound: map[*wireConn]struct{}{},
 		closed:  make(chan struct{}),
 	}
+}
+
+// SetTLS makes the transport's connections mutual TLS; call it before
+// Start.
+func (t *TCPTransport) SetTLS(l *tlsconfig.Loader) { t.tls = l }
+
+// Refused returns the connections refused, by reason: "tls" (a failed
+// handshake: no certificate, or one the trust store did not sign) and
+// "identity" (raft messages from another member than the certificate
+// names).
+func (t *TCPTransport) Refused() map[string]int64 {
+	return map[string]int64{"tls": t.refusedTLS.Load(), "identity": t.refusedIdentity.Load()}
+}
+
+// refuse counts a refusal and logs at most one in 10 s.
+func (t *TCPTransport) refuse(n *atomic.Int64, reason string, c net.Conn, err error) {
+	n.Add(1)
+	now := time.Now().UnixNano()
+	last := t.lastRefusalLog.Load()
+	if now-last < int64(10*time.Second) || !t.lastRefusalLog.CompareAndSwap(last, now) {
+		return
+	}
+	t.lg.Warn().Str("reason", reason).Str("remote", c.RemoteAddr().String()).AnErr("error", err).
+		Msg("metastore: refused a connection (further refusals for 10s are only counted)")
 }
 
 // Addr is the bound listen address (useful with port 0).
@@ -104,14 +144,36 @@ func (t *TCPTransport) accept() {
 			time.Sleep(10 * time.Millisecond)
 			continue
 		}
-		wc := newWireConn(c)
-		t.mu.Lock()
-		t.inbound[wc] = struct{}{}
-		t.mu.Unlock()
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
-			t.serveConn(wc)
+			var peer *x509.Certificate
+			if t.tls != nil {
+				tc, err := t.tls.Server(c, tlsHandshakeTimeout)
+				if err != nil {
+					select {
+					case <-t.closed:
+					default:
+						t.refuse(&t.refusedTLS, "tls", c, err)
+					}
+					c.Close()
+					return
+				}
+				peer = tc.ConnectionState().PeerCertificates[0]
+				c = tc
+			}
+			wc := newWireConn(c)
+			t.mu.Lock()
+			select {
+			case <-t.closed:
+				t.mu.Unlock()
+				wc.close(ErrStopped)
+				return
+			default:
+			}
+			t.inbound[wc] = struct{}{}
+			t.mu.Unlock()
+			t.serveConn(wc, peer)
 			t.mu.Lock()
 			delete(t.inbound, wc)
 			t.mu.Unlock()
@@ -119,15 +181,30 @@ func (t *TCPTransport) accept() {
 	}
 }
 
-// serveConn reads frames from an inbound connection.
-func (t *TCPTransport) serveConn(wc *wireConn) {
+// tlsHandshakeTimeout bounds a TLS handshake on the metastore port.
+const tlsHandshakeTimeout = 10 * time.Second
+
+// serveConn reads frames from an inbound connection; peer is the
+// client's verified certificate (nil without TLS).
+func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate) {
 	defer wc.close(ErrUnreachable)
-	serveFrames(wc, t.h, t.lg, t.closed)
+	var check func(*pb.Message) bool
+	if peer != nil {
+		check = func(m *pb.Message) bool {
+			if err := tlsconfig.CertNames(peer, tlsconfig.MetaName(m.GetFrom())); err != nil {
+				t.refuse(&t.refusedIdentity, "identity", wc.c, err)
+				return false
+			}
+			return true
+		}
+	}
+	serveFrames(wc, t.h, t.lg, t.closed, check)
 }
 
 // serveFrames is the acceptor's side of a connection; it is shared with
 // nothing else but kept apart for clarity.
-func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}) {
+// A raft message check refuses closes the connection.
+func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}, check func(*pb.Message) bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -148,6 +225,11 @@ func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struc
 			if err != nil {
 				lg.Warn().Err(err).Msg("bad raft frame; closing connection")
 				return
+			}
+			for _, m := range msgs {
+				if check != nil && !check(m) {
+					return
+				}
 			}
 			for _, m := range msgs {
 				h.HandleRaft(m)
@@ -307,6 +389,20 @@ func (p *tcpPeer) conn(ctx context.Context) (*wireConn, error) {
 	c, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	if p.t.tls != nil {
+		var tc net.Conn
+		if p.id != 0 {
+			tc, err = p.t.tls.DialName(c, tlsconfig.MetaName(p.id), tlsHandshakeTimeout)
+		} else {
+			// A broker's client dials addresses, not members.
+			tc, err = p.t.tls.DialAny(c, tlsHandshakeTimeout, tlsconfig.CertNamesMeta)
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("%w: TLS with %s: %v", ErrUnreachable, p.addr, err)
+		}
+		c = tc
 	}
 	p.wc = newWireConn(c)
 	wc := p.wc

@@ -343,9 +343,12 @@
 // sequence or not decodable, snapshots raft could not restore, and
 // acknowledgements of entries the leader does not have. Each refusal is
 // counted by reason (sluice_raft_refused_total). A registered broker's
-// IP is not authentication: a process that can connect from it and
-// forges consistent raft messages as a member is outside raft's model;
-// at worst it takes the replicas it talks to offline.
+// IP is not authentication; with TCPConfig.TLS (internal.ssl.*) the
+// connection is mutual TLS and the declared node must be the one the
+// peer's certificate names (DNS name broker-<id>), so only the holder of
+// a node's key can speak as that node. A member that forges consistent
+// raft messages is outside raft's model; at worst it takes the replicas
+// it talks to offline.
 //
 // # Not done
 //

@@ -3,6 +3,7 @@ package replica
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
 // TCPConfig configures a TCPTransport.
@@ -25,7 +28,11 @@ type TCPConfig struct {
 	// QueueLen bounds the batches waiting for one peer (default 1024);
 	// when it is full, Send drops.
 	QueueLen int
-	Logger   zerolog.Logger
+	// TLS, when set, makes every connection mutual TLS: both sides present
+	// a certificate the trust store signed, and a peer's certificate must
+	// name the node id its hello declares (tlsconfig.NodeName).
+	TLS    *tlsconfig.Loader
+	Logger zerolog.Logger
 }
 
 // TCPTransport is the production Transport: one outbound TCP connection
@@ -40,8 +47,11 @@ type TCPConfig struct {
 // IP it listens on, so the check holds on multi-homed hosts. A later
 // connection of the same node replaces the earlier one. This stops
 // strays and misconfigured peers, not an attacker who can use a broker's
-// address: the hello is not authenticated (TLS or a shared secret on this
-// port is a separate piece of work).
+// address, unless TLS is configured: then the connection is mutual TLS
+// first, and the declared node must be the one the peer's certificate
+// names (refused as RefusedIdentity otherwise), so the hello is
+// authenticated; the dialer checks in turn that the certificate of the
+// broker it reached names the node it dialled.
 type TCPTransport struct {
 	cfg TCPConfig
 	lg  zerolog.Logger
@@ -217,9 +227,37 @@ func (t *TCPTransport) accept() {
 	}
 }
 
-// hello reads and checks a new connection's hello and returns the peer.
-func (t *TCPTransport) hello(c net.Conn, br *bufio.Reader) (NodeID, bool) {
+// hello runs the TLS handshake when configured, reads and checks a new
+// connection's hello and returns the peer and the connection to read.
+func (t *TCPTransport) hello(c net.Conn) (NodeID, net.Conn, *bufio.Reader, bool) {
 	defer t.handshaking.Add(-1)
+	var tc *tls.Conn
+	if t.cfg.TLS != nil {
+		var err error
+		if tc, err = t.cfg.TLS.Server(c, helloTimeout); err != nil {
+			if t.ctx.Err() == nil {
+				t.refuse(RefusedTLS, c, -1, err)
+			}
+			return 0, nil, nil, false
+		}
+		c = tc
+	}
+	br := bufio.NewReaderSize(c, 64<<10)
+	from, ok := t.checkHello(c, br)
+	if !ok {
+		return from, nil, nil, false
+	}
+	if tc != nil {
+		if err := tlsconfig.PeerNamesNode(tc.ConnectionState(), int64(from)); err != nil {
+			t.refuse(RefusedIdentity, c, from, err)
+			return from, nil, nil, false
+		}
+	}
+	return from, c, br, true
+}
+
+// checkHello reads and checks the hello.
+func (t *TCPTransport) checkHello(c net.Conn, br *bufio.Reader) (NodeID, bool) {
 	c.SetReadDeadline(time.Now().Add(helloTimeout))
 	var hello [10]byte
 	if _, err := io.ReadFull(br, hello[:]); err != nil {
@@ -288,13 +326,16 @@ func (t *TCPTransport) disown(from NodeID, c net.Conn) {
 func (t *TCPTransport) read(c net.Conn) {
 	defer t.wg.Done()
 	defer t.untrack(c)
-	br := bufio.NewReaderSize(c, 64<<10)
-	from, ok := t.hello(c, br)
+	from, rc, br, ok := t.hello(c)
 	if !ok {
 		return
 	}
 	t.adopt(from, c)
 	defer t.disown(from, c)
+	if rc != c {
+		// Close the TLS connection too, so the alert goes out.
+		defer rc.Close()
+	}
 	var lenb [4]byte
 	var buf []byte
 	for {
@@ -340,7 +381,7 @@ func (p *tcpPeer) run() {
 		if t.ctx.Err() != nil {
 			return
 		}
-		c, err := p.dial()
+		c, raw, err := p.dial()
 		if err != nil {
 			// Messages queued while the peer is down are stale by the time
 			// it returns; raft resends what matters.
@@ -355,21 +396,24 @@ func (p *tcpPeer) run() {
 		}
 		backoff = 50 * time.Millisecond
 		err = p.write(c)
-		t.untrack(c)
+		c.Close()
+		t.untrack(raw)
 		if err != nil && t.ctx.Err() == nil {
 			t.lg.Debug().Err(err).Int32("peer", int32(p.id)).Msg("raft transport: connection lost")
 		}
 	}
 }
 
-func (p *tcpPeer) dial() (net.Conn, error) {
+// dial returns the connection to write to and the TCP connection under
+// it (the same one without TLS), which is what the transport tracks.
+func (p *tcpPeer) dial() (net.Conn, net.Conn, error) {
 	t := p.t
 	addr := ""
 	if t.cfg.Resolve != nil {
 		addr = t.cfg.Resolve(p.id)
 	}
 	if addr == "" {
-		return nil, fmt.Errorf("no address for node %d", p.id)
+		return nil, nil, fmt.Errorf("no address for node %d", p.id)
 	}
 	d := net.Dialer{Timeout: 2 * time.Second}
 	if t.local != nil {
@@ -378,23 +422,33 @@ func (p *tcpPeer) dial() (net.Conn, error) {
 	}
 	c, err := d.DialContext(t.ctx, "tcp", addr)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if tc, ok := c.(*net.TCPConn); ok {
 		tc.SetNoDelay(true)
 	}
 	if !t.track(c) {
-		return nil, errors.New("transport closed")
+		return nil, nil, errors.New("transport closed")
+	}
+	raw := c
+	if t.cfg.TLS != nil {
+		tc, err := t.cfg.TLS.DialPeer(c, int64(p.id), helloTimeout)
+		if err != nil {
+			t.untrack(raw)
+			return nil, nil, fmt.Errorf("TLS with node %d: %w", p.id, err)
+		}
+		c = tc
 	}
 	var hello [10]byte
 	binary.BigEndian.PutUint32(hello[:], tcpMagic)
 	binary.BigEndian.PutUint16(hello[4:], 1)
 	binary.BigEndian.PutUint32(hello[6:], uint32(t.cfg.Self))
+	c.SetWriteDeadline(time.Now().Add(helloTimeout))
 	if _, err := c.Write(hello[:]); err != nil {
-		t.untrack(c)
-		return nil, err
+		t.untrack(raw)
+		return nil, nil, err
 	}
-	return c, nil
+	return c, raw, nil
 }
 
 func (p *tcpPeer) drain() {

@@ -34,6 +34,8 @@ const (
 	RefusedAddress                    // the connection does not come from the declared broker's address
 	RefusedBusy                       // too many connections still in their handshake
 	RefusedFrame                      // a frame too large or malformed: the connection is closed
+	RefusedTLS                        // TLS handshake failed: no certificate, or one the trust store did not sign
+	RefusedIdentity                   // the peer's certificate does not name the node id its hello declares
 
 	// Messages (Host).
 	RefusedType       // a type no peer sends (local, proposal, read index)
@@ -51,7 +53,7 @@ const (
 )
 
 var refusalNames = [numRefusals]string{
-	"handshake", "unknown_node", "address", "busy", "frame",
+	"handshake", "unknown_node", "address", "busy", "frame", "tls", "identity",
 	"type", "to", "from", "term", "group", "not_member", "commit_past_log", "entries", "snapshot", "ack_past_log", "not_leader",
 }
 

@@ -101,6 +101,10 @@ type clusterLayout struct {
 	mixed bool
 	// extra is appended to every broker's config file.
 	extra string
+	// brokerExtra, when set, is appended to broker id's config file.
+	brokerExtra func(id int) string
+	// metaExtra, when set, is appended to meta node metaID's config file.
+	metaExtra func(metaID int) string
 }
 
 // startTestClusterLayout is startTestClusterN with the processes placed
@@ -109,6 +113,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 	t.Helper()
 	dir := t.TempDir()
 	addr := layout.addr
+	// Private, non-loopback addresses (a network lab) carry the internal
+	// ports in plaintext only when the config says so.
+	insecure := ""
+	if addr != nil {
+		insecure = "internal.insecure: true\n"
+	}
 	if addr == nil {
 		n := 6 + 3*3 + 3*readers
 		if layout.mixed {
@@ -147,8 +157,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 	}
 	for i := 1; i <= 3; i++ {
 		admin := addr(fmt.Sprintf("meta-%d", i), "admin")
-		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n",
-			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", ")))
+		metaExtra := insecure
+		if layout.metaExtra != nil {
+			metaExtra += layout.metaExtra(i)
+		}
+		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n%s",
+			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", "), metaExtra))
 		p.admin = admin
 		c.meta = append(c.meta, p)
 	}
@@ -167,8 +181,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 			listeners += fmt.Sprintf("  - name: MIXED\n    view: mixed\n    address: %s\n", mixed)
 			c.mixedAddrs = append(c.mixedAddrs, mixed)
 		}
+		extra := insecure + layout.extra
+		if layout.brokerExtra != nil {
+			extra += layout.brokerExtra(i)
+		}
 		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n%sdefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n%s",
-			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, listeners, mode, layout.extra))
+			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, listeners, mode, extra))
 		p.admin = admin
 		if i > 3 {
 			c.readers = append(c.readers, p)

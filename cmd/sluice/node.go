@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/replica"
@@ -75,6 +76,12 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 
 	var catalog *metastore.Client
 	leaseDuration := metastore.Default().LeaseDuration
+	var internalTLS *tlsconfig.Loader
+	if o, ok := cfg.InternalTLS(); ok {
+		if internalTLS, err = tlsconfig.NewLoader(o); err != nil {
+			return fmt.Errorf("internal.ssl: %w", err)
+		}
+	}
 	if cfg.HasRole("meta") {
 		mcfg := metastore.Default()
 		mcfg.ID = cfg.MetaID
@@ -84,6 +91,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		mcfg.Join = cfg.MetaJoin
 		mcfg.LearnerGrace = time.Duration(cfg.MetaLearnerGraceMs) * time.Millisecond
 		mcfg.Logger = lg
+		mcfg.TLS = internalTLS
 		meta, err := metastore.Open(mcfg)
 		if err != nil {
 			return fmt.Errorf("metastore: %w", err)
@@ -103,7 +111,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		leaseDuration = mcfg.LeaseDuration
 	} else {
 		dctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		c, err := metastore.Dial(dctx, metastore.ClientConfig{Addrs: cfg.MetaAddrs, Logger: lg})
+		c, err := metastore.Dial(dctx, metastore.ClientConfig{Addrs: cfg.MetaAddrs, Logger: lg, TLS: internalTLS})
 		cancel()
 		if err != nil {
 			return fmt.Errorf("connecting to the metastore at %v: %w", cfg.MetaAddrs, err)
@@ -152,6 +160,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			Self:    replica.NodeID(cfg.NodeID),
 			Listen:  cfg.ReplicaListen,
 			Resolve: replicationAddr(catalog),
+			TLS:     internalTLS,
 			Logger:  lg,
 		})
 		if err != nil {

@@ -53,6 +53,10 @@ environment the StatefulSet sets, which takes precedence over the file.
 {{- $v := .ctx.Values -}}
 {{- $p := $v.ports -}}
 {{- $c := dict "process.roles" (list .role) "data.dir" "/var/lib/sluice" "admin.addr" (printf "0.0.0.0:%d" (int $p.admin)) -}}
+{{- /* The internal ports carry plaintext on the cluster network unless
+config sets internal.ssl.* (internal.insecure only relaxes the start-up
+check: with internal.ssl.* set, the internal ports are mutual TLS). */ -}}
+{{- $_ := set $c "internal.insecure" true -}}
 {{- if eq .role "meta" -}}
 {{- $peers := list -}}
 {{- range $i, $addr := fromJsonArray (include "sluice.metaAddrs" .ctx) -}}
