@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -61,11 +62,36 @@ func noteMissing(t *testing.T, what string) {
 	t.Log(what)
 }
 
+// freePorts returns n loopback ports free now, below the kernel's
+// ephemeral range: a port picked from that range (listening on port 0)
+// may be taken by any outgoing connection before the process under test
+// binds it. Ports are never handed out twice in one test process.
 func freePorts(t *testing.T, n int) []int {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
 	var ports []int
 	var lns []net.Listener
-	for i := 0; i < n; i++ {
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	lo := ephemeralLow()
+	for tries := 0; len(ports) < n && lo > portsFrom+1000 && tries < 100*n; tries++ {
+		p := portsFrom + rand.IntN(lo-portsFrom)
+		if portsGiven[p] {
+			continue
+		}
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		lns = append(lns, ln)
+		portsGiven[p] = true
+		ports = append(ports, p)
+	}
+	for len(ports) < n {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -73,10 +99,28 @@ func freePorts(t *testing.T, n int) []int {
 		lns = append(lns, ln)
 		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
 	}
-	for _, ln := range lns {
-		ln.Close()
-	}
 	return ports
+}
+
+const portsFrom = 20000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux;
+// 32768 where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 32768
+	}
+	return lo
 }
 
 type metaProc struct {

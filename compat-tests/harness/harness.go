@@ -11,11 +11,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -206,14 +208,57 @@ func Start(t testing.TB, opts Options) *Broker {
 	return b
 }
 
+// freeAddr returns a loopback address that is free now, its port below
+// the kernel's ephemeral range: a port picked from that range (listening
+// on port 0) may be taken by any outgoing connection, of this or another
+// process, before the broker binds it ("address already in use"). Ports
+// are never handed out twice in one test process.
 func freeAddr(t testing.TB) string {
 	t.Helper()
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	if lo := ephemeralLow(); lo > portsFrom+1000 {
+		for range 1000 {
+			p := portsFrom + rand.IntN(lo-portsFrom)
+			if portsGiven[p] {
+				continue
+			}
+			l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+			if err != nil {
+				continue
+			}
+			l.Close()
+			portsGiven[p] = true
+			return l.Addr().String()
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+const portsFrom = 20000
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
+
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux;
+// 32768 where it cannot be read).
+func ephemeralLow() int {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return 32768
+	}
+	var lo, hi int
+	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
+		return 32768
+	}
+	return lo
 }
 
 // Args returns the command line the broker runs with (without the binary).
