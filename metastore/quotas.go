@@ -90,11 +90,28 @@ func loadClientQuotas(tx *bolt.Tx) []ClientQuota {
 	return out
 }
 
+// quotaSet is the view's client quotas and a generation that moves with
+// every change. It is replaced, never modified: ClientQuotas, read on
+// every request the broker measures, loads it without the view's lock.
+type quotaSet struct {
+	gen  uint64
+	list []ClientQuota
+}
+
+// storeQuotasLocked replaces the quotas (v.mu held for writing).
+func (v *view) storeQuotasLocked(list []ClientQuota) {
+	var gen uint64
+	if cur := v.quotas.Load(); cur != nil {
+		gen = cur.gen + 1
+	}
+	v.quotas.Store(&quotaSet{gen: gen, list: list})
+}
+
 // setQuotaLocked records q (no values: removed) in the view.
 func (v *view) setQuotaLocked(q ClientQuota) {
-	i := slices.IndexFunc(v.quotas, func(c ClientQuota) bool { return c.Entity == q.Entity })
-	// The slice is shared with readers: build a new one.
-	next := slices.Clone(v.quotas)
+	cur := v.quotas.Load().list
+	i := slices.IndexFunc(cur, func(c ClientQuota) bool { return c.Entity == q.Entity })
+	next := slices.Clone(cur)
 	switch {
 	case i >= 0 && len(q.Values) == 0:
 		next = slices.Delete(next, i, i+1)
@@ -103,14 +120,12 @@ func (v *view) setQuotaLocked(q ClientQuota) {
 	case len(q.Values) > 0:
 		next = append(next, ClientQuota{Entity: q.Entity, Values: maps.Clone(q.Values)})
 	}
-	v.quotas = next
-	v.quotaGen++
+	v.storeQuotasLocked(next)
 }
 
 func (v *view) ClientQuotas() (uint64, []ClientQuota) {
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	return v.quotaGen, v.quotas
+	qs := v.quotas.Load()
+	return qs.gen, qs.list
 }
 
 func cloneQuotas(qs []ClientQuota) []ClientQuota {

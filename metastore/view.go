@@ -23,11 +23,9 @@ type view struct {
 	names         map[string]TopicID
 	brokers       map[int32]Broker
 	brokerConfigs map[int32]map[string]string
-	// quotas is replaced, never modified (ClientQuotas shares it);
-	// quotaGen counts its changes.
-	quotas   []ClientQuota
-	quotaGen uint64
-	acls     map[string]acl.Binding // by acl.Binding.Key
+	// quotas and their generation, loaded without mu (quotas.go).
+	quotas atomic.Pointer[quotaSet]
+	acls   map[string]acl.Binding // by acl.Binding.Key
 	// aclGen moves whenever acls change (read without the lock by
 	// the authorizer on every decision).
 	aclGen atomic.Uint64
@@ -52,8 +50,7 @@ func (v *view) resetLocked() {
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
 	v.scram = map[string]map[string]ScramCredential{}
-	v.quotas = nil
-	v.quotaGen++
+	v.storeQuotasLocked(nil)
 	v.acls = map[string]acl.Binding{}
 	v.aclGen.Add(1)
 	v.decommissioned = nil
@@ -199,7 +196,7 @@ func (v *view) loadImage(img *image) {
 	for i := range img.Scram {
 		v.applyScramLocked(&event{Scram: &img.Scram[i]})
 	}
-	v.quotas = cloneQuotas(img.Quotas)
+	v.storeQuotasLocked(cloneQuotas(img.Quotas))
 	for _, b := range img.ACLs {
 		v.acls[b.Key()] = b
 	}
@@ -231,7 +228,7 @@ func (v *view) imageLocked() *image {
 			img.Scram = append(img.Scram, c)
 		}
 	}
-	img.Quotas = cloneQuotas(v.quotas)
+	img.Quotas = cloneQuotas(v.quotas.Load().list)
 	for _, b := range v.acls {
 		img.ACLs = append(img.ACLs, b)
 	}

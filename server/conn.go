@@ -322,7 +322,11 @@ func (c *conn) readLoop() error {
 
 // waitMuted waits out a client quota's throttle of the connection.
 func (c *conn) waitMuted() error {
-	d := time.Until(time.Unix(0, c.muteUntil.Load()))
+	until := c.muteUntil.Load()
+	if until == 0 {
+		return nil // never throttled: no clock read per frame
+	}
+	d := time.Until(time.Unix(0, until))
 	if d <= 0 {
 		return nil
 	}
