@@ -93,11 +93,12 @@ func (a *adminServer) handleDecommission(w http.ResponseWriter, r *http.Request)
 }
 
 func brokerCommand() *cobra.Command {
-	var admin string
+	var admin, token string
 	var asJSON bool
 	cmd := &cobra.Command{Use: "broker", Short: "Decommission or recommission a broker (through any node's admin address)"}
 	cmd.PersistentFlags().StringVar(&admin, "admin", "127.0.0.1:9644", "admin HTTP address of any node of the cluster")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print the final status as JSON")
+	cmd.PersistentFlags().StringVar(&token, "token", os.Getenv("SLUICE_ADMIN_HTTP_TOKEN"), "bearer token of the admin port (admin.http.token; default $SLUICE_ADMIN_HTTP_TOKEN)")
 	var wait time.Duration
 	decommission := &cobra.Command{
 		Use:   "decommission ID",
@@ -109,7 +110,7 @@ func brokerCommand() *cobra.Command {
 			"has nowhere to go. `sluice broker recommission ID` undoes the mark.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := brokerCall(cmd, http.MethodPost, admin, args[0])
+			st, err := brokerCall(cmd, http.MethodPost, admin, token, args[0])
 			if err != nil {
 				return err
 			}
@@ -123,7 +124,7 @@ func brokerCommand() *cobra.Command {
 					return cmd.Context().Err()
 				case <-time.After(2 * time.Second):
 				}
-				if st, err = brokerCall(cmd, http.MethodGet, admin, args[0]); err != nil {
+				if st, err = brokerCall(cmd, http.MethodGet, admin, token, args[0]); err != nil {
 					return err
 				}
 			}
@@ -142,7 +143,7 @@ func brokerCommand() *cobra.Command {
 		Short: "Undo a decommission: placement may choose the broker again (replicas do not move back by themselves)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := brokerCall(cmd, http.MethodDelete, admin, args[0])
+			st, err := brokerCall(cmd, http.MethodDelete, admin, token, args[0])
 			if err != nil {
 				return err
 			}
@@ -154,7 +155,7 @@ func brokerCommand() *cobra.Command {
 		Short: "Show whether broker ID is decommissioned and which partitions are still on it",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := brokerCall(cmd, http.MethodGet, admin, args[0])
+			st, err := brokerCall(cmd, http.MethodGet, admin, token, args[0])
 			if err != nil {
 				return err
 			}
@@ -165,13 +166,13 @@ func brokerCommand() *cobra.Command {
 	return cmd
 }
 
-func brokerCall(cmd *cobra.Command, method, admin, id string) (decommissionStatus, error) {
+func brokerCall(cmd *cobra.Command, method, admin, token, id string) (decommissionStatus, error) {
 	var st decommissionStatus
 	req, err := http.NewRequestWithContext(cmd.Context(), method, "http://"+admin+"/brokers/"+url.PathEscape(id)+"/decommission", nil)
 	if err != nil {
 		return st, err
 	}
-	if token := os.Getenv("SLUICE_ADMIN_HTTP_TOKEN"); token != "" {
+	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)

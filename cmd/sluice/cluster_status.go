@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // clusterCommand is `sluice cluster status`: the brokers and the
@@ -20,7 +19,7 @@ import (
 // docs/architecture.md, "Replicas and ISR"). A read broker that lags shows
 // here as missing from its partitions' ISR.
 func clusterCommand() *cobra.Command {
-	var bootstrap string
+	var cf clientFlags
 	var asJSON bool
 	cmd := &cobra.Command{Use: "cluster", Short: "Show the cluster as Kafka clients see it"}
 	status := &cobra.Command{
@@ -33,7 +32,7 @@ func clusterCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), 15*time.Second)
 			defer cancel()
-			cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
+			cl, bootstrap, err := cf.client(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -48,7 +47,7 @@ func clusterCommand() *cobra.Command {
 			return printClusterStatus(cmd.OutOrStdout(), md)
 		},
 	}
-	status.Flags().StringVar(&bootstrap, "bootstrap-server", "127.0.0.1:9092", "host:port of a Kafka listener (comma-separated for several)")
+	cf.bind(status.Flags(), "host:port of a Kafka listener (comma-separated for several)")
 	status.Flags().BoolVar(&asJSON, "json", false, "print JSON: every broker and every partition, with its problems")
 	cmd.AddCommand(status)
 	return cmd

@@ -13,9 +13,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/internal/clientconfig"
 )
 
 // The topic and group commands are Kafka clients (kadm over kgo), as
@@ -25,13 +28,55 @@ import (
 // adminTimeout bounds one invocation of a command that talks Kafka.
 const adminTimeout = 15 * time.Second
 
-// kafkaAdmin connects to the comma-separated bootstrap list.
-func kafkaAdmin(bootstrap string) (*kadm.Client, func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(bootstrap, ",")...))
-	if err != nil {
-		return nil, nil, err
+// clientFlags are the connection flags of every command that talks Kafka:
+// --bootstrap-server and --command-config, as Kafka's tools have them.
+type clientFlags struct {
+	bootstrap     string
+	commandConfig string
+	fs            *pflag.FlagSet // says whether --bootstrap-server was given
+}
+
+func (f *clientFlags) bind(fs *pflag.FlagSet, bootstrapHelp string) {
+	f.fs = fs
+	fs.StringVar(&f.bootstrap, "bootstrap-server", "127.0.0.1:9092", bootstrapHelp)
+	fs.StringVar(&f.commandConfig, "command-config", "", "Kafka client properties file: security.protocol, sasl.mechanism, sasl.jaas.config "+
+		"(or sasl.username/sasl.password), ssl.truststore.location, ssl.keystore.location (PEM), as Kafka's tools take it")
+}
+
+// client connects as the flags say. Without --bootstrap-server, the
+// command config's bootstrap.servers is used when it has one.
+func (f *clientFlags) client(errw io.Writer) (*kgo.Client, string, error) {
+	bootstrap := f.bootstrap
+	opts := []kgo.Opt{}
+	if f.commandConfig != "" {
+		cc, err := clientconfig.Load(f.commandConfig)
+		if err != nil {
+			return nil, "", fmt.Errorf("--command-config %w", err)
+		}
+		for _, k := range cc.Ignored {
+			fmt.Fprintf(errw, "sluice: %s: %s is not used by this command\n", f.commandConfig, k)
+		}
+		if len(cc.BootstrapServers) > 0 && !f.fs.Changed("bootstrap-server") {
+			bootstrap = strings.Join(cc.BootstrapServers, ",")
+		}
+		if opts, err = cc.Opts(); err != nil {
+			return nil, "", fmt.Errorf("--command-config %s: %w", f.commandConfig, err)
+		}
 	}
-	return kadm.NewClient(cl), cl.Close, nil
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(strings.Split(bootstrap, ",")...))...)
+	if err != nil {
+		return nil, "", err
+	}
+	return cl, bootstrap, nil
+}
+
+// kafkaAdmin connects as the flags say.
+func (f *clientFlags) kafkaAdmin(errw io.Writer) (*kadm.Client, func(), string, error) {
+	cl, bootstrap, err := f.client(errw)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	return kadm.NewClient(cl), cl.Close, bootstrap, nil
 }
 
 // writeJSON prints v indented, with a final newline.
@@ -42,10 +87,10 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func topicCommand() *cobra.Command {
-	var bootstrap string
+	var cf clientFlags
 	var asJSON bool
 	cmd := &cobra.Command{Use: "topic", Short: "List and describe topics (as kafka-topics.sh --list and --describe)"}
-	cmd.PersistentFlags().StringVar(&bootstrap, "bootstrap-server", "127.0.0.1:9092", "host:port of a Kafka listener (comma-separated for several)")
+	cf.bind(cmd.PersistentFlags(), "host:port of a Kafka listener (comma-separated for several)")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	list := &cobra.Command{
 		Use:   "list",
@@ -54,7 +99,7 @@ func topicCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			adm, done, err := kafkaAdmin(bootstrap)
+			adm, done, bootstrap, err := cf.kafkaAdmin(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -80,7 +125,7 @@ func topicCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			adm, done, err := kafkaAdmin(bootstrap)
+			adm, done, _, err := cf.kafkaAdmin(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -237,10 +282,10 @@ func ids(s []int32) string {
 }
 
 func groupCommand() *cobra.Command {
-	var bootstrap string
+	var cf clientFlags
 	var asJSON bool
 	cmd := &cobra.Command{Use: "group", Short: "List and describe consumer groups (as kafka-consumer-groups.sh --list and --describe)"}
-	cmd.PersistentFlags().StringVar(&bootstrap, "bootstrap-server", "127.0.0.1:9092", "host:port of a Kafka listener that reaches the read brokers (comma-separated for several)")
+	cf.bind(cmd.PersistentFlags(), "host:port of a Kafka listener that reaches the read brokers (comma-separated for several)")
 	cmd.PersistentFlags().BoolVar(&asJSON, "json", false, "print JSON instead of a table")
 	list := &cobra.Command{
 		Use:   "list",
@@ -249,7 +294,7 @@ func groupCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			adm, done, err := kafkaAdmin(bootstrap)
+			adm, done, _, err := cf.kafkaAdmin(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
@@ -273,7 +318,7 @@ func groupCommand() *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), adminTimeout)
 			defer cancel()
-			adm, done, err := kafkaAdmin(bootstrap)
+			adm, done, _, err := cf.kafkaAdmin(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}

@@ -3,7 +3,8 @@
 // the certificate, key and trusted CAs are read again from their files when
 // a file's modification time or size changes, so a renewed certificate is
 // served from the next handshake on without a restart. The Kafka listeners
-// use it today; replication and metastore mutual TLS are meant to reuse it.
+// use it, as do the replication and metastore ports' mutual TLS (peer.go)
+// and the Kafka clients of Sluice's own tools (Client, client.go).
 //
 // Kafka's PEM form is followed: ssl.keystore.location names one file with
 // the private key and the certificate chain, or ssl.keystore.key and
@@ -289,30 +290,37 @@ func (l *Loader) build() (*tls.Config, error) {
 		}
 	}
 	if len(trustPEM) > 0 {
-		pool := x509.NewCertPool()
-		n := 0
-		for rest := trustPEM; ; {
-			var b *pem.Block
-			b, rest = pem.Decode(rest)
-			if b == nil {
-				break
-			}
-			if b.Type != "CERTIFICATE" {
-				continue
-			}
-			c, err := x509.ParseCertificate(b.Bytes)
-			if err != nil {
-				return nil, fmt.Errorf("trust store: %w", err)
-			}
-			pool.AddCert(c)
-			n++
+		if cfg.ClientCAs, err = trustPool(trustPEM); err != nil {
+			return nil, err
 		}
-		if n == 0 {
-			return nil, errors.New("trust store: no CERTIFICATE block")
-		}
-		cfg.ClientCAs = pool
 	}
 	return cfg, nil
+}
+
+// trustPool reads every CERTIFICATE block of a PEM trust store.
+func trustPool(trustPEM []byte) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	n := 0
+	for rest := trustPEM; ; {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			break
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(b.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("trust store: %w", err)
+		}
+		pool.AddCert(c)
+		n++
+	}
+	if n == 0 {
+		return nil, errors.New("trust store: no CERTIFICATE block")
+	}
+	return pool, nil
 }
 
 // keyPair reads the certificate chain from chainPEM and the (possibly
