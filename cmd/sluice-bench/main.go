@@ -15,6 +15,10 @@
 //
 //	sluice-bench -brokers 127.0.0.1:9092 -partitions 8 -producers 4 -duration 15s
 //
+// Against a TLS or SASL listener, -command-config names Kafka's client
+// properties file (internal/clientconfig), as kafka-producer-perf-test's
+// --command-config does.
+//
 // Two helper modes measure the loopback TCP ceiling without a broker:
 //
 //	sluice-bench tcp-sink -addr 127.0.0.1:7000 -duration 5s
@@ -39,6 +43,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/internal/clientconfig"
 )
 
 type config struct {
@@ -65,6 +71,17 @@ type config struct {
 	CreateTopic    bool          `json:"create_topic"`
 	Label          string        `json:"label,omitempty"`
 	Quiet          bool          `json:"-"`
+	// CommandConfig is a Kafka client properties file (security.protocol,
+	// sasl.*, ssl.*; internal/clientconfig), as Kafka's perf tools take it.
+	CommandConfig    string `json:"command_config,omitempty"`
+	SecurityProtocol string `json:"security_protocol"`
+	// clientOpts are the TLS and SASL options of CommandConfig.
+	clientOpts []kgo.Opt
+}
+
+// base are the options of every client: the seeds, TLS and SASL.
+func (c *config) base(seeds []string) []kgo.Opt {
+	return append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, c.clientOpts...)
 }
 
 // base is the origin of the timestamps carried in record values.
@@ -108,6 +125,7 @@ func main() {
 	fs.BoolVar(&c.CreateTopic, "create-topic", true, "create the topic (an existing one is used as it is)")
 	fs.StringVar(&c.Label, "label", "", "free text copied into the JSON result")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.StringVar(&c.CommandConfig, "command-config", "", "Kafka client properties file for a TLS or SASL listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ssl.keystore.location; PEM)")
 	fs.Parse(os.Args[1:])
 
 	if err := c.validate(); err != nil {
@@ -153,6 +171,20 @@ func (c *config) validate() error {
 	}
 	if _, err := codec(c.Compression); err != nil {
 		return err
+	}
+	c.SecurityProtocol = clientconfig.Plaintext
+	if c.CommandConfig != "" {
+		cc, err := clientconfig.Load(c.CommandConfig)
+		if err != nil {
+			return fmt.Errorf("-command-config %w", err)
+		}
+		if len(cc.Ignored) > 0 {
+			fmt.Fprintf(os.Stderr, "sluice-bench: %s: not used: %s\n", c.CommandConfig, strings.Join(cc.Ignored, ", "))
+		}
+		if c.clientOpts, err = cc.Opts(); err != nil {
+			return fmt.Errorf("-command-config %s: %w", c.CommandConfig, err)
+		}
+		c.SecurityProtocol = cc.Protocol
 	}
 	return nil
 }
@@ -234,7 +266,7 @@ type result struct {
 
 func run(ctx context.Context, c *config) (*result, error) {
 	seeds := strings.Split(c.Brokers, ",")
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	admCl, err := kgo.NewClient(c.base(seeds)...)
 	if err != nil {
 		return nil, err
 	}
@@ -289,20 +321,18 @@ func run(ctx context.Context, c *config) (*result, error) {
 	// Consumers keep franz-go's fetch defaults (50 MiB per fetch, 1 MiB per
 	// partition), which are the Java consumer's too.
 	consumerOpts := func(offsets map[int32]kgo.Offset) []kgo.Opt {
-		return []kgo.Opt{
-			kgo.SeedBrokers(seeds...),
+		return append(c.base(seeds),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: offsets}),
-		}
+		)
 	}
 	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist, group string) error {
 		opts := consumerOpts(offsets)
 		if group != "" {
-			opts = []kgo.Opt{
-				kgo.SeedBrokers(seeds...),
+			opts = append(c.base(seeds),
 				kgo.ConsumerGroup(group),
 				kgo.ConsumeTopics(c.Topic),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-			}
+			)
 		}
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
@@ -537,15 +567,14 @@ func sentAt(v []byte) int64 { return int64(binary.LittleEndian.Uint64(v)) }
 
 func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
 	cd, _ := codec(c.Compression)
-	opts := []kgo.Opt{
-		kgo.SeedBrokers(seeds...),
+	opts := append(c.base(seeds),
 		kgo.DefaultProduceTopic(c.Topic),
 		kgo.ProducerBatchCompression(cd),
 		kgo.ProducerLinger(c.Linger),
-		kgo.MaxBufferedRecords(16 << 10),
-		kgo.ProduceRequestTimeout(30 * time.Second),
+		kgo.MaxBufferedRecords(16<<10),
+		kgo.ProduceRequestTimeout(30*time.Second),
 		kgo.RecordRetries(5),
-	}
+	)
 	if hook != nil {
 		opts = append(opts, kgo.WithHooks(hook))
 	}
