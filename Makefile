@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -144,6 +144,12 @@ bench:
 # consumer throughput with two read brokers and with one.
 bench-cluster:
 	bash bench/cluster.sh
+
+# The cost of TLS: PLAINTEXT, SSL and SASL_SSL listeners of one node in
+# rotating paired runs (bench/tls.sh; about 4 minutes; BENCH_TLS_ARGS,
+# e.g. "-rounds 5 -consumers 1").
+bench-tls:
+	bash bench/tls.sh $(BENCH_TLS_ARGS)
 
 # The Go micro-benchmarks of the storage and metadata packages.
 bench-go:

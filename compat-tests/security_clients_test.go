@@ -166,10 +166,11 @@ func TestSecurePythonConfluent(t *testing.T) {
 		harness.SkipMissing(t, "python3 with the confluent_kafka module (make test-setup installs it into compat-tests/.venv)")
 	}
 	sb := startSecure(t)
-	run := func(t *testing.T, args ...string) string {
+	run := func(t *testing.T, topic, mode string, conf ...string) string {
+		args := append([]string{topic, mode}, conf...)
 		ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 		defer cancel()
-		cmd := exec.CommandContext(ctx, "python3", append([]string{"secure.py", sb.KafkaAddr, sb.CA}, args...)...)
+		cmd := exec.CommandContext(ctx, "python3", append([]string{"secure.py", "confluent", sb.KafkaAddr}, args...)...)
 		cmd.Dir = "python"
 		out, err := cmd.CombinedOutput()
 		t.Logf("secure.py %s: %v\n%s", strings.Join(args, " "), err, tail(string(out), 4000))
@@ -177,14 +178,20 @@ func TestSecurePythonConfluent(t *testing.T) {
 	}
 	for _, mech := range []string{"SCRAM-SHA-512", "PLAIN"} {
 		t.Run(mech, func(t *testing.T) {
-			if out := run(t, mech, secureAdmin, secureAdminPass, "py-"+strings.ToLower(mech), "roundtrip"); !strings.HasSuffix(out, "RESULT OK\n") {
+			if out := run(t, "py-"+strings.ToLower(mech), "roundtrip", librdkafkaSASL(sb.CA, mech, secureAdmin, secureAdminPass)...); !strings.HasSuffix(out, "RESULT OK\n") {
 				t.Fatal("confluent-kafka round trip over SASL_SSL failed")
 			}
 		})
 	}
 	t.Run("wrong password", func(t *testing.T) {
-		if out := run(t, "SCRAM-SHA-256", secureAdmin, "wrong", "py-none", "authfail"); !strings.HasSuffix(out, "RESULT OK\n") {
+		if out := run(t, "py-none", "authfail", librdkafkaSASL(sb.CA, "SCRAM-SHA-256", secureAdmin, "wrong")...); !strings.HasSuffix(out, "RESULT OK\n") {
 			t.Fatal("confluent-kafka with a wrong password was not refused")
 		}
 	})
+}
+
+// librdkafkaSASL is librdkafka's configuration for SASL_SSL with mech.
+func librdkafkaSASL(ca, mech, user, pass string) []string {
+	return []string{"security.protocol=SASL_SSL", "ssl.ca.location=" + ca, "sasl.mechanism=" + mech,
+		"sasl.username=" + user, "sasl.password=" + pass}
 }

@@ -4,10 +4,13 @@
 // the librdkafka it bundles); ckg_test.go builds and drives it.
 //
 //	ckg GROUP BOOTSTRAP PREFIX [ARGS...]
+//	ckg secure BOOTSTRAP TOPIC KEY=VALUE...
 //
 // GROUP is basic, admin, group, write-codecs or read-codecs, as in
 // python/scenarios.py; every scenario prints one line:
-// RESULT <scenario> pass|fail|na <detail>.
+// RESULT <scenario> pass|fail|na <detail>. secure (security_matrix_test.go)
+// produces 20 records to TOPIC and reads them back with the librdkafka
+// settings given (security.protocol, ssl.*, sasl.*): RESULT roundtrip.
 package main
 
 import (
@@ -35,6 +38,9 @@ var codecs = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 
 var bootstrap string
 
+// security is librdkafka configuration every client gets (the secure group).
+var security []any
+
 func result(scenario, status, detail string) {
 	detail = strings.ReplaceAll(detail, "\n", " ")
 	if len(detail) > 400 {
@@ -54,6 +60,7 @@ func run(scenario string, fn func() (string, error)) {
 
 func conf(kv ...any) *kafka.ConfigMap {
 	m := kafka.ConfigMap{"bootstrap.servers": bootstrap, "client.id": "sluice-compat-ckg"}
+	kv = append(append([]any{}, security...), kv...)
 	for i := 0; i < len(kv); i += 2 {
 		m[kv[i].(string)] = kv[i+1]
 	}
@@ -682,8 +689,43 @@ func main() {
 		writeCodecs(prefix)
 	case "read-codecs":
 		readCodecs(os.Args[4:])
+	case "secure":
+		for _, a := range os.Args[4:] {
+			k, v, _ := strings.Cut(a, "=")
+			security = append(security, k, v)
+		}
+		secure(prefix)
 	default:
 		fmt.Fprintln(os.Stderr, "unknown group", group)
 		os.Exit(2)
 	}
+}
+
+// secure produces 20 records to topic's partition 0 (acks=all) and reads
+// them back from the start, over whatever listener the security settings
+// reach.
+func secure(topic string) {
+	run("roundtrip", func() (string, error) {
+		var recs []rec
+		for i := range 20 {
+			recs = append(recs, rec{value: []byte(fmt.Sprint("v", i)), partition: 0})
+		}
+		errs, err := produce(topic, recs, "acks", "all")
+		if err == nil {
+			err = firstErr(errs)
+		}
+		if err != nil {
+			return "", fmt.Errorf("produce: %w", err)
+		}
+		got, err := consume(topic, 0, kafka.OffsetBeginning, len(recs), nil)
+		if err != nil {
+			return "", fmt.Errorf("consume: %w", err)
+		}
+		for i, r := range recs {
+			if i >= len(got) || !bytes.Equal(got[i].value, r.value) {
+				return "", fmt.Errorf("read back %d of %d records", len(got), len(recs))
+			}
+		}
+		return fmt.Sprintf("%d records", len(got)), nil
+	})
 }

@@ -154,7 +154,16 @@ type Options struct {
 	ExtraArgs []string
 	// Env is added to the broker's environment (KEY=VALUE).
 	Env []string
+	// Listeners, when set, replaces --kafka-addr with --listeners: it is
+	// given the address picked for KafkaAddr and returns the listeners
+	// (NAME://host:port,...), which must include that address. FreeAddr
+	// gives the others.
+	Listeners func(kafkaAddr string) string
 }
+
+// FreeAddr returns a free loopback address for a broker's extra listener,
+// as the harness picks its own.
+func FreeAddr(t testing.TB) string { return freeAddr(t) }
 
 // Broker is one `sluice dev` process.
 type Broker struct {
@@ -165,6 +174,7 @@ type Broker struct {
 	// across restarts.
 	KafkaAddr string
 	AdminAddr string
+	listeners string // Options.Listeners' answer, fixed at Start
 
 	process
 }
@@ -185,6 +195,9 @@ func Start(t testing.TB, opts Options) *Broker {
 		DataDir:   filepath.Join(tmp, "data"),
 		KafkaAddr: freeAddr(t),
 		AdminAddr: freeAddr(t),
+	}
+	if opts.Listeners != nil {
+		b.listeners = opts.Listeners(b.KafkaAddr)
 	}
 	if err := os.MkdirAll(b.DataDir, 0o755); err != nil {
 		t.Fatal(err)
@@ -265,8 +278,12 @@ func ephemeralLow() int {
 func (b *Broker) Args() []string {
 	args := []string{"dev",
 		"--data-dir", b.DataDir,
-		"--kafka-addr", b.KafkaAddr,
 		"--admin-addr", b.AdminAddr,
+	}
+	if b.opts.Listeners != nil {
+		args = append(args, "--listeners", b.listeners)
+	} else {
+		args = append(args, "--kafka-addr", b.KafkaAddr)
 	}
 	return append(args, b.opts.ExtraArgs...)
 }

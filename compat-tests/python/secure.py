@@ -1,36 +1,33 @@
-"""confluent-kafka (librdkafka) over SASL_SSL, for the security tests.
+"""confluent-kafka (librdkafka) and kafka-python over a secured listener,
+for the security tests.
 
-Usage: secure.py BOOTSTRAP CA MECHANISM USER PASSWORD TOPIC MODE
+Usage: secure.py LIB BOOTSTRAP TOPIC MODE [KEY=VALUE ...]
 
-MODE roundtrip produces 20 records to TOPIC and reads them back; MODE
-authfail expects the broker to refuse the credentials. The last line is
-"RESULT OK" (exit 0) or "RESULT FAIL: reason" (exit 1).
+LIB is confluent or kafka-python; the KEY=VALUE pairs are the client's own
+configuration (librdkafka's names: security.protocol, ssl.ca.location,
+sasl.mechanism, ...; kafka-python's keyword arguments: security_protocol,
+ssl_cafile, sasl_mechanism, ...). MODE roundtrip produces 20 records to
+TOPIC and reads them back; MODE authfail (confluent) expects the broker to
+refuse the credentials. The last line is "RESULT OK" (exit 0) or
+"RESULT FAIL: reason" (exit 1).
 """
 import sys
 import time
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
-
 COUNT = 20
 
 
-def conf(bootstrap, ca, mech, user, password):
-    return {
-        "bootstrap.servers": bootstrap,
-        "security.protocol": "SASL_SSL",
-        "ssl.ca.location": ca,
-        "sasl.mechanism": mech,
-        "sasl.username": user,
-        "sasl.password": password,
-    }
+def values():
+    return [b"v%d" % i for i in range(COUNT)]
 
 
-def roundtrip(c, topic):
+def confluent_roundtrip(c, topic):
+    from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
     p = Producer(dict(c, **{"acks": "all"}))
     errors = []
-    for i in range(COUNT):
-        p.produce(topic, value=b"v%d" % i, on_delivery=lambda err, msg: err and errors.append(err))
+    for v in values():
+        p.produce(topic, value=v, on_delivery=lambda err, msg: err and errors.append(err))
     left = p.flush(30)
     if left or errors:
         return "produce: %d unflushed, errors %s" % (left, errors[:3])
@@ -48,13 +45,16 @@ def roundtrip(c, topic):
             return "consume: %s" % m.error()
         got.append(m.value())
     cons.close()
-    if got != [b"v%d" % i for i in range(COUNT)]:
+    if got != values():
         return "read back %d records: %s" % (len(got), got[:3])
     print("CONSUMED %d" % len(got))
     return None
 
 
-def authfail(c):
+def confluent_authfail(c):
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient
+
     errs = []
     a = AdminClient(dict(c, **{"error_cb": lambda e: errs.append(e)}))
     try:
@@ -74,13 +74,45 @@ def authfail(c):
     return "wanted an authentication error, got %s" % errs[:3]
 
 
+def kafka_python_roundtrip(c, topic):
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    p = KafkaProducer(acks="all", **c)
+    futures = [p.send(topic, value=v) for v in values()]
+    for f in futures:
+        f.get(timeout=30)
+    p.close()
+    cons = KafkaConsumer(enable_auto_commit=False, consumer_timeout_ms=1000, **c)
+    tp = TopicPartition(topic, 0)
+    cons.assign([tp])
+    cons.seek_to_beginning(tp)
+    got = []
+    deadline = time.time() + 30
+    while len(got) < COUNT and time.time() < deadline:
+        for recs in cons.poll(timeout_ms=500).values():
+            got.extend(r.value for r in recs)
+    cons.close()
+    if got != values():
+        return "read back %d records: %s" % (len(got), got[:3])
+    print("CONSUMED %d" % len(got))
+    return None
+
+
 def main():
-    if len(sys.argv) != 8:
-        print("RESULT FAIL: usage: secure.py BOOTSTRAP CA MECHANISM USER PASSWORD TOPIC MODE")
+    if len(sys.argv) < 5 or sys.argv[1] not in ("confluent", "kafka-python"):
+        print("RESULT FAIL: usage: secure.py confluent|kafka-python BOOTSTRAP TOPIC MODE [KEY=VALUE ...]")
         sys.exit(2)
-    bootstrap, ca, mech, user, password, topic, mode = sys.argv[1:]
-    c = conf(bootstrap, ca, mech, user, password)
-    fail = authfail(c) if mode == "authfail" else roundtrip(c, topic)
+    lib, bootstrap, topic, mode = sys.argv[1:5]
+    c = dict(kv.split("=", 1) for kv in sys.argv[5:])
+    try:
+        if lib == "confluent":
+            c["bootstrap.servers"] = bootstrap
+            fail = confluent_authfail(c) if mode == "authfail" else confluent_roundtrip(c, topic)
+        else:
+            c["bootstrap_servers"] = bootstrap
+            fail = "authfail is not implemented for kafka-python" if mode == "authfail" else kafka_python_roundtrip(c, topic)
+    except Exception as e:  # the reason goes to the RESULT line
+        fail = "%s: %s" % (type(e).__name__, e)
     if fail:
         print("RESULT FAIL: %s" % fail)
         sys.exit(1)
