@@ -469,6 +469,35 @@ func TestSecurityMatrixJava(t *testing.T) {
 		}
 		sb.checkCell(t, "java-client", scen, topic, 50, cellErr)
 	}
+	// Kafka's console producer and consumer with the same properties as
+	// --command-config.
+	for _, scen := range securityScenarios {
+		t.Run("java-tools/"+scen, func(t *testing.T) {
+			topic := secTopic("java-tools", scen)
+			sb.createTopic(t, topic)
+			var in strings.Builder
+			for i := range secRecords {
+				fmt.Fprintf(&in, "v%d\n", i)
+			}
+			bs := []string{"--bootstrap-server", sb.addr(scen), "--command-config", props[scen], "--topic", topic}
+			_, stderr, err := tool(t, cp, in.String(), clsProducer, append(bs, "--producer-property", "acks=all")...)
+			if err == nil && strings.Contains(stderr, "ERROR") {
+				err = fmt.Errorf("%s", tail(stderr, 400))
+			}
+			if err == nil {
+				var out string
+				out, stderr, err = tool(t, cp, "", clsConsumer, append(bs, "--partition", "0", "--offset", "earliest",
+					"--max-messages", fmt.Sprint(secRecords), "--timeout-ms", "30000")...)
+				if err == nil {
+					err = valuesOK(strings.Fields(out), secRecords)
+				}
+			}
+			if err != nil {
+				err = fmt.Errorf("console producer/consumer: %v: %s", err, tail(stderr, 300))
+			}
+			sb.checkCell(t, toolsClient, scen, topic, secRecords, err)
+		})
+	}
 }
 
 // TestSecurityMatrixPython: confluent-kafka and kafka-python through

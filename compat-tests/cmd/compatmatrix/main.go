@@ -68,6 +68,15 @@ var scenarios = []struct{ name, what string }{
 	{"codec-zstd", "the same with zstd"},
 }
 
+// securityColumns are the security scenarios, one column each of the
+// security table (client rows): security_matrix_test.go.
+var securityColumns = []struct{ name, head, what string }{
+	{"security-sasl-ssl-scram-sha-512", "SASL_SSL, SCRAM-SHA-512",
+		"20 records produced (acks=all) and read back over a SASL_SSL listener with SCRAM-SHA-512, the broker's certificate from a private CA in the client's trust store"},
+	{"security-ssl-mutual-tls", "SSL, client certificate",
+		"the same over an SSL listener with ssl.client.auth=required, the client presenting a certificate of that CA (a client without one is refused)"},
+}
+
 var toolRows = []struct{ name, what string }{
 	{"tool-producer-perf", "kafka-producer-perf-test: 20,000 records, acks=all, lz4"},
 	{"tool-consumer-perf", "kafka-consumer-perf-test reads the 20,000 records"},
@@ -317,6 +326,30 @@ func main() {
 	w("\nCells: %d pass, %d fail, %d not expressible, %d skipped or not run, %d not covered by a test yet.\n",
 		counts["pass"], counts["fail"], counts["n/e"], counts["skip"], counts["none"])
 
+	w("\n### Security\n\nEvery client stack against one `sluice dev` with two listeners (security_matrix_test.go); ")
+	w("each cell is also checked on the broker, where franz-go reads back what the client wrote.\n\n| client |")
+	for _, c := range securityColumns {
+		w(" %s |", c.head)
+	}
+	w("\n|---|")
+	for range securityColumns {
+		w("---|")
+	}
+	w("\n")
+	before := map[string]int{}
+	for k, v := range counts {
+		before[k] = v
+	}
+	for _, c := range clients {
+		w("| %s |", c.name)
+		for _, col := range securityColumns {
+			w(" %s |", renderCell(c.name, col.name))
+		}
+		w("\n")
+	}
+	w("\nSecurity cells: %d pass, %d fail, %d not expressible, %d skipped or not run, %d not covered by a test yet.\n",
+		counts["pass"]-before["pass"], counts["fail"]-before["fail"], counts["n/e"]-before["n/e"], counts["skip"]-before["skip"], counts["none"]-before["none"])
+
 	w("\n### Kafka's command-line tools only\n\n| scenario | java-tools |\n|---|---|\n")
 	for _, s := range toolRows {
 		w("| `%s` | %s |\n", s.name, renderCell("java-tools", s.name))
@@ -331,6 +364,9 @@ func main() {
 
 	w("\n### Scenarios\n\n| scenario | what is checked |\n|---|---|\n")
 	for _, s := range append(scenarios, toolRows...) {
+		w("| `%s` | %s |\n", s.name, s.what)
+	}
+	for _, s := range securityColumns {
 		w("| `%s` | %s |\n", s.name, s.what)
 	}
 	w("\nWhere the broker's side can be checked it is, with franz-go: what each producer wrote (values, producer ids of idempotent batches, ")
