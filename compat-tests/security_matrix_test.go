@@ -242,7 +242,7 @@ func secTopic(client, scenario string) string {
 	return "secm-" + client + "-" + s
 }
 
-// readBack reads n values from topic with consume, bounded by 30 s.
+// valuesOK checks that got begins with v0..v<n-1>.
 func valuesOK(got []string, n int) error {
 	for i := 0; i < n; i++ {
 		if i >= len(got) || got[i] != fmt.Sprint("v", i) {
