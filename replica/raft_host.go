@@ -97,6 +97,8 @@ type Host struct {
 
 	refused refusals
 	failed  atomic.Int64 // open replicas that stopped after a failure
+	// semiFallbacks counts semi-sync fallbacks (raft_semisync.go).
+	semiFallbacks atomic.Int64
 }
 
 // DefaultEntryCacheBytes is HostConfig.EntryCacheBytes's default.
