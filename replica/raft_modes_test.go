@@ -478,3 +478,54 @@ func TestRaftSemiSyncModeChange(t *testing.T) {
 	c.net.OnSend(nil)
 	c.converged(lr.LogEndOffset(), 10*time.Second)
 }
+
+// TestRaftAsyncLossReported: an async leader cut off from its group
+// acknowledges acks=all on its own durable write until it steps down; the
+// others elect a leader that never had those records and writes on; when
+// the old leader returns it truncates to the new leader's log, and the
+// records it had acknowledged are counted (Host.TruncatedRecords), never
+// silently diverged: every log ends byte-identical.
+func TestRaftAsyncLossReported(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeAsync}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	c.converged(1, 10*time.Second)
+	ln, lr := c.leader()
+	c.net.Partition(ln)
+	const batches, per = 3, 5
+	for i := range batches {
+		p, err := lr.Propose(testBatch(fmt.Sprint("lost", i), per, -1, 0, 0), AcksAll)
+		if err != nil {
+			t.Fatalf("the cut-off async leader refused a write before stepping down: %v", err)
+		}
+		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+			t.Fatalf("async acks=all on the cut-off leader's own write: %v %v", ok, err)
+		}
+	}
+	if lr.HighWatermark() != 1 {
+		t.Fatalf("high watermark %d: records no other replica holds were exposed", lr.HighWatermark())
+	}
+	nn, nr := c.leader(ln)
+	var after int64
+	checkFor(t, 10*time.Second, func() error {
+		p, err := nr.Propose(testBatch("new", 2, -1, 0, 0), AcksAll)
+		if err != nil {
+			return err
+		}
+		res, err := p.Wait(context.Background())
+		after = res.LastOffset + 1
+		return err
+	})
+	if before := c.hosts[ln].TruncatedRecords(); before != 0 {
+		t.Fatalf("%d records counted truncated before the old leader returned", before)
+	}
+	c.net.Heal()
+	c.converged(after, 10*time.Second)
+	if got := c.hosts[ln].TruncatedRecords(); got != batches*per {
+		t.Fatalf("old leader %d counted %d truncated records, it had acknowledged %d that leader %d never had", ln, got, batches*per, nn)
+	}
+	for _, n := range []NodeID{1, 2, 3} {
+		if n != ln && c.hosts[n].TruncatedRecords() != 0 {
+			t.Fatalf("node %d counted truncated records", n)
+		}
+	}
+}
