@@ -402,7 +402,9 @@ func testLeaderKill(t *testing.T, mode string) {
 	}
 	// mustKeepAll: the mode promises no acknowledged record is lost.
 	mustKeepAll := mode == "raft" || (mode == "semi-sync" && !fellBack())
-	verify := func(stage string) {
+	// verify reads every acknowledged record back and returns how many
+	// are lost.
+	verify := func(stage string) int {
 		t.Helper()
 		cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumeTopics(topic),
 			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
@@ -476,11 +478,29 @@ func testLeaderKill(t *testing.T, mode string) {
 			}
 			t.Logf("%s: mode %s lost %d of %d acknowledged records: per partition %v acknowledged before the lag was read (voters lagged %v offsets), %d in the %v until the kill",
 				stage, mode, len(want)-found, len(want), lostBefore, lagged, lostAfter, killedAt.Sub(lagAt).Round(time.Millisecond))
-			return
+			return len(want) - found
 		}
 		t.Logf("%s: all %d acknowledged records read once from the read broker (mode %s)", stage, found, mode)
+		return 0
 	}
-	verify("after leader kill")
+	if lost := verify("after leader kill"); lost > 0 {
+		// The old leader returns, truncates to the new leader's log and
+		// reports the records cut (what it acknowledged among them).
+		c.writers[victim-1].start(t)
+		waitReady(t, c.writers[victim-1].admin, 60*time.Second)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			n := metricValue(t, c.writers[victim-1].admin, "sluice_truncated_records_total")
+			if n >= float64(lost) {
+				t.Logf("the returning old leader %d truncated %v records, %d of them acknowledged", victim, n, lost)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the returning old leader %d reports %v records truncated; %d it acknowledged are lost", victim, n, lost)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
 	if mode == "raft" {
 		// The killed broker comes back and gets its preferred
 		// leadership back (auto.leader.rebalance.enable).
