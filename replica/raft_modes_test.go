@@ -387,7 +387,8 @@ func TestRaftSemiSyncFallback(t *testing.T) {
 // one of them cut off from the leader. acks=all is answered after
 // semi.sync.timeout.ms, not stalled; the partition stays writable in the
 // fallback with one voter short, and returns to semi-sync once the cut
-// replica is healed and has caught up, when both voters' acknowledgements
+// replica is healed and has caught up (under a stream of writes), when
+// both voters' acknowledgements
 // answer acks=all without a timeout.
 func TestRaftSemiSyncCutReplica(t *testing.T) {
 	const timeout = 700 * time.Millisecond
@@ -412,12 +413,37 @@ func TestRaftSemiSyncCutReplica(t *testing.T) {
 		t.Fatalf("high watermark %d, a majority holds %d", hw, res.LastOffset)
 	}
 	c.net.Heal()
+	// A stream of pipelined writes goes on meanwhile: the healed replica
+	// trails it, yet is found caught up.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Pipelined: nobody waits, so the followers always trail.
+			if _, err := lr.Propose(testBatch(fmt.Sprint("stream", i), 1, -1, 0, 0), AcksNone); err != nil && !errors.Is(err, ErrBusy) {
+				t.Error(err)
+				return
+			}
+			if i%10 == 9 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
 	checkFor(t, 10*time.Second, func() error {
 		if lr.SemiSyncFallback() {
 			return errors.New("still fallen back after the cut replica caught up")
 		}
 		return nil
 	})
+	close(stop)
+	wg.Wait()
 	at = time.Now()
 	c.produce(testBatch("healed", 1, -1, 0, 0), AcksAll)
 	if lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != 1 {

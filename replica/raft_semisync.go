@@ -23,6 +23,10 @@ type semiSyncState struct {
 	since time.Time
 	// on: the last round ran in ModeSemiSync.
 	on bool
+	// mark is the index durable on the leader at markAt, during a
+	// fallback: voters that hold it a tick later trail by less than a tick.
+	mark   uint64
+	markAt time.Time
 }
 
 // SemiSyncFallbacks counts the fallbacks from semi-sync to asynchronous
@@ -65,8 +69,10 @@ func (o *ReplicaOptions) semiSyncTimeout() time.Duration {
 //     fallback is counted (Host.SemiSyncFallbacks) and logged with the
 //     partition and the offsets.
 //   - the partition returns to semi-sync once SemiSyncWaitReplicas voters
-//     hold every entry durable on the leader (a replica caught up), which
-//     is logged too.
+//     caught up, which is logged too: they hold every entry durable on the
+//     leader, or, under a steady stream of writes that a follower always
+//     trails by the entries in flight, every entry that was durable on the
+//     leader a tick (TickInterval) or more before.
 //
 // It runs at the end of every round of the group, which every tick
 // (TickInterval) brings, so a timeout is noticed within a tick. A new
@@ -74,7 +80,7 @@ func (o *ReplicaOptions) semiSyncTimeout() time.Duration {
 func (r *Replica) semiSyncLocked(now time.Time) {
 	opts := r.opts.Load()
 	if opts.Mode != ModeSemiSync {
-		if r.semi.on {
+		if r.semi.on || r.semi.fallback {
 			r.leaveSemiSyncLocked(opts.Mode)
 		}
 		return
@@ -101,10 +107,15 @@ func (r *Replica) semiSyncLocked(now time.Time) {
 		r.st.mu.Lock()
 		durable := r.st.durIdx
 		r.st.mu.Unlock()
-		if held >= durable {
+		tick := r.host.cfg.TickInterval
+		caughtUp := held >= durable || (!r.semi.markAt.IsZero() && now.Sub(r.semi.markAt) >= tick && held >= r.semi.mark)
+		if !caughtUp && (r.semi.markAt.IsZero() || now.Sub(r.semi.markAt) >= tick) {
+			r.semi.mark, r.semi.markAt = durable, now
+		}
+		if caughtUp {
 			r.lg.Info().Dur("fallen_back_for", now.Sub(r.semi.since)).Int("replicas", need).
 				Msg("semi-sync resumed: replicas caught up with the leader")
-			r.semi = semiSyncState{}
+			r.semi = semiSyncState{on: true}
 			r.fellBack.Store(false)
 		}
 	}
@@ -120,7 +131,7 @@ func (r *Replica) semiSyncLocked(now time.Time) {
 			continue
 		}
 		if waited := now.Sub(p.persistedAt); waited >= timeout {
-			r.semi = semiSyncState{fallback: true, since: now}
+			r.semi = semiSyncState{on: true, fallback: true, since: now}
 			r.fellBack.Store(true)
 			r.host.semiFallbacks.Add(1)
 			r.lg.Warn().Int64("base_offset", p.res.BaseOffset).Int64("last_offset", p.res.LastOffset).
