@@ -555,3 +555,41 @@ func TestRaftAsyncLossReported(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftSemiSyncDuplicate: an idempotent producer's retry of a batch
+// semi-sync still holds is not answered before the original could be:
+// it waits for the commit, as in raft mode.
+func TestRaftSemiSyncDuplicate(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeSemiSync, SemiSyncTimeout: time.Hour}, slowElections)
+	c.produce(c.idem("warm", 1), AcksAll)
+	ln, lr := c.leader()
+	var block atomic.Bool
+	block.Store(true)
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
+	})
+	b := c.idem("retried", 1)
+	var ps []*Proposal
+	for range 2 {
+		p, err := lr.Propose(append([]byte(nil), b...), AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	for i, p := range ps {
+		if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
+			t.Fatalf("proposal %d answered (%v) with no voter's acknowledgement", i, err)
+		}
+	}
+	block.Store(false)
+	for i, p := range ps {
+		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+			t.Fatalf("proposal %d after the acknowledgements: %v %v", i, ok, err)
+		}
+	}
+	if !ps[1].res.Duplicate || ps[1].res.BaseOffset != ps[0].res.BaseOffset {
+		t.Fatalf("retry answered %+v, original %+v", ps[1].res, ps[0].res)
+	}
+	c.net.OnSend(nil)
+}

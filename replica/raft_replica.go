@@ -769,8 +769,11 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 func (r *Replica) answerDuplicateLocked(p *Proposal, dup *errDuplicate, mode Mode) {
 	res := ProduceResult{BaseOffset: dup.base, LastOffset: dup.last, Duplicate: true}
 	// The original may not be committed yet: acks=all in raft mode waits
-	// for the high watermark to pass it.
-	if p.acks == AcksAll && mode == ModeRaft && r.hw.Load() <= dup.last {
+	// for the high watermark to pass it, and so does semi-sync outside a
+	// fallback (a commit has the original on a majority of voters, as
+	// many as one other voter of three; the original's own answer may
+	// wait for more).
+	if p.acks == AcksAll && (mode == ModeRaft || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
 		p.res = res
 		r.dupWait = append(r.dupWait, p)
 		return
