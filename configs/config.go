@@ -236,6 +236,12 @@ type Config struct {
 	LogCleanerMaxCompactionLagMs  int64   `mapstructure:"log.cleaner.max.compaction.lag.ms"`
 	MinInsyncReplicas             int32   `mapstructure:"min.insync.replicas"`
 	ReplicationMode               string  `mapstructure:"replication.mode"`
+	// SemiSyncWaitReplicas and SemiSyncTimeoutMs: semi-sync's
+	// semi.sync.wait.replicas (default 1) and semi.sync.timeout.ms
+	// (default 10000, MySQL's rpl_semi_sync_source_timeout), the broker
+	// defaults of the topic configs (docs/replication-modes.md).
+	SemiSyncWaitReplicas int32 `mapstructure:"semi.sync.wait.replicas"`
+	SemiSyncTimeoutMs    int64 `mapstructure:"semi.sync.timeout.ms"`
 
 	// LogRetentionMs, LogRetentionMinutes and LogRetentionHours: Kafka's
 	// three spellings of one setting, ms over minutes over hours; nil is
@@ -428,6 +434,8 @@ func Default() Config {
 		LogCleanerMaxCompactionLagMs:     math.MaxInt64,
 		MinInsyncReplicas:                1,
 		ReplicationMode:                  "raft",
+		SemiSyncWaitReplicas:             1,
+		SemiSyncTimeoutMs:                10000,
 		AutoLeaderRebalance:              true,
 		ControlledShutdown:               true,
 		ControlledShutdownMaxRetries:     3,
@@ -686,6 +694,8 @@ func (c Config) TopicDefaults() map[string]string {
 		"index.interval.bytes":            strconv.Itoa(int(c.LogIndexIntervalBytes)),
 		"min.insync.replicas":             strconv.Itoa(int(c.MinInsyncReplicas)),
 		"replication.mode":                c.ReplicationMode,
+		"semi.sync.wait.replicas":         strconv.Itoa(int(c.SemiSyncWaitReplicas)),
+		"semi.sync.timeout.ms":            strconv.FormatInt(c.SemiSyncTimeoutMs, 10),
 		// Not a file setting (TopicConfig.ClusterWide): the metastore
 		// places learners, so only the cluster-wide dynamic default
 		// may change it.

@@ -185,10 +185,16 @@
 //
 // acks=1 is answered once the leader's append is durable (step 1). acks=all:
 // ModeRaft at commit (a majority of voters durable); ModeSemiSync once the
-// leader's write is durable and some other replica (voter or learner) has
-// acknowledged it (raft progress Match); ModeAsync once the leader's write is
-// durable. In every mode the batch is still replicated by raft and becomes
-// readable only at commit. A leader that loses its term fails its waiting
+// leader's write is durable and SemiSyncWaitReplicas other voters (learners
+// do not count) have acknowledged it (raft progress Match), or, after
+// SemiSyncTimeout without them, on the leader's write until they catch up
+// (raft_semisync.go: MySQL's fallback, counted and logged; commit does not
+// answer a semi-sync write, as the count may exceed a majority); ModeAsync
+// once the leader's write is durable. In every mode the batch is still
+// replicated by raft and becomes readable only at commit. A follower that
+// truncates a divergent tail (a returning leader whose writes no majority
+// held) logs the offsets cut and counts them (Host.TruncatedRecords): what
+// async or a semi-sync fallback acknowledged and lost. A leader that loses its term fails its waiting
 // writes with NotLeaderError (the entry may still commit; the idempotent
 // producer's retry is then a duplicate). The leader's ISR (isrLocked) is
 // the replicas, voters and learners, that caught up with its log end within

@@ -97,7 +97,18 @@ type Host struct {
 
 	refused refusals
 	failed  atomic.Int64 // open replicas that stopped after a failure
+	// semiFallbacks counts semi-sync fallbacks (raft_semisync.go).
+	semiFallbacks atomic.Int64
+	// truncated counts records cut from logs by a new leader's entries.
+	truncated atomic.Int64
 }
+
+// TruncatedRecords counts the records (offsets) this host's replicas cut
+// from their logs because a new leader's log replaced them: entries a
+// leader wrote and no majority held when it lost its term. raft mode
+// never answered acks=all for them; acks=1, async and a semi-sync
+// fallback may have (sluice_truncated_records_total).
+func (h *Host) TruncatedRecords() int64 { return h.truncated.Load() }
 
 // DefaultEntryCacheBytes is HostConfig.EntryCacheBytes's default.
 const DefaultEntryCacheBytes = 32 << 20
@@ -240,6 +251,9 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	fresh := errors.Is(statErr, os.ErrNotExist)
 	initial := raftpb.EnsureConfState(&raftpb.ConfState{Voters: raftIDs(members.Voters), Learners: raftIDs(members.Learners)})
 	st, err := openStorage(dir, l, initial, lg)
+	if st != nil {
+		st.truncated = &h.truncated
+	}
 	if err != nil {
 		l.Close()
 		return nil, fmt.Errorf("raft state of %s-%d: %w", topic, key.Index, err)

@@ -29,7 +29,8 @@ func answeredWithin(p *Proposal, d time.Duration) (bool, error) {
 // withheld by an OnSend hook; heartbeats still flow, so the leader keeps
 // its term.
 func TestRaftModes(t *testing.T) {
-	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, slowElections)
+	// No semi-sync fallback here (TestRaftSemiSyncFallback has them).
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft, SemiSyncTimeout: time.Hour}, slowElections)
 	ln, lr := c.leader()
 	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
 	block := map[NodeID]bool{}
@@ -102,14 +103,18 @@ func TestRaftModes(t *testing.T) {
 		if ok, err := answeredWithin(all, wait); ok {
 			t.Fatalf("semi-sync acks=all answered with no replica's ack: %v", err)
 		}
-		// The learner alone acknowledges: not a raft commit, but one
-		// replica has it.
+		// The learner (a read broker) acknowledges: it does not count.
 		setBlocked(followers[0], followers[1])
-		if ok, err := answeredWithin(all, 5*time.Second); !ok || err != nil {
-			t.Fatalf("semi-sync acks=all after one replica's ack: %v %v", ok, err)
+		if ok, err := answeredWithin(all, wait); ok {
+			t.Fatalf("semi-sync acks=all answered on a learner's ack: %v", err)
 		}
-		if hw := lr.HighWatermark(); hw > all.res.LastOffset {
-			t.Fatalf("high watermark %d covers an uncommitted entry at %d", hw, all.res.LastOffset)
+		// One voter acknowledges.
+		setBlocked(followers[1])
+		if ok, err := answeredWithin(all, 5*time.Second); !ok || err != nil {
+			t.Fatalf("semi-sync acks=all after one voter's ack: %v %v", ok, err)
+		}
+		if lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != 0 {
+			t.Fatal("semi-sync fell back with an hour's timeout")
 		}
 		setBlocked()
 	})
@@ -302,4 +307,289 @@ func TestRaftMemberLags(t *testing.T) {
 	}
 	c.net.Heal()
 	checkFor(t, 5*time.Second, caughtUp)
+}
+
+// TestRaftSemiSyncFallback: semi-sync with MySQL's semantics. With the
+// voters' acknowledgements withheld, acks=all is answered only once
+// semi.sync.timeout.ms has passed (not before, and not never); the
+// partition has then fallen back (counted, SemiSyncFallback), so the next
+// write is answered on the leader's write alone; once the replicas catch
+// up it is semi-synchronous again, and a write without acknowledgements
+// waits for the timeout again.
+func TestRaftSemiSyncFallback(t *testing.T) {
+	const timeout = 700 * time.Millisecond
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeSemiSync, SemiSyncTimeout: timeout}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	var block atomic.Bool
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		// Acknowledgements withheld, heartbeats flow: the leader keeps
+		// its term, its followers fall behind.
+		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
+	})
+	propose := func(v string) (*Proposal, time.Time) {
+		t.Helper()
+		at := time.Now()
+		p, err := lr.Propose(testBatch(v, 1, -1, 0, 0), AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, at
+	}
+	// timedOut proposes with the acknowledgements withheld and checks the
+	// answer comes after the timeout (from the proposal: the leader's
+	// durable write comes later still) and within generous bounds.
+	timedOut := func(v string, fallbacks int64) {
+		t.Helper()
+		p, at := propose(v)
+		if ok, err := answeredWithin(p, 15*time.Second); !ok || err != nil {
+			t.Fatalf("acks=all with no acknowledgement: answered %v, %v; want an answer after the timeout", ok, err)
+		}
+		if took := time.Since(at); took < timeout {
+			t.Fatalf("acks=all answered after %v, before semi.sync.timeout.ms %v, with no acknowledgement", took, timeout)
+		}
+		if !lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != fallbacks {
+			t.Fatalf("after a timeout: fallback %v, %d fallbacks counted, want %d", lr.SemiSyncFallback(), lr.host.SemiSyncFallbacks(), fallbacks)
+		}
+		if hw := lr.HighWatermark(); hw > p.res.LastOffset {
+			t.Fatalf("high watermark %d covers an entry at %d no voter acknowledged", hw, p.res.LastOffset)
+		}
+	}
+	block.Store(true)
+	timedOut("slow", 1)
+	// Fallen back: answered on the leader's durable write.
+	p, _ := propose("async")
+	if ok, err := answeredWithin(p, timeout/2); !ok || err != nil {
+		t.Fatalf("acks=all in the fallback not answered on the leader's write: %v %v", ok, err)
+	}
+	block.Store(false)
+	checkFor(t, 10*time.Second, func() error {
+		if lr.SemiSyncFallback() {
+			return errors.New("still fallen back after the replicas caught up")
+		}
+		return nil
+	})
+	c.produce(testBatch("sync-again", 1, -1, 0, 0), AcksAll)
+	// Semi-synchronous again: a write without acknowledgements waits.
+	block.Store(true)
+	timedOut("slow-again", 2)
+	block.Store(false)
+	c.net.OnSend(nil)
+	c.converged(lr.LogEndOffset(), 10*time.Second)
+	for _, n := range []NodeID{1, 2, 3, 4} {
+		if n != ln && c.rep(n).SemiSyncFallback() {
+			t.Fatalf("follower %d reports a fallback", n)
+		}
+	}
+}
+
+// TestRaftSemiSyncCutReplica: semi.sync.wait.replicas=2 over three voters,
+// one of them cut off from the leader. acks=all is answered after
+// semi.sync.timeout.ms, not stalled; the partition stays writable in the
+// fallback with one voter short, and returns to semi-sync once the cut
+// replica is healed and has caught up (under a stream of writes), when
+// both voters' acknowledgements
+// answer acks=all without a timeout.
+func TestRaftSemiSyncCutReplica(t *testing.T) {
+	const timeout = 700 * time.Millisecond
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeSemiSync, SemiSyncWaitReplicas: 2, SemiSyncTimeout: timeout}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	cut := NodeID(1 + int(ln)%3)
+	c.net.Cut(ln, cut)
+	at := time.Now()
+	res := c.produce(testBatch("cut", 1, -1, 0, 0), AcksAll)
+	if took := time.Since(at); took < timeout {
+		t.Fatalf("acks=all answered after %v with one of two replicas cut, before the %v timeout", took, timeout)
+	}
+	if !lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != 1 {
+		t.Fatalf("fallback %v, %d counted", lr.SemiSyncFallback(), lr.host.SemiSyncFallbacks())
+	}
+	for i := range 20 {
+		c.produce(testBatch(fmt.Sprint("during", i), 1, -1, 0, 0), AcksAll)
+	}
+	// Raft still commits with the other voter: nothing is lost here.
+	if hw := lr.HighWatermark(); hw <= res.LastOffset {
+		t.Fatalf("high watermark %d, a majority holds %d", hw, res.LastOffset)
+	}
+	c.net.Heal()
+	// A stream of pipelined writes goes on meanwhile: the healed replica
+	// trails it, yet is found caught up.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			// Pipelined: nobody waits, so the followers always trail.
+			if _, err := lr.Propose(testBatch(fmt.Sprint("stream", i), 1, -1, 0, 0), AcksNone); err != nil && !errors.Is(err, ErrBusy) {
+				t.Error(err)
+				return
+			}
+			if i%10 == 9 {
+				time.Sleep(time.Millisecond)
+			}
+		}
+	}()
+	checkFor(t, 10*time.Second, func() error {
+		if lr.SemiSyncFallback() {
+			return errors.New("still fallen back after the cut replica caught up")
+		}
+		return nil
+	})
+	close(stop)
+	wg.Wait()
+	at = time.Now()
+	c.produce(testBatch("healed", 1, -1, 0, 0), AcksAll)
+	if lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != 1 {
+		t.Fatalf("after heal: fallback %v, %d counted (took %v)", lr.SemiSyncFallback(), lr.host.SemiSyncFallbacks(), time.Since(at))
+	}
+}
+
+// TestRaftSemiSyncModeChange: a write semi-sync holds (committed by a
+// majority, but semi.sync.wait.replicas=2 voters have not acknowledged it)
+// is answered as soon as the topic changes to raft, and one not yet
+// committed as soon as it changes to async.
+func TestRaftSemiSyncModeChange(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeSemiSync, SemiSyncWaitReplicas: 2, SemiSyncTimeout: time.Hour}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	f1 := NodeID(1 + int(ln)%3)
+	f2 := NodeID(1 + int(f1)%3)
+	var blocked sync.Map
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		_, b := blocked.Load(from)
+		return !(b && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
+	})
+	setMode := func(m Mode) {
+		o := *lr.opts.Load()
+		o.Mode = m
+		if err := lr.SetOptions(o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	blocked.Store(f1, true)
+	p, err := lr.Propose(testBatch("held", 1, -1, 0, 0), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
+		t.Fatalf("answered with one of two voters' acks: %v", err)
+	}
+	if err := lr.WaitCommitted(context.Background(), p.res.LastOffset+1); err != nil {
+		t.Fatal(err)
+	}
+	setMode(ModeRaft)
+	if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+		t.Fatalf("a committed write not answered after the change to raft: %v %v", ok, err)
+	}
+	setMode(ModeSemiSync)
+	blocked.Store(f2, true)
+	p, err = lr.Propose(testBatch("uncommitted", 1, -1, 0, 0), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
+		t.Fatalf("answered with no voter's ack: %v", err)
+	}
+	setMode(ModeAsync)
+	if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+		t.Fatalf("a durable write not answered after the change to async: %v %v", ok, err)
+	}
+	c.net.OnSend(nil)
+	c.converged(lr.LogEndOffset(), 10*time.Second)
+}
+
+// TestRaftAsyncLossReported: an async leader cut off from its group
+// acknowledges acks=all on its own durable write until it steps down; the
+// others elect a leader that never had those records and writes on; when
+// the old leader returns it truncates to the new leader's log, and the
+// records it had acknowledged are counted (Host.TruncatedRecords), never
+// silently diverged: every log ends byte-identical.
+func TestRaftAsyncLossReported(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeAsync}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	c.converged(1, 10*time.Second)
+	ln, lr := c.leader()
+	c.net.Partition(ln)
+	const batches, per = 3, 5
+	for i := range batches {
+		p, err := lr.Propose(testBatch(fmt.Sprint("lost", i), per, -1, 0, 0), AcksAll)
+		if err != nil {
+			t.Fatalf("the cut-off async leader refused a write before stepping down: %v", err)
+		}
+		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+			t.Fatalf("async acks=all on the cut-off leader's own write: %v %v", ok, err)
+		}
+	}
+	if lr.HighWatermark() != 1 {
+		t.Fatalf("high watermark %d: records no other replica holds were exposed", lr.HighWatermark())
+	}
+	nn, nr := c.leader(ln)
+	var after int64
+	checkFor(t, 10*time.Second, func() error {
+		p, err := nr.Propose(testBatch("new", 2, -1, 0, 0), AcksAll)
+		if err != nil {
+			return err
+		}
+		res, err := p.Wait(context.Background())
+		after = res.LastOffset + 1
+		return err
+	})
+	if before := c.hosts[ln].TruncatedRecords(); before != 0 {
+		t.Fatalf("%d records counted truncated before the old leader returned", before)
+	}
+	c.net.Heal()
+	c.converged(after, 10*time.Second)
+	if got := c.hosts[ln].TruncatedRecords(); got != batches*per {
+		t.Fatalf("old leader %d counted %d truncated records, it had acknowledged %d that leader %d never had", ln, got, batches*per, nn)
+	}
+	for _, n := range []NodeID{1, 2, 3} {
+		if n != ln && c.hosts[n].TruncatedRecords() != 0 {
+			t.Fatalf("node %d counted truncated records", n)
+		}
+	}
+}
+
+// TestRaftSemiSyncDuplicate: an idempotent producer's retry of a batch
+// semi-sync still holds is not answered before the original could be:
+// it waits for the commit, as in raft mode.
+func TestRaftSemiSyncDuplicate(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeSemiSync, SemiSyncTimeout: time.Hour}, slowElections)
+	c.produce(c.idem("warm", 1), AcksAll)
+	ln, lr := c.leader()
+	var block atomic.Bool
+	block.Store(true)
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
+	})
+	b := c.idem("retried", 1)
+	var ps []*Proposal
+	for range 2 {
+		p, err := lr.Propose(append([]byte(nil), b...), AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	for i, p := range ps {
+		if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
+			t.Fatalf("proposal %d answered (%v) with no voter's acknowledgement", i, err)
+		}
+	}
+	block.Store(false)
+	for i, p := range ps {
+		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+			t.Fatalf("proposal %d after the acknowledgements: %v %v", i, ok, err)
+		}
+	}
+	if !ps[1].res.Duplicate || ps[1].res.BaseOffset != ps[0].res.BaseOffset {
+		t.Fatalf("retry answered %+v, original %+v", ps[1].res, ps[0].res)
+	}
+	c.net.OnSend(nil)
 }

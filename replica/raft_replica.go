@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -29,9 +28,9 @@ const (
 	// (write brokers) hold the batch durably.
 	ModeRaft Mode = iota
 	// ModeSemiSync answers acks=all once the leader's write is durable and
-	// one other replica has acknowledged it (durably, as raft followers
-	// acknowledge). A failover can lose it if that replica is a learner or
-	// is not elected.
+	// SemiSyncWaitReplicas other voters (write brokers) have acknowledged
+	// it durably, or, when they have not within SemiSyncTimeout, falls
+	// back to ModeAsync's answer until they catch up (raft_semisync.go).
 	ModeSemiSync
 	// ModeAsync answers acks=all once the leader's write is durable. A
 	// failover can lose it.
@@ -86,6 +85,16 @@ type ReplicaOptions struct {
 	// voters (the leader included) heard from within MaxFollowerLag and
 	// replicating normally. Zero means 1.
 	MinInsyncReplicas int
+	// SemiSyncWaitReplicas is semi.sync.wait.replicas for ModeSemiSync:
+	// how many voters other than the leader must hold a batch durably
+	// before acks=all is answered (at most the other voters there are).
+	// Zero means 1.
+	SemiSyncWaitReplicas int
+	// SemiSyncTimeout is semi.sync.timeout.ms for ModeSemiSync: how long
+	// acks=all waits for them after the leader's own durable write before
+	// the partition falls back to asynchronous answers. Zero means
+	// DefaultSemiSyncTimeout.
+	SemiSyncTimeout time.Duration
 	// Log is the partition log's config.
 	Log log.Config
 }
@@ -107,6 +116,9 @@ type Proposal struct {
 	// Set by the raft worker (raftMu).
 	index, term uint64
 	persisted   bool
+	// persistedAt: when the leader's write became durable (the start of
+	// a semi-sync wait).
+	persistedAt time.Time
 
 	once sync.Once
 	done chan struct{}
@@ -220,6 +232,8 @@ type Replica struct {
 	failed      error
 	// confPending: this leader proposed a conf change not yet applied.
 	confPending bool
+	// semi: this leader's semi-sync state (raft_semisync.go).
+	semi semiSyncState
 	// stepHook, set by tests only, runs before each peer message is
 	// stepped (a fault injected inside the group's round).
 	stepHook func(m *raftpb.Message)
@@ -229,6 +243,7 @@ type Replica struct {
 	dur durQueue
 
 	hw       atomic.Int64
+	fellBack atomic.Bool           // semi.fallback, for readers without raftMu
 	fault    atomic.Pointer[error] // r.failed, for readers without raftMu
 	leader   atomic.Int32
 	term     atomic.Uint64
@@ -754,8 +769,11 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 func (r *Replica) answerDuplicateLocked(p *Proposal, dup *errDuplicate, mode Mode) {
 	res := ProduceResult{BaseOffset: dup.base, LastOffset: dup.last, Duplicate: true}
 	// The original may not be committed yet: acks=all in raft mode waits
-	// for the high watermark to pass it.
-	if p.acks == AcksAll && mode == ModeRaft && r.hw.Load() <= dup.last {
+	// for the high watermark to pass it, and so does semi-sync outside a
+	// fallback (a commit has the original on a majority of voters, as
+	// many as one other voter of three; the original's own answer may
+	// wait for more).
+	if p.acks == AcksAll && (mode == ModeRaft || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
 		p.res = res
 		r.dupWait = append(r.dupWait, p)
 		return
@@ -987,6 +1005,7 @@ func (r *Replica) persistedLocked(last uint64) {
 		return
 	}
 	mode := r.opts.Load().Mode
+	now := time.Now()
 	keep := r.inflight[:0]
 	for _, p := range r.inflight {
 		if p.index > last || p.persisted {
@@ -1001,6 +1020,7 @@ func (r *Replica) persistedLocked(last uint64) {
 			continue
 		}
 		p.persisted = true
+		p.persistedAt = now
 		p.res.BaseOffset, p.res.LastOffset = m.base, m.last
 		if !p.commit && (p.acks == AcksLeader || (p.acks == AcksAll && mode == ModeAsync)) {
 			p.complete(p.res, nil)
@@ -1012,11 +1032,14 @@ func (r *Replica) persistedLocked(last uint64) {
 	r.inflight = keep
 }
 
-// completeCommittedLocked answers everything committed up to last.
+// completeCommittedLocked answers everything committed up to last, but
+// for semi-sync acks=all writes: the number of voters they wait for is
+// semi.sync.wait.replicas, not a majority (semiSyncLocked answers them).
 func (r *Replica) completeCommittedLocked(last uint64) {
+	semi := r.opts.Load().Mode == ModeSemiSync
 	keep := r.inflight[:0]
 	for _, p := range r.inflight {
-		if p.index > last {
+		if p.index > last || (semi && p.acks == AcksAll && !p.commit && p.persisted) {
 			keep = append(keep, p)
 			continue
 		}
@@ -1065,6 +1088,9 @@ func (r *Replica) afterProcessLocked() {
 		r.leaderSince = time.Now()
 		r.marks = [isrMarks]isrMark{}
 		r.isr = nil
+		// A new term starts semi-synchronous.
+		r.semi = semiSyncState{}
+		r.fellBack.Store(false)
 	}
 	changed := NodeID(r.leader.Load()) != lead || r.term.Load() != bs.GetTerm()
 	r.wasLeader, r.ledTerm = isLeader, bs.GetTerm()
@@ -1091,31 +1117,11 @@ func (r *Replica) afterProcessLocked() {
 			r.host.cfg.OnISRChange(r.key, bs.GetTerm(), slices.Clone(isr))
 		}
 	}
-	if isLeader && len(r.inflight) > 0 && r.opts.Load().Mode == ModeSemiSync {
-		self := raftID(r.host.cfg.Node)
-		var best uint64
-		others := 0
-		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id != self {
-				others++
-				best = max(best, pr.Match)
-			}
-		})
-		if others == 0 {
-			// A partition with no other replica: the leader's durable
-			// write is all there is.
-			best = math.MaxUint64
-		}
-		keep := r.inflight[:0]
-		for _, p := range r.inflight {
-			if p.acks == AcksAll && p.persisted && p.index <= best {
-				p.complete(p.res, nil)
-				continue
-			}
-			keep = append(keep, p)
-		}
-		clear(r.inflight[len(keep):])
-		r.inflight = keep
+	if isLeader {
+		r.semiSyncLocked(time.Now())
+	} else if r.semi != (semiSyncState{}) {
+		r.semi = semiSyncState{}
+		r.fellBack.Store(false)
 	}
 }
 

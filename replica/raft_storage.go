@@ -60,6 +60,9 @@ type raftStorage struct {
 	// never passes it: entries are made durable after they are stored
 	// (doc.go, "Ready loop"), and Open refuses a commit past the log.
 	durIdx uint64
+	// truncated, when set, counts the data offsets a divergent tail cut
+	// from the log (Host.TruncatedRecords).
+	truncated *atomic.Int64
 
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
@@ -762,7 +765,16 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 			return err
 		}
 		m := s.metas[first-s.memFrom]
-		s.lg.Info().Uint64("index", first).Int64("offset", m.base).Uint64("last_index", last).Msg("truncating divergent uncommitted tail")
+		// The records cut were never committed: raft mode never answered
+		// acks=all for them, but acks=1, async and a semi-sync fallback
+		// may have. Their range is logged and counted, so what a returning
+		// leader loses to its successor's log is never silent.
+		end := s.log.LogEndOffset()
+		s.lg.Warn().Uint64("index", first).Uint64("last_index", last).Int64("from_offset", m.base).Int64("end_offset", end).
+			Int64("records", end-m.base).Msg("truncating divergent uncommitted tail: the new leader's log replaces these records")
+		if s.truncated != nil && end > m.base {
+			s.truncated.Add(end - m.base)
+		}
 		keep := s.metas[:first-s.memFrom]
 		if s.lastRaft >= first {
 			// Before the log or the index loses what the mark names: a

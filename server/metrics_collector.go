@@ -38,6 +38,7 @@ var (
 	descApplyLag = desc("sluice_partition_raft_apply_lag_entries", "Committed raft entries this replica has not applied yet.", pl...)
 	descLag      = desc("sluice_partition_follower_lag_entries", "Raft entries (batches) a member is behind the leader's last entry; reported by the leader, by member node id.", "topic", "partition", "replica")
 	descLagOffs  = desc("sluice_partition_follower_lag_offsets", "Offsets (records) a member is behind the leader's log end offset; reported by the leader, by member node id.", "topic", "partition", "replica")
+	descSemiFB   = desc("sluice_partition_semi_sync_fallback", "1 while a semi-sync partition led here has fallen back to async answers (its voters did not acknowledge within semi.sync.timeout.ms and have not caught up since); reported by the leader only.", pl...)
 	descLagSecs  = desc("sluice_partition_follower_lag_seconds", "Time since a member last had the leader's whole log (0 while it has it; replica.lag.time.max.ms bounds it for the ISR); reported by the leader, by member node id.", "topic", "partition", "replica")
 
 	descHosted        = desc("sluice_partitions", "Partitions this broker hosts a replica of.")
@@ -134,6 +135,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				minISR = int(s.topicInt(t, "min.insync.replicas"))
 			}
 			gauge(ch, descISR, float64(isr), topic, part)
+			gauge(ch, descSemiFB, b2f(r.SemiSyncFallback()), topic, part)
 			gauge(ch, descUnderRep, b2f(isr < voters), topic, part)
 			gauge(ch, descUnderMin, b2f(isr < minISR), topic, part)
 			if isr < voters {

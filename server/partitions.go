@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
@@ -90,7 +91,13 @@ func (s *Server) replicaOptions(t metastore.Topic) replica.ReplicaOptions {
 	if err != nil {
 		m = replica.ModeRaft // validated before it is stored
 	}
-	return replica.ReplicaOptions{Mode: m, MinInsyncReplicas: int(s.topicInt(t, "min.insync.replicas")), Log: s.logConfig(t)}
+	return replica.ReplicaOptions{
+		Mode:                 m,
+		MinInsyncReplicas:    int(s.topicInt(t, "min.insync.replicas")),
+		SemiSyncWaitReplicas: int(s.topicInt(t, "semi.sync.wait.replicas")),
+		SemiSyncTimeout:      time.Duration(s.topicInt(t, "semi.sync.timeout.ms")) * time.Millisecond,
+		Log:                  s.logConfig(t),
+	}
 }
 
 // partition returns the hosted partition idx of t, opening it on first use.

@@ -63,6 +63,8 @@ type raftCollector struct {
 	offline *prometheus.Desc
 	refused *prometheus.Desc
 	cache   *prometheus.Desc
+	semiFB  *prometheus.Desc
+	trunc   *prometheus.Desc
 }
 
 func newRaftCollector(h *replica.Host, tr *replica.TCPTransport) *raftCollector {
@@ -74,6 +76,10 @@ func newRaftCollector(h *replica.Host, tr *replica.TCPTransport) *raftCollector 
 			"Replication connections, frames and raft messages refused from peers, by reason.", []string{"reason"}, nil),
 		cache: prometheus.NewDesc("sluice_raft_entry_cache_bytes",
 			"Bytes of raft entries the partitions' entry caches hold together (bounded by raft.entry.cache.max.bytes).", nil, nil),
+		semiFB: prometheus.NewDesc("sluice_semi_sync_fallbacks_total",
+			"Times a semi-sync partition led by this broker fell back to async answers: acks=all waited semi.sync.timeout.ms for semi.sync.wait.replicas write brokers (each is logged with the partition and offsets).", nil, nil),
+		trunc: prometheus.NewDesc("sluice_truncated_records_total",
+			"Records this broker's replicas cut from their logs because a new leader's log replaced them: written by a leader that lost its term before a majority held them. raft mode never acknowledged them with acks=all; acks=1, async and a semi-sync fallback may have (each cut is logged with the partition and offsets).", nil, nil),
 	}
 }
 
@@ -81,11 +87,15 @@ func (c *raftCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.offline
 	ch <- c.refused
 	ch <- c.cache
+	ch <- c.semiFB
+	ch <- c.trunc
 }
 
 func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(c.host.FailedReplicas()))
 	ch <- prometheus.MustNewConstMetric(c.cache, prometheus.GaugeValue, float64(c.host.EntryCacheBytes()))
+	ch <- prometheus.MustNewConstMetric(c.semiFB, prometheus.CounterValue, float64(c.host.SemiSyncFallbacks()))
+	ch <- prometheus.MustNewConstMetric(c.trunc, prometheus.CounterValue, float64(c.host.TruncatedRecords()))
 	counts := c.host.Refused()
 	for k, v := range c.tr.Refused() {
 		counts[k] += v
