@@ -529,11 +529,14 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 		unlock()
 		return endErr(kerr.ProducerFenced.Code)
 	case st.Status == metastore.TxnOngoing:
-	case tv >= 2 && !commit && current && (st.Status == metastore.TxnEmpty || st.Status == done):
+	case tv >= 2 && !commit && current && (st.Status == metastore.TxnEmpty || st.Status == metastore.TxnCompleteCommit || st.Status == metastore.TxnCompleteAbort):
 		emptyAbort = true
-	case st.Status == done:
+	case st.Status == done && !(v2 && current):
+		// A retry of an EndTxn that completed (with version 2 one at
+		// the epoch before the bump: the current one asks to end the
+		// next transaction, which holds nothing).
 		unlock()
-		return EndResult{ProducerID: st.ProducerID, Epoch: st.Epoch} // a retry of an EndTxn that completed
+		return EndResult{ProducerID: st.ProducerID, Epoch: st.Epoch}
 	case st.Status == want:
 		unlock()
 		c.completeAsync(st)
