@@ -161,8 +161,12 @@ func TestTransactionsV2RawFrames(t *testing.T) {
 	rc := newClient(t, b.KafkaAddr, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond))
 	var got []string
-	for quiet := 0; quiet < 3 && ctx.Err() == nil; {
-		fs := rc.PollFetches(ctx)
+	// Until the committed record came and three polls of a second
+	// brought nothing more.
+	for quiet := 0; ctx.Err() == nil && (len(got) == 0 || quiet < 3); {
+		pctx, pcancel := context.WithTimeout(ctx, time.Second)
+		fs := rc.PollFetches(pctx)
+		pcancel()
 		n := 0
 		fs.EachRecord(func(r *kgo.Record) { got = append(got, string(r.Value)); n++ })
 		if n == 0 {
