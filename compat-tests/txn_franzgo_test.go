@@ -98,6 +98,12 @@ func TestTransactionsFranzGoConsumeTransformProduce(t *testing.T) {
 	if offs := groupOffsets(ctx, t, adm, group, in); offs[0]+offs[1] != n {
 		t.Errorf("after the committed round the group's offsets are %v, want %d in total", offs, n)
 	}
+	// Transaction version 2: each session's InitProducerId and each
+	// EndTxn bumped the epoch (0, 1 at the abort, 2, 3 at the commit);
+	// with version 0 the ends bump nothing and it would be 1.
+	if e := txnEpoch(ctx, t, adm, "ctp-"+group); e != 3 {
+		t.Errorf("producer epoch after two sessions of one transaction each: %d, want 3 (EndTxn v5 bumps it)", e)
+	}
 
 	committed := readOutput(ctx, t, b.KafkaAddr, out, kgo.ReadCommitted(), n)
 	var want []string
@@ -300,4 +306,19 @@ func readOutput(ctx context.Context, t *testing.T, addr, topic string, level kgo
 	}
 	sort.Strings(vals)
 	return vals
+}
+
+// txnEpoch is a transactional id's producer epoch, as
+// DescribeTransactions reports it.
+func txnEpoch(ctx context.Context, t *testing.T, adm *kadm.Client, id string) int16 {
+	t.Helper()
+	ds, err := adm.DescribeTransactions(ctx, id)
+	if err != nil {
+		t.Fatalf("DescribeTransactions %s: %v", id, err)
+	}
+	d, ok := ds[id]
+	if !ok || d.Err != nil {
+		t.Fatalf("DescribeTransactions %s: %+v", id, d)
+	}
+	return d.ProducerEpoch
 }

@@ -36,6 +36,11 @@ func TestTransactionsJava(t *testing.T) {
 	if err != nil || !strings.HasSuffix(out.String(), "RESULT OK\n") {
 		t.Errorf("java transactions failed (%v, ctx %v)\nstderr (tail):\n%s", err, ctx.Err(), tail(errb.String(), 16<<10))
 	}
+	// Transaction version 2 (the Java client takes it from the finalized
+	// feature): the abort and the commit each bumped the epoch.
+	if e := txnEpoch(ctx, t, newAdmin(t, b.KafkaAddr), "java-ctp"); e != 2 {
+		t.Errorf("java-ctp's producer epoch after an abort and a commit: %d, want 2 (EndTxn v5 bumps it)", e)
+	}
 	for _, want := range []string{"CTP OK\n", "READ_COMMITTED 200\n", "READ_UNCOMMITTED 400\n", "OFFSETS 200\n", "FENCED\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("java output lacks %q", strings.TrimSpace(want))

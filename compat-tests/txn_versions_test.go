@@ -50,7 +50,13 @@ func TestTransactionAPIsEveryVersion(t *testing.T) {
 		}
 	}
 	_, initMax := versions(22)
+	// One transaction per version up to the highest of the client APIs;
+	// AddPartitionsToTxn in its client form (v0-3: v4+ is the broker
+	// form, TestTransactionsV2RawFrames).
 	lo, hi := versions(24)
+	_, endMax := versions(26)
+	_, commitMax := versions(28)
+	hi = max(hi, endMax, commitMax)
 	var last string
 	for v := lo; v <= hi; v++ {
 		id := fmt.Sprintf("txn-v%d", v)
@@ -61,30 +67,31 @@ func TestTransactionAPIsEveryVersion(t *testing.T) {
 		ok("InitProducerId", initMax, ir.ErrorCode)
 		pid, epoch := ir.ProducerID, ir.ProducerEpoch
 
+		apv := min(v, 3)
 		ap := kmsg.NewPtrAddPartitionsToTxnRequest()
 		ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = id, pid, epoch
 		ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: topic, Partitions: []int32{0}}}
-		ar := rt(ap, v).(*kmsg.AddPartitionsToTxnResponse)
+		ar := rt(ap, apv).(*kmsg.AddPartitionsToTxnResponse)
 		if len(ar.Topics) != 1 || len(ar.Topics[0].Partitions) != 1 {
-			t.Fatalf("AddPartitionsToTxn v%d: %+v", v, ar)
+			t.Fatalf("AddPartitionsToTxn apv%d: %+v", apv, ar)
 		}
-		ok("AddPartitionsToTxn", v, ar.Topics[0].Partitions[0].ErrorCode)
+		ok("AddPartitionsToTxn", apv, ar.Topics[0].Partitions[0].ErrorCode)
 		// A wrong epoch: fenced, as the version can say it.
 		ap.ProducerEpoch = epoch + 1
-		ar = rt(ap, v).(*kmsg.AddPartitionsToTxnResponse)
+		ar = rt(ap, apv).(*kmsg.AddPartitionsToTxnResponse)
 		want := kerr.ProducerFenced.Code
-		if v < 2 {
+		if apv < 2 {
 			want = kerr.InvalidProducerEpoch.Code
 		}
 		if got := ar.Topics[0].Partitions[0].ErrorCode; got != want {
-			t.Errorf("AddPartitionsToTxn v%d with another epoch: %v, want %v", v, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+			t.Errorf("AddPartitionsToTxn apv%d with another epoch: %apv, want %apv", apv, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
 		}
 		// An unknown topic: nothing added, the others not attempted.
 		ap.ProducerEpoch = epoch
 		ap.Topics = append(ap.Topics, kmsg.AddPartitionsToTxnRequestTopic{Topic: "no-such-topic", Partitions: []int32{0}})
-		ar = rt(ap, v).(*kmsg.AddPartitionsToTxnResponse)
+		ar = rt(ap, apv).(*kmsg.AddPartitionsToTxnResponse)
 		if ar.Topics[0].Partitions[0].ErrorCode != kerr.OperationNotAttempted.Code || ar.Topics[1].Partitions[0].ErrorCode != kerr.UnknownTopicOrPartition.Code {
-			t.Errorf("AddPartitionsToTxn v%d with an unknown topic: %+v", v, ar.Topics)
+			t.Errorf("AddPartitionsToTxn apv%d with an unknown topic: %+v", apv, ar.Topics)
 		}
 
 		ov := min(v, func() int16 { _, h := versions(25); return h }())

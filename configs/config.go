@@ -161,7 +161,9 @@ type Config struct {
 	// (KIP-890 part 1): a partition leader takes a producer's first
 	// transactional batch only once the transaction's state says the
 	// partition is in its ongoing transaction, so a late batch cannot
-	// open a transaction nobody will end.
+	// open a transaction nobody will end. It governs Produce up to v11:
+	// from v12 (transaction version 2) the leader adds the partition to
+	// the transaction itself, whatever it says.
 	TxnVerification bool `mapstructure:"transaction.partition.verification.enable"`
 	// GroupConsumerMaxSize caps the members of a KIP-848 consumer group:
 	// a new member's ConsumerGroupHeartbeat beyond it gets

@@ -50,6 +50,15 @@ type TxnState struct {
 	// change (the coordinator's wall clock, for timeouts and expiry).
 	StartMs  int64 `json:"start"`
 	UpdateMs int64 `json:"update"`
+	// TxnVersion is the transaction version (Kafka's
+	// clientTransactionVersion, KIP-890) the producer ends its
+	// transactions with: 2 bumps the epoch at every EndTxn, 0 does not.
+	TxnVersion int8 `json:"tv,omitempty"`
+	// NextProducerID and HasNext: in a Prepare* state of transaction
+	// version 2 whose epoch is exhausted, the producer id the producer
+	// continues with (at epoch 0) once the transaction completes.
+	NextProducerID int64 `json:"npid,omitempty"`
+	HasNext        bool  `json:"hasnext,omitempty"`
 	// Version is set by the metastore: the raft index of the write that
 	// stored this state. PutTxn compares it.
 	Version uint64 `json:"v"`

@@ -41,11 +41,11 @@ var versions = map[int16]VersionRange{
 	21: {0, 2},  // DeleteRecords
 	22: {0, 5},  // InitProducerId
 	23: {0, 4},  // OffsetForLeaderEpoch
-	24: {0, 3},  // AddPartitionsToTxn
+	24: {0, 5},  // AddPartitionsToTxn
 	25: {0, 3},  // AddOffsetsToTxn
-	26: {0, 3},  // EndTxn
-	27: {0, 1},  // WriteTxnMarkers
-	28: {0, 3},  // TxnOffsetCommit
+	26: {0, 5},  // EndTxn
+	27: {0, 2},  // WriteTxnMarkers
+	28: {0, 5},  // TxnOffsetCommit
 	29: {0, 3},  // DescribeAcls (advertised with an authorizer only)
 	30: {0, 3},  // CreateAcls (advertised with an authorizer only)
 	31: {0, 3},  // DeleteAcls (advertised with an authorizer only)

@@ -39,9 +39,12 @@ import (
 // MESSAGE_TOO_LARGE if the result is over max.message.bytes.
 // A producer's first transactional batch in a partition is taken only if
 // the partition is in its ongoing transaction (KIP-890 part 1,
-// verifyTxnBatch): INVALID_TXN_STATE otherwise.
+// verifyTxnBatch): INVALID_TXN_STATE otherwise. From v12 (KIP-890 part
+// 2, transaction version 2) the leader adds the partition to the
+// transaction itself instead: the client sends no AddPartitionsToTxn.
 // Version notes: v3 transactional id, v5 log start offset, v7 zstd,
-// v8 record errors and error message, v9+ flexible, v13 topic ids.
+// v8 record errors and error message, v9+ flexible, v12 implicit
+// partition add, v13 topic ids.
 // Roles: the partition's leader (every partition, in `sluice dev`).
 func init() { register(0, handleProduce) }
 
@@ -182,7 +185,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if _, local := p.(*replica.Partition); !local {
 				keepFrame = true
 			}
-			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID)
+			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version)
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
@@ -353,8 +356,8 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 // proposeBatch validates one partition's records and proposes them.
 // ctx bounds a wait for room to inflate compressed records. txnID is the
 // request's transactional id, for the verification of a transactional
-// batch (verifyTxnBatch).
-func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string) (*replica.Proposal, error) {
+// batch (verifyTxnBatch), which depends on the request's version.
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16) (*replica.Proposal, error) {
 	maxBytes := s.topicInt(t, "max.message.bytes")
 	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
@@ -371,7 +374,7 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 		return nil, err
 	}
 	if b.IsTransactional() {
-		if err := s.verifyTxnBatch(ctx, txnID, t.Name, sp.Partition, p, b); err != nil {
+		if err := s.verifyTxnBatch(ctx, txnID, t.Name, sp.Partition, p, b, version); err != nil {
 			return nil, err
 		}
 	}

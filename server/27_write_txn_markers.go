@@ -14,7 +14,7 @@ import (
 // markerTimeout bounds the wait for one marker to commit.
 const markerTimeout = 30 * time.Second
 
-// WriteTxnMarkers (key 27). Supported: v0-1.
+// WriteTxnMarkers (key 27). Supported: v0-2.
 //
 // Semantics: the broker-to-broker request by which a transaction
 // coordinator has the leaders of a transaction's partitions write its
@@ -25,8 +25,14 @@ const markerTimeout = 30 * time.Second
 // does not lead it, REQUEST_TIMED_OUT past 30 s. A marker older than the
 // producer epoch the partition has seen is answered as written: a newer
 // epoch's marker already ended the transaction there.
-// Version notes: v1 flexible; v2 transaction version (KIP-890) not
-// served.
+// The marker's value carries the request's coordinator epoch (Sluice's
+// coordinators send the metastore index of the decision, see
+// txn.Marker); the partition does not compare it.
+// Version notes: v1 flexible; v2 the transaction's version (KIP-1228),
+// 2 when the marker's epoch is the one a version 2 EndTxn bumped to: the
+// partition's rule is the same for both (a marker older than the
+// producer's epoch there is answered as written), since a version 2
+// marker's epoch is always above its transaction's batches'.
 // Roles: partition leaders (write brokers).
 func init() { register(27, handleWriteTxnMarkers) }
 

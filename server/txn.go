@@ -68,7 +68,7 @@ var errMarkersPending = errors.New("transaction markers not yet written to every
 // WriteTxnMarkers to their leaders, all at once (each leader's commit
 // waits overlap). Partitions of deleted topics are skipped. It implements
 // txn.MarkerWriter.
-func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, commit bool, tps []metastore.TopicPartition) error {
+func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore.TopicPartition) error {
 	remote := map[int32]map[string][]int32{}
 	var mu sync.Mutex
 	var failed []string
@@ -87,7 +87,7 @@ func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 		if !ok || int(tp.Partition) >= len(t.Partitions) {
 			continue
 		}
-		wait, err := s.proposeMarker(t, tp.Partition, pid, epoch, commit, 0)
+		wait, err := s.proposeMarker(t, tp.Partition, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch)
 		switch {
 		case err == nil:
 			waits = append(waits, pending{tp, wait})
@@ -108,7 +108,7 @@ func (s *Server) WriteMarkers(ctx context.Context, pid int64, epoch int16, commi
 	var wg sync.WaitGroup
 	for leader, topics := range remote {
 		wg.Go(func() {
-			if err := s.sendMarkers(ctx, leader, pid, epoch, commit, topics); err != nil {
+			if err := s.sendMarkers(ctx, leader, m, topics); err != nil {
 				fail(fmt.Sprintf("leader %d", leader), err)
 			}
 		})
@@ -158,14 +158,15 @@ func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch in
 }
 
 // sendMarkers sends one WriteTxnMarkers request to another write broker.
-func (s *Server) sendMarkers(ctx context.Context, leader int32, pid int64, epoch int16, commit bool, topics map[string][]int32) error {
+func (s *Server) sendMarkers(ctx context.Context, leader int32, mk txn.Marker, topics map[string][]int32) error {
 	cl, err := s.forwardClient()
 	if err != nil {
 		return err
 	}
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
 	m := kmsg.NewWriteTxnMarkersRequestMarker()
-	m.ProducerID, m.ProducerEpoch, m.Committed = pid, epoch, commit
+	m.ProducerID, m.ProducerEpoch, m.Committed = mk.ProducerID, mk.Epoch, mk.Commit
+	m.CoordinatorEpoch, m.TransactionVersion = mk.CoordinatorEpoch, mk.TxnVersion
 	for topic, parts := range topics {
 		mt := kmsg.NewWriteTxnMarkersRequestMarkerTopic()
 		mt.Topic, mt.Partitions = topic, parts
@@ -220,17 +221,34 @@ var (
 	errTxnVerifyUnavailable = errors.New("the transaction's state cannot be read to verify the batch")
 )
 
-// verifyTxnBatch is KIP-890 part 1 at the partition leader: the first
+// verifyTxnBatch is KIP-890 at the partition leader, for the first
 // transactional batch of a producer in a partition (one with no
-// transaction open there) is taken only if the transaction's state in the
-// metastore says the partition is in the producer's ongoing transaction
-// at the batch's epoch. A batch that arrives after its transaction ended
-// (a late retry) would otherwise open a transaction no marker ever ends,
-// and hold the last stable offset back for good. Later batches of an open
-// transaction need no check.
-func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch) error {
-	if !s.cfg.TxnVerification || p.Log().InOpenTxn(b.ProducerID()) {
+// transaction of the batch's epoch open there).
+//
+// Produce v12+ (transaction version 2, part 2): the client sent no
+// AddPartitionsToTxn, and the leader adds the partition to the
+// producer's transaction itself (txn.AddImplicit), always, whatever
+// transaction.partition.verification.enable says, as Kafka's leader does.
+//
+// Before v12 (part 1): the batch is taken only if the transaction's state
+// in the metastore says the partition is in the producer's ongoing
+// transaction at the batch's epoch. A batch that arrives after its
+// transaction ended (a late retry) would otherwise open a transaction no
+// marker ever ends, and hold the last stable offset back for good. Later
+// batches of an open transaction need no check.
+func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch, version int16) error {
+	implicit := version >= 12
+	if !implicit && !s.cfg.TxnVerification {
 		return nil
+	}
+	if p.Log().InOpenTxn(b.ProducerID()) {
+		// With transaction version 2 the epoch changes at every EndTxn: a
+		// batch of a newer epoch than the transaction open here belongs
+		// to the next one, whose marker has not reached this partition.
+		ps, ok := p.Log().ProducerState(b.ProducerID())
+		if !implicit || (ok && ps.Epoch == b.ProducerEpoch()) {
+			return nil
+		}
 	}
 	store, ok := s.catalog.(txn.Store)
 	if !ok {
@@ -239,8 +257,13 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 	if txnID == nil || *txnID == "" {
 		return fmt.Errorf("%w: the request has no transactional id", errTxnNotVerified)
 	}
-	code := txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(),
-		[]metastore.TopicPartition{{Topic: topic, Partition: partition}})
+	tps := []metastore.TopicPartition{{Topic: topic, Partition: partition}}
+	var code int16
+	if implicit {
+		code = txn.AddImplicit(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(), tps, "", time.Now().UnixMilli())
+	} else {
+		code = txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(), tps)
+	}
 	switch code {
 	case 0:
 		return nil

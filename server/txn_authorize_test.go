@@ -77,6 +77,19 @@ func TestAuthorizationTransactions(t *testing.T) {
 	want("AddPartitionsToTxn b without WRITE", ar.Topics[1].Partitions[0].ErrorCode, kerr.TopicAuthorizationFailed)
 	ap.Topics = ap.Topics[:1]
 	want("AddPartitionsToTxn a", rawDo(t, c, ap).(*kmsg.AddPartitionsToTxnResponse).Topics[0].Partitions[0].ErrorCode, nil)
+	// The broker form (v4+) needs CLUSTER_ACTION, as in Kafka: refused
+	// as a whole, with no result per transaction.
+	bf := kmsg.NewPtrAddPartitionsToTxnRequest()
+	bf.Version = 5
+	bt := kmsg.NewAddPartitionsToTxnRequestTransaction()
+	bt.TransactionalID, bt.ProducerID, bt.ProducerEpoch, bt.VerifyOnly = "tx-ok", pid, epoch, true
+	bt.Topics = []kmsg.AddPartitionsToTxnRequestTransactionTopic{{Topic: "a", Partitions: []int32{0}}}
+	bf.Transactions = append(bf.Transactions, bt)
+	br := rawDo(t, c, bf).(*kmsg.AddPartitionsToTxnResponse)
+	want("AddPartitionsToTxn v5 without CLUSTER_ACTION", br.ErrorCode, kerr.ClusterAuthorizationFailed)
+	if len(br.Transactions) != 0 {
+		t.Errorf("AddPartitionsToTxn v5 refused, yet results: %+v", br.Transactions)
+	}
 
 	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
 	ao.Version, ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch = 3, "tx-ok", pid, epoch

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,7 +31,30 @@ type Store interface {
 // topics count as done. Writing a marker twice is harmless: a producer
 // without an open transaction in a partition ignores it.
 type MarkerWriter interface {
-	WriteMarkers(ctx context.Context, producerID int64, epoch int16, commit bool, tps []metastore.TopicPartition) error
+	WriteMarkers(ctx context.Context, m Marker, tps []metastore.TopicPartition) error
+}
+
+// Marker is what a transaction's COMMIT or ABORT marker carries.
+type Marker struct {
+	ProducerID int64
+	Epoch      int16
+	Commit     bool
+	// CoordinatorEpoch is the metastore index of the decision (capped at
+	// MaxInt32): it only grows for a transactional id, whichever write
+	// broker coordinates it, as Kafka's coordinator epoch grows with each
+	// new coordinator of the id's __transaction_state partition.
+	CoordinatorEpoch int32
+	// TxnVersion is the transaction's version (WriteTxnMarkers v2,
+	// KIP-1228): 2 when the marker's epoch is the one EndTxn bumped to.
+	TxnVersion int8
+}
+
+// markerOf is the marker that completes the prepared state st.
+func markerOf(st metastore.TxnState) Marker {
+	return Marker{
+		ProducerID: st.ProducerID, Epoch: st.Epoch, Commit: st.Status == metastore.TxnPrepareCommit,
+		CoordinatorEpoch: int32(min(st.Version, math.MaxInt32)), TxnVersion: st.TxnVersion,
+	}
 }
 
 // Config wires a Coordinator; zero durations take Kafka's defaults.
@@ -230,7 +254,10 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 		if next.Epoch < maxEpoch {
 			next.Epoch++
 		}
-		next.Status, next.UpdateMs = metastore.TxnPrepareAbort, now
+		// A fence, not the producer's own EndTxn: version 0, so that
+		// the fenced producer's EndTxn at its old epoch is not taken for
+		// a retry of a version 2 bump (Kafka's PrepareEpochFence).
+		next.Status, next.UpdateMs, next.TxnVersion = metastore.TxnPrepareAbort, now, 0
 		v, err := c.cfg.Store.PutTxn(ctx, next, st.Version, metastore.TxnDiscardOffsets)
 		if err != nil {
 			return -1, -1, storeCode(err)
@@ -250,7 +277,7 @@ func (c *Coordinator) InitProducerID(ctx context.Context, id string, timeoutMs i
 	} else {
 		next.Epoch++
 	}
-	next.TimeoutMs, next.Status, next.UpdateMs = timeoutMs, metastore.TxnEmpty, now
+	next.TimeoutMs, next.Status, next.UpdateMs, next.TxnVersion = timeoutMs, metastore.TxnEmpty, now, 0
 	next.Partitions, next.Groups, next.StartMs = nil, nil, 0
 	if _, err := c.cfg.Store.PutTxn(ctx, next, st.Version, metastore.TxnKeepOffsets); err != nil {
 		return -1, -1, storeCode(err)
@@ -288,14 +315,24 @@ func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16
 	if code != 0 {
 		return code
 	}
+	return addTo(ctx, c.cfg.Store, st, tps, group, c.nowMs(), c.completeAsync)
+}
+
+// addTo is the transition of an add to the state st (read for the
+// producer's id and epoch): Prepare* answers CONCURRENT_TRANSACTIONS (and
+// has prepared completed, if not nil), anything else becomes Ongoing with
+// tps and group in it, written by compare-and-set on st's Version.
+func addTo(ctx context.Context, store Store, st metastore.TxnState, tps []metastore.TopicPartition, group string, now int64, prepared func(metastore.TxnState)) int16 {
 	switch st.Status {
 	case metastore.TxnPrepareCommit, metastore.TxnPrepareAbort:
-		c.completeAsync(st)
+		if prepared != nil {
+			prepared(st)
+		}
 		return kerr.ConcurrentTransactions.Code
 	}
 	next := st
 	if st.Status != metastore.TxnOngoing {
-		next.Partitions, next.Groups, next.StartMs = nil, nil, c.nowMs()
+		next.Partitions, next.Groups, next.StartMs = nil, nil, now
 	}
 	changed := st.Status != metastore.TxnOngoing
 	for _, tp := range tps {
@@ -311,11 +348,43 @@ func (c *Coordinator) add(ctx context.Context, id string, pid int64, epoch int16
 	if !changed {
 		return 0
 	}
-	next.Status, next.UpdateMs = metastore.TxnOngoing, c.nowMs()
-	if _, err := c.cfg.Store.PutTxn(ctx, next, st.Version, metastore.TxnKeepOffsets); err != nil {
+	next.Status, next.UpdateMs = metastore.TxnOngoing, now
+	if _, err := store.PutTxn(ctx, next, st.Version, metastore.TxnKeepOffsets); err != nil {
 		return storeCode(err)
 	}
 	return 0
+}
+
+// AddImplicit is the implicit add of transaction version 2 (KIP-890 part
+// 2), made by the broker that receives the request rather than by the
+// transactional id's coordinator: a partition leader adds a partition
+// when a Produce v12+ brings a producer's first transactional batch to
+// it, a group coordinator adds its group when TxnOffsetCommit v5+ brings
+// a transaction's offsets (the client sends neither AddPartitionsToTxn
+// nor AddOffsetsToTxn). Kafka's brokers ask the coordinator with
+// AddPartitionsToTxn v5; here the state is the metastore's, so the
+// broker moves it itself by compare-and-set, as a coordinator would, and
+// a write that meets another (ErrTxnConflict) is tried again on the new
+// state. Codes as AddPartitionsToTxn.
+func AddImplicit(ctx context.Context, store Store, id string, pid int64, epoch int16, tps []metastore.TopicPartition, group string, now int64) int16 {
+	if id == "" {
+		return kerr.InvalidRequest.Code
+	}
+	for try := 0; ; try++ {
+		st, found, err := store.GetTxn(ctx, id)
+		switch {
+		case err != nil:
+			return storeCode(err)
+		case !found || st.ProducerID != pid:
+			return kerr.InvalidProducerIDMapping.Code
+		case st.Epoch != epoch:
+			return kerr.ProducerFenced.Code
+		}
+		code := addTo(ctx, store, st, tps, group, now, nil)
+		if code != kerr.ConcurrentTransactions.Code || try == 2 || st.Status == metastore.TxnPrepareCommit || st.Status == metastore.TxnPrepareAbort {
+			return code
+		}
+	}
 }
 
 // AddPartitions is AddPartitionsToTxn (v0-3): the partitions join the
@@ -361,17 +430,70 @@ func VerifyPartitions(ctx context.Context, store Store, id string, pid int64, ep
 	return 0
 }
 
+// VerifyEach is AddPartitionsToTxn v4+ with VerifyOnly (Kafka's
+// handleVerifyPartitionsInTransaction): a code for each partition, 0 if
+// it is in the producer's transaction and TRANSACTION_ABORTABLE if not;
+// every partition gets INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or
+// CONCURRENT_TRANSACTIONS (a Prepare* state) instead where that holds.
+func (c *Coordinator) VerifyEach(ctx context.Context, id string, pid int64, epoch int16, tps []metastore.TopicPartition) map[metastore.TopicPartition]int16 {
+	out := make(map[metastore.TopicPartition]int16, len(tps))
+	all := func(code int16) map[metastore.TopicPartition]int16 {
+		for _, tp := range tps {
+			out[tp] = code
+		}
+		return out
+	}
+	st, code := c.check(ctx, id, pid, epoch)
+	switch {
+	case code != 0:
+		return all(code)
+	case st.Status == metastore.TxnPrepareCommit || st.Status == metastore.TxnPrepareAbort:
+		return all(kerr.ConcurrentTransactions.Code)
+	}
+	for _, tp := range tps {
+		out[tp] = 0
+		if st.Status != metastore.TxnOngoing || !slices.Contains(st.Partitions, tp) {
+			out[tp] = kerr.TransactionAbortable.Code
+		}
+	}
+	return out
+}
+
+// EndResult is EndTxn's answer: a Kafka error code, and the producer id
+// and epoch the producer continues with (EndTxn v5).
+type EndResult struct {
+	ProducerID int64
+	Epoch      int16
+	Code       int16
+}
+
+func endErr(code int16) EndResult { return EndResult{ProducerID: -1, Epoch: -1, Code: code} }
+
 // EndTxn commits or aborts the producer's transaction: the decision and
 // the group offsets the transaction commits reach the metastore in one
 // write (PrepareCommit or PrepareAbort), then the markers are written to
 // every partition and the state completes. The answer waits for the
 // markers up to CompleteTimeout; the decision stands either way.
-func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool) int16 {
+//
+// tv is the transaction version the request asks for (2 from EndTxn v5,
+// KIP-890 part 2): the decision bumps the producer's epoch (a new
+// producer id at epoch 0 once the epoch is exhausted), the markers carry
+// the bumped epoch, and the producer continues with what EndResult says.
+// A retry of a version 2 EndTxn comes with the epoch before the bump; an
+// abort of a version 2 transaction that nothing reached (Empty, or
+// Complete* at the current epoch) is an empty abort that bumps the epoch.
+func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch int16, commit bool, tv int8) EndResult {
+	if id == "" {
+		return endErr(kerr.InvalidRequest.Code)
+	}
+	if !c.cfg.Owns(id) {
+		return endErr(kerr.NotCoordinator.Code)
+	}
 	unlock := c.lock(id)
-	st, code := c.check(ctx, id, pid, epoch)
-	if code != 0 {
+	st, found, err := c.cfg.Store.GetTxn(ctx, id)
+	if err != nil {
 		unlock()
-		return code
+		return endErr(storeCode(err))
 	}
 	want := metastore.TxnPrepareAbort
 	done := metastore.TxnCompleteAbort
@@ -379,34 +501,85 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	if commit {
 		want, done, end = metastore.TxnPrepareCommit, metastore.TxnCompleteCommit, metastore.TxnCommitOffsets
 	}
-	switch st.Status {
-	case metastore.TxnOngoing:
-	case done:
+	// Kafka's TransactionCoordinator.endTransaction: with version 2 the
+	// state's epoch is one past the request's once the decision is made,
+	// so a retry is told apart from the next transaction's EndTxn.
+	v2 := st.TxnVersion >= 2
+	retryBump := v2 && st.ProducerID == pid && int(st.Epoch) == int(epoch)+1 && !st.HasNext
+	retryOverflow := v2 && st.LastProducerID == pid && st.LastEpoch == epoch+1 && epoch >= maxEpoch && st.Epoch == 0
+	current := st.ProducerID == pid && st.Epoch == epoch
+	var valid bool
+	switch {
+	case !found:
+	case !v2:
+		valid = current
+	case st.Status == metastore.TxnOngoing || st.Status == metastore.TxnEmpty:
+		valid = current
+	case st.Status == want || st.Status == metastore.TxnPrepareCommit || st.Status == metastore.TxnPrepareAbort:
+		valid = retryBump || (st.HasNext && st.ProducerID == pid && int(st.Epoch) == int(epoch)+1)
+	default: // Complete*
+		valid = retryBump || retryOverflow || (current && tv >= 2)
+	}
+	emptyAbort := false
+	switch {
+	case !found || (st.ProducerID != pid && !retryOverflow):
 		unlock()
-		return 0 // a retry of an EndTxn that completed
-	case want:
+		return endErr(kerr.InvalidProducerIDMapping.Code)
+	case !valid:
+		unlock()
+		return endErr(kerr.ProducerFenced.Code)
+	case st.Status == metastore.TxnOngoing:
+	case tv >= 2 && !commit && current && (st.Status == metastore.TxnEmpty || st.Status == metastore.TxnCompleteCommit || st.Status == metastore.TxnCompleteAbort):
+		emptyAbort = true
+	case st.Status == done && !(v2 && current):
+		// A retry of an EndTxn that completed (with version 2 one at
+		// the epoch before the bump: the current one asks to end the
+		// next transaction, which holds nothing).
+		unlock()
+		return EndResult{ProducerID: st.ProducerID, Epoch: st.Epoch}
+	case st.Status == want:
 		unlock()
 		c.completeAsync(st)
-		return kerr.ConcurrentTransactions.Code
+		return endErr(kerr.ConcurrentTransactions.Code)
 	default:
 		unlock()
-		return kerr.InvalidTxnState.Code
+		return endErr(kerr.InvalidTxnState.Code)
 	}
 	next := st
-	next.Status, next.UpdateMs = want, c.nowMs()
+	next.Status, next.UpdateMs, next.TxnVersion = want, c.nowMs(), tv
+	next.HasNext, next.NextProducerID = false, 0
+	if emptyAbort {
+		next.Partitions, next.Groups, next.StartMs = nil, nil, next.UpdateMs
+	}
+	if tv >= 2 {
+		next.LastProducerID, next.LastEpoch = st.ProducerID, st.Epoch
+		next.Epoch = st.Epoch + 1
+		if st.Epoch >= maxEpoch {
+			npid, err := c.cfg.NewProducerID(ctx)
+			if err != nil {
+				unlock()
+				return endErr(kerr.CoordinatorNotAvailable.Code)
+			}
+			next.HasNext, next.NextProducerID = true, npid
+		}
+	}
 	v, err := c.cfg.Store.PutTxn(ctx, next, st.Version, end)
 	unlock()
 	if err != nil {
-		return storeCode(err)
+		return endErr(storeCode(err))
 	}
 	next.Version = v
+	res := EndResult{ProducerID: next.ProducerID, Epoch: next.Epoch}
+	if next.HasNext {
+		res.ProducerID, res.Epoch = next.NextProducerID, 0
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.cfg.CompleteTimeout)
 	defer cancel()
 	if err := c.complete(cctx, next); err != nil {
 		c.log.Warn().Err(err).Str("transactional_id", id).Msg("markers not all written yet; completing in the background")
 		c.completeAsync(next)
 	}
-	return 0
+	return res
 }
 
 // complete writes the markers of a prepared transaction and moves it to
@@ -417,7 +590,7 @@ func (c *Coordinator) complete(ctx context.Context, st metastore.TxnState) error
 	if !commit && st.Status != metastore.TxnPrepareAbort {
 		return nil
 	}
-	if err := c.cfg.Markers.WriteMarkers(ctx, st.ProducerID, st.Epoch, commit, st.Partitions); err != nil {
+	if err := c.cfg.Markers.WriteMarkers(ctx, markerOf(st), st.Partitions); err != nil {
 		return err
 	}
 	defer c.lock(st.TransactionalID)()
@@ -425,6 +598,13 @@ func (c *Coordinator) complete(ctx context.Context, st metastore.TxnState) error
 	next.Status = metastore.TxnCompleteAbort
 	if commit {
 		next.Status = metastore.TxnCompleteCommit
+	}
+	if st.HasNext {
+		// Version 2 with the epoch exhausted: the producer continues
+		// with the new id (Kafka's prepareComplete).
+		next.LastProducerID, next.LastEpoch = st.ProducerID, st.Epoch
+		next.ProducerID, next.Epoch = st.NextProducerID, 0
+		next.HasNext, next.NextProducerID = false, 0
 	}
 	next.Partitions, next.Groups, next.UpdateMs = nil, nil, c.nowMs()
 	_, err := c.cfg.Store.PutTxn(ctx, next, st.Version, metastore.TxnKeepOffsets)
@@ -549,7 +729,7 @@ func (c *Coordinator) abortTimedOut(ctx context.Context, st metastore.TxnState) 
 	if next.Epoch < maxEpoch {
 		next.Epoch++
 	}
-	next.Status, next.UpdateMs = metastore.TxnPrepareAbort, c.nowMs()
+	next.Status, next.UpdateMs, next.TxnVersion = metastore.TxnPrepareAbort, c.nowMs(), 0 // a fence, as in InitProducerID
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.CompleteTimeout)
 	v, err := c.cfg.Store.PutTxn(wctx, next, st.Version, metastore.TxnDiscardOffsets)
 	cancel()

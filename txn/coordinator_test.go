@@ -25,7 +25,11 @@ type markerLog struct {
 	got  []string
 }
 
-func (m *markerLog) WriteMarkers(_ context.Context, pid int64, epoch int16, commit bool, tps []metastore.TopicPartition) error {
+func (m *markerLog) WriteMarkers(_ context.Context, mk Marker, tps []metastore.TopicPartition) error {
+	pid, epoch, commit := mk.ProducerID, mk.Epoch, mk.Commit
+	if mk.CoordinatorEpoch <= 0 {
+		return fmt.Errorf("marker with coordinator epoch %d", mk.CoordinatorEpoch)
+	}
 	if m.fail.Load() {
 		return errors.New("leader not available")
 	}
@@ -141,7 +145,7 @@ func TestTransitions(t *testing.T) {
 		return fmt.Sprintf("%s-%d:%d/%d:%v", tp.Topic, tp.Partition, pid, e, commit)
 	}
 	steps := []step{
-		{"EndTxn with nothing open", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, true) },
+		{"EndTxn with nothing open", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, true, 0).Code },
 			kerr.InvalidTxnState.Code, metastore.TxnEmpty, nil},
 		{"AddPartitions other producer id", func() int16 { return e.c.AddPartitions(ctx, id, pid+1, cur, []metastore.TopicPartition{tpA}) },
 			kerr.InvalidProducerIDMapping.Code, metastore.TxnEmpty, nil},
@@ -155,14 +159,14 @@ func TestTransitions(t *testing.T) {
 			0, metastore.TxnOngoing, nil},
 		{"AddOffsets", func() int16 { return e.c.AddOffsets(ctx, id, pid, cur, "g") }, 0, metastore.TxnOngoing, nil},
 		{"AddOffsets empty group", func() int16 { return e.c.AddOffsets(ctx, id, pid, cur, "") }, kerr.InvalidGroupID.Code, metastore.TxnOngoing, nil},
-		{"EndTxn commit", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, true) },
+		{"EndTxn commit", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, true, 0).Code },
 			0, metastore.TxnCompleteCommit, []string{mark(tpA, 0, true), mark(tpB, 0, true)}},
-		{"EndTxn commit retried", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, true) }, 0, metastore.TxnCompleteCommit, nil},
-		{"EndTxn abort after commit", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, false) },
+		{"EndTxn commit retried", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, true, 0).Code }, 0, metastore.TxnCompleteCommit, nil},
+		{"EndTxn abort after commit", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, false, 0).Code },
 			kerr.InvalidTxnState.Code, metastore.TxnCompleteCommit, nil},
 		{"AddPartitions starts the next", func() int16 { return e.c.AddPartitions(ctx, id, pid, cur, []metastore.TopicPartition{tpB}) },
 			0, metastore.TxnOngoing, nil},
-		{"EndTxn abort", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, false) },
+		{"EndTxn abort", func() int16 { return e.c.EndTxn(ctx, id, pid, cur, false, 0).Code },
 			0, metastore.TxnCompleteAbort, []string{mark(tpB, 0, false)}},
 		{"AddPartitions for a third", func() int16 { return e.c.AddPartitions(ctx, id, pid, cur, []metastore.TopicPartition{tpA}) },
 			0, metastore.TxnOngoing, nil},
@@ -255,7 +259,7 @@ func TestOffsetsCommitWithDecision(t *testing.T) {
 		if tps, _ := e.store.PendingTxnOffsets(ctx, group); !slices.Equal(tps, []metastore.TopicPartition{tpA}) {
 			t.Errorf("commit=%v: pending %v, want [%v]", commit, tps, tpA)
 		}
-		if c := e.c.EndTxn(ctx, id, pid, ep, commit); c != 0 {
+		if c := e.c.EndTxn(ctx, id, pid, ep, commit, 0).Code; c != 0 {
 			t.Fatal(code(c))
 		}
 		offs, _ := e.store.FetchOffsets(ctx, group, nil)
@@ -281,7 +285,7 @@ func TestMarkersRetried(t *testing.T) {
 		t.Fatal(code(c))
 	}
 	e.markers.fail.Store(true)
-	if c := e.c.EndTxn(ctx, "r", pid, ep, true); c != 0 {
+	if c := e.c.EndTxn(ctx, "r", pid, ep, true, 0).Code; c != 0 {
 		t.Fatalf("EndTxn: %s", code(c))
 	}
 	if st := e.state(t, "r"); st.Status != metastore.TxnPrepareCommit {
@@ -324,7 +328,7 @@ func TestSweep(t *testing.T) {
 	if _, a, to := e.c.Stats(); a != 1 || to != 1 {
 		t.Errorf("stats: %d aborted, %d timed out; want 1 and 1", a, to)
 	}
-	if c := e.c.EndTxn(ctx, "slow", pid, ep, true); c != kerr.ProducerFenced.Code {
+	if c := e.c.EndTxn(ctx, "slow", pid, ep, true, 0).Code; c != kerr.ProducerFenced.Code {
 		t.Errorf("EndTxn of the timed-out producer: %s, want PRODUCER_FENCED", code(c))
 	}
 	e.now.Add(time.Hour.Milliseconds() + 1)

@@ -46,7 +46,23 @@ and a broker that takes over an id finishes a Prepare* state it finds
 VerifyPartitions is KIP-890 part 1's check, which partition leaders make
 themselves from the metastore (no AddPartitionsToTxn v4 round trip).
 
-Not implemented: the rest of KIP-890 (the per-transaction epoch bump of
-transaction version 2) and KIP-939 (two-phase commit).
+Transaction version 2 (KIP-890 part 2, EndTxn with tv 2):
+
+	EndTxn           Ongoing -> Prepare* with epoch+1 (at the exhausted
+	                   epoch: NextProducerID, epoch 0 at Complete*);
+	                   markers at epoch+1
+	                 Prepare* or Complete* at the request's epoch+1 -> a retry
+	                 Empty/Complete* at the request's epoch, abort -> an
+	                   empty abort, epoch+1
+	                 Complete* at the request's epoch, commit -> INVALID_TXN_STATE
+	AddImplicit      as AddPartitions/AddOffsets, made by the broker that
+	                   takes Produce v12+ or TxnOffsetCommit v5+, not the
+	                   coordinator: a compare-and-set like any other write
+
+Fences (InitProducerId over an open transaction, timeouts) are written at
+version 0, so that the fenced producer's EndTxn at its old epoch is not a
+retry. VerifyEach is AddPartitionsToTxn v4+ with VerifyOnly.
+
+Not implemented: KIP-939 (two-phase commit).
 */
 package txn
