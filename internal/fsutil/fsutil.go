@@ -1,11 +1,79 @@
-// Package fsutil holds the small durable-file helpers that the log and the
-// raft replicas share.
+// Package fsutil holds the small durable-file helpers that the log, the raft
+// replicas and the metastore share. Every fsync those packages make goes
+// through Fdatasync, Fsync or SyncDir here (bbolt syncs its own file and is
+// reported with Synced), so a test can observe each point at which a file
+// or a directory became durable and rebuild what a power cut would leave
+// (internal/powerloss).
 package fsutil
 
 import (
 	"os"
 	"path/filepath"
+	"sync/atomic"
 )
+
+// Recorder is told of every durability point: a file whose data and size
+// were just made durable, a directory whose entries were, or a file path
+// made durable by code that syncs it itself (bbolt). Calls come after the
+// sync returned without error, from any goroutine, concurrently; an
+// implementation must not call back into a sync. Only tests install one.
+type Recorder interface {
+	FileSynced(f *os.File)
+	DirSynced(dir string)
+	PathSynced(path string)
+}
+
+type recorderBox struct{ r Recorder }
+
+var recorder atomic.Pointer[recorderBox]
+
+// SetRecorder installs r (nil removes it) and returns the one it replaced.
+// The production binary never calls it: without a recorder a sync costs one
+// atomic load more.
+func SetRecorder(r Recorder) Recorder {
+	var old *recorderBox
+	if r == nil {
+		old = recorder.Swap(nil)
+	} else {
+		old = recorder.Swap(&recorderBox{r})
+	}
+	if old == nil {
+		return nil
+	}
+	return old.r
+}
+
+// Fdatasync makes f's data and size durable (fdatasync where the platform
+// has it, else fsync).
+func Fdatasync(f *os.File) error {
+	if err := fdatasync(f); err != nil {
+		return err
+	}
+	if b := recorder.Load(); b != nil {
+		b.r.FileSynced(f)
+	}
+	return nil
+}
+
+// Fsync makes f's data and all its metadata durable.
+func Fsync(f *os.File) error {
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if b := recorder.Load(); b != nil {
+		b.r.FileSynced(f)
+	}
+	return nil
+}
+
+// Synced reports that path was just made durable by code that syncs its own
+// file descriptor (bbolt commits with its own fdatasync). It does nothing
+// unless a test installed a Recorder.
+func Synced(path string) {
+	if b := recorder.Load(); b != nil {
+		b.r.PathSynced(path)
+	}
+}
 
 // SyncDir makes creations, removals and renames in dir durable.
 func SyncDir(dir string) error {
@@ -16,6 +84,11 @@ func SyncDir(dir string) error {
 	err = d.Sync()
 	if cerr := d.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		if b := recorder.Load(); b != nil {
+			b.r.DirSynced(dir)
+		}
 	}
 	return err
 }
@@ -32,7 +105,7 @@ func WriteFileSync(dir, name string, data []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := Fsync(f); err != nil {
 		f.Close()
 		return err
 	}
