@@ -12,13 +12,14 @@ import (
 	"sync/atomic"
 )
 
-// Recorder is told of every durability point: a file whose data and size
-// were just made durable, a directory whose entries were, or a file path
-// made durable by code that syncs it itself (bbolt). Calls come after the
+// Recorder is told of every durability point: a file whose bytes up to size
+// (its size when the sync began; -1 if unknown) were just made durable, a
+// directory whose entries were, or a file path made durable by code that
+// syncs it itself (bbolt). Calls come after the
 // sync returned without error, from any goroutine, concurrently; an
 // implementation must not call back into a sync. Only tests install one.
 type Recorder interface {
-	FileSynced(f *os.File)
+	FileSynced(f *os.File, size int64)
 	DirSynced(dir string)
 	PathSynced(path string)
 }
@@ -45,23 +46,26 @@ func SetRecorder(r Recorder) Recorder {
 
 // Fdatasync makes f's data and size durable (fdatasync where the platform
 // has it, else fsync).
-func Fdatasync(f *os.File) error {
-	if err := fdatasync(f); err != nil {
-		return err
-	}
-	if b := recorder.Load(); b != nil {
-		b.r.FileSynced(f)
-	}
-	return nil
-}
+func Fdatasync(f *os.File) error { return syncFile(f, fdatasync) }
 
 // Fsync makes f's data and all its metadata durable.
-func Fsync(f *os.File) error {
-	if err := f.Sync(); err != nil {
+func Fsync(f *os.File) error { return syncFile(f, (*os.File).Sync) }
+
+func syncFile(f *os.File, sync func(*os.File) error) error {
+	b := recorder.Load()
+	size := int64(-1)
+	if b != nil {
+		// Bytes appended while the sync runs may miss it: only the
+		// size it started from is certainly durable.
+		if st, err := f.Stat(); err == nil {
+			size = st.Size()
+		}
+	}
+	if err := sync(f); err != nil {
 		return err
 	}
-	if b := recorder.Load(); b != nil {
-		b.r.FileSynced(f)
+	if b != nil {
+		b.r.FileSynced(f, size)
 	}
 	return nil
 }
