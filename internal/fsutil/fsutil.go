@@ -15,18 +15,23 @@ import (
 // Recorder is told of every durability point: a file whose bytes up to size
 // (its size when the sync began; -1 if unknown) were just made durable, a
 // directory whose entries were, or a file path made durable by code that
-// syncs it itself (bbolt). Calls come after the
+// syncs it itself (bbolt). seq orders the file syncs by the instant they
+// began: two syncs of one file may end in either order, and the one that
+// began later covers every write the earlier one did. Calls come after the
 // sync returned without error, from any goroutine, concurrently; an
 // implementation must not call back into a sync. Only tests install one.
 type Recorder interface {
-	FileSynced(f *os.File, size int64)
+	FileSynced(f *os.File, size int64, seq uint64)
 	DirSynced(dir string)
 	PathSynced(path string)
 }
 
 type recorderBox struct{ r Recorder }
 
-var recorder atomic.Pointer[recorderBox]
+var (
+	recorder atomic.Pointer[recorderBox]
+	syncSeq  atomic.Uint64
+)
 
 // SetRecorder installs r (nil removes it) and returns the one it replaced.
 // The production binary never calls it: without a recorder a sync costs one
@@ -53,8 +58,9 @@ func Fsync(f *os.File) error { return syncFile(f, (*os.File).Sync) }
 
 func syncFile(f *os.File, sync func(*os.File) error) error {
 	b := recorder.Load()
-	size := int64(-1)
+	size, seq := int64(-1), uint64(0)
 	if b != nil {
+		seq = syncSeq.Add(1)
 		// Bytes appended while the sync runs may miss it: only the
 		// size it started from is certainly durable.
 		if st, err := f.Stat(); err == nil {
@@ -65,7 +71,7 @@ func syncFile(f *os.File, sync func(*os.File) error) error {
 		return err
 	}
 	if b != nil {
-		b.r.FileSynced(f, size)
+		b.r.FileSynced(f, size, seq)
 	}
 	return nil
 }

@@ -102,6 +102,7 @@ type Recorder struct {
 	mu     sync.Mutex
 	cut    bool
 	synced map[fileID][]byte  // each file's bytes at its last sync
+	seqs   map[fileID]uint64  // the fsutil sequence of that sync
 	dirs   map[string]listing // each directory (relative to root) at its last sync
 	bolt   map[fileID]bool    // files reported by Synced (bbolt)
 	err    error              // first failure to record; Image returns it
@@ -119,7 +120,7 @@ func Start(root string) (*Recorder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Recorder{root: abs, synced: map[fileID][]byte{}, dirs: map[string]listing{}, bolt: map[fileID]bool{}}
+	r := &Recorder{root: abs, synced: map[fileID][]byte{}, seqs: map[fileID]uint64{}, dirs: map[string]listing{}, bolt: map[fileID]bool{}}
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, err
 	}
@@ -186,7 +187,7 @@ func (r *Recorder) fail(err error) {
 }
 
 // FileSynced implements fsutil.Recorder: f's bytes up to size are durable.
-func (r *Recorder) FileSynced(f *os.File, size int64) {
+func (r *Recorder) FileSynced(f *os.File, size int64, seq uint64) {
 	if _, ok := r.rel(f.Name()); !ok {
 		return
 	}
@@ -209,10 +210,13 @@ func (r *Recorder) FileSynced(f *os.File, size int64) {
 		r.fail(fmt.Errorf("powerloss: reading %s: %w", f.Name(), err))
 		return
 	}
+	if seq < r.seqs[id] {
+		return // a sync that began before the one recorded, and ended after it
+	}
 	if size >= 0 && int64(len(data)) > size {
 		data = data[:size]
 	}
-	r.synced[id] = data
+	r.synced[id], r.seqs[id] = data, seq
 }
 
 // PathSynced implements fsutil.Recorder for bbolt's commits.
