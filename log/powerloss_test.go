@@ -92,7 +92,7 @@ func testPowerLossRound(t *testing.T, policy FlushPolicy, useWAL bool, seed int6
 
 	var mu sync.Mutex
 	stored := map[int64][]byte{} // base offset -> batch as appended
-	var acked []int64             // base offsets whose WaitDurable returned
+	var acked []int64            // base offsets whose WaitDurable returned
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
 	sizes := make([][]int, plWriters)
