@@ -103,6 +103,37 @@ func SyncDir(dir string) error {
 	return err
 }
 
+// MkdirAllSync is os.MkdirAll whose new directories survive a power cut:
+// each directory it creates is synced into its parent. A directory created
+// without that can vanish with every file synced into it since.
+func MkdirAllSync(dir string, perm os.FileMode) error {
+	dir = filepath.Clean(dir)
+	var missing []string
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil {
+			break
+		} else if !os.IsNotExist(err) {
+			return err
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := os.MkdirAll(dir, perm); err != nil {
+		return err
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		if err := SyncDir(filepath.Dir(missing[i])); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // WriteFileSync replaces dir/name atomically and durably: temporary file,
 // fsync, rename, directory fsync.
 func WriteFileSync(dir, name string, data []byte) error {
