@@ -109,15 +109,9 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// A new partition directory must survive a crash with its files.
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
-	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		// A new partition directory must survive a crash with its files.
-		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
-			return nil, err
-		}
 	}
 	if opts.Flusher != nil && opts.Flusher.err != nil {
 		return nil, opts.Flusher.err

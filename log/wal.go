@@ -259,14 +259,8 @@ func openWAL(dir string, active bool, fileBytes int64, maxConc int, lg zerolog.L
 	if fileBytes <= 0 {
 		fileBytes = defaultWALFileBytes
 	}
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
-	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
-			return nil, err
-		}
 	}
 	lock, err := lockDir(dir)
 	if err != nil {

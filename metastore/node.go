@@ -97,8 +97,7 @@ func Open(cfg Config) (*Node, error) {
 	if len(cfg.Peers) == 0 && !cfg.Join {
 		cfg.Peers = map[uint64]string{cfg.ID: cfg.Listen}
 	}
-	_, dirErr := os.Stat(cfg.DataDir)
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	if err := fsutil.MkdirAllSync(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("metastore: %w", err)
 	}
 	dbPath := filepath.Join(cfg.DataDir, dbFileName)
@@ -127,16 +126,10 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metastore: init db: %w", err)
 	}
 	fsutil.Synced(dbPath)
-	// bbolt syncs the file it creates but not the directory entry: without
-	// these a power cut after the first start could lose the new data
-	// directory or its database while raft had already voted from it.
+	// bbolt syncs the file it creates but not its directory entry: without
+	// this a power cut after the first start could lose the database while
+	// raft had already voted from it.
 	if errors.Is(dbErr, os.ErrNotExist) {
-		if errors.Is(dirErr, os.ErrNotExist) {
-			if err := fsutil.SyncDir(filepath.Dir(filepath.Clean(cfg.DataDir))); err != nil {
-				db.Close()
-				return nil, fmt.Errorf("metastore: %w", err)
-			}
-		}
 		if err := fsutil.SyncDir(cfg.DataDir); err != nil {
 			db.Close()
 			return nil, fmt.Errorf("metastore: %w", err)
