@@ -458,6 +458,16 @@ size at its last sync, kill the Flusher and the logs without any sync, cut
 every segment and WAL file back to that size (what a power cut leaves) and
 reopen.
 
+TestPowerLoss (powerloss_test.go) covers every flush policy the same way
+with internal/powerloss, which sees every sync (they all go through
+internal/fsutil) and rebuilds the directory as a power cut leaves it: the
+exact last-synced state and seeded random images in which unsynced bytes
+are partly kept or torn (zeros or garbage) and unsynced directory entries
+undone. Each image must reopen dense (no gap, no corrupt batch served),
+keep every batch acknowledged under log.fsync=group (with or without the
+WAL) and everything below the durable offset under interval, and accept
+each producer's next sequence. SLUICE_POWERLOSS_SEED=N replays a failure.
+
 # Not implemented
 
 An on-disk transaction index (the aborted transactions are kept in memory
@@ -467,8 +477,13 @@ removes aborted records), grouping small
 cleaned segments into one (Kafka's groupSegmentsBySize),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
-simulated crash and the next Open; the only seams are syncFile and writeAt
-(nospace_test.go makes a write short and then fail with ENOSPC). For the WAL: raft hard state records,
+simulated crash and the next Open, or rebuilding power-loss images from the
+recorded sync points (internal/powerloss); the only seams are syncFile and writeAt
+(nospace_test.go makes a write short and then fail with ENOSPC). A
+segment missing from the middle of the log (removed from outside) is
+still read as an offset gap: the cleaner deletes a segment it emptied, so
+gaps between segments are legitimate in a compacted log, and telling the
+two apart needs the cleaner checkpoint to cover every gap it makes. For the WAL: raft hard state records,
 preallocated or recycled WAL files, time-based checkpoints, and automatic
 dropping of records for logs that are never opened again (the caller calls
 Flusher.ForgetUnopened).
