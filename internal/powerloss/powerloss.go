@@ -35,8 +35,12 @@
 // sends them with sendfile) and bbolt takes only an *os.File, so an
 // interface would have to wrap every read path as well and could still not
 // see bbolt's writes. Recording the sync points and reading the page cache
-// at the cut needs no change to how files are written, works the same for a
-// process killed with SIGKILL (call Cut after the kill), and covers bbolt.
+// at the cut needs no change to how files are written and covers bbolt.
+// The Recorder lives in the process that syncs: the tests run the log, the
+// replicas and the metastore in-process. For a real broker killed with
+// SIGKILL the same records would have to be journaled by the process
+// itself (a build-tagged Recorder writing each sync point to a file) for
+// the test to rebuild an image after the kill; not built yet.
 // What it does not model: a sync that failed (the code treats that as
 // fatal), data lost from a file that was synced (a lying disk), and
 // metadata other than size and entries (modes, times).

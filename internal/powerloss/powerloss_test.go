@@ -58,6 +58,9 @@ func TestImages(t *testing.T) {
 	// b: synced, but its directory entry never was.
 	b := write(t, filepath.Join(p, "b"), []byte("bbb"), 0)
 	must(t, fsutil.Fdatasync(b))
+	// m/n: directories made with MkdirAllSync survive, with a file synced in.
+	must(t, fsutil.MkdirAllSync(filepath.Join(root, "m", "n"), 0o755))
+	must(t, fsutil.WriteFileSync(filepath.Join(root, "m", "n"), "y", []byte("y")))
 	// base: removed without a directory sync.
 	must(t, os.Remove(filepath.Join(root, "base")))
 	// q: a synced directory whose own entry was never synced.
@@ -94,6 +97,9 @@ func TestImages(t *testing.T) {
 	}
 	if d, _ := read(exact, "base"); string(d) != "baseline" {
 		t.Fatalf("exact image lost the unsynced removal's file: %q", d)
+	}
+	if d, _ := read(exact, "m/n/y"); string(d) != "y" {
+		t.Fatalf("exact image lost a file in directories made with MkdirAllSync: %q", d)
 	}
 	if _, err := os.Stat(filepath.Join(exact, "q")); !os.IsNotExist(err) {
 		t.Fatalf("exact image kept q: %v", err)
