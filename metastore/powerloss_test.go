@@ -67,7 +67,7 @@ func TestClusterPowerLoss(t *testing.T) {
 				return
 			default:
 			}
-			cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			cctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			err := cl.CommitOffsets(cctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t0", 0}, Offset: i}})
 			cancel()
 			if err == nil {
@@ -92,7 +92,7 @@ func TestClusterPowerLoss(t *testing.T) {
 		})
 	}
 	for round := 0; round < 3; round++ {
-		waitMore(int64(20 + rng.Intn(50)))
+		waitMore(int64(10 + rng.Intn(20)))
 		// The cut: isolate the member so that nothing it does from now on
 		// reaches a peer, hold bbolt's writer so the file is quiet, then
 		// read it as the page cache holds it.
