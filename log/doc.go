@@ -263,7 +263,11 @@ that fits the file, magic 2, a record count no larger than lastOffsetDelta+1,
 and a base offset not below the end of the previous batch and segment; the
 last segment's CRCs are checked too. At the first batch that fails, the
 segment is truncated there and every later segment deleted (one warning with
-the bytes dropped); every whole valid batch before it is kept. Index files
+the bytes dropped); every whole valid batch before it is kept. A segment
+whose base offset lies past the end of the one before it, in a log that is
+not compacted and has no cleaner checkpoint, means a segment was lost: it
+and every later segment are deleted the same way (an error logged), rather
+than serve a gap; in a compacted log such a gap is one the cleaner made. Index files
 that differ in any way from what the walk rebuilds are rewritten. Producer
 state and the leader epoch cache are rebuilt from the headers of the same
 walk, and the last segment is synced once, so everything the previous
@@ -480,10 +484,12 @@ fault-injecting file system: fault tests use real files, truncating and corrupti
 simulated crash and the next Open, or rebuilding power-loss images from the
 recorded sync points (internal/powerloss); the only seams are syncFile and writeAt
 (nospace_test.go makes a write short and then fail with ENOSPC). A
-segment missing from the middle of the log (removed from outside) is
-still read as an offset gap: the cleaner deletes a segment it emptied, so
-gaps between segments are legitimate in a compacted log, and telling the
-two apart needs the cleaner checkpoint to cover every gap it makes. For the WAL: raft hard state records,
+segment missing from the middle of a compacted log (removed from outside)
+is still read as an offset gap: the cleaner deletes a segment it emptied,
+so gaps between segments are legitimate there, and telling the two apart
+needs the cleaner checkpoint to cover every gap it makes before the
+segment goes (in a log that is not compacted and was never cleaned,
+recovery treats such a gap as damage, see above). For the WAL: raft hard state records,
 preallocated or recycled WAL files, time-based checkpoints, and automatic
 dropping of records for logs that are never opened again (the caller calls
 Flusher.ForgetUnopened).

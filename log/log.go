@@ -227,6 +227,12 @@ func (l *Log) recover() error {
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 
+	// Only the cleaner leaves offsets between two segments (it deletes a
+	// segment it emptied). In a log that is not compacted and was never
+	// cleaned, such a gap is a segment lost from outside, and serving it
+	// would skip records consumers never see.
+	_, ckErr := os.Stat(filepath.Join(l.dir, cleanerCheckpointFile))
+	gapsPossible := l.cfg.Compact || ckErr == nil
 	now := l.now()
 	fast := false
 	if clean && len(sorted) > 0 {
@@ -252,6 +258,18 @@ func (l *Log) recover() error {
 			// it is debris from outside. Like Kafka, keep the older data.
 			l.lg.Error().Int64("segment", base).Int64("previous_end", l.segs[i-1].next).
 				Msg("segment overlaps its predecessor; deleting it and every later segment")
+			s.remove(l.dir)
+			if err := l.removeBases(sorted[i+1:]); err != nil {
+				return err
+			}
+			break
+		}
+		if i > 0 && base > l.segs[i-1].next && !gapsPossible {
+			// Like damage in an older segment: keep what precedes and
+			// delete the rest rather than leave a gap (a raft replica
+			// then finds entries missing, see replica.ErrLostCommitted).
+			l.lg.Error().Int64("segment", base).Int64("previous_end", l.segs[i-1].next).
+				Msg("offsets missing before this segment in a log that is never compacted (a segment lost); deleting it and every later segment")
 			s.remove(l.dir)
 			if err := l.removeBases(sorted[i+1:]); err != nil {
 				return err
