@@ -210,6 +210,38 @@ func TestCrashEmptyAndMissingSegments(t *testing.T) {
 	checkRecovered(t, dir, cfg, want, 8)
 }
 
+// TestCrashMissingMiddleSegment: a segment lost from the middle of a log
+// that is never compacted leaves offsets no batch holds. Recovery keeps
+// what precedes the gap and deletes the rest, as for damage in an older
+// segment, instead of serving the next segment's batches for the missing
+// offsets. In a compacted log the cleaner deletes segments it emptied, so
+// there a gap is accepted.
+func TestCrashMissingMiddleSegment(t *testing.T) {
+	dir := t.TempDir()
+	want, cfg := writeCrashLog(t, dir, 10) // segments 0 (0-3), 12 (4-7), 24 (8-9)
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(filepath.Join(dir, segmentName(12, suf))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checkRecovered(t, dir, cfg, want, 4)
+	if _, err := os.Stat(filepath.Join(dir, segmentName(24, logSuffix))); !os.IsNotExist(err) {
+		t.Fatalf("the segment after the gap is still there: %v", err)
+	}
+
+	dir = t.TempDir()
+	_, cfg = writeCrashLog(t, dir, 10)
+	cfg.Compact = true
+	if err := os.Remove(filepath.Join(dir, segmentName(12, logSuffix))); err != nil {
+		t.Fatal(err)
+	}
+	l := openT(t, dir, cfg)
+	defer l.Close()
+	if l.LogEndOffset() != 30 {
+		t.Fatalf("compacted log end %d after a gap, want 30", l.LogEndOffset())
+	}
+}
+
 func TestCrashDamageInOlderSegment(t *testing.T) {
 	// Segments 0 (batches 0-3), 12 (4-7), 24 (8-9). A torn batch 5 in the
 	// middle segment cannot come from a crash (rolled segments are synced),

@@ -263,7 +263,11 @@ that fits the file, magic 2, a record count no larger than lastOffsetDelta+1,
 and a base offset not below the end of the previous batch and segment; the
 last segment's CRCs are checked too. At the first batch that fails, the
 segment is truncated there and every later segment deleted (one warning with
-the bytes dropped); every whole valid batch before it is kept. Index files
+the bytes dropped); every whole valid batch before it is kept. A segment
+whose base offset lies past the end of the one before it, in a log that is
+not compacted and has no cleaner checkpoint, means a segment was lost: it
+and every later segment are deleted the same way (an error logged), rather
+than serve a gap; in a compacted log such a gap is one the cleaner made. Index files
 that differ in any way from what the walk rebuilds are rewritten. Producer
 state and the leader epoch cache are rebuilt from the headers of the same
 walk, and the last segment is synced once, so everything the previous
@@ -458,6 +462,16 @@ size at its last sync, kill the Flusher and the logs without any sync, cut
 every segment and WAL file back to that size (what a power cut leaves) and
 reopen.
 
+TestPowerLoss (powerloss_test.go) covers every flush policy the same way
+with internal/powerloss, which sees every sync (they all go through
+internal/fsutil) and rebuilds the directory as a power cut leaves it: the
+exact last-synced state and seeded random images in which unsynced bytes
+are partly kept or torn (zeros or garbage) and unsynced directory entries
+undone. Each image must reopen dense (no gap, no corrupt batch served),
+keep every batch acknowledged under log.fsync=group (with or without the
+WAL) and everything below the durable offset under interval, and accept
+each producer's next sequence. SLUICE_POWERLOSS_SEED=N replays a failure.
+
 # Not implemented
 
 An on-disk transaction index (the aborted transactions are kept in memory
@@ -467,8 +481,15 @@ removes aborted records), grouping small
 cleaned segments into one (Kafka's groupSegmentsBySize),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
-simulated crash and the next Open; the only seams are syncFile and writeAt
-(nospace_test.go makes a write short and then fail with ENOSPC). For the WAL: raft hard state records,
+simulated crash and the next Open, or rebuilding power-loss images from the
+recorded sync points (internal/powerloss); the only seams are syncFile and writeAt
+(nospace_test.go makes a write short and then fail with ENOSPC). A
+segment missing from the middle of a compacted log (removed from outside)
+is still read as an offset gap: the cleaner deletes a segment it emptied,
+so gaps between segments are legitimate there, and telling the two apart
+needs the cleaner checkpoint to cover every gap it makes before the
+segment goes (in a log that is not compacted and was never cleaned,
+recovery treats such a gap as damage, see above). For the WAL: raft hard state records,
 preallocated or recycled WAL files, time-based checkpoints, and automatic
 dropping of records for logs that are never opened again (the caller calls
 Flusher.ForgetUnopened).

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // The flush-design benchmarks model the two ways one fdatasync can cover many
@@ -216,7 +218,7 @@ func (m *flushModel) run(done chan struct{}) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if e := fdatasync(m.files[fi]); e != nil {
+					if e := fsutil.Fdatasync(m.files[fi]); e != nil {
 						errMu.Lock()
 						err = e
 						errMu.Unlock()
@@ -226,7 +228,7 @@ func (m *flushModel) run(done chan struct{}) {
 			wg.Wait()
 		} else {
 			for _, fi := range todo {
-				if e := fdatasync(m.files[fi]); e != nil {
+				if e := fsutil.Fdatasync(m.files[fi]); e != nil {
 					err = e
 				}
 			}

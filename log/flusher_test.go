@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // TestConcurrentAppendWaitDurable runs many producers over several logs that
@@ -267,7 +269,7 @@ func TestFailedFlushIsFatal(t *testing.T) {
 		t.Fatalf("durable offset moved to %d past a failed sync", l.DurableOffset())
 	}
 	// Sticky: nothing works any more, even once syncs would succeed again.
-	syncFile = fdatasync
+	syncFile = fsutil.Fdatasync
 	if _, err := l.Append(mkBatch(spec{})); !errors.Is(err, ErrFatal) {
 		t.Fatalf("append: %v", err)
 	}

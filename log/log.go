@@ -109,15 +109,9 @@ func Open(dir string, cfg Config, opts Options) (*Log, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// A new partition directory must survive a crash with its files.
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
-	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		// A new partition directory must survive a crash with its files.
-		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
-			return nil, err
-		}
 	}
 	if opts.Flusher != nil && opts.Flusher.err != nil {
 		return nil, opts.Flusher.err
@@ -233,6 +227,12 @@ func (l *Log) recover() error {
 	}
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
 
+	// Only the cleaner leaves offsets between two segments (it deletes a
+	// segment it emptied). In a log that is not compacted and was never
+	// cleaned, such a gap is a segment lost from outside, and serving it
+	// would skip records consumers never see.
+	_, ckErr := os.Stat(filepath.Join(l.dir, cleanerCheckpointFile))
+	gapsPossible := l.cfg.Compact || ckErr == nil
 	now := l.now()
 	fast := false
 	if clean && len(sorted) > 0 {
@@ -258,6 +258,18 @@ func (l *Log) recover() error {
 			// it is debris from outside. Like Kafka, keep the older data.
 			l.lg.Error().Int64("segment", base).Int64("previous_end", l.segs[i-1].next).
 				Msg("segment overlaps its predecessor; deleting it and every later segment")
+			s.remove(l.dir)
+			if err := l.removeBases(sorted[i+1:]); err != nil {
+				return err
+			}
+			break
+		}
+		if i > 0 && base > l.segs[i-1].next && !gapsPossible {
+			// Like damage in an older segment: keep what precedes and
+			// delete the rest rather than leave a gap (a raft replica
+			// then finds entries missing, see replica.ErrLostCommitted).
+			l.lg.Error().Int64("segment", base).Int64("previous_end", l.segs[i-1].next).
+				Msg("offsets missing before this segment in a log that is never compacted (a segment lost); deleting it and every later segment")
 			s.remove(l.dir)
 			if err := l.removeBases(sorted[i+1:]); err != nil {
 				return err

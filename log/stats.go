@@ -4,6 +4,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // Size returns the bytes of whole batches in the log's segments and the
@@ -36,10 +38,10 @@ func SetSyncObserver(fn func(time.Duration)) {
 func observedSync(f *os.File) error {
 	fn := syncObserver.Load()
 	if fn == nil {
-		return fdatasync(f)
+		return fsutil.Fdatasync(f)
 	}
 	t0 := time.Now()
-	err := fdatasync(f)
+	err := fsutil.Fdatasync(f)
 	(*fn)(time.Since(t0))
 	return err
 }

@@ -7,21 +7,6 @@ import (
 	"syscall"
 )
 
-// fdatasync makes f's data durable. On Linux fdatasync skips the inode
-// timestamps that fsync would also write; the file size, which an append
-// changes, is still made durable because later reads depend on it.
-func fdatasync(f *os.File) error {
-	for {
-		err := syscall.Fdatasync(int(f.Fd()))
-		if err != syscall.EINTR {
-			if err != nil {
-				return &os.PathError{Op: "fdatasync", Path: f.Name(), Err: err}
-			}
-			return nil
-		}
-	}
-}
-
 // lockDir takes an exclusive advisory lock on dir, so that two Logs (or two
 // processes) never write one partition directory. The lock lives as long as
 // the returned file stays open.

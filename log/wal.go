@@ -259,14 +259,8 @@ func openWAL(dir string, active bool, fileBytes int64, maxConc int, lg zerolog.L
 	if fileBytes <= 0 {
 		fileBytes = defaultWALFileBytes
 	}
-	_, statErr := os.Stat(dir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
-	}
-	if errors.Is(statErr, os.ErrNotExist) {
-		if err := fsutil.SyncDir(filepath.Dir(dir)); err != nil {
-			return nil, err
-		}
 	}
 	lock, err := lockDir(dir)
 	if err != nil {
@@ -363,11 +357,36 @@ func (w *wal) recover() error {
 			}
 			continue
 		}
+		if bad != nil && i == len(seqs)-1 && validEnd >= walHeaderSize {
+			// Cut the torn tail (what a power cut leaves) so that, once
+			// later files follow this one, the next recovery does not
+			// take it for damage in the middle of the WAL.
+			if err := truncateSync(path, validEnd); err != nil {
+				rf.Close()
+				return err
+			}
+		}
 		w.files = append(w.files, wf)
 		w.lg.Info().Str("file", walFileName(seq)).Int("records", records).Int("logs", len(wf.ids)).
 			Msg("write-ahead log file kept for replay")
 	}
 	return nil
+}
+
+// truncateSync cuts the file at path to size, durably.
+func truncateSync(path string, size int64) error {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	err = f.Truncate(size)
+	if err == nil {
+		err = syncFile(f)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 func walFileName(seq uint64) string { return fmt.Sprintf("%020d%s", seq, walSuffix) }

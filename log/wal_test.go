@@ -303,6 +303,12 @@ func TestWALTornTail(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.start()
+			// The torn tail is cut off, so that the file is whole
+			// once another follows it (a later recovery would take a
+			// torn record in a file that is not the last for damage).
+			if st, err := os.Stat(files[0]); err == nil && tc.keep > 0 && st.Size() != walHeaderSize+int64(tc.keep)*recSize {
+				t.Fatalf("WAL file %d bytes after recovery, want %d", st.Size(), walHeaderSize+int64(tc.keep)*recSize)
+			}
 			l := e.open(0, testConfig())
 			checkBatches(t, l, want[:tc.keep])
 			appendDurable(t, l, mkBatch(spec{n: 3}))

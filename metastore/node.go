@@ -19,6 +19,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/internal/raftlog"
 )
 
@@ -96,10 +97,12 @@ func Open(cfg Config) (*Node, error) {
 	if len(cfg.Peers) == 0 && !cfg.Join {
 		cfg.Peers = map[uint64]string{cfg.ID: cfg.Listen}
 	}
-	if err := os.MkdirAll(cfg.DataDir, 0o750); err != nil {
+	if err := fsutil.MkdirAllSync(cfg.DataDir, 0o750); err != nil {
 		return nil, fmt.Errorf("metastore: %w", err)
 	}
-	db, err := bolt.Open(filepath.Join(cfg.DataDir, dbFileName), 0o600, &bolt.Options{
+	dbPath := filepath.Join(cfg.DataDir, dbFileName)
+	_, dbErr := os.Stat(dbPath)
+	db, err := bolt.Open(dbPath, 0o600, &bolt.Options{
 		Timeout:         5 * time.Second,
 		NoFreelistSync:  true,
 		FreelistType:    bolt.FreelistMapType,
@@ -121,6 +124,16 @@ func Open(cfg Config) (*Node, error) {
 	}); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("metastore: init db: %w", err)
+	}
+	fsutil.Synced(dbPath)
+	// bbolt syncs the file it creates but not its directory entry: without
+	// this a power cut after the first start could lose the database while
+	// raft had already voted from it.
+	if errors.Is(dbErr, os.ErrNotExist) {
+		if err := fsutil.SyncDir(cfg.DataDir); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("metastore: %w", err)
+		}
 	}
 	disk, err := loadRaftState(db)
 	if err != nil {

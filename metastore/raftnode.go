@@ -14,6 +14,8 @@ import (
 	"go.etcd.io/raft/v3"
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/fsutil"
 )
 
 // run is the Ready loop. It follows the contract of etcd raft's doc.go
@@ -245,6 +247,11 @@ const noSpaceRetry = time.Second
 func (n *Node) persistReady(fn func(tx *bolt.Tx) error) error {
 	for logged := false; ; logged = true {
 		err := n.db.Update(fn)
+		if err == nil {
+			// bbolt fdatasynced the commit itself; tell a power-loss
+			// recorder (tests only) that the file is durable here.
+			fsutil.Synced(n.db.Path())
+		}
 		if !pageWriteNoSpace(err) {
 			if err == nil && logged {
 				n.lg.Info().Msg("metastore: space available again; raft state persisted")
@@ -552,6 +559,7 @@ func (n *Node) maybeSnapshot(applied uint64, force bool) {
 	}); err != nil {
 		n.lg.Fatal().Err(err).Msg("metastore: failed to save snapshot metadata")
 	}
+	fsutil.Synced(n.db.Path())
 	if compactTo > 0 {
 		if err := n.ms.Compact(compactTo); err != nil && err != raft.ErrCompacted {
 			n.lg.Panic().Err(err).Msg("compact log")

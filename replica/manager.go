@@ -12,6 +12,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/log"
 )
 
@@ -36,7 +37,7 @@ type Manager struct {
 
 // NewManager manages partitions under dir; flusher groups their fsyncs.
 func NewManager(dir string, flusher *log.Flusher, logger zerolog.Logger) (*Manager, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
 	}
 	return &Manager{dir: dir, flusher: flusher, logger: logger, parts: make(map[Key]*Partition)}, nil
@@ -72,7 +73,7 @@ func (m *Manager) Open(topic string, k Key, cfg log.Config) (*Partition, error) 
 			return nil, err
 		}
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := writeTopicID(dir, k.TopicID); err != nil {
@@ -188,9 +189,7 @@ func writeTopicID(dir string, id [16]byte) error {
 	if b, err := os.ReadFile(path); err == nil && string(b) == want {
 		return nil
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(want), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	// Durably: RemoveStale and the stale-topic check read it, and a
+	// partition directory without it is not recognised as one.
+	return fsutil.WriteFileSync(dir, metadataFile, []byte(want))
 }

@@ -166,7 +166,7 @@ func (x *indexFile) truncateFrom(i uint64) error {
 		return err
 	}
 	x.n = keep
-	return x.f.Sync()
+	return fsutil.Fsync(x.f)
 }
 
 // reset replaces the whole file with ms, durably (temporary file, fsync,
@@ -214,7 +214,7 @@ func (x *indexFile) read(lo, hi uint64) ([]entryMeta, error) {
 	return out, nil
 }
 
-func (x *indexFile) sync() error { return x.f.Sync() }
+func (x *indexFile) sync() error { return fsutil.Fsync(x.f) }
 
 func (x *indexFile) close() error { return x.f.Close() }
 
@@ -291,7 +291,7 @@ func (c *ccFile) append(rs []ccRecord) error {
 	if _, err := c.f.WriteAt(b, c.size); err != nil {
 		return err
 	}
-	if err := fdatasync(c.f); err != nil {
+	if err := fsutil.Fdatasync(c.f); err != nil {
 		return err
 	}
 	c.size += int64(len(b))
@@ -385,7 +385,7 @@ func openStateFile(dir string) (*stateFile, bool, error) {
 		return nil, false, err
 	}
 	if errors.Is(statErr, os.ErrNotExist) {
-		if err := f.Sync(); err != nil {
+		if err := fsutil.Fsync(f); err != nil {
 			f.Close()
 			return nil, false, err
 		}
@@ -437,7 +437,7 @@ func (s *stateFile) save(st persistentState) error {
 	if _, err := s.f.WriteAt(b, int64(st.seq%2)*stateSlotSize); err != nil {
 		return err
 	}
-	if err := fdatasync(s.f); err != nil {
+	if err := fsutil.Fdatasync(s.f); err != nil {
 		return err
 	}
 	s.cur = st
@@ -483,5 +483,3 @@ func loadConfState(dir string) (*raftpb.ConfState, error) {
 	}
 	return cs, nil
 }
-
-func fdatasync(f *os.File) error { return f.Sync() }

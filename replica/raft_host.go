@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/internal/raftlog"
 	"github.com/sluice-broker/sluice/log"
 )
@@ -147,7 +148,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	if cfg.EntryCacheBytes <= 0 {
 		cfg.EntryCacheBytes = DefaultEntryCacheBytes
 	}
-	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+	if err := fsutil.MkdirAllSync(cfg.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	h := &Host{
@@ -236,7 +237,10 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 		return nil, fmt.Errorf("replica: node %d is not a member of %s-%d", h.cfg.Node, topic, key.Index)
 	}
 	dir := filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(key.Index)))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Durably: a partition directory lost to a power cut would bring the
+	// replica back empty, having forgotten the entries and votes it
+	// acknowledged.
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return nil, err
 	}
 	if err := writeTopicID(dir, key.TopicID); err != nil {

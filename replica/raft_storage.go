@@ -15,6 +15,7 @@ import (
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/raftpb"
 
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/log"
 )
 
@@ -386,7 +387,7 @@ func (s *raftStorage) pendingReset() bool { return s.state.cur.applied&stateFlag
 func (s *raftStorage) syncIndex() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.idx.f.Sync()
+	return fsutil.Fsync(s.idx.f)
 }
 
 // scanEntries appends to metas one entry per batch in [from, to). Every

@@ -3,13 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/internal/metaprops"
 	"github.com/sluice-broker/sluice/metastore"
 )
@@ -24,7 +24,10 @@ import (
 // (metastore.Client.ClaimDirectory): its raft votes are lost.
 func claimDataDir(ctx context.Context, catalog *metastore.Client, cfg configs.Config, lg zerolog.Logger) error {
 	dir := filepath.Join(cfg.DataDir, "logs")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Durably: a power cut must not lose the directory with the identity
+	// written into it (a new directory.id would make the metastore refuse
+	// this broker as a raft voter).
+	if err := fsutil.MkdirAllSync(dir, 0o755); err != nil {
 		return err
 	}
 	p, ok, err := metaprops.Load(dir)

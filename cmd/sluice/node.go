@@ -20,6 +20,7 @@ import (
 
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
@@ -51,7 +52,7 @@ func newLogger(cfg configs.Config) zerolog.Logger {
 func runNode(ctx context.Context, cfg configs.Config) error {
 	lg := newLogger(cfg)
 	lg.Info().Str("version", version).Strs("roles", cfg.Roles).Str("data_dir", cfg.DataDir).Msg("starting sluice")
-	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+	if err := fsutil.MkdirAllSync(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
