@@ -253,16 +253,35 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.put(a.tx.Bucket(bucketGroups), []byte(c.Group), state)
 		return result{}
+	case opSaveShareState:
+		if c.Group == "" || c.TopicID == nil {
+			return fail(ErrInvalidRequest)
+		}
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
+		gb, err := a.tx.Bucket(bucketShareState).CreateBucketIfNotExists([]byte(c.Group))
+		if err != nil {
+			panic(fmt.Sprintf("metastore: share state bucket: %v", err))
+		}
+		state := c.State
+		if state == nil {
+			state = []byte{}
+		}
+		a.put(gb, shareStateKey(*c.TopicID, c.Partition), state)
+		return result{}
 	case opDeleteGroup:
 		if err := a.checkFence(c); err != nil {
 			return fail(err)
 		}
 		a.del(a.tx.Bucket(bucketGroups), []byte(c.Group))
 		a.del(a.tx.Bucket(bucketGroupOwners), []byte(c.Group))
-		ob := a.tx.Bucket(bucketOffsets)
-		if ob.Bucket([]byte(c.Group)) != nil {
-			if err := ob.DeleteBucket([]byte(c.Group)); err != nil {
-				panic(fmt.Sprintf("metastore: delete offsets bucket: %v", err))
+		for _, name := range [][]byte{bucketOffsets, bucketShareState} {
+			ob := a.tx.Bucket(name)
+			if ob.Bucket([]byte(c.Group)) != nil {
+				if err := ob.DeleteBucket([]byte(c.Group)); err != nil {
+					panic(fmt.Sprintf("metastore: delete %s bucket: %v", name, err))
+				}
 			}
 		}
 		return result{}

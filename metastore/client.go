@@ -322,7 +322,33 @@ func (c *Client) LoadGroup(ctx context.Context, group string) ([]byte, error) {
 	return resp.State, nil
 }
 
-// DeleteGroup deletes a group's metadata, its offsets and its owner.
+// ShareState is one share-partition's state (KIP-932), an opaque blob the
+// coordinator owns, stored per group, topic and partition.
+type ShareState struct {
+	Topic     TopicID `json:"t"`
+	Partition int32   `json:"p"`
+	State     []byte  `json:"s"`
+}
+
+// SaveShareState stores the state of a share group's partition.
+func (c *Client) SaveShareState(ctx context.Context, f Fence, group string, topic TopicID, partition int32, state []byte) error {
+	_, err := c.write(ctx, command{Op: opSaveShareState, Group: group, TopicID: &topic, Partition: partition,
+		State: state, BrokerID: f.Broker, Inc: f.Incarnation})
+	return err
+}
+
+// LoadShareStates reads every saved share-partition state of a group,
+// linearizably.
+func (c *Client) LoadShareStates(ctx context.Context, group string) ([]ShareState, error) {
+	resp, err := c.read(ctx, &readRequest{What: "share_states", Group: group})
+	if err != nil {
+		return nil, err
+	}
+	return resp.ShareStates, nil
+}
+
+// DeleteGroup deletes a group's metadata, its offsets, its share-partition
+// states and its owner.
 func (c *Client) DeleteGroup(ctx context.Context, f Fence, group string) error {
 	_, err := c.write(ctx, command{Op: opDeleteGroup, Group: group, BrokerID: f.Broker, Inc: f.Incarnation})
 	return err
