@@ -142,3 +142,46 @@ func TestShareSessionEpochs(t *testing.T) {
 		t.Fatalf("unknown member: %d", code)
 	}
 }
+
+func TestShareGroupAdmin(t *testing.T) {
+	e := newEnv(t, topic("t", 1, 1))
+	ctx := context.Background()
+	e.shareHeartbeat("g", "m", 0, "t")
+	k := ShareKey{topic("t", 1, 1).ID, 0}
+	e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false)
+	e.c.ShareFetchOffset(ctx, "g", "m", k, 0, 0) // initializes and saves the partition state
+
+	lr := kmsg.NewPtrListGroupsRequest()
+	lr.Version, lr.TypesFilter = 5, []string{"Share"}
+	l := e.c.ListGroups(ctx, lr)
+	if len(l.Groups) != 1 || l.Groups[0].GroupType != "share" || l.Groups[0].ProtocolType != "share" || l.Groups[0].GroupState != "Stable" {
+		t.Fatalf("ListGroups: %+v", l.Groups)
+	}
+	dr := kmsg.NewPtrDescribeGroupsRequest()
+	dr.Version, dr.Groups = 6, []string{"g"}
+	if d := e.c.DescribeGroups(ctx, dr); d.Groups[0].ErrorCode != kerr.GroupIDNotFound.Code || d.Groups[0].State != "Dead" {
+		t.Fatalf("DescribeGroups: %+v", d.Groups[0])
+	}
+	del := kmsg.NewPtrDeleteGroupsRequest()
+	del.Groups = []string{"g"}
+	if d := e.c.DeleteGroups(ctx, del); d.Groups[0].ErrorCode != kerr.NonEmptyGroup.Code {
+		t.Fatalf("deleting a group with members: %d", d.Groups[0].ErrorCode)
+	}
+	if r := e.shareHeartbeat("g", "m", -1); r.ErrorCode != 0 || r.MemberEpoch != -1 {
+		t.Fatalf("leave: %+v", r)
+	}
+	if got, _ := e.store.LoadShareStates(ctx, "g"); len(got) != 1 {
+		t.Fatalf("share states before delete: %d", len(got))
+	}
+	if d := e.c.DeleteGroups(ctx, del); d.Groups[0].ErrorCode != 0 {
+		t.Fatalf("delete: %d", d.Groups[0].ErrorCode)
+	}
+	if got, _ := e.store.LoadShareStates(ctx, "g"); len(got) != 0 {
+		t.Fatalf("share states after delete: %d", len(got))
+	}
+	// JoinGroup on a share group is refused.
+	e.shareHeartbeat("g2", "m", 0, "t")
+	if jr := e.join(4, "g2", "", nil, "range"); jr.ErrorCode != kerr.InconsistentGroupProtocol.Code {
+		t.Fatalf("JoinGroup on a share group: %d", jr.ErrorCode)
+	}
+}
