@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -183,5 +184,40 @@ func TestShareGroupAdmin(t *testing.T) {
 	e.shareHeartbeat("g2", "m", 0, "t")
 	if jr := e.join(4, "g2", "", nil, "range"); jr.ErrorCode != kerr.InconsistentGroupProtocol.Code {
 		t.Fatalf("JoinGroup on a share group: %d", jr.ErrorCode)
+	}
+}
+
+func TestShareGroupConfigs(t *testing.T) {
+	e := newEnv(t, topic("t", 1, 1))
+	conf := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000"}
+	e.c.Close()
+	c, err := New(Config{BrokerID: 1, Store: e.store, Clock: e.clock,
+		GroupConfig: func(group, key string) (string, bool) { v, ok := conf[key]; return v, ok && group == "g" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.c = c
+	defer c.Close()
+	ctx := context.Background()
+	e.shareHeartbeat("g", "m", 0, "t")
+	k := ShareKey{topic("t", 1, 1).ID, 0}
+	c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false)
+	if off, ok, _, _ := c.ShareFetchOffset(ctx, "g", "m", k, 3, 10); off != 3 || !ok {
+		t.Fatalf("earliest: off %d ok %v", off, ok)
+	}
+	if d := c.ShareLockDuration("g"); d != 20*time.Second {
+		t.Fatalf("lock duration %v", d)
+	}
+	if d := c.ShareLockDuration("other"); d != 30*time.Second {
+		t.Fatalf("default lock duration %v", d)
+	}
+	c.ShareAcquire(ctx, "g", "m", k, 3, 10, 0)
+	e.clock.Advance(20*time.Second - time.Millisecond)
+	if off, ok, _, _ := c.ShareFetchOffset(ctx, "g", "m", k, 3, 10); ok {
+		t.Fatalf("locks expired early: off %d", off)
+	}
+	e.clock.Advance(time.Millisecond)
+	if off, ok, _, _ := c.ShareFetchOffset(ctx, "g", "m", k, 3, 10); off != 3 || !ok {
+		t.Fatalf("after the group's lock duration: off %d ok %v", off, ok)
 	}
 }

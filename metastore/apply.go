@@ -134,6 +134,23 @@ func (a *applier) apply(c *command) (r result) {
 			a.rebalanceClusterDefault()
 		}
 		return result{Visible: true}
+	case opAlterGroupConfigs:
+		if c.Group == "" {
+			return fail(ErrInvalidRequest)
+		}
+		b := a.tx.Bucket(bucketGroupConfigs)
+		var cur map[string]string
+		if v := b.Get([]byte(c.Group)); v != nil {
+			mustUnmarshal(v, &cur)
+		}
+		cur = alterMap(cur, c.Set, c.Del)
+		if len(cur) == 0 {
+			a.del(b, []byte(c.Group))
+		} else {
+			a.put(b, []byte(c.Group), mustJSON(cur))
+		}
+		a.events = append(a.events, event{Rev: a.index, Kind: "gconf", Group: c.Group, Configs: maps.Clone(cur)})
+		return result{Visible: true}
 	case opClaimDirectory:
 		return a.claimDirectory(c)
 	case opAlterClientQuotas:
@@ -586,6 +603,15 @@ func loadImage(tx *bolt.Tx) *image {
 		var c map[string]string
 		mustUnmarshal(v, &c)
 		img.BrokerConfigs[brokerFromKey(k)] = c
+		return nil
+	})
+	_ = tx.Bucket(bucketGroupConfigs).ForEach(func(k, v []byte) error {
+		var c map[string]string
+		mustUnmarshal(v, &c)
+		if img.GroupConfigs == nil {
+			img.GroupConfigs = map[string]map[string]string{}
+		}
+		img.GroupConfigs[string(k)] = c
 		return nil
 	})
 	loadScram(tx, img)

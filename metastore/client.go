@@ -173,6 +173,19 @@ func (c *Client) AlterTopicConfigs(ctx context.Context, name string, set map[str
 // BrokerConfigs returns the dynamic configs of a broker (-1: cluster-wide).
 func (c *Client) BrokerConfigs(broker int32) map[string]string { return c.v.BrokerConfigs(broker) }
 
+// GroupConfigs returns a group's dynamic configs (Kafka's GROUP config
+// resource), from the local cache.
+func (c *Client) GroupConfigs(group string) map[string]string { return c.v.GroupConfigs(group) }
+
+// GroupConfig returns one dynamic config of a group, from the local cache.
+func (c *Client) GroupConfig(group, key string) (string, bool) { return c.v.GroupConfig(group, key) }
+
+// AlterGroupConfigs sets and removes dynamic group configs.
+func (c *Client) AlterGroupConfigs(ctx context.Context, group string, set map[string]string, del []string) error {
+	_, err := c.write(ctx, command{Op: opAlterGroupConfigs, Group: group, Set: set, Del: del})
+	return err
+}
+
 // AlterBrokerConfigs sets and removes dynamic broker configs.
 func (c *Client) AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error {
 	_, err := c.write(ctx, command{Op: opAlterBrokerConfig, BrokerID: broker, Set: set, Del: del})

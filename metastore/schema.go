@@ -46,6 +46,8 @@ import (
 //	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
 //	               partition(u32) -> binary offsetValue: offsets a
 //	               transaction committed, pending until it commits
+//	group_configs  group -> JSON map[string]string: dynamic group configs
+//	               (Kafka's GROUP config resource)
 //	share_state    group -> nested bucket: topic id (16 bytes) partition(u32)
 //	               -> opaque share-partition state blob (KIP-932; the
 //	               coordinator's format, coordinator/share_persist.go)
@@ -67,6 +69,7 @@ var (
 	bucketClientQuotas  = []byte("client_quotas")
 	bucketTxnOffsets    = []byte("txn_offsets")
 	bucketShareState    = []byte("share_state")
+	bucketGroupConfigs  = []byte("group_configs")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -87,6 +90,7 @@ var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
 	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
+	bucketGroupConfigs,
 }
 
 func shareStateKey(id TopicID, partition int32) []byte {

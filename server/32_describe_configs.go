@@ -34,6 +34,8 @@ func handleDescribeConfigs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 			rows, rerr = s.describeTopicConfigs(rr.ResourceName, withSyn)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			rows, rerr = s.describeBrokerConfigs(rr.ResourceName, withSyn)
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			rows, rerr = s.describeGroupConfigs(rr.ResourceName)
 		default:
 			rerr = resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", rr.ResourceType)
 		}

@@ -221,6 +221,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
 		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
 		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		GroupConfig:            catalog.GroupConfig,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()
