@@ -15,8 +15,8 @@ import (
 )
 
 // Shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: the
-// two resource types Sluice has configs for, and how changes are checked
-// and stored.
+// three resource types Sluice has configs for (topics, brokers, groups),
+// and how changes are checked and stored.
 
 // resourceError is a per-resource failure with its Kafka code.
 type resourceError struct {
