@@ -184,6 +184,21 @@ type Config struct {
 	// group members; Kafka's names and defaults.
 	GroupConsumerSessionTimeoutMs    int32 `mapstructure:"group.consumer.session.timeout.ms"`
 	GroupConsumerHeartbeatIntervalMs int32 `mapstructure:"group.consumer.heartbeat.interval.ms"`
+	// Share groups (KIP-932), Kafka's names, defaults and bounds: how long
+	// a record a member acquired stays locked to it
+	// (group.share.record.lock.duration.ms, 1000-3600000), how often a
+	// record is delivered before it is archived
+	// (group.share.delivery.count.limit, 2-10), how many records of a
+	// partition may be in flight at once
+	// (group.share.partition.max.record.locks, 100-10000), a member's
+	// session timeout and heartbeat interval, and the most members of a
+	// share group (group.share.max.size).
+	GroupShareRecordLockDurationMs int32 `mapstructure:"group.share.record.lock.duration.ms"`
+	GroupShareDeliveryCountLimit   int32 `mapstructure:"group.share.delivery.count.limit"`
+	GroupSharePartitionMaxLocks    int32 `mapstructure:"group.share.partition.max.record.locks"`
+	GroupShareSessionTimeoutMs     int32 `mapstructure:"group.share.session.timeout.ms"`
+	GroupShareHeartbeatIntervalMs  int32 `mapstructure:"group.share.heartbeat.interval.ms"`
+	GroupShareMaxSize              int32 `mapstructure:"group.share.max.size"`
 	// OffsetsRetentionMinutes: committed offsets of a group that no longer
 	// uses them (an Empty classic group, an unsubscribed topic, a
 	// standalone consumer's commits) expire after this long; Kafka's
@@ -392,6 +407,12 @@ func Default() Config {
 		GroupMaxSessionTimeoutMs:         1800000,
 		GroupConsumerSessionTimeoutMs:    45000,
 		GroupConsumerHeartbeatIntervalMs: 5000,
+		GroupShareRecordLockDurationMs:   30000,
+		GroupShareDeliveryCountLimit:     5,
+		GroupSharePartitionMaxLocks:      2000,
+		GroupShareSessionTimeoutMs:       45000,
+		GroupShareHeartbeatIntervalMs:    5000,
+		GroupShareMaxSize:                200,
 		OffsetsRetentionMinutes:          10080,
 		OffsetsRetentionCheckIntervalMs:  600000,
 		GroupInitialRebalanceDelayMs:     3000,
@@ -553,6 +574,21 @@ func (c Config) Validate() error {
 	}
 	if c.GroupConsumerHeartbeatIntervalMs <= 0 || c.GroupConsumerSessionTimeoutMs <= c.GroupConsumerHeartbeatIntervalMs {
 		errs = append(errs, fmt.Errorf("group.consumer.heartbeat.interval.ms must be positive and below group.consumer.session.timeout.ms"))
+	}
+	if c.GroupShareRecordLockDurationMs < 1000 || c.GroupShareRecordLockDurationMs > 3600000 {
+		errs = append(errs, fmt.Errorf("group.share.record.lock.duration.ms must be between 1000 and 3600000"))
+	}
+	if c.GroupShareDeliveryCountLimit < 2 || c.GroupShareDeliveryCountLimit > 10 {
+		errs = append(errs, fmt.Errorf("group.share.delivery.count.limit must be between 2 and 10"))
+	}
+	if c.GroupSharePartitionMaxLocks < 100 || c.GroupSharePartitionMaxLocks > 10000 {
+		errs = append(errs, fmt.Errorf("group.share.partition.max.record.locks must be between 100 and 10000"))
+	}
+	if c.GroupShareHeartbeatIntervalMs <= 0 || c.GroupShareSessionTimeoutMs <= c.GroupShareHeartbeatIntervalMs {
+		errs = append(errs, fmt.Errorf("group.share.heartbeat.interval.ms must be positive and below group.share.session.timeout.ms"))
+	}
+	if c.GroupShareMaxSize < 1 || c.GroupShareMaxSize > 1000 {
+		errs = append(errs, fmt.Errorf("group.share.max.size must be between 1 and 1000"))
 	}
 	if c.OffsetsRetentionMinutes < 1 {
 		errs = append(errs, fmt.Errorf("offsets.retention.minutes must be at least 1"))

@@ -24,12 +24,18 @@ func (g *group) stateLocked() string {
 	if g.typ == typeConsumer {
 		return g.cg.stateLocked()
 	}
+	if g.typ == typeShare {
+		return g.sg.stateLocked()
+	}
 	return g.state.String()
 }
 
 func (g *group) protocolTypeLocked() string {
 	if g.typ == typeConsumer {
 		return "consumer"
+	}
+	if g.typ == typeShare {
+		return "share"
 	}
 	return g.protocolType
 }
@@ -121,7 +127,7 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 			switch {
 			case g.dead:
 				dg.ErrorCode = kerr.NotCoordinator.Code
-			case g.typ == typeConsumer:
+			case g.typ != typeClassic:
 				notFound("Group " + name + " is not a classic group.")
 			default:
 				g.describeLocked(&dg)

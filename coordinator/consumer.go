@@ -223,6 +223,9 @@ func (c *Coordinator) ConsumerGroupHeartbeat(ctx context.Context, cl Client, req
 	if g.dead {
 		return fail(kerr.NotCoordinator.Code, "")
 	}
+	if g.typ == typeShare {
+		return fail(kerr.GroupIDNotFound.Code, "Group "+g.name+" is not a consumer group.")
+	}
 	if g.typ == typeClassic {
 		if !g.isEmptyLocked() {
 			return fail(kerr.GroupIDNotFound.Code, "Group "+g.name+" is not a consumer group.")

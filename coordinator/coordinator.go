@@ -43,6 +43,10 @@ type Store interface {
 	// ClaimGroup makes f.Broker the owner unless a live broker owns the
 	// group, and returns the owner.
 	ClaimGroup(ctx context.Context, group string, f metastore.Fence) (int32, error)
+	// SaveShareState stores one share-partition's state (share_partition.go);
+	// LoadShareStates reads all of a group's. DeleteGroup removes them.
+	SaveShareState(ctx context.Context, f metastore.Fence, group string, topic metastore.TopicID, partition int32, state []byte) error
+	LoadShareStates(ctx context.Context, group string) ([]metastore.ShareState, error)
 	// Brokers are the registered (live) brokers, from the local cache.
 	Brokers() []metastore.Broker
 
@@ -95,6 +99,21 @@ type Config struct {
 	// timeout (Kafka's InitialDelayedJoin). 0: none (the zero value; the
 	// broker passes Kafka's 3 s default).
 	InitialRebalanceDelay time.Duration
+
+	// Share groups (KIP-932, share.go): the broker's
+	// group.share.record.lock.duration.ms (30s),
+	// group.share.delivery.count.limit (5) and
+	// group.share.partition.max.record.locks (2000);
+	// group.share.session.timeout.ms (45s) and
+	// group.share.heartbeat.interval.ms (5s).
+	Share                                       ShareLimits
+	ShareSessionTimeout, ShareHeartbeatInterval time.Duration
+	// ShareMaxGroupSize is group.share.max.size (200).
+	ShareMaxGroupSize int
+	// GroupConfig returns a group's dynamic config (Kafka's GROUP config
+	// resource: share.auto.offset.reset, share.record.lock.duration.ms),
+	// ok false when unset. nil: none set.
+	GroupConfig func(group, key string) (string, bool)
 }
 
 func (c *Config) defaults() {
@@ -121,6 +140,24 @@ func (c *Config) defaults() {
 	}
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = 10 * time.Second
+	}
+	if c.Share.LockDuration == 0 {
+		c.Share.LockDuration = 30 * time.Second
+	}
+	if c.Share.DeliveryLimit == 0 {
+		c.Share.DeliveryLimit = 5
+	}
+	if c.Share.MaxLocks == 0 {
+		c.Share.MaxLocks = 2000
+	}
+	if c.ShareMaxGroupSize == 0 {
+		c.ShareMaxGroupSize = 200
+	}
+	if c.ShareSessionTimeout == 0 {
+		c.ShareSessionTimeout = 45 * time.Second
+	}
+	if c.ShareHeartbeatInterval == 0 {
+		c.ShareHeartbeatInterval = 5 * time.Second
 	}
 	if c.OffsetsRetention == 0 {
 		c.OffsetsRetention = 10080 * time.Minute

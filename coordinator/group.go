@@ -44,11 +44,15 @@ type groupType int8
 const (
 	typeClassic groupType = iota
 	typeConsumer
+	typeShare // KIP-932 (share.go)
 )
 
 func (t groupType) String() string {
-	if t == typeConsumer {
+	switch t {
+	case typeConsumer:
 		return "consumer"
+	case typeShare:
+		return "share"
 	}
 	return "classic"
 }
@@ -88,6 +92,8 @@ type group struct {
 
 	// KIP-848 protocol.
 	cg *consumerGroup
+	// KIP-932 share group.
+	sg *shareGroup
 }
 
 // member is a classic member.
@@ -162,6 +168,9 @@ func (g *group) unloadLocked(code int16) {
 	if g.cg != nil {
 		g.cg.stopTimers()
 	}
+	if g.sg != nil {
+		g.sg.stopTimers()
+	}
 }
 
 func stop(t Timer) {
@@ -174,6 +183,9 @@ func stop(t Timer) {
 func (g *group) isEmptyLocked() bool {
 	if g.typ == typeConsumer {
 		return g.cg == nil || len(g.cg.members) == 0
+	}
+	if g.typ == typeShare {
+		return g.sg == nil || len(g.sg.members) == 0
 	}
 	return len(g.members) == 0 && len(g.pending) == 0
 }
@@ -220,6 +232,10 @@ func (c *Coordinator) JoinGroup(ctx context.Context, cl Client, req *kmsg.JoinGr
 }
 
 func (g *group) joinLocked(cl Client, req *kmsg.JoinGroupRequest, resp *kmsg.JoinGroupResponse) <-chan *kmsg.JoinGroupResponse {
+	if g.typ == typeShare {
+		resp.ErrorCode = kerr.InconsistentGroupProtocol.Code
+		return nil
+	}
 	if g.typ == typeConsumer {
 		if !g.isEmptyLocked() {
 			// Classic members joining a KIP-848 group (the online
@@ -743,7 +759,7 @@ func (g *group) syncLocked(req *kmsg.SyncGroupRequest, resp *kmsg.SyncGroupRespo
 	if g.dead {
 		return fail(kerr.NotCoordinator.Code)
 	}
-	if g.typ == typeConsumer {
+	if g.typ != typeClassic {
 		return fail(kerr.UnknownMemberID.Code)
 	}
 	if code := g.checkInstanceLocked(req.InstanceID, req.MemberID); code != 0 {
@@ -866,7 +882,7 @@ func (g *group) heartbeatLocked(req *kmsg.HeartbeatRequest) int16 {
 	if g.dead {
 		return kerr.NotCoordinator.Code
 	}
-	if g.typ == typeConsumer {
+	if g.typ != typeClassic {
 		return kerr.UnknownMemberID.Code
 	}
 	if code := g.checkInstanceLocked(req.InstanceID, req.MemberID); code != 0 {
@@ -910,7 +926,7 @@ func (c *Coordinator) LeaveGroup(ctx context.Context, req *kmsg.LeaveGroupReques
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp
 	}
-	if g.typ == typeConsumer {
+	if g.typ != typeClassic {
 		resp.ErrorCode = kerr.UnknownMemberID.Code
 		return resp
 	}

@@ -22,6 +22,30 @@ type memStore struct {
 	topics  []metastore.Topic
 	brokers []metastore.Broker
 	saves   int
+	shares  map[string]map[metastore.TopicPartition]metastore.ShareState
+}
+
+func (s *memStore) SaveShareState(_ context.Context, _ metastore.Fence, group string, topic metastore.TopicID, partition int32, state []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.shares == nil {
+		s.shares = map[string]map[metastore.TopicPartition]metastore.ShareState{}
+	}
+	if s.shares[group] == nil {
+		s.shares[group] = map[metastore.TopicPartition]metastore.ShareState{}
+	}
+	s.shares[group][metastore.TopicPartition{Topic: string(topic[:]), Partition: partition}] = metastore.ShareState{Topic: topic, Partition: partition, State: append([]byte{}, state...)}
+	return nil
+}
+
+func (s *memStore) LoadShareStates(_ context.Context, group string) ([]metastore.ShareState, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []metastore.ShareState
+	for _, st := range s.shares[group] {
+		out = append(out, st)
+	}
+	return out, nil
 }
 
 func (s *memStore) Brokers() []metastore.Broker {
@@ -114,6 +138,7 @@ func (s *memStore) DeleteGroup(_ context.Context, _ metastore.Fence, group strin
 	delete(s.groups, group)
 	delete(s.offsets, group)
 	delete(s.owners, group)
+	delete(s.shares, group)
 	return nil
 }
 

@@ -140,6 +140,11 @@ func (g *group) validateCommitLocked(simple bool, generation int32, memberID str
 	if g.typ == typeConsumer {
 		return g.cg.validateCommitLocked(simple, generation, memberID, version)
 	}
+	if g.typ == typeShare {
+		// A share group keeps no committed offsets (Kafka's
+		// ShareGroup.validateOffsetCommit).
+		return kerr.GroupIDNotFound.Code
+	}
 	if generation < 0 && g.state == stateEmpty {
 		return 0
 	}

@@ -33,6 +33,7 @@ type storedGroup struct {
 	Leader       string          `json:"leader,omitempty"`
 	Members      []storedMember  `json:"members,omitempty"`
 	Consumer     *storedConsumer `json:"consumer,omitempty"`
+	Share        *storedShare    `json:"share,omitempty"`
 	// EmptySinceMs: when a classic group became Empty (unix ms), for
 	// offset expiry; 0 when not Empty or unknown.
 	EmptySinceMs int64 `json:"empty_since_ms,omitempty"`
@@ -64,6 +65,8 @@ func (g *group) encodeLocked() ([]byte, error) {
 	}
 	if g.typ == typeConsumer {
 		sg.Consumer = g.cg.encode()
+	} else if g.typ == typeShare {
+		sg.Share = g.sg.encode()
 	} else {
 		for _, id := range sortedKeys(g.members) {
 			m := g.members[id]
@@ -113,6 +116,12 @@ func (g *group) restore(blob []byte) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.generation = sg.Generation
+	if sg.Type == "share" {
+		g.typ = typeShare
+		g.sg = newShareGroup(g)
+		g.sg.restore(sg.Share)
+		return nil
+	}
 	if sg.Type == "consumer" {
 		g.typ = typeConsumer
 		g.cg = newConsumerGroup(g)

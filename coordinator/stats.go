@@ -33,6 +33,9 @@ func (c *Coordinator) Stats() []GroupStats {
 			if g.typ == typeConsumer && g.cg != nil {
 				st.Members = len(g.cg.members)
 			}
+			if g.typ == typeShare && g.sg != nil {
+				st.Members = len(g.sg.members)
+			}
 			out = append(out, st)
 		}
 		g.mu.Unlock()

@@ -134,6 +134,23 @@ func (a *applier) apply(c *command) (r result) {
 			a.rebalanceClusterDefault()
 		}
 		return result{Visible: true}
+	case opAlterGroupConfigs:
+		if c.Group == "" {
+			return fail(ErrInvalidRequest)
+		}
+		b := a.tx.Bucket(bucketGroupConfigs)
+		var cur map[string]string
+		if v := b.Get([]byte(c.Group)); v != nil {
+			mustUnmarshal(v, &cur)
+		}
+		cur = alterMap(cur, c.Set, c.Del)
+		if len(cur) == 0 {
+			a.del(b, []byte(c.Group))
+		} else {
+			a.put(b, []byte(c.Group), mustJSON(cur))
+		}
+		a.events = append(a.events, event{Rev: a.index, Kind: "gconf", Group: c.Group, Configs: maps.Clone(cur)})
+		return result{Visible: true}
 	case opClaimDirectory:
 		return a.claimDirectory(c)
 	case opAlterClientQuotas:
@@ -253,16 +270,35 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.put(a.tx.Bucket(bucketGroups), []byte(c.Group), state)
 		return result{}
+	case opSaveShareState:
+		if c.Group == "" || c.TopicID == nil {
+			return fail(ErrInvalidRequest)
+		}
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
+		gb, err := a.tx.Bucket(bucketShareState).CreateBucketIfNotExists([]byte(c.Group))
+		if err != nil {
+			panic(fmt.Sprintf("metastore: share state bucket: %v", err))
+		}
+		state := c.State
+		if state == nil {
+			state = []byte{}
+		}
+		a.put(gb, shareStateKey(*c.TopicID, c.Partition), state)
+		return result{}
 	case opDeleteGroup:
 		if err := a.checkFence(c); err != nil {
 			return fail(err)
 		}
 		a.del(a.tx.Bucket(bucketGroups), []byte(c.Group))
 		a.del(a.tx.Bucket(bucketGroupOwners), []byte(c.Group))
-		ob := a.tx.Bucket(bucketOffsets)
-		if ob.Bucket([]byte(c.Group)) != nil {
-			if err := ob.DeleteBucket([]byte(c.Group)); err != nil {
-				panic(fmt.Sprintf("metastore: delete offsets bucket: %v", err))
+		for _, name := range [][]byte{bucketOffsets, bucketShareState} {
+			ob := a.tx.Bucket(name)
+			if ob.Bucket([]byte(c.Group)) != nil {
+				if err := ob.DeleteBucket([]byte(c.Group)); err != nil {
+					panic(fmt.Sprintf("metastore: delete %s bucket: %v", name, err))
+				}
 			}
 		}
 		return result{}
@@ -567,6 +603,15 @@ func loadImage(tx *bolt.Tx) *image {
 		var c map[string]string
 		mustUnmarshal(v, &c)
 		img.BrokerConfigs[brokerFromKey(k)] = c
+		return nil
+	})
+	_ = tx.Bucket(bucketGroupConfigs).ForEach(func(k, v []byte) error {
+		var c map[string]string
+		mustUnmarshal(v, &c)
+		if img.GroupConfigs == nil {
+			img.GroupConfigs = map[string]map[string]string{}
+		}
+		img.GroupConfigs[string(k)] = c
 		return nil
 	})
 	loadScram(tx, img)

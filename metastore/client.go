@@ -173,6 +173,19 @@ func (c *Client) AlterTopicConfigs(ctx context.Context, name string, set map[str
 // BrokerConfigs returns the dynamic configs of a broker (-1: cluster-wide).
 func (c *Client) BrokerConfigs(broker int32) map[string]string { return c.v.BrokerConfigs(broker) }
 
+// GroupConfigs returns a group's dynamic configs (Kafka's GROUP config
+// resource), from the local cache.
+func (c *Client) GroupConfigs(group string) map[string]string { return c.v.GroupConfigs(group) }
+
+// GroupConfig returns one dynamic config of a group, from the local cache.
+func (c *Client) GroupConfig(group, key string) (string, bool) { return c.v.GroupConfig(group, key) }
+
+// AlterGroupConfigs sets and removes dynamic group configs.
+func (c *Client) AlterGroupConfigs(ctx context.Context, group string, set map[string]string, del []string) error {
+	_, err := c.write(ctx, command{Op: opAlterGroupConfigs, Group: group, Set: set, Del: del})
+	return err
+}
+
 // AlterBrokerConfigs sets and removes dynamic broker configs.
 func (c *Client) AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error {
 	_, err := c.write(ctx, command{Op: opAlterBrokerConfig, BrokerID: broker, Set: set, Del: del})
@@ -322,7 +335,33 @@ func (c *Client) LoadGroup(ctx context.Context, group string) ([]byte, error) {
 	return resp.State, nil
 }
 
-// DeleteGroup deletes a group's metadata, its offsets and its owner.
+// ShareState is one share-partition's state (KIP-932), an opaque blob the
+// coordinator owns, stored per group, topic and partition.
+type ShareState struct {
+	Topic     TopicID `json:"t"`
+	Partition int32   `json:"p"`
+	State     []byte  `json:"s"`
+}
+
+// SaveShareState stores the state of a share group's partition.
+func (c *Client) SaveShareState(ctx context.Context, f Fence, group string, topic TopicID, partition int32, state []byte) error {
+	_, err := c.write(ctx, command{Op: opSaveShareState, Group: group, TopicID: &topic, Partition: partition,
+		State: state, BrokerID: f.Broker, Inc: f.Incarnation})
+	return err
+}
+
+// LoadShareStates reads every saved share-partition state of a group,
+// linearizably.
+func (c *Client) LoadShareStates(ctx context.Context, group string) ([]ShareState, error) {
+	resp, err := c.read(ctx, &readRequest{What: "share_states", Group: group})
+	if err != nil {
+		return nil, err
+	}
+	return resp.ShareStates, nil
+}
+
+// DeleteGroup deletes a group's metadata, its offsets, its share-partition
+// states and its owner.
 func (c *Client) DeleteGroup(ctx context.Context, f Fence, group string) error {
 	_, err := c.write(ctx, command{Op: opDeleteGroup, Group: group, BrokerID: f.Broker, Inc: f.Incarnation})
 	return err

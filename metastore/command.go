@@ -63,6 +63,8 @@ const (
 	opPutTxn            op = "put_txn"
 	opDeleteTxn         op = "delete_txn"
 	opTxnOffsets        op = "txn_offsets"
+	opSaveShareState    op = "save_share_state"
+	opAlterGroupConfigs op = "alter_group_configs"
 )
 
 // command is one state machine operation. Only the fields its Op uses are

@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -229,9 +230,25 @@ func (n *Node) read(r *readRequest) *Response {
 				resp.State = append([]byte{}, v...)
 				resp.Found = true
 			}
+		case "share_states":
+			gb := tx.Bucket(bucketShareState).Bucket([]byte(r.Group))
+			if gb == nil {
+				return nil
+			}
+			return gb.ForEach(func(k, v []byte) error {
+				if len(k) != 20 {
+					return nil
+				}
+				var s ShareState
+				copy(s.Topic[:], k[:16])
+				s.Partition = int32(binary.BigEndian.Uint32(k[16:]))
+				s.State = append([]byte{}, v...)
+				resp.ShareStates = append(resp.ShareStates, s)
+				return nil
+			})
 		case "groups":
 			seen := map[string]bool{}
-			for _, b := range [][]byte{bucketGroups, bucketOffsets} {
+			for _, b := range [][]byte{bucketGroups, bucketOffsets, bucketShareState} {
 				_ = tx.Bucket(b).ForEach(func(k, _ []byte) error {
 					seen[string(k)] = true
 					return nil

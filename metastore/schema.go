@@ -46,6 +46,11 @@ import (
 //	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
 //	               partition(u32) -> binary offsetValue: offsets a
 //	               transaction committed, pending until it commits
+//	group_configs  group -> JSON map[string]string: dynamic group configs
+//	               (Kafka's GROUP config resource)
+//	share_state    group -> nested bucket: topic id (16 bytes) partition(u32)
+//	               -> opaque share-partition state blob (KIP-932; the
+//	               coordinator's format, coordinator/share_persist.go)
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -63,6 +68,8 @@ var (
 	bucketBrokerDirs    = []byte("broker_dirs")
 	bucketClientQuotas  = []byte("client_quotas")
 	bucketTxnOffsets    = []byte("txn_offsets")
+	bucketShareState    = []byte("share_state")
+	bucketGroupConfigs  = []byte("group_configs")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -82,7 +89,14 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
-	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets,
+	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
+	bucketGroupConfigs,
+}
+
+func shareStateKey(id TopicID, partition int32) []byte {
+	b := make([]byte, 0, 20)
+	b = append(b, id[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
 }
 
 // offsetValue is one committed offset as stored (encodeOffsetValue).

@@ -102,6 +102,8 @@ type Response struct {
 	Topic        *Topic              `json:"topic,omitempty"`
 	Found        bool                `json:"found,omitempty"`
 	Txns         []TxnState          `json:"txns,omitempty"`
+	// ShareStates answers "share_states".
+	ShareStates []ShareState `json:"shares,omitempty"`
 
 	Events []event `json:"events,omitempty"`
 	Image  *image  `json:"image,omitempty"`

@@ -23,6 +23,7 @@ type view struct {
 	names         map[string]TopicID
 	brokers       map[int32]Broker
 	brokerConfigs map[int32]map[string]string
+	groupConfigs  map[string]map[string]string
 	// quotas and their generation, loaded without mu (quotas.go).
 	quotas atomic.Pointer[quotaSet]
 	acls   map[string]acl.Binding // by acl.Binding.Key
@@ -49,6 +50,7 @@ func (v *view) resetLocked() {
 	v.names = map[string]TopicID{}
 	v.brokers = map[int32]Broker{}
 	v.brokerConfigs = map[int32]map[string]string{}
+	v.groupConfigs = map[string]map[string]string{}
 	v.scram = map[string]map[string]ScramCredential{}
 	v.storeQuotasLocked(nil)
 	v.acls = map[string]acl.Binding{}
@@ -72,6 +74,8 @@ type event struct {
 	ACL       *acl.Binding      `json:"acl,omitempty"`
 	// Decommissioned is the whole set after a "decom" event.
 	Decommissioned []int32 `json:"decom,omitempty"`
+	// Group names the group of a "gconf" event.
+	Group string `json:"g,omitempty"`
 }
 
 // image is a full copy of a view; watchers behind the event history get one.
@@ -86,6 +90,8 @@ type image struct {
 	ACLs          []acl.Binding               `json:"acls,omitempty"`
 	// Decommissioned: absent from images of nodes that predate it.
 	Decommissioned []int32 `json:"decom,omitempty"`
+	// GroupConfigs: absent from images of nodes that predate it.
+	GroupConfigs map[string]map[string]string `json:"gconfs,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -170,6 +176,12 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "decom":
 		v.decommissioned = slices.Clone(e.Decommissioned)
+	case "gconf":
+		if len(e.Configs) == 0 {
+			delete(v.groupConfigs, e.Group)
+		} else {
+			v.groupConfigs[e.Group] = maps.Clone(e.Configs)
+		}
 	}
 }
 
@@ -192,6 +204,9 @@ func (v *view) loadImage(img *image) {
 	}
 	for id, c := range img.BrokerConfigs {
 		v.brokerConfigs[id] = maps.Clone(c)
+	}
+	for g, c := range img.GroupConfigs {
+		v.groupConfigs[g] = maps.Clone(c)
 	}
 	for i := range img.Scram {
 		v.applyScramLocked(&event{Scram: &img.Scram[i]})
@@ -222,6 +237,12 @@ func (v *view) imageLocked() *image {
 	}
 	for id, c := range v.brokerConfigs {
 		img.BrokerConfigs[id] = maps.Clone(c)
+	}
+	for g, c := range v.groupConfigs {
+		if img.GroupConfigs == nil {
+			img.GroupConfigs = map[string]map[string]string{}
+		}
+		img.GroupConfigs[g] = maps.Clone(c)
 	}
 	for _, m := range v.scram {
 		for _, c := range m {
@@ -326,6 +347,20 @@ func (c *Client) SharedTopicByName(name string) (*Topic, bool) { return c.v.Shar
 
 // SharedTopicByID is SharedTopicByName by id.
 func (c *Client) SharedTopicByID(id TopicID) (*Topic, bool) { return c.v.SharedTopicByID(id) }
+
+func (v *view) GroupConfigs(group string) map[string]string {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return maps.Clone(v.groupConfigs[group])
+}
+
+// GroupConfig is one dynamic config of a group, from the cache.
+func (v *view) GroupConfig(group, key string) (string, bool) {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	val, ok := v.groupConfigs[group][key]
+	return val, ok
+}
 
 func (v *view) BrokerConfigs(broker int32) map[string]string {
 	v.mu.RLock()

@@ -2,6 +2,9 @@ package server
 
 import (
 	"context"
+	"encoding/base64"
+	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -19,7 +22,12 @@ import (
 // the live write brokers; the state is in the metastore, so when that
 // broker leaves the next one in the ranking takes over), with its endpoint
 // on the same listener; COORDINATOR_NOT_AVAILABLE while there is none.
-// Other key types (share groups) are INVALID_REQUEST.
+// For a share-partition key (key type 2, v6+, "group:topicId:partition",
+// which brokers use to find the holder of a share-partition's state) it is
+// the group's coordinator, which holds the state here (coordinator/share.go),
+// with CLUSTER_ACTION required as in Kafka; a malformed key or an older
+// version is INVALID_REQUEST. Share groups themselves are found with key
+// type 0, as Kafka's clients do.
 // Version notes: v1 key type, error message, throttle; v3+ flexible; v4
 // batched keys (the response's Coordinators); v5-6 no change for groups.
 // Roles: every broker.
@@ -28,6 +36,7 @@ func init() { register(10, handleFindCoordinator) }
 const (
 	coordinatorKeyGroup = 0
 	coordinatorKeyTxn   = 1
+	coordinatorKeyShare = 2
 )
 
 func handleFindCoordinator(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
@@ -40,7 +49,7 @@ func handleFindCoordinator(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 	keyType := req.CoordinatorType
 	groupCall(rc, func(ctx context.Context) kmsg.Response {
 		for _, key := range keys {
-			c := s.findCoordinator(ctx, rc, keyType, key)
+			c := s.findCoordinator(ctx, rc, req.Version, keyType, key)
 			if req.Version >= 4 {
 				resp.Coordinators = append(resp.Coordinators, c)
 				continue
@@ -53,7 +62,7 @@ func handleFindCoordinator(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 	return nil, nil
 }
 
-func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
+func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, version int16, keyType int8, key string) kmsg.FindCoordinatorResponseCoordinator {
 	c := kmsg.NewFindCoordinatorResponseCoordinator()
 	c.Key = key
 	c.NodeID, c.Port = -1, -1
@@ -81,6 +90,18 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, keyType int8, 
 			return fail(kerr.CoordinatorNotAvailable.Code, "no write broker is registered to coordinate transactions")
 		}
 		return s.coordinatorEndpoint(rc, c, owner, fail)
+	case coordinatorKeyShare:
+		if version < 6 {
+			return fail(kerr.InvalidRequest.Code, "share-partition keys need FindCoordinator v6")
+		}
+		if !s.authorizeCluster(rc, acl.OpClusterAction) {
+			return fail(kerr.ClusterAuthorizationFailed.Code, "CLUSTER_ACTION on the cluster is required")
+		}
+		group, ok := shareCoordinatorGroup(key)
+		if !ok {
+			return fail(kerr.InvalidRequest.Code, "a share-partition key is group:topicId:partition")
+		}
+		key = group
 	default:
 		return fail(kerr.InvalidRequest.Code, "unsupported coordinator key type")
 	}
@@ -122,4 +143,26 @@ func (s *Server) coordinatorEndpoint(rc *reqCtx, c kmsg.FindCoordinatorResponseC
 		}
 	}
 	return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator has no endpoint on this listener")
+}
+
+// shareCoordinatorGroup parses Kafka's share-partition key
+// "group:topicId:partition" (SharePartitionKey) and returns the group.
+func shareCoordinatorGroup(key string) (string, bool) {
+	i := strings.LastIndexByte(key, ':')
+	if i < 0 {
+		return "", false
+	}
+	if p, err := strconv.ParseInt(key[i+1:], 10, 32); err != nil || p < 0 {
+		return "", false
+	}
+	rest := key[:i]
+	j := strings.LastIndexByte(rest, ':')
+	if j <= 0 {
+		return "", false
+	}
+	// Kafka writes a Uuid as 22 characters of URL-safe base64.
+	if id, err := base64.RawURLEncoding.DecodeString(rest[j+1:]); err != nil || len(id) != 16 {
+		return "", false
+	}
+	return rest[:j], true
 }

@@ -11,7 +11,8 @@ import (
 // Never refused: an unknown version is answered by conn.handle with
 // UNSUPPORTED_VERSION and a v0 body (KIP-511), and the response header is
 // always v0 (protocol.AppendResponse).
-// The ACL APIs (29-31) are listed only when the authorizer is on.
+// The ACL APIs (29-31) are listed only when the authorizer is on, the
+// share group APIs (76-79) only by a single node (server/share.go).
 // Version notes: v1 ThrottleMillis; v3+ flexible, client software name;
 // v5 cluster id and node id in the request. v3+ carry the features: see
 // features below.
@@ -27,7 +28,7 @@ func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = version
 	for _, key := range protocol.Keys() {
-		if aclAPI(key) && s.authz == nil {
+		if aclAPI(key) && s.authz == nil || shareAPI(key) && !s.shareServed() {
 			continue
 		}
 		r, _ := protocol.Versions(key)

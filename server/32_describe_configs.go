@@ -12,7 +12,10 @@ import (
 // Semantics: TOPIC resources list every topic config Sluice honours with
 // its effective value and source (topic, broker, cluster default, static,
 // default); BROKER resources list this broker's configs, or with an empty
-// name the cluster-wide dynamic defaults. ConfigNames filters; synonyms
+// name the cluster-wide dynamic defaults; GROUP resources (type 32) the
+// group configs Sluice honours (share.auto.offset.reset,
+// share.record.lock.duration.ms), source GROUP_CONFIG when set. ConfigNames
+// filters; synonyms
 // (v1+) list every level that sets a value, most specific first.
 // Version notes: v1 synonyms and sources; v3 types and documentation;
 // v4+ flexible.
@@ -34,6 +37,8 @@ func handleDescribeConfigs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 			rows, rerr = s.describeTopicConfigs(rr.ResourceName, withSyn)
 		case rr.ResourceType == kmsg.ConfigResourceTypeBroker:
 			rows, rerr = s.describeBrokerConfigs(rr.ResourceName, withSyn)
+		case rr.ResourceType == kmsg.ConfigResourceTypeGroupConfig:
+			rows, rerr = s.describeGroupConfigs(rr.ResourceName)
 		default:
 			rerr = resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", rr.ResourceType)
 		}

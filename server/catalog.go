@@ -34,6 +34,11 @@ type Catalog interface {
 	// cluster-wide defaults, any other id that broker's own.
 	BrokerConfigs(broker int32) map[string]string
 	AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error
+	// GroupConfigs are a group's dynamic configs (the GROUP config
+	// resource); GroupConfig one of them.
+	GroupConfigs(group string) map[string]string
+	GroupConfig(group, key string) (string, bool)
+	AlterGroupConfigs(ctx context.Context, group string, set map[string]string, del []string) error
 
 	// AllocateProducerIDs reserves count consecutive producer ids and
 	// returns the first.

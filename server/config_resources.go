@@ -15,8 +15,8 @@ import (
 )
 
 // Shared by DescribeConfigs, AlterConfigs and IncrementalAlterConfigs: the
-// two resource types Sluice has configs for, and how changes are checked
-// and stored.
+// three resource types Sluice has configs for (topics, brokers, groups),
+// and how changes are checked and stored.
 
 // resourceError is a per-resource failure with its Kafka code.
 type resourceError struct {
@@ -44,8 +44,65 @@ func (s *Server) configAuthorized(rc *reqCtx, rt kmsg.ConfigResourceType, name s
 		if !s.authorizeCluster(rc, op) {
 			return resErr(kerr.ClusterAuthorizationFailed.Code, "%s on the cluster is required", op)
 		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if !s.authorizeGroup(rc, op, name) {
+			return resErr(kerr.GroupAuthorizationFailed.Code, "%s on group %s is required", op, name)
+		}
 	}
 	return nil
+}
+
+// groupConfigDefs are the GROUP configs Sluice honours (Kafka's
+// GroupConfig names), with the broker setting each defaults to.
+func (s *Server) groupConfigDefs() []describedConfig {
+	c := s.cfg.Config
+	return []describedConfig{
+		{name: "share.auto.offset.reset", value: configValue{"latest", sourceDefault}, typ: configs.TypeString,
+			doc: "Where a share group starts reading a partition it never read: latest or earliest."},
+		{name: "share.record.lock.duration.ms", value: configValue{strconv.Itoa(int(c.GroupShareRecordLockDurationMs)), sourceDefault}, typ: configs.TypeInt,
+			doc: "How long a record a member of this share group acquired stays locked to it."},
+	}
+}
+
+// Kafka's bounds for a group's share.record.lock.duration.ms: its
+// group.share.min/max.record.lock.duration.ms defaults.
+const (
+	groupShareMinLockMs = 15000
+	groupShareMaxLockMs = 60000
+)
+
+func validateGroupConfig(k string, v *string) *resourceError {
+	switch k {
+	case "share.auto.offset.reset":
+		if v != nil && *v != "latest" && *v != "earliest" {
+			return resErr(kerr.InvalidConfig.Code, "share.auto.offset.reset must be latest or earliest")
+		}
+	case "share.record.lock.duration.ms":
+		if v == nil {
+			return nil
+		}
+		n, err := strconv.ParseInt(*v, 10, 32)
+		if err != nil || n < groupShareMinLockMs || n > groupShareMaxLockMs {
+			return resErr(kerr.InvalidConfig.Code, "share.record.lock.duration.ms must be between %d and %d", groupShareMinLockMs, groupShareMaxLockMs)
+		}
+	default:
+		return resErr(kerr.InvalidConfig.Code, "unknown or unsupported group config %s", k)
+	}
+	return nil
+}
+
+func (s *Server) describeGroupConfigs(name string) ([]describedConfig, *resourceError) {
+	if name == "" {
+		return nil, resErr(kerr.InvalidRequest.Code, "empty group id")
+	}
+	set := s.catalog.GroupConfigs(name)
+	out := s.groupConfigDefs()
+	for i := range out {
+		if v, ok := set[out[i].name]; ok {
+			out[i].value = configValue{v, sourceDynamicGroup}
+		}
+	}
+	return out, nil
 }
 
 // brokerResource resolves a BROKER resource name: "" is the cluster-wide
@@ -168,6 +225,7 @@ func (s *Server) describeBrokerConfigs(name string, withSynonyms bool) ([]descri
 // configChange is a validated change to one resource.
 type configChange struct {
 	topic  string // set for TOPIC resources
+	group  string // set for GROUP resources
 	broker int32  // for BROKER resources
 	set    map[string]string
 	del    []string
@@ -188,6 +246,11 @@ func (s *Server) currentDynamic(resType kmsg.ConfigResourceType, name string) (m
 			return nil, rerr
 		}
 		return s.catalog.BrokerConfigs(id), nil
+	case kmsg.ConfigResourceTypeGroupConfig:
+		if name == "" {
+			return nil, resErr(kerr.InvalidRequest.Code, "empty group id")
+		}
+		return s.catalog.GroupConfigs(name), nil
 	}
 	return nil, resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", resType)
 }
@@ -228,6 +291,19 @@ func (s *Server) validateChange(resType kmsg.ConfigResourceType, name string, se
 				return ch, resErr(kerr.InvalidConfig.Code, "%v", err)
 			}
 		}
+	case kmsg.ConfigResourceTypeGroupConfig:
+		ch.group = name
+		for _, k := range slices.Sorted(maps.Keys(set)) {
+			v := set[k]
+			if rerr := validateGroupConfig(k, &v); rerr != nil {
+				return ch, rerr
+			}
+		}
+		for _, k := range del {
+			if rerr := validateGroupConfig(k, nil); rerr != nil {
+				return ch, rerr
+			}
+		}
 	default:
 		return ch, resErr(kerr.InvalidRequest.Code, "configs of resource type %d are not supported", resType)
 	}
@@ -239,6 +315,8 @@ func (s *Server) applyChange(ctx context.Context, ch configChange) *resourceErro
 	var err error
 	if ch.topic != "" {
 		err = s.catalog.AlterTopicConfigs(ctx, ch.topic, ch.set, ch.del)
+	} else if ch.group != "" {
+		err = s.catalog.AlterGroupConfigs(ctx, ch.group, ch.set, ch.del)
 	} else {
 		err = s.catalog.AlterBrokerConfigs(ctx, ch.broker, ch.set, ch.del)
 	}

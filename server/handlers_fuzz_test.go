@@ -2,13 +2,17 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"net"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -17,9 +21,18 @@ import (
 // must be answered with its correlation id or have its connection closed,
 // and the broker must go on serving other clients. The seeds are one
 // request of every advertised API at its lowest and highest version, so
-// the plain test run sends each of those once.
+// the plain test run sends each of those once, and share group requests
+// with content (a member joining, fetching and acknowledging), since the
+// broker has a group coordinator and serves them.
 func FuzzHandlers(f *testing.F) {
-	b := startBroker(f, nil)
+	b := startBrokerWith(f, nil, func(o *Options, meta *metastore.Node) {
+		g, err := coordinator.New(coordinator.Config{BrokerID: o.Config.NodeID, Store: meta.Client(), Logger: zerolog.Nop()})
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Cleanup(func() { g.Close() })
+		o.Groups = g
+	})
 	fm := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz"))
 	for _, key := range protocol.Keys() {
 		r, _ := protocol.Versions(key)
@@ -28,6 +41,15 @@ func FuzzHandlers(f *testing.F) {
 			req.SetVersion(v)
 			f.Add(fm.AppendRequest(nil, req, 7)[4:])
 		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	tp, err := b.meta.Client().CreateTopic(ctx, metastore.TopicSpec{Name: "shared", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, req := range shareSeeds(tp.ID) {
+		f.Add(fm.AppendRequest(nil, req, 7)[4:])
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
 		if len(frame) > 1<<20 {
@@ -65,4 +87,36 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("broker stopped serving after frame %x: %v", frame[:min(len(frame), 64)], err)
 		}
 	})
+}
+
+// shareSeeds are share group requests with content for FuzzHandlers: a
+// join, a session opened and fetched with acknowledgements (renew
+// included), an acknowledgement, a describe and a share-partition
+// FindCoordinator.
+func shareSeeds(id metastore.TopicID) []kmsg.Request {
+	hb := kmsg.NewPtrShareGroupHeartbeatRequest()
+	hb.Version, hb.GroupID, hb.MemberID, hb.SubscribedTopicNames = 1, "sg", "m1", []string{"shared"}
+	part := kmsg.NewShareFetchRequestTopicPartition()
+	ack := kmsg.NewShareFetchRequestTopicPartitionAcknowledgementBatch()
+	ack.FirstOffset, ack.LastOffset, ack.AcknowledgeTypes = 0, 2, []int8{1, 2, 4}
+	part.AcknowledgementBatches = append(part.AcknowledgementBatches, ack)
+	topic := kmsg.NewShareFetchRequestTopic()
+	topic.TopicID = id
+	topic.Partitions = append(topic.Partitions, part)
+	open := kmsg.NewPtrShareFetchRequest()
+	open.Version, open.GroupID, open.MemberID, open.MaxWaitMillis, open.MaxRecords = 2, kmsg.StringPtr("sg"), kmsg.StringPtr("m1"), 10, 5
+	open.Topics = []kmsg.ShareFetchRequestTopic{{TopicID: id, Partitions: []kmsg.ShareFetchRequestTopicPartition{{Partition: 0}}}}
+	next := kmsg.NewPtrShareFetchRequest()
+	next.Version, next.GroupID, next.MemberID, next.ShareSessionEpoch, next.IsRenewAck = 2, kmsg.StringPtr("sg"), kmsg.StringPtr("m1"), 1, true
+	next.Topics = []kmsg.ShareFetchRequestTopic{topic}
+	sa := kmsg.NewPtrShareAcknowledgeRequest()
+	sa.Version, sa.GroupID, sa.MemberID, sa.ShareSessionEpoch = 2, kmsg.StringPtr("sg"), kmsg.StringPtr("m1"), -1
+	sap := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	sap.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{{FirstOffset: 0, LastOffset: 0, AcknowledgeTypes: []int8{3}}}
+	sa.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: id, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{sap}}}
+	d := kmsg.NewPtrShareGroupDescribeRequest()
+	d.Version, d.GroupIDs = 1, []string{"sg", "nope"}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.Version, fc.CoordinatorType, fc.CoordinatorKeys = 6, 2, []string{"sg:AAAAAAAAAAAAAAAAAAAAAA:0", "bad"}
+	return []kmsg.Request{hb, open, next, sa, d, fc}
 }

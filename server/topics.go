@@ -23,6 +23,7 @@ const (
 	sourceDynamicDefaultBroker int8 = 3
 	sourceStaticBroker         int8 = 4
 	sourceDefault              int8 = 5
+	sourceDynamicGroup         int8 = 8 // GROUP_CONFIG
 )
 
 // configValue is one resolved config with where it came from.

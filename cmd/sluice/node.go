@@ -214,6 +214,15 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
 		OffsetsRetention:          time.Duration(cfg.OffsetsRetentionMinutes) * time.Minute,
 		InitialRebalanceDelay:     time.Duration(cfg.GroupInitialRebalanceDelayMs) * time.Millisecond,
+		Share: coordinator.ShareLimits{
+			LockDuration:  time.Duration(cfg.GroupShareRecordLockDurationMs) * time.Millisecond,
+			DeliveryLimit: int16(cfg.GroupShareDeliveryCountLimit),
+			MaxLocks:      int(cfg.GroupSharePartitionMaxLocks),
+		},
+		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
+		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
+		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
+		GroupConfig:            catalog.GroupConfig,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()

@@ -1,0 +1,138 @@
+package server
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/coordinator"
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// Shared by ShareFetch and ShareAcknowledge (KIP-932). The share-partition
+// state lives with the group at its coordinator (coordinator/share.go);
+// records are read from this broker's partitions. Both meet only on a
+// single node (`sluice dev`): in a cluster a partition's leader in the
+// client's view need not coordinate the group, so the share APIs are
+// advertised only by a broker that is not replicated (shareAPI).
+
+// shareAPI reports whether key is one of the share group APIs.
+func shareAPI(key int16) bool { return key >= 76 && key <= 79 }
+
+// shareServed says whether this broker serves the share group APIs.
+func (s *Server) shareServed() bool { return !s.replicated() && s.groups != nil }
+
+// shareTopic resolves a share request's topic id and checks READ on it;
+// the code is the partitions' error.
+func (s *Server) shareTopic(rc *reqCtx, id [16]byte) (metastore.Topic, int16) {
+	t, ok := s.produceTopicByID(metastore.TopicID(id))
+	if !ok {
+		return t, kerr.UnknownTopicID.Code
+	}
+	if !s.authorizeTopic(rc, acl.OpRead, t.Name) {
+		return t, kerr.TopicAuthorizationFailed.Code
+	}
+	return t, 0
+}
+
+// shareAcks applies one partition's acknowledgement batches.
+func (s *Server) shareAcks(ctx context.Context, group, member string, k coordinator.ShareKey, batches []coordinator.AckBatch, renew bool) int16 {
+	if len(batches) == 0 {
+		return 0
+	}
+	return s.groups.ShareAcknowledge(ctx, group, member, k, batches, renew)
+}
+
+// sharePartFetch is one partition a ShareFetch reads.
+type sharePartFetch struct {
+	key  coordinator.ShareKey
+	p    hostedPartition
+	resp *kmsg.ShareFetchResponseTopicPartition
+}
+
+// shareFill reads every partition once: for each, from the first record
+// the group can hand out, whole batches up to the budget, then acquires
+// the records they hold for member. It returns the records acquired and
+// the earliest lock deadline of partitions with nothing to hand out.
+func (s *Server) shareFill(ctx context.Context, req *kmsg.ShareFetchRequest, group, member string, parts []sharePartFetch) (int, time.Time) {
+	budget := int(req.MaxBytes)
+	if budget <= 0 || budget > int(s.cfg.FetchMaxBytes) {
+		budget = int(s.cfg.FetchMaxBytes)
+	}
+	maxRecords := 0
+	if req.Version >= 1 && req.MaxRecords > 0 {
+		maxRecords = int(req.MaxRecords)
+	}
+	total, acquired := 0, 0
+	var wake time.Time
+	for i := range parts {
+		fp := &parts[i]
+		if fp.resp.ErrorCode != 0 {
+			continue
+		}
+		if total > 0 && total >= budget || maxRecords > 0 && acquired >= maxRecords {
+			break
+		}
+		hw := fp.p.HighWatermark()
+		off, ok, w, code := s.groups.ShareFetchOffset(ctx, group, member, fp.key, fp.p.LogStartOffset(), hw)
+		if code != 0 {
+			fp.resp.ErrorCode = code
+			continue
+		}
+		if !ok {
+			if !w.IsZero() && (wake.IsZero() || w.Before(wake)) {
+				wake = w
+			}
+			continue
+		}
+		res, err := fp.p.Read(off, max(budget-total, 1))
+		if err != nil {
+			fp.resp.ErrorCode = errorCode(err)
+			continue
+		}
+		if len(res.Data) == 0 {
+			continue
+		}
+		to := min(res.NextOffset, hw)
+		left := 0
+		if maxRecords > 0 {
+			left = maxRecords - acquired
+		}
+		got := s.groups.ShareAcquire(ctx, group, member, fp.key, off, to, left)
+		if len(got) == 0 {
+			continue
+		}
+		fp.resp.Records = append(fp.resp.Records, res.Data...)
+		for _, a := range got {
+			ar := kmsg.NewShareFetchResponseTopicPartitionAcquiredRecord()
+			ar.FirstOffset, ar.LastOffset, ar.DeliveryCount = a.First, a.Last, a.DeliveryCount
+			fp.resp.AcquiredRecords = append(fp.resp.AcquiredRecords, ar)
+			acquired += int(a.Last - a.First + 1)
+		}
+		total += len(res.Data)
+	}
+	return acquired, wake
+}
+
+// sharePollStep bounds one wait of a ShareFetch that found nothing: it
+// looks again when a high watermark moves, a lock it knows of expires,
+// or after this long (records another member released or whose lock
+// expired on another partition).
+const sharePollStep = 200 * time.Millisecond
+
+// sortShareKeys orders keys by topic id and partition, so a response names
+// each topic once.
+func sortShareKeys(keys []coordinator.ShareKey) {
+	slices.SortFunc(keys, func(a, b coordinator.ShareKey) int {
+		if c := bytes.Compare(a.Topic[:], b.Topic[:]); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Partition, b.Partition)
+	})
+}
