@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -504,7 +505,29 @@ func (c *conn) handle(frame []byte, held int64) error {
 		c.srv.metrics.badRequests.Inc()
 		return err
 	}
-	if err := req.ReadFrom(body); err != nil {
+	// What decoding may allocate counts against the budget before it
+	// runs, and what the request holds once decoded until it is answered
+	// (decode_budget.go).
+	budget, limit := &c.srv.requestBytes, c.srv.cfg.QueuedMaxRequestBytes
+	bound, exact := decodeBound(key, version, body)
+	if limit > 0 && bound > limit && len(body) > firstWindow {
+		c.srv.metrics.badRequests.Inc()
+		return errMalformed{key: key, version: version, err: fmt.Errorf("%d bytes could decode into %d, more than queued.max.request.bytes (%d)", len(frame), bound, limit)}
+	}
+	reserved, err := budget.grow(c.ctx, bound, limit, c)
+	if err != nil {
+		return err
+	}
+	held += reserved
+	err = req.ReadFrom(body)
+	if err == nil && reserved > 0 && !exact && bound > decodeWalkMin {
+		if size := decodedSize(req); size < bound {
+			budget.release(bound - size)
+			held -= bound - size
+		}
+	}
+	budget.endFrame(c)
+	if err != nil {
 		c.srv.metrics.badRequests.Inc()
 		return errMalformed{key: key, version: version, err: err}
 	}

@@ -16,8 +16,10 @@ import (
 // running broker, end to end: decoding, dispatch and every handler. Each
 // must be answered with its correlation id or have its connection closed,
 // and the broker must go on serving other clients. The seeds are one
-// request of every advertised API at its lowest and highest version, so
-// the plain test run sends each of those once.
+// request of every advertised API at its lowest and highest version, and
+// at each the hostile requests of hostileRequests (arrays of 300 minimal
+// elements, 300 unknown tags), so the plain test run sends each of those
+// once.
 func FuzzHandlers(f *testing.F) {
 	b := startBroker(f, nil)
 	fm := kmsg.NewRequestFormatter(kmsg.FormatterClientID("fuzz"))
@@ -27,6 +29,11 @@ func FuzzHandlers(f *testing.F) {
 			req := kmsg.RequestForKey(key)
 			req.SetVersion(v)
 			f.Add(fm.AppendRequest(nil, req, 7)[4:])
+			// And hostile ones: arrays of many minimal elements,
+			// unknown tags (decode_budget.go).
+			for _, h := range hostileRequests(key, v, 300) {
+				f.Add(fm.AppendRequest(nil, h.req, 7)[4:])
+			}
 		}
 	}
 	f.Fuzz(func(t *testing.T, frame []byte) {
