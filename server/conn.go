@@ -514,8 +514,19 @@ func (c *conn) handle(frame []byte, held int64) error {
 		c.srv.metrics.badRequests.Inc()
 		return errMalformed{key: key, version: version, err: fmt.Errorf("%d bytes could decode into %d, more than queued.max.request.bytes (%d)", len(frame), bound, limit)}
 	}
+	large := limit > 0 && bound > limit/8
+	if large {
+		select {
+		case c.srv.largeDecode <- struct{}{}:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
 	reserved, err := budget.grow(c.ctx, bound, limit, c)
 	if err != nil {
+		if large {
+			<-c.srv.largeDecode
+		}
 		return err
 	}
 	held += reserved
@@ -527,6 +538,9 @@ func (c *conn) handle(frame []byte, held int64) error {
 		}
 	}
 	budget.endFrame(c)
+	if large {
+		<-c.srv.largeDecode
+	}
 	if err != nil {
 		c.srv.metrics.badRequests.Inc()
 		return errMalformed{key: key, version: version, err: err}

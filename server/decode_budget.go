@@ -36,6 +36,12 @@ import (
 // by queued.max.request.bytes plus one decode of at most
 // max(queued.max.request.bytes, 96 x 64 KiB).
 //
+// A request whose bound is more than an eighth of the bound waits for the
+// one such request being decoded, if any (Server.largeDecode), before
+// it reserves: hostile requests, each reserving most of the bound, would
+// otherwise fill it between them while they decode and leave other
+// clients' small requests waiting for room.
+//
 // Once decoded, a request larger than decodeWalkMin is measured
 // (decodedSize) and keeps only what it holds; the rest of the reservation
 // is given back at once, so a long-polling Fetch holds its own size, not
