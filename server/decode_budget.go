@@ -33,12 +33,13 @@ import (
 // frame of that size it is then admitted while any room is left, one at
 // a time past the bound (requestBudget.grow), so a tiny configured bound
 // still serves every request. Memory for requests is therefore bounded
-// by queued.max.request.bytes plus one decode of at most
-// max(queued.max.request.bytes, 96 x 64 KiB).
+// by queued.max.request.bytes, plus the one frame allowed past it, plus
+// one decode of at most max(queued.max.request.bytes, 96 x 64 KiB).
 //
-// A request whose bound is more than an eighth of the bound waits for the
-// one such request being decoded, if any (Server.largeDecode), before
-// it reserves: hostile requests, each reserving most of the bound, would
+// A request whose bound is more than an eighth of the limit does not
+// reserve it: such requests are decoded one at a time (Server.largeDecode),
+// and each charges what it measures once decoded before the next starts
+// (conn.decode). Hostile requests, each reserving most of the limit, would
 // otherwise fill it between them while they decode and leave other
 // clients' small requests waiting for room.
 //
