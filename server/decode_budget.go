@@ -188,71 +188,102 @@ func produceDecodedSize(version int16, body []byte) (int64, bool) {
 // of the frame), what its pointers point to and its unknown tags.
 func decodedSize(req kmsg.Request) int64 {
 	v := reflect.ValueOf(req).Elem()
-	return int64(v.Type().Size()) + sizeBeyond(v)
+	return int64(v.Type().Size()) + planOf(v.Type()).beyond(v)
 }
 
-// walkers caches, per type, whether a value of it can hold anything
-// beyond its own size.
-var walkers sync.Map // reflect.Type -> bool
+// sizePlan says where, in a value of one type, memory beyond the value
+// itself can be: which fields to visit, what a slice's or pointer's
+// elements are. A nil plan: nowhere. Built once per type (planOf).
+type sizePlan struct {
+	kind     reflect.Kind
+	elemSize int64      // slice, array and pointer elements
+	elem     *sizePlan  // slice, array and pointer elements; nil: nothing beyond
+	fields   []sizeStep // struct fields with something beyond
+}
 
-func needsWalk(t reflect.Type) bool {
-	if w, ok := walkers.Load(t); ok {
-		return w.(bool)
+type sizeStep struct {
+	index int
+	plan  *sizePlan
+}
+
+var sizePlans sync.Map // reflect.Type -> *sizePlan
+
+func planOf(t reflect.Type) *sizePlan {
+	if p, ok := sizePlans.Load(t); ok {
+		return p.(*sizePlan)
 	}
-	w := false
+	p := buildPlan(t, map[reflect.Type]bool{})
+	sizePlans.Store(t, p)
+	return p
+}
+
+func buildPlan(t reflect.Type, seen map[reflect.Type]bool) *sizePlan {
+	if seen[t] {
+		return nil // kmsg's types do not recurse; be safe if one does
+	}
+	seen[t] = true
+	defer delete(seen, t)
 	switch t.Kind() {
-	case reflect.String, reflect.Pointer, reflect.Map, reflect.Interface:
-		w = true
+	case reflect.String, reflect.Map:
+		return &sizePlan{kind: t.Kind()}
+	case reflect.Pointer:
+		return &sizePlan{kind: t.Kind(), elemSize: int64(t.Elem().Size()), elem: buildPlan(t.Elem(), seen)}
 	case reflect.Slice:
-		w = t.Elem().Kind() != reflect.Uint8
+		if t.Elem().Kind() == reflect.Uint8 {
+			return nil
+		}
+		return &sizePlan{kind: t.Kind(), elemSize: int64(t.Elem().Size()), elem: buildPlan(t.Elem(), seen)}
 	case reflect.Array:
-		w = needsWalk(t.Elem())
+		if e := buildPlan(t.Elem(), seen); e != nil {
+			return &sizePlan{kind: t.Kind(), elem: e}
+		}
 	case reflect.Struct:
-		walkers.Store(t, true) // recursion guard: assume yes meanwhile
+		var steps []sizeStep
 		for i := range t.NumField() {
-			w = w || needsWalk(t.Field(i).Type)
+			if p := buildPlan(t.Field(i).Type, seen); p != nil {
+				steps = append(steps, sizeStep{i, p})
+			}
+		}
+		if steps != nil {
+			return &sizePlan{kind: t.Kind(), fields: steps}
 		}
 	}
-	walkers.Store(t, w)
-	return w
+	return nil
 }
 
-// sizeBeyond is what v holds outside its own size.
-func sizeBeyond(v reflect.Value) int64 {
-	if !needsWalk(v.Type()) {
+// beyond is what v, of p's type, holds outside its own size.
+func (p *sizePlan) beyond(v reflect.Value) int64 {
+	if p == nil {
 		return 0
 	}
-	switch v.Kind() {
+	switch p.kind {
 	case reflect.String:
 		return int64(v.Len())
+	case reflect.Map:
+		return tagsBytes(int64(v.Len()))
 	case reflect.Pointer:
 		if v.IsNil() {
 			return 0
 		}
-		return int64(v.Type().Elem().Size()) + sizeBeyond(v.Elem())
-	case reflect.Map:
-		if v.Len() == 0 {
-			return 0
-		}
-		return tagsBytes(int64(v.Len()))
+		return p.elemSize + p.elem.beyond(v.Elem())
 	case reflect.Slice:
-		n := int64(v.Cap()) * int64(v.Type().Elem().Size())
-		if needsWalk(v.Type().Elem()) {
+		n := int64(v.Cap()) * p.elemSize
+		if p.elem != nil {
 			for i := range v.Len() {
-				n += sizeBeyond(v.Index(i))
+				n += p.elem.beyond(v.Index(i))
 			}
 		}
 		return n
 	case reflect.Array:
 		var n int64
 		for i := range v.Len() {
-			n += sizeBeyond(v.Index(i))
+			n += p.elem.beyond(v.Index(i))
 		}
 		return n
 	case reflect.Struct:
 		var n int64
-		for i := range v.NumField() {
-			n += sizeBeyond(v.Field(i))
+		for _, f := range p.fields {
+			n += f.plan.beyond(v.Field(f.index))
 		}
 		return n
 	}
