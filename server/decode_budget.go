@@ -30,9 +30,8 @@ import (
 // closes its connection, as a frame over socket.request.max.bytes does,
 // and is never decoded (a request other than Produce of more than about
 // 1 MiB with the default bound), unless it is at most 64 KiB: like a
-// frame of that size it is then admitted while any room is left, one at
-// a time past the bound (requestBudget.grow), so a tiny configured bound
-// still serves every request. Memory for requests is therefore bounded
+// frame of that size it is then decoded whatever the bound (as a large
+// one, below), so a tiny configured bound still serves every request. Memory for requests is therefore bounded
 // by queued.max.request.bytes, plus the one frame allowed past it, plus
 // one decode of at most max(queued.max.request.bytes, 96 x 64 KiB).
 //
@@ -50,7 +49,7 @@ import (
 const (
 	decodeFactor = 96
 	decodeBase   = 1 << 10
-	// decodeWalkMin: a bound up to this (requests up to about 150
+	// decodeWalkMin: a bound up to this (requests up to about 75
 	// bytes) is kept as it is rather than measured.
 	decodeWalkMin = 8 << 10
 )
@@ -67,8 +66,7 @@ func decodeBound(key, version int16, body []byte) (n int64, exact bool) {
 	return decodeFactor*int64(len(body)) + decodeBase, false
 }
 
-// Sizes of kmsg's Produce structures and of a map entry, as decodedSize
-// counts them.
+// Sizes of kmsg's Produce structures, as decodedSize counts them.
 var (
 	sizeProduceRequest   = int64(reflect.TypeFor[kmsg.ProduceRequest]().Size())
 	sizeProduceTopic     = int64(reflect.TypeFor[kmsg.ProduceRequestTopic]().Size())
