@@ -25,7 +25,8 @@ import (
 // the bound conn.handle reserves before decoding, that what decodedSize
 // then keeps charged is within it too and counts most of what the request
 // holds, and that Produce's bound, walked from the frame, is close to its
-// decoded size.
+// decoded size. Under the race detector, which allocates differently, the
+// allocations are only logged.
 func TestDecodeBoundHostileFrames(t *testing.T) {
 	cases, worst := 0, 0.0
 	var worstName string
@@ -58,7 +59,7 @@ func TestDecodeBoundHostileFrames(t *testing.T) {
 				}
 				cases++
 				size := decodedSize(got)
-				if alloc > bound {
+				if alloc > bound && !raceEnabled {
 					t.Errorf("%s: %d bytes allocated %d decoding, over the bound %d", h.name, len(body), alloc, bound)
 				}
 				if size > bound {
@@ -76,7 +77,7 @@ func TestDecodeBoundHostileFrames(t *testing.T) {
 					}
 					// Counted: most of what decoding allocated (a map's
 					// growth leaves garbage behind, counted as garbage).
-					if size < alloc/3 {
+					if size < alloc/3 && !raceEnabled {
 						t.Errorf("%s: decoded size %d, but decoding allocated %d", h.name, size, alloc)
 					}
 				}
