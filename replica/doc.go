@@ -323,7 +323,7 @@
 // # Failures
 //
 // A failed log write or sync, or a raft panic (raft panics when its
-// invariants break), stops that replica only, for good: it steps and
+// invariants break), stops that replica only: it steps and
 // sends nothing more, its writes fail with ErrReplicaFailed (the server
 // answers KAFKA_STORAGE_ERROR and Metadata from this broker shows the
 // replica offline and no leader here), Replica.Failed says why,
@@ -331,7 +331,11 @@
 // broker's other partitions go on; the group goes on with its other
 // members. A failed fsync stays fatal for that log: nothing is retried
 // (the page cache's state is unknown after one), and only a restart,
-// which recovers the log from its files, brings the replica back. Raft
+// which recovers the log from its files, brings the replica back. A
+// write that found the disk full is the exception (raft_nospace.go): the
+// files are then as a kill -9 leaves them, so the host closes the replica
+// and, once space is freed, reopens it from its files in place, as a
+// restart would; it then catches up from the leader. Raft
 // node ids are broker ids plus one, so a broker that lost its disk must
 // not come back under the same id into groups that knew it; if it does, the heartbeats that commit entries it no
 // longer has are refused (below) instead of panicking it.

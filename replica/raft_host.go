@@ -62,10 +62,12 @@ type HostConfig struct {
 	// (term is its term; isr is the caller's, leader first). Like
 	// OnLeaderChange it must not block or call back into the Replica.
 	OnISRChange func(key Key, term uint64, isr []NodeID)
-	// OnFailed is called once when a replica stops for good: its storage
-	// failed (a failed write or fsync is never retried, log.ErrFatal) or
-	// raft panicked. The replica is offline on this broker until it
-	// restarts; the broker's other partitions go on. Optional.
+	// OnFailed is called once when a replica stops: its storage failed
+	// (a failed write or fsync is never retried, log.ErrFatal) or raft
+	// panicked. The replica is offline on this broker until it restarts;
+	// the broker's other partitions go on. A replica a full disk stopped
+	// is reopened from its files by the host once space is freed
+	// (raft_nospace.go). Optional.
 	OnFailed func(key Key, err error)
 	// Assigned reports whether the metastore assigns broker n to the
 	// partition key (voter, learner, reassignment target or initial
@@ -89,6 +91,10 @@ type Host struct {
 	wg     sync.WaitGroup
 
 	cache cacheBudget // every group's entry cache
+
+	// removeMu orders Remove and the recovery loop's reopen
+	// (raft_nospace.go), so a directory is never deleted under a reopen.
+	removeMu sync.Mutex
 
 	mu      sync.RWMutex
 	reps    map[Key]*Replica
@@ -162,8 +168,9 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h.opening = map[Key]chan struct{}{}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.tr.Handle(h.receive)
-	h.wg.Add(1)
+	h.wg.Add(2)
 	go h.tickLoop()
+	go h.recoverLoop()
 	return h, nil
 }
 
@@ -297,6 +304,7 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	}
 	r := &Replica{
 		host: h, key: key, topic: topic, dir: dir, lg: lg, log: l, st: st,
+		openMembers: members, openJoin: join,
 		rn: rn, applied: applied, lastHeard: map[uint64]time.Time{},
 		notify: make(chan struct{}), confNotify: make(chan struct{}),
 	}
@@ -330,6 +338,8 @@ func (h *Host) Replicas() []*Replica {
 // Remove closes the replica of key and, if deleteData, removes its
 // directory (topic deletion; the raft state goes with it).
 func (h *Host) Remove(key Key, deleteData bool) error {
+	h.removeMu.Lock()
+	defer h.removeMu.Unlock()
 	h.mu.Lock()
 	r, ok := h.reps[key]
 	if ok {

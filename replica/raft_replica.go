@@ -245,9 +245,18 @@ type Replica struct {
 	hw       atomic.Int64
 	fellBack atomic.Bool           // semi.fallback, for readers without raftMu
 	fault    atomic.Pointer[error] // r.failed, for readers without raftMu
-	leader   atomic.Int32
-	term     atomic.Uint64
-	isLeader atomic.Bool
+	// noSpaceAt: a full disk stopped the replica, and the host's
+	// recovery loop reopens it from its files at this time (unix ns;
+	// raft_nospace.go); noSpaceWait is that loop's backoff.
+	noSpaceAt   atomic.Int64
+	noSpaceWait time.Duration
+	// openMembers and openJoin are how the replica was opened, for a
+	// reopen.
+	openMembers Members
+	openJoin    bool
+	leader      atomic.Int32
+	term        atomic.Uint64
+	isLeader    atomic.Bool
 
 	// mu guards the high-watermark and configuration notifications. Leaf
 	// lock.
@@ -1125,12 +1134,13 @@ func (r *Replica) afterProcessLocked() {
 	}
 }
 
-// failLocked stops the replica for good after a storage failure (a failed
-// write or sync is never retried, log.ErrFatal) or a raft panic: it
+// failLocked stops the replica after a storage failure (a failed write
+// or sync is never retried, log.ErrFatal) or a raft panic: it
 // leaves its group (steps nothing, sends nothing), fails its writes, and
 // the broker answers KAFKA_STORAGE_ERROR for the partition and no longer
 // names itself its leader. The broker's other partitions go on; a restart
-// reopens the replica from its files.
+// reopens the replica from its files, and so does the host once space is
+// freed when the failure was a full disk (raft_nospace.go).
 func (r *Replica) failLocked(err error) {
 	if r.failed != nil {
 		return
@@ -1140,8 +1150,14 @@ func (r *Replica) failLocked(err error) {
 	} else {
 		// The cause is text only: whatever it was (a closed or failed
 		// log, a panic), the partition is a failed replica to callers.
+		full := isNoSpace(err)
 		err = fmt.Errorf("%w: %v", ErrReplicaFailed, err)
-		r.lg.Error().Err(err).Hex("topic_id", r.key.TopicID[:]).Msg("raft replica failed; the partition is offline on this broker")
+		if full {
+			r.lg.Error().Err(err).Hex("topic_id", r.key.TopicID[:]).Msg("raft replica stopped on a full disk; the partition is offline on this broker until space is freed, then reopened from its files")
+			r.noSpaceAt.Store(time.Now().Add(noSpaceRetry).UnixNano())
+		} else {
+			r.lg.Error().Err(err).Hex("topic_id", r.key.TopicID[:]).Msg("raft replica failed; the partition is offline on this broker")
+		}
 		r.fault.Store(&err)
 		r.host.failed.Add(1)
 		if r.host.cfg.OnFailed != nil {

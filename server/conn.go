@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
@@ -504,7 +505,19 @@ func (c *conn) handle(frame []byte, held int64) error {
 		c.srv.metrics.badRequests.Inc()
 		return err
 	}
-	if err := req.ReadFrom(body); err != nil {
+	// What decoding may allocate counts against the budget before it
+	// runs, and what the request holds once decoded until it is answered
+	// (decode_budget.go).
+	limit := c.srv.cfg.QueuedMaxRequestBytes
+	bound, exact := decodeBound(key, version, body)
+	if limit > 0 && bound > limit && len(body) > firstWindow {
+		c.srv.metrics.badRequests.Inc()
+		return errMalformed{key: key, version: version, err: fmt.Errorf("%d bytes could decode into %d, more than queued.max.request.bytes (%d)", len(frame), bound, limit)}
+	}
+	if err := c.decode(req, body, bound, exact, &held); err != nil {
+		if c.ctx.Err() != nil {
+			return err // closing while it waited for room
+		}
 		c.srv.metrics.badRequests.Inc()
 		return errMalformed{key: key, version: version, err: err}
 	}
@@ -526,6 +539,54 @@ func (c *conn) handle(frame []byte, held int64) error {
 		rc.finish(resp)
 	}
 	return c.closeAfter
+}
+
+// decode decodes req from body under queued.max.request.bytes
+// (decode_budget.go), adding what it then holds there to *held. A request
+// whose bound is at most an eighth of the limit reserves its bound first
+// and keeps what it measures; a larger one waits for its turn to decode
+// (Server.largeDecode), decodes outside the budget, and charges what it
+// measures before the next such request may start, so that at most one
+// decoded request is ever uncounted.
+func (c *conn) decode(req kmsg.Request, body []byte, bound int64, exact bool, held *int64) error {
+	budget, limit := &c.srv.requestBytes, c.srv.cfg.QueuedMaxRequestBytes
+	defer budget.endFrame(c)
+	if limit <= 0 {
+		return req.ReadFrom(body)
+	}
+	if bound > limit/8 {
+		select {
+		case c.srv.largeDecode <- struct{}{}:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+		defer func() { <-c.srv.largeDecode }()
+		if err := req.ReadFrom(body); err != nil {
+			return err
+		}
+		size := bound
+		if !exact {
+			size = decodedSize(req)
+		}
+		n, err := budget.grow(c.ctx, size, limit, c)
+		*held += n
+		return err
+	}
+	n, err := budget.grow(c.ctx, bound, limit, c)
+	*held += n
+	if err != nil {
+		return err
+	}
+	if err := req.ReadFrom(body); err != nil {
+		return err
+	}
+	if !exact && bound > decodeWalkMin {
+		if size := decodedSize(req); size < bound {
+			budget.release(bound - size)
+			*held -= bound - size
+		}
+	}
+	return nil
 }
 
 // enqueue reserves the request's place in the response order; it blocks

@@ -20,10 +20,12 @@ import (
 // running broker, end to end: decoding, dispatch and every handler. Each
 // must be answered with its correlation id or have its connection closed,
 // and the broker must go on serving other clients. The seeds are one
-// request of every advertised API at its lowest and highest version, so
-// the plain test run sends each of those once, and share group requests
-// with content (a member joining, fetching and acknowledging), since the
-// broker has a group coordinator and serves them.
+// request of every advertised API at its lowest and highest version, and
+// at each the hostile requests of hostileRequests (arrays of 300 minimal
+// elements, 300 unknown tags), so the plain test run sends each of those
+// once; and share group requests with content (a member joining, fetching
+// and acknowledging), since the broker has a group coordinator and serves
+// them.
 func FuzzHandlers(f *testing.F) {
 	b := startBrokerWith(f, nil, func(o *Options, meta *metastore.Node) {
 		g, err := coordinator.New(coordinator.Config{BrokerID: o.Config.NodeID, Store: meta.Client(), Logger: zerolog.Nop()})
@@ -40,6 +42,11 @@ func FuzzHandlers(f *testing.F) {
 			req := kmsg.RequestForKey(key)
 			req.SetVersion(v)
 			f.Add(fm.AppendRequest(nil, req, 7)[4:])
+			// And hostile ones: arrays of many minimal elements,
+			// unknown tags (decode_budget.go).
+			for _, h := range hostileRequests(key, v, 300) {
+				f.Add(fm.AppendRequest(nil, h.req, 7)[4:])
+			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

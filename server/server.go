@@ -96,7 +96,11 @@ type Server struct {
 	conns     map[*conn]struct{}
 
 	requestBytes requestBudget // queued.max.request.bytes (conn.go)
-	limits       *connLimits   // max.connections and friends (connlimits.go)
+	// largeDecode is held by the one request being decoded whose
+	// decoding may take more than an eighth of queued.max.request.bytes
+	// (decode_budget.go).
+	largeDecode chan struct{}
+	limits      *connLimits // max.connections and friends (connlimits.go)
 	// clock is a coarse monotonic time, nanoseconds since epoch plus one
 	// (so never 0), that the reaper keeps: connections stamp their
 	// activity with it without a clock read per request.
@@ -144,13 +148,14 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: Catalog and Partitions or Raft are required")
 	}
 	s := &Server{
-		catalog:    opts.Catalog,
-		partitions: opts.Partitions,
-		raft:       opts.Raft,
-		log:        opts.Logger.With().Str("component", "server").Logger(),
-		metrics:    opts.Metrics,
-		groups:     opts.Groups,
-		acls:       opts.ACLs,
+		largeDecode: make(chan struct{}, 1),
+		catalog:     opts.Catalog,
+		partitions:  opts.Partitions,
+		raft:        opts.Raft,
+		log:         opts.Logger.With().Str("component", "server").Logger(),
+		metrics:     opts.Metrics,
+		groups:      opts.Groups,
+		acls:        opts.ACLs,
 	}
 	if opts.Config.AuthorizerEnabled() {
 		if opts.ACLs == nil {

@@ -1,0 +1,121 @@
+package replica
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// A full disk is the one storage failure a replica comes back from without
+// a restart. A write that finds the file system full stops the replica as
+// any storage failure does (failLocked: it steps and sends nothing more,
+// KAFKA_STORAGE_ERROR to clients), because raft's Ready in hand can be
+// neither finished nor handed back. What it leaves on disk is what a
+// kill -9 at that instant leaves, which Open recovers from: the log cut
+// its partial batch back (log/nospace.go), raft.index and raft.confs end
+// at their last whole record, raft.state keeps its last good slot, and
+// nothing was acknowledged to a peer that is not durable (step 2 waits
+// for step 1). So the host's recovery loop closes the stopped replica and,
+// once space is freed, opens it again from its files, in place: the same
+// key, members and options, as a restart of the broker would. Until then
+// the replica stays in the host's table, failed. A failed fsync is never
+// recovered this way, whatever its errno: after one the page cache's
+// state is unknown (log/doc.go), so only a restart may reopen that log.
+
+// Reopen attempts: the first noSpaceRetry after the failure, then at
+// doubling intervals up to noSpaceRetryMax while the disk stays full.
+var (
+	noSpaceRetry    = time.Second
+	noSpaceRetryMax = 10 * time.Second
+)
+
+// isNoSpace reports whether err stopped a replica because a write found
+// the file system (or the user's quota) full: the log's ErrNoSpace, or a
+// write or file creation of raft's own files failing with ENOSPC or
+// EDQUOT. Not a failed fsync, nor anything the log already took as fatal.
+func isNoSpace(err error) bool {
+	if errors.Is(err, log.ErrFatal) {
+		return false
+	}
+	if errors.Is(err, log.ErrNoSpace) {
+		return true
+	}
+	var pe *os.PathError
+	if !errors.As(err, &pe) || (pe.Op != "write" && pe.Op != "open") {
+		return false
+	}
+	return errors.Is(pe.Err, syscall.ENOSPC) || errors.Is(pe.Err, syscall.EDQUOT)
+}
+
+// recoverLoop reopens, from their files, the replicas a full disk stopped
+// (see above), each at its own backoff.
+func (h *Host) recoverLoop() {
+	defer h.wg.Done()
+	t := time.NewTicker(noSpaceRetry / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.RLock()
+		list := h.list
+		h.mu.RUnlock()
+		now := time.Now()
+		for _, r := range list {
+			at := r.noSpaceAt.Load()
+			if at == 0 || now.UnixNano() < at {
+				continue
+			}
+			if !h.reopen(r) {
+				r.noSpaceWait = min(2*max(r.noSpaceWait, noSpaceRetry), noSpaceRetryMax)
+				r.noSpaceAt.Store(now.Add(r.noSpaceWait).UnixNano())
+			}
+		}
+	}
+}
+
+// reopen closes old, a replica a full disk stopped, and opens it again
+// from its files in its place. It reports false when the open failed (the
+// disk is still full; old stays in the table, failed) or old is no longer
+// the host's replica of its key.
+func (h *Host) reopen(old *Replica) bool {
+	h.removeMu.Lock()
+	defer h.removeMu.Unlock()
+	h.mu.RLock()
+	cur, closed := h.reps[old.key], h.closed
+	h.mu.RUnlock()
+	if closed || cur != old {
+		return true // removed: nothing to retry
+	}
+	_ = old.close() // it already failed; what it says adds nothing
+	r, err := h.openReplica(old.topic, old.key, old.openMembers, *old.opts.Load(), old.openJoin)
+	if err != nil {
+		old.lg.Debug().Err(err).Msg("reopening the replica a full disk stopped: not yet")
+		return false
+	}
+	h.mu.Lock()
+	if h.closed || h.reps[old.key] != old {
+		h.mu.Unlock()
+		_ = r.close()
+		return true
+	}
+	h.reps[old.key] = r
+	list := make([]*Replica, len(h.list)) // the tick loop ranges over the old array
+	for i, x := range h.list {
+		if x == old {
+			x = r
+		}
+		list[i] = x
+	}
+	h.list = list
+	h.mu.Unlock()
+	h.failed.Add(-1)
+	r.lg.Info().Int64("log_end_offset", r.log.LogEndOffset()).Msg("space available again: replica reopened from its files")
+	h.sched.enqueue(r)
+	return true
+}

@@ -1,0 +1,179 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// mountSmallFS mounts a tmpfs of size bytes at dir (tmpfs answers a full
+// disk with ENOSPC like any file system) and unmounts it when the test
+// ends. It skips the test where that cannot be done (not root, no mount
+// permission), and fails instead under CI=true.
+func mountSmallFS(t *testing.T, dir string, size int64) {
+	t.Helper()
+	unavailable := func(why string) {
+		t.Helper()
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cannot mount a small tmpfs: %s (CI=true, so this is a failure)", why)
+		}
+		t.Skip("cannot mount a small tmpfs: " + why)
+	}
+	if os.Geteuid() != 0 {
+		unavailable("not root")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, fmt.Sprintf("size=%d", size)); err != nil {
+		unavailable(err.Error())
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+	})
+}
+
+func freeBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize)
+}
+
+// TestRaftDiskFullRecovers: one voter of three has its directory on a
+// small file system. Batches are produced (acks=all, idempotent, retried
+// as a client would) until that file system is full: the voter's replica
+// stops with ErrReplicaFailed (KAFKA_STORAGE_ERROR to clients) and the
+// other two go on serving. While the disk stays full the replica stays
+// offline and the host keeps it; once the filler is deleted the host
+// reopens it from its files without a restart, it catches up, and every
+// acknowledged batch is on all three replicas once, at its offset, with
+// the logs byte for byte the same.
+func TestRaftDiskFullRecovers(t *testing.T) {
+	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
+	opts.Log.SegmentBytes = 256 << 10
+	c := newTestCluster(t, nil, nil, opts)
+	c.members = Members{Voters: []NodeID{1, 2, 3}}
+	const full NodeID = 1
+	mnt := c.nodeDir(full)
+	mountSmallFS(t, mnt, 16<<20)
+	c.startAll()
+
+	var acked []ackedBatch
+	produce := func(value string) {
+		t.Helper()
+		b := c.idem(value, 4)
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			_, r := c.leader()
+			p, err := r.Propose(append([]byte(nil), b...), AcksAll)
+			if err == nil {
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				var res ProduceResult
+				res, err = p.Wait(ctx)
+				cancel()
+				if err == nil {
+					acked = append(acked, ackedBatch{res, append([]byte(nil), body(b)...)})
+					return
+				}
+			}
+			if !errors.Is(err, ErrNotLeader) && !errors.Is(err, ErrProposalDropped) && !errors.Is(err, context.DeadlineExceeded) &&
+				!errors.Is(err, ErrReplicaClosed) && !errors.Is(err, ErrReplicaFailed) {
+				t.Fatalf("produce: %v", err)
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("produce: no answer in 30s (last: %v)", err)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	pad := strings.Repeat("x", 8<<10)
+	for i := range 5 {
+		produce(fmt.Sprint("a", i, pad))
+	}
+
+	// Leave about 1.5 MiB, then produce until the full node's replica
+	// stops: about 48 batches of 32 KiB.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for freeBytes(t, mnt) > 1536<<10 {
+		if _, err := f.Write(chunk[:min(int64(len(chunk)), freeBytes(t, mnt)-1536<<10+4096)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	host := c.hosts[full]
+	stopped := func() error {
+		r, ok := host.Get(c.key)
+		if !ok {
+			return errors.New("replica gone from the host")
+		}
+		return r.Failed()
+	}
+	i := 0
+	for ; stopped() == nil; i++ {
+		if i == 200 {
+			t.Fatalf("node %d never stopped on its full disk (%d bytes free)", full, freeBytes(t, mnt))
+		}
+		produce(fmt.Sprint("b", i, pad))
+	}
+	err = stopped()
+	if !errors.Is(err, ErrReplicaFailed) || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("node %d stopped with %v, want ErrReplicaFailed on a full disk", full, err)
+	}
+	t.Logf("node %d stopped after %d batches on a full disk: %v", full, i, err)
+	if host.FailedReplicas() != 1 {
+		t.Fatalf("FailedReplicas %d, want 1", host.FailedReplicas())
+	}
+	// The other two serve; the stopped one stays offline while the disk is
+	// full (the host's reopen attempts fail or stop again).
+	for j := range 10 {
+		produce(fmt.Sprint("c", j, pad))
+	}
+	time.Sleep(2 * noSpaceRetry)
+	if r, _ := host.Get(c.key); r.Failed() == nil && freeBytes(t, mnt) < 64<<10 {
+		// Reopened: it may serve reads, but its next append must stop it
+		// again.
+		produce("d")
+		checkFor(t, 10*time.Second, func() error {
+			if stopped() == nil {
+				return errors.New("serving on a full disk")
+			}
+			return nil
+		})
+	}
+
+	// Space back: the host reopens the replica by itself.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	freed := time.Now()
+	checkFor(t, 30*time.Second, stopped)
+	t.Logf("node %d serving again %v after space was freed", full, time.Since(freed).Round(time.Millisecond))
+	if host.FailedReplicas() != 0 {
+		t.Fatalf("FailedReplicas %d after the reopen, want 0", host.FailedReplicas())
+	}
+	r, _ := host.Get(c.key)
+	c.mu.Lock()
+	c.reps[full] = r
+	c.mu.Unlock()
+	for j := range 5 {
+		produce(fmt.Sprint("e", j, pad))
+	}
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
+	c.checkAcked(acked)
+}
