@@ -138,25 +138,24 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	flusher.Start()
 	defer flusher.Close()
-	// Without replica.listen this broker is the only replica of every
-	// partition (`sluice dev`): plain local logs. With it, every partition
-	// is a raft group over the brokers the metastore assigns.
-	var parts *replica.Manager
+	// Every partition is a raft group over the brokers the metastore
+	// assigns. Without replica.listen (`sluice dev`) this broker has no
+	// replication port: its groups are one-voter groups of this broker
+	// alone, whose raft sends nothing over a network.
 	var host *replica.Host
-	var transport *replica.TCPTransport
+	var transport replica.Transport
+	var tcp *replica.TCPTransport
 	// Before any replica is opened: the directory must be this node's and
-	// this cluster's, and a raft voter must not come back on an empty disk.
+	// this cluster's, and a raft voter must not come back on an empty disk;
+	// a directory written by the plain local logs of earlier versions is
+	// refused.
 	if err := claimDataDir(ctx, catalog, cfg, lg); err != nil {
 		return err
 	}
 	if cfg.ReplicaListen == "" {
-		parts, err = replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
-		if err != nil {
-			return err
-		}
-		defer parts.Close()
+		transport = replica.NewLocalTransport()
 	} else {
-		transport, err = replica.NewTCPTransport(replica.TCPConfig{
+		tcp, err = replica.NewTCPTransport(replica.TCPConfig{
 			Self:    replica.NodeID(cfg.NodeID),
 			Listen:  cfg.ReplicaListen,
 			Resolve: replicationAddr(catalog),
@@ -166,38 +165,39 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		if err != nil {
 			return fmt.Errorf("replication listener: %w", err)
 		}
-		publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
-		leaderChanges := prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_raft_leader_changes_total",
-			Help: "Leader or term changes seen by the partitions' raft replicas on this broker (elections, hand-offs).",
-		})
-		reg.MustRegister(leaderChanges)
-		host, err = replica.NewHost(replica.HostConfig{
-			Node:            replica.NodeID(cfg.NodeID),
-			Dir:             filepath.Join(cfg.DataDir, "logs"),
-			Transport:       transport,
-			Flusher:         flusher,
-			Logger:          lg,
-			EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
-			MaxFollowerLag:  time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
-			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
-				leaderChanges.Inc()
-				publisher.publish(key, int32(leader), int32(term))
-			},
-			OnISRChange: func(key replica.Key, term uint64, isr []replica.NodeID) {
-				publisher.publishISR(key, int32(term), isr)
-			},
-			// A replica whose storage or raft fails is offline here and
-			// the broker goes on (replica.Replica.Failed); the metric
-			// below counts it.
-			Assigned: assignedTo(catalog),
-		})
-		if err != nil {
-			return err
-		}
-		defer host.Close()
-		reg.MustRegister(newRaftCollector(host, transport))
+		transport = tcp
 	}
+	publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
+	leaderChanges := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_raft_leader_changes_total",
+		Help: "Leader or term changes seen by the partitions' raft replicas on this broker (elections, hand-offs).",
+	})
+	reg.MustRegister(leaderChanges)
+	host, err = replica.NewHost(replica.HostConfig{
+		Node:            replica.NodeID(cfg.NodeID),
+		Dir:             filepath.Join(cfg.DataDir, "logs"),
+		Transport:       transport,
+		Flusher:         flusher,
+		Logger:          lg,
+		EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
+		MaxFollowerLag:  time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
+			leaderChanges.Inc()
+			publisher.publish(key, int32(leader), int32(term))
+		},
+		OnISRChange: func(key replica.Key, term uint64, isr []replica.NodeID) {
+			publisher.publishISR(key, int32(term), isr)
+		},
+		// A replica whose storage or raft fails is offline here and
+		// the broker goes on (replica.Replica.Failed); the metric
+		// below counts it.
+		Assigned: assignedTo(catalog),
+	})
+	if err != nil {
+		return err
+	}
+	defer host.Close()
+	reg.MustRegister(newRaftCollector(host, tcp))
 
 	// Read brokers coordinate groups (docs/architecture.md, "Consumer
 	// groups"); offsets and group state live in the metastore. Every
@@ -236,7 +236,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
 		OffsetsLogs: offsetLogs})
 	if err != nil {
 		return err
@@ -259,8 +259,8 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		port, _ := strconv.Atoi(portStr)
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: h, Port: int32(port)})
 	}
-	if transport != nil {
-		h, p, _ := net.SplitHostPort(transport.Addr())
+	if tcp != nil {
+		h, p, _ := net.SplitHostPort(tcp.Addr())
 		port, _ := strconv.Atoi(p)
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}

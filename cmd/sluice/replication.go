@@ -87,8 +87,10 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.offline, prometheus.GaugeValue, float64(c.host.FailedReplicas()))
 	ch <- prometheus.MustNewConstMetric(c.cache, prometheus.GaugeValue, float64(c.host.EntryCacheBytes()))
 	counts := c.host.Refused()
-	for k, v := range c.tr.Refused() {
-		counts[k] += v
+	if c.tr != nil { // nil without a replication port
+		for k, v := range c.tr.Refused() {
+			counts[k] += v
+		}
 	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(v), k)
