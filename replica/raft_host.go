@@ -214,8 +214,21 @@ func (h *Host) open(topic string, key Key, members Members, opts ReplicaOptions,
 	h.list = append(h.list, r)
 	h.mu.Unlock()
 	h.sched.enqueue(r)
+	if r.sole {
+		// Its own election is one round of the group's worker and a
+		// durable vote: wait for it (bounded), so that the first produce
+		// to a new partition of a single node is not refused as
+		// NOT_LEADER_OR_FOLLOWER.
+		for deadline := time.Now().Add(soleElectionWait); !r.IsLeader() && r.Failed() == nil && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	return r, nil
 }
+
+// soleElectionWait bounds how long Open waits for a group's sole voter to
+// be elected.
+const soleElectionWait = 5 * time.Second
 
 func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaOptions, join bool) (*Replica, error) {
 	isMember := false
@@ -291,6 +304,7 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	// voter can lead it; a single node's partitions take writes as soon
 	// as they open instead of after an election timeout).
 	sole := len(st.cs.GetVoters()) == 1 && st.cs.GetVoters()[0] == raftID(h.cfg.Node) && len(st.cs.GetVotersOutgoing()) == 0
+	r.sole = sole
 	if (fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node) || sole {
 		r.raftMu.Lock()
 		_ = rn.Campaign()

@@ -239,6 +239,9 @@ type Replica struct {
 	mu         sync.Mutex
 	notify     chan struct{}
 	confNotify chan struct{}
+	// sole: at open, this node was the group's only voter (Host.open
+	// waits for its election).
+	sole bool
 	watchers   map[chan<- struct{}]struct{}
 }
 
