@@ -241,8 +241,8 @@ type Replica struct {
 	confNotify chan struct{}
 	// sole: at open, this node was the group's only voter (Host.open
 	// waits for its election).
-	sole bool
-	watchers   map[chan<- struct{}]struct{}
+	sole     bool
+	watchers map[chan<- struct{}]struct{}
 }
 
 // Key returns the partition's key.
