@@ -62,11 +62,9 @@ type Config struct {
 	// holds at once over all connections (Kafka's setting of this name):
 	// beyond it connections are not read until requests finish, so
 	// clients with deep pipelines feel TCP backpressure instead of
-	// growing the broker's memory. A produce request to a single-node
-	// (sluice dev) partition stops counting once its batches are written,
-	// before its acks=all wait; one to a raft partition, whose proposal
-	// keeps the batches until they commit, and every other request count
-	// until answered. A frame up to 64 KiB counts whole once its size
+	// growing the broker's memory. A produce request, whose raft
+	// proposals keep its batches until they commit, and every other
+	// request count until answered. A frame up to 64 KiB counts whole once its size
 	// prefix is read; a larger one counts window by window as its bytes
 	// arrive, so a client that announces a large frame and stalls holds
 	// about what it sent, not what it announced. Memory too: a frame
