@@ -102,8 +102,8 @@ func peakRSS(pid int) string {
 	return "?"
 }
 
-// TestDevDiskFull runs a one-node broker (every role, the default
-// per-partition log, as `sluice dev`) with its data directory on a 64 MiB
+// TestDevDiskFull runs a one-node broker (every role, every partition a
+// one-voter raft group, as `sluice dev`) with its data directory on a 64 MiB
 // tmpfs and an acks=all idempotent franz-go producer writing 16 KiB
 // records until the disk is full. The broker must answer Produce with
 // KAFKA_STORAGE_ERROR and stay up, keep serving Metadata, ListOffsets and
