@@ -19,8 +19,8 @@ import (
 )
 
 // TestDevRefusesPlainDataDir: a data directory holding a partition written
-// by the plain local logs of earlier versions (records, no raft state) is
-// refused at start: `sluice dev` exits with a message that names the
+// by plain local logs (records, no raft state) is refused at start by a
+// single node of one-voter groups: `sluice dev --set replica.one.voter=true` exits with a message that names the
 // partition and says what to do, and leaves the data as it was.
 func TestDevRefusesPlainDataDir(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
@@ -48,7 +48,7 @@ func TestDevRefusesPlainDataDir(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binPath, "dev", "--data-dir", data,
-		"--kafka-addr", "127.0.0.1:"+strconv.Itoa(ports[0]), "--admin-addr", "127.0.0.1:"+strconv.Itoa(ports[1]))
+		"--set", "replica.one.voter=true", "--kafka-addr", "127.0.0.1:"+strconv.Itoa(ports[0]), "--admin-addr", "127.0.0.1:"+strconv.Itoa(ports[1]))
 	out, err := cmd.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("sluice dev on a plain data directory: exit %v (context %v), want a refusal\n%s", err, ctx.Err(), out)
