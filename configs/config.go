@@ -65,8 +65,8 @@ type Config struct {
 	// growing the broker's memory. A produce request to a single-node
 	// (sluice dev) partition stops counting once its batches are written,
 	// before its acks=all wait; one to a raft partition, whose proposal
-	// keeps the batches until they commit, and every other request count
-	// until answered. A frame up to 64 KiB counts whole once its size
+	// keeps the batches until raft has its copy, and every other request
+	// count until answered. A frame up to 64 KiB counts whole once its size
 	// prefix is read; a larger one counts window by window as its bytes
 	// arrive, so a client that announces a large frame and stalls holds
 	// about what it sent, not what it announced. Memory too: a frame
@@ -310,6 +310,12 @@ type Config struct {
 	// message is checked before raft sees it (replica/doc.go, "Peers");
 	// this is not authentication, so keep the port on a private network.
 	ReplicaListen string `mapstructure:"replica.listen"`
+	// ReplicaOneVoter: a broker without replica.listen (`sluice dev`)
+	// hosts each partition as a one-voter raft group over an in-process
+	// transport (no replication port), the code a cluster runs, instead
+	// of a plain local log. Off by default until the compat suite passes
+	// on it (docs/architecture.md 4.2).
+	ReplicaOneVoter bool `mapstructure:"replica.one.voter"`
 	// InternalSecurity: mutual TLS on replica.listen (internal.ssl.*) and
 	// internal.insecure (security.go).
 	InternalSecurity `mapstructure:",squash"`

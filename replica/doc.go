@@ -1,14 +1,20 @@
 // Package replica owns the partitions a broker hosts. There are two kinds,
 // and the server's handlers see both through one interface (Propose, reads
-// up to the high watermark, Watch), so they never learn how a write became
-// committed:
+// up to the high watermark, Watch):
 //
 //   - Partition (partition.go, Manager in manager.go): the partition is a
 //     single local log, this broker its only replica. A broker without
-//     replica.listen (`sluice dev`) hosts every partition so.
+//     replica.listen (`sluice dev`) hosts every partition so by default,
+//     and the __consumer_offsets view is kept so on every broker.
 //   - Replica (raft_*.go, Host in raft_host.go): the partition is one raft
 //     group over write brokers (voters) and read brokers (learners). Every
-//     broker of a cluster hosts its partitions so.
+//     broker of a cluster hosts its partitions so. A single node with
+//     replica.one.voter runs one-voter groups: its Host has a
+//     LocalTransport (raft_transport_local.go), which opens no port and
+//     has no peers; a group's sole voter campaigns as soon as it opens,
+//     and Host.Open waits for that election. CheckDir refuses, before any
+//     replica opens, a data directory holding partitions written by plain
+//     local logs (records and no raft.state).
 //
 // Plain local logs are to go: every partition is to be a raft group, a
 // one-voter group on a single node (docs/architecture.md, "Replication").

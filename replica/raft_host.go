@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -232,8 +233,21 @@ func (h *Host) open(topic string, key Key, members Members, opts ReplicaOptions,
 	h.list = append(h.list, r)
 	h.mu.Unlock()
 	h.sched.enqueue(r)
+	if r.sole {
+		// Its own election is one round of the group's worker and a
+		// durable vote: wait for it (bounded), so that the first produce
+		// to a new partition of a single node is not refused as
+		// NOT_LEADER_OR_FOLLOWER.
+		for deadline := time.Now().Add(soleElectionWait); !r.IsLeader() && r.Failed() == nil && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+	}
 	return r, nil
 }
+
+// soleElectionWait bounds how long Open waits for a group's sole voter to
+// be elected.
+const soleElectionWait = 5 * time.Second
 
 func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaOptions, join bool) (*Replica, error) {
 	isMember := false
@@ -312,7 +326,12 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	r.leader.Store(-1)
 	r.hw.Store(st.endOffsetOf(hs.GetCommit()))
 	r.term.Store(hs.GetTerm())
-	if fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node {
+	// A group's sole voter campaigns at once on every open (no other
+	// voter can lead it; a single node's partitions take writes as soon
+	// as they open instead of after an election timeout).
+	sole := len(st.cs.GetVoters()) == 1 && st.cs.GetVoters()[0] == raftID(h.cfg.Node) && len(st.cs.GetVotersOutgoing()) == 0
+	r.sole = sole
+	if (fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node) || sole {
 		r.raftMu.Lock()
 		_ = rn.Campaign()
 		r.raftMu.Unlock()
@@ -502,4 +521,59 @@ func (h *Host) send(r *Replica, msgs []*raftpb.Message) {
 			r.rn.ReportSnapshot(m.GetTo(), raft.SnapshotFinish)
 		}
 	}
+}
+
+// ErrPlainLog: a partition directory written by the plain local logs of
+// earlier versions (a broker without replica.listen, `sluice dev`), which
+// have no raft state. CheckDir refuses it.
+var ErrPlainLog = errors.New("replica: partition directory written by a plain local log")
+
+// CheckDir refuses a data directory that holds a partition written by a
+// plain local log of earlier versions: a partition directory with record
+// data but no raft state. Every partition is now a raft group (a one-voter
+// group on a single node), whose offsets are those of its raft entries; a
+// plain log's batches carry no raft term, so they are not taken over. It is
+// called before any replica opens, so the broker refuses to start with a
+// message that says what to do rather than serving without the partition.
+func CheckDir(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var plain []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		pdir := filepath.Join(dir, e.Name())
+		if _, err := readTopicID(pdir); err != nil {
+			continue // not a partition directory
+		}
+		if _, err := os.Stat(filepath.Join(pdir, stateFileName)); err == nil {
+			continue
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		files, err := os.ReadDir(pdir)
+		if err != nil {
+			return err
+		}
+		for _, f := range files {
+			if filepath.Ext(f.Name()) != ".log" {
+				continue
+			}
+			if fi, err := f.Info(); err == nil && fi.Size() > 0 {
+				plain = append(plain, e.Name())
+				break
+			}
+		}
+	}
+	if len(plain) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s holds %d partition(s) (%s) written by an earlier sluice without raft (`sluice dev` kept plain local logs; every partition is now a raft group, a one-voter group on a single node): this version does not read them. run the earlier version to copy the topics you need out with a Kafka client (MirrorMaker, kcat), then start this one on an empty data directory (the data in this one is lost)",
+		ErrPlainLog, dir, len(plain), strings.Join(plain, ", "))
 }

@@ -263,7 +263,10 @@ type Replica struct {
 	mu         sync.Mutex
 	notify     chan struct{}
 	confNotify chan struct{}
-	watchers   map[chan<- struct{}]struct{}
+	// sole: at open, this node was the group's only voter (Host.open
+	// waits for its election).
+	sole     bool
+	watchers map[chan<- struct{}]struct{}
 }
 
 // Key returns the partition's key.
@@ -295,6 +298,9 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 	// Refused here, before raft: once proposed, a batch every replica
 	// must store.
 	if err := r.log.CheckBatchSize(int64(len(batch))); err != nil {
+		return nil, err
+	}
+	if err := checkSpace(r.dir, len(batch)); err != nil {
 		return nil, err
 	}
 	p := &Proposal{r: r, batch: batch, acks: acks, done: make(chan struct{}), released: make(chan struct{})}
@@ -1346,4 +1352,24 @@ func nodeIDs(ids []NodeID) []int32 {
 		out[i] = int32(id)
 	}
 	return out
+}
+
+// proposeReserve is the room a leader keeps free on its file system: a
+// batch is proposed only if the file system has room for it and this
+// much more (index records, a new segment's index files, raft.state).
+const proposeReserve = 1 << 20
+
+// checkSpace refuses a batch, before raft, when the file system holding
+// dir is about full. Once proposed, an entry must be stored: a write that
+// finds the disk full fails the replica until the broker restarts, while
+// a batch refused here (log.ErrNoSpace: KAFKA_STORAGE_ERROR, which
+// clients retry) leaves the partition serving, and producing resumes as
+// soon as space is freed, without a restart. It is a check, not a
+// reservation: concurrent batches and other writers (the metastore) can
+// still fill the disk between the check and the write.
+func checkSpace(dir string, n int) error {
+	if free := usableBytes(dir); free >= 0 && free < int64(n)+proposeReserve {
+		return fmt.Errorf("%w: %d bytes free in %s, a batch of %d bytes needs %d more kept free", log.ErrNoSpace, free, dir, n, proposeReserve)
+	}
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
 )
 
 // Metadata (key 3). Supported: v0-13.
@@ -156,6 +157,15 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
 		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR, mp.OfflineReplicas = view.partitionRoute(t.Name, p)
+		if mp.Leader == s.cfg.NodeID && s.replicated() {
+			// This broker's own raft replica knows its term before
+			// the metastore does (the leader publishes it
+			// asynchronously): a client given the older epoch would be
+			// fenced by the replica's check and wait for new metadata.
+			if r, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: int32(i)}); ok && r.IsLeader() && r.Failed() == nil {
+				mp.LeaderEpoch = max(mp.LeaderEpoch, r.LeaderEpoch())
+			}
+		}
 		if s.offlineHere(t, int32(i)) {
 			// This broker's replica failed: it is offline, out of the
 			// ISR, and no leader, whatever the metastore still records

@@ -19,8 +19,9 @@
 //
 // The handlers reach a hosted partition through hostedPartition
 // (partitions.go), implemented by both kinds in package replica: a plain
-// local log on a broker without replica.listen (`sluice dev`), a raft
-// replica in a cluster. Fetch sends records as ranges of the segment
+// local log on a broker without replica.listen (`sluice dev`, unless
+// replica.one.voter), a raft replica in a cluster (one-voter groups with
+// replica.one.voter). Fetch sends records as ranges of the segment
 // files (fetch_response.go, conn_send.go: sendfile for large ranges); a
 // replicated partition's log holds data batches only (raft's own entries
 // take no offset, replica/doc.go). OpenPartitions opens every assigned partition at

@@ -62,12 +62,32 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 	fl := log.NewFlusher(log.FlusherConfig{Policy: policy, Logger: lg})
 	fl.Start()
 	t.Cleanup(func() { fl.Close() })
-	parts, err := replica.NewManager(filepath.Join(dir, "logs"), fl, lg)
+	// Every partition a one-voter raft group, as `sluice dev` runs them;
+	// the leader and its term reach the metastore as cmd/sluice's
+	// publisher sends them, so Metadata gives clients the raft term as
+	// the leader epoch.
+	mc := meta.Client()
+	rh, err := replica.NewHost(replica.HostConfig{Node: replica.NodeID(cfg.NodeID), Dir: filepath.Join(dir, "logs"),
+		Transport: replica.NewLocalTransport(), Flusher: fl, Logger: lg,
+		OnLeaderChange: func(k replica.Key, leader replica.NodeID, term uint64) {
+			if leader != replica.NodeID(cfg.NodeID) {
+				return
+			}
+			go func() {
+				tp, ok := mc.TopicByID(k.TopicID)
+				if !ok {
+					return
+				}
+				pctx, pcancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer pcancel()
+				_ = mc.SetPartitionLeader(pctx, tp.Name, k.Index, int32(leader), int32(term), []int32{int32(leader)})
+			}()
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { parts.Close() })
-	o := Options{Config: cfg, Catalog: meta.Client(), Partitions: parts, Logger: lg, ACLs: meta.Client()}
+	t.Cleanup(func() { rh.Close() })
+	o := Options{Config: cfg, Catalog: meta.Client(), Raft: rh, Logger: lg, ACLs: meta.Client()}
 	if opts != nil {
 		opts(&o, meta)
 	}

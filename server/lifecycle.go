@@ -220,7 +220,9 @@ func (s *Server) HandOffLeadership(ctx context.Context, retries int, backoff tim
 	led := func() []*replica.Replica {
 		var out []*replica.Replica
 		for _, r := range s.raft.Replicas() {
-			if r.IsLeader() {
+			// A group whose only voter is this broker (every group
+			// of a single node) has no one to hand off to.
+			if r.IsLeader() && len(r.Members().Voters) > 1 {
 				out = append(out, r)
 			}
 		}

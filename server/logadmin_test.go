@@ -117,7 +117,7 @@ func TestDescribeLogDirsHandler(t *testing.T) {
 	produceN(t, cl, "other", 0, 3)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	dir, _ := filepath.Abs(b.srv.partitions.Dir())
+	dir, _ := filepath.Abs(b.srv.raft.Dir())
 	onDisk := func(topic string, p int) int64 {
 		files, _ := filepath.Glob(filepath.Join(dir, fmt.Sprintf("%s-%d", topic, p), "*.log"))
 		var n int64

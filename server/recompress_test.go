@@ -51,7 +51,7 @@ func TestProduceRecompress(t *testing.T) {
 			cl.Close()
 		}
 		tp, _ := b.srv.catalog.TopicByName(topic)
-		p, ok := b.srv.partitions.Get(replica.Key{TopicID: tp.ID, Index: 0})
+		p, ok := b.srv.raft.Get(replica.Key{TopicID: tp.ID, Index: 0})
 		if !ok {
 			t.Fatalf("%s: partition not open", topic)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/internal/metaprops"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
 )
 
 // claimDataDir checks the partition data directory's identity
@@ -47,8 +48,14 @@ func claimDataDir(ctx context.Context, catalog *metastore.Client, cfg configs.Co
 		}
 		lg.Info().Str("directory_id", p.DirectoryID).Str("dir", dir).Msg("new data directory identity")
 	}
+	if cfg.ReplicaListen != "" || cfg.ReplicaOneVoter {
+		// Raft groups: a directory of plain local logs is refused.
+		if err := replica.CheckDir(dir); err != nil {
+			return err
+		}
+	}
 	if cfg.ReplicaListen == "" {
-		return nil // one replica per partition, no raft votes to lose
+		return nil // one broker, one-voter groups: no other voter's votes to lose
 	}
 	cctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()

@@ -139,25 +139,33 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	flusher.Start()
 	defer flusher.Close()
-	// Without replica.listen this broker is the only replica of every
-	// partition (`sluice dev`): plain local logs. With it, every partition
-	// is a raft group over the brokers the metastore assigns.
+	// With replica.listen every partition is a raft group over the
+	// brokers the metastore assigns. Without it (`sluice dev`) this
+	// broker has no replication port: with replica.one.voter its groups
+	// are one-voter groups of this broker alone, whose raft sends nothing
+	// over a network; otherwise (the default, for now) each partition is
+	// a plain local log.
 	var parts *replica.Manager
 	var host *replica.Host
-	var transport *replica.TCPTransport
+	var transport replica.Transport
+	var tcp *replica.TCPTransport
 	// Before any replica is opened: the directory must be this node's and
-	// this cluster's, and a raft voter must not come back on an empty disk.
+	// this cluster's, and a raft voter must not come back on an empty disk;
+	// a directory written by the plain local logs of earlier versions is
+	// refused.
 	if err := claimDataDir(ctx, catalog, cfg, lg); err != nil {
 		return err
 	}
-	if cfg.ReplicaListen == "" {
+	if cfg.ReplicaListen == "" && !cfg.ReplicaOneVoter {
 		parts, err = replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
 		if err != nil {
 			return err
 		}
 		defer parts.Close()
+	} else if cfg.ReplicaListen == "" {
+		transport = replica.NewLocalTransport()
 	} else {
-		transport, err = replica.NewTCPTransport(replica.TCPConfig{
+		tcp, err = replica.NewTCPTransport(replica.TCPConfig{
 			Self:    replica.NodeID(cfg.NodeID),
 			Listen:  cfg.ReplicaListen,
 			Resolve: replicationAddr(catalog),
@@ -167,6 +175,9 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		if err != nil {
 			return fmt.Errorf("replication listener: %w", err)
 		}
+		transport = tcp
+	}
+	if parts == nil {
 		publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
 		leaderChanges := prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_raft_leader_changes_total",
@@ -197,7 +208,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 			return err
 		}
 		defer host.Close()
-		reg.MustRegister(newRaftCollector(host, transport))
+		reg.MustRegister(newRaftCollector(host, tcp))
 	}
 
 	// Read brokers coordinate groups (docs/architecture.md, "Consumer
@@ -269,8 +280,8 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		port, _ := strconv.Atoi(portStr)
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: h, Port: int32(port)})
 	}
-	if transport != nil {
-		h, p, _ := net.SplitHostPort(transport.Addr())
+	if tcp != nil {
+		h, p, _ := net.SplitHostPort(tcp.Addr())
 		port, _ := strconv.Atoi(p)
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}

@@ -97,8 +97,10 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.semiFB, prometheus.CounterValue, float64(c.host.SemiSyncFallbacks()))
 	ch <- prometheus.MustNewConstMetric(c.trunc, prometheus.CounterValue, float64(c.host.TruncatedRecords()))
 	counts := c.host.Refused()
-	for k, v := range c.tr.Refused() {
-		counts[k] += v
+	if c.tr != nil { // nil without a replication port
+		for k, v := range c.tr.Refused() {
+			counts[k] += v
+		}
 	}
 	for k, v := range counts {
 		ch <- prometheus.MustNewConstMetric(c.refused, prometheus.CounterValue, float64(v), k)

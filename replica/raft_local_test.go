@@ -1,0 +1,156 @@
+package replica
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// A single node's partition is a one-voter group over the local
+// transport: it leads as soon as Open returns (no election timeout), on a
+// fresh directory and again after a restart; its first record is offset
+// 0 and offsets continue across the restart; idempotent retries are
+// deduplicated on both sides of it; and nothing was sent to any peer.
+func TestLocalOneVoter(t *testing.T) {
+	dir := t.TempDir()
+	key := Key{TopicID: [16]byte{7}, Index: 0}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func() (*Host, *LocalTransport, *Replica) {
+		tr := NewLocalTransport()
+		fl := log.NewFlusher(log.FlusherConfig{Policy: log.FlushGroup, Logger: testLogger(t)})
+		fl.Start()
+		t.Cleanup(func() { fl.Close() })
+		// Elections slowed far past the test's deadline: only the sole
+		// voter's own campaign at open can make it leader in time.
+		h, err := NewHost(HostConfig{Node: 3, Dir: dir, Transport: tr, Flusher: fl, Logger: testLogger(t), ElectionTicks: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		r, err := h.Open("t", key, Members{Voters: []NodeID{3}}, ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !r.IsLeader() {
+			t.Fatalf("not the leader when Open returned (after %v)", time.Since(start))
+		}
+		return h, tr, r
+	}
+	produce := func(r *Replica, b []byte) ProduceResult {
+		t.Helper()
+		p, err := r.Propose(b, AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	h, tr, r := open()
+	if res := produce(r, testBatch("a", 3, 9, 0, 0)); res.BaseOffset != 0 || res.LastOffset != 2 || res.Duplicate {
+		t.Fatalf("first batch: %+v, want offsets 0-2", res)
+	}
+	if res := produce(r, testBatch("a", 3, 9, 0, 0)); res.BaseOffset != 0 || !res.Duplicate {
+		t.Fatalf("retry of the first batch: %+v, want the duplicate at 0", res)
+	}
+	if r.HighWatermark() != 3 {
+		t.Fatalf("high watermark %d, want 3", r.HighWatermark())
+	}
+	if n := tr.Dropped(); n != 0 {
+		t.Fatalf("the local transport was asked to send %d messages", n)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	h, tr, r = open()
+	defer h.Close()
+	if res := produce(r, testBatch("a", 3, 9, 0, 0)); res.BaseOffset != 0 || !res.Duplicate {
+		t.Fatalf("retry after a restart: %+v, want the duplicate at 0", res)
+	}
+	if res := produce(r, testBatch("b", 2, 9, 0, 3)); res.BaseOffset != 3 || res.LastOffset != 4 {
+		t.Fatalf("after a restart: %+v, want offsets 3-4", res)
+	}
+	if r.LogStartOffset() != 0 || r.HighWatermark() != 5 {
+		t.Fatalf("log start %d, high watermark %d; want 0, 5", r.LogStartOffset(), r.HighWatermark())
+	}
+	if n := tr.Dropped(); n != 0 {
+		t.Fatalf("the local transport was asked to send %d messages", n)
+	}
+}
+
+// CheckDir refuses a data directory holding a partition written by the
+// plain local logs of earlier versions, naming it, and accepts raft
+// partitions, empty plain partitions and a missing directory.
+func TestCheckDirRefusesPlainLogs(t *testing.T) {
+	dir := t.TempDir()
+	if err := CheckDir(filepath.Join(dir, "none")); err != nil {
+		t.Fatalf("missing directory: %v", err)
+	}
+	fl := log.NewFlusher(log.FlusherConfig{Policy: log.FlushNever, Logger: testLogger(t)})
+	fl.Start()
+	defer fl.Close()
+	h, err := NewHost(HostConfig{Node: 1, Dir: dir, Transport: NewLocalTransport(), Flusher: fl, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.Open("raft", Key{TopicID: [16]byte{1}}, Members{Voters: []NodeID{1}}, ReplicaOptions{Log: smallLogConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := r.Propose(testBatch("x", 2, -1, 0, 0), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	m, err := NewManager(dir, fl, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Open("empty", Key{TopicID: [16]byte{2}}, smallLogConfig()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckDir(dir); err != nil {
+		t.Fatalf("raft partition and an empty plain one: %v", err)
+	}
+
+	m, err = NewManager(dir, fl, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := m.Open("plain", Key{TopicID: [16]byte{3}, Index: 2}, smallLogConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pp.Append(testBatch("y", 1, -1, 0, 0)); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err = CheckDir(dir)
+	if !errors.Is(err, ErrPlainLog) || !strings.Contains(err.Error(), "plain-2") || strings.Contains(err.Error(), "raft-0") || strings.Contains(err.Error(), "empty-0") {
+		t.Fatalf("CheckDir with a plain partition holding data: %v, want ErrPlainLog naming plain-2 only", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "plain-2")); err != nil {
+		t.Fatalf("CheckDir touched the refused partition: %v", err)
+	}
+}
