@@ -11,8 +11,18 @@ import (
 	"time"
 )
 
+// SLUICE_OBJSTORE_DIR runs the suite in a directory of another file system
+// (an NFS or CephFS mount) instead of a temporary directory.
 func TestDir(t *testing.T) {
-	d, err := OpenDir(filepath.Join(t.TempDir(), "store"))
+	root := filepath.Join(t.TempDir(), "store")
+	if shared := os.Getenv("SLUICE_OBJSTORE_DIR"); shared != "" {
+		var err error
+		if root, err = os.MkdirTemp(shared, "sluice-objstore-test-"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(root) })
+	}
+	d, err := OpenDir(root)
 	if err != nil {
 		t.Fatal(err)
 	}
