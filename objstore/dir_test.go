@@ -1,12 +1,17 @@
 package objstore
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -109,4 +114,94 @@ func TestDirKeyUnderObject(t *testing.T) {
 	if got, err := d.Get(context.Background(), "x"); err != nil || string(got) != "file" {
 		t.Fatalf("x = %q, %v", got, err)
 	}
+}
+
+// TestDirKill9 kills a writer process with SIGKILL in the middle of a
+// stream of Puts: every object it reported as stored is there whole, and
+// no other key shows anything but a whole object (a Put is all or nothing
+// to readers). Power loss is the fsyncs' part, which a kill does not test.
+func TestDirKill9(t *testing.T) {
+	if os.Getenv("OBJSTORE_KILL9_WRITER") != "" {
+		kill9Writer()
+		return
+	}
+	root := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestDirKill9$")
+	cmd.Env = append(os.Environ(), "OBJSTORE_KILL9_WRITER="+root)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var acked []string
+	sc := bufio.NewScanner(out)
+	deadline := time.Now().Add(2 * time.Minute)
+	for sc.Scan() {
+		if k, ok := strings.CutPrefix(sc.Text(), "stored "); ok {
+			acked = append(acked, k)
+		}
+		if len(acked) == 100 || time.Now().After(deadline) {
+			break
+		}
+	}
+	cmd.Process.Kill() //nolint:errcheck
+	cmd.Wait()         //nolint:errcheck
+	if len(acked) < 20 {
+		t.Fatalf("the writer stored only %d objects", len(acked))
+	}
+	d, err := OpenDir(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, k := range acked {
+		got, err := d.Get(ctx, k)
+		if err != nil {
+			t.Fatalf("acknowledged %s: %v", k, err)
+		}
+		if !bytes.Equal(got, kill9Body(k)) {
+			t.Fatalf("acknowledged %s: %d bytes, not the object written", k, len(got))
+		}
+	}
+	for _, k := range listKeys(t, d, "") {
+		got, err := d.Get(ctx, k)
+		if err != nil || !bytes.Equal(got, kill9Body(k)) {
+			t.Fatalf("%s after the kill: %d bytes, %v: a torn object", k, len(got), err)
+		}
+	}
+	t.Logf("%d objects acknowledged before the kill, %d listed after", len(acked), len(listKeys(t, d, "")))
+}
+
+// kill9Body is the object stored under key: 256 KiB derived from the key.
+func kill9Body(key string) []byte {
+	b := bytes.Repeat([]byte(key+"|"), (256<<10)/(len(key)+1)+1)
+	return b[:256<<10]
+}
+
+func kill9Writer() {
+	d, err := OpenDir(os.Getenv("OBJSTORE_KILL9_WRITER"))
+	if err != nil {
+		fmt.Println("open:", err)
+		os.Exit(1)
+	}
+	// Four writers, so that the kill finds Puts in every stage.
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	for w := range 4 {
+		wg.Go(func() {
+			for i := 0; ; i++ {
+				k := fmt.Sprintf("w%d/%08d", w, i)
+				if err := d.Put(context.Background(), k, kill9Body(k)); err != nil {
+					fmt.Println("put:", err)
+					os.Exit(1)
+				}
+				mu.Lock()
+				fmt.Println("stored", k)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
 }
