@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -182,8 +183,12 @@ func (s *S3) GetRange(ctx context.Context, key string, off, n int64) ([]byte, er
 	if err := checkRange(key, off, n); err != nil {
 		return nil, err
 	}
+	end := off + n - 1
+	if end < off { // off+n overflows: to the end of the object
+		end = math.MaxInt64
+	}
 	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, off+n-1); err != nil {
+	if err := opts.SetRange(off, end); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRange, err)
 	}
 	return s.get(ctx, key, opts)

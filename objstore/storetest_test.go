@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -81,6 +82,7 @@ func testStore(t *testing.T, s Store, conditional bool) {
 			{int64(len(data)) - 10, 10, 10},
 			{int64(len(data)) - 10, 1000, 10}, // past the end: what is there
 			{int64(len(data)) - 1, 1, 1},
+			{1, math.MaxInt64, int64(len(data)) - 1}, // no overflow
 		}
 		for _, c := range cases {
 			got, err := s.GetRange(ctx, "range/big", c.off, c.n)
