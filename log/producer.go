@@ -28,6 +28,15 @@ type ProducerState struct {
 	// the current epoch, -1 if it has written none in this epoch.
 	LastSequence int32
 	LastOffset   int64
+	// Batches are the producer's retained batches of the current epoch,
+	// oldest first, at most five: what a retry is recognised against.
+	Batches []ProducerBatch
+}
+
+// ProducerBatch is one retained batch of an idempotent producer.
+type ProducerBatch struct {
+	FirstSequence, LastSequence int32
+	FirstOffset, LastOffset     int64
 }
 
 // producers is the per-partition idempotence state, a map from producer id.
@@ -130,6 +139,10 @@ func (p producers) state(id int64) (ProducerState, bool) {
 	s := ProducerState{Epoch: e.epoch, LastSequence: -1, LastOffset: -1}
 	if n := len(e.batches); n > 0 {
 		s.LastSequence, s.LastOffset = e.batches[n-1].lastSeq, e.batches[n-1].lastOffset
+		s.Batches = make([]ProducerBatch, n)
+		for i, b := range e.batches {
+			s.Batches[i] = ProducerBatch{FirstSequence: b.firstSeq, LastSequence: b.lastSeq, FirstOffset: b.firstOffset, LastOffset: b.lastOffset}
+		}
 	}
 	return s, true
 }

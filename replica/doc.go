@@ -217,8 +217,8 @@
 // (log/producer.go); the table (raft_producers.go) is updated by every
 // replica from the batches it stores, in log order, so a follower that
 // becomes leader dedupes as the old leader did, and it travels in
-// snapshots. For a producer the table has not seen since Open it falls back
-// to log.ProducerState, which knows only the last batch; see "Not done".
+// snapshots. A producer the table has not seen since Open is seeded from
+// log.ProducerState, the log's window of its last five batches.
 //
 // # Files
 //
@@ -374,10 +374,7 @@
 // broker with the default 200ms tick, see TestRaftIdleCPU); leader placement beyond "the first voter
 // of a new group campaigns at once" (a voter that is not open yet misses
 // that vote; TransferLeadership rebalances);
-// an exported idempotence
-// check in the log package (after a restart a retry of one of the last five
-// batches other than the last is answered OUT_OF_ORDER_SEQUENCE, as Kafka
-// answers batches outside its window); the syncs a worker still makes
+// the syncs a worker still makes
 // on elections and membership changes (raft.state's term and vote, the
 // records of raft's own entries), rare but one per group per election.
 //

@@ -3,6 +3,7 @@ package replica
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,5 +153,67 @@ func TestCheckDirRefusesPlainLogs(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "plain-2")); err != nil {
 		t.Fatalf("CheckDir touched the refused partition: %v", err)
+	}
+}
+
+// After a restart, a retry of any of a producer's last five batches, not
+// only the last, is the duplicate it is. Answering an older one
+// OUT_OF_ORDER_SEQUENCE made clients bump their epoch and send it again:
+// the batch was written twice (found by the compat suite's kill -9 test on
+// a one-voter group).
+func TestRaftRetryWindowAfterRestart(t *testing.T) {
+	dir := t.TempDir()
+	key := Key{TopicID: [16]byte{8}, Index: 0}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func() (*Host, *Replica) {
+		fl := log.NewFlusher(log.FlusherConfig{Policy: log.FlushGroup, Logger: testLogger(t)})
+		fl.Start()
+		t.Cleanup(func() { fl.Close() })
+		h, err := NewHost(HostConfig{Node: 1, Dir: dir, Transport: NewLocalTransport(), Flusher: fl, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := h.Open("t", key, Members{Voters: []NodeID{1}}, ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, r
+	}
+	produce := func(r *Replica, b []byte) ProduceResult {
+		t.Helper()
+		p, err := r.Propose(b, AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := p.Wait(ctx)
+		if err != nil {
+			t.Fatalf("batch: %v", err)
+		}
+		return res
+	}
+	h, r := open()
+	var want []ProduceResult
+	for i := range 6 {
+		want = append(want, produce(r, testBatch(fmt.Sprintf("w%d", i), 2, 77, 0, int32(2*i))))
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, r = open()
+	defer h.Close()
+	// Batches 1-5 are the window (batch 0 fell out of it); retried in an
+	// order a client's five in-flight requests can arrive in.
+	for _, i := range []int{2, 1, 5, 3, 4} {
+		res := produce(r, testBatch(fmt.Sprintf("w%d", i), 2, 77, 0, int32(2*i)))
+		if !res.Duplicate || res.BaseOffset != want[i].BaseOffset || res.LastOffset != want[i].LastOffset {
+			t.Fatalf("retry of batch %d after a restart: %+v, want the duplicate at %d-%d", i, res, want[i].BaseOffset, want[i].LastOffset)
+		}
+	}
+	if hw := r.HighWatermark(); hw != 12 {
+		t.Fatalf("high watermark %d after the retries, want 12: a retry was written again", hw)
+	}
+	if res := produce(r, testBatch("w6", 2, 77, 0, 12)); res.Duplicate || res.BaseOffset != 12 {
+		t.Fatalf("next batch: %+v, want offsets 12-13", res)
 	}
 }

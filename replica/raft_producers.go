@@ -15,11 +15,13 @@ import (
 // this file keeps the same Kafka rules over a producer table that every
 // replica updates from the batches it stores, in log order.
 //
-// The table starts empty at Open and falls back to log.ProducerState for a
-// producer it has not seen, which knows only the producer's last batch: a
-// retry of an older one of the last five, after a restart, is answered
-// OUT_OF_ORDER_SEQUENCE as Kafka answers a batch outside its window. An
-// exported check in the log package would close that gap (see doc.go).
+// The table starts empty at Open and is seeded from log.ProducerState for a
+// producer it has not seen: the log's own window of the producer's last five
+// batches, rebuilt from the segments (or its snapshot) at open, so a retry
+// of any of them after a restart is answered as the duplicate it is. (With
+// only the last batch, an older retry was answered OUT_OF_ORDER_SEQUENCE,
+// on which clients bump their epoch and send the batch again: written
+// twice.)
 
 const producerWindow = 5
 
@@ -54,10 +56,8 @@ func (p producerTable) seed(l *log.Log, id int64) *prodEntry {
 		return nil
 	}
 	e := &prodEntry{epoch: st.Epoch}
-	if st.LastSequence >= 0 {
-		// The first sequence of that batch is unknown; a retry of it is
-		// recognised by its last sequence alone (see checkProducer).
-		e.batches = []prodBatch{{firstSeq: -1, lastSeq: st.LastSequence, lastOffset: st.LastOffset, firstOffset: -1}}
+	for _, b := range st.Batches {
+		e.batches = append(e.batches, prodBatch{firstSeq: b.FirstSequence, lastSeq: b.LastSequence, firstOffset: b.FirstOffset, lastOffset: b.LastOffset})
 	}
 	p[id] = e
 	return e
@@ -91,6 +91,8 @@ func checkProducer(e *prodEntry, h *batchInfo) error {
 		return nil
 	}
 	for _, b := range e.batches {
+		// firstSeq -1: an entry seeded by an earlier version with the
+		// last batch alone, which may still be in a snapshot.
 		if b.lastSeq == last && (b.firstSeq == first || b.firstSeq == -1) {
 			base := b.firstOffset
 			if base < 0 {
