@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 	"time"
 
@@ -337,7 +338,8 @@ func TestProducerStateAndReplicated(t *testing.T) {
 	}
 	mustAppend(t, l, mkBatch(spec{idem: true, pid: 9, epoch: 2, seq: 0, n: 3}))
 	st, ok := l.ProducerState(9)
-	if !ok || st != (ProducerState{Epoch: 2, LastSequence: 2, LastOffset: 2}) {
+	want := ProducerState{Epoch: 2, LastSequence: 2, LastOffset: 2, Batches: []ProducerBatch{{FirstSequence: 0, LastSequence: 2, FirstOffset: 0, LastOffset: 2}}}
+	if !ok || !reflect.DeepEqual(st, want) {
 		t.Fatalf("state %+v %v", st, ok)
 	}
 	// A follower applies the leader's batch as is, even a sequence gap.
