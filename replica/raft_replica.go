@@ -1361,7 +1361,8 @@ const proposeReserve = 1 << 20
 
 // checkSpace refuses a batch, before raft, when the file system holding
 // dir is about full. Once proposed, an entry must be stored: a write that
-// finds the disk full fails the replica until the broker restarts, while
+// finds the disk full fails the replica until space is freed and the host
+// reopens it (raft_nospace.go), while
 // a batch refused here (log.ErrNoSpace: KAFKA_STORAGE_ERROR, which
 // clients retry) leaves the partition serving, and producing resumes as
 // soon as space is freed, without a restart. It is a check, not a
