@@ -253,6 +253,37 @@ func waitLeaders(t *testing.T, adm *kadm.Client, topic string, parts int) map[in
 	return nil
 }
 
+// waitPreferredLeaders waits until every partition of topic is led by its
+// preferred leader (its first voter, which the write view lists first),
+// where the preferred-leader rebalance (every 2 s) brings it, and returns
+// the leaders. Only a leader a raft election made counts (leader epoch,
+// the raft term, above 0): a new topic's metastore entry names the first
+// voter with epoch 0 before any election, and the election may well pick
+// another voter, which leads until the rebalance moves it.
+func waitPreferredLeaders(ctx context.Context, t *testing.T, adm *kadm.Client, topic string, parts int) map[int32]int32 {
+	t.Helper()
+	var last map[int32]int32
+	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
+		mctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		md, err := adm.Metadata(mctx, topic)
+		cancel()
+		if err != nil {
+			continue
+		}
+		last = map[int32]int32{}
+		for _, p := range md.Topics[topic].Partitions {
+			if p.Err == nil && len(p.Replicas) > 0 && p.Leader == p.Replicas[0] && p.LeaderEpoch > 0 {
+				last[p.Partition] = p.Leader
+			}
+		}
+		if len(last) == parts {
+			return last
+		}
+	}
+	t.Fatalf("topic %s: partitions not on their preferred leaders within 45 s: %v", topic, last)
+	return nil
+}
+
 type ackedRecord struct {
 	partition int32
 	offset    int64

@@ -449,35 +449,11 @@ func (s *cutScenario) warmUpOneAck(victim int32, parts []int32) (*kgo.Client, er
 }
 
 // preferredLeaders waits until every partition is led by its preferred
-// leader (its first voter, which the write view lists first), where the
-// clusters' preferred-leader rebalance (every 2 s) brings them after a
-// heal, so the broker chosen to be cut off still leads when it is, and
-// returns the leaders. Only a leader a raft election made counts (leader
-// epoch, the raft term, above 0): a new topic's metastore entry names
-// the first voter with epoch 0 before any election, and the election may
-// well pick another voter, which leads until the rebalance moves it.
+// leader (waitPreferredLeaders), where the clusters' preferred-leader
+// rebalance (every 2 s) brings them after a heal, so the broker chosen to
+// be cut off still leads when it is, and returns the leaders.
 func (s *cutScenario) preferredLeaders() map[int32]int32 {
-	t := s.t
-	var last map[int32]int32
-	for deadline := time.Now().Add(45 * time.Second); time.Now().Before(deadline); time.Sleep(250 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(s.ctx, 3*time.Second)
-		md, err := s.adm.Metadata(ctx, s.topic)
-		cancel()
-		if err != nil {
-			continue
-		}
-		last = map[int32]int32{}
-		for _, p := range md.Topics[s.topic].Partitions {
-			if p.Err == nil && len(p.Replicas) == 3 && p.Leader == p.Replicas[0] && p.LeaderEpoch > 0 {
-				last[p.Partition] = p.Leader
-			}
-		}
-		if len(last) == int(s.parts) {
-			return last
-		}
-	}
-	t.Fatalf("partitions not back on their preferred leaders within 45 s: %v", last)
-	return nil
+	return waitPreferredLeaders(s.ctx, s.t, s.adm, s.topic, int(s.parts))
 }
 
 // verify waits until every replica reports the same high watermarks,

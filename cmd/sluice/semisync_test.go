@@ -42,7 +42,9 @@ func TestClusterSemiSync(t *testing.T) {
 	}, topic); err != nil {
 		t.Fatal(err)
 	}
-	ln := waitLeaders(t, adm, topic, 1)[0]
+	// The preferred leader, where the rebalance keeps it: a leader that
+	// moves after this would turn the paused "follower" into the leader.
+	ln := waitPreferredLeaders(ctx, t, adm, topic, 1)[0]
 	leader := c.writers[ln-1]
 	follower := c.writers[ln%3]
 	alter := func(name, value string) {
