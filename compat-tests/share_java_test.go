@@ -152,6 +152,10 @@ func TestShareGroupJava(t *testing.T) {
 	// Let the members join before the records arrive, so that all of
 	// them take part; the partition is already initialized.
 	waitShareMembers(ctx, t, cl, group, consumers)
+	// And let the holder's lock expire first: on a quiet machine the
+	// consumers take the 400 records in well under the lock duration and
+	// would stop before the held records came back.
+	time.Sleep(time.Until(time.UnixMilli(heldAt + lockMs + 1000)))
 	values := make([]string, n)
 	for i := range values {
 		values[i] = "rec-" + strconv.Itoa(i)
