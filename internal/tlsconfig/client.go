@@ -35,17 +35,9 @@ func (o Options) Client(verifyHostname bool) (*tls.Config, error) {
 		return nil, err
 	}
 	if o.KeystoreLocation != "" || o.KeystoreKey != "" {
-		chainPEM, keyPEM := []byte(o.KeystoreCertificateChain), []byte(o.KeystoreKey)
-		if o.KeystoreLocation != "" {
-			b, err := os.ReadFile(o.KeystoreLocation)
-			if err != nil {
-				return nil, fmt.Errorf("ssl.keystore.location: %w", err)
-			}
-			chainPEM, keyPEM = b, b
-		}
-		cert, err := keyPair(chainPEM, keyPEM, o.KeyPassword)
+		cert, err := o.certificate()
 		if err != nil {
-			return nil, fmt.Errorf("key store: %w", err)
+			return nil, err
 		}
 		cfg.Certificates = []tls.Certificate{cert}
 	}

@@ -267,19 +267,29 @@ func (l *Loader) failed(now time.Time, err error) error {
 	return err
 }
 
-func (l *Loader) build() (*tls.Config, error) {
-	o := l.opts
+// certificate reads the key store: a PEM file holding the chain and the
+// key (ssl.keystore.location), or both given inline.
+func (o Options) certificate() (tls.Certificate, error) {
 	chainPEM, keyPEM := []byte(o.KeystoreCertificateChain), []byte(o.KeystoreKey)
 	if o.KeystoreLocation != "" {
 		b, err := os.ReadFile(o.KeystoreLocation)
 		if err != nil {
-			return nil, fmt.Errorf("ssl.keystore.location: %w", err)
+			return tls.Certificate{}, fmt.Errorf("ssl.keystore.location: %w", err)
 		}
 		chainPEM, keyPEM = b, b
 	}
 	cert, err := keyPair(chainPEM, keyPEM, o.KeyPassword)
 	if err != nil {
-		return nil, fmt.Errorf("key store: %w", err)
+		return tls.Certificate{}, fmt.Errorf("key store: %w", err)
+	}
+	return cert, nil
+}
+
+func (l *Loader) build() (*tls.Config, error) {
+	o := l.opts
+	cert, err := o.certificate()
+	if err != nil {
+		return nil, err
 	}
 	cfg := l.base.Clone()
 	cfg.Certificates = []tls.Certificate{cert}
