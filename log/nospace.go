@@ -20,9 +20,9 @@ import (
 // it to inject a full disk (a short write, then ENOSPC).
 var writeAt = func(f *os.File, b []byte, off int64) (int, error) { return f.WriteAt(b, off) }
 
-// isNoSpace says a write failed because the file system, or the user's
+// IsNoSpace says a write failed because the file system, or the user's
 // quota on it, is full.
-func isNoSpace(err error) bool {
+func IsNoSpace(err error) bool {
 	return errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)
 }
 
@@ -68,7 +68,7 @@ func (s *segment) rollback(m segmentMark) error {
 // is logged, not every one: a producer retries, and the log lines would
 // go to a disk that is likely full too.
 func (l *Log) noSpaceLocked(op string, err error, undo func() error) error {
-	if !isNoSpace(err) {
+	if !IsNoSpace(err) {
 		return l.failLocked(op, err)
 	}
 	if uerr := undo(); uerr != nil {

@@ -586,7 +586,7 @@ func (w *wal) sync() (bool, error) {
 	w.mu.Unlock()
 
 	_, err := writeAt(w.f, buf, w.fsize)
-	if err != nil && isNoSpace(err) {
+	if err != nil && IsNoSpace(err) {
 		if terr := w.f.Truncate(w.fsize); terr != nil {
 			err = errors.Join(err, terr)
 		} else {
@@ -616,7 +616,7 @@ func (w *wal) sync() (bool, error) {
 	closed := w.closed
 	w.mu.Unlock()
 	if w.fsize >= w.fileBytes && !closed {
-		if err := w.rotate(); err != nil && !isNoSpace(err) {
+		if err := w.rotate(); err != nil && !IsNoSpace(err) {
 			w.fail(fmt.Errorf("rotating write-ahead log: %w", err))
 			return true, err
 		} else if err != nil {

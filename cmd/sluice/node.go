@@ -133,7 +133,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return nil
 	}
 
-	flusher, err := newFlusher(cfg, lg)
+	flusher, err := newFlusher(ctx, cfg, lg)
 	if err != nil {
 		return err
 	}
@@ -397,7 +397,11 @@ func brokerRole(cfg configs.Config) metastore.BrokerRole {
 // newFlusher opens the broker-wide flusher. Its write-ahead log in
 // data.dir/wal makes one fdatasync cover every partition's appends (see
 // the log package's documentation for the measurements behind it).
-func newFlusher(cfg configs.Config, lg zerolog.Logger) (*log.Flusher, error) {
+//
+// Opening the write-ahead log writes a new file's header: on a full disk
+// it waits, retrying every second, until space is freed (or ctx ends), as
+// the metastore does, rather than exit.
+func newFlusher(ctx context.Context, cfg configs.Config, lg zerolog.Logger) (*log.Flusher, error) {
 	fc := log.FlusherConfig{
 		Logger:   lg,
 		Interval: time.Duration(cfg.LogFlushIntervalMs) * time.Millisecond,
@@ -415,7 +419,20 @@ func newFlusher(cfg configs.Config, lg zerolog.Logger) (*log.Flusher, error) {
 	default:
 		return nil, fmt.Errorf("log.fsync %q", cfg.LogFsync)
 	}
-	return log.OpenFlusher(fc)
+	for warned := false; ; warned = true {
+		f, err := log.OpenFlusher(fc)
+		if err == nil || !log.IsNoSpace(err) {
+			return f, err
+		}
+		if !warned {
+			lg.Warn().Err(err).Str("dir", fc.Dir).Msg("disk full: waiting for space to open the write-ahead log")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 type adminServer struct {
