@@ -104,6 +104,10 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 			rp := kmsg.NewShareFetchResponseTopicPartition()
 			rp.Partition = k.Partition
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = -1, -1
+			// Records is not nullable in ShareFetch: a partition with
+			// nothing to hand out carries an empty set, never null (the
+			// Java client fails the whole fetch on a null).
+			rp.Records = []byte{}
 			resp.Topics[ti].Partitions = append(resp.Topics[ti].Partitions, rp)
 		}
 		index := map[coordinator.ShareKey]*kmsg.ShareFetchResponseTopicPartition{}
