@@ -7,7 +7,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/coordinator"
 )
 
@@ -45,18 +44,12 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 		}
 		return resp, nil
 	}
-	if req.GroupID == nil || *req.GroupID == "" || req.MemberID == nil || *req.MemberID == "" {
-		return fail(kerr.InvalidRequest.Code, "group id and member id are required")
-	}
 	if req.Version >= 2 && req.ShareAcquireMode != 0 && req.ShareAcquireMode != 1 {
 		return fail(kerr.InvalidRequest.Code, "unknown ShareAcquireMode")
 	}
-	group, member := *req.GroupID, *req.MemberID
-	if !s.shareServed() {
-		return fail(kerr.UnsupportedVersion.Code, "share groups are served by a single node only")
-	}
-	if !s.authorizeGroup(rc, acl.OpRead, group) {
-		return fail(kerr.GroupAuthorizationFailed.Code, "")
+	group, member, code, msg := s.shareMember(rc, req.GroupID, req.MemberID)
+	if code != 0 {
+		return fail(code, msg)
 	}
 	renew := req.Version >= 2 && req.IsRenewAck
 

@@ -136,3 +136,21 @@ func sortShareKeys(keys []coordinator.ShareKey) {
 		return cmp.Compare(a.Partition, b.Partition)
 	})
 }
+
+// shareMember checks what ShareFetch and ShareAcknowledge both require
+// before anything else: a group and member id, a broker that serves share
+// groups, and READ on the group. It returns the ids, or the error code
+// and message to answer with.
+func (s *Server) shareMember(rc *reqCtx, groupID, memberID *string) (group, member string, code int16, msg string) {
+	if groupID == nil || *groupID == "" || memberID == nil || *memberID == "" {
+		return "", "", kerr.InvalidRequest.Code, "group id and member id are required"
+	}
+	group, member = *groupID, *memberID
+	if !s.shareServed() {
+		return "", "", kerr.UnsupportedVersion.Code, "share groups are served by a single node only"
+	}
+	if !s.authorizeGroup(rc, acl.OpRead, group) {
+		return "", "", kerr.GroupAuthorizationFailed.Code, ""
+	}
+	return group, member, 0, ""
+}
