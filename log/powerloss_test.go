@@ -7,9 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -17,22 +15,6 @@ import (
 	"github.com/sluice-broker/sluice/internal/powerloss"
 	"github.com/sluice-broker/sluice/protocol"
 )
-
-// powerLossSeed is the base seed of the power-loss tests: SLUICE_POWERLOSS_SEED
-// replays a failure (the random images, the writers' batch sizes and the cut
-// point; the goroutines' interleaving is the scheduler's).
-func powerLossSeed(t *testing.T) int64 {
-	seed := int64(1)
-	if s := os.Getenv("SLUICE_POWERLOSS_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatalf("SLUICE_POWERLOSS_SEED: %v", err)
-		}
-		seed = v
-	}
-	t.Logf("power-loss seed %d (SLUICE_POWERLOSS_SEED=%d replays it)", seed, seed)
-	return seed
-}
 
 // TestPowerLoss writes a log from concurrent idempotent producers under each
 // flush policy, cuts the power while they write, and reopens every image a
@@ -49,7 +31,7 @@ func powerLossSeed(t *testing.T) int64 {
 //   - the producers' state is rebuilt: each producer's next sequence after
 //     what survived is accepted at the log end.
 func TestPowerLoss(t *testing.T) {
-	seed := powerLossSeed(t)
+	seed := powerloss.Seed(t)
 	for i, tc := range []struct {
 		name   string
 		policy FlushPolicy
@@ -159,10 +141,7 @@ func testPowerLossRound(t *testing.T, policy FlushPolicy, useWAL bool, seed int6
 	t.Logf("seed %d: cut after %d batches appended, %d acknowledged, durable offset %d", seed, len(stored), len(mustHave), durable)
 
 	for img := 0; img < 4; img++ {
-		mode, iseed := powerloss.Random, seed*1000+int64(img)
-		if img == 0 {
-			mode = powerloss.Exact
-		}
+		mode, iseed := powerloss.ImageFor(seed, img)
 		idir := filepath.Join(t.TempDir(), "img")
 		if err := rec.Image(idir, mode, iseed); err != nil {
 			t.Fatal(err)

@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -27,15 +25,7 @@ import (
 // converge to the same state, and no acknowledged commit may be lost.
 // SLUICE_POWERLOSS_SEED replays the images.
 func TestClusterPowerLoss(t *testing.T) {
-	seed := int64(1)
-	if s := os.Getenv("SLUICE_POWERLOSS_SEED"); s != "" {
-		v, err := strconv.ParseInt(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = v
-	}
-	t.Logf("power-loss seed %d (SLUICE_POWERLOSS_SEED=%d replays the images)", seed, seed)
+	seed := powerloss.Seed(t)
 	rng := rand.New(rand.NewSource(seed))
 	victim := uint64(1 + rng.Intn(3))
 	var rec *powerloss.Recorder
@@ -108,10 +98,7 @@ func TestClusterPowerLoss(t *testing.T) {
 			t.Fatal(cutErr)
 		}
 		c.stop(victim)
-		mode, iseed := powerloss.Random, seed*1000+int64(round)
-		if round == 0 {
-			mode = powerloss.Exact
-		}
+		mode, iseed := powerloss.ImageFor(seed, round)
 		image := filepath.Join(t.TempDir(), "image")
 		if err := rec.Image(image, mode, iseed); err != nil {
 			t.Fatal(err)

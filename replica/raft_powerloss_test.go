@@ -6,9 +6,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -37,16 +35,8 @@ func TestRaftPowerLossWAL(t *testing.T) {
 }
 
 func testRaftPowerLoss(t *testing.T, wal bool) {
-	seed := uint64(1)
-	if s := os.Getenv("SLUICE_POWERLOSS_SEED"); s != "" {
-		v, err := strconv.ParseUint(s, 10, 64)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seed = v
-	}
-	t.Logf("power-loss seed %d (SLUICE_POWERLOSS_SEED=%d replays the images and cut points)", seed, seed)
-	rng := rand.New(rand.NewPCG(seed, 2))
+	seed := powerloss.Seed(t)
+	rng := rand.New(rand.NewPCG(uint64(seed), 2))
 	c := newTestCluster(t, nil, nil, ReplicaOptions{Mode: ModeRaft})
 	c.members = Members{Voters: []NodeID{1, 2, 3}}
 	c.wal = wal
@@ -111,10 +101,7 @@ func testRaftPowerLoss(t *testing.T, wal bool) {
 		r.failed = errKilled
 		r.isLeader.Store(false)
 		r.raftMu.Unlock()
-		mode, iseed := powerloss.Random, int64(seed)*1000+int64(round)
-		if round == 0 {
-			mode = powerloss.Exact
-		}
+		mode, iseed := powerloss.ImageFor(seed, round)
 		image := filepath.Join(t.TempDir(), "image")
 		if err := rec.Image(image, mode, iseed); err != nil {
 			t.Fatal(err)
