@@ -109,34 +109,46 @@ func (c *Coordinator) DescribeGroups(ctx context.Context, req *kmsg.DescribeGrou
 		if req.IncludeAuthorizedOperations {
 			dg.AuthorizedOperations = groupOps
 		}
-		notFound := func(msg string) {
-			dg.State = "Dead"
-			if req.Version >= 6 {
-				dg.ErrorCode = kerr.GroupIDNotFound.Code
-				dg.ErrorMessage = kmsg.StringPtr(msg)
-			}
-		}
-		g, code := c.getGroup(ctx, name, lookupExisting)
+		code, msg := c.describeGroup(ctx, name, typeClassic, func(g *group) { g.describeLocked(&dg) })
 		switch {
 		case code == kerr.GroupIDNotFound.Code:
-			notFound("Group " + name + " not found.")
+			dg.State = "Dead"
+			if req.Version >= 6 {
+				dg.ErrorCode, dg.ErrorMessage = code, msg
+			}
 		case code != 0:
 			dg.ErrorCode = code
-		default:
-			g.mu.Lock()
-			switch {
-			case g.dead:
-				dg.ErrorCode = kerr.NotCoordinator.Code
-			case g.typ != typeClassic:
-				notFound("Group " + name + " is not a classic group.")
-			default:
-				g.describeLocked(&dg)
-			}
-			g.mu.Unlock()
 		}
 		resp.Groups = append(resp.Groups, dg)
 	}
 	return resp
+}
+
+// describeGroup serves one group of a Describe request for groups of type
+// typ: describe runs under the group's lock when the group exists, is
+// coordinated here and has that type. Otherwise the answer is Kafka's:
+// GROUP_ID_NOT_FOUND with "Group X not found." or "Group X is not a <type>
+// group.", NOT_COORDINATOR for a group this broker just gave up, or the
+// lookup's own code. DescribeGroups, ConsumerGroupDescribe and
+// ShareGroupDescribe differ only in how they report these.
+func (c *Coordinator) describeGroup(ctx context.Context, name string, typ groupType, describe func(*group)) (int16, *string) {
+	g, code := c.getGroup(ctx, name, lookupExisting)
+	if code == kerr.GroupIDNotFound.Code {
+		return code, kmsg.StringPtr("Group " + name + " not found.")
+	}
+	if code != 0 {
+		return code, nil
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case g.dead:
+		return kerr.NotCoordinator.Code, nil
+	case g.typ != typ:
+		return kerr.GroupIDNotFound.Code, kmsg.StringPtr("Group " + name + " is not a " + typ.String() + " group.")
+	}
+	describe(g)
+	return 0, nil
 }
 
 func (g *group) describeLocked(dg *kmsg.DescribeGroupsResponseGroup) {

@@ -656,26 +656,7 @@ func (c *Coordinator) ConsumerGroupDescribe(ctx context.Context, req *kmsg.Consu
 		if req.IncludeAuthorizedOperations {
 			dg.AuthorizedOperations = groupOps
 		}
-		g, code := c.getGroup(ctx, name, lookupExisting)
-		switch {
-		case code == kerr.GroupIDNotFound.Code:
-			dg.ErrorCode = code
-			dg.ErrorMessage = kmsg.StringPtr("Group " + name + " not found.")
-		case code != 0:
-			dg.ErrorCode = code
-		default:
-			g.mu.Lock()
-			switch {
-			case g.dead:
-				dg.ErrorCode = kerr.NotCoordinator.Code
-			case g.typ != typeConsumer:
-				dg.ErrorCode = kerr.GroupIDNotFound.Code
-				dg.ErrorMessage = kmsg.StringPtr("Group " + name + " is not a consumer group.")
-			default:
-				g.cg.describeLocked(&dg, req.Version)
-			}
-			g.mu.Unlock()
-		}
+		dg.ErrorCode, dg.ErrorMessage = c.describeGroup(ctx, name, typeConsumer, func(g *group) { g.cg.describeLocked(&dg, req.Version) })
 		resp.Groups = append(resp.Groups, dg)
 	}
 	return resp

@@ -289,26 +289,7 @@ func (c *Coordinator) ShareGroupDescribe(ctx context.Context, req *kmsg.ShareGro
 		if req.IncludeAuthorizedOperations {
 			dg.AuthorizedOperations = groupOps
 		}
-		g, code := c.getGroup(ctx, name, lookupExisting)
-		switch {
-		case code == kerr.GroupIDNotFound.Code:
-			dg.ErrorCode = code
-			dg.ErrorMessage = kmsg.StringPtr("Group " + name + " not found.")
-		case code != 0:
-			dg.ErrorCode = code
-		default:
-			g.mu.Lock()
-			switch {
-			case g.dead:
-				dg.ErrorCode = kerr.NotCoordinator.Code
-			case g.typ != typeShare:
-				dg.ErrorCode = kerr.GroupIDNotFound.Code
-				dg.ErrorMessage = kmsg.StringPtr("Group " + name + " is not a share group.")
-			default:
-				g.sg.describeLocked(&dg)
-			}
-			g.mu.Unlock()
-		}
+		dg.ErrorCode, dg.ErrorMessage = c.describeGroup(ctx, name, typeShare, func(g *group) { g.sg.describeLocked(&dg) })
 		resp.Groups = append(resp.Groups, dg)
 	}
 	return resp
