@@ -127,8 +127,15 @@ test-s3: $(WEED)
 test-faults:
 	PROMTOOL=$(abspath $(PROMTOOL)) $(GO) test -count=1 -p 1 -timeout 15m ./cmd/sluice/...
 
+# Most compat tests run in parallel, COMPAT_PARALLEL at a time: they spend
+# most of their time waiting (client timeouts, rebalances, session
+# expiries), so on two cores the suite used about a third of the CPU one at
+# a time. Tests with tight timing bounds or process-wide effects (file
+# descriptor limits, an environment variable) do not call t.Parallel and
+# run alone first.
+COMPAT_PARALLEL ?= 4
 test-compat:
-	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" $(GO) test -count=1 -timeout 20m ./...
+	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" $(GO) test -count=1 -parallel $(COMPAT_PARALLEL) -timeout 20m ./...
 
 # The whole compat suite, then docs/compat.md (client x scenario matrix)
 # rendered from its results: the cells the matrix tests record in
@@ -137,7 +144,7 @@ test-compat:
 COMPAT_OUT ?= bin/compat
 compat: test-setup
 	rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)
-	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" SLUICE_COMPAT_MATRIX_DIR=$(abspath $(COMPAT_OUT)) $(GO) test -count=1 -timeout 30m -json ./... \
+	cd compat-tests && PATH="$(abspath $(VENV))/bin:$$PATH" SLUICE_COMPAT_MATRIX_DIR=$(abspath $(COMPAT_OUT)) $(GO) test -count=1 -parallel $(COMPAT_PARALLEL) -timeout 30m -json ./... \
 	  > $(abspath $(COMPAT_OUT))/test.json; echo $$? > $(abspath $(COMPAT_OUT))/status
 	cd compat-tests && $(GO) run ./cmd/compatmatrix -cells $(abspath $(COMPAT_OUT))/cells.jsonl \
 	  -json $(abspath $(COMPAT_OUT))/test.json -out $(abspath docs/compat.md)

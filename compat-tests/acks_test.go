@@ -15,6 +15,7 @@ import (
 // response at all: a broker that answered them would desynchronise the
 // client's connection (kgo does not read responses for acks=0).
 func TestAcksLevels(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
 	const n = 5000
@@ -75,6 +76,7 @@ func TestAcksLevels(t *testing.T) {
 // Kafka (KIP-74) returns the first batch whole even when it is larger than
 // the limits, so that consumers always make progress.
 func TestLargeRecordOverPartitionMaxBytes(t *testing.T) {
+	t.Parallel()
 	const topic = "large-records"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)

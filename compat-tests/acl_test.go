@@ -66,6 +66,7 @@ func joinErr(ctx context.Context, cl *kgo.Client, group string) error {
 }
 
 func TestACLsKafkaToolAndKadm(t *testing.T) {
+	t.Parallel()
 	var cp string
 	t.Run("java-build", func(t *testing.T) {
 		requireTool(t, "java")

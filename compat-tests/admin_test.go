@@ -14,6 +14,7 @@ import (
 // TestAdminEndpoints checks the admin HTTP contract of `sluice dev`:
 // /healthz and /readyz answer 200, /metrics serves Prometheus text.
 func TestAdminEndpoints(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	client := &http.Client{Timeout: 5 * time.Second}
 	get := func(path string) (int, string) {
@@ -46,6 +47,7 @@ func TestAdminEndpoints(t *testing.T) {
 // auto-creation in Metadata only with AllowAutoTopicCreation; Java and
 // librdkafka producers ask by default.)
 func TestAutoCreateDefaults(t *testing.T) {
+	t.Parallel()
 	const topic = "auto-created"
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -47,6 +47,7 @@ func sizePrefixed(size int32, body []byte) []byte {
 // answered the way Kafka answers it (a precise error code, or closing that
 // one connection), and the broker must go on serving new connections.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	requireHealthy(t, b)
 	// A case that crashes the broker fails (the harness reports the crash and
@@ -249,6 +250,7 @@ func TestBadInput(t *testing.T) {
 // answers UNKNOWN_TOPIC_OR_PARTITION (3) and creates nothing (Produce never
 // auto-creates in Kafka; Metadata does, and here it must not).
 func TestProduceUnknownTopicNoAutoCreate(t *testing.T) {
+	t.Parallel()
 	b := harness.Start(t, autoCreateOff())
 	requireHealthy(t, b)
 	const topic = "no-such-topic"

@@ -54,6 +54,7 @@ func buildCkg(t *testing.T) (string, string) {
 }
 
 func TestConfluentKafkaGo(t *testing.T) {
+	t.Parallel()
 	bin, why := buildCkg(t)
 	requireToolMatrix(t, ckgClient, allScenarios(), bin != "", "a cgo build of confluent-kafka-go ("+why+")")
 	runClientScenarios(t, ckgClient, "ckg", ".", 90*time.Second,

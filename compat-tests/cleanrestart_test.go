@@ -14,6 +14,7 @@ import (
 // byte, and new records continue at the old high watermark (offsets are
 // never reused).
 func TestCleanRestartKeepsData(t *testing.T) {
+	t.Parallel()
 	const (
 		topic      = "clean-restart"
 		partitions = 3

@@ -243,8 +243,7 @@ func runJavaTool(t *testing.T, classpath, stdin, class string, args ...string) (
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, class}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", jvm(classpath, append([]string{class}, args...)...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -278,6 +277,7 @@ func splitCodecTopic(tp string) (writer, codec string) {
 // pass when its own write of <c> checks out and it read every other
 // client's <c> topic intact.
 func TestMatrixCodecs(t *testing.T) {
+	t.Parallel()
 	var classpath string
 	t.Run("java-build", func(t *testing.T) {
 		if _, err := exec.LookPath("java"); err != nil {

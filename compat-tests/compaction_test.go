@@ -26,6 +26,7 @@ import (
 // step over them and read exactly the latest record of every key, not
 // stall or stop before the end.
 func TestCompactionClients(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterOptions{Extra: "log.cleaner.backoff.ms: 100\n"})
 	writeAddrs := harness.Addrs(harness.ViewWrite, c.Writers)
 	readAddrs := harness.Addrs(harness.ViewRead, c.Readers)

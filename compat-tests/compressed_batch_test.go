@@ -24,6 +24,7 @@ import (
 // where Kafka's broker, with the same LZ4 reader, would have refused the
 // produce. Known to fail until Sluice validates compressed batches.
 func TestProduceUndecodableCompressedBatch(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

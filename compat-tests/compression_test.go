@@ -32,6 +32,7 @@ func compressible(prefix string, i int) string {
 // back: the broker must store the compressed batches as sent (the records
 // come back with the same compression attribute) and the records intact.
 func TestFranzGoCompression(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
 	const n = 2000

@@ -61,9 +61,8 @@ func (w *connectWorker) start() {
 		w.t.Fatal(err)
 	}
 	fmt.Fprintf(logf, "==== worker start %s\n", time.Now().Format(time.RFC3339Nano))
-	w.cmd = exec.Command("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-Xmx512m",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=info", "-cp", w.cp,
-		"org.apache.kafka.connect.cli.ConnectDistributed", w.props)
+	w.cmd = exec.Command("java", jvm(w.cp, "-Xmx512m", "-Dorg.slf4j.simpleLogger.defaultLogLevel=info",
+		"org.apache.kafka.connect.cli.ConnectDistributed", w.props)...)
 	w.cmd.Stdout, w.cmd.Stderr = logf, logf
 	if err := w.cmd.Start(); err != nil {
 		logf.Close()
@@ -191,6 +190,7 @@ func appendLines(t *testing.T, path string, from, to int) []string {
 // misreported a commit. The data topic's end offset N+M checks the same
 // on the produce side.
 func TestConnectDistributedFileStream(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	cp := buildJava(t)

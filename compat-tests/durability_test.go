@@ -21,6 +21,7 @@ import (
 // producer's acknowledged records keep their order within a partition.
 // Unacknowledged records may or may not be there.
 func TestKill9LosesNoAckedRecord(t *testing.T) {
+	t.Parallel()
 	const (
 		topic             = "durable"
 		partitions        = 4

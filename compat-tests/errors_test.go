@@ -15,6 +15,7 @@ import (
 // broker refuses them with Kafka's error code: clients map codes to
 // exceptions and retry decisions, so a wrong code is a behaviour change.
 func TestKafkaErrorCodes(t *testing.T) {
+	t.Parallel()
 	const topic = "errors"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)

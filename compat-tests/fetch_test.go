@@ -15,6 +15,7 @@ import (
 // confluent-kafka-*) rejects a null record set as "invalid MessageSetSize -1",
 // so a consumer never sees the end of a partition.
 func TestFetchEmptyPartitionRecordsNotNull(t *testing.T) {
+	t.Parallel()
 	const topic = "fetch-empty"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)

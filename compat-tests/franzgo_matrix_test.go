@@ -19,6 +19,7 @@ import (
 // byte for byte. The other franz-go cells come from the tests listed in
 // compat-tests/cmd/compatmatrix.
 func TestFranzGoMatrixNearMax(t *testing.T) {
+	t.Parallel()
 	b := harness.Start(t, autoCreateOff())
 	const topic = "fg-big"
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

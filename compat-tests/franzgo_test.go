@@ -17,6 +17,7 @@ import (
 // record: every acknowledged record exactly once, at the offset it was
 // acknowledged with, in per-partition order, with exact key, value and headers.
 func TestFranzGoProduceConsume100k(t *testing.T) {
+	t.Parallel()
 	const (
 		topic      = "franz-100k"
 		partitions = 4

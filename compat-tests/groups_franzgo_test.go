@@ -147,6 +147,7 @@ func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 // It runs with the classic protocol (client-side cooperative-sticky) and with
 // KIP-848 (kgo.ServerSideBalancer: the broker's uniform assignor).
 func TestGroupFranzGoRebalanceExactlyOnce(t *testing.T) {
+	t.Parallel()
 	t.Run("classic", func(t *testing.T) { testFranzGoRebalance(t, "grp-franz", nil) })
 	t.Run("consumer", func(t *testing.T) { testFranzGoRebalance(t, "grp-franz848", []kgo.Opt{kgo.ServerSideBalancer()}) })
 }

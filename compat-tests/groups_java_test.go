@@ -18,9 +18,7 @@ func runJava(t *testing.T, classpath string, timeout time.Duration, class string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	full := append([]string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, class}, args...)
-	cmd := exec.CommandContext(ctx, "java", full...)
+	cmd := exec.CommandContext(ctx, "java", jvm(classpath, append([]string{class}, args...)...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -88,6 +86,7 @@ func sum(m map[int32]int64) int64 {
 // restarts, a second run resumes exactly at the committed offsets, and
 // kafka-consumer-groups --reset-offsets --to-earliest rewinds the group.
 func TestGroupJava(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	classpath := buildJava(t)
@@ -184,6 +183,7 @@ func committedOnly(m map[int32]int64) map[int32]int64 {
 // sticky) and group.protocol=consumer (KIP-848, the broker's assignor):
 // every record is processed exactly once and the group ends with no lag.
 func TestGroupJavaRebalance(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	classpath := buildJava(t)

@@ -43,5 +43,6 @@ func kafkaGoConsume(ctx context.Context, t *testing.T, addr, group, topic string
 
 // TestGroupKafkaGo runs segmentio/kafka-go's Reader with a GroupID (v0.4.51).
 func TestGroupKafkaGo(t *testing.T) {
+	t.Parallel()
 	testGroupResume(t, "kafkago", kafkaGoConsume)
 }

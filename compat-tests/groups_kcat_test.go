@@ -102,6 +102,7 @@ func (m *kcatMember) stop(t *testing.T) {
 // second run resumes at the committed offsets, and two members sharing the
 // group split the partitions and read the rest exactly once between them.
 func TestGroupKcat(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	const (
 		topic = "grp-kcat"
@@ -219,6 +220,7 @@ func lastLine(s, substr string) string {
 // old member without waiting for its session, resumes at the committed
 // offset, and DescribeGroups shows one member with that instance id.
 func TestGroupKcatStatic(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	const topic, group = "grp-kcat-static", "grp-kcat-static-g"
 	b := startBroker(t)

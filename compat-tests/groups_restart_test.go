@@ -14,6 +14,7 @@ import (
 // offsets. Records whose commit the crash interrupted may be seen twice by
 // design (at-least-once), but only those.
 func TestGroupSurvivesBrokerKill(t *testing.T) {
+	t.Parallel()
 	const (
 		topic = "grp-kill"
 		group = "grp-kill-g"

@@ -102,6 +102,7 @@ func saramaConsume(version sarama.KafkaVersion) groupConsumeFunc {
 // TestGroupSarama runs IBM/sarama's ConsumerGroup (v1.61.1) with its
 // default protocol version (2.8) and with 4.0.
 func TestGroupSarama(t *testing.T) {
+	t.Parallel()
 	t.Run("v2_8", func(t *testing.T) { testGroupResume(t, "sarama28", saramaConsume(sarama.V2_8_0_0)) })
 	t.Run("v4_0", func(t *testing.T) { testGroupResume(t, "sarama40", saramaConsume(sarama.V4_0_0_0)) })
 }

@@ -16,6 +16,7 @@ import (
 // fenced: the broker answers its heartbeats and commits with
 // FENCED_INSTANCE_ID, which kgo reports as a fatal group error.
 func TestGroupStaticFencing(t *testing.T) {
+	t.Parallel()
 	const topic, group = "grp-static", "grp-static-g"
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -19,6 +19,7 @@ import (
 // only from v4), OffsetCommit and OffsetFetch round trips at every version
 // (v10 by topic id, v8+ several groups), and the describe/list/delete APIs.
 func TestGroupAPIsEveryVersion(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

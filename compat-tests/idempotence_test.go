@@ -18,6 +18,7 @@ import (
 // producer state can only come from the log. A sequence gap is
 // OUT_OF_ORDER_SEQUENCE_NUMBER (45).
 func TestIdempotentRetryDedupedAcrossRestart(t *testing.T) {
+	t.Parallel()
 	// A clean stop and a crash take different paths on start (a shutdown
 	// snapshot of the producer state versus a scan of the log); both must
 	// give the same answers.

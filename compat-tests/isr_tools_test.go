@@ -21,6 +21,7 @@ import (
 // refresh, with a leader still; and once it restarts nothing is
 // under-replicated again. About 1-2 min (JVM starts on 2 cores).
 func TestToolsISR(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	cp := buildJava(t)

@@ -1,8 +1,6 @@
 package compat
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ const javaClient = "java-client"
 // JVM start and about as long as the scenarios take. TestGroupJava and
 // TestGroupJavaRebalance go further with groups (restarts, KIP-848).
 func TestJavaMatrix(t *testing.T) {
+	t.Parallel()
 	var cp string
 	t.Run("java-build", func(t *testing.T) {
 		requireTool(t, "java")
@@ -32,12 +31,7 @@ func TestJavaMatrix(t *testing.T) {
 	prepareGroup(t, b.KafkaAddr, p)
 	// The classpath goes in a java @argfile so that the logged command
 	// line stays readable.
-	argfile := filepath.Join(t.TempDir(), "classpath.args")
-	if err := os.WriteFile(argfile, []byte("-cp \""+cp+"\"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	res, _ := runScenarios(t, 4*time.Minute, ".", "java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "@"+argfile, "dev.sluice.compat.Matrix", b.KafkaAddr, p)
+	res, _ := runScenarios(t, 4*time.Minute, ".", "java", jvm(cp, "dev.sluice.compat.Matrix", b.KafkaAddr, p)...)
 	recordResults(t, javaClient, basicScenarios, res, checkBasic(t, b.KafkaAddr, p))
 	// The version line was logged with the basic group; the other groups
 	// share the process.

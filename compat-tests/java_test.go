@@ -3,6 +3,9 @@ package compat
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +24,7 @@ import (
 // producer's default settings (idempotence on, acks=all) and consumes with
 // assign()+seekToBeginning(), validating every record itself.
 func TestJavaClient(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	const (
@@ -35,11 +39,7 @@ func TestJavaClient(t *testing.T) {
 
 	rctx, rcancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer rcancel()
-	cmd := exec.CommandContext(rctx, "java",
-		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-cp", classpath,
-		"dev.sluice.compat.ProduceConsume", b.KafkaAddr, topic, itoa(partitions), itoa(n))
+	cmd := exec.CommandContext(rctx, "java", jvm(classpath, "dev.sluice.compat.ProduceConsume", b.KafkaAddr, topic, itoa(partitions), itoa(n))...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -84,11 +84,19 @@ func buildJava(t *testing.T) string {
 }
 
 // javaBuild is the classpath of the first successful build: one build
-// serves every test of the run (each took 10-40 s of mvn before).
+// serves every test of the run (each took 10-40 s of mvn before). flags
+// are the JVM options every Java process of the run starts with (jvm).
 var javaBuild struct {
 	sync.Mutex
-	cp string
+	cp    string
+	flags []string
 }
+
+// cdsJars are the jars (file name prefixes) whose classes go into the
+// run's class-data sharing archive: the Kafka client and tools and what
+// they load at start.
+var cdsJars = []string{"sluice-compat-java", "kafka-clients", "kafka-tools", "kafka-server-common", "jopt-simple",
+	"argparse4j", "slf4j", "jackson-core", "jackson-databind", "jackson-annotations", "lz4", "snappy", "zstd"}
 
 func buildJavaOnce(t *testing.T) string {
 	t.Helper()
@@ -115,11 +123,84 @@ func buildJavaOnce(t *testing.T) string {
 		harness.SkipMissing(t, msg)
 	}
 	t.Logf("built compat-tests/java in %v", time.Since(start).Round(time.Millisecond))
-	cp, err := os.ReadFile(cpFile)
+	deps, err := os.ReadFile(cpFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return filepath.Join(proj, "target", "classes") + string(os.PathListSeparator) + strings.TrimSpace(string(cp))
+	// The program's jar rather than target/classes: class-data sharing
+	// archives only classes from jars.
+	jars, _ := filepath.Glob(filepath.Join(proj, "target", "sluice-compat-java-*.jar"))
+	if len(jars) != 1 {
+		t.Fatalf("mvn package left %d program jars in compat-tests/java/target, want 1: %v", len(jars), jars)
+	}
+	cp := jars[0] + string(os.PathListSeparator) + strings.TrimSpace(string(deps))
+	javaBuild.flags = []string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto"}
+	if archive := classDataArchive(t, proj, cp); archive != "" {
+		// Unusable archive (another JVM, another class path): the JVM
+		// starts without it, and says nothing (tests read stderr).
+		javaBuild.flags = append(javaBuild.flags, "-XX:SharedArchiveFile="+archive, "-Xlog:cds=off,cds+dynamic=off")
+	}
+	return cp
+}
+
+// classDataArchive makes the run's class-data sharing archive (Java's
+// AppCDS, a dynamic archive on top of the JDK's): one JVM loads the
+// classes of cdsJars and dumps them at exit. Each later JVM maps them
+// instead of parsing and verifying them, which takes about 40% off the
+// CPU time of starting a Kafka tool (the suite starts a few hundred). The
+// archive is named after the class path and the java binary, so a rerun
+// on the same build reuses it. "" when it cannot be made: the suite then
+// runs without it.
+func classDataArchive(t *testing.T, proj, cp string) string {
+	t.Helper()
+	javaBin, err := exec.LookPath("java")
+	if err != nil {
+		return ""
+	}
+	if real, err := filepath.EvalSymlinks(javaBin); err == nil {
+		javaBin = real
+	}
+	// The program's jar is rebuilt in place: its size and time are part
+	// of the name (the dependencies' jars carry their versions).
+	key := javaBin + "\x00" + cp
+	if fi, err := os.Stat(strings.SplitN(cp, string(os.PathListSeparator), 2)[0]); err == nil {
+		key += fmt.Sprintf("\x00%d\x00%d", fi.Size(), fi.ModTime().UnixNano())
+	}
+	sum := sha256.Sum256([]byte(key))
+	archive := filepath.Join(proj, "target", "cds-"+hex.EncodeToString(sum[:8])+".jsa")
+	if _, err := os.Stat(archive); err == nil {
+		return archive
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	tmp := archive + ".tmp"
+	os.Remove(tmp)
+	args := append([]string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto", "-XX:ArchiveClassesAtExit=" + tmp,
+		"-Xlog:cds=off,cds+dynamic=off", "-cp", cp, "dev.sluice.compat.LoadClasses"}, cdsJars...)
+	start := time.Now()
+	out, err := exec.CommandContext(ctx, "java", args...).CombinedOutput()
+	if err == nil {
+		err = os.Rename(tmp, archive)
+	}
+	if err != nil {
+		t.Logf("no class-data sharing archive, the JVMs start without one: %v: %s", err, tail(string(out), 2000))
+		os.Remove(tmp)
+		return ""
+	}
+	t.Logf("class-data sharing archive made in %v: %s", time.Since(start).Round(time.Millisecond), strings.TrimSpace(string(out)))
+	return archive
+}
+
+// jvm is the argument list of a JVM of the suite: the run's flags, the
+// simple logger at warn (a -D in args overrides it), the class path, then
+// args (more JVM options if any, the main class and its arguments).
+// buildJava must have returned cp first.
+func jvm(cp string, args ...string) []string {
+	javaBuild.Lock()
+	flags := javaBuild.flags
+	javaBuild.Unlock()
+	full := append(append([]string{}, flags...), "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp)
+	return append(full, args...)
 }
 
 func tail(s string, n int) string {

@@ -28,6 +28,7 @@ func jsArgv(group, addr, prefix string, rest ...string) []string {
 }
 
 func TestJSKafkaJS(t *testing.T) {
+	t.Parallel()
 	requireToolMatrix(t, jsClient, allScenarios(), jsReady(), "node with kafkajs (npm ci in compat-tests/js)")
 	runClientScenarios(t, jsClient, "js", filepath.Join(".", "js"), 90*time.Second,
 		func(group, addr, prefix string) []string { return jsArgv(group, addr, prefix) })

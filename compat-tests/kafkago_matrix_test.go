@@ -20,6 +20,7 @@ import (
 // idempotent producer. group-rebalance runs with its ConsumerGroup;
 // group-commit-resume is covered by groups_kafkago_test.go.
 func TestKafkaGoMatrix(t *testing.T) {
+	t.Parallel()
 	const client = "kafka-go"
 	b := harness.Start(t, autoCreateOff())
 	addr := b.KafkaAddr

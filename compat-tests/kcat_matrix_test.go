@@ -16,6 +16,7 @@ import (
 // (librdkafka 2.0.2), one kcat process per step. kcat has no admin
 // commands; its groups are covered by groups_kcat_test.go.
 func TestKcatMatrix(t *testing.T) {
+	t.Parallel()
 	const client = "kcat"
 	_, err := exec.LookPath("kcat")
 	requireToolMatrix(t, client, basicScenarios, err == nil, "kcat")

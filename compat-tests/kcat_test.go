@@ -40,6 +40,7 @@ func kcat(t *testing.T, timeout time.Duration, stdin string, args ...string) (st
 // listing, keyed produce with headers, and a simple (group-less) consumer
 // reading to the end of each partition.
 func TestKcat(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	const (
 		topic      = "orders"
@@ -160,6 +161,7 @@ func head(s string, n int) string {
 // (rdkafka_feature.c); so the records must come back in batches with the
 // requested compression type, which kgo reports per record.
 func TestKcatCompression(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)

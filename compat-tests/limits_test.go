@@ -75,6 +75,7 @@ func procStatusKB(t *testing.T, pid int, field string) int64 {
 // partitions with POLICY_VIOLATION; so does Sluice (max.partitions.per.request),
 // for CreatePartitions too, and the broker goes on serving.
 func TestCreateTopicsHugePartitionCount(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx := harness.Context(t, 60*time.Second)
 	adm := newAdmin(t, b.KafkaAddr)
@@ -247,6 +248,7 @@ func readFull(nc interface{ Read([]byte) (int, error) }, b []byte) (int, error) 
 // bounded: inflation stops at max.message.bytes and counts against
 // queued.max.request.bytes.
 func TestDecompressionBombs(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx := harness.Context(t, 120*time.Second)
 	adm := newAdmin(t, b.KafkaAddr)
@@ -359,6 +361,7 @@ func TestDecompressionBombs(t *testing.T) {
 // ConsumerGroupHeartbeat (franz-go logs it and retries), while the first
 // two consume.
 func TestGroupMaxSize(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t, "--set", "group.max.size=2", "--set", "group.consumer.max.size=2")
 	ctx := harness.Context(t, 90*time.Second)
 	adm := newAdmin(t, b.KafkaAddr)
@@ -456,6 +459,7 @@ func (s *syncBuffer) String() string {
 // Kafka's names: a JoinGroup outside them is answered
 // INVALID_SESSION_TIMEOUT, one inside joins; DescribeConfigs shows them.
 func TestGroupSessionTimeoutBounds(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t, "--set", "group.min.session.timeout.ms=20000", "--set", "group.max.session.timeout.ms=40000")
 	ctx := harness.Context(t, 60*time.Second)
 	cl := newClient(t, b.KafkaAddr)

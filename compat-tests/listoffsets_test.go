@@ -16,6 +16,7 @@ import (
 // timestamp gives the earliest offset whose record timestamp is >= it
 // (record-level, not batch-level), or offset -1 when there is none.
 func TestListOffsetsSemantics(t *testing.T) {
+	t.Parallel()
 	const topic = "timestamps"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)

@@ -140,6 +140,7 @@ func earliest(t *testing.T, cl *kgo.Client, broker int32, topic string, partitio
 // it) pages through a topic larger than one answer; and compression.type
 // recompresses what producers send (testCompressionType).
 func TestToolsLogAdmin(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	cp := buildJava(t)
@@ -242,6 +243,7 @@ func TestToolsLogAdmin(t *testing.T) {
 // the read view reports the partition on both read brokers, and kadm's
 // DescribeProducers at a read broker (a raft learner) shows the producer.
 func TestToolsLogAdminCluster(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	cp := buildJava(t)

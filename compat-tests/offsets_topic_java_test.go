@@ -22,6 +22,7 @@ import (
 //     subscribed with a SubscriptionPattern, which the broker resolves:
 //     a topic created after the member joined is consumed too.
 func TestConsumerOffsetsAndRegexJavaTools(t *testing.T) {
+	t.Parallel()
 	var cp string
 	t.Run("java-build", func(t *testing.T) {
 		requireTool(t, "java")

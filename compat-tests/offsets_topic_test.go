@@ -78,6 +78,7 @@ func latest(recs []offsetsRecord, group, topic string, p int32) (offsetsRecord, 
 // partitions; producing to it, creating or deleting it is refused; its
 // offsets survive a restart of the broker.
 func TestConsumerOffsetsTopic(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx := harness.Context(t, 45*time.Second)
 	adm := newAdmin(t, b.KafkaAddr)
@@ -193,6 +194,7 @@ func TestConsumerOffsetsTopic(t *testing.T) {
 // through the write view: every broker materialises the topic, and each
 // view names one leader per partition.
 func TestConsumerOffsetsTopicCluster(t *testing.T) {
+	t.Parallel()
 	c := harness.StartCluster(t, harness.ClusterOptions{Meta: 1, Write: 1, Read: 2})
 	ctx := harness.Context(t, time.Minute)
 	writeAddr := harness.Addrs(harness.ViewWrite, c.Writers)[0]

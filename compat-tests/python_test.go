@@ -34,6 +34,7 @@ func TestPythonConfluentKafka(t *testing.T) { testPython(t, 0) }
 func TestPythonKafkaPython(t *testing.T)    { testPython(t, 1) }
 
 func testPython(t *testing.T, i int) {
+	t.Parallel()
 	c := pythonClients[i]
 	requireToolMatrix(t, c.client, allScenarios(), pythonHas(c.module),
 		"python3 with the "+c.module+" module (make test-setup installs it into compat-tests/.venv)")

@@ -12,6 +12,7 @@ import (
 // that the Java producer, which throttles itself on throttle_time_ms, is
 // held to its producer_byte_rate.
 func TestToolsClientQuotas(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	cp := buildJava(t)

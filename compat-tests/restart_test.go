@@ -15,6 +15,7 @@ import (
 // DYNAMIC_TOPIC_CONFIG), a config altered after creation, and the topic ids
 // are all still there.
 func TestTopicsSurviveKill9(t *testing.T) {
+	t.Parallel()
 	const (
 		withConfig     = "retained"
 		plain          = "plain"

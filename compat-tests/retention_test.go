@@ -18,6 +18,7 @@ import (
 // earliest), a consumer starting at the beginning gets only what is left,
 // and a Fetch below the log start is OFFSET_OUT_OF_RANGE, as in Kafka.
 func TestRetentionByTime(t *testing.T) {
+	t.Parallel()
 	const topic = "retained-briefly"
 	b := startBroker(t, "--set", "log.retention.check.interval.ms=200")
 	adm := newAdmin(t, b.KafkaAddr)

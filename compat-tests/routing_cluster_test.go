@@ -99,6 +99,7 @@ func (env *routingEnv) admin(t *testing.T, addrs []string) (*kadm.Client, func()
 }
 
 func TestRouting(t *testing.T) {
+	t.Parallel()
 	racks := []string{"rack-a", routingRack}
 	start := time.Now()
 	c := harness.StartCluster(t, harness.ClusterOptions{Meta: 1, Write: 3, Read: 2, ReadRacks: racks})

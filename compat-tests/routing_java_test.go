@@ -52,6 +52,5 @@ func javaRouting() routingClient {
 }
 
 func javaRoutingArgv(classpath string, args ...string) []string {
-	return append([]string{"java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, "dev.sluice.compat.Routing"}, args...)
+	return append([]string{"java"}, jvm(classpath, append([]string{"dev.sluice.compat.Routing"}, args...)...)...)
 }

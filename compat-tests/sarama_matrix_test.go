@@ -21,6 +21,7 @@ import (
 // its ConsumerGroup; group-commit-resume is covered by
 // groups_sarama_test.go.
 func TestSaramaMatrix(t *testing.T) {
+	t.Parallel()
 	const client = "sarama"
 	b := harness.Start(t, autoCreateOff())
 	addr := b.KafkaAddr

@@ -134,6 +134,7 @@ func TestSecureJava(t *testing.T) {
 }
 
 func TestSecureKcat(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "kcat")
 	sb := startSecure(t)
 	for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512", "PLAIN"} {
@@ -162,6 +163,7 @@ func TestSecureKcat(t *testing.T) {
 }
 
 func TestSecurePythonConfluent(t *testing.T) {
+	t.Parallel()
 	if !pythonHas("confluent_kafka") {
 		harness.SkipMissing(t, "python3 with the confluent_kafka module (make test-setup installs it into compat-tests/.venv)")
 	}

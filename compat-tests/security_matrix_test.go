@@ -255,6 +255,7 @@ func valuesOK(got []string, n int) error {
 // TestSecurityMatrixGo: franz-go, sarama and kafka-go; and the SSL
 // listener refuses a client without a certificate.
 func TestSecurityMatrixGo(t *testing.T) {
+	t.Parallel()
 	sb := startSecMatrix(t)
 	t.Run("no client certificate", func(t *testing.T) {
 		cfg := sb.goTLS(secScram) // the trust store, no certificate
@@ -413,6 +414,7 @@ func kafkaGoRoundTrip(sb *secMatrixBroker, scen, topic string) error {
 // TestSecurityMatrixKcat: kcat (librdkafka) produces from stdin and
 // consumes to the end.
 func TestSecurityMatrixKcat(t *testing.T) {
+	t.Parallel()
 	requireToolMatrix(t, "kcat", securityScenarios, haveTool("kcat"), "kcat")
 	sb := startSecMatrix(t)
 	for _, scen := range securityScenarios {
@@ -447,6 +449,7 @@ func TestSecurityMatrixKcat(t *testing.T) {
 // TestSecurityMatrixJava: the Java client (kafka-clients 4.4.0) through
 // SecureClient, one JVM for both listeners; it creates its topics itself.
 func TestSecurityMatrixJava(t *testing.T) {
+	t.Parallel()
 	requireToolMatrix(t, "java-client", securityScenarios, haveTool("java") && haveTool("mvn"), "java and mvn")
 	cp := buildJava(t)
 	sb := startSecMatrix(t)
@@ -503,6 +506,7 @@ func TestSecurityMatrixJava(t *testing.T) {
 // TestSecurityMatrixPython: confluent-kafka and kafka-python through
 // python/secure.py.
 func TestSecurityMatrixPython(t *testing.T) {
+	t.Parallel()
 	sb := startSecMatrix(t)
 	for _, c := range pythonClients {
 		t.Run(c.client, func(t *testing.T) {
@@ -540,6 +544,7 @@ func TestSecurityMatrixPython(t *testing.T) {
 
 // TestSecurityMatrixKafkaJS: kafkajs through js/secure.js.
 func TestSecurityMatrixKafkaJS(t *testing.T) {
+	t.Parallel()
 	_, err := os.Stat("js/node_modules/kafkajs")
 	requireToolMatrix(t, "kafkajs", securityScenarios, haveTool("node") && err == nil, "node with kafkajs (npm ci in compat-tests/js)")
 	sb := startSecMatrix(t)
@@ -611,6 +616,7 @@ func lineWith(out, s string) string {
 // TestSecurityMatrixConfluentKafkaGo: confluent-kafka-go (its bundled
 // librdkafka) through ckg's secure group.
 func TestSecurityMatrixConfluentKafkaGo(t *testing.T) {
+	t.Parallel()
 	bin, why := buildCkg(t)
 	requireToolMatrix(t, ckgClient, securityScenarios, bin != "", "a cgo build of confluent-kafka-go ("+why+")")
 	sb := startSecMatrix(t)

@@ -175,6 +175,7 @@ func scramAuth(user, pass string, sha512 bool) sasl.Mechanism {
 // management of SCRAM users (AlterUserScramCredentials,
 // DescribeUserScramCredentials), and refusals of bad credentials.
 func TestSecureFranzGo(t *testing.T) {
+	t.Parallel()
 	sb := startSecure(t)
 	t.Run("scram-sha-256", func(t *testing.T) {
 		if err := roundTripRecord(t, sb.client(t, scramAuth(secureAdmin, secureAdminPass, false)), "sec-scram256", "v256"); err != nil {
@@ -339,6 +340,7 @@ func (c *rawConn) saslAuthenticate(v int16, msg []byte) *kmsg.SASLAuthenticateRe
 // TestSecureProtocol checks the SASL state machine on the wire, as Kafka's
 // SaslServerAuthenticator behaves: what is closed, what is answered.
 func TestSecureProtocol(t *testing.T) {
+	t.Parallel()
 	sb := startSecure(t, "--set", "connections.max.reauth.ms=1500")
 	t.Run("request before authentication closes", func(t *testing.T) {
 		c := sb.dialRaw(t)
@@ -441,6 +443,7 @@ func TestSecureProtocol(t *testing.T) {
 // user as super user; an OAUTHBEARER subject with an ACL on a topic
 // writes to it, another subject without one is refused.
 func TestSecurePrincipalACLs(t *testing.T) {
+	t.Parallel()
 	sb := startSecure(t, "--set", "allow.everyone.if.no.acl.found=false")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

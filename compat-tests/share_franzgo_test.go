@@ -18,6 +18,7 @@ import (
 // client releases (AckRelease) are delivered again to the group with
 // delivery count 2.
 func TestShareGroupFranzGo(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx := harness.Context(t, 4*time.Minute)
 	adm := newAdmin(t, b.KafkaAddr)

@@ -29,9 +29,7 @@ type javaProc struct {
 
 func startJava(t *testing.T, classpath, class string, args ...string) *javaProc {
 	t.Helper()
-	full := append([]string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", classpath, class}, args...)
-	p := &javaProc{cmd: exec.Command("java", full...), lines: make(chan string, 1<<16), done: make(chan error, 1)}
+	p := &javaProc{cmd: exec.Command("java", jvm(classpath, append([]string{class}, args...)...)...), lines: make(chan string, 1<<16), done: make(chan error, 1)}
 	p.cmd.Stderr = &p.errb
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
@@ -99,6 +97,7 @@ type shareGot struct {
 // of the broker a new consumer gets only records produced since: the
 // acknowledgements were in the metastore.
 func TestShareGroupJava(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	classpath := buildJava(t)

@@ -20,6 +20,7 @@ import (
 // over. The group starts at the earliest offset (its
 // share.auto.offset.reset, a GROUP config).
 func TestShareAPIsEveryVersion(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	ctx := harness.Context(t, 2*time.Minute)
 	adm := newAdmin(t, b.KafkaAddr)

@@ -30,6 +30,7 @@ import (
 // 1, 2, ... N exactly once each and in order, N being the key's input
 // records: no input counted twice or lost across the crash.
 func TestStreamsExactlyOnceV2(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	classpath := buildJava(t)
@@ -50,10 +51,7 @@ func TestStreamsExactlyOnceV2(t *testing.T) {
 	}
 	start := func(name string) run {
 		t.Helper()
-		cmd := exec.CommandContext(ctx, "java",
-			"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-			"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-			"-cp", classpath, "dev.sluice.compat.StreamsCount", b.KafkaAddr, app, in, out, stateDir)
+		cmd := exec.CommandContext(ctx, "java", jvm(classpath, "dev.sluice.compat.StreamsCount", b.KafkaAddr, app, in, out, stateDir)...)
 		stdout, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)

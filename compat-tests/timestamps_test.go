@@ -18,6 +18,7 @@ import (
 //     is refused with INVALID_TIMESTAMP (32) (KIP-937); one a day in the past
 //     is accepted and kept as sent.
 func TestTimestamps(t *testing.T) {
+	t.Parallel()
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -42,8 +42,7 @@ func tool(t *testing.T, cp, stdin, class string, args ...string) (string, string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", append([]string{"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn", "-cp", cp, class}, args...)...)
+	cmd := exec.CommandContext(ctx, "java", jvm(cp, append([]string{class}, args...)...)...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -77,6 +76,7 @@ func (r *toolRun) do(scenario string, fn func() error) {
 }
 
 func TestToolsJava(t *testing.T) {
+	t.Parallel()
 	var cp string
 	t.Run("java-build", func(t *testing.T) {
 		requireTool(t, "java")
@@ -429,10 +429,9 @@ func TestToolsJava(t *testing.T) {
 			var procs []*exec.Cmd
 			var mu sync.Mutex
 			start := func() error {
-				cmd := exec.Command("java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-					"-cp", cp, clsConsumer, "--bootstrap-server", addr, "--topic", tp, "--group", g,
+				cmd := exec.Command("java", jvm(cp, clsConsumer, "--bootstrap-server", addr, "--topic", tp, "--group", g,
 					"--command-property", "partition.assignment.strategy=org.apache.kafka.clients.consumer.RangeAssignor",
-					"--command-property", "heartbeat.interval.ms=500", "--command-property", "session.timeout.ms=10000")
+					"--command-property", "heartbeat.interval.ms=500", "--command-property", "session.timeout.ms=10000")...)
 				if err := cmd.Start(); err != nil {
 					return err
 				}

@@ -13,6 +13,7 @@ import (
 // same name (a new topic id, an empty log: no old record comes back, offsets
 // start at 0), then add partitions and produce to the new one.
 func TestTopicLifecycle(t *testing.T) {
+	t.Parallel()
 	const topic = "lifecycle"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)

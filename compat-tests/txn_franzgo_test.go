@@ -24,6 +24,7 @@ import (
 // the aborted-transactions list); the group's committed offsets must be
 // those of the committed round only.
 func TestTransactionsFranzGoConsumeTransformProduce(t *testing.T) {
+	t.Parallel()
 	const in, out, group, n = "txn-in", "txn-out", "txn-ctp", 40
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
@@ -134,6 +135,7 @@ func TestTransactionsFranzGoConsumeTransformProduce(t *testing.T) {
 // gets nothing of it; after the commit the offsets and the records are
 // there. An aborted transaction's offsets never appear.
 func TestTransactionsOffsetsOnlyAtCommit(t *testing.T) {
+	t.Parallel()
 	const topic, group = "txn-offsets", "txn-offsets-group"
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

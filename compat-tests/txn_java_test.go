@@ -17,17 +17,14 @@ import (
 // producer with the same transactional.id. The program checks each and
 // prints RESULT OK.
 func TestTransactionsJava(t *testing.T) {
+	t.Parallel()
 	requireTool(t, "java")
 	requireTool(t, "mvn")
 	classpath := buildJava(t)
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java",
-		"-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-		"-Dorg.slf4j.simpleLogger.defaultLogLevel=warn",
-		"-cp", classpath,
-		"dev.sluice.compat.Transactions", b.KafkaAddr, "jtxn-in", "jtxn-out", "jtxn-group", "200")
+	cmd := exec.CommandContext(ctx, "java", jvm(classpath, "dev.sluice.compat.Transactions", b.KafkaAddr, "jtxn-in", "jtxn-out", "jtxn-group", "200")...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()

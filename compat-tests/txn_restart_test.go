@@ -17,6 +17,7 @@ import (
 // read_committed, and the open one, committed after the restart by the
 // same producer (its state is in the metastore), becomes visible.
 func TestTransactionsSurviveRestart(t *testing.T) {
+	t.Parallel()
 	t.Run("SIGKILL", func(t *testing.T) { testTxnRestart(t, true) })
 	t.Run("SIGTERM", func(t *testing.T) { testTxnRestart(t, false) })
 }

@@ -20,6 +20,7 @@ import (
 // AddPartitionsToTxn v4-5, the broker form, verifies (VerifyOnly) and
 // adds.
 func TestTransactionsV2RawFrames(t *testing.T) {
+	t.Parallel()
 	const topic, id, group = "txn-v2", "txn-v2-id", "txn-v2-group"
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)

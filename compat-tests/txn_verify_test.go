@@ -27,6 +27,7 @@ func txnBatch(producerID int64, epoch int16, firstSeq int32, values ...string) [
 // A transactional batch without a transactional id in the request is
 // refused too.
 func TestTransactionsVerifyPartitions(t *testing.T) {
+	t.Parallel()
 	const topic, id = "txn-verify", "verify-txn"
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

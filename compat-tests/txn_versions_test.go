@@ -17,6 +17,7 @@ import (
 // theirs, checking every answer and that each response re-encodes to the
 // bytes received.
 func TestTransactionAPIsEveryVersion(t *testing.T) {
+	t.Parallel()
 	const topic, group = "txn-versions", "txn-versions-group"
 	b := startBroker(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -19,6 +19,7 @@ import (
 // non-flexible versions, kafka-go v0-v2). Produce v0-2 are skipped (Kafka 4
 // advertises them but rejects them).
 func TestEveryAdvertisedVersion(t *testing.T) {
+	t.Parallel()
 	const topic = "sweep"
 	b := startBroker(t)
 	adm := newAdmin(t, b.KafkaAddr)
