@@ -90,6 +90,7 @@ type cleanPlan struct {
 	// aborted is the log's aborted transactions when planned: their
 	// records never count as a key's latest value.
 	aborted []AbortedTxn
+	txn     *txnCleaning // the pass's transaction state (clean_txn.go)
 	cfg     Config
 }
 
@@ -205,6 +206,7 @@ func (l *Log) clean(o cleanOptions) (CleanStats, bool, error) {
 			s.ref.release()
 		}
 	}()
+	p.txn = newTxnCleaning(p.aborted, o.retainEmpty)
 	st := CleanStats{FirstDirty: p.firstDirty, DirtyRatio: p.ratio, MaxLagReached: p.mustClean}
 	end, err := l.buildMap(&p, o, &st)
 	if err != nil {
@@ -364,12 +366,40 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 	changed := false
 	var written, kept, gone int64
 	var out []byte
+	var goneMarkers []AbortedTxn // ABORT markers removed from this segment
 	err = eachBatch(s, p.sizes[i], &o, st, func(b []byte, h *batchHeader) error {
+		if isTxnMarker(h) {
+			mr, err := cleanMarker(p, b, h, horizon, o, out)
+			if err != nil {
+				return err
+			}
+			gone += int64(mr.removed)
+			if mr.ended != nil {
+				goneMarkers = append(goneMarkers, *mr.ended)
+			}
+			if mr.out == nil {
+				changed = true
+				return nil
+			}
+			if mr.changed {
+				changed = true
+				out = mr.out
+			}
+			if _, err := bw.Write(mr.out); err != nil {
+				return err
+			}
+			written += int64(len(mr.out))
+			return nil
+		}
 		keepAll := h.IsControl()
+		abortedTxn := !keepAll && p.txn.data(h)
 		var res protocol.FilterResult
 		if !keepAll {
 			var ferr error
 			res, ferr = protocol.Batch(b).Filter(out, math.MaxInt32, horizon, func(off int64, r *protocol.Record) bool {
+				if abortedTxn {
+					return false // Kafka removes aborted transactions' records
+				}
 				if r.Key == nil {
 					return false // Kafka drops keyless records from compacted logs
 				}
@@ -435,7 +465,7 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 		os.Remove(cleaned)
 		return err
 	}
-	if err := l.swapIn(s, p.sizes[i], p.gen, swap); err != nil {
+	if err := l.swapIn(s, p.sizes[i], p.gen, swap, goneMarkers); err != nil {
 		return err
 	}
 	st.Segments++
@@ -447,7 +477,8 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 
 // swapIn replaces old with the cleaned file at swap, if old is still a
 // non-active segment of the log with the size it was planned with.
-func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string) error {
+// Removed ABORT markers (ended) leave the aborted list in the same step.
+func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string, ended []AbortedTxn) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
@@ -513,6 +544,7 @@ func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string) error {
 	} else {
 		l.segs[at] = ns
 	}
+	l.txns.dropAborted(ended)
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}

@@ -327,8 +327,19 @@ keeps a tombstone sets its batch's horizon to now + delete.retention.ms
 records' timestamp deltas are re-encoded against it). Records keep their
 offsets and bytes; a batch keeps its base offset, lastOffsetDelta, leader
 epoch, producer fields and codec, and is compressed again with that codec
-(protocol.Batch.Filter, Kafka's MemoryRecords.filterTo). Control batches
-are copied. A batch left without records is dropped unless it is an
+(protocol.Batch.Filter, Kafka's MemoryRecords.filterTo). Transactions
+follow Kafka's CleanedTransactionMetadata (clean_txn.go): the records of
+an aborted transaction's batches are removed (and never mapped); a
+transaction marker stays while a batch of its transaction was seen in the
+pass, and once none is, goes in two steps like a tombstone: one pass
+stamps its batch with a delete horizon (protocol.Batch.StampDeleteHorizon),
+a pass after the horizon removes it (kept as a header without records if
+it may be its producer's last entry or the log is a raft partition's).
+An ABORT marker's removal takes its entry out of the aborted list in the
+same step as the swap, so read_committed fetches are never told of an
+aborted transaction whose marker is gone. On a raft partition a batch
+already emptied does not count as one of its transaction's. Other
+control batches (raft's) are copied. A batch left without records is dropped unless it is an
 idempotent producer's last data batch (kept as a header without records,
 so the producer's sequence survives a restart) or the log is a raft
 partition's (CleanTarget.RetainEmpty: every batch is a raft entry and
@@ -475,9 +486,7 @@ each producer's next sequence. SLUICE_POWERLOSS_SEED=N replays a failure.
 # Not implemented
 
 An on-disk transaction index (the aborted transactions are kept in memory
-and in the clean-shutdown snapshot, see txn.go), transactions in
-compaction (Kafka's cleaner keeps markers until their delete horizon and
-removes aborted records), grouping small
+and in the clean-shutdown snapshot, see txn.go), grouping small
 cleaned segments into one (Kafka's groupSegmentsBySize),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
