@@ -386,6 +386,55 @@ func TestCleanTombstoneHorizon(t *testing.T) {
 	}
 }
 
+// TestCleanMergesSegments: a pass writes consecutive small segments into
+// one cleaned segment of at most segment.bytes (Kafka's
+// groupSegmentsBySize), keeping every offset; with retainEmpty every
+// batch survives the merge as a header, and the log reopens the same.
+func TestCleanMergesSegments(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	cfg := compactConfig() // 400-byte segments
+	dir := t.TempDir()
+	l := openT(t, dir, cfg)
+	defer func() { l.Close() }()
+	for i := 0; i < 20; i++ {
+		mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec(fmt.Sprint("k", i%4), fmt.Sprint(i))}}))
+		roll(t, l)
+	}
+	before := len(segFiles(t, dir, logSuffix))
+	cleanT(t, l, now, 1<<20, true)
+	files := segFiles(t, dir, logSuffix)
+	if len(files) > before/3 {
+		t.Fatalf("%d segments after cleaning, %d before: not merged", len(files), before)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Size() > int64(cfg.SegmentBytes) {
+			t.Fatalf("segment %s: %v, size above segment.bytes", f, err)
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		recs, batches := readRecords(t, l)
+		if g := recordsString(recs); g != "16:k0=16 17:k1=17 18:k2=18 19:k3=19" {
+			t.Fatalf("%s: records %s", step, g)
+		}
+		if len(batches) != 20 {
+			t.Fatalf("%s: %d batches, want every one of the 20", step, len(batches))
+		}
+		for i, b := range batches {
+			if protocol.Batch(b).BaseOffset() != int64(i) {
+				t.Fatalf("%s: batch %d at offset %d", step, i, protocol.Batch(b).BaseOffset())
+			}
+		}
+	}
+	check("after merging")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, cleanShutdownFile))
+	l = openT(t, dir, cfg)
+	check("reopened")
+}
+
 // TestCleanLagBounds: min.compaction.lag.ms keeps young segments out of a
 // pass; max.compaction.lag.ms cleans a log whose dirty ratio is below
 // min.cleanable.dirty.ratio; the active segment is never cleaned.
