@@ -256,7 +256,8 @@ func compReport(o *opts, runs []compRun, failures []string, loadStart, loadEnd s
 	p("then the topic switched from cleanup.policy=delete to compact and the broker's first cleaning pass awaited. ")
 	p("Pass time is the broker's own report (Kafka's LogCleaner line `cleaned log ... MB of log processed in N seconds`, which rounds to 0.1 s; Sluice's `sluice_log_cleaner_last_pass_seconds`); ")
 	p("MB are MiB of the partition's inactive segments on disk before the clean, measured alike for both; CPU is the broker process's user+system time from the switch to the end of the pass ")
-	p("(idle work included), per 10^9 bytes of that input. Pairs alternate (A B, B A, ...); the ratio column is the median of the per-pair ratios.\n\n")
+	p("(idle work included), per 10^9 bytes of that input. Pairs alternate (A B, B A, ...); the ratio column is the median of the per-pair ratios. ")
+	p("On a loaded machine a pass's time includes waiting for its core (compare the CPU s column of each run); CPU-s/GB does not, and is the steadier figure.\n\n")
 	p("| codec | figure | Sluice | Kafka | Sluice/Kafka | pair ratios |\n|---|---|---:|---:|---:|---:|\n")
 	codecs := strings.Split(o.compCodecs, ",")
 	for _, codec := range codecs {
