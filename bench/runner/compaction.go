@@ -354,9 +354,14 @@ func compactionSection(path string) string {
 	if err != nil {
 		return ""
 	}
-	i, j := strings.Index(string(old), compBegin), strings.Index(string(old), compEnd)
+	return compactionSectionOf(string(old))
+}
+
+// compactionSectionOf is the compaction section of text, "" without one.
+func compactionSectionOf(text string) string {
+	i, j := strings.Index(text, compBegin), strings.Index(text, compEnd)
 	if i < 0 || j < i {
 		return ""
 	}
-	return string(old[i : j+len(compEnd)])
+	return text[i : j+len(compEnd)]
 }
