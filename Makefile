@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz bench bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz bench bench-compaction bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -165,6 +165,13 @@ fuzz:
 # e.g. BENCH_ARGS="-pairs 5 -duration 15s").
 bench:
 	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" bash bench/run.sh $(BENCH_ARGS)
+
+# Sluice's log cleaner against Kafka 4.4's on the same keyed data, without
+# compression and with lz4 (bench/runner -compaction; a few minutes;
+# BENCH_COMPACTION_ARGS, e.g. "-pairs 5"): writes the compaction section of
+# BENCHMARKS.md and leaves the rest as it is.
+bench-compaction:
+	BENCH_COMMAND="make bench-compaction" bash bench/run.sh -compaction $(BENCH_COMPACTION_ARGS)
 
 # Figures of the local 3 meta + 3 write + 2 read cluster: acks=all produce
 # throughput and latency, end-to-end latency through the read brokers,

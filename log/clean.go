@@ -90,6 +90,7 @@ type cleanPlan struct {
 	// aborted is the log's aborted transactions when planned: their
 	// records never count as a key's latest value.
 	aborted []AbortedTxn
+	txn     *txnCleaning // the pass's transaction state (clean_txn.go)
 	cfg     Config
 }
 
@@ -205,19 +206,19 @@ func (l *Log) clean(o cleanOptions) (CleanStats, bool, error) {
 			s.ref.release()
 		}
 	}()
+	p.txn = newTxnCleaning(p.aborted, o.retainEmpty)
 	st := CleanStats{FirstDirty: p.firstDirty, DirtyRatio: p.ratio, MaxLagReached: p.mustClean}
 	end, err := l.buildMap(&p, o, &st)
 	if err != nil {
 		return st, true, err
 	}
 	horizon := o.now.Add(p.cfg.DeleteRetentionMs).UnixMilli()
-	for i, s := range p.segs {
-		if s.base >= end {
-			break
-		}
-		if err := l.cleanSegment(&p, i, end, horizon, o, &st); err != nil {
+	for i := 0; i < len(p.segs) && p.segs[i].base < end; {
+		j := p.groupEnd(i, end)
+		if err := l.cleanGroup(&p, i, j, end, horizon, o, &st); err != nil {
 			return st, true, err
 		}
+		i = j
 	}
 	st.CleanedTo = end
 	if cleanCrashAt("checkpoint") {
@@ -347,9 +348,28 @@ func abortedBatch(aborted []AbortedTxn, h *batchHeader) bool {
 	return false
 }
 
-// cleanSegment rewrites p.segs[i] into a .cleaned file and swaps it in,
-// unless no batch of it changes.
-func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptions, st *CleanStats) error {
+// groupEnd is the end (exclusive) of the group of segments from p.segs[i]
+// that one pass writes into a single cleaned segment (Kafka's
+// groupSegmentsBySize): consecutive segments below end whose sizes when
+// planned add up to at most segment.bytes, and whose offsets stay within
+// 2^31 of the first one's base (the offset index holds 32-bit relative
+// offsets). A segment too big to share stays alone.
+func (p *cleanPlan) groupEnd(i int, end int64) int {
+	size := p.sizes[i]
+	j := i + 1
+	for ; j < len(p.segs) && p.segs[j].base < end; j++ {
+		if size+p.sizes[j] > int64(p.cfg.SegmentBytes) || p.segs[j].next-1-p.segs[i].base > math.MaxInt32 {
+			break
+		}
+		size += p.sizes[j]
+	}
+	return j
+}
+
+// cleanGroup rewrites p.segs[i:j] into one .cleaned file named after the
+// first and swaps it in for all of them, unless it is one segment and no
+// batch of it changes.
+func (l *Log) cleanGroup(p *cleanPlan, i, j int, end, horizon int64, o cleanOptions, st *CleanStats) error {
 	s := p.segs[i]
 	cleaned := filepath.Join(l.dir, segmentName(s.base, logSuffix)+cleanedSuffix)
 	f, err := os.OpenFile(cleaned, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o644)
@@ -361,51 +381,82 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 		os.Remove(cleaned)
 	}
 	bw := bufio.NewWriterSize(f, 256<<10)
-	changed := false
+	changed := j-i > 1 // a merge changes the files whatever it keeps
 	var written, kept, gone int64
 	var out []byte
-	err = eachBatch(s, p.sizes[i], &o, st, func(b []byte, h *batchHeader) error {
-		keepAll := h.IsControl()
-		var res protocol.FilterResult
-		if !keepAll {
-			var ferr error
-			res, ferr = protocol.Batch(b).Filter(out, math.MaxInt32, horizon, func(off int64, r *protocol.Record) bool {
-				if r.Key == nil {
-					return false // Kafka drops keyless records from compacted logs
+	var goneMarkers []AbortedTxn // ABORT markers removed from this group
+	err = nil
+	for k := i; k < j && err == nil; k++ {
+		err = eachBatch(p.segs[k], p.sizes[k], &o, st, func(b []byte, h *batchHeader) error {
+			if isTxnMarker(h) {
+				mr, err := cleanMarker(p, b, h, horizon, o, out)
+				if err != nil {
+					return err
 				}
-				if off < end && off < o.m.get(r.Key) {
-					return false
+				gone += int64(mr.removed)
+				if mr.ended != nil {
+					goneMarkers = append(goneMarkers, *mr.ended)
 				}
-				if r.Value == nil && protocol.Batch(b).HasDeleteHorizon() && o.now.UnixMilli() >= protocol.Batch(b).BaseTimestamp() {
-					return false // a tombstone past its delete horizon
+				if mr.out == nil {
+					changed = true
+					return nil
 				}
-				return true
-			})
-			if ferr != nil {
-				l.lg.Warn().Err(ferr).Int64("offset", h.BaseOffset).Msg("cleaner cannot rewrite a stored batch; keeping it as it is")
-				keepAll = true
+				if mr.changed {
+					changed = true
+					out = mr.out
+				}
+				if _, err := bw.Write(mr.out); err != nil {
+					return err
+				}
+				written += int64(len(mr.out))
+				return nil
 			}
-		}
-		kept += int64(res.Kept)
-		gone += int64(res.Dropped)
-		w := b
-		switch {
-		case keepAll:
-		case res.Kept == 0 && !o.retainEmpty && !(h.ProducerID >= 0 && p.lastOfProd[h.ProducerID] == h.LastOffset()):
-			// The whole batch goes, also one an earlier pass emptied
-			// that is no longer its producer's last.
-			changed = true
+			keepAll := h.IsControl()
+			abortedTxn := !keepAll && p.txn.data(h)
+			var res protocol.FilterResult
+			if !keepAll {
+				var ferr error
+				res, ferr = protocol.Batch(b).Filter(out, math.MaxInt32, horizon, func(off int64, r *protocol.Record) bool {
+					if abortedTxn {
+						return false // Kafka removes aborted transactions' records
+					}
+					if r.Key == nil {
+						return false // Kafka drops keyless records from compacted logs
+					}
+					if off < end && off < o.m.get(r.Key) {
+						return false
+					}
+					if r.Value == nil && protocol.Batch(b).HasDeleteHorizon() && o.now.UnixMilli() >= protocol.Batch(b).BaseTimestamp() {
+						return false // a tombstone past its delete horizon
+					}
+					return true
+				})
+				if ferr != nil {
+					l.lg.Warn().Err(ferr).Int64("offset", h.BaseOffset).Msg("cleaner cannot rewrite a stored batch; keeping it as it is")
+					keepAll = true
+				}
+			}
+			kept += int64(res.Kept)
+			gone += int64(res.Dropped)
+			w := b
+			switch {
+			case keepAll:
+			case res.Kept == 0 && !o.retainEmpty && !(h.ProducerID >= 0 && p.lastOfProd[h.ProducerID] == h.LastOffset()):
+				// The whole batch goes, also one an earlier pass emptied
+				// that is no longer its producer's last.
+				changed = true
+				return nil
+			case res.Changed:
+				changed = true
+				w, out = res.Out, res.Out
+			}
+			if _, err := bw.Write(w); err != nil {
+				return err
+			}
+			written += int64(len(w))
 			return nil
-		case res.Changed:
-			changed = true
-			w, out = res.Out, res.Out
-		}
-		if _, err := bw.Write(w); err != nil {
-			return err
-		}
-		written += int64(len(w))
-		return nil
-	})
+		})
+	}
 	if err == nil && changed {
 		err = bw.Flush()
 	}
@@ -424,66 +475,90 @@ func (l *Log) cleanSegment(p *cleanPlan, i int, end, horizon int64, o cleanOptio
 	if cleanCrashAt("cleaned") {
 		return errCrashed
 	}
-	// Keep the old file's modification time: retention by time falls back
-	// to it for segments without timestamps, as Kafka's cleaner keeps the
-	// last modified time of the segments it replaces.
-	if fi, err := s.log.Stat(); err == nil {
-		os.Chtimes(cleaned, fi.ModTime(), fi.ModTime())
+	// Keep the old files' last modification time: retention by time falls
+	// back to it for segments without timestamps, as Kafka's cleaner keeps
+	// the last modified time of the segments it replaces.
+	var mtime time.Time
+	for _, old := range p.segs[i:j] {
+		if fi, err := old.log.Stat(); err == nil && fi.ModTime().After(mtime) {
+			mtime = fi.ModTime()
+		}
+	}
+	if !mtime.IsZero() {
+		os.Chtimes(cleaned, mtime, mtime)
 	}
 	swap := filepath.Join(l.dir, segmentName(s.base, logSuffix)+swapSuffix)
 	if err := os.Rename(cleaned, swap); err != nil {
 		os.Remove(cleaned)
 		return err
 	}
-	if err := l.swapIn(s, p.sizes[i], p.gen, swap); err != nil {
+	if err := l.swapIn(p.segs[i:j], p.sizes[i:j], p.gen, swap, goneMarkers); err != nil {
 		return err
 	}
-	st.Segments++
+	st.Segments += j - i
 	st.BytesWritten += written
 	st.RecordsKept += kept
 	st.RecordsGone += gone
 	return nil
 }
 
-// swapIn replaces old with the cleaned file at swap, if old is still a
-// non-active segment of the log with the size it was planned with.
-func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string) error {
+// swapIn replaces olds, consecutive segments, with the cleaned file at
+// swap (named after the first), if they are still non-active segments of
+// the log with the sizes they were planned with. Removed ABORT markers
+// (ended) leave the aborted list in the same step.
+func (l *Log) swapIn(olds []*segment, sizes []int64, gen uint64, swap string, ended []AbortedTxn) error {
 	l.syncMu.Lock()
 	defer l.syncMu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	at := -1
 	for i, s := range l.segs[:len(l.segs)-1] {
-		if s == old {
+		if s == olds[0] {
 			at = i
 		}
 	}
-	if err := l.usableLocked(); err != nil || at < 0 || old.closed || old.size != size || l.gen != gen {
+	ok := at >= 0 && at+len(olds) < len(l.segs) && l.gen == gen
+	for k := 0; ok && k < len(olds); k++ {
+		ok = l.segs[at+k] == olds[k] && !olds[k].closed && olds[k].size == sizes[k]
+	}
+	if err := l.usableLocked(); err != nil || !ok {
 		os.Remove(swap)
 		if err != nil {
 			return err
 		}
 		return errCleanAborted
 	}
+	first := olds[0]
 	// The commit point: a .swap is complete, and Open finishes the
-	// rename if a crash comes first.
+	// swap (the rename, and the removal of the other segments it
+	// covers) if a crash comes first.
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
 	if cleanCrashAt("swap") {
 		return errCrashed
 	}
-	if err := os.Rename(swap, filepath.Join(l.dir, segmentName(old.base, logSuffix))); err != nil {
+	// The other segments of a merged group go first: a crash before the
+	// rename leaves the .swap, which Open completes.
+	for k, s := range olds[1:] {
+		if err := removeSegmentFiles(l.dir, s.base); err != nil {
+			return l.failLocked("remove merged segment", err)
+		}
+		if k == 0 && cleanCrashAt("merged") {
+			return errCrashed
+		}
+	}
+	if err := os.Rename(swap, filepath.Join(l.dir, segmentName(first.base, logSuffix))); err != nil {
 		return l.failLocked("swap cleaned segment", err)
 	}
 	if cleanCrashAt("renamed") {
 		return errCrashed
 	}
-	ns, err := openSegment(l.dir, old.base, false, old.created, int64(l.cfg.SegmentIndexBytes))
+	ns, err := openSegment(l.dir, first.base, false, first.created, int64(l.cfg.SegmentIndexBytes))
 	if err != nil {
 		return l.failLocked("open cleaned segment", err)
 	}
-	minOffset := old.base
+	minOffset := first.base
 	if at > 0 {
 		minOffset = l.segs[at-1].next
 	}
@@ -502,31 +577,66 @@ func (l *Log) swapIn(old *segment, size int64, gen uint64, swap string) error {
 		return l.failLocked("index cleaned segment", err)
 	}
 	ns.idx.evict()
-	old.close()
-	if ns.size == 0 && at > 0 {
+	for _, s := range olds {
+		s.close()
+	}
+	rest := l.segs[at+len(olds):]
+	l.segs = l.segs[:at]
+	if ns.size > 0 || at == 0 {
+		l.segs = append(l.segs, ns)
+	} else {
 		// Nothing survived; the offsets stay reachable through the
 		// neighbours (a read past a gap finds the next batch).
 		if err := ns.remove(l.dir); err != nil {
+			l.segs = append(l.segs, rest...)
 			return l.failLocked("remove empty cleaned segment", err)
 		}
-		l.segs = append(l.segs[:at], l.segs[at+1:]...)
-	} else {
-		l.segs[at] = ns
 	}
+	l.segs = append(l.segs, rest...)
+	l.txns.dropAborted(ended)
 	if err := fsutil.SyncDir(l.dir); err != nil {
 		return l.failLocked("sync directory", err)
 	}
 	return nil
 }
 
+// removeSegmentFiles deletes the files of the segment at base.
+func removeSegmentFiles(dir string, base int64) error {
+	for _, suf := range []string{logSuffix, indexSuffix, timeIndexSuffix} {
+		if err := os.Remove(filepath.Join(dir, segmentName(base, suf))); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
 // completeSwaps is Open's part of the swap: a .swap file is a finished
-// cleaned segment whose rename over the .log was cut short.
+// cleaned segment whose swap was cut short. The segments after its base up
+// to its last offset are the rest of its merged group (as Kafka's recovery
+// deletes the segments a swap file covers): they go, then the rename over
+// the .log of its base.
 func completeSwaps(dir string, names []string) error {
 	done := false
 	for _, name := range names {
 		stem, ok := cutSuffix(name, logSuffix+swapSuffix)
 		if !ok {
 			continue
+		}
+		base, ok := parseSegmentName(stem+logSuffix, logSuffix)
+		if !ok {
+			continue
+		}
+		last, err := lastOffsetIn(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		for _, other := range names {
+			b, ok := parseSegmentName(other, logSuffix)
+			if ok && b > base && b <= last {
+				if err := removeSegmentFiles(dir, b); err != nil {
+					return err
+				}
+			}
 		}
 		if err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, stem+logSuffix)); err != nil {
 			return err
@@ -537,6 +647,34 @@ func completeSwaps(dir string, names []string) error {
 		return fsutil.SyncDir(dir)
 	}
 	return nil
+}
+
+// lastOffsetIn is the last offset of the whole batches of the segment file
+// at path, -1 without any.
+func lastOffsetIn(path string) (int64, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return -1, err
+	}
+	last := int64(-1)
+	var hb [protocol.BatchHeaderSize]byte
+	for pos := int64(0); pos+protocol.BatchHeaderSize <= fi.Size(); {
+		if _, err := f.ReadAt(hb[:], pos); err != nil {
+			return -1, err
+		}
+		h, err := parseHeader(hb[:])
+		if err != nil || h.Size > fi.Size()-pos {
+			break
+		}
+		last = h.LastOffset()
+		pos += h.Size
+	}
+	return last, nil
 }
 
 func cutSuffix(name, suffix string) (string, bool) {

@@ -386,6 +386,55 @@ func TestCleanTombstoneHorizon(t *testing.T) {
 	}
 }
 
+// TestCleanMergesSegments: a pass writes consecutive small segments into
+// one cleaned segment of at most segment.bytes (Kafka's
+// groupSegmentsBySize), keeping every offset; with retainEmpty every
+// batch survives the merge as a header, and the log reopens the same.
+func TestCleanMergesSegments(t *testing.T) {
+	now := time.UnixMilli(1_000_000)
+	cfg := compactConfig() // 400-byte segments
+	dir := t.TempDir()
+	l := openT(t, dir, cfg)
+	defer func() { l.Close() }()
+	for i := 0; i < 20; i++ {
+		mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec(fmt.Sprint("k", i%4), fmt.Sprint(i))}}))
+		roll(t, l)
+	}
+	before := len(segFiles(t, dir, logSuffix))
+	cleanT(t, l, now, 1<<20, true)
+	files := segFiles(t, dir, logSuffix)
+	if len(files) > before/3 {
+		t.Fatalf("%d segments after cleaning, %d before: not merged", len(files), before)
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f); err != nil || fi.Size() > int64(cfg.SegmentBytes) {
+			t.Fatalf("segment %s: %v, size above segment.bytes", f, err)
+		}
+	}
+	check := func(step string) {
+		t.Helper()
+		recs, batches := readRecords(t, l)
+		if g := recordsString(recs); g != "16:k0=16 17:k1=17 18:k2=18 19:k3=19" {
+			t.Fatalf("%s: records %s", step, g)
+		}
+		if len(batches) != 20 {
+			t.Fatalf("%s: %d batches, want every one of the 20", step, len(batches))
+		}
+		for i, b := range batches {
+			if protocol.Batch(b).BaseOffset() != int64(i) {
+				t.Fatalf("%s: batch %d at offset %d", step, i, protocol.Batch(b).BaseOffset())
+			}
+		}
+	}
+	check("after merging")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, cleanShutdownFile))
+	l = openT(t, dir, cfg)
+	check("reopened")
+}
+
 // TestCleanLagBounds: min.compaction.lag.ms keeps young segments out of a
 // pass; max.compaction.lag.ms cleans a log whose dirty ratio is below
 // min.cleanable.dirty.ratio; the active segment is never cleaned.
@@ -682,30 +731,170 @@ func TestCleanWithWAL(t *testing.T) {
 // counts as the key's latest value (the committed value before it
 // survives), and nothing at or past an open transaction is cleaned.
 func TestCleanTransactions(t *testing.T) {
+	for _, retainEmpty := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retainEmpty=%v", retainEmpty), func(t *testing.T) { testCleanTransactions(t, retainEmpty) })
+	}
+}
+
+// batchesString lists the log's batches as offset, kind (d data, A ABORT
+// marker, C COMMIT marker, c an emptied marker), record count and h for a
+// delete horizon.
+func batchesString(t *testing.T, l *Log) string {
+	t.Helper()
+	_, batches := readRecords(t, l)
+	var s []string
+	for _, b := range batches {
+		var h batchHeader
+		if err := h.Decode(b); err != nil {
+			t.Fatal(err)
+		}
+		kind := "d"
+		if h.IsControl() {
+			switch controlTypeOf(b, &h) {
+			case protocol.ControlAbort:
+				kind = "A"
+			case protocol.ControlCommit:
+				kind = "C"
+			default:
+				kind = "c"
+			}
+		}
+		hz := ""
+		if protocol.Batch(b).HasDeleteHorizon() {
+			hz = "h"
+		}
+		s = append(s, fmt.Sprintf("%d%s%d%s", h.BaseOffset, kind, h.RecordCount, hz))
+	}
+	return strings.Join(s, " ")
+}
+
+// testCleanTransactions: the cleaner removes the records of aborted
+// transactions at once, and a marker once no batch of its transaction is
+// left, in two steps (a delete horizon first, removal after it), taking
+// an ABORT marker's entry out of the aborted list as it goes; records of
+// an open transaction and everything after it stay. With retainEmpty (raft
+// partitions) every batch stays as a header. Either way the log read again
+// from its files (no snapshot) has the same open transaction and aborted
+// list.
+func testCleanTransactions(t *testing.T, retainEmpty bool) {
 	now := time.UnixMilli(1_000_000)
-	l := openT(t, t.TempDir(), compactConfig())
-	defer l.Close()
+	cfg := compactConfig()
+	cfg.DeleteRetentionMs = time.Minute
+	dir := t.TempDir()
+	l := openT(t, dir, cfg)
+	defer func() { l.Close() }()
 	for i, b := range [][]byte{
-		mkKeyed(t, keyedSpec{recs: []kv{rec("a", "committed"), rec("c", "old")}}),             // 0-1
-		mkKeyed(t, keyedSpec{recs: []kv{rec("a", "aborted")}, idem: true, pid: 7, txn: true}), // 2
-		protocol.TxnMarkerBatch(7, 0, false, 0, 0),                                            // 3: ABORT
-		mkKeyed(t, keyedSpec{recs: []kv{rec("c", "open")}, idem: true, pid: 8, txn: true}),    // 4: open
-		mkKeyed(t, keyedSpec{recs: []kv{rec("c", "after")}}),                                  // 5
+		mkKeyed(t, keyedSpec{recs: []kv{rec("a", "committed"), rec("c", "old")}}),               // 0-1
+		mkKeyed(t, keyedSpec{recs: []kv{rec("a", "aborted")}, idem: true, pid: 7, txn: true}),   // 2
+		protocol.TxnMarkerBatch(7, 0, false, 0, 0),                                              // 3: ABORT
+		mkKeyed(t, keyedSpec{recs: []kv{rec("b", "txn")}, idem: true, pid: 9, txn: true}),       // 4
+		protocol.TxnMarkerBatch(9, 0, true, 0, 0),                                               // 5: COMMIT
+		mkKeyed(t, keyedSpec{recs: []kv{rec("d", "7")}, idem: true, pid: 7, seq: 1, txn: true}), // 6
+		protocol.TxnMarkerBatch(7, 0, true, 0, 0),                                               // 7: COMMIT
+		mkKeyed(t, keyedSpec{recs: []kv{rec("e", "9")}, idem: true, pid: 9, seq: 1, txn: true}), // 8
+		protocol.TxnMarkerBatch(9, 0, true, 0, 0),                                               // 9: COMMIT
+		mkKeyed(t, keyedSpec{recs: []kv{rec("b", "newer")}}),                                    // 10
+		mkKeyed(t, keyedSpec{recs: []kv{rec("c", "open")}, idem: true, pid: 8, txn: true}),      // 11: open
+		mkKeyed(t, keyedSpec{recs: []kv{rec("c", "after")}}),                                    // 12
 	} {
 		if _, err := l.Append(b); err != nil {
 			t.Fatalf("append %d: %v", i, err)
 		}
 		roll(t, l)
 	}
-	if fu := l.FirstUnstableOffset(); fu != 4 {
-		t.Fatalf("first unstable offset %d, want 4", fu)
+	if fu := l.FirstUnstableOffset(); fu != 11 {
+		t.Fatalf("first unstable offset %d, want 11", fu)
 	}
-	cleanT(t, l, now, 1<<20, false)
-	recs, _ := readRecords(t, l)
-	out := recordsString(recs)
-	for _, want := range []string{"0:a=committed", "1:c=old", "4:c=open", "5:c=after"} {
-		if !strings.Contains(out, want) {
-			t.Errorf("after cleaning, %s is gone: %s", want, out)
+	if a := l.AbortedTxns(0, 100); len(a) != 1 || a[0] != (AbortedTxn{7, 2, 3}) {
+		t.Fatalf("aborted transactions %v", a)
+	}
+	data := func() string {
+		rs, _ := readRecords(t, l)
+		var d []got
+		for _, r := range rs {
+			if r.key[0] != 0 { // not a control record
+				d = append(d, r)
+			}
 		}
+		return recordsString(d)
+	}
+	check := func(step, wantRecs, wantRaft, wantPlain string) {
+		t.Helper()
+		if g := data(); g != wantRecs {
+			t.Errorf("%s: records\n got %s\nwant %s", step, g, wantRecs)
+		}
+		want := wantPlain
+		if retainEmpty {
+			want = wantRaft
+		}
+		if g := batchesString(t, l); g != want {
+			t.Errorf("%s: batches\n got %s\nwant %s", step, g, want)
+		}
+	}
+	// Pass 1 cleans below the open transaction only (c=old stays). The
+	// aborted record goes, and the superseded b=txn; every marker's
+	// transaction had a batch in the pass, so all markers stay. Without
+	// retainEmpty the emptied batches 2 and 4 go: neither is its
+	// producer's last.
+	cleanT(t, l, now, 1<<20, retainEmpty)
+	check("first pass", "0:a=committed 1:c=old 6:d=7 8:e=9 10:b=newer 11:c=open 12:c=after",
+		"0d2 2d0 3A1 4d0 5C1 6d1 7C1 8d1 9C1 10d1 11d1 12d1",
+		"0d2 3A1 5C1 6d1 7C1 8d1 9C1 10d1 11d1 12d1")
+	if fu := l.FirstUnstableOffset(); fu != 11 {
+		t.Fatalf("first unstable offset %d, want 11", fu)
+	}
+	mustAppend(t, l, protocol.TxnMarkerBatch(8, 0, true, 0, 0)) // 13: COMMIT
+	roll(t, l)
+	// pass appends a record of a new key (the log gets dirty again, as
+	// new data makes it in Kafka) and cleans at now+after.
+	next := 14
+	pass := func(after time.Duration) {
+		t.Helper()
+		mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec(fmt.Sprintf("z%d", next), "1")}}))
+		next++
+		roll(t, l)
+		cleanT(t, l, now.Add(after), 1<<20, retainEmpty)
+	}
+	// Pass 2: the transactions of markers 3 and 5 have no batch left:
+	// the markers get a delete horizon (now+1s+1m). Batch 11 loses its
+	// record but is producer 8's last, so stays as a header.
+	pass(time.Second)
+	check("second pass", "0:a=committed 6:d=7 8:e=9 10:b=newer 12:c=after 14:z14=1",
+		"0d1 2d0 3A1h 4d0 5C1h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1",
+		"0d1 3A1h 5C1h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1")
+	if a := l.AbortedTxns(0, 100); len(a) != 1 {
+		t.Fatalf("aborted transactions before the horizon: %v", a)
+	}
+	// Before the horizon the markers stay. With retainEmpty the emptied
+	// header 11 no longer counts as a batch of its transaction, so 13 is
+	// stamped now; without, it keeps its marker as Kafka does.
+	pass(59 * time.Second)
+	check("before the horizon", "0:a=committed 6:d=7 8:e=9 10:b=newer 12:c=after 14:z14=1 15:z15=1",
+		"0d1 2d0 3A1h 4d0 5C1h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1h 14d1 15d1",
+		"0d1 3A1h 5C1h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1 15d1")
+	// After it markers 3 and 5 go (with retainEmpty their headers stay,
+	// without records), and the aborted transaction with its marker.
+	pass(62 * time.Second)
+	check("after the horizon", "0:a=committed 6:d=7 8:e=9 10:b=newer 12:c=after 14:z14=1 15:z15=1 16:z16=1",
+		"0d1 2d0 3c0h 4d0 5c0h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1h 14d1 15d1 16d1",
+		"0d1 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1 15d1 16d1")
+	if a := l.AbortedTxns(0, 100); len(a) != 0 {
+		t.Fatalf("aborted transactions after their marker went: %v", a)
+	}
+	if fu := l.FirstUnstableOffset(); fu != -1 {
+		t.Fatalf("first unstable offset %d after cleaning, want none", fu)
+	}
+	// Read again from the files alone: no open transaction and no
+	// aborted one.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(filepath.Join(dir, cleanShutdownFile))
+	l = openT(t, dir, cfg)
+	if fu := l.FirstUnstableOffset(); fu != -1 {
+		t.Fatalf("first unstable offset %d after reopening, want none", fu)
+	}
+	if a := l.AbortedTxns(0, 100); len(a) != 0 {
+		t.Fatalf("aborted transactions after reopening: %v", a)
 	}
 }

@@ -284,11 +284,17 @@ func TestCrashOverlappingSegmentDropped(t *testing.T) {
 func TestCrashMidClean(t *testing.T) {
 	for _, tc := range []struct {
 		stage string
-		nth   int // crash at the nth time the stage is reached
+		nth   int  // crash at the nth time the stage is reached
+		merge bool // in a second pass, which merges the small cleaned segments
 	}{
-		{"cleaned", 1}, {"swap", 1}, {"renamed", 1}, {"cleaned", 2}, {"renamed", 3}, {"checkpoint", 1},
+		{"cleaned", 1, false}, {"swap", 1, false}, {"renamed", 1, false}, {"cleaned", 2, false}, {"renamed", 3, false}, {"checkpoint", 1, false},
+		{"cleaned", 1, true}, {"swap", 1, true}, {"merged", 1, true}, {"renamed", 1, true}, {"checkpoint", 1, true},
 	} {
-		t.Run(fmt.Sprintf("%s-%d", tc.stage, tc.nth), func(t *testing.T) {
+		name := fmt.Sprintf("%s-%d", tc.stage, tc.nth)
+		if tc.merge {
+			name += "-merging"
+		}
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			cfg := compactConfig()
 			cfg.SegmentBytes = 600
@@ -304,6 +310,17 @@ func TestCrashMidClean(t *testing.T) {
 				}
 			}
 			roll(t, l)
+			segsBefore := 0
+			if tc.merge {
+				// A first pass leaves small segments; one more round
+				// makes the log dirty again.
+				cleanT(t, l, time.Now(), 1<<20, false)
+				for k := 0; k < 8; k += 2 {
+					mustAppend(t, l, mkKeyed(t, keyedSpec{recs: []kv{rec(fmt.Sprint("k", k), "r6"), rec(fmt.Sprint("k", k+1), "r6")}}))
+				}
+				roll(t, l)
+				segsBefore = len(segFiles(t, dir, logSuffix))
+			}
 			orig, _ = readRecords(t, l)
 			leo := l.LogEndOffset()
 			if n := len(segFiles(t, dir, logSuffix)); n < 4 {
@@ -366,6 +383,9 @@ func TestCrashMidClean(t *testing.T) {
 			}
 			if g := recordsString(final); g != strings.Join(want, " ") {
 				t.Fatalf("after cleaning again:\n got %s\nwant %s", g, strings.Join(want, " "))
+			}
+			if n := len(segFiles(t, dir, logSuffix)); tc.merge && n >= segsBefore {
+				t.Fatalf("%d segments after the second pass, %d before: none merged", n, segsBefore)
 			}
 		})
 	}

@@ -318,8 +318,12 @@ segment, segments with a timestamp younger than min.compaction.lag.ms and
 segments reaching past the caller's limit (CleanTarget.Limit: the high
 watermark). The pass maps every key of the dirty section to its last
 offset (MD5 of the key, 24 bytes an entry, Kafka's SkimpyOffsetMap; where
-the map is full the pass ends and the rest stays dirty), then rewrites each
-segment from the log start to the end of what it mapped, keeping a record
+the map is full the pass ends and the rest stays dirty), then rewrites the
+segments from the log start to the end of what it mapped, in groups
+(Kafka's groupSegmentsBySize: consecutive segments whose sizes add up to
+at most segment.bytes and whose offsets stay within 2^31 of the first's
+base are written into one cleaned segment named after the first, so small
+cleaned segments merge), keeping a record
 if it has a key, no later offset is mapped for the key, and, for a
 tombstone, its batch's delete horizon has not passed. The first pass that
 keeps a tombstone sets its batch's horizon to now + delete.retention.ms
@@ -327,8 +331,19 @@ keeps a tombstone sets its batch's horizon to now + delete.retention.ms
 records' timestamp deltas are re-encoded against it). Records keep their
 offsets and bytes; a batch keeps its base offset, lastOffsetDelta, leader
 epoch, producer fields and codec, and is compressed again with that codec
-(protocol.Batch.Filter, Kafka's MemoryRecords.filterTo). Control batches
-are copied. A batch left without records is dropped unless it is an
+(protocol.Batch.Filter, Kafka's MemoryRecords.filterTo). Transactions
+follow Kafka's CleanedTransactionMetadata (clean_txn.go): the records of
+an aborted transaction's batches are removed (and never mapped); a
+transaction marker stays while a batch of its transaction was seen in the
+pass, and once none is, goes in two steps like a tombstone: one pass
+stamps its batch with a delete horizon (protocol.Batch.StampDeleteHorizon),
+a pass after the horizon removes it (kept as a header without records if
+it may be its producer's last entry or the log is a raft partition's).
+An ABORT marker's removal takes its entry out of the aborted list in the
+same step as the swap, so read_committed fetches are never told of an
+aborted transaction whose marker is gone. On a raft partition a batch
+already emptied does not count as one of its transaction's. Other
+control batches (raft's) are copied. A batch left without records is dropped unless it is an
 idempotent producer's last data batch (kept as a header without records,
 so the producer's sequence survives a restart) or the log is a raft
 partition's (CleanTarget.RetainEmpty: every batch is a raft entry and
@@ -345,12 +360,15 @@ reads its entries with, returns them. A compacted log's ReadRange reads
 every header of the range rather than jump with the offset index, so
 that it sees them.
 
-Crash safety, as Kafka's swap: a rewritten segment is written to
+Crash safety, as Kafka's swap: a rewritten group is written to
 <base>.log.cleaned and fdatasynced, renamed to <base>.log.swap (directory
-synced: the commit point), renamed over <base>.log, and then its index
-files are rebuilt and synced; the checkpoint (cleaner-offset-checkpoint,
+synced: the commit point), the group's other segments are deleted, the
+swap is renamed over <base>.log, and then its index files are rebuilt
+and synced; the checkpoint (cleaner-offset-checkpoint,
 "0\n<offset>\n") moves once every segment of the pass is swapped. Open
-deletes .cleaned files and finishes a .swap by the rename, before anything
+deletes .cleaned files and finishes a .swap (deleting the segments
+after its base up to its last offset, the rest of its group, then the
+rename), before anything
 else, and rebuilds index files that disagree with their segment; a lost
 checkpoint only makes the next pass map the same section again. The swap
 happens under the log's locks and only if the segment is still in the log
@@ -475,10 +493,7 @@ each producer's next sequence. SLUICE_POWERLOSS_SEED=N replays a failure.
 # Not implemented
 
 An on-disk transaction index (the aborted transactions are kept in memory
-and in the clean-shutdown snapshot, see txn.go), transactions in
-compaction (Kafka's cleaner keeps markers until their delete horizon and
-removes aborted records), grouping small
-cleaned segments into one (Kafka's groupSegmentsBySize),
+and in the clean-shutdown snapshot, see txn.go),
 producer expiry and periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
 simulated crash and the next Open, or rebuilding power-loss images from the

@@ -2,6 +2,7 @@ package log
 
 import (
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/sluice-broker/sluice/protocol"
@@ -68,6 +69,19 @@ func (t *txnState) update(h *batchHeader, ctrl int16, logStart int64) {
 		i++
 	}
 	t.aborted = append(t.aborted[i:], AbortedTxn{ProducerID: h.ProducerID, FirstOffset: first, LastOffset: h.BaseOffset})
+}
+
+// dropAborted removes the aborted transactions whose ABORT marker (the
+// producer and LastOffset of each of ended) the cleaner removed.
+func (t *txnState) dropAborted(ended []AbortedTxn) {
+	if len(ended) == 0 {
+		return
+	}
+	t.aborted = slices.DeleteFunc(t.aborted, func(a AbortedTxn) bool {
+		return slices.ContainsFunc(ended, func(e AbortedTxn) bool {
+			return e.ProducerID == a.ProducerID && e.LastOffset == a.LastOffset
+		})
+	})
 }
 
 // firstUnstable is the first offset of the earliest open transaction, -1

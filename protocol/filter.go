@@ -37,6 +37,19 @@ type FilterResult struct {
 // byte. maxInflated bounds the inflation of a compressed batch (see
 // EachRecord). dst is reused for Out when large enough.
 func (b Batch) Filter(dst []byte, maxInflated int, horizon int64, keep func(offset int64, r *Record) bool) (FilterResult, error) {
+	return b.filter(dst, maxInflated, horizon, false, keep)
+}
+
+// StampDeleteHorizon is the batch with every record kept and horizon as
+// its delete horizon, unless it has one already (then Changed is false):
+// the log cleaner's first step in removing a transaction marker whose
+// transaction has no data left (Kafka's containsMarkerForEmptyTxn). The
+// records' timestamp deltas are re-encoded against the horizon.
+func (b Batch) StampDeleteHorizon(dst []byte, maxInflated int, horizon int64) (FilterResult, error) {
+	return b.filter(dst, maxInflated, horizon, true, func(int64, *Record) bool { return true })
+}
+
+func (b Batch) filter(dst []byte, maxInflated int, horizon int64, stamp bool, keep func(offset int64, r *Record) bool) (FilterResult, error) {
 	var res FilterResult
 	base, baseTs := b.BaseOffset(), b.BaseTimestamp()
 	var kept []byte
@@ -57,7 +70,7 @@ func (b Batch) Filter(dst []byte, maxInflated int, horizon int64, keep func(offs
 	if err != nil {
 		return res, err
 	}
-	setHorizon := horizon >= 0 && res.Tombstones > 0 && !b.HasDeleteHorizon()
+	setHorizon := horizon >= 0 && (res.Tombstones > 0 || stamp) && !b.HasDeleteHorizon()
 	if res.Dropped == 0 && !setHorizon {
 		return res, nil
 	}

@@ -128,6 +128,24 @@ func TestFilter(t *testing.T) {
 			if err != nil || res.Changed || res.Out != nil {
 				t.Fatalf("keep all: %+v %v", res, err)
 			}
+
+			// StampDeleteHorizon (a marker's first step): every record
+			// kept, the horizon set though no tombstone is; a batch that
+			// has one already is left alone.
+			res, err = b.StampDeleteHorizon(nil, 1<<20, 90_000)
+			if err != nil || !res.Changed || res.Kept != 10 {
+				t.Fatalf("stamp: %+v %v", res, err)
+			}
+			out = Batch(res.Out)
+			if !out.HasDeleteHorizon() || out.BaseTimestamp() != 90_000 || !out.CRCValid() {
+				t.Fatalf("stamped horizon: %v %d", out.HasDeleteHorizon(), out.BaseTimestamp())
+			}
+			if got := clientRecords(t, out); fmt.Sprint(got) != fmt.Sprint(all) {
+				t.Fatalf("stamped batch holds %v, want %v", got, all)
+			}
+			if res, err := out.StampDeleteHorizon(nil, 1<<20, 95_000); err != nil || res.Changed {
+				t.Fatalf("stamping a stamped batch: %+v %v", res, err)
+			}
 		})
 	}
 }

@@ -312,7 +312,9 @@
 // producer table stay valid, and Entries serves the cleaned batch to a
 // follower that needs an older entry, which then holds the same survivors.
 // Entries still in the entry cache go out as they were appended; the
-// receiver's own cleaner compacts them. Each replica cleans itself.
+// receiver's own cleaner compacts them. Each replica cleans itself,
+// aborted transactions' records and spent transaction markers included
+// (their headers stay too).
 // Fetch (log.Log.ReadRange) leaves the emptied batches out: a response
 // stops before one and the consumer's next fetch starts past it.
 //

@@ -53,6 +53,10 @@ type opts struct {
 	version     string
 	w5Groups    bool
 	profileWls  string
+	compaction  bool
+	compRecords int64
+	compKeys    int64
+	compCodecs  string
 }
 
 // durability names a matched pair of settings.
@@ -134,6 +138,10 @@ func main() {
 	flag.StringVar(&o.version, "sluice-version", "", "Sluice version shown in the report (default: git describe)")
 	flag.BoolVar(&o.w5Groups, "w5-groups", true, "W5's readers join consumer groups (one each); false: they consume partitions directly")
 	flag.BoolVar(&o.quiet, "quiet", false, "no generator progress lines")
+	flag.BoolVar(&o.compaction, "compaction", false, "instead of the workloads, compare the log cleaners (make bench-compaction) and write its section of -out")
+	flag.Int64Var(&o.compRecords, "compaction-records", 262144, "records of 1 KiB written before the clean (-compaction)")
+	flag.Int64Var(&o.compKeys, "compaction-keys", 32768, "key cardinality of those records (-compaction)")
+	flag.StringVar(&o.compCodecs, "compaction-codecs", "none,lz4", "producer compression codecs, one comparison each (-compaction)")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -180,6 +188,9 @@ func mainErr(o *opts) error {
 	}
 	if o.profileDir != "" {
 		return profile(o)
+	}
+	if o.compaction {
+		return compaction(o)
 	}
 	if o.pairs < 1 {
 		return errors.New("-pairs must be at least 1")
@@ -254,7 +265,7 @@ func mainErr(o *opts) error {
 	}
 	m.Elapsed = time.Since(started)
 	m.Failures = failures
-	rep := report(o, m, wls, results)
+	rep := withSection(report(o, m, wls, results), compactionSection(o.out))
 	if err := os.WriteFile(o.out, []byte(rep), 0o644); err != nil {
 		return err
 	}
@@ -569,7 +580,9 @@ func (b *broker) stop() {
 	os.RemoveAll(b.dir)
 }
 
-func startBroker(o *opts, kind string, d durability) (*broker, error) {
+// startBroker starts a broker of kind (sluice or kafka) with durability d
+// and the broker settings extra (key=value, the same name on both).
+func startBroker(o *opts, kind string, d durability, extra ...string) (*broker, error) {
 	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-"+kind+"-")
 	if err != nil {
 		return nil, err
@@ -605,6 +618,9 @@ func startBroker(o *opts, kind string, d durability) (*broker, error) {
 		} else {
 			args = append(args, "--set", "log.fsync=group")
 		}
+		for _, kv := range extra {
+			args = append(args, "--set", kv)
+		}
 		b.cmd = exec.Command("taskset", args...)
 	case "kafka":
 		cport, err := freePort()
@@ -630,6 +646,9 @@ group.initial.rebalance.delay.ms=0
 `, cport, b.addr, cport, b.addr, filepath.Join(dir, "data"))
 		if d == durable {
 			props += "log.flush.interval.messages=1\n"
+		}
+		for _, kv := range extra {
+			props += kv + "\n"
 		}
 		pf := filepath.Join(dir, "server.properties")
 		lf := filepath.Join(dir, "log4j2.properties")
@@ -696,6 +715,10 @@ appender.stdout.type = Console
 appender.stdout.name = STDOUT
 appender.stdout.layout.type = PatternLayout
 appender.stdout.layout.pattern = [%d] %p %m (%c)%n
+logger.cleaner.name = org.apache.kafka.storage.internals.log.LogCleaner
+logger.cleaner.level = INFO
+logger.cleanerthread.name = org.apache.kafka.storage.internals.log.LogCleaner$CleanerThread
+logger.cleanerthread.level = INFO
 `
 
 func clusterID() string {

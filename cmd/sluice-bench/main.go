@@ -32,6 +32,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strings"
@@ -48,14 +49,18 @@ import (
 )
 
 type config struct {
-	Brokers        string        `json:"brokers"`
-	Topic          string        `json:"topic"`
-	Partitions     int           `json:"partitions"`
-	Replication    int           `json:"replication"`
-	RecordSize     int           `json:"record_size"`
-	Acks           string        `json:"acks"`
-	Idempotent     bool          `json:"idempotent"`
-	Compression    string        `json:"compression"`
+	Brokers     string `json:"brokers"`
+	Topic       string `json:"topic"`
+	Partitions  int    `json:"partitions"`
+	Replication int    `json:"replication"`
+	RecordSize  int    `json:"record_size"`
+	Acks        string `json:"acks"`
+	Idempotent  bool   `json:"idempotent"`
+	Compression string `json:"compression"`
+	// Keys > 0 gives every record a key, one of Keys in a fixed order
+	// (keyFor), and values half pseudo-random, half zeros, so that
+	// compaction and compression have the same work on every broker.
+	Keys           int64         `json:"keys,omitempty"`
 	Linger         time.Duration `json:"linger_ns"`
 	Producers      int           `json:"producers"`
 	Consumers      int           `json:"consumers"`
@@ -107,6 +112,7 @@ func main() {
 	fs.IntVar(&c.Partitions, "partitions", 8, "partitions of the topic")
 	fs.IntVar(&c.Replication, "replication", 1, "replication factor of the topic")
 	fs.IntVar(&c.RecordSize, "record-size", 1024, "record value size in bytes (>= 16: the send and the scheduled time)")
+	fs.Int64Var(&c.Keys, "keys", 0, "key cardinality: records get keys k000000000.. in a fixed order and half-random values (0 = no keys, zero-filled values)")
 	fs.StringVar(&c.Acks, "acks", "all", "all, 1 or 0")
 	fs.BoolVar(&c.Idempotent, "idempotent", true, "idempotent producer (needs acks=all)")
 	fs.StringVar(&c.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
@@ -403,7 +409,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 		}
 		pool.Put(r.Value) //nolint:staticcheck // a slice header is fine here
 	}
-	var budget atomic.Int64
+	var budget, seq atomic.Int64
 	budget.Store(c.Records)
 	perRate := c.Rate / float64(c.Producers)
 	for _, cl := range clients {
@@ -437,7 +443,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 				}
 				binary.LittleEndian.PutUint64(v, uint64(sent))
 				binary.LittleEndian.PutUint64(v[8:], uint64(sched))
-				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, promise)
+				n := seq.Add(1) - 1
+				fillValue(c, v, n)
+				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Key: keyFor(c, n), Value: v}, promise)
 				i++
 			}
 		}(cl)
@@ -559,6 +567,39 @@ func run(ctx context.Context, c *config) (*result, error) {
 		return res, fmt.Errorf("consumers read %d fewer records than acknowledged within -drain", cs.Missing)
 	}
 	return res, nil
+}
+
+// keyFor is the key of the n-th record sent (nil without -keys): n times
+// a large prime modulo the cardinality, so every key recurs in the same
+// scattered order on every run and broker.
+func keyFor(c *config, n int64) []byte {
+	if c.Keys <= 0 {
+		return nil
+	}
+	return fmt.Appendf(nil, "k%09d", (n*2654435761)%c.Keys)
+}
+
+// noise is 1 MiB of pseudo-random bytes (a fixed seed): with -keys each
+// value takes its first half after the timestamps from it, at a place
+// set by the record's number, so values compress about 2:1 on every
+// broker alike and no two records of a batch repeat each other.
+var noise = func() []byte {
+	r := rand.New(rand.NewPCG(1, 7))
+	b := make([]byte, 1<<20)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}()
+
+// fillValue writes the n-th record's noise into v (with -keys).
+func fillValue(c *config, v []byte, n int64) {
+	if c.Keys <= 0 || len(v) <= 16 {
+		return
+	}
+	half := v[16 : 16+min((len(v)-16)/2, len(noise)/2)]
+	at := (n * 7919) % int64(len(noise)-len(half))
+	copy(half, noise[at:])
 }
 
 // sentAt reads the send time from a record value; bytes 8-16 hold the

@@ -18,11 +18,13 @@ import (
 
 // TestClusterCompaction: a topic with cleanup.policy=compact and small
 // segments on the 3 meta + 3 write + 2 read cluster. Keyed records are
-// produced in rounds (some keys end with a tombstone), then records of
+// produced in rounds (some keys end with a tombstone; a transaction is
+// aborted, another committed), then records of
 // fresh keys push the rounds out of the active segment; every replica,
 // the three raft voters and both read brokers (learners), cleans its own
 // copy, and each is then read with Fetch from that broker alone until it
-// holds exactly the latest record of every key at the key's offset. One
+// holds exactly the latest record of every key at the key's offset, none
+// of the aborted transaction's. One
 // read broker is down meanwhile and catches up afterwards from its
 // leader's cleaned log. A record without a key is refused with
 // INVALID_RECORD.
@@ -78,6 +80,34 @@ func TestClusterCompaction(t *testing.T) {
 			produce(fmt.Sprintf("k%02d", k), &v)
 		}
 	}
+	// Transactions: the cleaner removes an aborted one's records (a new
+	// key and a later value of k01, which must not supersede k01's
+	// committed one) and keeps a committed one's.
+	txp, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.TransactionalID("compaction-test"), kgo.ProducerBatchCompression(kgo.NoCompression()), kgo.ProducerLinger(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer txp.Close()
+	for _, commit := range []bool{false, true} {
+		if err := txp.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		recs := []*kgo.Record{{Key: []byte("txn-aborted"), Value: []byte("aborted")}, {Key: []byte("k01"), Value: []byte("aborted")}}
+		if commit {
+			recs = []*kgo.Record{{Key: []byte("txn-committed"), Value: []byte("committed")}}
+		}
+		if err := txp.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("transactional produce: %v", err)
+		}
+		if err := txp.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatalf("ending the transaction: %v", err)
+		}
+		if commit {
+			v := "committed"
+			want["txn-committed"] = latest{recs[0].Offset, &v}
+		}
+	}
 	for k := 0; k < keys; k += 10 {
 		produce(fmt.Sprintf("k%02d", k), nil) // tombstones, kept for delete.retention.ms (a day)
 	}
@@ -97,7 +127,7 @@ func TestClusterCompaction(t *testing.T) {
 		t.Fatal(err)
 	}
 	id := md.Topics[topic].ID
-	total := rounds*keys + keys/10 + pad
+	total := rounds*keys + 3 + keys/10 + pad
 	check := func(name, addr string) {
 		cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
 		if err != nil {
