@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/crc32"
 	"testing"
 	"time"
@@ -22,7 +23,8 @@ func txnBatch(producerID int64, epoch int16, firstSeq int32, values ...string) [
 // TestTransactionsVerifyPartitions: KIP-890 part 1 at the partition
 // leader. A transactional batch for a partition the producer did not add
 // to its transaction, or one that arrives after its transaction ended (a
-// late retry), is refused with INVALID_TXN_STATE and opens no transaction
+// late retry), is refused with INVALID_TXN_STATE (Produce up to v10) or
+// TRANSACTION_ABORTABLE (v11, KIP-1050), as Kafka answers, and opens no transaction
 // in the partition: the last stable offset stays at the high watermark.
 // A transactional batch without a transactional id in the request is
 // refused too.
@@ -33,7 +35,6 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 	defer cancel()
 	createTopic(ctx, t, newAdmin(t, b.KafkaAddr), topic, 1, nil)
 	c := dialRaw(t, b.KafkaAddr)
-	const pv = 9
 	ip := kmsg.NewPtrInitProducerIDRequest()
 	ip.TransactionalID, ip.TransactionTimeoutMillis = kmsg.StringPtr(id), 30_000
 	ip.Version = 4
@@ -46,7 +47,7 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 		t.Fatalf("InitProducerId: %v", kerr.ErrorForCode(ir.ErrorCode))
 	}
 	pid, epoch := ir.ProducerID, ir.ProducerEpoch
-	produce := func(what string, seq int32, txnID *string, want int16) {
+	produce := func(what string, pv int16, seq int32, txnID *string, want int16) {
 		t.Helper()
 		req := kmsg.NewPtrProduceRequest()
 		req.Version, req.Acks, req.TimeoutMillis, req.TransactionID = pv, -1, 10_000, txnID
@@ -87,7 +88,17 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 		return -1
 	}
 
-	produce("before AddPartitionsToTxn", 0, kmsg.StringPtr(id), kerr.InvalidTxnState.Code)
+	// Kafka's codes by version (KIP-1050): TRANSACTION_ABORTABLE from
+	// v11, INVALID_TXN_STATE for the clients before it.
+	notInTxn := func(v int16) int16 {
+		if v >= 11 {
+			return kerr.TransactionAbortable.Code
+		}
+		return kerr.InvalidTxnState.Code
+	}
+	for v := int16(9); v <= 11; v++ {
+		produce(fmt.Sprintf("v%d before AddPartitionsToTxn", v), v, 0, kmsg.StringPtr(id), notInTxn(v))
+	}
 	stable("after a batch for a partition not in the transaction")
 	ap := kmsg.NewPtrAddPartitionsToTxnRequest()
 	ap.TransactionalID, ap.ProducerID, ap.ProducerEpoch = id, pid, epoch
@@ -95,15 +106,17 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 	if code := txnReq(ap, 3); code != 0 {
 		t.Fatalf("AddPartitionsToTxn: %v", kerr.ErrorForCode(code))
 	}
-	produce("without a transactional id", 0, nil, kerr.InvalidTxnState.Code)
-	produce("in the transaction", 0, kmsg.StringPtr(id), 0)
-	produce("second batch of the transaction", 1, kmsg.StringPtr(id), 0)
+	produce("without a transactional id", 9, 0, nil, kerr.InvalidTxnState.Code)
+	produce("in the transaction", 9, 0, kmsg.StringPtr(id), 0)
+	produce("second batch of the transaction", 9, 1, kmsg.StringPtr(id), 0)
 	et := kmsg.NewPtrEndTxnRequest()
 	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = id, pid, epoch, true
 	if code := txnReq(et, 3); code != 0 {
 		t.Fatalf("EndTxn: %v", kerr.ErrorForCode(code))
 	}
 	stable("after the commit")
-	produce("late batch after the commit", 2, kmsg.StringPtr(id), kerr.InvalidTxnState.Code)
+	for v := int16(9); v <= 11; v++ {
+		produce(fmt.Sprintf("v%d late batch after the commit", v), v, 2, kmsg.StringPtr(id), notInTxn(v))
+	}
 	stable("after a late batch")
 }

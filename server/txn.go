@@ -264,13 +264,35 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 	} else {
 		code = txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(), tps)
 	}
+	return verifyError(code, *txnID, implicit, version)
+}
+
+// verifyError turns the code of a verification into Produce's answer, as
+// Kafka's AddPartitionsToTxnManager and ReplicaManager do (KIP-890 part 1,
+// KIP-1050): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; the retriable
+// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and
+// COORDINATOR_LOAD_IN_PROGRESS are NOT_ENOUGH_REPLICAS (which older
+// clients retry without a metadata refresh); TRANSACTION_ABORTABLE (the
+// partition is not in the transaction) stays so from Produce v11, the
+// first version whose clients handle it, and is INVALID_TXN_STATE below;
+// INVALID_PRODUCER_ID_MAPPING and the rest pass as they are. An implicit
+// add (v12+) that fails otherwise is INVALID_TXN_STATE.
+func verifyError(code int16, txnID string, implicit bool, version int16) error {
 	switch code {
 	case 0:
 		return nil
 	case kerr.ProducerFenced.Code:
-		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, *txnID)
-	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
+		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, txnID)
+	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code,
+		kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
 		return errTxnVerifyUnavailable
+	case kerr.TransactionAbortable.Code:
+		if version < 11 {
+			return fmt.Errorf("%w: not in transactional id %q's ongoing transaction", errTxnNotVerified, txnID)
+		}
 	}
-	return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
+	if implicit {
+		return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
+	}
+	return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.ErrorForCode(code))
 }
