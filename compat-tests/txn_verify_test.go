@@ -27,7 +27,9 @@ func txnBatch(producerID int64, epoch int16, firstSeq int32, values ...string) [
 // TRANSACTION_ABORTABLE (v11, KIP-1050), as Kafka answers, and opens no transaction
 // in the partition: the last stable offset stays at the high watermark.
 // A transactional batch without a transactional id in the request is
-// refused too.
+// refused too. A marker from a fenced coordinator (a lower coordinator
+// epoch) or, with transaction version 2, at the producer's own epoch does
+// not end the producer's open transaction.
 func TestTransactionsVerifyPartitions(t *testing.T) {
 	const topic, id = "txn-verify", "verify-txn"
 	b := startBroker(t)
@@ -119,4 +121,63 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 		produce(fmt.Sprintf("v%d late batch after the commit", v), v, 2, kmsg.StringPtr(id), notInTxn(v))
 	}
 	stable("after a late batch")
+
+	// A zombie coordinator's marker (Kafka's appendEndTxnMarker): the
+	// commit above left the coordinator epoch of its marker with the
+	// producer's state in the partition. The next transaction opens; a
+	// COMMIT with a lower coordinator epoch is refused with
+	// TRANSACTION_COORDINATOR_FENCED and does not end it, nor does a
+	// transaction version 2 marker at the producer's own epoch (answered
+	// as written: a newer marker ended that epoch's transaction).
+	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	if code := txnReq(ap, 3); code != 0 {
+		t.Fatalf("AddPartitionsToTxn for the second transaction: %v", kerr.ErrorForCode(code))
+	}
+	produce("second transaction", 9, 2, kmsg.StringPtr(id), 0)
+	open := func(when string) {
+		t.Helper()
+		cl := newClient(t, b.KafkaAddr)
+		if hw, lso := listEnd(ctx, t, cl, topic, 0), listEnd(ctx, t, cl, topic, 1); lso >= hw {
+			t.Errorf("%s: last stable offset %d, high watermark %d: the open transaction was ended", when, lso, hw)
+		}
+	}
+	dp := kmsg.NewPtrDescribeProducersRequest()
+	dp.Topics = []kmsg.DescribeProducersRequestTopic{{Topic: topic, Partitions: []int32{0}}}
+	dresp, err := c.roundTrip(dp, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordEpoch := int32(-1)
+	for _, ap := range dresp.(*kmsg.DescribeProducersResponse).Topics[0].Partitions[0].ActiveProducers {
+		if ap.ProducerID == pid {
+			coordEpoch = ap.CoordinatorEpoch
+		}
+	}
+	if coordEpoch <= 0 {
+		t.Fatalf("DescribeProducers: coordinator epoch %d for the producer after its commit, want the marker's (> 0)", coordEpoch)
+	}
+	marker := func(what string, v int16, ep int16, ce int32, tv int8, want int16) {
+		t.Helper()
+		wm := kmsg.NewPtrWriteTxnMarkersRequest()
+		wm.SetVersion(v)
+		wm.Markers = []kmsg.WriteTxnMarkersRequestMarker{{ProducerID: pid, ProducerEpoch: ep, Committed: true, CoordinatorEpoch: ce, TransactionVersion: tv,
+			Topics: []kmsg.WriteTxnMarkersRequestMarkerTopic{{Topic: topic, Partitions: []int32{0}}}}}
+		resp, err := c.roundTrip(wm, v)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if got := resp.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode; got != want {
+			t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
+		}
+		open("after " + what)
+	}
+	for v := int16(0); v <= 2; v++ {
+		marker(fmt.Sprintf("v%d COMMIT of coordinator epoch %d", v, coordEpoch-1), v, epoch, coordEpoch-1, 0, kerr.TransactionCoordinatorFenced.Code)
+	}
+	marker("v2 COMMIT of transaction version 2 at the producer's epoch", 2, epoch, coordEpoch+1_000_000, 2, 0)
+	et.Commit = false
+	if code := txnReq(et, 3); code != 0 {
+		t.Fatalf("EndTxn abort of the second transaction: %v", kerr.ErrorForCode(code))
+	}
+	stable("after the coordinator's abort")
 }

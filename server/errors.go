@@ -50,6 +50,8 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, log.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, log.ErrCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, errMessageTooLarge), errors.Is(err, protocol.ErrRecordsTooLarge):
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, errInvalidTimestamp):

@@ -87,10 +87,12 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		if !ok || int(tp.Partition) >= len(t.Partitions) {
 			continue
 		}
-		wait, err := s.proposeMarker(t, tp.Partition, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch)
+		wait, err := s.proposeMarker(t, tp.Partition, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch, m.TxnVersion)
 		switch {
 		case err == nil:
 			waits = append(waits, pending{tp, wait})
+		case errors.Is(err, log.ErrCoordinatorFenced):
+			s.markerFenced(tp.Topic, tp.Partition, m, err)
 		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
@@ -114,7 +116,10 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		})
 	}
 	for _, w := range waits {
-		if err := w.wait(ctx); err != nil {
+		switch err := w.wait(ctx); {
+		case errors.Is(err, log.ErrCoordinatorFenced):
+			s.markerFenced(w.tp.Topic, w.tp.Partition, m, err)
+		case err != nil:
 			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
 		}
 	}
@@ -125,11 +130,26 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 	return nil
 }
 
+// markerFenced: a partition refused a marker for its coordinator epoch
+// (TRANSACTION_COORDINATOR_FENCED): the producer's markers there come
+// from a later decision, so this one is stale, and the coordinator stops
+// sending it, as Kafka's TransactionMarkerRequestCompletionHandler does
+// (its state write then fails on the metastore version, if another
+// broker moved the transaction on).
+func (s *Server) markerFenced(topic string, partition int32, m txn.Marker, err error) {
+	s.log.Info().Str("topic", topic).Int32("partition", partition).Int64("producer_id", m.ProducerID).
+		Int32("coordinator_epoch", m.CoordinatorEpoch).Err(err).Msg("transaction marker fenced by a later coordinator epoch; not sent again")
+}
+
 // proposeMarker appends (proposes, on a raft partition) a marker to a
 // partition this broker leads; wait returns once it is committed. A
 // marker whose epoch the partition has seen bumped past is done: a newer
-// one fenced it, as Kafka's coordinator treats it.
-func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32) (wait func(context.Context) error, err error) {
+// one fenced it, as Kafka's coordinator treats it. One whose coordinator
+// epoch is below the producer's last marker's there fails with
+// log.ErrCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED). txnVersion
+// is the transaction's version (WriteTxnMarkers v2): with 2 the marker's
+// epoch must be above the producer's (log.CheckMarker).
+func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32, txnVersion int8) (wait func(context.Context) error, err error) {
 	p, err := s.partition(t, idx)
 	if err != nil {
 		return nil, err
@@ -144,7 +164,7 @@ func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch in
 	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	prop, err := p.Propose(b, replica.AcksAll)
+	prop, err := p.ProposeMarker(b, txnVersion, replica.AcksAll)
 	if err != nil {
 		if err = fenced(err); err != nil {
 			return nil, err
@@ -180,6 +200,10 @@ func (s *Server) sendMarkers(ctx context.Context, leader int32, mk txn.Marker, t
 	for _, rm := range resp.Markers {
 		for _, rt := range rm.Topics {
 			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == kerr.TransactionCoordinatorFenced.Code {
+					s.markerFenced(rt.Topic, rp.Partition, mk, kerr.TransactionCoordinatorFenced)
+					continue
+				}
 				if rp.ErrorCode != 0 && rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 					return fmt.Errorf("%s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
 				}
