@@ -137,6 +137,11 @@ func FuzzControlType(f *testing.F) {
 	f.Add([]byte(TxnMarkerBatch(9, 3, false, 7, 1700000000000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		typ, err := ControlType(b)
+		// EndTxnMarker reads the same type, and a coordinator epoch from
+		// whatever follows the key without reading past b.
+		if typ2, _, err2 := EndTxnMarker(b); (err == nil) != (err2 == nil) || typ2 != typ {
+			t.Fatalf("EndTxnMarker = %d, %v; ControlType = %d, %v", typ2, err2, typ, err)
+		}
 		if err != nil {
 			return
 		}
