@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,13 +13,16 @@ import (
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
-// TestFranzGoMatrixNearMax is the franz-go cell of near-max-message-bytes,
-// the one matrix scenario no other franz-go test exercises: a 99,000-byte
-// record to a topic with max.message.bytes=100000, produced with kgo's
-// defaults (idempotent, acks=all), is stored at offset 0 and read back
-// byte for byte. The other franz-go cells come from the tests listed in
-// compat-tests/cmd/compatmatrix.
-func TestFranzGoMatrixNearMax(t *testing.T) {
+// TestFranzGoMatrix records the franz-go cells no other franz-go test
+// exercises as the matrix states them. near-max-message-bytes: a
+// 99,000-byte record to a topic with max.message.bytes=100000, produced
+// with kgo's defaults (idempotent, acks=all), is stored at offset 0 and
+// read back byte for byte. txn-commit-abort: kgo's transactional producer
+// commits c-0..c-4, aborts a-0..a-4 and commits c-5..c-9, and a
+// read_committed consumer reads exactly c-0..c-9 (the transaction tests,
+// txn_*_test.go, go further). The other franz-go cells come from the
+// tests listed in compat-tests/cmd/compatmatrix.
+func TestFranzGoMatrix(t *testing.T) {
 	t.Parallel()
 	b := harness.Start(t, autoCreateOff())
 	const topic = "fg-big"
@@ -26,6 +30,7 @@ func TestFranzGoMatrixNearMax(t *testing.T) {
 	defer cancel()
 	mmb := "100000"
 	createTopic(ctx, t, newAdmin(t, b.KafkaAddr), topic, 1, map[string]*string{"max.message.bytes": &mmb})
+	prepareTxn(t, b.KafkaAddr, "fg")
 	r := &toolRun{res: map[string]scenarioResult{}}
 	r.do("near-max-message-bytes", func() error {
 		v := strings.Repeat("n", 99_000)
@@ -58,4 +63,48 @@ func TestFranzGoMatrixNearMax(t *testing.T) {
 		}
 	})
 	recordResults(t, "franz-go", []string{"near-max-message-bytes"}, r.res, nil)
+
+	r = &toolRun{res: map[string]scenarioResult{}}
+	r.do("txn-commit-abort", func() error {
+		const txnTopic = "fg-txn"
+		cl := newClient(t, b.KafkaAddr, kgo.TransactionalID(txnTopic+"-tid"), kgo.DefaultProduceTopic(txnTopic))
+		var want []string
+		for i, commit := range []bool{true, false, true} {
+			if err := cl.BeginTransaction(); err != nil {
+				return fmt.Errorf("BeginTransaction: %w", err)
+			}
+			var rs []*kgo.Record
+			for j := range 5 {
+				v := fmt.Sprintf("c-%d", 5*(i/2)+j)
+				if !commit {
+					v = fmt.Sprintf("a-%d", j)
+				} else {
+					want = append(want, v)
+				}
+				rs = append(rs, &kgo.Record{Value: []byte(v)})
+			}
+			if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+				return fmt.Errorf("transaction %d: %w", i, err)
+			}
+			if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+				return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+			}
+		}
+		rd := newClient(t, b.KafkaAddr, kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{txnTopic: {0: kgo.NewOffset().AtStart()}}))
+		pctx, pcancel := context.WithTimeout(ctx, 20*time.Second)
+		defer pcancel()
+		var got []string
+		for len(got) < len(want) && pctx.Err() == nil {
+			fs := rd.PollFetches(pctx)
+			for _, r := range fs.Records() {
+				got = append(got, string(r.Value))
+			}
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("read_committed read %q, want c-0..c-9", got)
+		}
+		return nil
+	})
+	recordResults(t, "franz-go", txnScenarios, r.res, checkTxn(t, b.KafkaAddr, "fg"))
 }

@@ -9,7 +9,7 @@ import (
 
 const javaClient = "java-client"
 
-// TestJavaMatrix runs the basic, admin and group scenarios of the matrix
+// TestJavaMatrix runs the basic, transaction, admin and group scenarios of the matrix
 // with the Java client library (kafka-clients 4.4.0: KafkaProducer,
 // KafkaConsumer with the classic group protocol, Admin) in one JVM
 // (dev.sluice.compat.Matrix in compat-tests/java), so the column costs one
@@ -29,6 +29,7 @@ func TestJavaMatrix(t *testing.T) {
 	const p = "jc"
 	prepareBasic(t, b.KafkaAddr, p)
 	prepareGroup(t, b.KafkaAddr, p)
+	prepareTxn(t, b.KafkaAddr, p)
 	// The classpath goes in a java @argfile so that the logged command
 	// line stays readable.
 	res, _ := runScenarios(t, 4*time.Minute, ".", "java", jvm(cp, "dev.sluice.compat.Matrix", b.KafkaAddr, p)...)
@@ -36,6 +37,7 @@ func TestJavaMatrix(t *testing.T) {
 	// The version line was logged with the basic group; the other groups
 	// share the process.
 	delete(res, "\x00version")
+	recordResults(t, javaClient, txnScenarios, res, checkTxn(t, b.KafkaAddr, p))
 	recordResults(t, javaClient, adminScenarios, res, nil)
 	recordResults(t, javaClient, groupScenarios, res, nil)
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,18 +14,20 @@ import (
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
-// TestKcatMatrix runs the basic scenarios of the matrix with kcat 1.7.1
-// (librdkafka 2.0.2), one kcat process per step. kcat has no admin
-// commands; its groups are covered by groups_kcat_test.go.
+// TestKcatMatrix runs the basic scenarios and txn-commit-abort of the
+// matrix with kcat 1.7.1 (librdkafka 2.0.2), one kcat process per step.
+// kcat has no admin commands; its groups are covered by
+// groups_kcat_test.go.
 func TestKcatMatrix(t *testing.T) {
 	t.Parallel()
 	const client = "kcat"
 	_, err := exec.LookPath("kcat")
-	requireToolMatrix(t, client, basicScenarios, err == nil, "kcat")
+	requireToolMatrix(t, client, slices.Concat(basicScenarios, txnScenarios), err == nil, "kcat")
 	b := harness.Start(t, autoCreateOff())
 	addr := b.KafkaAddr
 	const p = "kc"
 	prepareBasic(t, addr, p)
+	prepareTxn(t, addr, p)
 	run := func(stdin string, args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 		defer cancel()
@@ -189,4 +193,95 @@ func TestKcatMatrix(t *testing.T) {
 		return nil
 	})
 	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
+
+	// txn-commit-abort: kcat -P with transactional.id sends everything it
+	// reads in one transaction, committed when its input ends; one it is
+	// interrupted in (SIGINT) is left open, and the next kcat with the
+	// same transactional.id aborts it (its InitProducerId fences the
+	// interrupted producer, as in Kafka). The run is interrupted once the
+	// broker holds its five records (the high watermark says so), so they
+	// are in the log when the ABORT marker follows them.
+	r = &toolRun{res: map[string]scenarioResult{}}
+	r.do("txn-commit-abort", func() error {
+		topic := p + "-txn"
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		txnArgs := []string{"-P", "-t", topic, "-p", "0", "-X", "transactional.id=" + topic + "-tid"}
+		commit := func(from int) error {
+			var in strings.Builder
+			for i := from; i < from+5; i++ {
+				fmt.Fprintf(&in, "c-%d\n", i)
+			}
+			_, stderr, err := run(in.String(), txnArgs...)
+			if err == nil && strings.Contains(stderr, "ERROR") {
+				err = fmt.Errorf("%s", tail(stderr, 300))
+			}
+			return err
+		}
+		if err := commit(0); err != nil {
+			return fmt.Errorf("committed transaction: %w", err)
+		}
+		cl := newClient(t, addr)
+		waitEnd := func(what string, isolation int8, want int64) error {
+			for listEnd(ctx, t, cl, topic, isolation) != want {
+				if ctx.Err() != nil {
+					return fmt.Errorf("%s: end offset (isolation %d) not %d in time", what, isolation, want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil
+		}
+		// 5 records and the COMMIT marker: offsets 0-5.
+		if err := waitEnd("after the commit", 1, 6); err != nil {
+			return err
+		}
+		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-b", addr}, txnArgs...)...)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return err
+		}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		// kcat reads its input in large blocks: a line without an end
+		// after the records fills the block, so the five are sent now,
+		// and it is never sent itself (the interrupt comes first).
+		fmt.Fprint(stdin, "a-0\na-1\na-2\na-3\na-4\n"+strings.Repeat("x", 256<<10))
+		if err := waitEnd("the aborted transaction's records", 0, 11); err != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+			return err
+		}
+		// kcat notes the interrupt once its read of the input returns
+		// (at the end of the input) and exits without ending the
+		// transaction.
+		cmd.Process.Signal(os.Interrupt)
+		stdin.Close()
+		werr := cmd.Wait()
+		t.Logf("kcat %s, interrupted: %v\nstderr (tail): %s", strings.Join(txnArgs, " "), werr, tail(errb.String(), 600))
+		// The next producer of the transactional id aborts the
+		// interrupted transaction (InitProducerId over an ongoing one:
+		// its ABORT marker at 11), then commits c-5..c-9 at 12-16.
+		if err := commit(5); err != nil {
+			return fmt.Errorf("second committed transaction: %w", err)
+		}
+		if err := waitEnd("after the second commit", 1, 18); err != nil {
+			return err
+		}
+		out, stderr, err := run("", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-X", "isolation.level=read_committed", "-f", "%s\n")
+		if err != nil {
+			return fmt.Errorf("kcat -C: %w (%s)", err, tail(stderr, 300))
+		}
+		var want []string
+		for i := range 10 {
+			want = append(want, fmt.Sprintf("c-%d", i))
+		}
+		if got := strings.Fields(out); !slices.Equal(got, want) {
+			return fmt.Errorf("read_committed read %q, want c-0..c-9", got)
+		}
+		return nil
+	})
+	recordResults(t, client, txnScenarios, r.res, checkTxn(t, addr, p))
 }

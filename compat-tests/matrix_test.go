@@ -47,7 +47,10 @@ var (
 		"admin-delete", "error-bad-config",
 	}
 	groupScenarios = []string{"group-commit-resume", "group-rebalance"}
-	codecNames     = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+	// txnScenarios run in the basic group's process of the clients that
+	// have a transactional producer (prepareTxn, checkTxn).
+	txnScenarios = []string{"txn-commit-abort"}
+	codecNames   = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 )
 
 const (
@@ -248,6 +251,64 @@ func checkBasic(t *testing.T, addr, p string) func(string) string {
 	return func(s string) string { return problems[s] }
 }
 
+// prepareTxn creates p-txn (1 partition) for txn-commit-abort: the client
+// writes c-0..c-4 in a committed transaction, a-0..a-4 in an aborted one
+// and c-5..c-9 in a committed one, and reads c-0..c-9 back with a
+// read_committed consumer.
+func prepareTxn(t *testing.T, addr, p string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	createTopic(ctx, t, newAdmin(t, addr), p+"-txn", 1, nil)
+}
+
+// checkTxn checks on the broker what txn-commit-abort wrote: a
+// read_committed franz-go consumer reads exactly c-0..c-9, and a
+// read_uncommitted one also the aborted a-0..a-4 between them (so the
+// abort really wrote records for read_committed to drop), all in
+// transactional batches.
+func checkTxn(t *testing.T, addr, p string) func(string) string {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topic := p + "-txn"
+	var committed, all []string
+	for i := range 10 {
+		committed = append(committed, fmt.Sprintf("c-%d", i))
+	}
+	all = slices.Concat(committed[:5], []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, committed[5:])
+	read := func(isolation kgo.IsolationLevel, n int) ([]string, error) {
+		cl := newClient(t, addr, kgo.FetchIsolationLevel(isolation),
+			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		var got []string
+		for len(got) < n && ctx.Err() == nil {
+			fs := cl.PollFetches(ctx)
+			if err := fs.Err(); err != nil && ctx.Err() == nil {
+				return got, err
+			}
+			for _, r := range fs.Records() {
+				if r.Attrs.IsTransactional() {
+					got = append(got, string(r.Value))
+				} else {
+					got = append(got, "non-transactional "+string(r.Value))
+				}
+			}
+		}
+		return got, nil
+	}
+	problem := ""
+	if got, err := read(kgo.ReadCommitted(), len(committed)); err != nil || !slices.Equal(got, committed) {
+		problem = fmt.Sprintf("read_committed read %q (%v), want c-0..c-9", got, err)
+	} else if got, err := read(kgo.ReadUncommitted(), len(all)); err != nil || !slices.Equal(got, all) {
+		problem = fmt.Sprintf("read_uncommitted read %q (%v), want c-0..c-4, a-0..a-4, c-5..c-9", got, err)
+	}
+	return func(s string) string {
+		if s == "txn-commit-abort" {
+			return problem
+		}
+		return ""
+	}
+}
+
 // prepareGroup creates p-grp with 4 partitions and 10 records in each.
 func prepareGroup(t *testing.T, addr, p string) {
 	t.Helper()
@@ -309,19 +370,23 @@ func allScenarios() []string {
 	all = append(all, basicScenarios...)
 	all = append(all, adminScenarios...)
 	all = append(all, groupScenarios...)
+	all = append(all, txnScenarios...)
 	return all
 }
 
-// runClientScenarios runs the basic, admin and group groups of one external
-// client against one broker (auto-create off, so an unknown topic stays
-// unknown).
+// runClientScenarios runs the basic (with the transaction scenario), admin
+// and group groups of one external client against one broker (auto-create
+// off, so an unknown topic stays unknown).
 func runClientScenarios(t *testing.T, client, prefix, dir string, timeout time.Duration, argv func(group, addr, prefix string) []string) {
 	b := harness.Start(t, autoCreateOff())
 	t.Run("basic", func(t *testing.T) {
 		prepareBasic(t, b.KafkaAddr, prefix)
+		prepareTxn(t, b.KafkaAddr, prefix)
 		a := argv("basic", b.KafkaAddr, prefix)
 		res, _ := runScenarios(t, timeout, dir, a[0], a[1:]...)
 		recordResults(t, client, basicScenarios, res, checkBasic(t, b.KafkaAddr, prefix))
+		delete(res, "\x00version") // recorded with the basic scenarios
+		recordResults(t, client, txnScenarios, res, checkTxn(t, b.KafkaAddr, prefix))
 	})
 	t.Run("admin", func(t *testing.T) {
 		a := argv("admin", b.KafkaAddr, prefix)

@@ -16,10 +16,10 @@ import (
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
-// TestSaramaMatrix runs the basic and admin scenarios of the matrix with
-// IBM/sarama (protocol version 2.8, in-process), and group-rebalance with
-// its ConsumerGroup; group-commit-resume is covered by
-// groups_sarama_test.go.
+// TestSaramaMatrix runs the basic, transaction and admin scenarios of the
+// matrix with IBM/sarama (protocol version 2.8, in-process), and
+// group-rebalance with its ConsumerGroup; group-commit-resume is covered
+// by groups_sarama_test.go.
 func TestSaramaMatrix(t *testing.T) {
 	t.Parallel()
 	const client = "sarama"
@@ -27,6 +27,7 @@ func TestSaramaMatrix(t *testing.T) {
 	addr := b.KafkaAddr
 	const p = "sa"
 	prepareBasic(t, addr, p)
+	prepareTxn(t, addr, p)
 	config := func() *sarama.Config {
 		cfg := sarama.NewConfig()
 		cfg.Version = sarama.V2_8_0_0
@@ -54,8 +55,8 @@ func TestSaramaMatrix(t *testing.T) {
 		defer pr.Close()
 		return pr.SendMessages(msgs)
 	}
-	consume := func(topic string, offset int64, n int) ([]*sarama.ConsumerMessage, error) {
-		c, err := sarama.NewConsumer([]string{addr}, config())
+	consumeWith := func(cfg *sarama.Config, topic string, offset int64, n int) ([]*sarama.ConsumerMessage, error) {
+		c, err := sarama.NewConsumer([]string{addr}, cfg)
 		if err != nil {
 			return nil, err
 		}
@@ -78,6 +79,9 @@ func TestSaramaMatrix(t *testing.T) {
 			}
 		}
 		return out, nil
+	}
+	consume := func(topic string, offset int64, n int) ([]*sarama.ConsumerMessage, error) {
+		return consumeWith(config(), topic, offset, n)
 	}
 	r := &toolRun{res: map[string]scenarioResult{}}
 	r.do("bootstrap-metadata", func() error {
@@ -229,6 +233,65 @@ func TestSaramaMatrix(t *testing.T) {
 		return nil
 	})
 	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
+
+	// txn-commit-abort: sarama's transactional producer (1.37+:
+	// Producer.Transaction.ID, idempotent, one request in flight), a
+	// transaction of c-0..c-4 committed, one of a-0..a-4 aborted, one of
+	// c-5..c-9 committed; its consumer with ReadCommitted reads exactly
+	// c-0..c-9.
+	r = &toolRun{res: map[string]scenarioResult{}}
+	r.do("txn-commit-abort", func() error {
+		topic := p + "-txn"
+		cfg := config()
+		cfg.Producer.Idempotent = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Net.MaxOpenRequests = 1
+		cfg.Producer.Transaction.ID = topic + "-tid"
+		pr, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		var want []string
+		for i, commit := range []bool{true, false, true} {
+			if err := pr.BeginTxn(); err != nil {
+				return fmt.Errorf("BeginTxn: %w", err)
+			}
+			var msgs []*sarama.ProducerMessage
+			for j := range 5 {
+				v := fmt.Sprintf("c-%d", 5*(i/2)+j)
+				if !commit {
+					v = fmt.Sprintf("a-%d", j)
+				} else {
+					want = append(want, v)
+				}
+				msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder(v)})
+			}
+			if err := pr.SendMessages(msgs); err != nil {
+				return fmt.Errorf("transaction %d: %w", i, err)
+			}
+			if commit {
+				err = pr.CommitTxn()
+			} else {
+				err = pr.AbortTxn()
+			}
+			if err != nil {
+				return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+			}
+		}
+		rc := config()
+		rc.Consumer.IsolationLevel = sarama.ReadCommitted
+		got, err := consumeWith(rc, topic, sarama.OffsetOldest, len(want))
+		var vals []string
+		for _, m := range got {
+			vals = append(vals, string(m.Value))
+		}
+		if err != nil || !slices.Equal(vals, want) {
+			return fmt.Errorf("read_committed read %q (%v), want c-0..c-9", vals, err)
+		}
+		return nil
+	})
+	recordResults(t, client, txnScenarios, r.res, checkTxn(t, addr, p))
 
 	r = &toolRun{res: map[string]scenarioResult{}}
 	tp := p + "-adm"

@@ -245,12 +245,15 @@ only remove batches below the log end offset, which replay never touches.
 Close syncs the active segment and its indexes, then writes .clean-shutdown
 (temporary file, fsync, rename, directory fsync) holding a snapshot:
 
-	"SLCS" | version uint16 (1) | crc uint32 (CRC-32C of the rest)
+	"SLCS" | version uint16 (3) | crc uint32 (CRC-32C of the rest)
 	segments uint32, each: base, size, next, firstBatchMaxTs, maxTs,
 	                       maxTsBase, maxTsLast int64
 	epochs uint32, each:   epoch int32 | start int64
-	producers uint32, each: id int64 | epoch int16 | batches uint8, each:
+	producers uint32, each: id int64 | epoch int16 | coordinator epoch int32 |
+	                       batches uint8, each:
 	                       firstSeq, lastSeq int32 | firstOffset, lastOffset int64
+	open txns uint32, each: producer id int64 | first offset int64
+	aborted uint32, each:  producer id, first offset, marker offset int64
 
 Open removes index files without a segment and temporary files. If
 .clean-shutdown is there, its CRC is right, it lists exactly the segment
@@ -284,7 +287,16 @@ five batches of the current epoch is a duplicate, answered with its original
 offsets and not written; an older epoch is ErrInvalidProducerEpoch; a newer
 epoch must start at sequence 0; the same epoch must continue at last+1
 (wrapping at MaxInt32); a producer the log holds nothing for is accepted at
-any sequence (KIP-360). Control batches only check and bump the epoch.
+any sequence (KIP-360). Control batches (transaction markers) only check
+and bump the epochs, by Kafka's appendEndTxnMarker: the marker's producer
+epoch must be at least the producer's (above it when the coordinator sent
+the marker with transaction version 2, AppendMarker: EndTxn bumped the
+epoch for it), else ErrInvalidProducerEpoch; and its coordinator epoch
+(the marker value's) at least that of the producer's last marker here,
+else ErrCoordinatorFenced: a zombie coordinator's late marker must not end
+a later transaction of the producer. The last marker's coordinator epoch
+is kept per producer (in the snapshot, rebuilt from the markers after a
+crash; DescribeProducers reports it).
 
 Transactions (txn.go): from the transactional batches it stores, in log
 order, the log keeps the first offset of each producer's open transaction
@@ -292,8 +304,8 @@ and the aborted transactions (producer, first offset, ABORT marker
 offset), the content of Kafka's .txnindex. A marker's type is read from
 its first record. FirstUnstableOffset bounds the last stable offset the
 replica layer reports; AbortedTxns answers a read_committed fetch. Both
-follow TruncateTo, are in the clean-shutdown snapshot (version 2; a
-version 1 snapshot is not used and the log is walked instead) and are
+follow TruncateTo, are in the clean-shutdown snapshot (version 3; an
+older snapshot is not used and the log is walked instead) and are
 rebuilt from the log after a crash.
 Replicated batches update the state without checks, so every replica dedupes
 alike. The state comes from the clean-shutdown snapshot, or is rebuilt from batch

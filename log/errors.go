@@ -4,7 +4,8 @@ import "errors"
 
 // Kafka error codes for these sentinels belong to protocol/ (the edge). The
 // intended mapping: ErrOutOfOrderSequence OUT_OF_ORDER_SEQUENCE_NUMBER (45),
-// ErrInvalidProducerEpoch INVALID_PRODUCER_EPOCH (47), ErrCorrupt
+// ErrInvalidProducerEpoch INVALID_PRODUCER_EPOCH (47), ErrCoordinatorFenced
+// TRANSACTION_COORDINATOR_FENCED (52), ErrCorrupt
 // CORRUPT_MESSAGE (2), ErrBatchTooLarge RECORD_LIST_TOO_LARGE (18),
 // ErrOffsetOutOfRange OFFSET_OUT_OF_RANGE (1), ErrFatal KAFKA_STORAGE_ERROR
 // (56, then exit), ErrClosed NOT_LEADER_OR_FOLLOWER (6).
@@ -18,6 +19,11 @@ var (
 	// one the log holds, so the producer has been fenced
 	// (Kafka INVALID_PRODUCER_EPOCH).
 	ErrInvalidProducerEpoch = errors.New("log: invalid (stale) producer epoch")
+	// ErrCoordinatorFenced: a transaction marker's coordinator epoch is
+	// below the last one the producer's markers carried in this log (a
+	// zombie coordinator's marker, Kafka's
+	// TransactionCoordinatorFencedException).
+	ErrCoordinatorFenced = errors.New("log: transaction marker from a fenced coordinator")
 	// ErrCorrupt: the bytes are not one well-formed v2 record batch (length,
 	// magic or field bounds). Append does not check the CRC; the caller does.
 	ErrCorrupt = errors.New("log: corrupt record batch")

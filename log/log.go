@@ -282,8 +282,9 @@ func (l *Log) recover() error {
 			minOffset = l.segs[i-1].next
 		}
 		res, err := s.scan(minOffset, last && !clean, l.cfg.IndexIntervalBytes, func(h *batchHeader) {
-			l.producers.update(h)
-			l.txns.update(h, controlTypeAt(s.log, s.size-h.Size, h), 0)
+			m := markerAt(s.log, s.size-h.Size, h)
+			l.producers.update(h, m)
+			l.txns.update(h, m.typ, 0)
 			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 		})
 		if err != nil {
@@ -483,9 +484,25 @@ func (l *Log) wakeLocked() {
 // Append does not wait for durability; call WaitDurable. It blocks only for
 // the write to the page cache, and on a segment roll for the old segment's
 // fdatasync. Errors: ErrCorrupt, ErrBatchTooLarge, ErrOutOfOrderSequence,
-// ErrInvalidProducerEpoch reject this batch only; ErrFatal and ErrClosed are
-// permanent.
+// ErrInvalidProducerEpoch, ErrCoordinatorFenced reject this batch only;
+// ErrFatal and ErrClosed are permanent.
 func (l *Log) Append(batch []byte) (AppendResult, error) {
+	return l.appendLeader(batch, 0)
+}
+
+// AppendMarker is Append for a transaction marker that a coordinator sent
+// with WriteTxnMarkers' transaction version (v2, KIP-1228; 0 before):
+// besides Append's checks, a marker whose coordinator epoch is below the
+// last one the producer's markers carried here is refused with
+// ErrCoordinatorFenced, and with transaction version 2 its producer epoch
+// must be above the producer's (the epoch EndTxn bumped to), not only at
+// least it: ErrInvalidProducerEpoch otherwise (Kafka's
+// ProducerAppendInfo.appendEndTxnMarker).
+func (l *Log) AppendMarker(batch []byte, txnVersion int8) (AppendResult, error) {
+	return l.appendLeader(batch, txnVersion)
+}
+
+func (l *Log) appendLeader(batch []byte, txnVersion int8) (AppendResult, error) {
 	h, err := parseHeader(batch)
 	if err != nil {
 		return AppendResult{}, err
@@ -506,7 +523,7 @@ func (l *Log) Append(batch []byte) (AppendResult, error) {
 		return AppendResult{}, err
 	}
 	if h.ProducerID >= 0 {
-		dup, err := l.producers.check(&h)
+		dup, err := l.producers.check(&h, markerOf(batch, &h), txnVersion)
 		if err != nil {
 			l.mu.Unlock()
 			return AppendResult{}, err
@@ -623,8 +640,9 @@ func (l *Log) appendLocked(batch []byte, h *batchHeader) error {
 	}
 	l.spaceBackLocked()
 	l.leo = s.next
-	l.producers.update(h)
-	l.txns.update(h, controlTypeOf(batch, h), l.logStart)
+	mk := markerOf(batch, h)
+	l.producers.update(h, mk)
+	l.txns.update(h, mk.typ, l.logStart)
 	l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 	return nil
 }

@@ -338,7 +338,7 @@ func TestProducerStateAndReplicated(t *testing.T) {
 	}
 	mustAppend(t, l, mkBatch(spec{idem: true, pid: 9, epoch: 2, seq: 0, n: 3}))
 	st, ok := l.ProducerState(9)
-	want := ProducerState{Epoch: 2, LastSequence: 2, LastOffset: 2, Batches: []ProducerBatch{{FirstSequence: 0, LastSequence: 2, FirstOffset: 0, LastOffset: 2}}}
+	want := ProducerState{Epoch: 2, LastSequence: 2, LastOffset: 2, Batches: []ProducerBatch{{FirstSequence: 0, LastSequence: 2, FirstOffset: 0, LastOffset: 2}}, CoordinatorEpoch: -1}
 	if !ok || !reflect.DeepEqual(st, want) {
 		t.Fatalf("state %+v %v", st, ok)
 	}

@@ -17,8 +17,12 @@ type batchMeta struct {
 }
 
 type producerEntry struct {
-	epoch   int16
-	batches []batchMeta // oldest first, at most producerWindow
+	epoch int16
+	// coordEpoch is the coordinator epoch of the producer's last
+	// transaction marker here, -1 before one (Kafka's
+	// ProducerStateEntry.coordinatorEpoch).
+	coordEpoch int32
+	batches    []batchMeta // oldest first, at most producerWindow
 }
 
 // ProducerState is what the log knows about one idempotent producer.
@@ -31,6 +35,9 @@ type ProducerState struct {
 	// Batches are the producer's retained batches of the current epoch,
 	// oldest first, at most five: what a retry is recognised against.
 	Batches []ProducerBatch
+	// CoordinatorEpoch is the coordinator epoch of the producer's last
+	// transaction marker in this log, -1 before one.
+	CoordinatorEpoch int32
 }
 
 // ProducerBatch is one retained batch of an idempotent producer.
@@ -60,17 +67,23 @@ type producers map[int64]*producerEntry
 //     (KIP-360: Kafka no longer answers UNKNOWN_PRODUCER_ID; state may have
 //     been lost with deleted segments).
 //
-// Control batches (transaction markers) only check and bump the epoch.
-func (p producers) check(h *batchHeader) (*batchMeta, error) {
+// Control batches (transaction markers, m) only check the epochs and bump
+// the producer's (Kafka's appendEndTxnMarker): the producer epoch as
+// above, except that with transaction version 2 (txnVersion, from
+// WriteTxnMarkers v2) it must be above the current one, since EndTxn
+// bumped it for the marker; and a coordinator epoch below the one of the
+// producer's last marker here is a zombie coordinator's marker,
+// ErrCoordinatorFenced.
+func (p producers) check(h *batchHeader, m marker, txnVersion int8) (*batchMeta, error) {
 	e := p[h.ProducerID]
 	if e == nil {
 		return nil, nil
 	}
+	if h.IsControl() {
+		return nil, checkMarker(h.ProducerID, e.epoch, e.coordEpoch, h.ProducerEpoch, m.coordEpoch, txnVersion)
+	}
 	if h.ProducerEpoch < e.epoch {
 		return nil, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
-	}
-	if h.IsControl() {
-		return nil, nil
 	}
 	first, last := h.BaseSequence, h.LastSequence()
 	if h.ProducerEpoch != e.epoch {
@@ -94,19 +107,40 @@ func (p producers) check(h *batchHeader) (*batchMeta, error) {
 	return nil, nil
 }
 
+// CheckMarker is the leader's check of a transaction marker of producer
+// pid against the producer's state (epoch, coordEpoch: its current epoch
+// and last marker's coordinator epoch): ErrInvalidProducerEpoch if the
+// marker's epoch is below the producer's (with transaction version 2 also
+// if equal), ErrCoordinatorFenced if its coordinator epoch is below the
+// last one. The raft replica applies it at propose time, Append here.
+func CheckMarker(pid int64, epoch int16, coordEpoch int32, markerEpoch int16, markerCoordEpoch int32, txnVersion int8) error {
+	return checkMarker(pid, epoch, coordEpoch, markerEpoch, markerCoordEpoch, txnVersion)
+}
+
+func checkMarker(pid int64, epoch int16, coordEpoch int32, markerEpoch int16, markerCoordEpoch int32, txnVersion int8) error {
+	if markerEpoch < epoch || (txnVersion >= 2 && markerEpoch == epoch) {
+		return fmt.Errorf("%w: producer %d marker epoch %d, current %d (transaction version %d)", ErrInvalidProducerEpoch, pid, markerEpoch, epoch, txnVersion)
+	}
+	if coordEpoch > markerCoordEpoch {
+		return fmt.Errorf("%w: producer %d marker coordinator epoch %d, current %d", ErrCoordinatorFenced, pid, markerCoordEpoch, coordEpoch)
+	}
+	return nil
+}
+
 func inSequence(last, next int32) bool {
 	return int64(next) == int64(last)+1 || (next == 0 && last == 1<<31-1)
 }
 
-// update records a batch that was written at h.BaseOffset. It never fails:
-// replicated batches and batches replayed on Open are applied as they are.
-func (p producers) update(h *batchHeader) {
+// update records a batch that was written at h.BaseOffset (m: its marker,
+// for a control batch). It never fails: replicated batches and batches
+// replayed on Open are applied as they are.
+func (p producers) update(h *batchHeader, m marker) {
 	if h.ProducerID < 0 {
 		return
 	}
 	e := p[h.ProducerID]
 	if e == nil {
-		e = &producerEntry{epoch: h.ProducerEpoch}
+		e = &producerEntry{epoch: h.ProducerEpoch, coordEpoch: -1}
 		p[h.ProducerID] = e
 	}
 	if h.ProducerEpoch != e.epoch {
@@ -119,6 +153,9 @@ func (p producers) update(h *batchHeader) {
 		e.batches = e.batches[:0]
 	}
 	if h.IsControl() {
+		if m.typ >= 0 {
+			e.coordEpoch = m.coordEpoch
+		}
 		return
 	}
 	if len(e.batches) == producerWindow {
@@ -136,7 +173,7 @@ func (p producers) state(id int64) (ProducerState, bool) {
 	if e == nil {
 		return ProducerState{}, false
 	}
-	s := ProducerState{Epoch: e.epoch, LastSequence: -1, LastOffset: -1}
+	s := ProducerState{Epoch: e.epoch, LastSequence: -1, LastOffset: -1, CoordinatorEpoch: e.coordEpoch}
 	if n := len(e.batches); n > 0 {
 		s.LastSequence, s.LastOffset = e.batches[n-1].lastSeq, e.batches[n-1].lastOffset
 		s.Batches = make([]ProducerBatch, n)
@@ -161,6 +198,9 @@ type ActiveProducer struct {
 	// CurrentTxnStartOffset is the first offset of the producer's open
 	// transaction in this log, -1 if none.
 	CurrentTxnStartOffset int64
+	// CoordinatorEpoch is the coordinator epoch of the producer's last
+	// transaction marker in this log, -1 if none.
+	CoordinatorEpoch int32
 }
 
 // ActiveProducers returns every producer the log holds state for, by id.
@@ -175,7 +215,7 @@ func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
 	}
 	out := make([]ActiveProducer, 0, len(l.producers))
 	for id, e := range l.producers {
-		ap := ActiveProducer{ID: id, Epoch: e.epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1}
+		ap := ActiveProducer{ID: id, Epoch: e.epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1, CoordinatorEpoch: e.coordEpoch}
 		if first, open := l.txns.ongoing[id]; open {
 			ap.CurrentTxnStartOffset = first
 		}

@@ -160,8 +160,9 @@ func (l *Log) rebuildStateLocked() error {
 			if err != nil {
 				return l.failLocked("rebuild producer state", err)
 			}
-			l.producers.update(&h)
-			l.txns.update(&h, controlTypeAt(s.log, pos, &h), 0)
+			m := markerAt(s.log, pos, &h)
+			l.producers.update(&h, m)
+			l.txns.update(&h, m.typ, 0)
 			l.epochs.assign(h.LeaderEpoch, h.BaseOffset)
 			pos += h.Size
 		}

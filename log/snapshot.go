@@ -18,20 +18,22 @@ import (
 // and no other does; otherwise Open falls back to the full recovery walk,
 // treating the shutdown as unclean. Correctness never depends on it.
 //
-//	"SLCS" | version uint16 (1) | crc uint32 (CRC-32C of everything after it)
+//	"SLCS" | version uint16 (3) | crc uint32 (CRC-32C of everything after it)
 //	segments uint32, each:  base, size, next, firstBatchMaxTs, maxTs,
 //	                        maxTsBase, maxTsLast int64
 //	epochs uint32, each:    epoch int32 | start int64
-//	producers uint32, each: id int64 | epoch int16 | batches uint8, each:
+//	producers uint32, each: id int64 | epoch int16 | coordinator epoch int32
+//	                        (version 3) | batches uint8, each:
 //	                        firstSeq, lastSeq int32 | firstOffset, lastOffset int64
 //	open txns uint32, each: producer id int64 | first offset int64 (version 2)
 //	aborted uint32, each:   producer id, first offset, marker offset int64 (version 2)
 //
-// A version 1 snapshot (before transactions) is not used: Open walks the
-// log instead and finds the same state.
+// A snapshot of an earlier version (1: before transactions, 2: before
+// the producers' coordinator epochs) is not used: Open walks the log
+// instead and finds the same state.
 const (
 	snapshotMagic   = "SLCS"
-	snapshotVersion = 2
+	snapshotVersion = 3
 )
 
 var errSnapshot = errors.New("log: clean-shutdown snapshot unusable")
@@ -55,6 +57,7 @@ func (l *Log) encodeSnapshotLocked() []byte {
 	for id, p := range l.producers {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(p.epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(p.coordEpoch))
 		b = append(b, byte(len(p.batches)))
 		for _, m := range p.batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(m.firstSeq))
@@ -160,11 +163,11 @@ func (l *Log) loadSnapshot(bases []int64, now time.Time) error {
 	}
 	prods := producers{}
 	for n := int(r.u32()); n > 0 && !r.bad; n-- {
-		id, epoch, nb := r.i64(), r.i16(), int(r.u8())
+		id, epoch, coordEpoch, nb := r.i64(), r.i16(), r.i32(), int(r.u8())
 		if nb > producerWindow {
 			return fail("producer %d has %d batches", id, nb)
 		}
-		p := &producerEntry{epoch: epoch}
+		p := &producerEntry{epoch: epoch, coordEpoch: coordEpoch}
 		for ; nb > 0; nb-- {
 			p.batches = append(p.batches, batchMeta{firstSeq: r.i32(), lastSeq: r.i32(), firstOffset: r.i64(), lastOffset: r.i64()})
 		}

@@ -96,33 +96,43 @@ func (t *txnState) firstUnstable() int64 {
 	return first
 }
 
-// controlTypeAt reads the control type of the control batch h at pos of f;
-// -1 if it cannot be read (never a transaction marker then).
-func controlTypeAt(f io.ReaderAt, pos int64, h *batchHeader) int16 {
+// marker is what the log reads from a transaction marker's first record:
+// its control type and coordinator epoch; typ -1 for a batch that is not
+// a readable marker (coordEpoch -1 too).
+type marker struct {
+	typ        int16
+	coordEpoch int32
+}
+
+var noMarker = marker{typ: -1, coordEpoch: -1}
+
+// markerAt reads the marker of the control batch h at pos of f; noMarker
+// if it cannot be read (never a transaction marker then).
+func markerAt(f io.ReaderAt, pos int64, h *batchHeader) marker {
 	if !h.IsControl() || !h.IsTransactional() || h.ProducerID < 0 {
-		return -1
+		return noMarker
 	}
 	buf := make([]byte, min(h.Size, protocol.ControlTypeBytes))
 	if _, err := f.ReadAt(buf, pos); err != nil {
-		return -1
+		return noMarker
 	}
-	typ, err := protocol.ControlType(buf)
-	if err != nil {
-		return -1
-	}
-	return typ
+	return markerFrom(buf)
 }
 
-// controlTypeOf is controlTypeAt for a batch in memory.
-func controlTypeOf(batch []byte, h *batchHeader) int16 {
+// markerOf is markerAt for a batch in memory.
+func markerOf(batch []byte, h *batchHeader) marker {
 	if !h.IsControl() || !h.IsTransactional() || h.ProducerID < 0 {
-		return -1
+		return noMarker
 	}
-	typ, err := protocol.ControlType(batch)
+	return markerFrom(batch)
+}
+
+func markerFrom(b []byte) marker {
+	typ, ce, err := protocol.EndTxnMarker(b)
 	if err != nil {
-		return -1
+		return noMarker
 	}
-	return typ
+	return marker{typ: typ, coordEpoch: ce}
 }
 
 // FirstUnstableOffset is the first offset of the earliest open

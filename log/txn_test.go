@@ -1,6 +1,7 @@
 package log
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 
@@ -134,4 +135,93 @@ func TestControlType(t *testing.T) {
 	if _, err := protocol.ControlType(mkBatch(spec{})); err == nil {
 		t.Error("ControlType of a data batch succeeded")
 	}
+}
+
+// TestMarkerEpochs: Kafka's appendEndTxnMarker checks. A marker whose
+// coordinator epoch is below the one of the producer's last marker is
+// refused (ErrCoordinatorFenced) and writes nothing: a zombie
+// coordinator's late COMMIT must not end the producer's next
+// transaction. With transaction version 2 the marker's producer epoch
+// must be above the producer's, before it at least equal. The last
+// coordinator epoch survives a clean reopen (snapshot), a crash (rebuilt
+// from the markers) and is what a follower derives.
+func TestMarkerEpochs(t *testing.T) {
+	dir := t.TempDir()
+	l := openT(t, dir, testConfig())
+	txn := func(epoch int16, seq int32) []byte {
+		return mkBatch(spec{n: 1, pid: 1, epoch: epoch, idem: true, seq: seq, attrs: protocol.AttrTransactional})
+	}
+	marker := func(epoch int16, commit bool, coordEpoch int32) []byte {
+		return protocol.TxnMarkerBatch(1, epoch, commit, coordEpoch, 0)
+	}
+	mustAppend(t, l, txn(0, 0))
+	mustAppend(t, l, marker(0, true, 10)) // offset 1
+	mustAppend(t, l, txn(0, 1))           // offset 2: the next transaction opens
+	coordEpoch := func(how string, want int32) {
+		t.Helper()
+		if st, ok := l.ProducerState(1); !ok || st.CoordinatorEpoch != want {
+			t.Errorf("%s: coordinator epoch %d (known %v), want %d", how, st.CoordinatorEpoch, ok, want)
+		}
+	}
+	coordEpoch("after the first marker", 10)
+	refuse := func(what string, b []byte, tv int8, want error) {
+		t.Helper()
+		leo := l.LogEndOffset()
+		if _, err := l.AppendMarker(b, tv); !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", what, err, want)
+		}
+		if l.LogEndOffset() != leo || l.FirstUnstableOffset() != 2 {
+			t.Errorf("%s: log end %d (was %d), first unstable %d (want 2): the refused marker was written", what, l.LogEndOffset(), leo, l.FirstUnstableOffset())
+		}
+	}
+	refuse("a late COMMIT of coordinator epoch 9", marker(0, true, 9), 0, ErrCoordinatorFenced)
+	refuse("a marker at the producer's epoch with transaction version 2", marker(0, false, 11), 2, ErrInvalidProducerEpoch)
+	if _, err := l.AppendMarker(marker(0, false, 10), 1); err != nil {
+		t.Fatalf("a marker of the same coordinator epoch and producer epoch (version 1): %v", err)
+	}
+	// Transaction version 2: the marker's epoch is the one EndTxn bumped to.
+	mustAppend(t, l, txn(1, 0)) // offset 4
+	if _, err := l.AppendMarker(marker(2, true, 12), 2); err != nil {
+		t.Fatalf("a version 2 marker at epoch+1: %v", err)
+	}
+	coordEpoch("after the version 2 marker", 12)
+	if got := l.FirstUnstableOffset(); got != -1 {
+		t.Errorf("first unstable offset %d, want -1", got)
+	}
+	if _, err := l.AppendMarker(marker(2, true, 11), 0); !errors.Is(err, ErrCoordinatorFenced) {
+		t.Errorf("a marker of coordinator epoch 11 after 12: %v, want ErrCoordinatorFenced", err)
+	}
+
+	// A follower derives the same state from the leader's batches.
+	follower := openT(t, t.TempDir(), testConfig())
+	for _, b := range readAll(t, l) {
+		if err := follower.AppendReplicated(append([]byte(nil), b...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := follower.ProducerState(1); st.CoordinatorEpoch != 12 {
+		t.Errorf("follower: coordinator epoch %d, want 12", st.CoordinatorEpoch)
+	}
+	follower.Close()
+
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	l = openT(t, dir, testConfig())
+	if !l.openedFromSnapshot {
+		t.Error("clean reopen did not use the snapshot")
+	}
+	coordEpoch("after a clean reopen (snapshot)", 12)
+	crash(t, l)
+	l = openT(t, dir, testConfig())
+	coordEpoch("after a crash (rebuilt from the log)", 12)
+	if _, err := l.AppendMarker(marker(2, true, 11), 0); !errors.Is(err, ErrCoordinatorFenced) {
+		t.Errorf("after a crash, a marker of coordinator epoch 11: %v, want ErrCoordinatorFenced", err)
+	}
+	// Truncating away the last marker brings back the one before it.
+	if err := l.TruncateTo(5); err != nil {
+		t.Fatal(err)
+	}
+	coordEpoch("after truncating the last marker", 10)
+	l.Close()
 }

@@ -137,6 +137,11 @@ func FuzzControlType(f *testing.F) {
 	f.Add([]byte(TxnMarkerBatch(9, 3, false, 7, 1700000000000)))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		typ, err := ControlType(b)
+		// EndTxnMarker reads the same type, and a coordinator epoch from
+		// whatever follows the key without reading past b.
+		if typ2, _, err2 := EndTxnMarker(b); (err == nil) != (err2 == nil) || typ2 != typ {
+			t.Fatalf("EndTxnMarker = %d, %v; ControlType = %d, %v", typ2, err2, typ, err)
+		}
 		if err != nil {
 			return
 		}
@@ -164,6 +169,17 @@ func TestTxnMarkerBatch(t *testing.T) {
 		}
 		if typ, err := ControlType(b); err != nil || typ != want {
 			t.Errorf("ControlType = %d, %v; want %d", typ, err, want)
+		}
+		// The coordinator epoch, from the whole batch and from the
+		// prefix the log reads.
+		for _, n := range []int{len(b), min(len(b), ControlTypeBytes)} {
+			if typ, ce, err := EndTxnMarker(b[:n]); err != nil || typ != want || ce != 11 {
+				t.Errorf("EndTxnMarker of %d bytes = %d, %d, %v; want %d, 11", n, typ, ce, err, want)
+			}
+		}
+		// Without the value's bytes: the type, and no epoch.
+		if _, ce, err := EndTxnMarker(b[:len(b)-4]); err != nil || ce != -1 {
+			t.Errorf("EndTxnMarker of a cut value = %d, %v; want -1", ce, err)
 		}
 		// The records must parse as Kafka's: one record, no compression.
 		if err := b.ValidateRecords(1<<20, nil); err != nil {

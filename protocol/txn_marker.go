@@ -62,37 +62,59 @@ func TxnMarkerBatch(producerID int64, epoch int16, commit bool, coordinatorEpoch
 // a control batch. b needs to hold only the header and the start of that
 // record (ControlTypeBytes of the batch suffice); the CRC is not checked.
 func ControlType(b []byte) (int16, error) {
+	typ, _, err := EndTxnMarker(b)
+	return typ, err
+}
+
+// EndTxnMarker returns the control type and the coordinator epoch of a
+// control batch's first record (Kafka's EndTransactionMarker: the key's
+// type, the value's coordinatorEpoch after its version). The coordinator
+// epoch is -1 where the value is missing or too short (never so in a
+// marker this broker writes). b needs to hold only the header and the
+// start of the record (ControlTypeBytes); the CRC is not checked.
+func EndTxnMarker(b []byte) (typ int16, coordinatorEpoch int32, err error) {
 	var h BatchHeader
 	if err := h.Decode(b); err != nil || !h.IsControl() || h.RecordCount < 1 || h.Compressed() {
-		return 0, ErrNotControl
+		return 0, -1, ErrNotControl
 	}
 	p := BatchHeaderSize
 	_, n := binary.Varint(b[p:]) // record length
 	if n <= 0 {
-		return 0, ErrNotControl
+		return 0, -1, ErrNotControl
 	}
 	p += n + 1 // and the attributes
 	for range 2 {
 		if p >= len(b) {
-			return 0, ErrNotControl
+			return 0, -1, ErrNotControl
 		}
 		_, n := binary.Varint(b[p:])
 		if n <= 0 {
-			return 0, ErrNotControl
+			return 0, -1, ErrNotControl
 		}
 		p += n
 	}
 	if p >= len(b) {
-		return 0, ErrNotControl
+		return 0, -1, ErrNotControl
 	}
 	kl, n := binary.Varint(b[p:])
 	if n <= 0 || kl < 4 || p+n+4 > len(b) {
-		return 0, ErrNotControl
+		return 0, -1, ErrNotControl
 	}
 	p += n
-	return int16(binary.BigEndian.Uint16(b[p+2:])), nil
+	typ = int16(binary.BigEndian.Uint16(b[p+2:]))
+	coordinatorEpoch = -1
+	if kl >= int64(len(b)-p) {
+		return typ, coordinatorEpoch, nil
+	}
+	p += int(kl)
+	vl, n := binary.Varint(b[p:])
+	if n > 0 && vl >= 6 && p+n+6 <= len(b) {
+		coordinatorEpoch = int32(binary.BigEndian.Uint32(b[p+n+2:]))
+	}
+	return typ, coordinatorEpoch, nil
 }
 
-// ControlTypeBytes is how much of a control batch ControlType needs at
-// most: the header and the first record's prefix up to its key.
-const ControlTypeBytes = BatchHeaderSize + 5 + 1 + 10 + 10 + 5 + 4
+// ControlTypeBytes is how much of a control batch EndTxnMarker needs at
+// most: the header and the first record's prefix up to the coordinator
+// epoch of a marker's value (a key of 4 bytes, as markers have).
+const ControlTypeBytes = BatchHeaderSize + 5 + 1 + 10 + 10 + 5 + 4 + 5 + 6

@@ -218,7 +218,11 @@
 // replica from the batches it stores, in log order, so a follower that
 // becomes leader dedupes as the old leader did, and it travels in
 // snapshots. A producer the table has not seen since Open is seeded from
-// log.ProducerState, the log's window of its last five batches.
+// log.ProducerState, the log's window of its last five batches. The table
+// also keeps the coordinator epoch of each producer's last transaction
+// marker: ProposeMarker refuses a marker with a lower one
+// (log.ErrCoordinatorFenced) and, sent with transaction version 2, one
+// whose producer epoch is not above the producer's (log.CheckMarker).
 //
 // # Files
 //
@@ -265,7 +269,10 @@
 //
 // Snapshot data: "SLSN" | snapOffset i64 | producer count u32 | per producer:
 // id i64 | epoch i16 | n u8 | n x (firstSeq i32 | lastSeq i32 | firstOffset i64 |
-// lastOffset i64), the table as of snapOffset. The snapshot's metadata holds
+// lastOffset i64), the table as of snapOffset; then "SLCE" | count u32 |
+// count x (id i64 | coordinator epoch i32) for the producers whose markers
+// set one (absent in snapshots of earlier versions, which decode with none;
+// earlier versions ignore it). The snapshot's metadata holds
 // the index, term and ConfState. It is a few hundred bytes: a replica behind
 // the leader's first index resets its log to start at snapOffset and gets
 // the entries after it by ordinary appends.

@@ -65,11 +65,15 @@ func newPartition(l *log.Log, topic string, id [16]byte, index int32, logger zer
 // (already checked by protocol.ParseBatch). It returns once the batch is
 // written, not once it is committed; see WaitCommitted.
 func (p *Partition) Append(batch []byte) (log.AppendResult, error) {
+	return p.appendWith(func() (log.AppendResult, error) { return p.log.Append(batch) })
+}
+
+func (p *Partition) appendWith(appendFn func() (log.AppendResult, error)) (log.AppendResult, error) {
 	if p.closed.Load() {
 		return log.AppendResult{}, ErrPartitionClosed
 	}
 	p.appendMu.Lock()
-	res, err := p.log.Append(batch)
+	res, err := appendFn()
 	p.appendMu.Unlock()
 	if err == nil {
 		p.kickFollower()
@@ -245,6 +249,20 @@ func (p *Partition) Propose(batch []byte, acks Acks) (*Proposal, error) {
 	if err != nil {
 		return nil, err
 	}
+	return p.proposal(res, acks), nil
+}
+
+// ProposeMarker is Propose for a transaction marker a coordinator sent
+// with transaction version txnVersion (log.Log.AppendMarker's checks).
+func (p *Partition) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
+	res, err := p.appendWith(func() (log.AppendResult, error) { return p.log.AppendMarker(batch, txnVersion) })
+	if err != nil {
+		return nil, err
+	}
+	return p.proposal(res, acks), nil
+}
+
+func (p *Partition) proposal(res log.AppendResult, acks Acks) *Proposal {
 	prop := &Proposal{res: ProduceResult{BaseOffset: res.BaseOffset, LastOffset: res.LastOffset, Duplicate: res.Duplicate}}
 	end := res.LastOffset + 1
 	prop.wait = func(ctx context.Context) error {
@@ -253,7 +271,7 @@ func (p *Partition) Propose(batch []byte, acks Acks) (*Proposal, error) {
 		}
 		return p.WaitCommitted(ctx, end)
 	}
-	return prop, nil
+	return prop
 }
 
 // OffsetForLeaderEpoch is the end offset of a leader epoch (KIP-320).

@@ -272,7 +272,7 @@ func TestRaftSnapshotCatchUp(t *testing.T) {
 	r4.st.mu.Unlock()
 	h, _ := parseBatch(testBatch("x", 3, 5, 0, int32((len(acked)-1)*3)), true)
 	var dup *errDuplicate
-	if err := checkProducer(pe, &h); !errors.As(err, &dup) || dup.base != last.res.BaseOffset {
+	if err := checkProducer(pe, &h, txnMarker{coordEpoch: -1}, 0); !errors.As(err, &dup) || dup.base != last.res.BaseOffset {
 		t.Fatalf("learner's producer table after snapshot: %v", err)
 	}
 	// A restart after the snapshot keeps it.

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // A single node's partition is a one-voter group over the local
@@ -215,5 +217,103 @@ func TestRaftRetryWindowAfterRestart(t *testing.T) {
 	}
 	if res := produce(r, testBatch("w6", 2, 77, 0, 12)); res.Duplicate || res.BaseOffset != 12 {
 		t.Fatalf("next batch: %+v, want offsets 12-13", res)
+	}
+}
+
+// The raft leader checks a transaction marker before it becomes an entry
+// (log.CheckMarker, Kafka's appendEndTxnMarker): a coordinator epoch below
+// the producer's last marker's is TRANSACTION_COORDINATOR_FENCED
+// (log.ErrCoordinatorFenced), and with transaction version 2 a marker at
+// the producer's own epoch is refused (log.ErrInvalidProducerEpoch). The
+// refused marker is not written. After a restart the leader still knows
+// the last coordinator epoch (seeded from the log's state), and the raft
+// snapshot's producer table carries it.
+func TestRaftMarkerEpochs(t *testing.T) {
+	dir := t.TempDir()
+	key := Key{TopicID: [16]byte{9}, Index: 0}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	open := func() (*Host, *Replica) {
+		fl := log.NewFlusher(log.FlusherConfig{Policy: log.FlushGroup, Logger: testLogger(t)})
+		fl.Start()
+		t.Cleanup(func() { fl.Close() })
+		h, err := NewHost(HostConfig{Node: 1, Dir: dir, Transport: NewLocalTransport(), Flusher: fl, Logger: testLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := h.Open("t", key, Members{Voters: []NodeID{1}}, ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h, r
+	}
+	const pid = 78
+	txnData := func(value string, seq int32) []byte {
+		b := testBatch(value, 2, pid, 0, seq)
+		a := protocol.Batch(b).Attributes() | protocol.AttrTransactional
+		binary.BigEndian.PutUint16(b[protocol.BatchAttributesAt:], uint16(a))
+		protocol.Batch(b).SetCRC()
+		return b
+	}
+	wait := func(what string, p *Proposal, err error) error {
+		t.Helper()
+		if err != nil {
+			return err
+		}
+		_, err = p.Wait(ctx)
+		return err
+	}
+	marker := func(r *Replica, commit bool, coordEpoch int32, tv int8) error {
+		p, err := r.ProposeMarker(protocol.TxnMarkerBatch(pid, 0, commit, coordEpoch, 1700000000000), tv, AcksAll)
+		return wait("marker", p, err)
+	}
+	h, r := open()
+	p, err := r.Propose(txnData("a", 0), AcksAll)
+	if err := wait("data", p, err); err != nil {
+		t.Fatal(err)
+	}
+	if err := marker(r, true, 10, 0); err != nil {
+		t.Fatalf("marker of coordinator epoch 10: %v", err)
+	}
+	p, err = r.Propose(txnData("b", 2), AcksAll)
+	if err := wait("data", p, err); err != nil {
+		t.Fatal(err)
+	}
+	refused := func(r *Replica, what string, err, want error) {
+		t.Helper()
+		if !errors.Is(err, want) {
+			t.Errorf("%s: %v, want %v", what, err, want)
+		}
+		if hw, lso := r.HighWatermark(), r.LastStableOffset(); hw != 5 || lso != 3 {
+			t.Errorf("%s: high watermark %d (want 5), last stable %d (want 3): the refused marker was written", what, hw, lso)
+		}
+	}
+	refused(r, "a zombie COMMIT of coordinator epoch 9", marker(r, true, 9, 0), log.ErrCoordinatorFenced)
+	refused(r, "a version 2 marker at the producer's epoch", marker(r, false, 11, 2), log.ErrInvalidProducerEpoch)
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, r = open()
+	defer h.Close()
+	refused(r, "after a restart, a COMMIT of coordinator epoch 9", marker(r, true, 9, 0), log.ErrCoordinatorFenced)
+	if err := marker(r, false, 10, 1); err != nil {
+		t.Fatalf("an ABORT of coordinator epoch 10 (version 1, same producer epoch): %v", err)
+	}
+	if lso := r.LastStableOffset(); lso != 6 {
+		t.Errorf("last stable offset %d after the abort, want 6", lso)
+	}
+
+	// The snapshot's table: the coordinator epoch round-trips; a table
+	// encoded before the section existed decodes with none (-1).
+	tab := producerTable{pid: {epoch: 0, coordEpoch: 10}, 5: {epoch: 1, coordEpoch: -1}}
+	got, rest, err := decodeProducers(tab.encode(100))
+	if err != nil || len(rest) != 0 || got[pid].coordEpoch != 10 || got[5].coordEpoch != -1 {
+		t.Fatalf("decoded %+v %+v, rest %d, %v", got[pid], got[5], len(rest), err)
+	}
+	old := tab.encode(100)
+	old = old[:len(old)-8-12] // without the section (magic, count, one entry)
+	got, rest, err = decodeProducers(old)
+	if err != nil || len(rest) != 0 || got[pid].coordEpoch != -1 || got[pid].epoch != 0 {
+		t.Fatalf("an old table decoded to %+v, rest %d, %v", got[pid], len(rest), err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // The replicated path checks idempotence when the leader proposes, not when
@@ -31,8 +32,11 @@ type prodBatch struct {
 }
 
 type prodEntry struct {
-	epoch   int16
-	batches []prodBatch // oldest first, at most producerWindow
+	epoch int16
+	// coordEpoch: the coordinator epoch of the producer's last
+	// transaction marker, -1 before one (log.ProducerState's).
+	coordEpoch int32
+	batches    []prodBatch // oldest first, at most producerWindow
 }
 
 type producerTable map[int64]*prodEntry
@@ -42,7 +46,7 @@ func (p producerTable) clone(id int64) *prodEntry {
 	if e == nil {
 		return nil
 	}
-	c := &prodEntry{epoch: e.epoch, batches: append([]prodBatch(nil), e.batches...)}
+	c := &prodEntry{epoch: e.epoch, coordEpoch: e.coordEpoch, batches: append([]prodBatch(nil), e.batches...)}
 	return c
 }
 
@@ -55,7 +59,7 @@ func (p producerTable) seed(l *log.Log, id int64) *prodEntry {
 	if !ok {
 		return nil
 	}
-	e := &prodEntry{epoch: st.Epoch}
+	e := &prodEntry{epoch: st.Epoch, coordEpoch: st.CoordinatorEpoch}
 	for _, b := range st.Batches {
 		e.batches = append(e.batches, prodBatch{firstSeq: b.FirstSequence, lastSeq: b.LastSequence, firstOffset: b.FirstOffset, lastOffset: b.LastOffset})
 	}
@@ -71,17 +75,20 @@ func (e *errDuplicate) Error() string {
 }
 
 // checkProducer applies log/producer.go's rules to h against e (nil: no
-// state). It returns *errDuplicate for a retry, log.ErrOutOfOrderSequence or
-// log.ErrInvalidProducerEpoch to refuse, nil to accept.
-func checkProducer(e *prodEntry, h *batchInfo) error {
+// state); mk is h's transaction marker and txnVersion the version the
+// coordinator sent it with, for a control batch (log.CheckMarker). It
+// returns *errDuplicate for a retry, log.ErrOutOfOrderSequence,
+// log.ErrInvalidProducerEpoch or log.ErrCoordinatorFenced to refuse, nil
+// to accept.
+func checkProducer(e *prodEntry, h *batchInfo, mk txnMarker, txnVersion int8) error {
 	if e == nil {
 		return nil
 	}
+	if h.IsControl() {
+		return log.CheckMarker(h.ProducerID, e.epoch, e.coordEpoch, h.ProducerEpoch, mk.coordEpoch, txnVersion)
+	}
 	if h.ProducerEpoch < e.epoch {
 		return fmt.Errorf("%w: producer %d epoch %d, current %d", log.ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
-	}
-	if h.IsControl() {
-		return nil
 	}
 	first, last := h.BaseSequence, h.LastSequence()
 	if h.ProducerEpoch != e.epoch {
@@ -111,10 +118,30 @@ func checkProducer(e *prodEntry, h *batchInfo) error {
 	return nil
 }
 
-// updateEntry records a stored batch, as the log's producers.update does.
-func updateEntry(e *prodEntry, h *batchInfo) *prodEntry {
+// txnMarker is what a transaction marker's first record says (ok false
+// for a batch that is not a readable marker).
+type txnMarker struct {
+	ok         bool
+	coordEpoch int32
+}
+
+// markerOf reads the marker of the transactional control batch b.
+func markerOf(b []byte, h *batchInfo) txnMarker {
+	if h.ProducerID < 0 || !h.IsControl() || !h.IsTransactional() {
+		return txnMarker{coordEpoch: -1}
+	}
+	_, ce, err := protocol.EndTxnMarker(b)
+	if err != nil {
+		return txnMarker{coordEpoch: -1}
+	}
+	return txnMarker{ok: true, coordEpoch: ce}
+}
+
+// updateEntry records a stored batch (mk: its marker), as the log's
+// producers.update does.
+func updateEntry(e *prodEntry, h *batchInfo, mk txnMarker) *prodEntry {
 	if e == nil {
-		e = &prodEntry{epoch: h.ProducerEpoch}
+		e = &prodEntry{epoch: h.ProducerEpoch, coordEpoch: -1}
 	}
 	if h.ProducerEpoch != e.epoch {
 		if h.ProducerEpoch < e.epoch {
@@ -124,6 +151,9 @@ func updateEntry(e *prodEntry, h *batchInfo) *prodEntry {
 		e.batches = e.batches[:0]
 	}
 	if h.IsControl() {
+		if mk.ok {
+			e.coordEpoch = mk.coordEpoch
+		}
 		return e
 	}
 	if len(e.batches) == producerWindow {
@@ -134,17 +164,21 @@ func updateEntry(e *prodEntry, h *batchInfo) *prodEntry {
 	return e
 }
 
-func (p producerTable) update(h *batchInfo) {
+func (p producerTable) update(h *batchInfo, mk txnMarker) {
 	if h.ProducerID < 0 {
 		return
 	}
-	p[h.ProducerID] = updateEntry(p[h.ProducerID], h)
+	p[h.ProducerID] = updateEntry(p[h.ProducerID], h, mk)
 }
 
 // encode serialises the table for a snapshot, keeping only batches below
 // upTo (the offset the snapshot's log starts at): the receiver replays the
 // rest from the log. Format: count u32, then per producer id i64 | epoch
-// i16 | n u8 | n × (firstSeq i32 | lastSeq i32 | firstOffset i64 | lastOffset i64).
+// i16 | n u8 | n × (firstSeq i32 | lastSeq i32 | firstOffset i64 | lastOffset i64);
+// then the coordinator epochs of the producers whose markers set one:
+// "SLCE" | count u32 | count × (id i64 | coordinator epoch i32). A
+// snapshot from before the coordinator epochs ends after the producers
+// (decoded with none), and a decoder from before ignores the section.
 func (p producerTable) encode(upTo int64) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(p)))
 	for id, e := range p {
@@ -164,8 +198,22 @@ func (p producerTable) encode(upTo int64) []byte {
 			b = binary.BigEndian.AppendUint64(b, uint64(x.lastOffset))
 		}
 	}
+	b = binary.BigEndian.AppendUint32(b, coordEpochsMagic)
+	n := len(b)
+	b = binary.BigEndian.AppendUint32(b, 0)
+	count := uint32(0)
+	for id, e := range p {
+		if e.coordEpoch >= 0 {
+			b = binary.BigEndian.AppendUint64(b, uint64(id))
+			b = binary.BigEndian.AppendUint32(b, uint32(e.coordEpoch))
+			count++
+		}
+	}
+	binary.BigEndian.PutUint32(b[n:], count)
 	return b
 }
+
+const coordEpochsMagic = 0x534c4345 // "SLCE"
 
 var errBadSnapshot = errors.New("replica: malformed snapshot data")
 
@@ -181,7 +229,7 @@ func decodeProducers(b []byte) (producerTable, []byte, error) {
 			return nil, nil, errBadSnapshot
 		}
 		id := int64(binary.BigEndian.Uint64(b))
-		e := &prodEntry{epoch: int16(binary.BigEndian.Uint16(b[8:]))}
+		e := &prodEntry{epoch: int16(binary.BigEndian.Uint16(b[8:])), coordEpoch: -1}
 		k := int(b[10])
 		b = b[11:]
 		if len(b) < k*24 || k > producerWindow {
@@ -197,6 +245,20 @@ func decodeProducers(b []byte) (producerTable, []byte, error) {
 			b = b[24:]
 		}
 		p[id] = e
+	}
+	if len(b) >= 8 && binary.BigEndian.Uint32(b) == coordEpochsMagic {
+		n := binary.BigEndian.Uint32(b[4:])
+		b = b[8:]
+		if uint64(len(b)) < uint64(n)*12 {
+			return nil, nil, errBadSnapshot
+		}
+		for range n {
+			id, ce := int64(binary.BigEndian.Uint64(b)), int32(binary.BigEndian.Uint32(b[8:]))
+			b = b[12:]
+			if e := p[id]; e != nil {
+				e.coordEpoch = ce
+			}
+		}
 	}
 	return p, b, nil
 }

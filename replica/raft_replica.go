@@ -112,6 +112,9 @@ type Proposal struct {
 	r     *Replica
 	batch []byte
 	acks  Acks
+	// txnVersion: the transaction version a marker was sent with
+	// (ProposeMarker), for log.CheckMarker.
+	txnVersion int8
 
 	// Set by the raft worker (raftMu).
 	index, term uint64
@@ -286,6 +289,20 @@ func (r *Replica) Topic() string { return r.topic }
 // Wait on the result for the answer acks asks for. With AcksNone nobody
 // needs to wait.
 func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
+	return r.propose(batch, 0, acks)
+}
+
+// ProposeMarker is Propose for a transaction marker that a coordinator
+// sent with transaction version txnVersion (WriteTxnMarkers v2; 0
+// before): the leader checks it as log.Log.AppendMarker does (a fenced
+// coordinator epoch: log.ErrCoordinatorFenced; with version 2 an epoch
+// not above the producer's: log.ErrInvalidProducerEpoch) before it
+// becomes an entry.
+func (r *Replica) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
+	return r.propose(batch, txnVersion, acks)
+}
+
+func (r *Replica) propose(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
 	if err := r.Failed(); err != nil {
 		return nil, err
 	}
@@ -303,7 +320,7 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 	if err := checkSpace(r.dir, len(batch)); err != nil {
 		return nil, err
 	}
-	p := &Proposal{r: r, batch: batch, acks: acks, done: make(chan struct{}), released: make(chan struct{})}
+	p := &Proposal{r: r, batch: batch, acks: acks, txnVersion: txnVersion, done: make(chan struct{}), released: make(chan struct{})}
 	r.inMu.Lock()
 	switch {
 	case r.in.closed:
@@ -740,6 +757,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 			}
 		}
 		var pe *prodEntry
+		mk := markerOf(p.batch, &h)
 		if h.ProducerID >= 0 {
 			pe = scratch[h.ProducerID]
 			if pe == nil {
@@ -748,7 +766,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 				pe = st.producers.clone(h.ProducerID)
 				st.mu.Unlock()
 			}
-			if err := checkProducer(pe, &h); err != nil {
+			if err := checkProducer(pe, &h, mk, p.txnVersion); err != nil {
 				var dup *errDuplicate
 				if errors.As(err, &dup) {
 					r.answerDuplicateLocked(p, dup, opts.Mode)
@@ -771,7 +789,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 		p.res = ProduceResult{BaseOffset: next, LastOffset: h.LastOffset()}
 		next = h.LastOffset() + 1
 		if h.ProducerID >= 0 {
-			scratch[h.ProducerID] = updateEntry(pe, &h)
+			scratch[h.ProducerID] = updateEntry(pe, &h, mk)
 		}
 		if p.acks == AcksNone {
 			continue

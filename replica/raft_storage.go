@@ -880,7 +880,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		}
 		s.cacheAddLocked(e)
 		added = append(added, m)
-		s.producers.update(&h)
+		s.producers.update(&h, markerOf(b, &h))
 		next = m.last + 1
 	}
 	s.accountMetasLocked()

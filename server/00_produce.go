@@ -39,7 +39,9 @@ import (
 // MESSAGE_TOO_LARGE if the result is over max.message.bytes.
 // A producer's first transactional batch in a partition is taken only if
 // the partition is in its ongoing transaction (KIP-890 part 1,
-// verifyTxnBatch): INVALID_TXN_STATE otherwise. From v12 (KIP-890 part
+// verifyTxnBatch): otherwise INVALID_TXN_STATE up to v10 and
+// TRANSACTION_ABORTABLE from v11 (KIP-1050, Kafka's codes by version:
+// verifyError). From v12 (KIP-890 part
 // 2, transaction version 2) the leader adds the partition to the
 // transaction itself instead: the client sends no AddPartitionsToTxn.
 // Version notes: v3 transactional id, v5 log start offset, v7 zstd,

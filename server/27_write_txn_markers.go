@@ -27,12 +27,17 @@ const markerTimeout = 30 * time.Second
 // epoch's marker already ended the transaction there.
 // The marker's value carries the request's coordinator epoch (Sluice's
 // coordinators send the metastore index of the decision, see
-// txn.Marker); the partition does not compare it.
+// txn.Marker). A marker whose coordinator epoch is below that of the
+// producer's last marker in the partition is refused with
+// TRANSACTION_COORDINATOR_FENCED and not written (Kafka's
+// appendEndTxnMarker: a zombie coordinator's late marker must not end the
+// producer's next transaction); the partition keeps the last coordinator
+// epoch with its producer state (log.CheckMarker).
 // Version notes: v1 flexible; v2 the transaction's version (KIP-1228),
-// 2 when the marker's epoch is the one a version 2 EndTxn bumped to: the
-// partition's rule is the same for both (a marker older than the
-// producer's epoch there is answered as written), since a version 2
-// marker's epoch is always above its transaction's batches'.
+// 2 when the marker's epoch is the one a version 2 EndTxn bumped to: then
+// the marker's epoch must be above the producer's in the partition, with
+// 0 or 1 at least equal; a marker that fails this is answered as written
+// (a newer epoch's marker already ended the transaction there).
 // Roles: partition leaders (write brokers).
 func init() { register(27, handleWriteTxnMarkers) }
 
@@ -84,7 +89,7 @@ func handleWriteTxnMarkers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 					case !ok || p < 0 || int(p) >= len(t.Partitions):
 						rp.ErrorCode = kerr.UnknownTopicOrPartition.Code
 					default:
-						wait, err := s.proposeMarker(t, p, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch)
+						wait, err := s.proposeMarker(t, p, m.ProducerID, m.ProducerEpoch, m.Committed, m.CoordinatorEpoch, m.TransactionVersion)
 						if err != nil {
 							rp.ErrorCode = errorCode(err)
 							continue

@@ -16,9 +16,9 @@ import (
 // log holds state for (the producer table every replica rebuilds from the
 // batches it stores, so a follower or read replica answers as the leader
 // does, as Kafka lets any replica answer): producer id, epoch, the last
-// sequence and the max timestamp of its last batch, coordinator epoch -1
-// (markers carry none yet), and the first offset of its open transaction
-// in the partition (-1 if none).
+// sequence and the max timestamp of its last batch, the coordinator epoch
+// of its last transaction marker there (-1 before one), and the first
+// offset of its open transaction in the partition (-1 if none).
 // A partition of a known topic this broker does not host gets
 // NOT_LEADER_OR_FOLLOWER, a failed replica KAFKA_STORAGE_ERROR, an unknown
 // topic or partition UNKNOWN_TOPIC_OR_PARTITION. Each topic needs READ on
@@ -70,7 +70,7 @@ func handleDescribeProducers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Res
 				a := kmsg.NewDescribeProducersResponseTopicPartitionActiveProducer()
 				a.ProducerID, a.ProducerEpoch = ap.ID, int32(ap.Epoch)
 				a.LastSequence, a.LastTimestamp = ap.LastSequence, ap.LastTimestamp
-				a.CoordinatorEpoch, a.CurrentTxnStartOffset = -1, ap.CurrentTxnStartOffset
+				a.CoordinatorEpoch, a.CurrentTxnStartOffset = ap.CoordinatorEpoch, ap.CurrentTxnStartOffset
 				sp.ActiveProducers = append(sp.ActiveProducers, a)
 			}
 			st.Partitions = append(st.Partitions, sp)

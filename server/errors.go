@@ -50,11 +50,18 @@ func errorCode(err error) int16 {
 		return kerr.OutOfOrderSequenceNumber.Code
 	case errors.Is(err, log.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
+	case errors.Is(err, log.ErrCoordinatorFenced):
+		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, errMessageTooLarge), errors.Is(err, protocol.ErrRecordsTooLarge):
 		return kerr.MessageTooLarge.Code
 	case errors.Is(err, errInvalidTimestamp):
 		return kerr.InvalidTimestamp.Code
 	case errors.Is(err, errTxnNotVerified):
+		// The verification's own code where it carries one
+		// (verifyError), else INVALID_TXN_STATE.
+		if ke := (*kerr.Error)(nil); errors.As(err, &ke) {
+			return ke.Code
+		}
 		return kerr.InvalidTxnState.Code
 	case errors.Is(err, errTxnVerifyUnavailable):
 		// Retriable for every producer, as Kafka answers while the

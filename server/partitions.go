@@ -21,6 +21,10 @@ type hostedPartition interface {
 	// Propose appends (or, in a cluster, proposes) one validated batch.
 	// It returns at once; the proposal's Wait answers as acks asks.
 	Propose(batch []byte, acks replica.Acks) (*replica.Proposal, error)
+	// ProposeMarker is Propose for a transaction marker sent with
+	// transaction version txnVersion: the producer's epoch and last
+	// coordinator epoch there are checked first (log.CheckMarker).
+	ProposeMarker(batch []byte, txnVersion int8, acks replica.Acks) (*replica.Proposal, error)
 	HighWatermark() int64
 	LastStableOffset() int64
 	LogStartOffset() int64

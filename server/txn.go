@@ -87,10 +87,12 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		if !ok || int(tp.Partition) >= len(t.Partitions) {
 			continue
 		}
-		wait, err := s.proposeMarker(t, tp.Partition, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch)
+		wait, err := s.proposeMarker(t, tp.Partition, m.ProducerID, m.Epoch, m.Commit, m.CoordinatorEpoch, m.TxnVersion)
 		switch {
 		case err == nil:
 			waits = append(waits, pending{tp, wait})
+		case errors.Is(err, log.ErrCoordinatorFenced):
+			s.markerFenced(tp.Topic, tp.Partition, m, err)
 		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
@@ -114,7 +116,10 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		})
 	}
 	for _, w := range waits {
-		if err := w.wait(ctx); err != nil {
+		switch err := w.wait(ctx); {
+		case errors.Is(err, log.ErrCoordinatorFenced):
+			s.markerFenced(w.tp.Topic, w.tp.Partition, m, err)
+		case err != nil:
 			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
 		}
 	}
@@ -125,11 +130,26 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 	return nil
 }
 
+// markerFenced: a partition refused a marker for its coordinator epoch
+// (TRANSACTION_COORDINATOR_FENCED): the producer's markers there come
+// from a later decision, so this one is stale, and the coordinator stops
+// sending it, as Kafka's TransactionMarkerRequestCompletionHandler does
+// (its state write then fails on the metastore version, if another
+// broker moved the transaction on).
+func (s *Server) markerFenced(topic string, partition int32, m txn.Marker, err error) {
+	s.log.Info().Str("topic", topic).Int32("partition", partition).Int64("producer_id", m.ProducerID).
+		Int32("coordinator_epoch", m.CoordinatorEpoch).Err(err).Msg("transaction marker fenced by a later coordinator epoch; not sent again")
+}
+
 // proposeMarker appends (proposes, on a raft partition) a marker to a
 // partition this broker leads; wait returns once it is committed. A
 // marker whose epoch the partition has seen bumped past is done: a newer
-// one fenced it, as Kafka's coordinator treats it.
-func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32) (wait func(context.Context) error, err error) {
+// one fenced it, as Kafka's coordinator treats it. One whose coordinator
+// epoch is below the producer's last marker's there fails with
+// log.ErrCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED). txnVersion
+// is the transaction's version (WriteTxnMarkers v2): with 2 the marker's
+// epoch must be above the producer's (log.CheckMarker).
+func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32, txnVersion int8) (wait func(context.Context) error, err error) {
 	p, err := s.partition(t, idx)
 	if err != nil {
 		return nil, err
@@ -144,7 +164,7 @@ func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch in
 	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	prop, err := p.Propose(b, replica.AcksAll)
+	prop, err := p.ProposeMarker(b, txnVersion, replica.AcksAll)
 	if err != nil {
 		if err = fenced(err); err != nil {
 			return nil, err
@@ -180,6 +200,10 @@ func (s *Server) sendMarkers(ctx context.Context, leader int32, mk txn.Marker, t
 	for _, rm := range resp.Markers {
 		for _, rt := range rm.Topics {
 			for _, rp := range rt.Partitions {
+				if rp.ErrorCode == kerr.TransactionCoordinatorFenced.Code {
+					s.markerFenced(rt.Topic, rp.Partition, mk, kerr.TransactionCoordinatorFenced)
+					continue
+				}
 				if rp.ErrorCode != 0 && rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
 					return fmt.Errorf("%s-%d: %w", rt.Topic, rp.Partition, kerr.ErrorForCode(rp.ErrorCode))
 				}
@@ -264,13 +288,35 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 	} else {
 		code = txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(), tps)
 	}
+	return verifyError(code, *txnID, implicit, version)
+}
+
+// verifyError turns the code of a verification into Produce's answer, as
+// Kafka's AddPartitionsToTxnManager and ReplicaManager do (KIP-890 part 1,
+// KIP-1050): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; the retriable
+// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and
+// COORDINATOR_LOAD_IN_PROGRESS are NOT_ENOUGH_REPLICAS (which older
+// clients retry without a metadata refresh); TRANSACTION_ABORTABLE (the
+// partition is not in the transaction) stays so from Produce v11, the
+// first version whose clients handle it, and is INVALID_TXN_STATE below;
+// INVALID_PRODUCER_ID_MAPPING and the rest pass as they are. An implicit
+// add (v12+) that fails otherwise is INVALID_TXN_STATE.
+func verifyError(code int16, txnID string, implicit bool, version int16) error {
 	switch code {
 	case 0:
 		return nil
 	case kerr.ProducerFenced.Code:
-		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, *txnID)
-	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code:
+		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, txnID)
+	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code,
+		kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
 		return errTxnVerifyUnavailable
+	case kerr.TransactionAbortable.Code:
+		if version < 11 {
+			return fmt.Errorf("%w: not in transactional id %q's ongoing transaction", errTxnNotVerified, txnID)
+		}
 	}
-	return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
+	if implicit {
+		return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
+	}
+	return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.ErrorForCode(code))
 }

@@ -403,12 +403,16 @@ func (c *Coordinator) AddOffsets(ctx context.Context, id string, pid int64, epoc
 }
 
 // VerifyPartitions is KIP-890 part 1's check, made by a partition leader
-// before it takes a producer's first transactional batch: 0 if every
-// partition is in the producer's ongoing transaction at this epoch;
-// INVALID_PRODUCER_ID_MAPPING, PRODUCER_FENCED or INVALID_TXN_STATE
-// otherwise; COORDINATOR_NOT_AVAILABLE if the metastore cannot answer.
-// Any broker can ask: the state is read from the metastore, not from the
-// id's coordinator.
+// before it takes a producer's first transactional batch, with the codes
+// of Kafka's handleVerifyPartitionsInTransaction: 0 if every partition is
+// in the producer's ongoing transaction at this epoch;
+// INVALID_PRODUCER_ID_MAPPING (no state, another producer id),
+// PRODUCER_FENCED (another epoch), CONCURRENT_TRANSACTIONS (a Prepare*
+// state) or TRANSACTION_ABORTABLE (a partition not in the transaction,
+// none open); COORDINATOR_NOT_AVAILABLE if the metastore cannot answer.
+// The leader turns them into Produce codes by the request's version (the
+// broker's verifyTxnBatch). Any broker can ask: the state is read from the
+// metastore, not from the id's coordinator.
 func VerifyPartitions(ctx context.Context, store Store, id string, pid int64, epoch int16, tps []metastore.TopicPartition) int16 {
 	st, found, err := store.GetTxn(ctx, id)
 	switch {
@@ -418,13 +422,12 @@ func VerifyPartitions(ctx context.Context, store Store, id string, pid int64, ep
 		return kerr.InvalidProducerIDMapping.Code
 	case st.Epoch != epoch:
 		return kerr.ProducerFenced.Code
-	}
-	if st.Status != metastore.TxnOngoing {
-		return kerr.InvalidTxnState.Code
+	case st.Status == metastore.TxnPrepareCommit || st.Status == metastore.TxnPrepareAbort:
+		return kerr.ConcurrentTransactions.Code
 	}
 	for _, tp := range tps {
-		if !slices.Contains(st.Partitions, tp) {
-			return kerr.InvalidTxnState.Code
+		if st.Status != metastore.TxnOngoing || !slices.Contains(st.Partitions, tp) {
+			return kerr.TransactionAbortable.Code
 		}
 	}
 	return 0

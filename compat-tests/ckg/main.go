@@ -132,9 +132,10 @@ func newConsumer(kv ...any) (*kafka.Consumer, error) {
 }
 
 // consume reads n records of one partition from offset start (a logical
-// offset such as kafka.OffsetBeginning, or a real one).
-func consume(topic string, partition int32, start kafka.Offset, n int, onRunning func() error) ([]rec, error) {
-	c, err := newConsumer()
+// offset such as kafka.OffsetBeginning, or a real one); kv is more
+// consumer configuration.
+func consume(topic string, partition int32, start kafka.Offset, n int, onRunning func() error, kv ...any) ([]rec, error) {
+	c, err := newConsumer(kv...)
 	if err != nil {
 		return nil, err
 	}
@@ -360,6 +361,77 @@ func basic(p string) {
 		}
 		return "", nil
 	})
+	run("txn-commit-abort", func() (string, error) { return "", transactions(p + "-txn") })
+}
+
+// transactions is txn-commit-abort on topic (1 partition, created by the
+// Go test): a transaction of c-0..c-4 committed, one of a-0..a-4 aborted
+// (flushed first, so that its records reach the log before the ABORT
+// marker), one of c-5..c-9 committed; a read_committed consumer reads
+// exactly c-0..c-9.
+func transactions(topic string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	p, err := kafka.NewProducer(conf("transactional.id", topic+"-tid", "message.timeout.ms", 20000))
+	if err != nil {
+		return err
+	}
+	defer p.Close()
+	if err := p.InitTransactions(ctx); err != nil {
+		return fmt.Errorf("InitTransactions: %w", err)
+	}
+	var want []string
+	for i, commit := range []bool{true, false, true} {
+		if err := p.BeginTransaction(); err != nil {
+			return fmt.Errorf("BeginTransaction: %w", err)
+		}
+		var recs []rec
+		for j := range 5 {
+			v := fmt.Sprintf("c-%d", 5*(i/2)+j)
+			if !commit {
+				v = fmt.Sprintf("a-%d", j)
+			} else {
+				want = append(want, v)
+			}
+			recs = append(recs, rec{value: []byte(v), partition: 0})
+		}
+		dc := make(chan kafka.Event, len(recs))
+		for _, r := range recs {
+			if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Value: r.value}, dc); err != nil {
+				return err
+			}
+		}
+		for range recs {
+			select {
+			case ev := <-dc:
+				if err := ev.(*kafka.Message).TopicPartition.Error; err != nil {
+					return fmt.Errorf("delivery: %w", err)
+				}
+			case <-ctx.Done():
+				return errors.New("no delivery report in time")
+			}
+		}
+		if commit {
+			err = p.CommitTransaction(ctx)
+		} else {
+			err = p.AbortTransaction(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+		}
+	}
+	got, err := consume(topic, 0, kafka.OffsetBeginning, len(want), nil, "isolation.level", "read_committed")
+	if err != nil {
+		return err
+	}
+	var vals []string
+	for _, r := range got {
+		vals = append(vals, string(r.value))
+	}
+	if !slices.Equal(vals, want) {
+		return fmt.Errorf("read_committed read %q, want c-0..c-9", vals)
+	}
+	return nil
 }
 
 func hdrs(hs []kafka.Header) string {

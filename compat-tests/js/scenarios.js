@@ -107,8 +107,8 @@ async function produce (topic, messages, { acks = -1, idempotent = false, compre
 // consume reads n records of one partition through a throw-away group.
 // start: 'earliest', 'latest' or {offset}. onRunning runs once the consumer
 // has fetched (so "latest" is resolved).
-async function consume (topic, partition, start, n, { timeout = 20000, onRunning } = {}) {
-  const c = kafka.consumer({ groupId: `sluice-compat-js-${process.pid}-${groupSeq++}`, maxWaitTimeInMs: 200, heartbeatInterval: 500 })
+async function consume (topic, partition, start, n, { timeout = 20000, onRunning, readUncommitted = false } = {}) {
+  const c = kafka.consumer({ groupId: `sluice-compat-js-${process.pid}-${groupSeq++}`, maxWaitTimeInMs: 200, heartbeatInterval: 500, readUncommitted })
   const out = []
   let fetched = false
   c.on(c.events.FETCH, () => { fetched = true })
@@ -222,6 +222,28 @@ async function basic (p) {
       return
     }
     throw new Error('metadata for a missing topic succeeded')
+  })
+  // PREFIX-txn (1 partition, created by the Go test): a transaction of
+  // c-0..c-4 committed, one of a-0..a-4 aborted, one of c-5..c-9
+  // committed (kafkajs' transactional producer: idempotent, one request
+  // in flight); a read_committed consumer reads exactly c-0..c-9.
+  await run('txn-commit-abort', async () => {
+    const t = `${p}-txn`
+    const prod = kafka.producer({ transactionalId: `${t}-tid`, idempotent: true, maxInFlightRequests: 1 })
+    await prod.connect()
+    try {
+      for (const [vals, commit] of [[[0, 1, 2, 3, 4].map(i => `c-${i}`), true], [[0, 1, 2, 3, 4].map(i => `a-${i}`), false], [[5, 6, 7, 8, 9].map(i => `c-${i}`), true]]) {
+        const txn = await prod.transaction()
+        await txn.send({ topic: t, messages: vals.map(v => ({ value: v, partition: 0 })) })
+        if (commit) await txn.commit()
+        else await txn.abort()
+      }
+    } finally {
+      await prod.disconnect()
+    }
+    const got = await consume(t, 0, 'earliest', 10, { readUncommitted: false })
+    const vals = got.map(r => r.value.toString())
+    check(JSON.stringify(vals) === JSON.stringify([...Array(10).keys()].map(i => `c-${i}`)), `read_committed read ${vals}, want c-0..c-9`)
   })
   await admin.disconnect()
 }

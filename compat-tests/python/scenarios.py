@@ -8,7 +8,9 @@ one scenario group, run in this one process:
 
     basic        bootstrap/metadata, acks 0/1/all, idempotence, keys/nulls/
                  headers/timestamps, records near and over max.message.bytes,
-                 consume from earliest/latest/a timestamp, unknown topic
+                 consume from earliest/latest/a timestamp, unknown topic,
+                 a transactional producer's commits and abort read back
+                 read_committed
     admin        create, describe configs, alter configs, create partitions,
                  delete; a bad config value
     group        a consumer group: commit and resume, rebalance of two members
@@ -114,9 +116,9 @@ class Confluent:
                                              "enable.auto.commit": False, "auto.offset.reset": "earliest",
                                              "fetch.wait.max.ms": 200, **kw}))
 
-    def consume(self, topic, partition, start, n, timeout=20, on_assigned=None):
+    def consume(self, topic, partition, start, n, timeout=20, on_assigned=None, **ckw):
         TP = self.ck.TopicPartition
-        c = self._consumer()
+        c = self._consumer(**ckw)
         try:
             if start == "earliest":
                 off = self.ck.OFFSET_BEGINNING
@@ -160,6 +162,26 @@ class Confluent:
             return got.offset
         finally:
             c.close()
+
+    read_committed = {"isolation.level": "read_committed"}
+
+    def transactions(self, topic, txns):
+        """Runs each (values, commit) of txns as one transaction of one
+        transactional producer; an aborted one is flushed first, so that
+        its records reach the log before the ABORT marker."""
+        p = self.ck.Producer(self.conf(**{"transactional.id": topic + "-tid", "message.timeout.ms": 20000}))
+        p.init_transactions(30)
+        for vals, commit in txns:
+            p.begin_transaction()
+            for v in vals:
+                p.produce(topic, value=v, partition=0)
+            left = p.flush(30)
+            if left:
+                raise RuntimeError("%d records not delivered after 30 s" % left)
+            if commit:
+                p.commit_transaction(30)
+            else:
+                p.abort_transaction(30)
 
     # admin
     def _wait(self, futs):
@@ -278,10 +300,10 @@ class KafkaPython:
                                     enable_auto_commit=False, auto_offset_reset="earliest",
                                     fetch_max_wait_ms=200, **kw)
 
-    def consume(self, topic, partition, start, n, timeout=20, on_assigned=None):
+    def consume(self, topic, partition, start, n, timeout=20, on_assigned=None, **ckw):
         TP = self.k.TopicPartition
         tp = TP(topic, partition)
-        c = self._consumer()
+        c = self._consumer(**ckw)
         try:
             c.assign([tp])
             if start == "earliest":
@@ -317,6 +339,28 @@ class KafkaPython:
 
     def admin(self):
         return self.k.KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="sluice-compat-kafka-python")
+
+    read_committed = {"isolation_level": "read_committed"}
+
+    def transactions(self, topic, txns):
+        """As Confluent.transactions, with kafka-python's transactional
+        producer (KafkaProducer(transactional_id=...), 2.1+)."""
+        p = self.k.KafkaProducer(bootstrap_servers=self.bootstrap, client_id="sluice-compat-kafka-python",
+                                 transactional_id=topic + "-tid", enable_idempotence=True, acks="all")
+        try:
+            p.init_transactions()
+            for vals, commit in txns:
+                p.begin_transaction()
+                futs = [p.send(topic, value=v, partition=0) for v in vals]
+                p.flush(30)
+                for f in futs:
+                    f.get(timeout=30)
+                if commit:
+                    p.commit_transaction()
+                else:
+                    p.abort_transaction()
+        finally:
+            p.close(10)
 
     def _admin_call(self, fn):
         a = self.admin()
@@ -494,6 +538,18 @@ def group_basic(cl, p):
         code = cl.topic_error(p + "-no-such-topic")
         check(code == 3, "metadata for a missing topic (auto-create off): error %r, want 3 (UNKNOWN_TOPIC_OR_PARTITION)" % code)
     run("error-unknown-topic", unknown)
+
+    def txn():
+        # PREFIX-txn (1 partition, created by the Go test): a transaction
+        # of c-0..c-4 committed, one of a-0..a-4 aborted, one of c-5..c-9
+        # committed; a read_committed consumer reads exactly c-0..c-9.
+        t = p + "-txn"
+        cl.transactions(t, [([b"c-%d" % i for i in range(5)], True), ([b"a-%d" % i for i in range(5)], False),
+                            ([b"c-%d" % i for i in range(5, 10)], True)])
+        got = cl.consume(t, 0, "earliest", 10, **cl.read_committed)
+        check([r.value for r in got] == [b"c-%d" % i for i in range(10)],
+              "read_committed read %r, want c-0..c-9" % [r.value for r in got])
+    run("txn-commit-abort", txn)
 
 
 def group_admin(cl, p):

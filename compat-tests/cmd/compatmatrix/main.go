@@ -61,6 +61,7 @@ var scenarios = []struct{ name, what string }{
 	{"error-bad-config", "retention.ms=soon is refused with INVALID_CONFIG (40)"},
 	{"group-commit-resume", "a group member reads 40 records and commits; a new member of the group gets only the 4 written later"},
 	{"group-rebalance", "a second member joins (2+2 partitions), then leaves (4 again)"},
+	{"txn-commit-abort", "a transactional producer commits c-0..c-4, aborts a-0..a-4 and commits c-5..c-9; a read_committed consumer reads exactly c-0..c-9 (and the broker holds the aborted records between them)"},
 	{"codec-none", "writes an uncompressed topic read intact by every other client, and reads theirs"},
 	{"codec-gzip", "the same with gzip (the broker keeps the writer's codec)"},
 	{"codec-snappy", "the same with snappy"},
@@ -160,6 +161,12 @@ var notExpressible = map[string]map[string]string{
 		"admin-alter-configs": "kcat has no admin commands", "admin-create-partitions": "kcat has no admin commands",
 		"admin-delete": "kcat has no admin commands", "error-bad-config": "kcat has no admin commands",
 	},
+	"kafka-go": {
+		"txn-commit-abort": "kafka-go has no transactional producer (it never sends InitProducerId, AddPartitionsToTxn or EndTxn)",
+	},
+	"java-tools": {
+		"txn-commit-abort": "Kafka's command-line tools have no producer that both commits and aborts transactions on request (kafka-producer-perf-test commits its transactions and never aborts one; kafka-transactions lists, describes and aborts other producers' hanging transactions); the java-client column is the same library",
+	},
 }
 
 func main() {
@@ -234,10 +241,10 @@ func main() {
 	w("**skip** (the covering test was skipped: its toolchain was missing on the machine that generated this file), ")
 	w("or **—** (no test covers it yet). ")
 	w("python-confluent-kafka, kafka-python, kafkajs, confluent-kafka-go and java-tools run every scenario through a runner of their own ")
-	w("(compat-tests/python, js, ckg, tools_test.go), kcat the produce, consume and error scenarios (kcat_matrix_test.go), ")
-	w("sarama and kafka-go those, the admin ones and group-rebalance (sarama_matrix_test.go, kafkago_matrix_test.go), ")
-	w("java-client the produce, consume, error, admin and group scenarios in one JVM (java_matrix_test.go, compat-tests/java Matrix.java), ")
-	w("franz-go near-max-message-bytes (franzgo_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
+	w("(compat-tests/python, js, ckg, tools_test.go; txn-commit-abort in the process of the basic scenarios), kcat the produce, consume, error and transaction scenarios (kcat_matrix_test.go), ")
+	w("sarama and kafka-go those, the admin ones and group-rebalance (sarama_matrix_test.go, kafkago_matrix_test.go), and sarama txn-commit-abort, ")
+	w("java-client the produce, consume, error, transaction, admin and group scenarios in one JVM (java_matrix_test.go, compat-tests/java Matrix.java), ")
+	w("franz-go near-max-message-bytes and txn-commit-abort (franzgo_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
 	w("for every client that takes part in it. The other cells of franz-go, sarama, kafka-go, kcat and java-client come from the existing tests ")
 	w("that exercise the scenario with that client (listed under the table).\n\n")
 

@@ -43,14 +43,14 @@ import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 
 /**
- * The basic, admin and group scenarios of the compat matrix (docs/compat.md) with
+ * The basic, transaction, admin and group scenarios of the compat matrix (docs/compat.md) with
  * the Java client library (kafka-clients: KafkaProducer, KafkaConsumer,
  * Admin), all in one JVM so that the matrix pays for one JVM start. The Go
  * side (../java_matrix_test.go) creates the topics of the basic group first
  * (PREFIX-meta with 3 partitions; PREFIX-acks0, -acks1, -acksall, -idem,
  * -fields, -cons with 1; PREFIX-big with max.message.bytes=100000; 10
  * records c-0..c-9 in PREFIX-cons, timestamps BASE+i*1000; PREFIX-grp with
- * 4 partitions of 10 records) and checks what the producers wrote
+ * 4 partitions of 10 records; PREFIX-txn with 1) and checks what the producers wrote
  * afterwards.
  *
  * Usage: Matrix BOOTSTRAP PREFIX
@@ -111,7 +111,12 @@ public final class Matrix {
     }
 
     static KafkaConsumer<byte[], byte[]> consumer() {
+        return consumer("read_uncommitted");
+    }
+
+    static KafkaConsumer<byte[], byte[]> consumer(String isolation) {
         Properties p = common();
+        p.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
         p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
         p.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
         p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -121,9 +126,13 @@ public final class Matrix {
 
     /** Reads n records of partition 0 of topic from offset (-2: earliest). */
     static List<ConsumerRecord<byte[], byte[]>> read(String topic, long offset, int n) {
+        return read(topic, offset, n, "read_uncommitted");
+    }
+
+    static List<ConsumerRecord<byte[], byte[]>> read(String topic, long offset, int n, String isolation) {
         TopicPartition tp = new TopicPartition(topic, 0);
         List<ConsumerRecord<byte[], byte[]>> out = new ArrayList<>();
-        try (KafkaConsumer<byte[], byte[]> c = consumer()) {
+        try (KafkaConsumer<byte[], byte[]> c = consumer(isolation)) {
             c.assign(List.of(tp));
             if (offset < 0) c.seekToBeginning(List.of(tp));
             else c.seek(tp, offset);
@@ -276,6 +285,45 @@ public final class Matrix {
                     "error code " + code(e) + " (" + e.getCause() + "), want UNKNOWN_TOPIC_OR_PARTITION (3)");
             }
             check(!adm.listTopics().names().get(30, TimeUnit.SECONDS).contains(missing), missing + " was created");
+        });
+    }
+
+    /**
+     * txn-commit-abort on PREFIX-txn (1 partition, created by the Go side):
+     * a transactional KafkaProducer commits c-0..c-4, aborts a-0..a-4 (sent
+     * and flushed first, so they reach the log) and commits c-5..c-9; a
+     * read_committed consumer reads exactly c-0..c-9.
+     */
+    static void transactions() {
+        String topic = prefix + "-txn";
+        scenario("txn-commit-abort", () -> {
+            Properties p = common();
+            p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, topic + "-tid");
+            p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+            p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+            p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+            List<String> want = new ArrayList<>();
+            try (KafkaProducer<byte[], byte[]> pr = new KafkaProducer<>(p)) {
+                pr.initTransactions();
+                boolean[] commits = {true, false, true};
+                for (int i = 0; i < commits.length; i++) {
+                    pr.beginTransaction();
+                    List<Future<RecordMetadata>> fs = new ArrayList<>();
+                    for (int j = 0; j < 5; j++) {
+                        String v = commits[i] ? "c-" + (5 * (i / 2) + j) : "a-" + j;
+                        if (commits[i]) want.add(v);
+                        fs.add(pr.send(new ProducerRecord<>(topic, 0, null, b(v))));
+                    }
+                    pr.flush();
+                    for (Future<RecordMetadata> f : fs) f.get(30, TimeUnit.SECONDS);
+                    if (commits[i]) pr.commitTransaction();
+                    else pr.abortTransaction();
+                }
+            }
+            List<String> got = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : read(topic, -2, want.size(), "read_committed")) got.add(s(r.value()));
+            check(got.equals(want), "read_committed read " + got + ", want c-0..c-9");
         });
     }
 
@@ -472,6 +520,7 @@ public final class Matrix {
         System.out.println("VERSION kafka-clients " + org.apache.kafka.common.utils.internals.AppInfoParser.getVersion());
         try (Admin adm = Admin.create(common())) {
             basic(adm);
+            transactions();
             admin(adm);
         }
         groups();
