@@ -750,7 +750,7 @@ func batchesString(t *testing.T, l *Log) string {
 		}
 		kind := "d"
 		if h.IsControl() {
-			switch controlTypeOf(b, &h) {
+			switch markerOf(b, &h).typ {
 			case protocol.ControlAbort:
 				kind = "A"
 			case protocol.ControlCommit:

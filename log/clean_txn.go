@@ -130,7 +130,7 @@ type markerResult struct {
 func cleanMarker(p *cleanPlan, b []byte, h *batchHeader, horizon int64, o cleanOptions, dst []byte) (markerResult, error) {
 	ctrl := int16(-1)
 	if h.RecordCount > 0 {
-		if ctrl = controlTypeOf(b, h); ctrl < 0 {
+		if ctrl = markerOf(b, h).typ; ctrl < 0 {
 			ctrl = -2 // unreadable: stays
 		}
 	}
