@@ -241,6 +241,10 @@ type Replica struct {
 	recheck []*raftpb.Message
 	// dur: stored appends waiting for the log's fsync (raft_durable.go).
 	dur durQueue
+	// refs: batches proposed by reference, not yet in the log, by
+	// sequence number (raft_ref.go).
+	refs   map[uint64]*Proposal
+	refSeq uint64
 
 	hw       atomic.Int64
 	fellBack atomic.Bool           // semi.fallback, for readers without raftMu
@@ -714,6 +718,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 	idx, next := st.lastIndexLocked(), st.nextOffsetLocked()
 	st.mu.Unlock()
 	scratch := map[int64]*prodEntry{}
+	solo := r.soloLocked()
 	for _, p := range props {
 		if p.commit {
 			// A command (raft_command.go): no producer, no stamp, and,
@@ -760,8 +765,14 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 		}
 		h.BaseOffset, h.LeaderEpoch = next, int32(term)
 		stamp(p.batch, next, int32(term))
-		err := r.rn.Propose(p.batch)
-		p.releaseBatch() // raft appended a copy (raft.appendEntry clones)
+		var err error
+		if solo {
+			// The batch goes when the log has it (raft_ref.go).
+			err = r.proposeRefLocked(p)
+		} else {
+			err = r.rn.Propose(p.batch)
+			p.releaseBatch() // raft appended a copy (raft.appendEntry clones)
+		}
 		if err != nil {
 			p.complete(ProduceResult{}, fmt.Errorf("%w: %v", ErrProposalDropped, err))
 			continue
@@ -827,6 +838,11 @@ func (r *Replica) handleReadyLocked() error {
 	// Step 2 for what depends on nothing unsynced: appends and heartbeats
 	// of a leader (its own acknowledgement is counted only once its
 	// append is durable), vote requests.
+	for _, m := range peers {
+		if hasRef(m) {
+			return fmt.Errorf("replica: raft entry by reference in a message to node %d", m.GetTo())
+		}
+	}
 	r.host.send(r, peers)
 	if app != nil {
 		if err := r.storageAppendLocked(app); err != nil {
@@ -867,9 +883,10 @@ func (r *Replica) storageAppendLocked(m *raftpb.Message) error {
 	var first uint64
 	if len(ents) > 0 {
 		first = ents[0].GetIndex()
-		if err := r.st.append(ents); err != nil {
+		if err := r.st.append(ents, r.refBatch); err != nil {
 			return err
 		}
+		r.releaseRefsLocked(ents)
 		w.last = ents[len(ents)-1].GetIndex()
 		for _, e := range ents {
 			if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
@@ -999,6 +1016,7 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 	default:
 		return nil
 	}
+	r.endSoloLocked()
 	cs := r.rn.ApplyConfChange(cc)
 	if err := r.st.setConfState(cs); err != nil {
 		return err
@@ -1178,6 +1196,7 @@ func (r *Replica) failLocked(err error) {
 		p.complete(ProduceResult{}, err)
 	}
 	r.inflight, r.dupWait = nil, nil
+	r.dropRefsLocked()
 	r.isLeader.Store(false)
 	r.leader.Store(-1)
 	// Fetches waiting for the high watermark look again and see the
@@ -1317,6 +1336,7 @@ func (r *Replica) close() error {
 		p.complete(ProduceResult{}, ErrReplicaClosed)
 	}
 	r.inflight, r.dupWait = nil, nil
+	r.dropRefsLocked()
 	r.isLeader.Store(false)
 	var errs []error
 	if r.failed == nil {
