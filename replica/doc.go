@@ -65,6 +65,24 @@
 // entry's base offset or epoch were ever not the expected ones, every
 // replica would stamp the same values into a copy.
 //
+// A group whose only member is its leader (one voter, no learners, no
+// configuration change under way) proposes a reference instead of the
+// batch (raft_ref.go): etcd raft clones every proposed entry
+// (raft.appendEntry) and holds the clone until it is durable and applied,
+// which for a group that sends nothing is only a second copy in memory.
+// The entry's data is then 16 bytes, "SLRF" and a sequence number naming
+// the batch the Proposal holds; step 1 writes that batch to the log, as it
+// would the data of an entry, and only then releases it
+// (Proposal.BatchReleased, when the server gives the request frame back),
+// as the plain log does after its append. A reference exists only in
+// raft's memory and this replica's entry cache: the log and raft.index
+// hold the batch, so recovery and every read are unchanged. Entries
+// serves a cached reference only while the group is solo; a
+// configuration change ends that before it is proposed or applied, raft
+// then reads the batches from the log for a new member, and no message
+// carrying a reference is ever sent (handleReadyLocked fails the replica
+// instead).
+//
 // # Offsets
 //
 // Kafka offsets are dense, as in Kafka: they count data batches only.
