@@ -74,7 +74,9 @@
 // the batch the Proposal holds; step 1 writes that batch to the log, as it
 // would the data of an entry, and only then releases it
 // (Proposal.BatchReleased, when the server gives the request frame back),
-// as the plain log does after its append. A reference exists only in
+// as the plain log does after its append; Propose runs that round in the
+// caller's goroutine (below, "Locks"), so the batch is written before it
+// returns. A reference exists only in
 // raft's memory and this replica's entry cache: the log and raft.index
 // hold the batch, so recovery and every read are unchanged. Entries
 // serves a cached reference only while the group is solo; a
@@ -340,8 +342,11 @@
 // Replica.inMu (queued inputs), Replica.mu (high watermark notification),
 // durQueue.mu and scheduler.mu are leaves: nothing else is taken while one
 // is held. A worker holds raftMu for a whole round, which waits for no log
-// fsync ("Ready loop"); producers never take it (Propose only queues under
-// inMu).
+// fsync ("Ready loop"). Propose queues under inMu; in a solo group it then
+// takes raftMu and runs the round itself, as the plain log's Append writes
+// in the producer's goroutine (its batch is in the log when Propose
+// returns, so the request frame goes back at once); in any other group
+// producers never take it.
 // OnLeaderChange runs with raftMu held.
 //
 // # Failures

@@ -57,6 +57,7 @@ func (r *Replica) soloLocked() bool {
 		len(cs.GetVotersOutgoing()) == 0 && len(cs.GetLearners()) == 0 && len(cs.GetLearnersNext()) == 0
 	r.st.solo = solo
 	r.st.mu.Unlock()
+	r.soloHint.Store(solo)
 	return solo
 }
 
@@ -66,6 +67,7 @@ func (r *Replica) endSoloLocked() {
 	r.st.mu.Lock()
 	r.st.solo = false
 	r.st.mu.Unlock()
+	r.soloHint.Store(false)
 }
 
 // proposeRefLocked proposes p's batch by reference.

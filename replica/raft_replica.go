@@ -245,6 +245,9 @@ type Replica struct {
 	// sequence number (raft_ref.go).
 	refs   map[uint64]*Proposal
 	refSeq uint64
+	// soloHint: the last round found the group solo (raft_ref.go), so
+	// Propose may run the round itself.
+	soloHint atomic.Bool
 
 	hw       atomic.Int64
 	fellBack atomic.Bool           // semi.fallback, for readers without raftMu
@@ -319,6 +322,16 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 	}
 	r.in.props = append(r.in.props, p)
 	r.inMu.Unlock()
+	if r.soloHint.Load() {
+		// A solo group's round is a write to the log, as the plain
+		// log's Append is: the caller runs it (after the round a
+		// worker may be in, which waits for no fsync), and the request
+		// frame is free as soon as it returns.
+		r.raftMu.Lock()
+		r.processLocked()
+		r.raftMu.Unlock()
+		return p, nil
+	}
 	r.host.sched.enqueue(r)
 	return p, nil
 }
@@ -591,6 +604,11 @@ func (r *Replica) caughtUpLocked(id, match, last uint64) time.Time {
 func (r *Replica) process() {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
+	r.processLocked()
+}
+
+// processLocked is process with raftMu held.
+func (r *Replica) processLocked() {
 	r.inMu.Lock()
 	msgs, ticks, props := r.in.msgs, r.in.ticks, r.in.props
 	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
