@@ -65,6 +65,26 @@
 // entry's base offset or epoch were ever not the expected ones, every
 // replica would stamp the same values into a copy.
 //
+// A group whose only member is its leader (one voter, no learners, no
+// configuration change under way) proposes a reference instead of the
+// batch (raft_ref.go): etcd raft clones every proposed entry
+// (raft.appendEntry) and holds the clone until it is durable and applied,
+// which for a group that sends nothing is only a second copy in memory.
+// The entry's data is then 16 bytes, "SLRF" and a sequence number naming
+// the batch the Proposal holds; step 1 writes that batch to the log, as it
+// would the data of an entry, and only then releases it
+// (Proposal.BatchReleased, when the server gives the request frame back),
+// as the plain log does after its append; Propose runs that round in the
+// caller's goroutine (below, "Locks"), so the batch is written before it
+// returns. A reference exists only in
+// raft's memory and this replica's entry cache: the log and raft.index
+// hold the batch, so recovery and every read are unchanged. Entries
+// serves a cached reference only while the group is solo; a
+// configuration change ends that before it is proposed or applied, raft
+// then reads the batches from the log for a new member, and no message
+// carrying a reference is ever sent (handleReadyLocked fails the replica
+// instead).
+//
 // # Offsets
 //
 // Kafka offsets are dense, as in Kafka: they count data batches only.
@@ -331,8 +351,11 @@
 // Replica.inMu (queued inputs), Replica.mu (high watermark notification),
 // durQueue.mu and scheduler.mu are leaves: nothing else is taken while one
 // is held. A worker holds raftMu for a whole round, which waits for no log
-// fsync ("Ready loop"); producers never take it (Propose only queues under
-// inMu).
+// fsync ("Ready loop"). Propose queues under inMu; in a solo group it then
+// takes raftMu and runs the round itself, as the plain log's Append writes
+// in the producer's goroutine (its batch is in the log when Propose
+// returns, so the request frame goes back at once); in any other group
+// producers never take it.
 // OnLeaderChange runs with raftMu held.
 //
 // # Failures

@@ -61,7 +61,7 @@ func (d *denseStore) reopen() *denseStore {
 
 func (d *denseStore) append(ents ...*raftpb.Entry) {
 	d.t.Helper()
-	if err := d.s.append(ents); err != nil {
+	if err := d.s.append(ents, nil); err != nil {
 		d.t.Fatal(err)
 	}
 }

@@ -123,6 +123,7 @@ func (r *Replica) ChangeMembership(ctx context.Context, m Members) error {
 		r.raftMu.Unlock()
 		return nil
 	}
+	r.endSoloLocked()
 	if err := r.rn.ProposeConfChange(cc); err != nil {
 		r.raftMu.Unlock()
 		return fmt.Errorf("%w: %v", ErrProposalDropped, err)

@@ -244,6 +244,13 @@ type Replica struct {
 	recheck []*raftpb.Message
 	// dur: stored appends waiting for the log's fsync (raft_durable.go).
 	dur durQueue
+	// refs: batches proposed by reference, not yet in the log, by
+	// sequence number (raft_ref.go).
+	refs   map[uint64]*Proposal
+	refSeq uint64
+	// soloHint: the last round found the group solo (raft_ref.go), so
+	// Propose may run the round itself.
+	soloHint atomic.Bool
 
 	hw       atomic.Int64
 	fellBack atomic.Bool           // semi.fallback, for readers without raftMu
@@ -332,6 +339,16 @@ func (r *Replica) propose(batch []byte, txnVersion int8, acks Acks) (*Proposal, 
 	}
 	r.in.props = append(r.in.props, p)
 	r.inMu.Unlock()
+	if r.soloHint.Load() {
+		// A solo group's round is a write to the log, as the plain
+		// log's Append is: the caller runs it (after the round a
+		// worker may be in, which waits for no fsync), and the request
+		// frame is free as soon as it returns.
+		r.raftMu.Lock()
+		r.processLocked()
+		r.raftMu.Unlock()
+		return p, nil
+	}
 	r.host.sched.enqueue(r)
 	return p, nil
 }
@@ -604,6 +621,11 @@ func (r *Replica) caughtUpLocked(id, match, last uint64) time.Time {
 func (r *Replica) process() {
 	r.raftMu.Lock()
 	defer r.raftMu.Unlock()
+	r.processLocked()
+}
+
+// processLocked is process with raftMu held.
+func (r *Replica) processLocked() {
 	r.inMu.Lock()
 	msgs, ticks, props := r.in.msgs, r.in.ticks, r.in.props
 	r.in.msgs, r.in.ticks, r.in.props = nil, 0, nil
@@ -731,6 +753,7 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 	idx, next := st.lastIndexLocked(), st.nextOffsetLocked()
 	st.mu.Unlock()
 	scratch := map[int64]*prodEntry{}
+	solo := r.soloLocked()
 	for _, p := range props {
 		if p.commit {
 			// A command (raft_command.go): no producer, no stamp, and,
@@ -778,8 +801,14 @@ func (r *Replica) proposeLocked(props []*Proposal) error {
 		}
 		h.BaseOffset, h.LeaderEpoch = next, int32(term)
 		stamp(p.batch, next, int32(term))
-		err := r.rn.Propose(p.batch)
-		p.releaseBatch() // raft appended a copy (raft.appendEntry clones)
+		var err error
+		if solo {
+			// The batch goes when the log has it (raft_ref.go).
+			err = r.proposeRefLocked(p)
+		} else {
+			err = r.rn.Propose(p.batch)
+			p.releaseBatch() // raft appended a copy (raft.appendEntry clones)
+		}
 		if err != nil {
 			p.complete(ProduceResult{}, fmt.Errorf("%w: %v", ErrProposalDropped, err))
 			continue
@@ -845,6 +874,11 @@ func (r *Replica) handleReadyLocked() error {
 	// Step 2 for what depends on nothing unsynced: appends and heartbeats
 	// of a leader (its own acknowledgement is counted only once its
 	// append is durable), vote requests.
+	for _, m := range peers {
+		if hasRef(m) {
+			return fmt.Errorf("replica: raft entry by reference in a message to node %d", m.GetTo())
+		}
+	}
 	r.host.send(r, peers)
 	if app != nil {
 		if err := r.storageAppendLocked(app); err != nil {
@@ -885,9 +919,10 @@ func (r *Replica) storageAppendLocked(m *raftpb.Message) error {
 	var first uint64
 	if len(ents) > 0 {
 		first = ents[0].GetIndex()
-		if err := r.st.append(ents); err != nil {
+		if err := r.st.append(ents, r.refBatch); err != nil {
 			return err
 		}
+		r.releaseRefsLocked(ents)
 		w.last = ents[len(ents)-1].GetIndex()
 		for _, e := range ents {
 			if e.GetType() != raftpb.EntryNormal || len(e.GetData()) == 0 {
@@ -1017,6 +1052,7 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 	default:
 		return nil
 	}
+	r.endSoloLocked()
 	cs := r.rn.ApplyConfChange(cc)
 	if err := r.st.setConfState(cs); err != nil {
 		return err
@@ -1196,6 +1232,7 @@ func (r *Replica) failLocked(err error) {
 		p.complete(ProduceResult{}, err)
 	}
 	r.inflight, r.dupWait = nil, nil
+	r.dropRefsLocked()
 	r.isLeader.Store(false)
 	r.leader.Store(-1)
 	// Fetches waiting for the high watermark look again and see the
@@ -1335,6 +1372,7 @@ func (r *Replica) close() error {
 		p.complete(ProduceResult{}, ErrReplicaClosed)
 	}
 	r.inflight, r.dupWait = nil, nil
+	r.dropRefsLocked()
 	r.isLeader.Store(false)
 	var errs []error
 	if r.failed == nil {

@@ -78,6 +78,10 @@ type raftStorage struct {
 	cache      []*raftpb.Entry
 	cacheBytes int
 	budget     *cacheBudget
+	// solo: the group has no member but this leader, so a cached
+	// reference (raft_ref.go) may be served; otherwise Entries reads
+	// what a reference names from the log.
+	solo bool
 
 	savedAt time.Time // last save of raft.state by saveHardState
 }
@@ -155,6 +159,9 @@ func (s *raftStorage) cachedLocked(lo, hi, maxSize uint64) ([]*raftpb.Entry, boo
 	var size uint64
 	for i := lo; i < hi; i++ {
 		e := s.cache[i-first]
+		if !s.solo && isRef(e.GetData()) {
+			return nil, false
+		}
 		sz := uint64(len(e.GetData())) + 24
 		if len(out) > 0 && size+sz > maxSize {
 			break
@@ -736,7 +743,9 @@ func (s *raftStorage) endOffsetOf(i uint64) int64 {
 // append stores entries (doc.go step 1), truncating a conflicting tail
 // first. It writes the batches to the page cache; the caller makes them
 // durable with WaitDurable before sending anything that depends on them.
-func (s *raftStorage) append(ents []*raftpb.Entry) error {
+// ref gives the batch a reference entry names (raft_ref.go); the cache
+// keeps the reference.
+func (s *raftStorage) append(ents []*raftpb.Entry, ref func([]byte) ([]byte, error)) error {
 	if len(ents) == 0 {
 		return nil
 	}
@@ -856,11 +865,21 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 			}
 			added, ccs, unsynced = added[:0], nil, false
 		}
-		h, err := parseBatch(e.Data, true)
+		data := e.Data
+		if isRef(data) {
+			if ref == nil {
+				return fmt.Errorf("replica: raft entry %d is a reference to a batch not held here", e.GetIndex())
+			}
+			var err error
+			if data, err = ref(data); err != nil {
+				return err
+			}
+		}
+		h, err := parseBatch(data, true)
 		if err != nil {
 			return fmt.Errorf("replica: raft entry %d: %w", e.GetIndex(), err)
 		}
-		b := e.Data
+		b := data
 		if h.BaseOffset != next || h.LeaderEpoch != int32(term) {
 			// The leader stamps both when it proposes; if it did not,
 			// every replica stamps the same values here. Never write
@@ -874,7 +893,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry) error {
 		}
 		m := entryMeta{index: e.GetIndex(), term: term, base: next, last: h.LastOffset()}
 		s.metas = append(s.metas, m)
-		if &b[0] != &e.Data[0] {
+		if &b[0] != &data[0] {
 			// Stamped copy: cache what the log holds.
 			e = &raftpb.Entry{Term: new(term), Index: new(e.GetIndex()), Type: new(raftpb.EntryNormal), Data: b}
 		}

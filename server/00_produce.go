@@ -218,6 +218,24 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		}
 		rc.releaseFrame()
 	}
+	if keepFrame && !forwarded {
+		// A one-voter group writes the batch before Propose returns
+		// when it can: the frame goes now if every proposal let go of
+		// its batch already.
+		released := true
+		for _, w := range waits {
+			if w.prop == nil {
+				released = false
+				break
+			}
+			select {
+			case <-w.prop.BatchReleased():
+			default:
+				released = false
+			}
+		}
+		keepFrame = !released
+	}
 	if !keepFrame {
 		// Every batch is in the page cache now (a local partition's
 		// Append copies it and keeps no reference).
