@@ -19,6 +19,11 @@
 // properties file (internal/clientconfig), as kafka-producer-perf-test's
 // --command-config does.
 //
+// -txn-records N makes every producer transactional (a transactional id of
+// its own): begin, N records, flush, commit, again; the result adds the
+// committed transactions and their latency. -isolation read_committed makes
+// the consumers read only committed records.
+//
 // Two helper modes measure the loopback TCP ceiling without a broker:
 //
 //	sluice-bench tcp-sink -addr 127.0.0.1:7000 -duration 5s
@@ -27,11 +32,13 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -75,6 +82,10 @@ type config struct {
 	// sasl.*, ssl.*; internal/clientconfig), as Kafka's perf tools take it.
 	CommandConfig    string `json:"command_config,omitempty"`
 	SecurityProtocol string `json:"security_protocol"`
+	// TxnRecords > 0: transactional producers, this many records per
+	// transaction.
+	TxnRecords int    `json:"txn_records,omitempty"`
+	Isolation  string `json:"isolation"`
 	// clientOpts are the TLS and SASL options of CommandConfig.
 	clientOpts []kgo.Opt
 }
@@ -125,6 +136,8 @@ func main() {
 	fs.BoolVar(&c.CreateTopic, "create-topic", true, "create the topic (an existing one is used as it is)")
 	fs.StringVar(&c.Label, "label", "", "free text copied into the JSON result")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.IntVar(&c.TxnRecords, "txn-records", 0, "transactional producers (one transactional id each), this many records per transaction (0 = no transactions)")
+	fs.StringVar(&c.Isolation, "isolation", "read_uncommitted", "consumers' isolation level: read_uncommitted or read_committed")
 	fs.StringVar(&c.CommandConfig, "command-config", "", "Kafka client properties file for a TLS or SASL listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ssl.keystore.location; PEM)")
 	fs.Parse(os.Args[1:])
 
@@ -172,6 +185,15 @@ func (c *config) validate() error {
 	if _, err := codec(c.Compression); err != nil {
 		return err
 	}
+	if _, err := isolation(c.Isolation); err != nil {
+		return err
+	}
+	if c.TxnRecords < 0 {
+		return errors.New("-txn-records must not be negative")
+	}
+	if c.TxnRecords > 0 && !c.Idempotent {
+		return errors.New("-txn-records needs an idempotent producer with acks=all")
+	}
 	c.SecurityProtocol = clientconfig.Plaintext
 	if c.CommandConfig != "" {
 		cc, err := clientconfig.Load(c.CommandConfig)
@@ -205,6 +227,16 @@ func codec(s string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("bad -compression %q", s)
 }
 
+func isolation(s string) (kgo.IsolationLevel, error) {
+	switch s {
+	case "read_uncommitted", "":
+		return kgo.ReadUncommitted(), nil
+	case "read_committed":
+		return kgo.ReadCommitted(), nil
+	}
+	return kgo.IsolationLevel{}, fmt.Errorf("bad -isolation %q (read_uncommitted or read_committed)", s)
+}
+
 // counters are shared by every producer or every consumer of one kind.
 type counters struct {
 	records atomic.Int64
@@ -217,6 +249,16 @@ type counters struct {
 type batchHook struct {
 	batches  atomic.Int64
 	requests atomic.Int64
+	tlsState atomic.Value // string: the TLS version and cipher suite of a producer connection
+}
+
+// OnBrokerConnect notes what a TLS connection negotiated, so that a
+// comparison of brokers over TLS shows that both used the same cipher.
+func (h *batchHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
+	if tc, ok := conn.(*tls.Conn); ok && err == nil {
+		cs := tc.ConnectionState()
+		h.tlsState.CompareAndSwap(nil, tls.VersionName(cs.Version)+" "+tls.CipherSuiteName(cs.CipherSuite))
+	}
 }
 
 func (h *batchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, _ kgo.ProduceBatchMetrics) {
@@ -249,7 +291,17 @@ type result struct {
 		PrefillRecords int64   `json:"prefill_records"`
 		Ack            summary `json:"ack_latency"`
 		SendDelay      summary `json:"send_delay"`
+		TLS            string  `json:"tls,omitempty"`
 	} `json:"produce"`
+	// Txn: transactions committed in the measured window; their latency
+	// is from the first record's send to the commit's answer, the commit
+	// latency that of EndTransaction alone (after the flush).
+	Txn struct {
+		Committed int64   `json:"committed"`
+		PerS      float64 `json:"per_s"`
+		Latency   summary `json:"latency"`
+		Commit    summary `json:"commit_latency"`
+	} `json:"txn"`
 	Consume struct {
 		Records     int64   `json:"records"`
 		RecordsPerS float64 `json:"records_per_s"`
@@ -308,6 +360,8 @@ func run(ctx context.Context, c *config) (*result, error) {
 		prod, cons, back counters
 		ackH, e2eH       hist
 		delayH           hist // send time behind schedule, fixed rate only
+		txnH, commitH    hist // transactional producers only
+		txns             atomic.Int64
 		hook             batchHook
 	)
 	start := time.Now()
@@ -320,9 +374,11 @@ func run(ctx context.Context, c *config) (*result, error) {
 	var cwg sync.WaitGroup
 	// Consumers keep franz-go's fetch defaults (50 MiB per fetch, 1 MiB per
 	// partition), which are the Java consumer's too.
+	iso, _ := isolation(c.Isolation)
 	consumerOpts := func(offsets map[int32]kgo.Offset) []kgo.Opt {
 		return append(c.base(seeds),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: offsets}),
+			kgo.FetchIsolationLevel(iso),
 		)
 	}
 	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist, group string) error {
@@ -332,6 +388,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 				kgo.ConsumerGroup(group),
 				kgo.ConsumeTopics(c.Topic),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(iso),
 			)
 		}
 		cl, err := kgo.NewClient(opts...)
@@ -381,7 +438,11 @@ func run(ctx context.Context, c *config) (*result, error) {
 	var pwg sync.WaitGroup
 	clients := make([]*kgo.Client, c.Producers)
 	for i := range clients {
-		cl, err := kgo.NewClient(producerOpts(c, seeds, &hook)...)
+		opts := producerOpts(c, seeds, &hook)
+		if c.TxnRecords > 0 {
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d-%d", c.Topic, os.Getpid(), i)))
+		}
+		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return res, err
 		}
@@ -411,12 +472,26 @@ func run(ctx context.Context, c *config) (*result, error) {
 		go func(cl *kgo.Client) {
 			defer pwg.Done()
 			var i int64
+			// A transaction ends with its last record, the budget or the
+			// deadline (so every transaction but the last is whole).
+			tx := &txnRun{cl: cl, ctx: ctx, n: c.TxnRecords}
+			defer func() {
+				if _, err := tx.end(); err != nil {
+					prod.errors.Add(1)
+					firstErr.CompareAndSwap(nil, "transaction: "+err.Error())
+				}
+			}()
 			for {
 				if c.Records > 0 && budget.Add(-1) < 0 {
 					return
 				}
 				t := time.Now()
 				if !t.Before(deadline) || ctx.Err() != nil {
+					return
+				}
+				if err := tx.begin(); err != nil {
+					prod.errors.Add(1)
+					firstErr.CompareAndSwap(nil, "transaction: "+err.Error())
 					return
 				}
 				sched := int64(0)
@@ -439,6 +514,20 @@ func run(ctx context.Context, c *config) (*result, error) {
 				binary.LittleEndian.PutUint64(v[8:], uint64(sched))
 				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, promise)
 				i++
+				if tx.produced(sent) {
+					start := tx.start
+					commit, err := tx.end()
+					if err != nil {
+						prod.errors.Add(1)
+						firstErr.CompareAndSwap(nil, "transaction: "+err.Error())
+						return
+					}
+					if start >= warmEndNs && time.Now().Before(deadline) {
+						txnH.record(time.Duration(now() - start))
+						commitH.record(commit)
+						txns.Add(1)
+					}
+				}
 			}
 		}(cl)
 	}
@@ -537,6 +626,13 @@ func run(ctx context.Context, c *config) (*result, error) {
 	}
 	p.Ack = ackH.summary()
 	p.SendDelay = delayH.summary()
+	if s, ok := hook.tlsState.Load().(string); ok {
+		p.TLS = s
+	}
+	res.Txn.Committed = txns.Load()
+	res.Txn.PerS = round(float64(res.Txn.Committed)/window, 1)
+	res.Txn.Latency = txnH.summary()
+	res.Txn.Commit = commitH.summary()
 	cs := &res.Consume
 	cs.Records = atEnd.cons - atWarm.cons
 	cs.RecordsPerS = round(float64(cs.Records)/window, 1)
@@ -592,8 +688,14 @@ func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
 	return opts
 }
 
+// prefill writes c.Prefill records, in transactions of c.TxnRecords when
+// the run is transactional.
 func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Value) error {
-	cl, err := kgo.NewClient(producerOpts(c, seeds, nil)...)
+	opts := producerOpts(c, seeds, nil)
+	if c.TxnRecords > 0 {
+		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d-prefill", c.Topic, os.Getpid())))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -601,13 +703,25 @@ func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Va
 	var errs atomic.Int64
 	v := make([]byte, c.RecordSize) // shared: never written after this
 	t0 := time.Now()
+	tx := &txnRun{cl: cl, ctx: ctx, n: c.TxnRecords}
 	for i := int64(0); i < c.Prefill && ctx.Err() == nil; i++ {
+		if err := tx.begin(); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
 		cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, "prefill: "+err.Error())
 			}
 		})
+		if tx.produced(now()) {
+			if _, err := tx.end(); err != nil {
+				return fmt.Errorf("prefill: %w", err)
+			}
+		}
+	}
+	if _, err := tx.end(); err != nil {
+		return fmt.Errorf("prefill: %w", err)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
@@ -619,6 +733,65 @@ func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Va
 		return fmt.Errorf("prefill: %d errors", n)
 	}
 	return nil
+}
+
+// txnRun is one producer's current transaction; with n == 0 (not
+// transactional) every method does nothing.
+type txnRun struct {
+	cl      *kgo.Client
+	ctx     context.Context
+	n       int   // records per transaction
+	open    bool  // begun and not yet ended
+	records int   // produced in the open transaction
+	start   int64 // send time (now()) of its first record
+}
+
+// begin opens a transaction unless one is open.
+func (t *txnRun) begin() error {
+	if t.n == 0 || t.open {
+		return nil
+	}
+	if err := t.cl.BeginTransaction(); err != nil {
+		return err
+	}
+	t.open, t.records, t.start = true, 0, 0
+	return nil
+}
+
+// produced counts a record sent at sent; true when it was the
+// transaction's last.
+func (t *txnRun) produced(sent int64) bool {
+	if t.n == 0 {
+		return false
+	}
+	if t.records == 0 {
+		t.start = sent
+	}
+	t.records++
+	return t.records >= t.n
+}
+
+// end flushes the open transaction's records and commits it; commit is
+// how long EndTransaction took. A commit that fails is aborted (as
+// franz-go documents) and the error returned.
+func (t *txnRun) end() (commit time.Duration, err error) {
+	if t.n == 0 || !t.open {
+		return 0, nil
+	}
+	t.open = false
+	// Not the run's context: a commit cut off by it has an unknown outcome.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err = t.cl.Flush(ctx); err == nil {
+		t0 := time.Now()
+		if err = t.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			return time.Since(t0), nil
+		}
+	}
+	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		return 0, fmt.Errorf("%w (and the abort: %v)", err, aerr)
+	}
+	return 0, err
 }
 
 func waitBroker(ctx context.Context, adm *kadm.Client, limit time.Duration) error {
