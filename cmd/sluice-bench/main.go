@@ -341,6 +341,29 @@ func run(ctx context.Context, c *config) (*result, error) {
 		}
 		res.Produce.PrefillRecords = c.Prefill
 	}
+	// The producer clients. Transactional ones each commit one transaction
+	// of one record first, unmeasured, as the topic is created unmeasured:
+	// the first transaction of a broker may have to create its transaction
+	// log (Kafka's __transaction_state, 50 partitions) and takes seconds.
+	var hook batchHook
+	clients := make([]*kgo.Client, c.Producers)
+	for i := range clients {
+		opts := producerOpts(c, seeds, &hook)
+		if c.TxnRecords > 0 {
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d-%d", c.Topic, os.Getpid(), i)))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return res, err
+		}
+		defer cl.Close()
+		clients[i] = cl
+	}
+	if c.TxnRecords > 0 {
+		if err := warmTxns(ctx, clients, c); err != nil {
+			return res, err
+		}
+	}
 	// Tailing consumers start exactly at the current end of every partition.
 	ends, err := adm.ListEndOffsets(ctx, c.Topic)
 	if err != nil {
@@ -362,7 +385,6 @@ func run(ctx context.Context, c *config) (*result, error) {
 		delayH           hist // send time behind schedule, fixed rate only
 		txnH, commitH    hist // transactional producers only
 		txns             atomic.Int64
-		hook             batchHook
 	)
 	start := time.Now()
 	warmEnd := start.Add(c.Warmup)
@@ -436,19 +458,6 @@ func run(ctx context.Context, c *config) (*result, error) {
 
 	// Producers.
 	var pwg sync.WaitGroup
-	clients := make([]*kgo.Client, c.Producers)
-	for i := range clients {
-		opts := producerOpts(c, seeds, &hook)
-		if c.TxnRecords > 0 {
-			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d-%d", c.Topic, os.Getpid(), i)))
-		}
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			return res, err
-		}
-		defer cl.Close()
-		clients[i] = cl
-	}
 	pool := sync.Pool{New: func() any { return make([]byte, c.RecordSize) }}
 	promise := func(r *kgo.Record, err error) {
 		if err != nil {
@@ -731,6 +740,30 @@ func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Va
 	}
 	if n := errs.Load(); n > 0 {
 		return fmt.Errorf("prefill: %d errors", n)
+	}
+	return nil
+}
+
+// warmTxns commits one transaction of one record on every client, all at
+// once.
+func warmTxns(ctx context.Context, clients []*kgo.Client, c *config) error {
+	errs := make(chan error, len(clients))
+	for _, cl := range clients {
+		go func(cl *kgo.Client) {
+			tx := &txnRun{cl: cl, ctx: ctx, n: 1}
+			err := tx.begin()
+			if err == nil {
+				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: make([]byte, c.RecordSize)}, nil)
+				tx.produced(now())
+				_, err = tx.end()
+			}
+			errs <- err
+		}(cl)
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("first transaction: %w", err)
+		}
 	}
 	return nil
 }
