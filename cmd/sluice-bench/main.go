@@ -38,6 +38,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/signal"
@@ -694,7 +695,28 @@ func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
 	if !c.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
+	if c.TxnRecords > 0 {
+		// A transaction's first produce to a partition whose previous
+		// transaction's marker is not written yet is answered
+		// CONCURRENT_TRANSACTIONS and retried (Kafka answers EndTxn before
+		// writing the markers). franz-go's default back-off, 250 ms
+		// doubling to 5 s, made those retries most of a Kafka
+		// transaction's time in a trial run; the Java producer's, which a
+		// Kafka user meets, is retry.backoff.ms=100 doubling to
+		// retry.backoff.max.ms=1000, with 20 % jitter.
+		opts = append(opts, kgo.RetryBackoffFn(javaBackoff))
+	}
 	return opts
+}
+
+// javaBackoff is the Java producer's retry back-off with its defaults.
+func javaBackoff(fails int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < fails && d < time.Second; i++ {
+		d *= 2
+	}
+	d = min(d, time.Second)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
 }
 
 // prefill writes c.Prefill records, in transactions of c.TxnRecords when
