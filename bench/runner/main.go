@@ -57,6 +57,8 @@ type opts struct {
 	compRecords int64
 	compKeys    int64
 	compCodecs  string
+	section     string // -section: one section of the report only (sections.go)
+	certs       string // directory of the CA and server certificate both brokers serve (secure workloads)
 }
 
 // durability names a matched pair of settings.
@@ -87,6 +89,10 @@ type workload struct {
 	Dur   durability
 	Args  []string // generator flags beyond brokers/duration/warmup
 	Latcy bool     // latency workload: e2e figures matter
+	// Proto is the listener the generator uses on a broker started with
+	// PLAINTEXT, SSL and SASL_SSL listeners (sections.go); "" is the
+	// usual broker with one PLAINTEXT listener.
+	Proto string
 }
 
 func allWorkloads() []workload {
@@ -142,6 +148,7 @@ func main() {
 	flag.Int64Var(&o.compRecords, "compaction-records", 262144, "records of 1 KiB written before the clean (-compaction)")
 	flag.Int64Var(&o.compKeys, "compaction-keys", 32768, "key cardinality of those records (-compaction)")
 	flag.StringVar(&o.compCodecs, "compaction-codecs", "none,lz4", "producer compression codecs, one comparison each (-compaction)")
+	flag.StringVar(&o.section, "section", "", "run only the workloads of one section and replace just that section of -out: "+sectionNames())
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -197,6 +204,9 @@ func mainErr(o *opts) error {
 	}
 	if o.kafkaLibs == "" {
 		return errors.New("-kafka-libs is required")
+	}
+	if o.section != "" {
+		return runSection(o)
 	}
 	started := time.Now()
 	m := machineInfo(o)
@@ -265,7 +275,8 @@ func mainErr(o *opts) error {
 	}
 	m.Elapsed = time.Since(started)
 	m.Failures = failures
-	rep := withSection(report(o, m, wls, results), compactionSection(o.out))
+	// The sections measured on their own (-section, -compaction) are kept.
+	rep := keepSections(o.out, report(o, m, wls, results))
 	if err := os.WriteFile(o.out, []byte(rep), 0o644); err != nil {
 		return err
 	}
@@ -467,11 +478,19 @@ type genResult struct {
 		RecordsPerReq float64 `json:"records_per_request"`
 		Ack           lat     `json:"ack_latency"`
 		SendDelay     lat     `json:"send_delay"`
+		TLS           string  `json:"tls"`
 	} `json:"produce"`
 	Consume struct {
 		RecordsPerS float64 `json:"records_per_s"`
+		MBPerS      float64 `json:"mb_per_s"`
 		E2E         lat     `json:"e2e_latency"`
 	} `json:"consume"`
+	Txn struct {
+		Committed int64   `json:"committed"`
+		PerS      float64 `json:"per_s"`
+		Latency   lat     `json:"latency"`
+		Commit    lat     `json:"commit_latency"`
+	} `json:"txn"`
 	Backlog struct {
 		MBPerS float64 `json:"mb_per_s"`
 	} `json:"backlog"`
@@ -497,6 +516,7 @@ type runResult struct {
 	SysCalls   int64     `json:"broker_rw_syscalls"`
 	StartS     float64   `json:"broker_start_s"`
 	WallS      float64   `json:"gen_wall_s"`
+	Load       string    `json:"load_avg"` // at the start of the run
 }
 
 type procStat struct {
@@ -553,9 +573,10 @@ func peakRSS(pid int) float64 {
 type broker struct {
 	cmd     *exec.Cmd
 	dir     string
-	addr    string
-	admin   string // Sluice only
-	pprof   string // Sluice only: pprof.listen
+	addr    string            // PLAINTEXT
+	secure  map[string]string // SSL and SASL_SSL listeners of a secure broker
+	admin   string            // Sluice only
+	pprof   string            // Sluice only: pprof.listen
 	logFile *os.File
 	started time.Duration
 }
@@ -580,9 +601,11 @@ func (b *broker) stop() {
 	os.RemoveAll(b.dir)
 }
 
-// startBroker starts a broker of kind (sluice or kafka) with durability d
-// and the broker settings extra (key=value, the same name on both).
-func startBroker(o *opts, kind string, d durability, extra ...string) (*broker, error) {
+// startBroker starts a broker of kind (sluice or kafka) for workload w
+// (its durability and listeners), with the broker settings extra
+// (key=value, the same name on both).
+func startBroker(o *opts, kind string, w workload, extra ...string) (*broker, error) {
+	d := w.Dur
 	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-"+kind+"-")
 	if err != nil {
 		return nil, err
@@ -610,9 +633,17 @@ func startBroker(o *opts, kind string, d durability, extra ...string) (*broker, 
 			return b, err
 		}
 		b.pprof = fmt.Sprintf("127.0.0.1:%d", pp)
-		args := []string{"-c", o.brokerCPU, o.sluiceBin, "dev", "--data-dir", filepath.Join(dir, "data"),
-			"--kafka-addr", b.addr, "--admin-addr", b.admin, "--log-level", "warn", "--log-format", "json",
-			"--set", "pprof.listen=" + b.pprof}
+		listen := []string{"--kafka-addr", b.addr}
+		if w.Proto != "" {
+			// PLAINTEXT, SSL and SASL_SSL listeners (--kafka-addr would
+			// replace them with one).
+			if listen, err = b.secureSluice(o); err != nil {
+				return b, err
+			}
+		}
+		args := append([]string{"-c", o.brokerCPU, o.sluiceBin, "dev", "--data-dir", filepath.Join(dir, "data"),
+			"--admin-addr", b.admin, "--log-level", "warn", "--log-format", "json",
+			"--set", "pprof.listen=" + b.pprof}, listen...)
 		if d == pageCache {
 			args = append(args, "--set", "log.fsync=never")
 		} else {
@@ -622,18 +653,34 @@ func startBroker(o *opts, kind string, d durability, extra ...string) (*broker, 
 			args = append(args, "--set", kv)
 		}
 		b.cmd = exec.Command("taskset", args...)
+		if w.Proto != "" {
+			b.cmd.Env = append(os.Environ(), "SLUICE_BOOTSTRAP_USER="+benchUser+":"+benchPassword)
+		}
 	case "kafka":
 		cport, err := freePort()
 		if err != nil {
 			return b, err
 		}
+		listeners, advertised, protoMap := "PLAINTEXT://"+b.addr, "PLAINTEXT://"+b.addr, "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+		var secureProps string
+		var formatArgs []string
+		if w.Proto != "" {
+			if secureProps, formatArgs, err = b.secureKafka(o); err != nil {
+				return b, err
+			}
+			for _, p := range secureProtos {
+				listeners += "," + p + "://" + b.secure[p]
+				advertised += "," + p + "://" + b.secure[p]
+				protoMap += "," + p + ":" + p
+			}
+		}
 		props := fmt.Sprintf(`process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:%d
-listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d
-advertised.listeners=PLAINTEXT://%s
+listeners=%s,CONTROLLER://127.0.0.1:%d
+advertised.listeners=%s
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=%s
 inter.broker.listener.name=PLAINTEXT
 log.dirs=%s
 num.partitions=1
@@ -643,7 +690,7 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
-`, cport, b.addr, cport, b.addr, filepath.Join(dir, "data"))
+`, cport, listeners, cport, advertised, protoMap, filepath.Join(dir, "data")) + secureProps
 		if d == durable {
 			props += "log.flush.interval.messages=1\n"
 		}
@@ -660,8 +707,8 @@ group.initial.rebalance.delay.ms=0
 		}
 		cp := filepath.Join(o.kafkaLibs, "*")
 		logProp := "-Dlog4j2.configurationFile=" + lf
-		format := exec.Command("taskset", "-c", o.brokerCPU, "java", "-Xmx256m", logProp, "-cp", cp,
-			"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", pf)
+		format := exec.Command("taskset", append([]string{"-c", o.brokerCPU, "java", "-Xmx256m", logProp, "-cp", cp,
+			"kafka.tools.StorageTool", "format", "-t", clusterID(), "-c", pf}, formatArgs...)...)
 		if out, err := format.CombinedOutput(); err != nil {
 			return b, fmt.Errorf("kafka-storage format: %v: %s", err, out)
 		}
@@ -732,9 +779,17 @@ func clusterID() string {
 	}
 }
 
-func genArgs(o *opts, w workload, addr string) []string {
-	args := []string{"-c", o.genCPU, o.genBin, "-brokers", addr, "-topic", "bench-" + strings.ToLower(w.Name),
+func genArgs(o *opts, w workload, b *broker) []string {
+	addr := b.addr
+	if w.Proto != "" && w.Proto != "PLAINTEXT" {
+		addr = b.secure[w.Proto]
+	}
+	topic := "bench-" + strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(w.Name))
+	args := []string{"-c", o.genCPU, o.genBin, "-brokers", addr, "-topic", topic,
 		"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-label", w.Name}
+	if w.Proto != "" {
+		args = append(args, "-command-config", filepath.Join(o.certs, w.Proto+".properties"))
+	}
 	if o.quiet {
 		args = append(args, "-quiet")
 	}
@@ -745,17 +800,17 @@ func genArgs(o *opts, w workload, addr string) []string {
 }
 
 func runOnce(o *opts, w workload, kind string) (*runResult, error) {
-	b, err := startBroker(o, kind, w.Dur)
+	b, err := startBroker(o, kind, w)
 	defer b.stop()
 	if err != nil {
 		return nil, err
 	}
-	r := &runResult{Workload: w.Name, Broker: kind, StartS: b.started.Seconds()}
+	r := &runResult{Workload: w.Name, Broker: kind, StartS: b.started.Seconds(), Load: loadavg()}
 	before, err := readProc(b.pid())
 	if err != nil {
 		return nil, err
 	}
-	gen := exec.Command("taskset", genArgs(o, w, b.addr)...)
+	gen := exec.Command("taskset", genArgs(o, w, b)...)
 	var out bytes.Buffer
 	gen.Stdout = &out
 	gen.Stderr = os.Stderr
@@ -802,7 +857,7 @@ func profile(o *opts) error {
 	}
 	for _, w := range ws {
 		name := w.Name
-		b, err := startBroker(o, "sluice", w.Dur)
+		b, err := startBroker(o, "sluice", w)
 		if err != nil {
 			b.stop()
 			return err
@@ -825,7 +880,7 @@ func profile(o *opts) error {
 			_, err = bufio.NewReader(resp.Body).WriteTo(f)
 			return err
 		}
-		gen := exec.Command("taskset", genArgs(o, w, b.addr)...)
+		gen := exec.Command("taskset", genArgs(o, w, b)...)
 		var out bytes.Buffer
 		gen.Stdout = &out
 		gen.Stderr = os.Stderr
@@ -1137,6 +1192,7 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("BENCH_SOURCE=head make bench                 # Sluice built from the last commit instead of the working tree\n")
 	p("bash bench/run.sh -workloads W1,W3 -pairs 1 -out /tmp/quick.md\n")
 	p("bash bench/run.sh -profile /tmp/prof         # pprof CPU and allocation profiles of Sluice under W1 and W3\n")
+	p("make bench BENCH_ARGS='-section tls'         # only the section 'W1 over TLS' (also: -section txn), the rest of this file kept\n")
 	p("go run ./cmd/sluice-bench -help              # the load generator on its own, against any Kafka-compatible broker\n")
 	p("```\n")
 

@@ -19,6 +19,11 @@
 // properties file (internal/clientconfig), as kafka-producer-perf-test's
 // --command-config does.
 //
+// -txn-records N makes every producer transactional (a transactional id of
+// its own): begin, N records, flush, commit, again; the result adds the
+// committed transactions and their latency. -isolation read_committed makes
+// the consumers read only committed records.
+//
 // Two helper modes measure the loopback TCP ceiling without a broker:
 //
 //	sluice-bench tcp-sink -addr 127.0.0.1:7000 -duration 5s
@@ -27,12 +32,14 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -80,6 +87,10 @@ type config struct {
 	// sasl.*, ssl.*; internal/clientconfig), as Kafka's perf tools take it.
 	CommandConfig    string `json:"command_config,omitempty"`
 	SecurityProtocol string `json:"security_protocol"`
+	// TxnRecords > 0: transactional producers, this many records per
+	// transaction.
+	TxnRecords int    `json:"txn_records,omitempty"`
+	Isolation  string `json:"isolation"`
 	// clientOpts are the TLS and SASL options of CommandConfig.
 	clientOpts []kgo.Opt
 }
@@ -131,6 +142,8 @@ func main() {
 	fs.BoolVar(&c.CreateTopic, "create-topic", true, "create the topic (an existing one is used as it is)")
 	fs.StringVar(&c.Label, "label", "", "free text copied into the JSON result")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
+	fs.IntVar(&c.TxnRecords, "txn-records", 0, "transactional producers (one transactional id each), this many records per transaction (0 = no transactions)")
+	fs.StringVar(&c.Isolation, "isolation", "read_uncommitted", "consumers' isolation level: read_uncommitted or read_committed")
 	fs.StringVar(&c.CommandConfig, "command-config", "", "Kafka client properties file for a TLS or SASL listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ssl.keystore.location; PEM)")
 	fs.Parse(os.Args[1:])
 
@@ -178,6 +191,15 @@ func (c *config) validate() error {
 	if _, err := codec(c.Compression); err != nil {
 		return err
 	}
+	if _, err := isolation(c.Isolation); err != nil {
+		return err
+	}
+	if c.TxnRecords < 0 {
+		return errors.New("-txn-records must not be negative")
+	}
+	if c.TxnRecords > 0 && !c.Idempotent {
+		return errors.New("-txn-records needs an idempotent producer with acks=all")
+	}
 	c.SecurityProtocol = clientconfig.Plaintext
 	if c.CommandConfig != "" {
 		cc, err := clientconfig.Load(c.CommandConfig)
@@ -211,6 +233,16 @@ func codec(s string) (kgo.CompressionCodec, error) {
 	return kgo.CompressionCodec{}, fmt.Errorf("bad -compression %q", s)
 }
 
+func isolation(s string) (kgo.IsolationLevel, error) {
+	switch s {
+	case "read_uncommitted", "":
+		return kgo.ReadUncommitted(), nil
+	case "read_committed":
+		return kgo.ReadCommitted(), nil
+	}
+	return kgo.IsolationLevel{}, fmt.Errorf("bad -isolation %q (read_uncommitted or read_committed)", s)
+}
+
 // counters are shared by every producer or every consumer of one kind.
 type counters struct {
 	records atomic.Int64
@@ -223,6 +255,16 @@ type counters struct {
 type batchHook struct {
 	batches  atomic.Int64
 	requests atomic.Int64
+	tlsState atomic.Value // string: the TLS version and cipher suite of a producer connection
+}
+
+// OnBrokerConnect notes what a TLS connection negotiated, so that a
+// comparison of brokers over TLS shows that both used the same cipher.
+func (h *batchHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, err error) {
+	if tc, ok := conn.(*tls.Conn); ok && err == nil {
+		cs := tc.ConnectionState()
+		h.tlsState.CompareAndSwap(nil, tls.VersionName(cs.Version)+" "+tls.CipherSuiteName(cs.CipherSuite))
+	}
 }
 
 func (h *batchHook) OnProduceBatchWritten(_ kgo.BrokerMetadata, _ string, _ int32, _ kgo.ProduceBatchMetrics) {
@@ -255,7 +297,17 @@ type result struct {
 		PrefillRecords int64   `json:"prefill_records"`
 		Ack            summary `json:"ack_latency"`
 		SendDelay      summary `json:"send_delay"`
+		TLS            string  `json:"tls,omitempty"`
 	} `json:"produce"`
+	// Txn: transactions committed in the measured window; their latency
+	// is from the first record's send to the commit's answer, the commit
+	// latency that of EndTransaction alone (after the flush).
+	Txn struct {
+		Committed int64   `json:"committed"`
+		PerS      float64 `json:"per_s"`
+		Latency   summary `json:"latency"`
+		Commit    summary `json:"commit_latency"`
+	} `json:"txn"`
 	Consume struct {
 		Records     int64   `json:"records"`
 		RecordsPerS float64 `json:"records_per_s"`
@@ -295,6 +347,29 @@ func run(ctx context.Context, c *config) (*result, error) {
 		}
 		res.Produce.PrefillRecords = c.Prefill
 	}
+	// The producer clients. Transactional ones each commit one transaction
+	// of one record first, unmeasured, as the topic is created unmeasured:
+	// the first transaction of a broker may have to create its transaction
+	// log (Kafka's __transaction_state, 50 partitions) and takes seconds.
+	var hook batchHook
+	clients := make([]*kgo.Client, c.Producers)
+	for i := range clients {
+		opts := producerOpts(c, seeds, &hook)
+		if c.TxnRecords > 0 {
+			opts = append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d-%d", c.Topic, os.Getpid(), i)))
+		}
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return res, err
+		}
+		defer cl.Close()
+		clients[i] = cl
+	}
+	if c.TxnRecords > 0 {
+		if err := warmTxns(ctx, clients, c); err != nil {
+			return res, err
+		}
+	}
 	// Tailing consumers start exactly at the current end of every partition.
 	ends, err := adm.ListEndOffsets(ctx, c.Topic)
 	if err != nil {
@@ -314,7 +389,8 @@ func run(ctx context.Context, c *config) (*result, error) {
 		prod, cons, back counters
 		ackH, e2eH       hist
 		delayH           hist // send time behind schedule, fixed rate only
-		hook             batchHook
+		txnH, commitH    hist // transactional producers only
+		txns             atomic.Int64
 	)
 	start := time.Now()
 	warmEnd := start.Add(c.Warmup)
@@ -326,9 +402,11 @@ func run(ctx context.Context, c *config) (*result, error) {
 	var cwg sync.WaitGroup
 	// Consumers keep franz-go's fetch defaults (50 MiB per fetch, 1 MiB per
 	// partition), which are the Java consumer's too.
+	iso, _ := isolation(c.Isolation)
 	consumerOpts := func(offsets map[int32]kgo.Offset) []kgo.Opt {
 		return append(c.base(seeds),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{c.Topic: offsets}),
+			kgo.FetchIsolationLevel(iso),
 		)
 	}
 	startConsumer := func(offsets map[int32]kgo.Offset, cnt *counters, lat *hist, group string) error {
@@ -338,6 +416,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 				kgo.ConsumerGroup(group),
 				kgo.ConsumeTopics(c.Topic),
 				kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(iso),
 			)
 		}
 		cl, err := kgo.NewClient(opts...)
@@ -385,15 +464,6 @@ func run(ctx context.Context, c *config) (*result, error) {
 
 	// Producers.
 	var pwg sync.WaitGroup
-	clients := make([]*kgo.Client, c.Producers)
-	for i := range clients {
-		cl, err := kgo.NewClient(producerOpts(c, seeds, &hook)...)
-		if err != nil {
-			return res, err
-		}
-		defer cl.Close()
-		clients[i] = cl
-	}
 	pool := sync.Pool{New: func() any { return make([]byte, c.RecordSize) }}
 	promise := func(r *kgo.Record, err error) {
 		if err != nil {
@@ -417,12 +487,26 @@ func run(ctx context.Context, c *config) (*result, error) {
 		go func(cl *kgo.Client) {
 			defer pwg.Done()
 			var i int64
+			// A transaction ends with its last record, the budget or the
+			// deadline (so every transaction but the last is whole).
+			tx := &txnRun{cl: cl, ctx: ctx, n: c.TxnRecords}
+			defer func() {
+				if _, err := tx.end(); err != nil {
+					prod.errors.Add(1)
+					firstErr.CompareAndSwap(nil, "transaction: "+err.Error())
+				}
+			}()
 			for {
 				if c.Records > 0 && budget.Add(-1) < 0 {
 					return
 				}
 				t := time.Now()
 				if !t.Before(deadline) || ctx.Err() != nil {
+					return
+				}
+				if err := tx.begin(); err != nil {
+					prod.errors.Add(1)
+					firstErr.CompareAndSwap(nil, "transaction: "+err.Error())
 					return
 				}
 				sched := int64(0)
@@ -447,6 +531,20 @@ func run(ctx context.Context, c *config) (*result, error) {
 				fillValue(c, v, n)
 				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Key: keyFor(c, n), Value: v}, promise)
 				i++
+				if tx.produced(sent) {
+					start := tx.start
+					commit, err := tx.end()
+					if err != nil {
+						prod.errors.Add(1)
+						firstErr.CompareAndSwap(nil, "transaction: "+err.Error())
+						return
+					}
+					if start >= warmEndNs && time.Now().Before(deadline) {
+						txnH.record(time.Duration(now() - start))
+						commitH.record(commit)
+						txns.Add(1)
+					}
+				}
 			}
 		}(cl)
 	}
@@ -545,6 +643,13 @@ func run(ctx context.Context, c *config) (*result, error) {
 	}
 	p.Ack = ackH.summary()
 	p.SendDelay = delayH.summary()
+	if s, ok := hook.tlsState.Load().(string); ok {
+		p.TLS = s
+	}
+	res.Txn.Committed = txns.Load()
+	res.Txn.PerS = round(float64(res.Txn.Committed)/window, 1)
+	res.Txn.Latency = txnH.summary()
+	res.Txn.Commit = commitH.summary()
 	cs := &res.Consume
 	cs.Records = atEnd.cons - atWarm.cons
 	cs.RecordsPerS = round(float64(cs.Records)/window, 1)
@@ -630,11 +735,38 @@ func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
 	if !c.Idempotent {
 		opts = append(opts, kgo.DisableIdempotentWrite())
 	}
+	if c.TxnRecords > 0 {
+		// A transaction's first produce to a partition whose previous
+		// transaction's marker is not written yet is answered
+		// CONCURRENT_TRANSACTIONS and retried (Kafka answers EndTxn before
+		// writing the markers). franz-go's default back-off, 250 ms
+		// doubling to 5 s, made those retries most of a Kafka
+		// transaction's time in a trial run; the Java producer's, which a
+		// Kafka user meets, is retry.backoff.ms=100 doubling to
+		// retry.backoff.max.ms=1000, with 20 % jitter.
+		opts = append(opts, kgo.RetryBackoffFn(javaBackoff))
+	}
 	return opts
 }
 
+// javaBackoff is the Java producer's retry back-off with its defaults.
+func javaBackoff(fails int) time.Duration {
+	d := 100 * time.Millisecond
+	for i := 1; i < fails && d < time.Second; i++ {
+		d *= 2
+	}
+	d = min(d, time.Second)
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+// prefill writes c.Prefill records, in transactions of c.TxnRecords when
+// the run is transactional.
 func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Value) error {
-	cl, err := kgo.NewClient(producerOpts(c, seeds, nil)...)
+	opts := producerOpts(c, seeds, nil)
+	if c.TxnRecords > 0 {
+		opts = append(opts, kgo.TransactionalID(fmt.Sprintf("%s-%d-prefill", c.Topic, os.Getpid())))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return err
 	}
@@ -642,13 +774,25 @@ func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Va
 	var errs atomic.Int64
 	v := make([]byte, c.RecordSize) // shared: never written after this
 	t0 := time.Now()
+	tx := &txnRun{cl: cl, ctx: ctx, n: c.TxnRecords}
 	for i := int64(0); i < c.Prefill && ctx.Err() == nil; i++ {
+		if err := tx.begin(); err != nil {
+			return fmt.Errorf("prefill: %w", err)
+		}
 		cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: v}, func(_ *kgo.Record, err error) {
 			if err != nil {
 				errs.Add(1)
 				firstErr.CompareAndSwap(nil, "prefill: "+err.Error())
 			}
 		})
+		if tx.produced(now()) {
+			if _, err := tx.end(); err != nil {
+				return fmt.Errorf("prefill: %w", err)
+			}
+		}
+	}
+	if _, err := tx.end(); err != nil {
+		return fmt.Errorf("prefill: %w", err)
 	}
 	if err := cl.Flush(ctx); err != nil {
 		return err
@@ -660,6 +804,89 @@ func prefill(ctx context.Context, c *config, seeds []string, firstErr *atomic.Va
 		return fmt.Errorf("prefill: %d errors", n)
 	}
 	return nil
+}
+
+// warmTxns commits one transaction of one record on every client, all at
+// once.
+func warmTxns(ctx context.Context, clients []*kgo.Client, c *config) error {
+	errs := make(chan error, len(clients))
+	for _, cl := range clients {
+		go func(cl *kgo.Client) {
+			tx := &txnRun{cl: cl, ctx: ctx, n: 1}
+			err := tx.begin()
+			if err == nil {
+				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Value: make([]byte, c.RecordSize)}, nil)
+				tx.produced(now())
+				_, err = tx.end()
+			}
+			errs <- err
+		}(cl)
+	}
+	for range clients {
+		if err := <-errs; err != nil {
+			return fmt.Errorf("first transaction: %w", err)
+		}
+	}
+	return nil
+}
+
+// txnRun is one producer's current transaction; with n == 0 (not
+// transactional) every method does nothing.
+type txnRun struct {
+	cl      *kgo.Client
+	ctx     context.Context
+	n       int   // records per transaction
+	open    bool  // begun and not yet ended
+	records int   // produced in the open transaction
+	start   int64 // send time (now()) of its first record
+}
+
+// begin opens a transaction unless one is open.
+func (t *txnRun) begin() error {
+	if t.n == 0 || t.open {
+		return nil
+	}
+	if err := t.cl.BeginTransaction(); err != nil {
+		return err
+	}
+	t.open, t.records, t.start = true, 0, 0
+	return nil
+}
+
+// produced counts a record sent at sent; true when it was the
+// transaction's last.
+func (t *txnRun) produced(sent int64) bool {
+	if t.n == 0 {
+		return false
+	}
+	if t.records == 0 {
+		t.start = sent
+	}
+	t.records++
+	return t.records >= t.n
+}
+
+// end flushes the open transaction's records and commits it; commit is
+// how long EndTransaction took. A commit that fails is aborted (as
+// franz-go documents) and the error returned.
+func (t *txnRun) end() (commit time.Duration, err error) {
+	if t.n == 0 || !t.open {
+		return 0, nil
+	}
+	t.open = false
+	// Not the run's context: a commit cut off by it has an unknown outcome.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err = t.cl.Flush(ctx); err == nil {
+		t0 := time.Now()
+		if err = t.cl.EndTransaction(ctx, kgo.TryCommit); err == nil {
+			return time.Since(t0), nil
+		}
+	}
+	if aerr := t.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		return 0, fmt.Errorf("%w (and the abort: %v)", err, aerr)
+	}
+	return 0, err
 }
 
 func waitBroker(ctx context.Context, adm *kadm.Client, limit time.Duration) error {
