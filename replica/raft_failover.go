@@ -1,0 +1,281 @@
+package replica
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"strconv"
+
+	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-broker/sluice/log"
+)
+
+// Async master/replica failover (docs/replication-modes.md, "async").
+//
+// An async partition's raft group has one voter, the master, and every
+// other replica is a learner: the master commits on its own durable write
+// and stays writable with every other node down, and the learners receive
+// its appends as raft streams them. raft cannot elect a learner, and it
+// has no forced reconfiguration, so failover is done below raft, on the
+// replicas' files, with the group closed and opened again from them (as a
+// full disk's recovery reopens a replica, raft_nospace.go):
+//
+//   - Host.Promote makes a learner, the most caught-up write replica the
+//     caller (the metastore, once the master's lease lapsed) chose, the
+//     sole voter of a configuration in which every other member is a
+//     learner, in a term above the old master's; it commits everything it
+//     holds and returns the Takeover: the last entry it took from the old
+//     master. It campaigns at once (a sole voter does) and leads in the
+//     next term.
+//   - Host.Follow makes any other replica a learner of the new master: a
+//     log longer than the takeover point is cut there (it holds what the
+//     new master never received; the old master may have committed and
+//     acknowledged it), the cut logged with its offsets and counted
+//     (Host.TruncatedRecords), never left to diverge; its commit index
+//     comes back to the takeover point at most (raft would panic on an
+//     append that conflicts with a committed entry); its configuration
+//     becomes the new master's. The new master's appends then continue
+//     its log after the takeover point. The returning old master calls
+//     it before it opens the partition (it would otherwise campaign as
+//     the sole voter it was); the other learners call it too, so every
+//     replica holds the same configuration and later membership changes,
+//     which raft applies as diffs, give the same result everywhere.
+//
+// Both rewrite raft.conf and raft.state, each durably; a crash between the
+// two leaves a replica that the next call (the caller retries until the
+// metastore's view and the replica's agree) finishes.
+
+// Takeover is where a promoted master's log took over its predecessor's:
+// the new master holds the old one's entries up to Index (Offset is the
+// offset after them) and writes its own after it, in terms above Term.
+type Takeover struct {
+	Term   uint64
+	Index  uint64
+	Offset int64
+}
+
+// ErrNotPromotable: the replica cannot be made the sole voter here (it is
+// not a member, its configuration is joint, or membership changes it holds
+// are not applied yet).
+var ErrNotPromotable = errors.New("replica: cannot promote")
+
+// DurableIndex is the last raft index this replica holds durably and the
+// offset after it: what a promotion of this replica would keep. The caller
+// promotes the write replica with the highest.
+func (r *Replica) DurableIndex() (uint64, int64) {
+	r.st.mu.Lock()
+	i := min(r.st.durIdx, r.st.lastIndexLocked())
+	r.st.mu.Unlock()
+	return i, r.st.endOffsetOf(i)
+}
+
+// Promote makes this broker's open replica of key the sole voter of its
+// group, every other member a learner, in a term of at least minTerm and
+// above the one it knows (see above). It returns once the replica is open
+// again; it then leads as soon as its own election ran.
+func (h *Host) Promote(key Key, minTerm uint64) (Takeover, error) {
+	self := raftID(h.cfg.Node)
+	var t Takeover
+	_, err := h.rewrite(key, "", Members{}, ReplicaOptions{}, func(st *raftStorage) error {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		cs := st.cs
+		if len(cs.GetVotersOutgoing()) > 0 || !slices.Contains(append(slices.Clone(cs.GetVoters()), cs.GetLearners()...), self) {
+			return fmt.Errorf("%w: configuration %v", ErrNotPromotable, cs)
+		}
+		applied := max(st.state.cur.applied&^stateFlagPendingBit, st.snapIndex)
+		last := st.lastIndexLocked()
+		ms, err := st.metasLocked(applied+1, last+1)
+		if err != nil {
+			return err
+		}
+		for _, m := range ms {
+			if m.kind == kindConfChange || m.kind == kindConfChangeV2 {
+				// Applying it after the rewrite would apply its diff
+				// to the wrong configuration.
+				return fmt.Errorf("%w: membership change at index %d not applied yet", ErrNotPromotable, m.index)
+			}
+		}
+		term := max(st.hs.GetTerm(), minTerm)
+		if err := st.rewriteLocked(soleVoter(self, cs), term, last, applied); err != nil {
+			return err
+		}
+		t = Takeover{Term: term, Index: last, Offset: st.nextOffsetLocked()}
+		if m, ok := st.metaLocked(last); ok {
+			t.Offset = m.last + 1
+		}
+		st.lg.Warn().Uint64("term", term).Uint64("index", last).Int64("offset", t.Offset).
+			Msg("promoted to async master: sole voter from the end of this replica's log; what the old master wrote after it is lost")
+		return nil
+	})
+	return t, err
+}
+
+// Follow makes this broker's replica of key a learner of master, whose log
+// took over at t (see above), and opens it (topic, members and opts are
+// used when it is not open, as by Open). It returns the records cut from
+// this replica's log, which are also counted in TruncatedRecords. On a
+// replica already following master from t it changes nothing.
+func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOptions, master NodeID, t Takeover) (*Replica, int64, error) {
+	if master == h.cfg.Node {
+		return nil, 0, fmt.Errorf("replica: node %d cannot follow itself", master)
+	}
+	mid := raftID(master)
+	var cut int64
+	r, err := h.rewrite(key, topic, members, opts, func(st *raftStorage) error {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		cs := st.cs
+		if slices.Equal(cs.GetVoters(), []uint64{mid}) && len(cs.GetVotersOutgoing()) == 0 && st.hs.GetTerm() >= t.Term {
+			return nil // following it already
+		}
+		if t.Index < st.snapIndex {
+			return fmt.Errorf("replica: cannot follow master %d from index %d: this replica's log starts after index %d", master, t.Index, st.snapIndex)
+		}
+		commit, applied := st.hs.GetCommit(), st.state.cur.applied&^stateFlagPendingBit
+		// An entry after the takeover point in a term above t.Term is the
+		// new master's (only it writes in those terms): the replica heard
+		// from it already, and its log matches up to there.
+		if last := st.lastIndexLocked(); last > t.Index {
+			if m, ok := st.metaLocked(t.Index + 1); !ok || m.term <= t.Term {
+				n, err := st.truncateFromLocked(t.Index+1, "async failover: truncating to the new master's log; the records after its takeover point are lost")
+				if err != nil {
+					return err
+				}
+				cut = n
+				commit, applied = min(commit, t.Index), min(applied, t.Index)
+			}
+		}
+		return st.rewriteLocked(soleVoter(mid, cs), max(st.hs.GetTerm(), t.Term), commit, applied)
+	})
+	return r, cut, err
+}
+
+// soleVoter is cs with voter as its only voter and every other member a
+// learner.
+func soleVoter(voter uint64, cs *raftpb.ConfState) *raftpb.ConfState {
+	var learners []uint64
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+		for _, id := range ids {
+			if id != voter && !slices.Contains(learners, id) {
+				learners = append(learners, id)
+			}
+		}
+	}
+	slices.Sort(learners)
+	return raftpb.EnsureConfState(&raftpb.ConfState{Voters: []uint64{voter}, Learners: learners})
+}
+
+// rewriteLocked persists cs, then term (with no vote), commit and
+// applied: the state a group reopened from these files starts from.
+func (s *raftStorage) rewriteLocked(cs *raftpb.ConfState, term, commit, applied uint64) error {
+	if err := saveConfState(s.dir, cs); err != nil {
+		return err
+	}
+	s.cs = cloneCS(cs)
+	s.hs = &raftpb.HardState{Term: new(term), Vote: new(uint64(0)), Commit: new(commit)}
+	cur := s.state.cur
+	cur.term, cur.vote, cur.commit = term, 0, min(commit, s.durIdx)
+	cur.applied = min(applied, cur.commit) | (cur.applied & stateFlagPendingBit)
+	return s.state.save(cur)
+}
+
+// rewrite closes key's replica if it is open, runs fn on its raft storage
+// with no group running over it, and opens the replica again from its
+// files in its place (a replica not open is opened with topic, members and
+// opts). Open replicas keep how they were opened. If fn fails, the replica
+// is still opened from whatever its files hold, and fn's error returned.
+func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptions, fn func(st *raftStorage) error) (*Replica, error) {
+	h.removeMu.Lock()
+	defer h.removeMu.Unlock()
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, ErrReplicaClosed
+	}
+	old, open := h.reps[key]
+	if !open {
+		if topic == "" {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("replica: partition %d of topic %x is not open here", key.Index, key.TopicID)
+		}
+		if h.opening[key] != nil {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("replica: %s-%d is being opened", topic, key.Index)
+		}
+		done := make(chan struct{})
+		h.opening[key] = done
+		defer func() {
+			h.mu.Lock()
+			delete(h.opening, key)
+			h.mu.Unlock()
+			close(done)
+		}()
+	}
+	h.mu.Unlock()
+	join := false
+	if open {
+		topic, members, opts, join = old.topic, old.openMembers, *old.opts.Load(), old.openJoin
+		if err := old.close(); err != nil && old.Failed() == nil {
+			return nil, err
+		}
+		if old.Failed() != nil {
+			h.failed.Add(-1)
+		}
+	}
+	if opts.MinInsyncReplicas <= 0 {
+		opts.MinInsyncReplicas = 1
+	}
+	ferr := h.rewriteFiles(topic, key, members, opts, fn)
+	r, err := h.openReplica(topic, key, members, opts, join)
+	if err != nil {
+		// The old replica stays in the table, closed: its writes fail
+		// and Remove or a restart clears it.
+		return nil, errors.Join(ferr, err)
+	}
+	h.mu.Lock()
+	if h.closed || (open && h.reps[key] != old) {
+		h.mu.Unlock()
+		_ = r.close()
+		return nil, errors.Join(ferr, ErrReplicaClosed)
+	}
+	h.reps[key] = r
+	if open {
+		list := make([]*Replica, len(h.list)) // the tick loop ranges over the old array
+		for i, x := range h.list {
+			if x == old {
+				x = r
+			}
+			list[i] = x
+		}
+		h.list = list
+	} else {
+		h.list = append(h.list, r)
+	}
+	h.mu.Unlock()
+	h.sched.enqueue(r)
+	return r, ferr
+}
+
+// rewriteFiles opens the log and raft storage of a replica that is not
+// running, runs fn on the storage and closes both.
+func (h *Host) rewriteFiles(topic string, key Key, members Members, opts ReplicaOptions, fn func(st *raftStorage) error) error {
+	dir := filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(key.Index)))
+	lg := h.lg.With().Str("topic", topic).Int32("partition", key.Index).Logger()
+	l, err := log.Open(dir, opts.Log, log.Options{Logger: lg, Flusher: h.cfg.Flusher})
+	if err != nil {
+		return err
+	}
+	initial := raftpb.EnsureConfState(&raftpb.ConfState{Voters: raftIDs(members.Voters), Learners: raftIDs(members.Learners)})
+	st, err := openStorage(dir, l, initial, lg)
+	if err != nil {
+		l.Close()
+		return err
+	}
+	st.truncated = &h.truncated
+	err = fn(st)
+	// Close syncs the log.
+	return errors.Join(err, st.close(), l.Close())
+}

@@ -1,0 +1,195 @@
+package replica
+
+import (
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+)
+
+// startFollowing restarts node n as a learner of master from t, as a
+// returning broker does once the metastore says another broker is the
+// partition's master: Follow before anything else opens the replica.
+func (c *testCluster) startFollowing(n, master NodeID, t Takeover) (*Replica, int64) {
+	c.t.Helper()
+	cfg := c.cfg
+	cfg.Node = n
+	cfg.Dir = filepath.Join(c.root, fmt.Sprint("node", n))
+	cfg.Transport = c.net.Transport(n)
+	cfg.Logger = cfg.Logger.With().Int32("node", int32(n)).Logger()
+	h, err := NewHost(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	r, cut, err := h.Follow(c.topic, c.key, c.members, c.opts, master, t)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.hosts[n], c.reps[n] = h, r
+	c.mu.Unlock()
+	return r, cut
+}
+
+// TestRaftAsyncMaster: an async partition whose raft group is its master
+// (node 1, the sole voter) and learners (2 and 3 write brokers, 4 a read
+// broker).
+//
+//   - With every other node cut off, the master still answers acks=all on
+//     its own durable write, commits it (the high watermark moves) and stays
+//     leader past many election timeouts; the learners serve what they hold.
+//   - The master dies holding records no learner has, and node 2 holding
+//     more than node 3 (and 4). Node 2, the most caught-up write replica
+//     (DurableIndex), is promoted: it leads a new term with everything it
+//     holds committed and takes writes. 3 and 4 follow it, cutting nothing.
+//   - The old master returns following node 2: it cuts exactly the records
+//     node 2 never received, counts them (TruncatedRecords, and Follow's
+//     answer), and every log ends byte-identical with the new writes.
+func TestRaftAsyncMaster(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, []NodeID{2, 3, 4}, ReplicaOptions{Mode: ModeAsync})
+	c.produce(testBatch("warm", 3, -1, 0, 0), AcksAll)
+	c.converged(3, 10*time.Second)
+	_, m := c.leader()
+	if !m.IsLeader() || m != c.rep(1) {
+		t.Fatal("node 1, the sole voter, does not lead")
+	}
+
+	// (a) Writable with every other node down.
+	c.net.Partition(1)
+	hw := m.HighWatermark()
+	for i := range 5 {
+		p, err := m.Propose(testBatch(fmt.Sprint("alone", i), 2, -1, 0, 0), AcksAll)
+		if err != nil {
+			t.Fatalf("the master cut off from everyone refused a write: %v", err)
+		}
+		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+			t.Fatalf("acks=all on the cut-off master: answered %v, %v", ok, err)
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got := m.HighWatermark(); got != hw+10 {
+			return fmt.Errorf("master high watermark %d, want %d: it does not commit on its own write", got, hw+10)
+		}
+		return nil
+	})
+	// Well past CheckQuorum's election timeout (15 ticks of 10ms).
+	time.Sleep(time.Second)
+	if !m.IsLeader() {
+		t.Fatal("the cut-off master stepped down")
+	}
+	for _, n := range []NodeID{2, 3, 4} {
+		if got := c.rep(n).HighWatermark(); got != hw {
+			t.Fatalf("learner %d serves up to %d while cut off, it holds up to %d", n, got, hw)
+		}
+	}
+	c.net.Heal()
+	c.converged(hw+10, 10*time.Second)
+
+	// (b) Node 2 gets 2 more batches than 3 and 4, the master 3 more that
+	// nobody gets, then dies.
+	block := map[NodeID]bool{3: true, 4: true}
+	var blockMu = &c.mu
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		blockMu.Lock()
+		defer blockMu.Unlock()
+		return !(from == 1 && block[to] && e.Msg.GetType() == raftpb.MsgApp)
+	})
+	base := m.HighWatermark()
+	for i := range 2 {
+		c.produce(testBatch(fmt.Sprint("on2", i), 4, -1, 0, 0), AcksAll)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if i, _ := c.rep(1).DurableIndex(); func() uint64 { j, _ := c.rep(2).DurableIndex(); return j }() != i {
+			return fmt.Errorf("node 2 has not caught up with the master")
+		}
+		return nil
+	})
+	blockMu.Lock()
+	block[2] = true
+	blockMu.Unlock()
+	const lostRecords = 3 * 5
+	for i := range 3 {
+		c.produce(testBatch(fmt.Sprint("lost", i), 5, -1, 0, 0), AcksAll)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got := m.HighWatermark(); got != base+8+lostRecords {
+			return fmt.Errorf("master high watermark %d, want %d", got, base+8+lostRecords)
+		}
+		return nil
+	})
+	c.stop(1)
+	c.net.OnSend(nil)
+
+	best, bestIdx := NodeID(-1), uint64(0)
+	for _, n := range []NodeID{2, 3} { // the write learners
+		if i, _ := c.rep(n).DurableIndex(); i > bestIdx {
+			best, bestIdx = n, i
+		}
+	}
+	if best != 2 {
+		t.Fatalf("node %d is the most caught-up write replica, want 2", best)
+	}
+	tk, err := c.hosts[2].Promote(c.key, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Index != bestIdx || tk.Offset != base+8 {
+		t.Fatalf("takeover %+v, want index %d offset %d", tk, bestIdx, base+8)
+	}
+	for _, n := range []NodeID{3, 4} {
+		r, cut, err := c.hosts[n].Follow(c.topic, c.key, c.members, c.opts, 2, tk)
+		if err != nil || cut != 0 {
+			t.Fatalf("node %d following 2: cut %d, %v", n, cut, err)
+		}
+		c.mu.Lock()
+		c.reps[n] = r
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.reps[2], _ = c.hosts[2].Get(c.key)
+	c.mu.Unlock()
+	ln, nm := c.leader()
+	if ln != 2 || nm.Term() <= tk.Term {
+		t.Fatalf("leader %d in term %d after promoting 2 at term %d", ln, nm.Term(), tk.Term)
+	}
+	if got := nm.HighWatermark(); got != base+8 {
+		t.Fatalf("new master's high watermark %d, want everything it holds (%d)", got, base+8)
+	}
+	if got := nm.Members(); !sameMembers(got.Voters, []NodeID{2}) || !sameMembers(got.Learners, []NodeID{1, 3, 4}) {
+		t.Fatalf("new master's members %+v", got)
+	}
+	after := c.produce(testBatch("new", 6, -1, 0, 0), AcksAll)
+	if after.BaseOffset != base+8 {
+		t.Fatalf("new master wrote at %d, want %d", after.BaseOffset, base+8)
+	}
+	c.converged(after.LastOffset+1, 10*time.Second) // 2, 3, 4
+
+	// The old master returns.
+	old, cut := c.startFollowing(1, 2, tk)
+	if cut != lostRecords || c.hosts[1].TruncatedRecords() != lostRecords {
+		t.Fatalf("old master cut %d records (counted %d), want %d", cut, c.hosts[1].TruncatedRecords(), lostRecords)
+	}
+	for _, n := range []NodeID{2, 3, 4} {
+		if got := c.hosts[n].TruncatedRecords(); got != 0 {
+			t.Fatalf("node %d counted %d truncated records", n, got)
+		}
+	}
+	c.converged(after.LastOffset+1, 10*time.Second)
+	if old.IsLeader() || !c.rep(2).IsLeader() {
+		t.Fatal("the old master leads again")
+	}
+	if got := old.Members(); !sameMembers(got.Voters, []NodeID{2}) {
+		t.Fatalf("old master's members %+v", got)
+	}
+	// Following again changes nothing.
+	if _, cut, err := c.hosts[1].Follow(c.topic, c.key, c.members, c.opts, 2, tk); err != nil || cut != 0 {
+		t.Fatalf("following again: cut %d, %v", cut, err)
+	}
+	c.mu.Lock()
+	c.reps[1], _ = c.hosts[1].Get(c.key)
+	c.mu.Unlock()
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+}
