@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -278,4 +279,65 @@ func (h *Host) rewriteFiles(topic string, key Key, members Members, opts Replica
 	err = fn(st)
 	// Close syncs the log.
 	return errors.Join(err, st.close(), l.Close())
+}
+
+// ErrNotCaughtUp: LeaveAsync found too few of the voters to be caught up
+// with the master; try again later.
+var ErrNotCaughtUp = errors.New("replica: too few voters caught up to leave async mode")
+
+// EnterAsync moves, on the leader, the group from raft's configuration to
+// the async master's: this replica the sole voter, every other voter
+// demoted to a learner (one configuration change, through a joint
+// configuration when more than one voter goes). From then on it commits on
+// its own durable write. It returns once the change is applied here (see
+// ChangeMembership).
+func (r *Replica) EnterAsync(ctx context.Context) error {
+	r.raftMu.Lock()
+	if err := r.stoppedLocked(); err != nil {
+		r.raftMu.Unlock()
+		return err
+	}
+	r.raftMu.Unlock()
+	if !r.IsLeader() {
+		return r.notLeader()
+	}
+	r.st.mu.Lock()
+	cs := soleVoter(raftID(r.host.cfg.Node), r.st.cs)
+	r.st.mu.Unlock()
+	return r.ChangeMembership(ctx, membersOf(cs))
+}
+
+// LeaveAsync moves, on the async master, the group back to raft's
+// configuration with voters (the partition's write brokers; this replica
+// must be one) as voters and every other member a learner. A voter that
+// lacks committed entries would be counted by raft's quorum at once, so it
+// waits for a majority of voters, this one included, to hold every entry
+// this master committed (CaughtUp): then raft's commit rule holds again
+// from the change on, with the stragglers catching up as followers do. It
+// returns ErrNotCaughtUp while fewer are.
+func (r *Replica) LeaveAsync(ctx context.Context, voters []NodeID) error {
+	self := r.host.cfg.Node
+	if !slices.Contains(voters, self) {
+		return fmt.Errorf("replica: node %d, the master, is not among the voters %v", self, voters)
+	}
+	if !r.IsLeader() {
+		return r.notLeader()
+	}
+	caught := 0
+	for _, v := range voters {
+		if v == self || r.CaughtUp(v) {
+			caught++
+		}
+	}
+	if caught <= len(voters)/2 {
+		return fmt.Errorf("%w: %d of %d", ErrNotCaughtUp, caught, len(voters))
+	}
+	cur := r.Members()
+	want := Members{Voters: slices.Clone(voters)}
+	for _, n := range append(cur.Voters, cur.Learners...) {
+		if !slices.Contains(voters, n) {
+			want.Learners = append(want.Learners, n)
+		}
+	}
+	return r.ChangeMembership(ctx, want)
 }

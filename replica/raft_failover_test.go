@@ -1,6 +1,8 @@
 package replica
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -190,6 +192,110 @@ func TestRaftAsyncMaster(t *testing.T) {
 	c.mu.Lock()
 	c.reps[1], _ = c.hosts[1].Get(c.key)
 	c.mu.Unlock()
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+}
+
+// TestRaftAsyncModeChange: the runtime transitions between raft's
+// configuration and the async master's. EnterAsync on a raft leader of 3
+// write brokers and a read broker demotes the other voters: every replica
+// applies the master-only configuration, and the master, cut off from
+// everyone, commits acks=all writes on its own and no one else campaigns.
+// LeaveAsync with one write broker cut off promotes both back once the
+// master and the other one (a majority) are caught up; from then on a
+// write needs a majority again: with both others cut off it is not
+// answered.
+func TestRaftAsyncModeChange(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	c.produce(testBatch("warm", 2, -1, 0, 0), AcksAll)
+	c.converged(2, 10*time.Second)
+	ln, lr := c.leader()
+	c.opts.Mode = ModeAsync
+	for _, r := range c.running() {
+		if err := r.SetOptions(c.opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lr.EnterAsync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var others []NodeID
+	for _, n := range []NodeID{1, 2, 3, 4} {
+		if n != ln {
+			others = append(others, n)
+		}
+	}
+	checkFor(t, 10*time.Second, func() error {
+		for n, r := range c.running() {
+			if m := r.Members(); !sameMembers(m.Voters, []NodeID{ln}) || !sameMembers(m.Learners, others) {
+				return fmt.Errorf("node %d applied %+v", n, m)
+			}
+		}
+		return nil
+	})
+
+	c.net.Partition(ln)
+	hw := lr.HighWatermark()
+	p, err := lr.Propose(testBatch("alone", 3, -1, 0, 0), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+		t.Fatalf("acks=all on the cut-off async master: %v %v", ok, err)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got := lr.HighWatermark(); got != hw+3 {
+			return fmt.Errorf("high watermark %d, want %d", got, hw+3)
+		}
+		return nil
+	})
+	time.Sleep(time.Second) // several election timeouts
+	for n, r := range c.running() {
+		if r.IsLeader() != (n == ln) {
+			t.Fatalf("node %d leader %v while the master is cut off", n, r.IsLeader())
+		}
+	}
+	c.net.Heal()
+	c.converged(hw+3, 10*time.Second)
+
+	// Back to raft with one write broker cut off.
+	c.opts.Mode = ModeRaft
+	for _, r := range c.running() {
+		if err := r.SetOptions(c.opts); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cutOff := others[0]
+	c.net.Partition(cutOff)
+	checkFor(t, 10*time.Second, func() error {
+		err := lr.LeaveAsync(ctx, []NodeID{1, 2, 3})
+		if errors.Is(err, ErrNotCaughtUp) {
+			return err
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return nil
+	})
+	if m := lr.Members(); !sameMembers(m.Voters, []NodeID{1, 2, 3}) || !sameMembers(m.Learners, []NodeID{4}) {
+		t.Fatalf("members after LeaveAsync %+v", m)
+	}
+	c.produce(testBatch("majority", 1, -1, 0, 0), AcksAll)
+	c.net.Heal()
+	c.net.Partition(ln)
+	hw = lr.HighWatermark()
+	p, err = lr.Propose(testBatch("minority", 1, -1, 0, 0), AcksAll)
+	if err == nil {
+		if ok, err := answeredWithin(p, time.Second); ok && err == nil {
+			t.Fatal("a write was answered by a raft leader cut off from both other voters")
+		}
+	}
+	if got := lr.HighWatermark(); got != hw {
+		t.Fatalf("high watermark moved from %d to %d with the leader cut off from both other voters", hw, got)
+	}
+	c.net.Heal()
 	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
 	c.converged(final.LastOffset+1, 10*time.Second)
 }
