@@ -393,4 +393,18 @@
 // the log are diffs against it and the joining replica replays them.
 // CaughtUp and MembershipSettled let the caller (server/reassign.go) add a
 // new voter as a learner first and promote it once it has the log.
+//
+// # Async master failover
+//
+// In the async master/replica configuration (docs/replication-modes.md)
+// the master is the group's sole voter and every other replica a learner;
+// Replica.EnterAsync and Replica.LeaveAsync move a group into it and out of
+// it with ordinary membership changes. raft cannot elect a learner, so a
+// failover is done on the files (raft_failover.go): Host.Promote closes a
+// learner, rewrites raft.conf (itself the sole voter) and raft.state (a
+// higher term, its whole log committed) and opens it again; Host.Follow
+// rewrites any other replica the same way as a learner of the new master,
+// first cutting its log to the takeover point (logged, counted in
+// TruncatedRecords) unless what follows it is the new master's own. The
+// broker does not drive them yet.
 package replica
