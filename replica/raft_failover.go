@@ -44,9 +44,13 @@ import (
 //     replica holds the same configuration and later membership changes,
 //     which raft applies as diffs, give the same result everywhere.
 //
-// Both rewrite raft.conf and raft.state, each durably; a crash between the
-// two leaves a replica that the next call (the caller retries until the
-// metastore's view and the replica's agree) finishes.
+// Both rewrite raft.state, then raft.conf, each durably (Follow brings
+// the commit index back before it cuts the log, since Open refuses a log
+// that ends before its commit index). A crash part-way leaves files Open
+// accepts, and the caller calls again until the metastore's view and the
+// replica's agree; in particular a returning old master calls Follow
+// before it opens the partition, every time, since with its old
+// configuration it would campaign.
 
 // Takeover is where a promoted master's log took over its predecessor's:
 // the new master holds the old one's entries up to Index (Offset is the
@@ -141,6 +145,11 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 		// from it already, and its log matches up to there.
 		if last := st.lastIndexLocked(); last > t.Index {
 			if m, ok := st.metaLocked(t.Index + 1); !ok || m.term <= t.Term {
+				// The commit index comes back before the log is cut:
+				// Open refuses a log that ends before it.
+				if err := st.saveStateLocked(st.hs.GetTerm(), min(commit, t.Index), min(applied, t.Index)); err != nil {
+					return err
+				}
 				n, err := st.truncateFromLocked(t.Index+1, "async failover: truncating to the new master's log; the records after its takeover point are lost")
 				if err != nil {
 					return err
@@ -169,13 +178,24 @@ func soleVoter(voter uint64, cs *raftpb.ConfState) *raftpb.ConfState {
 	return raftpb.EnsureConfState(&raftpb.ConfState{Voters: []uint64{voter}, Learners: learners})
 }
 
-// rewriteLocked persists cs, then term (with no vote), commit and
-// applied: the state a group reopened from these files starts from.
+// rewriteLocked persists term (with no vote), commit and applied, then
+// cs: the state a group reopened from these files starts from. The state
+// goes first: a crash between the two leaves a replica in the new term
+// with its old configuration (a learner stays one), which the caller's
+// retry finishes.
 func (s *raftStorage) rewriteLocked(cs *raftpb.ConfState, term, commit, applied uint64) error {
+	if err := s.saveStateLocked(term, commit, applied); err != nil {
+		return err
+	}
 	if err := saveConfState(s.dir, cs); err != nil {
 		return err
 	}
 	s.cs = cloneCS(cs)
+	return nil
+}
+
+// saveStateLocked persists term (with no vote), commit and applied.
+func (s *raftStorage) saveStateLocked(term, commit, applied uint64) error {
 	s.hs = &raftpb.HardState{Term: new(term), Vote: new(uint64(0)), Commit: new(commit)}
 	cur := s.state.cur
 	cur.term, cur.vote, cur.commit = term, 0, min(commit, s.durIdx)
