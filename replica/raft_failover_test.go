@@ -42,10 +42,15 @@ func (c *testCluster) startFollowing(n, master NodeID, t Takeover) (*Replica, in
 //   - With every other node cut off, the master still answers acks=all on
 //     its own durable write, commits it (the high watermark moves) and stays
 //     leader past many election timeouts; the learners serve what they hold.
-//   - The master dies holding records no learner has, and node 2 holding
-//     more than node 3 (and 4). Node 2, the most caught-up write replica
-//     (DurableIndex), is promoted: it leads a new term with everything it
-//     holds committed and takes writes. 3 and 4 follow it, cutting nothing.
+//   - The master dies holding records no write learner has, node 2
+//     holding more than node 3; the read broker 4 has everything, its
+//     commit index past what node 2 holds. Node 2, the most caught-up
+//     write replica (DurableIndex), is promoted: it leads a new term with
+//     everything it holds committed and takes writes. Node 3 follows it,
+//     cutting nothing. Node 4, not told yet, stays intact and online
+//     (raft answers the new master's appends with its commit index, which
+//     the master refuses) and serves nothing new; following, it cuts the
+//     records node 2 never had and counts them.
 //   - The old master returns following node 2: it cuts exactly the records
 //     node 2 never received, counts them (TruncatedRecords, and Follow's
 //     answer), and every log ends byte-identical with the new writes.
@@ -89,9 +94,9 @@ func TestRaftAsyncMaster(t *testing.T) {
 	c.net.Heal()
 	c.converged(hw+10, 10*time.Second)
 
-	// (b) Node 2 gets 2 more batches than 3 and 4, the master 3 more that
-	// nobody gets, then dies.
-	block := map[NodeID]bool{3: true, 4: true}
+	// (b) Node 2 (and 4) get 2 more batches than 3, the master 3 more
+	// that only the read broker 4 gets, then dies.
+	block := map[NodeID]bool{3: true}
 	var blockMu = &c.mu
 	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
 		blockMu.Lock()
@@ -121,6 +126,12 @@ func TestRaftAsyncMaster(t *testing.T) {
 		}
 		return nil
 	})
+	checkFor(t, 5*time.Second, func() error {
+		if got := c.rep(4).HighWatermark(); got != base+8+lostRecords {
+			return fmt.Errorf("read broker high watermark %d, want %d", got, base+8+lostRecords)
+		}
+		return nil
+	})
 	c.stop(1)
 	c.net.OnSend(nil)
 
@@ -140,17 +151,21 @@ func TestRaftAsyncMaster(t *testing.T) {
 	if tk.Index != bestIdx || tk.Offset != base+8 {
 		t.Fatalf("takeover %+v, want index %d offset %d", tk, bestIdx, base+8)
 	}
-	for _, n := range []NodeID{3, 4} {
+	follow := func(n NodeID, want int64) {
+		t.Helper()
 		r, cut, err := c.hosts[n].Follow(c.topic, c.key, c.members, c.opts, 2, tk)
-		if err != nil || cut != 0 {
-			t.Fatalf("node %d following 2: cut %d, %v", n, cut, err)
+		if err != nil || cut != want {
+			t.Fatalf("node %d following 2: cut %d (want %d), %v", n, cut, want, err)
 		}
 		c.mu.Lock()
 		c.reps[n] = r
 		c.mu.Unlock()
 	}
+	follow(3, 0)
 	c.mu.Lock()
 	c.reps[2], _ = c.hosts[2].Get(c.key)
+	ahead := c.reps[4]
+	delete(c.reps, 4) // not converged until it follows
 	c.mu.Unlock()
 	ln, nm := c.leader()
 	if ln != 2 || nm.Term() <= tk.Term {
@@ -166,6 +181,12 @@ func TestRaftAsyncMaster(t *testing.T) {
 	if after.BaseOffset != base+8 {
 		t.Fatalf("new master wrote at %d, want %d", after.BaseOffset, base+8)
 	}
+	c.converged(after.LastOffset+1, 10*time.Second) // 2, 3
+	time.Sleep(300 * time.Millisecond)
+	if err := ahead.Failed(); err != nil || ahead.HighWatermark() != base+8+lostRecords || ahead.LogEndOffset() != base+8+lostRecords {
+		t.Fatalf("read broker before following: failed %v, high watermark %d, log end %d, want both %d", err, ahead.HighWatermark(), ahead.LogEndOffset(), base+8+lostRecords)
+	}
+	follow(4, lostRecords)
 	c.converged(after.LastOffset+1, 10*time.Second) // 2, 3, 4
 
 	// The old master returns.
@@ -173,9 +194,9 @@ func TestRaftAsyncMaster(t *testing.T) {
 	if cut != lostRecords || c.hosts[1].TruncatedRecords() != lostRecords {
 		t.Fatalf("old master cut %d records (counted %d), want %d", cut, c.hosts[1].TruncatedRecords(), lostRecords)
 	}
-	for _, n := range []NodeID{2, 3, 4} {
-		if got := c.hosts[n].TruncatedRecords(); got != 0 {
-			t.Fatalf("node %d counted %d truncated records", n, got)
+	for n, want := range map[NodeID]int64{2: 0, 3: 0, 4: lostRecords} {
+		if got := c.hosts[n].TruncatedRecords(); got != want {
+			t.Fatalf("node %d counted %d truncated records, want %d", n, got, want)
 		}
 	}
 	c.converged(after.LastOffset+1, 10*time.Second)
