@@ -23,13 +23,14 @@ import (
 // replicas' files, with the group closed and opened again from them (as a
 // full disk's recovery reopens a replica, raft_nospace.go):
 //
-//   - Host.Promote makes a learner, the most caught-up write replica the
-//     caller (the metastore, once the master's lease lapsed) chose, the
-//     sole voter of a configuration in which every other member is a
-//     learner, in a term above the old master's; it commits everything it
-//     holds and returns the Takeover: the last entry it took from the old
-//     master. It campaigns at once (a sole voter does) and leads in the
-//     next term.
+//   - Replica.Claim is the Takeover a learner would make: the last entry
+//     it holds durably from the old master, and a term at least the old
+//     master's. The caller (once the master's lease lapsed) records the
+//     claim of the most caught-up write replica, then Host.Promote makes
+//     that learner the sole voter of a configuration in which every other
+//     member is a learner, with everything up to the claim committed
+//     (anything it received after the claim cut). It campaigns at once (a
+//     sole voter does) and leads in a term above the claim's.
 //   - Host.Follow makes any other replica a learner of the new master: a
 //     log longer than the takeover point is cut there (it holds what the
 //     new master never received; the old master may have committed and
@@ -76,23 +77,47 @@ func (r *Replica) DurableIndex() (uint64, int64) {
 	return i, r.st.endOffsetOf(i)
 }
 
+// Claim is the takeover this replica would make if promoted now: its
+// durable log end, in a term at least minTerm (the last term the old
+// master is known to have used) and the one it knows. The caller records
+// the claim (in the metastore, compare-and-set, so one replica wins it)
+// before Promote, which cannot be undone.
+func (r *Replica) Claim(minTerm uint64) Takeover {
+	i, off := r.DurableIndex()
+	return Takeover{Term: max(r.Term(), minTerm), Index: i, Offset: off}
+}
+
 // Promote makes this broker's open replica of key the sole voter of its
-// group, every other member a learner, in a term of at least minTerm and
-// above the one it knows (see above). It returns once the replica is open
-// again; it then leads as soon as its own election ran.
-func (h *Host) Promote(key Key, minTerm uint64) (Takeover, error) {
+// group from takeover t (its Claim), every other member a learner (see
+// above): entries it received after the claim are cut (logged, counted),
+// the rest committed, and it campaigns in a term above t.Term. It returns
+// once the replica is open again; it then leads as soon as its own
+// election ran. On a replica promoted from t already it changes nothing.
+func (h *Host) Promote(key Key, t Takeover) error {
 	self := raftID(h.cfg.Node)
-	var t Takeover
+	done := func(st *raftStorage) bool { // promoted and elected already
+		cs := st.cs
+		return slices.Equal(cs.GetVoters(), []uint64{self}) && len(cs.GetVotersOutgoing()) == 0 && st.hs.GetTerm() > t.Term
+	}
+	if h.openAnd(key, done) {
+		return nil
+	}
 	_, err := h.rewrite(key, "", Members{}, ReplicaOptions{}, func(st *raftStorage) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		cs := st.cs
+		if done(st) {
+			return nil
+		}
 		if len(cs.GetVotersOutgoing()) > 0 || !slices.Contains(append(slices.Clone(cs.GetVoters()), cs.GetLearners()...), self) {
 			return fmt.Errorf("%w: configuration %v", ErrNotPromotable, cs)
 		}
-		applied := max(st.state.cur.applied&^stateFlagPendingBit, st.snapIndex)
 		last := st.lastIndexLocked()
-		ms, err := st.metasLocked(applied+1, last+1)
+		if last < t.Index || t.Index < st.snapIndex {
+			return fmt.Errorf("%w: the claim is index %d, the log holds %d to %d", ErrNotPromotable, t.Index, st.snapIndex, last)
+		}
+		applied := max(st.state.cur.applied&^stateFlagPendingBit, st.snapIndex)
+		ms, err := st.metasLocked(applied+1, t.Index+1)
 		if err != nil {
 			return err
 		}
@@ -103,19 +128,25 @@ func (h *Host) Promote(key Key, minTerm uint64) (Takeover, error) {
 				return fmt.Errorf("%w: membership change at index %d not applied yet", ErrNotPromotable, m.index)
 			}
 		}
-		term := max(st.hs.GetTerm(), minTerm)
-		if err := st.rewriteLocked(soleVoter(self, cs), term, last, applied); err != nil {
+		commit := st.hs.GetCommit()
+		if last > t.Index {
+			// Received from the old master after the claim.
+			if err := st.saveStateLocked(st.hs.GetTerm(), min(commit, t.Index), min(applied, t.Index)); err != nil {
+				return err
+			}
+			if _, err := st.truncateFromLocked(t.Index+1, "async failover: promoted from an earlier claim; the records received after it are lost"); err != nil {
+				return err
+			}
+			applied = min(applied, t.Index)
+		}
+		if err := st.rewriteLocked(soleVoter(self, cs), max(st.hs.GetTerm(), t.Term), t.Index, applied); err != nil {
 			return err
 		}
-		t = Takeover{Term: term, Index: last, Offset: st.nextOffsetLocked()}
-		if m, ok := st.metaLocked(last); ok {
-			t.Offset = m.last + 1
-		}
-		st.lg.Warn().Uint64("term", term).Uint64("index", last).Int64("offset", t.Offset).
-			Msg("promoted to async master: sole voter from the end of this replica's log; what the old master wrote after it is lost")
+		st.lg.Warn().Uint64("term", t.Term).Uint64("index", t.Index).Int64("offset", t.Offset).
+			Msg("promoted to async master: sole voter from its claim; what the old master wrote after it is lost")
 		return nil
 	})
-	return t, err
+	return err
 }
 
 // Follow makes this broker's replica of key a learner of master, whose log
@@ -128,13 +159,21 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 		return nil, 0, fmt.Errorf("replica: node %d cannot follow itself", master)
 	}
 	mid := raftID(master)
+	done := func(st *raftStorage) bool { // following it already
+		cs := st.cs
+		return slices.Equal(cs.GetVoters(), []uint64{mid}) && len(cs.GetVotersOutgoing()) == 0 && st.hs.GetTerm() >= t.Term
+	}
+	if h.openAnd(key, done) {
+		r, _ := h.Get(key)
+		return r, 0, nil
+	}
 	var cut int64
 	r, err := h.rewrite(key, topic, members, opts, func(st *raftStorage) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		cs := st.cs
-		if slices.Equal(cs.GetVoters(), []uint64{mid}) && len(cs.GetVotersOutgoing()) == 0 && st.hs.GetTerm() >= t.Term {
-			return nil // following it already
+		if done(st) {
+			return nil
 		}
 		if t.Index < st.snapIndex {
 			return fmt.Errorf("replica: cannot follow master %d from index %d: this replica's log starts after index %d", master, t.Index, st.snapIndex)
@@ -201,6 +240,18 @@ func (s *raftStorage) saveStateLocked(term, commit, applied uint64) error {
 	cur.term, cur.vote, cur.commit = term, 0, min(commit, s.durIdx)
 	cur.applied = min(applied, cur.commit) | (cur.applied & stateFlagPendingBit)
 	return s.state.save(cur)
+}
+
+// openAnd reports whether key's replica is open here and fn, called with
+// its storage locked, says true.
+func (h *Host) openAnd(key Key, fn func(st *raftStorage) bool) bool {
+	r, ok := h.Get(key)
+	if !ok || r.Failed() != nil {
+		return false
+	}
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	return fn(r.st)
 }
 
 // rewrite closes key's replica if it is open, runs fn on its raft storage

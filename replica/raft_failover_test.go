@@ -45,8 +45,10 @@ func (c *testCluster) startFollowing(n, master NodeID, t Takeover) (*Replica, in
 //   - The master dies holding records no write learner has, node 2
 //     holding more than node 3; the read broker 4 has everything, its
 //     commit index past what node 2 holds. Node 2, the most caught-up
-//     write replica (DurableIndex), is promoted: it leads a new term with
-//     everything it holds committed and takes writes. Node 3 follows it,
+//     write replica (DurableIndex), claims; it then receives the rest
+//     before the master dies, and is promoted from its claim, cutting
+//     what came after it: it leads a new term with everything up to the
+//     claim committed and takes writes. Node 3 follows it,
 //     cutting nothing. Node 4, not told yet, stays intact and online
 //     (raft answers the new master's appends with its commit index, which
 //     the master refuses) and serves nothing new; following, it cuts the
@@ -132,9 +134,10 @@ func TestRaftAsyncMaster(t *testing.T) {
 		}
 		return nil
 	})
-	c.stop(1)
-	c.net.OnSend(nil)
 
+	// The master's lease lapses: the write learners' claims are compared
+	// and node 2's wins. Before the master dies node 2 still receives the
+	// lost batches: the promotion cuts them, since its claim was recorded.
 	best, bestIdx := NodeID(-1), uint64(0)
 	for _, n := range []NodeID{2, 3} { // the write learners
 		if i, _ := c.rep(n).DurableIndex(); i > bestIdx {
@@ -144,12 +147,29 @@ func TestRaftAsyncMaster(t *testing.T) {
 	if best != 2 {
 		t.Fatalf("node %d is the most caught-up write replica, want 2", best)
 	}
-	tk, err := c.hosts[2].Promote(c.key, 0)
-	if err != nil {
+	tk := c.rep(2).Claim(m.Term())
+	if tk.Index != bestIdx || tk.Offset != base+8 || tk.Term != m.Term() {
+		t.Fatalf("claim %+v, want index %d offset %d term %d", tk, bestIdx, base+8, m.Term())
+	}
+	blockMu.Lock()
+	block[2] = false
+	blockMu.Unlock()
+	checkFor(t, 5*time.Second, func() error {
+		if got := c.rep(2).LogEndOffset(); got != base+8+lostRecords {
+			return fmt.Errorf("node 2 log end %d, want %d", got, base+8+lostRecords)
+		}
+		return nil
+	})
+	c.stop(1)
+	c.net.OnSend(nil)
+	if err := c.hosts[2].Promote(c.key, tk); err != nil {
 		t.Fatal(err)
 	}
-	if tk.Index != bestIdx || tk.Offset != base+8 {
-		t.Fatalf("takeover %+v, want index %d offset %d", tk, bestIdx, base+8)
+	if got := c.hosts[2].TruncatedRecords(); got != lostRecords {
+		t.Fatalf("the promoted node 2 cut %d records received after its claim, want %d", got, lostRecords)
+	}
+	if err := c.hosts[2].Promote(c.key, tk); err != nil {
+		t.Fatalf("promoting again: %v", err)
 	}
 	follow := func(n NodeID, want int64) {
 		t.Helper()
@@ -194,7 +214,7 @@ func TestRaftAsyncMaster(t *testing.T) {
 	if cut != lostRecords || c.hosts[1].TruncatedRecords() != lostRecords {
 		t.Fatalf("old master cut %d records (counted %d), want %d", cut, c.hosts[1].TruncatedRecords(), lostRecords)
 	}
-	for n, want := range map[NodeID]int64{2: 0, 3: 0, 4: lostRecords} {
+	for n, want := range map[NodeID]int64{2: lostRecords, 3: 0, 4: lostRecords} {
 		if got := c.hosts[n].TruncatedRecords(); got != want {
 			t.Fatalf("node %d counted %d truncated records, want %d", n, got, want)
 		}
