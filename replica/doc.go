@@ -401,8 +401,9 @@
 // Replica.EnterAsync and Replica.LeaveAsync move a group into it and out of
 // it with ordinary membership changes. raft cannot elect a learner, so a
 // failover is done on the files (raft_failover.go): Host.Promote closes a
-// learner, rewrites raft.conf (itself the sole voter) and raft.state (a
-// higher term, its whole log committed) and opens it again; Host.Follow
+// learner, cuts its log back to its recorded Claim, rewrites raft.state
+// (the claim's term, its log committed) and raft.conf (itself the sole
+// voter) and opens it again; Host.Follow
 // rewrites any other replica the same way as a learner of the new master,
 // first cutting its log to the takeover point (logged, counted in
 // TruncatedRecords) unless what follows it is the new master's own. The
