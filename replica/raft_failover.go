@@ -194,6 +194,11 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 					return err
 				}
 				cut = n
+				if failoverHook != nil {
+					if err := failoverHook("follow-cut"); err != nil {
+						return err
+					}
+				}
 				commit, applied = min(commit, t.Index), min(applied, t.Index)
 			}
 		}
@@ -201,6 +206,10 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 	})
 	return r, cut, err
 }
+
+// failoverHook, set by tests only, runs between the steps of a rewrite;
+// an error stops it there, as a crash would.
+var failoverHook func(step string) error
 
 // soleVoter is cs with voter as its only voter and every other member a
 // learner.
@@ -258,7 +267,10 @@ func (h *Host) openAnd(key Key, fn func(st *raftStorage) bool) bool {
 // with no group running over it, and opens the replica again from its
 // files in its place (a replica not open is opened with topic, members and
 // opts). Open replicas keep how they were opened. If fn fails, the replica
-// is still opened from whatever its files hold, and fn's error returned.
+// is not opened (a replica that was open stays in the table, closed: its
+// writes fail with ErrReplicaClosed): its files may be part-way through the
+// change, which only the caller's next call finishes, and opened so a
+// former master would campaign.
 func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptions, fn func(st *raftStorage) error) (*Replica, error) {
 	h.removeMu.Lock()
 	defer h.removeMu.Unlock()
@@ -293,27 +305,29 @@ func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptio
 		if err := old.close(); err != nil && old.Failed() == nil {
 			return nil, err
 		}
-		if old.Failed() != nil {
-			h.failed.Add(-1)
-		}
 	}
 	if opts.MinInsyncReplicas <= 0 {
 		opts.MinInsyncReplicas = 1
 	}
-	ferr := h.rewriteFiles(topic, key, members, opts, fn)
+	if err := h.rewriteFiles(topic, key, members, opts, fn); err != nil {
+		return nil, err
+	}
 	r, err := h.openReplica(topic, key, members, opts, join)
 	if err != nil {
 		// The old replica stays in the table, closed: its writes fail
 		// and Remove or a restart clears it.
-		return nil, errors.Join(ferr, err)
+		return nil, err
 	}
 	h.mu.Lock()
 	if h.closed || (open && h.reps[key] != old) {
 		h.mu.Unlock()
 		_ = r.close()
-		return nil, errors.Join(ferr, ErrReplicaClosed)
+		return nil, ErrReplicaClosed
 	}
 	h.reps[key] = r
+	if open && old.Failed() != nil {
+		h.failed.Add(-1)
+	}
 	if open {
 		list := make([]*Replica, len(h.list)) // the tick loop ranges over the old array
 		for i, x := range h.list {
@@ -328,7 +342,7 @@ func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptio
 	}
 	h.mu.Unlock()
 	h.sched.enqueue(r)
-	return r, ferr
+	return r, nil
 }
 
 // rewriteFiles opens the log and raft storage of a replica that is not

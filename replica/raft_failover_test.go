@@ -16,15 +16,7 @@ import (
 // partition's master: Follow before anything else opens the replica.
 func (c *testCluster) startFollowing(n, master NodeID, t Takeover) (*Replica, int64) {
 	c.t.Helper()
-	cfg := c.cfg
-	cfg.Node = n
-	cfg.Dir = filepath.Join(c.root, fmt.Sprint("node", n))
-	cfg.Transport = c.net.Transport(n)
-	cfg.Logger = cfg.Logger.With().Int32("node", int32(n)).Logger()
-	h, err := NewHost(cfg)
-	if err != nil {
-		c.t.Fatal(err)
-	}
+	h := c.newHost(n)
 	r, cut, err := h.Follow(c.topic, c.key, c.members, c.opts, master, t)
 	if err != nil {
 		c.t.Fatal(err)
@@ -339,4 +331,94 @@ func TestRaftAsyncModeChange(t *testing.T) {
 	c.net.Heal()
 	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
 	c.converged(final.LastOffset+1, 10*time.Second)
+}
+
+// newHost starts node n's host with nothing open.
+func (c *testCluster) newHost(n NodeID) *Host {
+	c.t.Helper()
+	cfg := c.cfg
+	cfg.Node = n
+	cfg.Dir = filepath.Join(c.root, fmt.Sprint("node", n))
+	cfg.Transport = c.net.Transport(n)
+	cfg.Logger = cfg.Logger.With().Int32("node", int32(n)).Logger()
+	h, err := NewHost(cfg)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return h
+}
+
+// TestRaftAsyncFollowCrash: a returning old master whose Follow stops
+// right after its log was cut (as a crash there would) is left closed, not
+// opened as the sole voter it was; the next Follow opens it and finishes
+// (the commit index was brought back before the cut, so its files open),
+// and the cut is counted once.
+func TestRaftAsyncFollowCrash(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, []NodeID{2}, ReplicaOptions{Mode: ModeAsync})
+	c.produce(testBatch("warm", 3, -1, 0, 0), AcksAll)
+	c.converged(3, 10*time.Second)
+	m := c.rep(1)
+	c.net.Partition(1)
+	for i := range 2 {
+		p, err := m.Propose(testBatch(fmt.Sprint("lost", i), 5, -1, 0, 0), AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
+			t.Fatalf("acks=all on the cut-off master: %v %v", ok, err)
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got := m.HighWatermark(); got != 13 {
+			return fmt.Errorf("master high watermark %d, want 13", got)
+		}
+		return nil
+	})
+	tk := c.rep(2).Claim(m.Term())
+	c.stop(1)
+	c.net.Heal()
+	if err := c.hosts[2].Promote(c.key, tk); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.reps[2], _ = c.hosts[2].Get(c.key)
+	c.mu.Unlock()
+
+	h := c.newHost(1)
+	c.mu.Lock()
+	c.hosts[1] = h // closed at cleanup
+	c.mu.Unlock()
+	crash := errors.New("crash after the cut")
+	failoverHook = func(step string) error {
+		if step == "follow-cut" {
+			return crash
+		}
+		return nil
+	}
+	_, _, err := h.Follow(c.topic, c.key, c.members, c.opts, 2, tk)
+	failoverHook = nil
+	if !errors.Is(err, crash) {
+		t.Fatalf("Follow with a crash after the cut: %v", err)
+	}
+	if _, open := h.Get(c.key); open {
+		t.Fatal("a replica whose Follow stopped part-way was opened")
+	}
+	r, cut, err := h.Follow(c.topic, c.key, c.members, c.opts, 2, tk)
+	if err != nil {
+		t.Fatalf("Follow after the crash: %v", err)
+	}
+	if cut != 0 || h.TruncatedRecords() != 10 {
+		t.Fatalf("cut %d again, %d counted in all, want 0 and 10", cut, h.TruncatedRecords())
+	}
+	c.mu.Lock()
+	c.reps[1] = r
+	c.mu.Unlock()
+	res := c.produce(testBatch("new", 2, -1, 0, 0), AcksAll)
+	if res.BaseOffset != 3 {
+		t.Fatalf("new master wrote at %d, want 3", res.BaseOffset)
+	}
+	c.converged(5, 10*time.Second)
+	if r.IsLeader() {
+		t.Fatal("the old master leads")
+	}
 }
