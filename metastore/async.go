@@ -43,6 +43,10 @@ func bestClaim(claims map[int32]AsyncClaim) int32 {
 	return best
 }
 
+// BestAsyncClaim is the broker whose recorded claim a promotion must
+// take, -1 when none is recorded.
+func (p Partition) BestAsyncClaim() int32 { return bestClaim(p.AsyncClaims) }
+
 func (a *applier) asyncPartition(c *command) (*Topic, *Partition, error) {
 	t, ok := a.topicByName(c.Name)
 	if !ok || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {

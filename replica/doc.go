@@ -406,6 +406,9 @@
 // voter) and opens it again; Host.Follow
 // rewrites any other replica the same way as a learner of the new master,
 // first cutting its log to the takeover point (logged, counted in
-// TruncatedRecords) unless what follows it is the new master's own. The
-// broker does not drive them yet.
+// TruncatedRecords) unless what follows it is the new master's own. Both
+// write raft.forced (crc32c u32 | index u64): the configuration changes in
+// the log up to that index are superseded by the forced configuration and
+// never applied here (a learner that lagged receives them later). The
+// broker drives them (server/async_master.go).
 package replica

@@ -2,6 +2,7 @@ package replica
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -63,8 +64,7 @@ type Takeover struct {
 }
 
 // ErrNotPromotable: the replica cannot be made the sole voter here (it is
-// not a member, its configuration is joint, or membership changes it holds
-// are not applied yet).
+// not a member, its configuration is joint, or it does not hold its claim).
 var ErrNotPromotable = errors.New("replica: cannot promote")
 
 // DurableIndex is the last raft index this replica holds durably and the
@@ -117,17 +117,6 @@ func (h *Host) Promote(key Key, t Takeover) error {
 			return fmt.Errorf("%w: the claim is index %d, the log holds %d to %d", ErrNotPromotable, t.Index, st.snapIndex, last)
 		}
 		applied := max(st.state.cur.applied&^stateFlagPendingBit, st.snapIndex)
-		ms, err := st.metasLocked(applied+1, t.Index+1)
-		if err != nil {
-			return err
-		}
-		for _, m := range ms {
-			if m.kind == kindConfChange || m.kind == kindConfChangeV2 {
-				// Applying it after the rewrite would apply its diff
-				// to the wrong configuration.
-				return fmt.Errorf("%w: membership change at index %d not applied yet", ErrNotPromotable, m.index)
-			}
-		}
 		commit := st.hs.GetCommit()
 		if last > t.Index {
 			// Received from the old master after the claim.
@@ -139,7 +128,7 @@ func (h *Host) Promote(key Key, t Takeover) error {
 			}
 			applied = min(applied, t.Index)
 		}
-		if err := st.rewriteLocked(soleVoter(self, cs), max(st.hs.GetTerm(), t.Term), t.Index, applied); err != nil {
+		if err := st.rewriteLocked(soleVoter(self, cs), t.Index, max(st.hs.GetTerm(), t.Term), t.Index, applied); err != nil {
 			return err
 		}
 		st.lg.Warn().Uint64("term", t.Term).Uint64("index", t.Index).Int64("offset", t.Offset).
@@ -202,7 +191,7 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 				commit, applied = min(commit, t.Index), min(applied, t.Index)
 			}
 		}
-		return st.rewriteLocked(soleVoter(mid, cs), max(st.hs.GetTerm(), t.Term), commit, applied)
+		return st.rewriteLocked(soleVoter(mid, cs), t.Index, max(st.hs.GetTerm(), t.Term), commit, applied)
 	})
 	return r, cut, err
 }
@@ -227,13 +216,20 @@ func soleVoter(voter uint64, cs *raftpb.ConfState) *raftpb.ConfState {
 }
 
 // rewriteLocked persists term (with no vote), commit and applied, then
-// cs: the state a group reopened from these files starts from. The state
-// goes first: a crash between the two leaves a replica in the new term
-// with its old configuration (a learner stays one), which the caller's
-// retry finishes.
-func (s *raftStorage) rewriteLocked(cs *raftpb.ConfState, term, commit, applied uint64) error {
+// that cs is the configuration as of index at (the log's configuration
+// changes up to at are superseded: never applied here), then cs: the
+// state a group reopened from these files starts from. The state goes
+// first: a crash before cs leaves a replica in the new term with its old
+// configuration (a learner stays one), which the caller's retry finishes.
+func (s *raftStorage) rewriteLocked(cs *raftpb.ConfState, at, term, commit, applied uint64) error {
 	if err := s.saveStateLocked(term, commit, applied); err != nil {
 		return err
+	}
+	if at > s.forcedAt {
+		if err := saveBlob(s.dir, forcedFileName, binary.BigEndian.AppendUint64(nil, at)); err != nil {
+			return err
+		}
+		s.forcedAt = at
 	}
 	if err := saveConfState(s.dir, cs); err != nil {
 		return err

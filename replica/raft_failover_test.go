@@ -422,3 +422,69 @@ func TestRaftAsyncFollowCrash(t *testing.T) {
 		t.Fatal("the old master leads")
 	}
 }
+
+// TestRaftAsyncFailoverLaggingLearner: a read broker cut off while a raft
+// group moves to the async configuration (EnterAsync's configuration
+// changes are entries it lacks) follows a master promoted after the old
+// master's death: it then receives those older configuration changes from
+// the new master, and they must not be applied to the configuration the
+// failover forced (applied, the first would demote the new master, the
+// sole voter: raft panics and the replica goes offline). It catches up and
+// keeps the forced configuration.
+func TestRaftAsyncFailoverLaggingLearner(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	c.produce(testBatch("warm", 2, -1, 0, 0), AcksAll)
+	c.converged(2, 10*time.Second)
+	ln, lr := c.leader()
+	c.net.Partition(4)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := lr.EnterAsync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := c.produce(testBatch("async", 3, -1, 0, 0), AcksAll)
+	var w NodeID
+	for _, n := range []NodeID{1, 2, 3} {
+		if n != ln {
+			w = n
+			break
+		}
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got := c.rep(w).HighWatermark(); got != res.LastOffset+1 {
+			return fmt.Errorf("node %d high watermark %d", w, got)
+		}
+		return nil
+	})
+	tk := c.rep(w).Claim(lr.Term())
+	c.stop(ln)
+	if err := c.hosts[w].Promote(c.key, tk); err != nil {
+		t.Fatal(err)
+	}
+	c.net.Heal()
+	for n := range c.running() {
+		if n == w {
+			continue
+		}
+		r, _, err := c.hosts[n].Follow(c.topic, c.key, c.members, c.opts, w, tk)
+		if err != nil {
+			t.Fatalf("node %d following %d: %v", n, w, err)
+		}
+		c.mu.Lock()
+		c.reps[n] = r
+		c.mu.Unlock()
+	}
+	c.mu.Lock()
+	c.reps[w], _ = c.hosts[w].Get(c.key)
+	c.mu.Unlock()
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+	for n, r := range c.running() {
+		if err := r.Failed(); err != nil {
+			t.Fatalf("node %d failed: %v", n, err)
+		}
+		if m := r.Members(); !sameMembers(m.Voters, []NodeID{w}) {
+			t.Fatalf("node %d members %+v, want %d the sole voter", n, m, w)
+		}
+	}
+}

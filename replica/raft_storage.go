@@ -61,6 +61,10 @@ type raftStorage struct {
 	// never passes it: entries are made durable after they are stored
 	// (doc.go, "Ready loop"), and Open refuses a commit past the log.
 	durIdx uint64
+	// forcedAt: the configuration was forced (an async promotion,
+	// raft_failover.go) as of this index; the configuration changes of the
+	// log up to it are superseded and not applied.
+	forcedAt uint64
 	// truncated, when set, counts the data offsets a divergent tail cut
 	// from the log (Host.TruncatedRecords).
 	truncated *atomic.Int64
@@ -207,6 +211,13 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 	s.hs = &raftpb.HardState{Term: new(cur.term), Vote: new(cur.vote), Commit: new(cur.commit)}
 	if b, err := loadBlob(dir, snapFileName); err == nil {
 		s.snapProds = b
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if b, err := loadBlob(dir, forcedFileName); err == nil && len(b) == 8 {
+		s.forcedAt = binary.BigEndian.Uint64(b)
+	} else if err == nil {
+		return nil, fmt.Errorf("replica: bad %s in %s", forcedFileName, dir)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
