@@ -28,6 +28,16 @@ import (
 //     follows instead of opening (openReplica), so a returning old master
 //     never campaigns.
 
+// masterFenced says whether a write to t must be refused because this
+// broker may have been replaced as master: t is async and this broker's
+// lease is not certainly valid (a pause or a partition from the
+// metastore past the lease), after which a write learner may have been
+// promoted and the write would be lost. The producer retries at the
+// leader Metadata names.
+func (s *Server) masterFenced(t metastore.Topic) bool {
+	return s.replicated() && s.leaseValid != nil && s.asyncMode(t) && !s.leaseValid()
+}
+
 // asyncRecorder is what the async loop needs from the catalog beyond
 // Catalog.
 type asyncRecorder interface {

@@ -259,7 +259,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
 	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
-		OffsetsLogs: offsetLogs})
+		OffsetsLogs: offsetLogs,
+		LeaseValid: func() bool {
+			l := leaseRef.Load() // none before the broker registered
+			return l != nil && l.Valid()
+		}})
 	if err != nil {
 		return err
 	}
