@@ -187,6 +187,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			if _, local := p.(*replica.Partition); !local {
 				keepFrame = true
 			}
+			if s.masterFenced(t) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version)
 			if err != nil && s.shouldForward(err) {
 				tt := t

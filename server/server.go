@@ -41,6 +41,10 @@ type Options struct {
 	// view (offsets_topic.go), fed from the Catalog, which must then be
 	// an OffsetsSource; nil: no view.
 	OffsetsLogs *replica.Manager
+	// LeaseValid says whether this broker's metastore lease certainly
+	// still holds (Lease.Valid); an async master refuses writes when it
+	// does not (async_master.go). Nil: always.
+	LeaseValid func() bool
 }
 
 type listener struct {
@@ -68,6 +72,7 @@ type Server struct {
 	catalog    Catalog
 	partitions *replica.Manager
 	raft       *replica.Host
+	leaseValid func() bool
 	log        zerolog.Logger
 	metrics    *Metrics
 	producers  *producerIDs
@@ -152,6 +157,7 @@ func New(opts Options) (*Server, error) {
 		catalog:     opts.Catalog,
 		partitions:  opts.Partitions,
 		raft:        opts.Raft,
+		leaseValid:  opts.LeaseValid,
 		log:         opts.Logger.With().Str("component", "server").Logger(),
 		metrics:     opts.Metrics,
 		groups:      opts.Groups,
