@@ -244,6 +244,9 @@ type attack struct {
 	// prep, if set, runs before the attack's clock starts (building a
 	// bomb costs the attacker seconds of CPU, which is not the broker's).
 	prep func() error
+	// setup, if set, runs against the started broker before the clock
+	// starts (a topic to produce to).
+	setup func(b *broker) error
 }
 
 func dialMany(addr string, n int) []net.Conn {
@@ -294,7 +297,7 @@ var attacks = []attack{
 		<-ctx.Done()
 		prlimit(pid, &old, nil)
 	}},
-	bomb("gzip", 2), bomb("snappy", 2), bomb("lz4", 3), bomb("zstd", 4),
+	bomb("gzip", 1), bomb("snappy", 2), bomb("lz4", 3), bomb("zstd", 4),
 	{name: "create-2^31-1", what: "CreateTopics asking 2147483647 partitions, in a loop", run: func(ctx context.Context, b *broker, note func(string)) {
 		codes := map[int16]int{}
 		c, err := net.Dial("tcp", b.kafka)
@@ -499,11 +502,21 @@ func prlimit(pid int, set, old *[2]uint64) error {
 // compresses with codec (Kafka's attribute) to little.
 func bomb(name string, codec int16) attack {
 	var batch []byte
+	// Snappy's format caps its ratio near 21:1: a batch inflating to
+	// 16 MiB is already about 780 KiB, under max.message.bytes.
+	// lz4's at 256 MiB is about 1 MiB: 128 MiB keeps it under.
+	size, what := 256<<20, "256 MiB"
+	switch name {
+	case "snappy":
+		size, what = 16<<20, "16 MiB"
+	case "lz4":
+		size, what = 128<<20, "128 MiB"
+	}
 	prep := func() (err error) {
-		batch, err = bombBatch(name, codec, 256<<20)
+		batch, err = bombBatch(name, codec, size)
 		return err
 	}
-	return attack{name: "bomb-" + name, what: "Produce of one " + name + " batch inflating to 256 MiB, in a loop", prep: prep, run: func(ctx context.Context, b *broker, note func(string)) {
+	return attack{name: "bomb-" + name, what: "Produce of one " + name + " batch inflating to " + what + ", in a loop", prep: prep, setup: createBombTopic, run: func(ctx context.Context, b *broker, note func(string)) {
 		codes := map[int16]int{}
 		defer func() { note(fmt.Sprintf("batch of %d KiB; answers by error code %v", len(batch)>>10, codes)) }()
 		for corr := int32(1); ctx.Err() == nil; corr++ {
@@ -535,12 +548,58 @@ func bomb(name string, codec int16) attack {
 			resp := kmsg.NewPtrProduceResponse()
 			resp.SetVersion(9)
 			if err := resp.ReadFrom(body[5:]); err == nil && len(resp.Topics) == 1 && len(resp.Topics[0].Partitions) == 1 {
-				codes[resp.Topics[0].Partitions[0].ErrorCode]++
+				rp := resp.Topics[0].Partitions[0]
+				if codes[rp.ErrorCode]++; codes[rp.ErrorCode] == 1 && rp.ErrorMessage != nil {
+					note(fmt.Sprintf("error %d: %q", rp.ErrorCode, *rp.ErrorMessage))
+				}
 			} else {
 				codes[-101]++ // an answer that does not parse
 			}
 		}
 	}}
+}
+
+// createBombTopic creates the topic the bombs are sent to, retrying while
+// the fresh broker is not registered yet.
+func createBombTopic(b *broker) error {
+	var err error
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		if err = createTopicOnce(b); err == nil {
+			return nil
+		}
+	}
+	return err
+}
+
+func createTopicOnce(b *broker) error {
+	c, err := net.Dial("tcp", b.kafka)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(20 * time.Second))
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.SetVersion(5)
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = "bomb", 1, 1
+	req.Topics = append(req.Topics, rt)
+	req.TimeoutMillis = 10000
+	if _, err := c.Write(frame(req, 1)); err != nil {
+		return err
+	}
+	body, err := readFrame(c)
+	if err != nil {
+		return err
+	}
+	resp := kmsg.NewPtrCreateTopicsResponse()
+	resp.SetVersion(5)
+	if err := resp.ReadFrom(body[5:]); err != nil {
+		return err
+	}
+	if len(resp.Topics) != 1 || resp.Topics[0].ErrorCode != 0 {
+		return fmt.Errorf("creating topic bomb: error code %d", resp.Topics[0].ErrorCode)
+	}
+	return nil
 }
 
 func bombBatch(name string, codec int16, n int) ([]byte, error) {
@@ -637,6 +696,11 @@ func runAttack(a attack) (string, bool) {
 		return fmt.Sprintf("| %s | %s | %v |||||", a.name, a.what, err), false
 	}
 	defer kept.Close()
+	if a.setup != nil {
+		if err := a.setup(b); err != nil {
+			return fmt.Sprintf("| %s | %s | setup: %v |||||", a.name, a.what, err), false
+		}
+	}
 	time.Sleep(500 * time.Millisecond) // settle after start
 	before := b.status("VmRSS")
 	p := &probe{start: time.Now(), firstOK: map[string]time.Duration{}, slowest: map[string]time.Duration{}, failed: map[string]int{}}
