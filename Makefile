@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz bench bench-compaction bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -163,6 +163,11 @@ fuzz:
 # Sluice against Apache Kafka 4.4 on this machine; writes BENCHMARKS.md
 # (about 20 minutes with the defaults; BENCH_ARGS goes to bench/run.sh,
 # e.g. BENCH_ARGS="-pairs 5 -duration 15s").
+# Each hardening attack against a fresh `sluice dev`: peak RSS and whether
+# other clients were served within 1 s (bench/attacks); not in make test.
+attacks: build
+	$(GO) run ./bench/attacks -bin bin/sluice $(ATTACKS_FLAGS)
+
 bench:
 	BENCH_COMMAND="make bench$(if $(BENCH_ARGS), BENCH_ARGS='$(BENCH_ARGS)')" bash bench/run.sh $(BENCH_ARGS)
 

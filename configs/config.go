@@ -80,6 +80,17 @@ type Config struct {
 	// proceed, so that requests holding frames cannot wait on each
 	// other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
 	QueuedMaxRequestBytes int64 `mapstructure:"queued.max.request.bytes"`
+	// QueuedMaxResponseBytes bounds, per connection, the bytes of
+	// responses answered but not yet written to the socket (Sluice's own
+	// key): past it the connection's next request is not read until the
+	// client reads enough of them, so a client that pipelines requests
+	// and never reads stalls only itself and holds this much (plus the
+	// answers of the requests already read, at most 64) rather than
+	// every answer it asked for. Kafka mutes a connection while any
+	// response is pending; a pipelining client here keeps its pipeline
+	// while it reads. Responses are held encoded (Fetch's records stay
+	// in their files). Default 1 MiB; -1: unbounded.
+	QueuedMaxResponseBytes int64 `mapstructure:"queued.max.response.bytes"`
 	// SocketRequestTimeoutMs bounds the time a request frame's bytes may
 	// take to arrive, from its size prefix to its last byte (time spent
 	// waiting for room under queued.max.request.bytes not counted); a
@@ -407,6 +418,7 @@ func Default() Config {
 		LogLevel:                         "info",
 		SocketRequestMaxBytes:            100 << 20,
 		QueuedMaxRequestBytes:            100 << 20,
+		QueuedMaxResponseBytes:           1 << 20,
 		MaxPartitionsPerRequest:          10000,
 		MaxPartitions:                    50000,
 		ConfigValueMaxBytes:              32 << 10,
@@ -573,6 +585,9 @@ func (c Config) Validate() error {
 	}
 	if c.QueuedMaxRequestBytes < -1 {
 		errs = append(errs, fmt.Errorf("queued.max.request.bytes must be -1 (unbounded) or at least 0"))
+	}
+	if c.QueuedMaxResponseBytes < -1 || c.QueuedMaxResponseBytes == 0 {
+		errs = append(errs, fmt.Errorf("queued.max.response.bytes must be -1 (unbounded) or positive"))
 	}
 	if c.MaxPartitionsPerRequest <= 0 {
 		errs = append(errs, fmt.Errorf("max.partitions.per.request must be positive"))

@@ -18,6 +18,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluice-broker/sluice/internal/peeraddr"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
@@ -48,8 +49,16 @@ const (
 // a member dials a peer only if the peer's certificate names it, and the
 // acceptor takes raft messages only when the connection's certificate
 // names their sender (From); requests are served to any certificate the
-// trust store signed (brokers and members alike). Refusals are logged and
-// counted (Refused).
+// trust store signed (brokers and members alike). Without TLS the
+// acceptor takes raft messages only from a member it knows (a peer of
+// this transport: a member of the quorum other than itself), and, when
+// that member's address is an IP literal, only over a connection from
+// that IP (loopback from loopback: peeraddr.FromHost); a member dials
+// its peers from the IP it listens on, when that is a specific one.
+// This stops strays and misconfigured peers, not a process that can use
+// a member's address (the same host): docs/security.md. Requests are
+// served to anyone, as brokers' clients are not members. Refusals are
+// logged and counted (Refused).
 
 // TCPTransport implements Transport over TCP.
 type TCPTransport struct {
@@ -58,8 +67,12 @@ type TCPTransport struct {
 	lg     zerolog.Logger
 	tls    *tlsconfig.Loader
 
-	refusedTLS, refusedIdentity atomic.Int64
-	lastRefusalLog              atomic.Int64
+	refusedTLS, refusedIdentity    atomic.Int64
+	refusedUnknown, refusedAddress atomic.Int64
+	lastRefusalLog                 atomic.Int64
+	// local is the IP members are dialled from: the listening IP when
+	// that is a specific, non-loopback one (see peeraddr.FromHost).
+	local net.IP
 
 	ln      net.Listener
 	h       Handler
@@ -86,11 +99,39 @@ func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport 
 func (t *TCPTransport) SetTLS(l *tlsconfig.Loader) { t.tls = l }
 
 // Refused returns the connections refused, by reason: "tls" (a failed
-// handshake: no certificate, or one the trust store did not sign) and
+// handshake: no certificate, or one the trust store did not sign),
 // "identity" (raft messages from another member than the certificate
-// names).
+// names), and without TLS "unknown_node" (raft messages from a sender
+// that is not a member, or from this member) and "address" (from a
+// member registered at another IP than the connection's).
 func (t *TCPTransport) Refused() map[string]int64 {
-	return map[string]int64{"tls": t.refusedTLS.Load(), "identity": t.refusedIdentity.Load()}
+	return map[string]int64{"tls": t.refusedTLS.Load(), "identity": t.refusedIdentity.Load(),
+		"unknown_node": t.refusedUnknown.Load(), "address": t.refusedAddress.Load()}
+}
+
+// RefusalReasons are the keys Refused reports.
+var RefusalReasons = []string{"tls", "identity", "unknown_node", "address"}
+
+// checkMember refuses a raft message a connection without TLS carries
+// unless its sender is a known member dialling from its registered IP.
+func (t *TCPTransport) checkMember(wc *wireConn, m *pb.Message) bool {
+	from := m.GetFrom()
+	t.mu.Lock()
+	p, ok := t.peers[from]
+	addr := ""
+	if ok {
+		addr = p.addr
+	}
+	t.mu.Unlock()
+	if !ok || from == t.id || from == 0 {
+		t.refuse(&t.refusedUnknown, "unknown_node", wc.c, fmt.Errorf("raft message from %d, not a member", from))
+		return false
+	}
+	if !peeraddr.FromHost(wc.c.RemoteAddr(), addr) {
+		t.refuse(&t.refusedAddress, "address", wc.c, fmt.Errorf("raft message from member %d, registered at %s", from, addr))
+		return false
+	}
+	return true
 }
 
 // refuse counts a refusal and logs at most one in 10 s.
@@ -121,6 +162,9 @@ func (t *TCPTransport) Start(h Handler) error {
 		return err
 	}
 	t.ln = ln
+	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() && !a.IP.IsLoopback() {
+		t.local = a.IP
+	}
 	t.wg.Add(1)
 	go t.accept()
 	t.mu.Lock()
@@ -188,7 +232,7 @@ const tlsHandshakeTimeout = 10 * time.Second
 // client's verified certificate (nil without TLS).
 func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate) {
 	defer wc.close(ErrUnreachable)
-	var check func(*pb.Message) bool
+	check := func(m *pb.Message) bool { return t.checkMember(wc, m) }
 	if peer != nil {
 		check = func(m *pb.Message) bool {
 			if err := tlsconfig.CertNames(peer, tlsconfig.MetaName(m.GetFrom())); err != nil {
@@ -386,6 +430,9 @@ func (p *tcpPeer) conn(ctx context.Context) (*wireConn, error) {
 		return p.wc, nil
 	}
 	d := net.Dialer{Timeout: time.Second}
+	if p.id != 0 && p.t.local != nil {
+		d.LocalAddr = &net.TCPAddr{IP: p.t.local}
+	}
 	c, err := d.DialContext(ctx, "tcp", p.addr)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)

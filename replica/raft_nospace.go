@@ -2,9 +2,14 @@ package replica
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"slices"
 	"syscall"
 	"time"
+
+	"go.etcd.io/raft/v3"
+	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluice-broker/sluice/log"
 )
@@ -92,6 +97,11 @@ func (h *Host) reopen(old *Replica) bool {
 	if closed || cur != old {
 		return true // removed: nothing to retry
 	}
+	// Not while the file system is still about full: the replica would
+	// stop again at its first entry (followerSpaceLocked).
+	if free := usableBytes(old.dir); free >= 0 && free < 2*proposeReserve {
+		return false
+	}
 	_ = old.close() // it already failed; what it says adds nothing
 	r, err := h.openReplica(old.topic, old.key, old.openMembers, *old.opts.Load(), old.openJoin)
 	if err != nil {
@@ -118,4 +128,62 @@ func (h *Host) reopen(old *Replica) bool {
 	r.lg.Info().Int64("log_end_offset", r.log.LogEndOffset()).Msg("space available again: replica reopened from its files")
 	h.sched.enqueue(r)
 	return true
+}
+
+// fullHandOffEvery is the least time between two attempts of a leader
+// with a full disk to hand its leadership away.
+const fullHandOffEvery = time.Second
+
+// handOffFull hands the leadership of a leader that refused a batch for
+// lack of space (checkSpace) to a voter in its ISR, the first that raft
+// accepts as a target, so that the partition takes writes again on a
+// broker with room instead of answering KAFKA_STORAGE_ERROR until this
+// disk is freed, as Kafka moves leadership off a failed log directory.
+// The full broker then follows: the first entry it cannot store stops
+// its replica until space returns (above), which takes it out of the
+// ISR, so the preferred-leader rebalance does not hand leadership back
+// before it has caught up again. Tried at most once per
+// fullHandOffEvery; with no voter in sync (or all as full) the leader
+// stays and keeps refusing.
+func (r *Replica) handOffFull() {
+	now := time.Now().UnixNano()
+	last := r.fullHandOff.Load()
+	if now-last < int64(fullHandOffEvery) || !r.fullHandOff.CompareAndSwap(last, now) {
+		return
+	}
+	isr := r.InSyncReplicas()
+	if len(isr) < 2 {
+		return
+	}
+	r.st.mu.Lock()
+	voters := r.st.cs.GetVoters()
+	r.st.mu.Unlock()
+	for _, n := range isr[1:] {
+		if !slices.Contains(voters, raftID(n)) {
+			continue
+		}
+		if err := r.TransferLeadership(n); err == nil {
+			r.lg.Warn().Int32("to", int32(n)).Msg("disk too full for new batches: handing leadership to an in-sync voter")
+			return
+		}
+	}
+}
+
+// followerSpaceLocked stops a follower (or learner) that is handed
+// entries while its file system has less than proposeReserve free, as a
+// write that found the disk full would (a no-space failure: the replica
+// is reopened once space returns, above), instead of filling the disk to
+// its last byte. A broker whose disk is about full thus leaves the ISR of
+// the partitions it follows, so the preferred-leader rebalance does not
+// hand leadership back to it, and its leaders refuse batches and hand
+// their leadership away (handOffFull): the partitions keep taking writes
+// on the brokers with room.
+func (r *Replica) followerSpaceLocked(m *raftpb.Message) error {
+	if len(m.GetEntries()) == 0 || r.rn.BasicStatus().RaftState == raft.StateLeader {
+		return nil
+	}
+	if free := usableBytes(r.dir); free >= 0 && free < proposeReserve {
+		return fmt.Errorf("%w: %d bytes free in %s, less than the %d a follower keeps free", log.ErrNoSpace, free, r.dir, proposeReserve)
+	}
+	return nil
 }

@@ -260,6 +260,10 @@ type Replica struct {
 	// raft_nospace.go); noSpaceWait is that loop's backoff.
 	noSpaceAt   atomic.Int64
 	noSpaceWait time.Duration
+	// fullHandOff is when (unix ns) this leader last tried to hand its
+	// leadership away because its disk was too full for a batch
+	// (handOffFull).
+	fullHandOff atomic.Int64
 	// openMembers and openJoin are how the replica was opened, for a
 	// reopen.
 	openMembers Members
@@ -325,6 +329,7 @@ func (r *Replica) propose(batch []byte, txnVersion int8, acks Acks) (*Proposal, 
 		return nil, err
 	}
 	if err := checkSpace(r.dir, len(batch)); err != nil {
+		go r.handOffFull()
 		return nil, err
 	}
 	p := &Proposal{r: r, batch: batch, acks: acks, txnVersion: txnVersion, done: make(chan struct{}), released: make(chan struct{})}
@@ -901,6 +906,9 @@ func (r *Replica) handleReadyLocked() error {
 // the log already covers them and nothing earlier is waiting, otherwise
 // by the durability waiter (r.dur) and the group's next round.
 func (r *Replica) storageAppendLocked(m *raftpb.Message) error {
+	if err := r.followerSpaceLocked(m); err != nil {
+		return err
+	}
 	var hs *raftpb.HardState
 	if m.Term != nil {
 		hs = &raftpb.HardState{Term: new(m.GetTerm()), Vote: new(m.GetVote()), Commit: new(m.GetCommit())}

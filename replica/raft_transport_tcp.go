@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluice-broker/sluice/internal/peeraddr"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
@@ -43,7 +44,8 @@ type TCPConfig struct {
 //
 // An inbound connection is kept only if the node it declares resolves
 // (Resolve: a registered broker) and, when that broker's address is a
-// specific IP, the connection comes from that IP; a broker dials from the
+// specific IP, the connection comes from that IP (loopback from loopback:
+// peeraddr.FromHost); a broker dials from the
 // IP it listens on, so the check holds on multi-homed hosts. A later
 // connection of the same node replaces the earlier one. This stops
 // strays and misconfigured peers, not an attacker who can use a broker's
@@ -279,28 +281,12 @@ func (t *TCPTransport) checkHello(c net.Conn, br *bufio.Reader) (NodeID, bool) {
 		t.refuse(RefusedUnknownNode, c, from, nil)
 		return from, false
 	}
-	if !fromAddr(c.RemoteAddr(), addr) {
+	if !peeraddr.FromHost(c.RemoteAddr(), addr) {
 		t.refuse(RefusedAddress, c, from, fmt.Errorf("registered at %s", addr))
 		return from, false
 	}
 	c.SetReadDeadline(time.Time{})
 	return from, true
-}
-
-// fromAddr reports whether remote may be the broker registered at addr:
-// the same IP, when addr names a specific one (a host name or an
-// unspecified IP cannot be checked here).
-func fromAddr(remote net.Addr, addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	if ip == nil || ip.IsUnspecified() {
-		return true
-	}
-	ra, ok := remote.(*net.TCPAddr)
-	return !ok || ra.IP.Equal(ip)
 }
 
 // adopt makes c the inbound connection of node from, closing the one it
@@ -417,7 +403,7 @@ func (p *tcpPeer) dial() (net.Conn, net.Conn, error) {
 	}
 	d := net.Dialer{Timeout: 2 * time.Second}
 	if t.local != nil {
-		// From the address peers know this broker by (see fromAddr).
+		// From the address peers know this broker by (see peeraddr.FromHost).
 		d.LocalAddr = &net.TCPAddr{IP: t.local}
 	}
 	c, err := d.DialContext(t.ctx, "tcp", addr)

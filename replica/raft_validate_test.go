@@ -227,7 +227,8 @@ func TestRaftPanicTakesOnlyItsGroupOffline(t *testing.T) {
 }
 
 // TestTCPTransportChecksPeers: the replication port keeps a connection
-// only from a registered broker at its registered address, and a second
+// only from a registered broker at its registered address (any loopback
+// address for one registered at a loopback address), and a second
 // connection of one broker replaces the first.
 func TestTCPTransportChecksPeers(t *testing.T) {
 	var peerAddr atomic.Value
@@ -237,7 +238,7 @@ func TestTCPTransportChecksPeers(t *testing.T) {
 		case 1:
 			return "127.0.0.1:1"
 		case 2:
-			return "127.0.0.2:1" // registered elsewhere than the test dials from
+			return "192.0.2.1:1" // registered elsewhere than the test dials from
 		case 3:
 			return peerAddr.Load().(string)
 		}
@@ -277,7 +278,7 @@ func TestTCPTransportChecksPeers(t *testing.T) {
 		}
 		c.Close()
 	}
-	peerAddr.Store("127.0.0.1:1")
+	peerAddr.Store("127.0.0.2:1") // loopback: the test's 127.0.0.1 is the same host
 	first := hello(3)
 	time.Sleep(100 * time.Millisecond) // adopted before the second arrives
 	second := hello(3)

@@ -172,8 +172,7 @@ func (b *requestBudget) wakeLocked() {
 type slot struct {
 	done   chan struct{}
 	corrID int32
-	resp   kmsg.Response // nil with skip set: acks=0 produce
-	skip   bool
+	skip   bool // nothing to send: acks=0 produce
 	// raw, with rawToken set, is sent as a bare size-prefixed SASL token
 	// (SaslHandshake v0's exchange, security.go) instead of resp.
 	raw      []byte
@@ -182,12 +181,17 @@ type slot struct {
 	// writer observes once the response is on the socket.
 	api   *apiMetrics
 	start time.Time
+	// out is the response encoded when it was answered (conn.encode),
+	// with splices (a Fetch's file ranges) and spliced to release once
+	// sent; resp is then dropped, so a response waiting for a client
+	// that does not read holds its encoded bytes only, counted in
+	// conn.unsent.
+	out     []byte
+	splices []splice
+	spliced splicedResponse
 }
 
-func (s *slot) finish(resp kmsg.Response) {
-	s.resp = resp
-	close(s.done)
-}
+func (s *slot) finish() { close(s.done) }
 
 type conn struct {
 	srv      *Server
@@ -229,6 +233,11 @@ type conn struct {
 	// muteUntil is when a client quota's throttle of the connection ends
 	// (unix ns): its next request is not read before (KIP-219).
 	muteUntil atomic.Int64
+	// unsent is the bytes of responses answered and not yet handed to
+	// the socket; past queued.max.response.bytes the next request is
+	// not read (waitUnsent) until the writer signals drained.
+	unsent  atomic.Int64
+	drained chan struct{}
 }
 
 func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
@@ -255,6 +264,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		slots:     make(chan *slot, maxInFlight),
 		principal: principal,
 		host:      ip.String(),
+		drained:   make(chan struct{}, 1),
 	}
 	if l.sec.cfg.UsesSASL() {
 		c.sasl = &saslConn{}
@@ -291,6 +301,9 @@ func (c *conn) readLoop() error {
 	br := bufio.NewReaderSize(c.nc, 64<<10)
 	for {
 		if err := c.waitMuted(); err != nil {
+			return err
+		}
+		if err := c.waitUnsent(); err != nil {
 			return err
 		}
 		n, err := protocol.ReadFrameSize(br, c.srv.cfg.MaxFrameBytes)
@@ -339,6 +352,28 @@ func (c *conn) waitMuted() error {
 	case <-c.ctx.Done():
 		return c.ctx.Err()
 	}
+}
+
+// waitUnsent waits while the connection's responses not yet written hold
+// more than queued.max.response.bytes: a client that does not read what
+// it asked for is not read either (as Kafka mutes a connection while a
+// response is pending), so its answers stop piling up in the broker.
+// The wait is on this connection alone; connections.max.idle.ms closes
+// it if the client never reads again.
+func (c *conn) waitUnsent() error {
+	limit := c.srv.cfg.QueuedMaxResponseBytes
+	if limit <= 0 || c.unsent.Load() <= limit {
+		return nil
+	}
+	c.srv.metrics.responseWaits.Inc()
+	for c.unsent.Load() > limit {
+		select {
+		case <-c.drained:
+		case <-c.ctx.Done():
+			return c.ctx.Err()
+		}
+	}
+	return nil
 }
 
 // mute stops reading the connection for d from now (or longer, if it is
@@ -596,15 +631,71 @@ func (c *conn) enqueue(sl *slot) {
 	c.slots <- sl
 }
 
-// answer hands a request's response (nil: none) to the writer.
+// answer hands a request's response (nil: none) to the writer, encoded.
 func (c *conn) answer(sl *slot, resp kmsg.Response) {
-	sl.finish(resp)
+	c.encode(sl, resp)
+	sl.finish()
 	c.pending.Add(-1)
+}
+
+// encode encodes a slot's response into sl.out (Fetch's records as file
+// ranges to splice in) and counts it in c.unsent until the writer has
+// handed it to the socket.
+func (c *conn) encode(sl *slot, resp kmsg.Response) {
+	if resp == nil && !sl.rawToken {
+		return
+	}
+	out := getOutBuffer()
+	switch sp, spliced := resp.(splicedResponse); {
+	case sl.rawToken:
+		out = binary.BigEndian.AppendUint32(out, uint32(len(sl.raw)))
+		out = append(out, sl.raw...)
+		sl.raw = nil
+	case spliced:
+		out, sl.splices = sp.appendFrame(out, sl.corrID)
+		sl.spliced = sp
+	default:
+		out = protocol.AppendResponse(out, sl.corrID, resp)
+	}
+	sl.out = out
+	c.unsent.Add(int64(len(out)))
+}
+
+// sent ends the count of a slot's encoded response in c.unsent and wakes
+// a reader waiting for it to drop.
+func (c *conn) sent(sl *slot) {
+	if sl.out == nil {
+		return
+	}
+	c.unsent.Add(-int64(len(sl.out)))
+	putOutBuffer(sl.out)
+	sl.out, sl.splices = nil, nil
+	select {
+	case c.drained <- struct{}{}:
+	default:
+	}
+}
+
+// outBuffers recycles the buffers responses are encoded into: most are
+// small, and a connection's writer used to reuse one buffer; a buffer
+// over outPoolMax is left to the collector.
+var outBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const outPoolMax = 64 << 10
+
+func getOutBuffer() []byte {
+	return (*outBuffers.Get().(*[]byte))[:0]
+}
+
+func putOutBuffer(b []byte) {
+	if cap(b) == 0 || cap(b) > outPoolMax {
+		return
+	}
+	outBuffers.Put(&b)
 }
 
 func (c *conn) writeLoop() {
 	bw := bufio.NewWriterSize(c.nc, 64<<10)
-	var out []byte
 	failed := false
 	// sent: responses written since the last flush, whose time is
 	// observed once they are on the socket.
@@ -647,26 +738,21 @@ func (c *conn) writeLoop() {
 			flush()
 			<-sl.done // second stages watch ctx and finish promptly
 		}
-		sp, spliced := sl.resp.(splicedResponse)
-		if sl.skip || failed {
-			if spliced {
-				sp.release()
+		if sl.skip || failed || sl.out == nil {
+			if sl.spliced != nil {
+				sl.spliced.release()
 			}
+			c.sent(sl)
 			continue
 		}
 		var err error
-		if sl.rawToken {
-			out = binary.BigEndian.AppendUint32(out[:0], uint32(len(sl.raw)))
-			_, err = bw.Write(append(out, sl.raw...))
-		} else if spliced {
-			var splices []splice
-			out, splices = sp.appendFrame(out[:0], sl.corrID)
-			err = writeSpliced(bw, c.nc, out, splices)
-			sp.release()
+		if sl.spliced != nil {
+			err = writeSpliced(bw, c.nc, sl.out, sl.splices)
+			sl.spliced.release()
 		} else {
-			out = protocol.AppendResponse(out[:0], sl.corrID, sl.resp)
-			_, err = bw.Write(out)
+			_, err = bw.Write(sl.out)
 		}
+		c.sent(sl)
 		if err != nil {
 			failed = true
 			c.cancel()
@@ -676,9 +762,6 @@ func (c *conn) writeLoop() {
 			if sl.api != nil {
 				sent = append(sent, sl)
 			}
-		}
-		if cap(out) > 1<<20 {
-			out = nil // a large fetch response: do not hold it per connection
 		}
 	}
 }

@@ -9,9 +9,13 @@ import (
 	"io"
 	"net"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -320,4 +324,122 @@ func TestRequestBudgetPromise(t *testing.T) {
 	if !b.promise(100, 800) {
 		t.Fatal("refused after a promised frame was read")
 	}
+}
+
+// A client that pipelines requests and never reads its socket holds at
+// most queued.max.response.bytes of answers (plus the one that crossed it)
+// in the broker: its next request is not read meanwhile, while other
+// clients are served. Unbounded (-1), the same client makes the broker
+// hold the answers of every request it could read (maxInFlight of them),
+// which shows the test measures what the bound changes.
+func TestNonReadingClientHoldsBoundedResponses(t *testing.T) {
+	const respLimit = 64 << 10
+	// Metadata naming 200 unknown topics of 200-byte names: about 44 KB
+	// each way, so the bound is crossed by the second answer in memory.
+	req := kmsg.NewPtrMetadataRequest()
+	req.SetVersion(12)
+	for i := range 200 {
+		rt := kmsg.NewMetadataRequestTopic()
+		name := fmt.Sprintf("%03d-%s", i, strings.Repeat("x", 196))
+		rt.Topic = &name
+		req.Topics = append(req.Topics, rt)
+	}
+	frame := kmsg.NewRequestFormatter().AppendRequest(nil, req, 1)
+	for _, tc := range []struct {
+		name  string
+		limit int64
+	}{{"bounded", respLimit}, {"unbounded", -1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := startBroker(t, func(c *configs.Config) {
+				c.QueuedMaxResponseBytes = tc.limit
+				c.AutoCreateTopics = false
+			})
+			nc, err := net.DialTCP("tcp", nil, mustResolve(t, b.addr))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer nc.Close()
+			nc.SetReadBuffer(4 << 10) // the kernel keeps few answers for it
+			// Write 400 requests (17 MB) and read nothing; the writes
+			// block once the broker stops reading.
+			go func() {
+				for range 400 {
+					if _, err := nc.Write(frame); err != nil {
+						return
+					}
+				}
+			}()
+			// Wait until the broker stops taking requests from it: the
+			// count of Metadata requests read stays put for a while.
+			var c *conn
+			var read, peak int64
+			for stable, deadline := 0, time.Now().Add(20*time.Second); stable < 10; {
+				if time.Now().After(deadline) {
+					t.Fatalf("the broker kept reading the non-reading client: %d requests", read)
+				}
+				time.Sleep(50 * time.Millisecond)
+				c = b.onlyConn(t)
+				n := int64(counterValue(c.listener.metrics.api(3).requests))
+				if n == read && n > 0 {
+					stable++
+				} else {
+					stable, read = 0, n
+				}
+				peak = max(peak, c.unsent.Load())
+			}
+			// Another client is served meanwhile.
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			start := time.Now()
+			if _, err := kadm.NewClient(b.client(t)).BrokerMetadata(ctx); err != nil {
+				t.Fatal(err)
+			}
+			served := time.Since(start)
+			peak = max(peak, c.unsent.Load())
+			one := int64(len(frame)) * 11 / 10 // an answer is about its request's size
+			t.Logf("%s: %d requests read, %d bytes of answers held, another client served in %v", tc.name, read, peak, served)
+			if tc.limit > 0 {
+				if peak > tc.limit+one {
+					t.Errorf("held %d bytes of answers, want at most %d + one answer (%d)", peak, tc.limit, one)
+				}
+				if w := counterValue(b.srv.metrics.responseWaits); w < 1 {
+					t.Errorf("sluice_connection_response_waits_total = %v, want it counted", w)
+				}
+			} else if peak < 10*respLimit {
+				t.Errorf("unbounded: held only %d bytes of answers; the test no longer makes answers pile up", peak)
+			}
+			if served > 2*time.Second {
+				t.Errorf("another client was served after %v", served)
+			}
+		})
+	}
+}
+
+func mustResolve(t *testing.T, addr string) *net.TCPAddr {
+	a, err := net.ResolveTCPAddr("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// onlyConn is the one Kafka connection the broker has open.
+func (b *testBroker) onlyConn(t *testing.T) *conn {
+	b.srv.mu.Lock()
+	defer b.srv.mu.Unlock()
+	if len(b.srv.conns) != 1 {
+		t.Fatalf("%d connections open, want 1", len(b.srv.conns))
+	}
+	for c := range b.srv.conns {
+		return c
+	}
+	return nil
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		panic(err)
+	}
+	return m.GetCounter().GetValue()
 }

@@ -48,7 +48,11 @@
 // second stage on its own goroutine. Every request owns a slot in a bounded
 // queue, and the writer sends slots strictly in request order, so responses
 // leave in order however the second stages finish. acks=0 produces own a
-// slot that writes nothing.
+// slot that writes nothing. A response is encoded when it is answered
+// (a Fetch's records stay file ranges) and counts, until the writer has
+// handed it to the socket, against the connection's
+// queued.max.response.bytes: past it the reader reads no further request,
+// so a client that pipelines and never reads stalls only itself.
 //
 // A malformed frame, a header that cannot be parsed or a Go error from a
 // handler closes that connection with one log line; Kafka-level failures

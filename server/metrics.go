@@ -27,6 +27,10 @@ type Metrics struct {
 	connsRefused  *prometheus.CounterVec
 	connsDropped  *prometheus.CounterVec
 	throttled     *prometheus.CounterVec
+	// responseWaits counts the times a connection's next request was
+	// not read because its unread responses held past
+	// queued.max.response.bytes (conn.waitUnsent).
+	responseWaits prometheus.Counter
 
 	// authentications: SASL exchanges and TLS handshakes (security.go).
 	authentications *prometheus.CounterVec
@@ -77,12 +81,15 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		connsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_connections_dropped_total", Help: "Connections the broker closed for a timeout, by reason: idle (connections.max.idle.ms) or request_timeout (socket.request.timeout.ms).",
 		}, []string{"reason"}),
+		responseWaits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "sluice_connection_response_waits_total", Help: "Times a connection's next request was not read because the responses it had not read held more than queued.max.response.bytes.",
+		}),
 		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_quota_throttled_total", Help: "Requests throttled for a client quota, by quota: producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate.",
 		}, []string{"quota"}),
 	}
 	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.records, m.fetched, m.forwarded,
-		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped, m.throttled)
+		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped, m.responseWaits, m.throttled)
 	m.authentications = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_authentications_total", Help: "SASL authentications (and re-authentications) and TLS handshakes on Kafka listeners, by listener, mechanism (SCRAM-SHA-256, PLAIN, ..., or TLS) and result (success, failure); Kafka's successful-/failed-authentication-total.",
 	}, []string{"listener", "mechanism", "result"})

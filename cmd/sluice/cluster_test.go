@@ -106,6 +106,9 @@ type clusterLayout struct {
 	brokerExtra func(id int) string
 	// metaExtra, when set, is appended to meta node metaID's config file.
 	metaExtra func(metaID int) string
+	// dataDir, when set and not "", is broker name's data directory (a
+	// small file system, say) instead of one in the test's directory.
+	dataDir func(name string) string
 }
 
 // startTestClusterLayout is startTestClusterN with the processes placed
@@ -186,8 +189,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 		if layout.brokerExtra != nil {
 			extra += layout.brokerExtra(i)
 		}
+		data := filepath.Join(dir, name)
+		if layout.dataDir != nil && layout.dataDir(name) != "" {
+			data = layout.dataDir(name)
+		}
 		p := mk(name, fmt.Sprintf("node.id: %d\nprocess.roles: [%s]\ndata.dir: %s\nadmin.addr: %s\nmeta.addrs: %s\nreplica.listen: %s\nlisteners:\n%sdefault.replication.factor: 3\nmin.insync.replicas: 2\nreplication.mode: %s\nleader.imbalance.check.interval.seconds: 2\n%s",
-			i, role, filepath.Join(dir, name), admin, metaAddrs, repl, listeners, mode, extra))
+			i, role, data, admin, metaAddrs, repl, listeners, mode, extra))
 		p.admin = admin
 		if i > 3 {
 			c.readers = append(c.readers, p)

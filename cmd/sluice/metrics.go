@@ -70,10 +70,10 @@ func registerMetaMetrics(reg prometheus.Registerer, meta *metastore.Node) {
 		c("sluice_metastore_tx_seconds_total", "Time this member spent in bbolt transactions applying entries.",
 			func() float64 { return meta.Stats().TxTime.Seconds() }),
 	)
-	for _, reason := range []string{"tls", "identity"} {
+	for _, reason := range metastore.RefusalReasons {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "sluice_metastore_refused_total",
-			Help:        "Connections the metastore port refused, by reason: tls (failed mutual TLS handshake), identity (raft messages from another member than the certificate names).",
+			Help:        "Connections the metastore port refused, by reason: tls (failed mutual TLS handshake), identity (raft messages from another member than the certificate names), unknown_node (without TLS: raft messages from a sender that is not a member), address (without TLS: from a member registered at another IP).",
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(meta.Refused()[reason]) }))
 	}

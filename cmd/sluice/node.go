@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -305,8 +306,25 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	leaseRef.Store(lease)
 	admin.lease.Store(lease)
-	if err := srv.OpenPartitions(); err != nil {
-		return err
+	// The Kafka listener is up: a flood of connections may use up the
+	// descriptors partitions need. Opening waits for them rather than
+	// exiting (it is idempotent: what opened stays open).
+	for warned := false; ; warned = true {
+		err := srv.OpenPartitions()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EMFILE) && !errors.Is(err, syscall.ENFILE) {
+			return err
+		}
+		if !warned {
+			lg.Warn().Err(err).Msg("out of file descriptors opening partitions (connections hold them; max.connections bounds them): retrying every second")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
 	}
 	// Every partition this broker hosts has replayed its WAL records;
 	// records of partitions deleted while it was down can go.
