@@ -320,20 +320,13 @@ func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptio
 		_ = r.close()
 		return nil, ErrReplicaClosed
 	}
-	h.reps[key] = r
 	if open && old.Failed() != nil {
 		h.failed.Add(-1)
 	}
 	if open {
-		list := make([]*Replica, len(h.list)) // the tick loop ranges over the old array
-		for i, x := range h.list {
-			if x == old {
-				x = r
-			}
-			list[i] = x
-		}
-		h.list = list
+		h.swapLocked(old, r)
 	} else {
+		h.reps[key] = r
 		h.list = append(h.list, r)
 	}
 	h.mu.Unlock()

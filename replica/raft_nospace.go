@@ -114,15 +114,7 @@ func (h *Host) reopen(old *Replica) bool {
 		_ = r.close()
 		return true
 	}
-	h.reps[old.key] = r
-	list := make([]*Replica, len(h.list)) // the tick loop ranges over the old array
-	for i, x := range h.list {
-		if x == old {
-			x = r
-		}
-		list[i] = x
-	}
-	h.list = list
+	h.swapLocked(old, r)
 	h.mu.Unlock()
 	h.failed.Add(-1)
 	r.lg.Info().Int64("log_end_offset", r.log.LogEndOffset()).Msg("space available again: replica reopened from its files")
@@ -186,4 +178,19 @@ func (r *Replica) followerSpaceLocked(m *raftpb.Message) error {
 		return fmt.Errorf("%w: %d bytes free in %s, less than the %d a follower keeps free", log.ErrNoSpace, free, r.dir, proposeReserve)
 	}
 	return nil
+}
+
+// swapLocked puts r, a reopened replica, in old's place in the table and
+// in the tick loop's list, which it copies: the tick loop ranges over the
+// old array without the lock. h.mu is held.
+func (h *Host) swapLocked(old, r *Replica) {
+	h.reps[old.key] = r
+	list := make([]*Replica, len(h.list))
+	for i, x := range h.list {
+		if x == old {
+			x = r
+		}
+		list[i] = x
+	}
+	h.list = list
 }
