@@ -278,23 +278,31 @@ func TestStalledFramesEvicted(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	start := time.Now()
-	if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 100<<10)}).FirstErr(); err != nil {
-		t.Fatalf("produce beside the stalled frames: %v", err)
-	}
-	d := time.Since(start)
-	t.Logf("produce answered %v after the budget filled", d)
-	if d > 2*time.Second {
-		t.Errorf("a produce took %v beside the stalled frames", d)
-	}
-	for _, nc := range stalled {
-		nc.SetReadDeadline(time.Now().Add(2 * time.Second))
-		if _, err := nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
-			t.Errorf("stalled connection: read %v, want it closed", err)
+	// Closing the largest frame may be enough: the other then gets room,
+	// reads what the kernel holds of it and stalls again, and is closed
+	// in turn only if it fills the budget again. Two produces in a row
+	// are each answered soon either way.
+	for i := range 2 {
+		start := time.Now()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 100<<10)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d beside the stalled frames: %v", i, err)
+		}
+		d := time.Since(start)
+		t.Logf("produce %d answered in %v", i, d)
+		if d > 2*time.Second {
+			t.Errorf("produce %d took %v beside the stalled frames", i, d)
 		}
 	}
-	if n := counterValue(b.srv.metrics.connsDropped.WithLabelValues("stalled_frame")); n != 2 {
-		t.Errorf("sluice_connections_dropped_total{reason=stalled_frame} = %v, want 2", n)
+	closed := 0
+	for _, nc := range stalled {
+		nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := nc.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	n := counterValue(b.srv.metrics.connsDropped.WithLabelValues("stalled_frame"))
+	if closed == 0 || n < float64(closed) || n > 2 {
+		t.Errorf("%d stalled connections closed, sluice_connections_dropped_total{reason=stalled_frame} = %v; want at least 1, and counted", closed, n)
 	}
 	cancel()
 	<-slowDone
