@@ -34,6 +34,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "socket.request.max.bytes", Value: itoa(int64(c.SocketRequestMaxBytes)), Default: itoa(int64(d.SocketRequestMaxBytes)), Type: TypeInt},
 		{Name: "queued.max.request.bytes", Value: itoa(c.QueuedMaxRequestBytes), Default: itoa(d.QueuedMaxRequestBytes), Type: TypeLong,
 			Doc: "Bytes of requests held at once before the broker stops reading sockets; -1: unbounded."},
+		{Name: "queued.max.request.stall.ms", Value: itoa(c.QueuedMaxRequestStallMs), Default: itoa(d.QueuedMaxRequestStallMs), Type: TypeLong,
+			Doc: "Time an incomplete request frame may receive nothing while queued.max.request.bytes is full and others wait, before its connection is closed; -1: never."},
 		{Name: "queued.max.response.bytes", Value: itoa(c.QueuedMaxResponseBytes), Default: itoa(d.QueuedMaxResponseBytes), Type: TypeLong,
 			Doc: "Bytes of a connection's responses not yet written before the broker stops reading its requests; -1: unbounded."},
 		{Name: "fetch.max.bytes", Value: itoa(int64(c.FetchMaxBytes)), Default: itoa(int64(d.FetchMaxBytes)), Type: TypeInt,

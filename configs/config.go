@@ -101,6 +101,18 @@ type Config struct {
 	// Kafka clients' request.timeout.ms: past it the client has given up
 	// on the request anyway. -1: no bound.
 	SocketRequestTimeoutMs int64 `mapstructure:"socket.request.timeout.ms"`
+	// QueuedMaxRequestStallMs is how long a connection whose request frame
+	// is incomplete may receive none of its bytes while
+	// queued.max.request.bytes is full and other frames wait for room
+	// (Sluice's own key; Kafka has none): then the broker closes such
+	// connections, the largest reservation first, until the budget has
+	// room, and their bytes are given back at once. Two clients that
+	// send most of a 100 MiB frame each and stop would otherwise make
+	// every other client wait until socket.request.timeout.ms. A frame
+	// whose bytes keep arriving, however slowly, and a request read
+	// whole (being handled) are never closed this way. Default 500;
+	// -1: never (only socket.request.timeout.ms closes them).
+	QueuedMaxRequestStallMs int64 `mapstructure:"queued.max.request.stall.ms"`
 	// ConnectionsMaxIdleMs closes a connection that has read and written
 	// nothing for this long while no request of it is being handled
 	// (Kafka's setting of this name; -1: never). A response that takes
@@ -444,6 +456,7 @@ func Default() Config {
 		GroupConsumerMaxSize:             math.MaxInt32,
 		OffsetsTopicNumPartitions:        50,
 		SocketRequestTimeoutMs:           30000,
+		QueuedMaxRequestStallMs:          500,
 		ConnectionsMaxIdleMs:             600000,
 		MaxConnections:                   math.MaxInt32,
 		MaxConnectionsPerIP:              math.MaxInt32,
@@ -642,6 +655,9 @@ func (c Config) Validate() error {
 	}
 	if c.SocketRequestTimeoutMs < -1 || c.SocketRequestTimeoutMs == 0 {
 		errs = append(errs, fmt.Errorf("socket.request.timeout.ms must be -1 (unbounded) or positive"))
+	}
+	if c.QueuedMaxRequestStallMs < -1 || c.QueuedMaxRequestStallMs == 0 {
+		errs = append(errs, fmt.Errorf("queued.max.request.stall.ms must be -1 (never) or positive"))
 	}
 	if c.ConnectionsMaxIdleMs < -1 || c.ConnectionsMaxIdleMs == 0 {
 		errs = append(errs, fmt.Errorf("connections.max.idle.ms must be -1 (never) or positive"))

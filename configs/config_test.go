@@ -156,6 +156,8 @@ func TestValidateConnectionLimits(t *testing.T) {
 		{"idle 0", func(c *Config) { c.ConnectionsMaxIdleMs = 0 }, false},
 		{"request timeout 0", func(c *Config) { c.SocketRequestTimeoutMs = 0 }, false},
 		{"request timeout unbounded", func(c *Config) { c.SocketRequestTimeoutMs = -1 }, true},
+		{"request stall 0", func(c *Config) { c.QueuedMaxRequestStallMs = 0 }, false},
+		{"request stall never", func(c *Config) { c.QueuedMaxRequestStallMs = -1 }, true},
 		{"bad overrides", func(c *Config) { c.MaxConnectionsPerIPOverrides = "nohost" }, false},
 	} {
 		c := Default()

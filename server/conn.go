@@ -48,6 +48,18 @@ type requestBudget struct {
 	// buffer of their whole size before their bytes arrived (see
 	// conn.readFrame); it stays under the bound too.
 	promised int64
+	// waiting counts the callers of await waiting for room; the first to
+	// begin a wait signals blocked (if set), which wakes the reaper to
+	// close stalled frames (Server.evictStalled).
+	waiting int
+	blocked chan struct{}
+}
+
+// full reports the bytes held and whether anyone waits for room.
+func (b *requestBudget) full() (used int64, waiting bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used, b.waiting > 0
 }
 
 // promise reports whether a large frame of n bytes may take a buffer of its
@@ -122,11 +134,23 @@ func (b *requestBudget) take(ctx context.Context, n, limit int64, c *conn) (int6
 // await calls admit under b.mu until it returns true, waiting for bytes to
 // be released in between; ctx ends the wait. admit counts what it admits.
 func (b *requestBudget) await(ctx context.Context, admit func() bool) error {
+	waiting := false
 	for {
 		b.mu.Lock()
 		if admit() {
+			if waiting {
+				b.waiting--
+			}
 			b.mu.Unlock()
 			return nil
+		}
+		if !waiting {
+			waiting = true
+			b.waiting++
+			select {
+			case b.blocked <- struct{}{}:
+			default:
+			}
 		}
 		if b.room == nil {
 			b.room = make(chan struct{})
@@ -136,6 +160,9 @@ func (b *requestBudget) await(ctx context.Context, admit func() bool) error {
 		select {
 		case <-room:
 		case <-ctx.Done():
+			b.mu.Lock()
+			b.waiting--
+			b.mu.Unlock()
 			return ctx.Err()
 		}
 	}
@@ -212,6 +239,15 @@ type conn struct {
 	frameStart atomic.Int64
 	lastActive atomic.Int64
 	pending    atomic.Int32
+	// progress counts the bytes read from the socket, plus one for each
+	// window of a frame granted room; frameHeld is what the frame being
+	// read holds in queued.max.request.bytes (0 between frames). The
+	// reaper alone keeps stallSeen, the progress it last saw, and
+	// stallSince, when it saw it change (Server.evictStalled).
+	progress   atomic.Int64
+	frameHeld  atomic.Int64
+	stallSeen  int64
+	stallSince int64
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -298,7 +334,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 }
 
 func (c *conn) readLoop() error {
-	br := bufio.NewReaderSize(c.nc, 64<<10)
+	br := bufio.NewReaderSize(progressReader{c}, 64<<10)
 	for {
 		if err := c.waitMuted(); err != nil {
 			return err
@@ -332,6 +368,17 @@ func (c *conn) readLoop() error {
 			return err
 		}
 	}
+}
+
+// progressReader reads c's socket, counting the bytes in c.progress.
+type progressReader struct{ c *conn }
+
+func (r progressReader) Read(p []byte) (int, error) {
+	n, err := r.c.nc.Read(p)
+	if n > 0 {
+		r.c.progress.Add(int64(n))
+	}
+	return n, err
 }
 
 // waitMuted waits out a client quota's throttle of the connection.
@@ -413,6 +460,8 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 		if held, err = c.reserve(int64(n), false); err != nil {
 			return nil, 0, err
 		}
+		c.frameHeld.Store(held)
+		defer c.frameHeld.Store(0)
 		// Each frame gets a buffer of its own from the pool: a request
 		// decoded from it (and its records) may live on in a second
 		// stage. Handlers that are done with it early give it back (see
@@ -426,6 +475,7 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 		return frame, held, nil
 	}
 	defer budget.endFrame(c)
+	defer c.frameHeld.Store(0)
 	limit := c.srv.cfg.QueuedMaxRequestBytes
 	var pooled bool
 	if budget.promise(int64(n), limit) {
@@ -449,6 +499,7 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 		w := min(n-got, max(firstWindow, min(got, maxWindow)))
 		h, err := c.reserve(int64(w), got > 0)
 		held += h
+		c.frameHeld.Store(held)
 		if err == nil && cap(frame) < got+w {
 			var grown []byte
 			size := min(n, max(2*cap(frame), got+w))
@@ -493,6 +544,7 @@ func (c *conn) reserve(n int64, more bool) (int64, error) {
 	} else {
 		held, err = b.acquire(c.ctx, n, limit)
 	}
+	c.progress.Add(1) // granted room (or closing): not the client's stall
 	c.frameStart.Store(start + c.srv.now() - t0)
 	return held, err
 }

@@ -213,6 +213,108 @@ func TestStalledFrameHoldsOneWindow(t *testing.T) {
 	b.requestBytesIdle(t)
 }
 
+// Two clients that send most of a frame each and stop fill
+// queued.max.request.bytes between them; once other clients wait for room
+// and the frames have received nothing for queued.max.request.stall.ms,
+// the broker closes them, largest first, and the others are answered at
+// once rather than after socket.request.timeout.ms. A client whose frame
+// keeps arriving, slowly, is left alone.
+func TestStalledFramesEvicted(t *testing.T) {
+	b := startBroker(t, func(c *configs.Config) {
+		c.QueuedMaxRequestBytes = 4 << 20
+		c.QueuedMaxRequestStallMs = 300
+		c.SocketRequestTimeoutMs = 20000 // the stall, not this, must free the room
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	cl := b.client(t, kgo.DefaultProduceTopic("evict"), kgo.AllowAutoTopicCreation())
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dial := func(size uint32) net.Conn {
+		nc, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nc.Close() })
+		var msg [4]byte
+		binary.BigEndian.PutUint32(msg[:], size)
+		if _, err := nc.Write(msg[:]); err != nil {
+			t.Fatal(err)
+		}
+		return nc
+	}
+	// A slow client: a byte of its frame every 50 ms.
+	slow := dial(1 << 20)
+	slowDone := make(chan struct{})
+	var slowErr error
+	go func() {
+		defer close(slowDone)
+		for i := 0; ; i++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if _, err := slow.Write([]byte{byte(i)}); err != nil {
+				slowErr = err
+				return
+			}
+		}
+	}()
+	// Two near-budget frames, 3.5 MiB of each sent, then nothing. The
+	// second may wait for room with part of its bytes unread (the kernel
+	// buffers the rest): the write goes on in the background.
+	var stalled []net.Conn
+	for range 2 {
+		nc := dial(4 << 20)
+		stalled = append(stalled, nc)
+		go nc.Write(make([]byte, 3584<<10))
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for b.heldBytes() < 4<<20 {
+		if time.Now().After(deadline) {
+			t.Fatalf("stalled frames hold %d bytes, want the whole budget", b.heldBytes())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// Closing the largest frame may be enough: the other then gets room,
+	// reads what the kernel holds of it and stalls again, and is closed
+	// in turn only if it fills the budget again. Two produces in a row
+	// are each answered soon either way.
+	for i := range 2 {
+		start := time.Now()
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 100<<10)}).FirstErr(); err != nil {
+			t.Fatalf("produce %d beside the stalled frames: %v", i, err)
+		}
+		d := time.Since(start)
+		t.Logf("produce %d answered in %v", i, d)
+		if d > 2*time.Second {
+			t.Errorf("produce %d took %v beside the stalled frames", i, d)
+		}
+	}
+	closed := 0
+	for _, nc := range stalled {
+		nc.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := nc.Read(make([]byte, 1)); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+			closed++
+		}
+	}
+	n := counterValue(b.srv.metrics.connsDropped.WithLabelValues("stalled_frame"))
+	if closed == 0 || n < float64(closed) || n > 2 {
+		t.Errorf("%d stalled connections closed, sluice_connections_dropped_total{reason=stalled_frame} = %v; want at least 1, and counted", closed, n)
+	}
+	cancel()
+	<-slowDone
+	if slowErr != nil {
+		t.Errorf("the slow client's connection was closed: %v", slowErr)
+	}
+	slow.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+	if _, err := slow.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Errorf("slow connection: read %v, want it open", err)
+	}
+}
+
 // A large frame that arrives in pieces is read whole, through the windows
 // and the buffer growth, and counts its whole size until it is handled.
 func TestLargeFrameInPieces(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -153,15 +154,16 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: Catalog and Partitions or Raft are required")
 	}
 	s := &Server{
-		largeDecode: make(chan struct{}, 1),
-		catalog:     opts.Catalog,
-		partitions:  opts.Partitions,
-		raft:        opts.Raft,
-		leaseValid:  opts.LeaseValid,
-		log:         opts.Logger.With().Str("component", "server").Logger(),
-		metrics:     opts.Metrics,
-		groups:      opts.Groups,
-		acls:        opts.ACLs,
+		largeDecode:  make(chan struct{}, 1),
+		requestBytes: requestBudget{blocked: make(chan struct{}, 1)},
+		catalog:      opts.Catalog,
+		partitions:   opts.Partitions,
+		raft:         opts.Raft,
+		leaseValid:   opts.LeaseValid,
+		log:          opts.Logger.With().Str("component", "server").Logger(),
+		metrics:      opts.Metrics,
+		groups:       opts.Groups,
+		acls:         opts.ACLs,
 	}
 	if opts.Config.AuthorizerEnabled() {
 		if opts.ACLs == nil {
@@ -372,13 +374,19 @@ func (s *Server) ListenerError() error {
 
 // reapConns keeps s.clock and closes connections past their timeouts:
 // a frame still arriving after socket.request.timeout.ms, or nothing read
-// or written for connections.max.idle.ms while no request is pending.
-// Closing the socket ends the connection's reads and writes at once, and
-// with them its claim on queued.max.request.bytes.
+// or written for connections.max.idle.ms while no request is pending; and,
+// while frames wait for room under queued.max.request.bytes, frames that
+// stalled for queued.max.request.stall.ms (evictStalled). Closing the
+// socket ends the connection's reads and writes at once, and with them
+// its claim on queued.max.request.bytes.
 func (s *Server) reapConns() {
 	defer s.wg.Done()
 	frameLimit := time.Duration(s.cfg.SocketRequestTimeoutMs) * time.Millisecond
 	idleLimit := time.Duration(s.cfg.ConnectionsMaxIdleMs) * time.Millisecond
+	stall := time.Duration(s.cfg.QueuedMaxRequestStallMs) * time.Millisecond
+	if s.cfg.QueuedMaxRequestBytes <= 0 {
+		stall = 0 // nothing ever waits for room
+	}
 	tick := time.Second
 	for _, d := range []time.Duration{frameLimit, idleLimit} {
 		if d > 0 {
@@ -387,39 +395,100 @@ func (s *Server) reapConns() {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	dropLog := everyFewSeconds()
+	// While someone waits for room, stalled frames are looked for every
+	// quarter of the stall time; otherwise not at all.
+	var stallTick <-chan time.Time
+	dropLog, stallLog := everyFewSeconds(), everyFewSeconds()
 	var victims []*conn
 	for {
+		timeouts := false
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-t.C:
-			s.clock.Store(s.since())
+			timeouts = true
+		case <-s.requestBytes.blocked:
+		case <-stallTick:
 		}
+		s.clock.Store(s.since())
 		now := s.now()
 		victims = victims[:0]
-		s.mu.Lock()
-		for c := range s.conns {
-			start := c.frameStart.Load()
-			switch {
-			case start > 0 && frameLimit > 0 && time.Duration(now-start) > frameLimit:
-				victims = append(victims, c)
-				s.metrics.connsDropped.WithLabelValues("request_timeout").Inc()
-				if n, ok := dropLog.allow(); ok {
-					c.log.Info().Int("dropped", n).Msg("closing connection: its request did not arrive within socket.request.timeout.ms")
-				}
-			case start == 0 && idleLimit > 0 && c.pending.Load() == 0 && time.Duration(now-c.lastActive.Load()) > idleLimit:
-				victims = append(victims, c)
-				s.metrics.connsDropped.WithLabelValues("idle").Inc()
-				c.log.Debug().Msg("closing connection idle past connections.max.idle.ms")
+		if stall > 0 {
+			stallTick = nil
+			if _, waiting := s.requestBytes.full(); waiting {
+				victims = s.evictStalled(victims, now, stall, stallLog)
+				stallTick = time.After(max(stall/4, time.Millisecond))
 			}
 		}
-		s.mu.Unlock()
+		if timeouts {
+			s.mu.Lock()
+			for c := range s.conns {
+				start := c.frameStart.Load()
+				switch {
+				case start > 0 && frameLimit > 0 && time.Duration(now-start) > frameLimit:
+					victims = append(victims, c)
+					s.metrics.connsDropped.WithLabelValues("request_timeout").Inc()
+					if n, ok := dropLog.allow(); ok {
+						c.log.Info().Int("dropped", n).Msg("closing connection: its request did not arrive within socket.request.timeout.ms")
+					}
+				case start == 0 && idleLimit > 0 && c.pending.Load() == 0 && time.Duration(now-c.lastActive.Load()) > idleLimit:
+					victims = append(victims, c)
+					s.metrics.connsDropped.WithLabelValues("idle").Inc()
+					c.log.Debug().Msg("closing connection idle past connections.max.idle.ms")
+				}
+			}
+			s.mu.Unlock()
+		}
 		for _, c := range victims {
 			c.cancel()
 			c.nc.Close()
 		}
 	}
+}
+
+// evictStalled runs while frames wait for room under
+// queued.max.request.bytes: it appends to victims the connections to close
+// so that the budget has room again, among those reading a frame that
+// holds part of the budget and has received no byte for stall (seen over
+// the reaper's samples since the wait began), the largest holding first.
+// A frame whose bytes keep arriving, one waiting for room itself, and a
+// request read whole are never chosen. Closing the socket ends the frame's
+// read, which gives its bytes back at once.
+func (s *Server) evictStalled(victims []*conn, now int64, stall time.Duration, lg *logLimiter) []*conn {
+	first := len(victims)
+	s.mu.Lock()
+	for c := range s.conns {
+		start, held, p := c.frameStart.Load(), c.frameHeld.Load(), c.progress.Load()
+		if start <= 0 || held == 0 || p != c.stallSeen {
+			c.stallSeen, c.stallSince = p, now
+			continue
+		}
+		if time.Duration(now-c.stallSince) >= stall {
+			victims = append(victims, c)
+		}
+	}
+	s.mu.Unlock()
+	stalled := victims[first:]
+	if len(stalled) == 0 {
+		return victims
+	}
+	sort.Slice(stalled, func(i, j int) bool { return stalled[i].frameHeld.Load() > stalled[j].frameHeld.Load() })
+	used, _ := s.requestBytes.full()
+	limit := s.cfg.QueuedMaxRequestBytes
+	n := 0
+	for _, c := range stalled {
+		if used < limit {
+			break // room again: the rest may still resume
+		}
+		held := c.frameHeld.Load()
+		used -= held
+		n++
+		s.metrics.connsDropped.WithLabelValues("stalled_frame").Inc()
+		if d, ok := lg.allow(); ok {
+			c.log.Info().Int64("held", held).Int("dropped", d).Msg("closing connection: its incomplete request received nothing for queued.max.request.stall.ms while queued.max.request.bytes was full")
+		}
+	}
+	return victims[:first+n]
 }
 
 // logLimiter lets a repeated log line through once per period, counting
