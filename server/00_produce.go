@@ -182,9 +182,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				fail(err)
 				continue
 			}
-			if _, local := p.(*replica.Partition); !local {
-				keepFrame = true
-			}
+			keepFrame = true // until raft has its copy (BatchReleased)
 			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version)
 			if err != nil && s.shouldForward(err) {
 				tt := t
@@ -394,12 +392,6 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 				return nil, errInvalidTimestamp
 			}
 		}
-	}
-	if acks == -1 && !s.replicated() && s.topicInt(t, "min.insync.replicas") > 1 {
-		// A broker without replication is the partition's only
-		// replica: acks=all cannot meet a larger min.insync.replicas
-		// (raft replicas check it themselves).
-		return nil, replica.ErrNotEnoughReplicas
 	}
 	b.SetLeaderEpoch(p.LeaderEpoch())
 	return p.Propose(records, replica.Acks(acks))

@@ -47,9 +47,6 @@ type hostedPartition interface {
 // errNotHosted: the partition is assigned to other brokers.
 var errNotHosted = errors.New("this broker is not a replica of the partition")
 
-// replicated reports whether this broker runs raft for its partitions.
-func (s *Server) replicated() bool { return s.raft != nil }
-
 // members converts a partition's assignment for the raft host.
 func members(p metastore.Partition) replica.Members {
 	var m replica.Members
@@ -106,12 +103,6 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 		return p, nil
 	}
 	k := replica.Key{TopicID: t.ID, Index: idx}
-	if !s.replicated() {
-		if p, ok := s.partitions.Get(k); ok {
-			return p, nil
-		}
-		return s.partitions.Open(t.Name, k, s.logConfig(t))
-	}
 	if r, ok := s.raft.Get(k); ok {
 		if err := r.Failed(); err != nil {
 			// Offline here, as Kafka answers for a replica on a failed
@@ -143,10 +134,10 @@ func (s *Server) refreshPartitions() {
 		for i, p := range t.Partitions {
 			k := replica.Key{TopicID: t.ID, Index: int32(i)}
 			live[k] = t
-			if s.replicated() && !s.assigned(p) && p.Target == nil {
+			if !s.assigned(p) && p.Target == nil {
 				gone[k] = true
 			}
-			if s.replicated() && s.assigned(p) {
+			if s.assigned(p) {
 				if _, err := s.partition(t, int32(i)); err != nil {
 					s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
 				}
@@ -154,37 +145,19 @@ func (s *Server) refreshPartitions() {
 		}
 	}
 	s.topicSeries.follow(s.metrics, names)
-	if s.replicated() {
-		for _, r := range s.raft.Replicas() {
-			k := r.Key()
-			t, ok := live[k]
-			if !ok || gone[k] {
-				if err := s.raft.Remove(k, true); err != nil {
-					s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
-				} else if ok {
-					s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
-				}
-				continue
-			}
-			if err := r.SetOptions(s.replicaOptions(t)); err != nil {
-				s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("refusing topic config")
-			}
-		}
-		return
-	}
-	for _, p := range s.partitions.Partitions() {
-		k := replica.Key{TopicID: p.TopicID, Index: p.Index}
+	for _, r := range s.raft.Replicas() {
+		k := r.Key()
 		t, ok := live[k]
-		if !ok {
-			if err := s.partitions.Remove(k); err != nil {
-				s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("removing partition")
+		if !ok || gone[k] {
+			if err := s.raft.Remove(k, true); err != nil {
+				s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
+			} else if ok {
+				s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
 			}
 			continue
 		}
-		if err := p.Log().SetConfig(s.logConfig(t)); err != nil {
-			// Topic configs are validated before they are stored, so
-			// this is a bug; keep the old config and say so.
-			s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("refusing topic config")
+		if err := r.SetOptions(s.replicaOptions(t)); err != nil {
+			s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("refusing topic config")
 		}
 	}
 }
@@ -212,9 +185,6 @@ func (s *Server) readablePartition(t metastore.Topic, known bool, idx, clientEpo
 // offlineHere reports whether this broker's replica of partition idx of t
 // stopped after a failure (replica.Replica.Failed).
 func (s *Server) offlineHere(t metastore.Topic, idx int32) bool {
-	if !s.replicated() {
-		return false
-	}
 	r, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: idx})
 	return ok && r.Failed() != nil
 }
