@@ -210,7 +210,8 @@
 //
 // The leader checks producer sequence and epoch before proposing, so a
 // refused or duplicate batch never becomes an entry. The rules are the log's
-// (log/producer.go); the table (raft_producers.go) is updated by every
+// own code (log.ProducerEntry's Check and Update, which Log.Append applies
+// inside the write); the table (raft_producers.go) is updated by every
 // replica from the batches it stores, in log order, so a follower that
 // becomes leader dedupes as the old leader did, and it travels in
 // snapshots. A producer the table has not seen since Open is seeded from
