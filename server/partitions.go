@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -117,6 +118,34 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 	return s.openReplica(t, k)
 }
 
+// refreshPartitionsWithin runs refreshPartitions and waits for it at most
+// half of timeoutMs, the timeout of the CreateTopics or CreatePartitions
+// request that changed the partitions (5 s if it gave none): the new
+// partitions usually open within it, so the first produce finds them;
+// those of a very large topic go on opening after the answer, as Kafka
+// answers once the controller has the topic, not once every log exists.
+// Until a partition is open here, requests for it get retriable errors.
+func (s *Server) refreshPartitionsWithin(timeoutMs int32) {
+	d := time.Duration(timeoutMs) * time.Millisecond / 2
+	if timeoutMs <= 0 {
+		d = 5 * time.Second
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.refreshPartitions()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// openParallel is how many replicas refreshPartitions opens at once.
+const openParallel = 16
+
 // refreshPartitions makes the hosted partitions follow the catalog: opens
 // the ones assigned here (in a cluster a follower must run its replica
 // before any client asks for it), reapplies topic configs, and removes the
@@ -129,6 +158,17 @@ func (s *Server) refreshPartitions() {
 	// group may still count on this replica).
 	gone := make(map[replica.Key]bool)
 	names := make(map[string]bool)
+	// Replicas not open yet are opened openParallel at a time: opening a
+	// new group waits on fsyncs and, for a sole voter, on its own
+	// election, which overlap across partitions (one at a time, a topic
+	// of 2100 partitions took minutes to create on a loaded single node).
+	var opening sync.WaitGroup
+	slots := make(chan struct{}, openParallel)
+	open := func(t metastore.Topic, i int) {
+		if _, err := s.partition(t, int32(i)); err != nil {
+			s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
+		}
+	}
 	for _, t := range s.catalog.Topics() {
 		names[t.Name] = true
 		for i, p := range t.Partitions {
@@ -137,13 +177,23 @@ func (s *Server) refreshPartitions() {
 			if !s.assigned(p) && p.Target == nil {
 				gone[k] = true
 			}
-			if s.assigned(p) {
-				if _, err := s.partition(t, int32(i)); err != nil {
-					s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
-				}
+			if !s.assigned(p) {
+				continue
 			}
+			if _, ok := s.raft.Get(k); ok {
+				open(t, i) // open already: reports a failed replica
+				continue
+			}
+			slots <- struct{}{}
+			opening.Add(1)
+			go func() {
+				defer opening.Done()
+				defer func() { <-slots }()
+				open(t, i)
+			}()
 		}
 	}
+	opening.Wait()
 	s.topicSeries.follow(s.metrics, names)
 	for _, r := range s.raft.Replicas() {
 		k := r.Key()
