@@ -340,11 +340,11 @@ type Config struct {
 	// message is checked before raft sees it (replica/doc.go, "Peers");
 	// this is not authentication, so keep the port on a private network.
 	ReplicaListen string `mapstructure:"replica.listen"`
-	// ReplicaOneVoter: a broker without replica.listen (`sluice dev`)
-	// hosts each partition as a one-voter raft group over an in-process
-	// transport (no replication port), the code a cluster runs, instead
-	// of a plain local log. Off by default until the compat suite passes
-	// on it (docs/architecture.md 4.2).
+	// ReplicaOneVoter is deprecated and ignored (a warning is logged when
+	// it is true): every partition is a raft group, and a broker without
+	// replica.listen (`sluice dev`) hosts each as a one-voter group over an
+	// in-process transport. The key is still accepted so that a config
+	// file that sets it keeps loading.
 	ReplicaOneVoter bool `mapstructure:"replica.one.voter"`
 	// InternalSecurity: mutual TLS on replica.listen (internal.ssl.*) and
 	// internal.insecure (security.go).

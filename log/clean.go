@@ -192,8 +192,8 @@ func (l *Log) clean(o cleanOptions) (CleanStats, bool, error) {
 		p.aborted = slices.Clone(l.txns.aborted)
 		p.lastOfProd = make(map[int64]int64, len(l.producers))
 		for id, e := range l.producers {
-			if n := len(e.batches); n > 0 {
-				p.lastOfProd[id] = e.batches[n-1].lastOffset
+			if n := len(e.Batches); n > 0 {
+				p.lastOfProd[id] = e.Batches[n-1].LastOffset
 			}
 		}
 	}

@@ -282,7 +282,8 @@ returns. The snapshot only saves time: correctness never depends on it.
 
 For batches with producerId >= 0 the log keeps, per producer, the epoch and
 the last five batches' first/last sequence and offsets, and applies Kafka 4's
-ProducerAppendInfo rules (see producers.check): a retry of one of the last
+ProducerAppendInfo rules (ProducerEntry.Check, exported so that package
+replica applies the same code before proposing): a retry of one of the last
 five batches of the current epoch is a duplicate, answered with its original
 offsets and not written; an older epoch is ErrInvalidProducerEpoch; a newer
 epoch must start at sequence 0; the same epoch must continue at last+1

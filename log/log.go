@@ -477,7 +477,7 @@ func (l *Log) wakeLocked() {
 // the CRC does not cover, and keeps no reference to batch after returning.
 //
 // Idempotent batches (producerId >= 0) are checked against the producer's
-// state first (see producers.check): a retry of one of the last five batches
+// state first (ProducerEntry.Check): a retry of one of the last five batches
 // returns the original offsets with Duplicate set and writes nothing. The
 // original may not be durable yet, so acks=all still waits on LastOffset+1.
 //
@@ -523,14 +523,14 @@ func (l *Log) appendLeader(batch []byte, txnVersion int8) (AppendResult, error) 
 		return AppendResult{}, err
 	}
 	if h.ProducerID >= 0 {
-		dup, err := l.producers.check(&h, markerOf(batch, &h), txnVersion)
+		dup, isDup, err := l.producers.check(&h, markerOf(batch, &h), txnVersion)
 		if err != nil {
 			l.mu.Unlock()
 			return AppendResult{}, err
 		}
-		if dup != nil {
+		if isDup {
 			l.mu.Unlock()
-			return AppendResult{BaseOffset: dup.firstOffset, LastOffset: dup.lastOffset, Duplicate: true}, nil
+			return AppendResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset, Duplicate: true}, nil
 		}
 	}
 	h.BaseOffset = l.leo

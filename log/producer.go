@@ -4,25 +4,27 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/sluice-broker/sluice/protocol"
 )
 
-// producerWindow is how many recent batches per producer are kept for
+// ProducerWindow is how many recent batches per producer are kept for
 // duplicate detection; Kafka's ProducerStateEntry.NUM_BATCHES_TO_RETAIN, and
 // the reason a client may have at most five requests in flight.
-const producerWindow = 5
+const ProducerWindow = 5
 
-type batchMeta struct {
-	firstSeq, lastSeq       int32
-	firstOffset, lastOffset int64
-}
-
-type producerEntry struct {
-	epoch int16
-	// coordEpoch is the coordinator epoch of the producer's last
+// ProducerEntry is one idempotent producer's state in one partition: its
+// epoch and its last batches of that epoch. Check and Update are Kafka's
+// idempotence rules, once: the log applies them inside Append, and a raft
+// replica (package replica) applies them when its leader proposes, over a
+// table of its own that every replica updates from the batches it stores.
+type ProducerEntry struct {
+	Epoch int16
+	// CoordEpoch is the coordinator epoch of the producer's last
 	// transaction marker here, -1 before one (Kafka's
 	// ProducerStateEntry.coordinatorEpoch).
-	coordEpoch int32
-	batches    []batchMeta // oldest first, at most producerWindow
+	CoordEpoch int32
+	Batches    []ProducerBatch // oldest first, at most ProducerWindow
 }
 
 // ProducerState is what the log knows about one idempotent producer.
@@ -49,11 +51,12 @@ type ProducerBatch struct {
 // producers is the per-partition idempotence state, a map from producer id.
 // It is rebuilt from batch headers on Open and after truncation, and entries
 // never expire (Kafka's producer.id.expiration.ms is not implemented).
-type producers map[int64]*producerEntry
+type producers map[int64]*ProducerEntry
 
-// check applies Kafka's ProducerAppendInfo rules to a client batch, before
-// it is written. It returns the original batch if h is a retry of one of the
-// last five, or an error if the batch must be rejected.
+// Check applies Kafka's ProducerAppendInfo rules to a client batch h before
+// it is written; e is the producer's state, nil if there is none. It
+// returns the original batch and true if h is a retry of one of the last
+// five, or an error if the batch must be rejected.
 //
 // Rules (Kafka 4):
 //   - a duplicate is a batch with the current epoch whose first and last
@@ -63,56 +66,67 @@ type producers map[int64]*producerEntry
 //   - a higher epoch must start at sequence 0;
 //   - the same epoch must continue at last sequence + 1, wrapping from
 //     MaxInt32 to 0;
-//   - a producer the log has no state for is accepted at any sequence
-//     (KIP-360: Kafka no longer answers UNKNOWN_PRODUCER_ID; state may have
-//     been lost with deleted segments).
+//   - a producer with no state is accepted at any sequence (KIP-360: Kafka
+//     no longer answers UNKNOWN_PRODUCER_ID; state may have been lost with
+//     deleted segments).
 //
-// Control batches (transaction markers, m) only check the epochs and bump
-// the producer's (Kafka's appendEndTxnMarker): the producer epoch as
-// above, except that with transaction version 2 (txnVersion, from
-// WriteTxnMarkers v2) it must be above the current one, since EndTxn
-// bumped it for the marker; and a coordinator epoch below the one of the
-// producer's last marker here is a zombie coordinator's marker,
-// ErrCoordinatorFenced.
-func (p producers) check(h *batchHeader, m marker, txnVersion int8) (*batchMeta, error) {
-	e := p[h.ProducerID]
+// Control batches only check the epoch here; a transaction marker is
+// checked by CheckMarker instead. A retained
+// batch with FirstSequence -1 (what a replica snapshot of an earlier
+// version kept: the last batch alone) matches on its last sequence, and its
+// first offset is derived from h's offset delta.
+func (e *ProducerEntry) Check(h *protocol.BatchHeader) (ProducerBatch, bool, error) {
 	if e == nil {
-		return nil, nil
+		return ProducerBatch{}, false, nil
+	}
+	if h.ProducerEpoch < e.Epoch {
+		return ProducerBatch{}, false, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.Epoch)
 	}
 	if h.IsControl() {
-		return nil, checkMarker(h.ProducerID, e.epoch, e.coordEpoch, h.ProducerEpoch, m.coordEpoch, txnVersion)
-	}
-	if h.ProducerEpoch < e.epoch {
-		return nil, fmt.Errorf("%w: producer %d epoch %d, current %d", ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+		return ProducerBatch{}, false, nil
 	}
 	first, last := h.BaseSequence, h.LastSequence()
-	if h.ProducerEpoch != e.epoch {
+	if h.ProducerEpoch != e.Epoch {
 		if first != 0 {
-			return nil, fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d, not 0", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
+			return ProducerBatch{}, false, fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d, not 0", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
 		}
-		return nil, nil
+		return ProducerBatch{}, false, nil
 	}
-	for i := range e.batches {
-		if b := &e.batches[i]; b.firstSeq == first && b.lastSeq == last {
-			return b, nil
+	for _, b := range e.Batches {
+		if b.LastSequence == last && (b.FirstSequence == first || b.FirstSequence == -1) {
+			if b.FirstOffset < 0 {
+				b.FirstOffset = b.LastOffset - int64(h.LastOffsetDelta)
+			}
+			return b, true, nil
 		}
 	}
 	lastSeq := int32(-1)
-	if n := len(e.batches); n > 0 {
-		lastSeq = e.batches[n-1].lastSeq
+	if n := len(e.Batches); n > 0 {
+		lastSeq = e.Batches[n-1].LastSequence
 	}
 	if !inSequence(lastSeq, first) {
-		return nil, fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first, lastSeq)
+		return ProducerBatch{}, false, fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first, lastSeq)
 	}
-	return nil, nil
+	return ProducerBatch{}, false, nil
 }
 
-// CheckMarker is the leader's check of a transaction marker of producer
-// pid against the producer's state (epoch, coordEpoch: its current epoch
-// and last marker's coordinator epoch): ErrInvalidProducerEpoch if the
-// marker's epoch is below the producer's (with transaction version 2 also
-// if equal), ErrCoordinatorFenced if its coordinator epoch is below the
-// last one. The raft replica applies it at propose time, Append here.
+// CheckMarker is Check for a transaction marker of the producer, whose
+// value carries coordEpoch (Kafka's appendEndTxnMarker): the producer
+// epoch as in Check, except that with transaction version 2 (txnVersion,
+// from WriteTxnMarkers v2) it must be above the current one, since EndTxn
+// bumped it for the marker; and a coordinator epoch below the one of the
+// producer's last marker here is a zombie coordinator's marker,
+// ErrCoordinatorFenced. nil e: no state, accepted.
+func (e *ProducerEntry) CheckMarker(h *protocol.BatchHeader, coordEpoch int32, txnVersion int8) error {
+	if e == nil {
+		return nil
+	}
+	return checkMarker(h.ProducerID, e.Epoch, e.CoordEpoch, h.ProducerEpoch, coordEpoch, txnVersion)
+}
+
+// CheckMarker is ProducerEntry.CheckMarker from the producer's state
+// alone (epoch, coordEpoch: its current epoch and last marker's
+// coordinator epoch).
 func CheckMarker(pid int64, epoch int16, coordEpoch int32, markerEpoch int16, markerCoordEpoch int32, txnVersion int8) error {
 	return checkMarker(pid, epoch, coordEpoch, markerEpoch, markerCoordEpoch, txnVersion)
 }
@@ -131,41 +145,70 @@ func inSequence(last, next int32) bool {
 	return int64(next) == int64(last)+1 || (next == 0 && last == 1<<31-1)
 }
 
-// update records a batch that was written at h.BaseOffset (m: its marker,
-// for a control batch). It never fails: replicated batches and batches
-// replayed on Open are applied as they are.
+// Update records a batch of the producer stored at h.BaseOffset and returns
+// the producer's state (a new entry when e is nil); markerCoordEpoch is
+// the coordinator epoch a transaction marker carries, -1 for any other
+// batch or an unreadable marker. It never fails:
+// replicated batches and batches replayed on open are applied as they are;
+// a batch of an older epoch, which only replication can bring, changes
+// nothing (Kafka logs it and keeps the newer epoch).
+func (e *ProducerEntry) Update(h *protocol.BatchHeader, markerCoordEpoch int32) *ProducerEntry {
+	if e == nil {
+		e = &ProducerEntry{Epoch: h.ProducerEpoch, CoordEpoch: -1}
+	}
+	if h.ProducerEpoch != e.Epoch {
+		if h.ProducerEpoch < e.Epoch {
+			return e
+		}
+		e.Epoch = h.ProducerEpoch
+		e.Batches = e.Batches[:0]
+	}
+	if h.IsControl() {
+		if markerCoordEpoch >= 0 {
+			e.CoordEpoch = markerCoordEpoch
+		}
+		return e
+	}
+	if len(e.Batches) == ProducerWindow {
+		copy(e.Batches, e.Batches[1:])
+		e.Batches = e.Batches[:ProducerWindow-1]
+	}
+	e.Batches = append(e.Batches, ProducerBatch{
+		FirstSequence: h.BaseSequence, LastSequence: h.LastSequence(),
+		FirstOffset: h.BaseOffset, LastOffset: h.LastOffset(),
+	})
+	return e
+}
+
+// Clone returns a copy of e that shares no memory with it (nil for nil).
+func (e *ProducerEntry) Clone() *ProducerEntry {
+	if e == nil {
+		return nil
+	}
+	return &ProducerEntry{Epoch: e.Epoch, CoordEpoch: e.CoordEpoch, Batches: slices.Clone(e.Batches)}
+}
+
+// check is Check (CheckMarker for a control batch, m its marker) against
+// the state of h's producer.
+func (p producers) check(h *batchHeader, m marker, txnVersion int8) (ProducerBatch, bool, error) {
+	e := p[h.ProducerID]
+	if h.IsControl() {
+		return ProducerBatch{}, false, e.CheckMarker(h, m.coordEpoch, txnVersion)
+	}
+	return e.Check(h)
+}
+
+// update records a batch written at h.BaseOffset (Update; m: its marker,
+// for a control batch).
 func (p producers) update(h *batchHeader, m marker) {
 	if h.ProducerID < 0 {
 		return
 	}
-	e := p[h.ProducerID]
-	if e == nil {
-		e = &producerEntry{epoch: h.ProducerEpoch, coordEpoch: -1}
-		p[h.ProducerID] = e
+	ce := int32(-1)
+	if m.typ >= 0 {
+		ce = m.coordEpoch
 	}
-	if h.ProducerEpoch != e.epoch {
-		if h.ProducerEpoch < e.epoch {
-			// Only replication can bring an older epoch; Kafka logs and keeps
-			// the newer one.
-			return
-		}
-		e.epoch = h.ProducerEpoch
-		e.batches = e.batches[:0]
-	}
-	if h.IsControl() {
-		if m.typ >= 0 {
-			e.coordEpoch = m.coordEpoch
-		}
-		return
-	}
-	if len(e.batches) == producerWindow {
-		copy(e.batches, e.batches[1:])
-		e.batches = e.batches[:producerWindow-1]
-	}
-	e.batches = append(e.batches, batchMeta{
-		firstSeq: h.BaseSequence, lastSeq: h.LastSequence(),
-		firstOffset: h.BaseOffset, lastOffset: h.LastOffset(),
-	})
+	p[h.ProducerID] = p[h.ProducerID].Update(h, ce)
 }
 
 func (p producers) state(id int64) (ProducerState, bool) {
@@ -173,13 +216,10 @@ func (p producers) state(id int64) (ProducerState, bool) {
 	if e == nil {
 		return ProducerState{}, false
 	}
-	s := ProducerState{Epoch: e.epoch, LastSequence: -1, LastOffset: -1, CoordinatorEpoch: e.coordEpoch}
-	if n := len(e.batches); n > 0 {
-		s.LastSequence, s.LastOffset = e.batches[n-1].lastSeq, e.batches[n-1].lastOffset
-		s.Batches = make([]ProducerBatch, n)
-		for i, b := range e.batches {
-			s.Batches[i] = ProducerBatch{FirstSequence: b.firstSeq, LastSequence: b.lastSeq, FirstOffset: b.firstOffset, LastOffset: b.lastOffset}
-		}
+	s := ProducerState{Epoch: e.Epoch, LastSequence: -1, LastOffset: -1, CoordinatorEpoch: e.CoordEpoch}
+	if n := len(e.Batches); n > 0 {
+		s.LastSequence, s.LastOffset = e.Batches[n-1].LastSequence, e.Batches[n-1].LastOffset
+		s.Batches = slices.Clone(e.Batches)
 	}
 	return s, true
 }
@@ -215,15 +255,15 @@ func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
 	}
 	out := make([]ActiveProducer, 0, len(l.producers))
 	for id, e := range l.producers {
-		ap := ActiveProducer{ID: id, Epoch: e.epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1, CoordinatorEpoch: e.coordEpoch}
+		ap := ActiveProducer{ID: id, Epoch: e.Epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1, CoordinatorEpoch: e.CoordEpoch}
 		if first, open := l.txns.ongoing[id]; open {
 			ap.CurrentTxnStartOffset = first
 		}
-		if n := len(e.batches); n > 0 {
-			last := e.batches[n-1]
-			ap.LastSequence = last.lastSeq
-			if last.lastOffset >= l.logStart && last.lastOffset < l.leo {
-				_, _, h, found, err := l.locateLocked(last.lastOffset)
+		if n := len(e.Batches); n > 0 {
+			last := e.Batches[n-1]
+			ap.LastSequence = last.LastSequence
+			if last.LastOffset >= l.logStart && last.LastOffset < l.leo {
+				_, _, h, found, err := l.locateLocked(last.LastOffset)
 				if err != nil {
 					return nil, err
 				}

@@ -56,14 +56,14 @@ func (l *Log) encodeSnapshotLocked() []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(l.producers)))
 	for id, p := range l.producers {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
-		b = binary.BigEndian.AppendUint16(b, uint16(p.epoch))
-		b = binary.BigEndian.AppendUint32(b, uint32(p.coordEpoch))
-		b = append(b, byte(len(p.batches)))
-		for _, m := range p.batches {
-			b = binary.BigEndian.AppendUint32(b, uint32(m.firstSeq))
-			b = binary.BigEndian.AppendUint32(b, uint32(m.lastSeq))
-			b = binary.BigEndian.AppendUint64(b, uint64(m.firstOffset))
-			b = binary.BigEndian.AppendUint64(b, uint64(m.lastOffset))
+		b = binary.BigEndian.AppendUint16(b, uint16(p.Epoch))
+		b = binary.BigEndian.AppendUint32(b, uint32(p.CoordEpoch))
+		b = append(b, byte(len(p.Batches)))
+		for _, m := range p.Batches {
+			b = binary.BigEndian.AppendUint32(b, uint32(m.FirstSequence))
+			b = binary.BigEndian.AppendUint32(b, uint32(m.LastSequence))
+			b = binary.BigEndian.AppendUint64(b, uint64(m.FirstOffset))
+			b = binary.BigEndian.AppendUint64(b, uint64(m.LastOffset))
 		}
 	}
 	b = binary.BigEndian.AppendUint32(b, uint32(len(l.txns.ongoing)))
@@ -164,12 +164,12 @@ func (l *Log) loadSnapshot(bases []int64, now time.Time) error {
 	prods := producers{}
 	for n := int(r.u32()); n > 0 && !r.bad; n-- {
 		id, epoch, coordEpoch, nb := r.i64(), r.i16(), r.i32(), int(r.u8())
-		if nb > producerWindow {
+		if nb > ProducerWindow {
 			return fail("producer %d has %d batches", id, nb)
 		}
-		p := &producerEntry{epoch: epoch, coordEpoch: coordEpoch}
+		p := &ProducerEntry{Epoch: epoch, CoordEpoch: coordEpoch}
 		for ; nb > 0; nb-- {
-			p.batches = append(p.batches, batchMeta{firstSeq: r.i32(), lastSeq: r.i32(), firstOffset: r.i64(), lastOffset: r.i64()})
+			p.Batches = append(p.Batches, ProducerBatch{FirstSequence: r.i32(), LastSequence: r.i32(), FirstOffset: r.i64(), LastOffset: r.i64()})
 		}
 		prods[id] = p
 	}

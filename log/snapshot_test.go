@@ -153,12 +153,12 @@ func TestSnapshotDistrusted(t *testing.T) {
 	}
 }
 
-func producerValues(p producers) map[int64]producerEntry {
-	m := map[int64]producerEntry{}
+func producerValues(p producers) map[int64]ProducerEntry {
+	m := map[int64]ProducerEntry{}
 	for id, e := range p {
 		v := *e
-		if len(v.batches) == 0 {
-			v.batches = nil
+		if len(v.Batches) == 0 {
+			v.Batches = nil
 		}
 		m[id] = v
 	}

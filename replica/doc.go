@@ -1,34 +1,30 @@
-// Package replica owns the partitions a broker hosts. There are two kinds,
-// and the server's handlers see both through one interface (Propose, reads
-// up to the high watermark, Watch):
+// Package replica owns the partitions a broker hosts. Every partition is a
+// Replica (raft_*.go, Host in raft_host.go): one raft group over write
+// brokers (voters) and read brokers (learners), which the server's handlers
+// reach through one interface (Propose, reads up to the high watermark,
+// Watch). Every broker of a cluster hosts its partitions so, over a
+// TCPTransport. A single node (a broker without replica.listen, `sluice
+// dev`) runs one-voter groups: its Host has a LocalTransport
+// (raft_transport_local.go), which opens no port and has no peers; a
+// group's sole voter campaigns as soon as it opens, and Host.Open waits for
+// that election. CheckDir refuses, before any replica opens, a data
+// directory holding partitions written by the plain local logs of earlier
+// versions (records and no raft.state).
 //
-//   - Partition (partition.go, Manager in manager.go): the partition is a
-//     single local log, this broker its only replica. A broker without
-//     replica.listen (`sluice dev`) hosts every partition so by default,
-//     and the __consumer_offsets view is kept so on every broker.
-//   - Replica (raft_*.go, Host in raft_host.go): the partition is one raft
-//     group over write brokers (voters) and read brokers (learners). Every
-//     broker of a cluster hosts its partitions so. A single node with
-//     replica.one.voter runs one-voter groups: its Host has a
-//     LocalTransport (raft_transport_local.go), which opens no port and
-//     has no peers; a group's sole voter campaigns as soon as it opens,
-//     and Host.Open waits for that election. CheckDir refuses, before any
-//     replica opens, a data directory holding partitions written by plain
-//     local logs (records and no raft.state).
-//
-// Plain local logs are to go: every partition is to be a raft group, a
-// one-voter group on a single node (docs/architecture.md, "Replication").
+// Partition (partition.go, Manager in manager.go) is a single local log with
+// no raft: it serves no Kafka partition any more, only the read-only
+// __consumer_offsets view every broker keeps (server/offsets_topic.go).
 //
 // # High watermark
 //
 // The high watermark is the end of the committed prefix: what a consumer
-// may read and what acks=all waits for. For a Partition an entry is
-// committed once it is durable under the broker's flush policy (the fsync
-// the Flusher groups across partitions); with log.fsync=never it is
-// committed once written. A per-partition goroutine follows the log end
-// offset, waits for durability and advances the watermark, waking Fetch
-// long-polls and acks=all producers through a broadcast channel. For a
-// Replica it is the end of the last entry raft committed (below).
+// may read and what acks=all waits for. For a Replica it is the end of the
+// last entry raft committed (below). For a Partition (the __consumer_offsets
+// view) an entry is committed once it is durable under the broker's flush
+// policy (the fsync the Flusher groups across partitions); with
+// log.fsync=never it is committed once written. A per-partition goroutine
+// follows the log end offset, waits for durability and advances the
+// watermark, waking Fetch long-polls through a broadcast channel.
 //
 // # Raft-replicated partitions
 //
@@ -234,7 +230,8 @@
 //
 // The leader checks producer sequence and epoch before proposing, so a
 // refused or duplicate batch never becomes an entry. The rules are the log's
-// (log/producer.go); the table (raft_producers.go) is updated by every
+// own code (log.ProducerEntry's Check and Update, which Log.Append applies
+// inside the write); the table (raft_producers.go) is updated by every
 // replica from the batches it stores, in log order, so a follower that
 // becomes leader dedupes as the old leader did, and it travels in
 // snapshots. A producer the table has not seen since Open is seeded from

@@ -23,9 +23,10 @@ type Key struct {
 	Index   int32
 }
 
-// Manager opens, finds and deletes the partitions of one broker. Each
-// partition lives in dataDir/<topic>-<partition>, as in Kafka, with a
-// partition.metadata file naming its topic id.
+// Manager opens and deletes plain local logs (Partition), each in
+// dir/<topic>-<partition> as in Kafka, with a partition.metadata file naming
+// its topic id. It keeps the __consumer_offsets view's logs; no Kafka
+// partition is served from it (each is a raft group, Host).
 type Manager struct {
 	dir     string
 	flusher *log.Flusher
@@ -46,14 +47,6 @@ func NewManager(dir string, flusher *log.Flusher, logger zerolog.Logger) (*Manag
 // Dir is the directory the partition directories live in (the log dir,
 // as DescribeLogDirs reports it).
 func (m *Manager) Dir() string { return m.dir }
-
-// Get returns a hosted partition.
-func (m *Manager) Get(k Key) (*Partition, bool) {
-	m.mu.RLock()
-	p, ok := m.parts[k]
-	m.mu.RUnlock()
-	return p, ok
-}
 
 // Open opens (creating if needed) the partition k of topic. It is
 // idempotent; cfg applies to a partition that is already open too.
@@ -103,48 +96,6 @@ func (m *Manager) Remove(k Key) error {
 		return err
 	}
 	return os.RemoveAll(p.dir)
-}
-
-// Partitions returns every hosted partition.
-func (m *Manager) Partitions() []*Partition {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	out := make([]*Partition, 0, len(m.parts))
-	for _, p := range m.parts {
-		out = append(out, p)
-	}
-	return out
-}
-
-// RemoveStale deletes partition directories whose topic id is not in live
-// (topics deleted while the broker was down).
-func (m *Manager) RemoveStale(live func(id [16]byte, index int32) bool) error {
-	entries, err := os.ReadDir(m.dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		dir := filepath.Join(m.dir, e.Name())
-		id, err := readTopicID(dir)
-		if err != nil {
-			continue // not a partition directory
-		}
-		i := strings.LastIndexByte(e.Name(), '-')
-		idx, err := strconv.Atoi(e.Name()[i+1:])
-		if i < 0 || err != nil {
-			continue
-		}
-		if !live(id, int32(idx)) {
-			m.logger.Info().Str("dir", e.Name()).Msg("removing data of a deleted topic")
-			if err := os.RemoveAll(dir); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // Close closes every partition.

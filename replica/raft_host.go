@@ -406,11 +406,27 @@ func (h *Host) Close() error {
 	reps := h.list
 	h.reps, h.list = map[Key]*Replica{}, nil
 	h.mu.Unlock()
-	for _, r := range reps {
-		err = errors.Join(err, r.close())
+	// Replicas close closeParallel at a time: each close syncs its log
+	// and raft state, and those fsyncs overlap (one at a time, a single
+	// node with 2100 partitions outlasted a 20 s stop on a loaded machine).
+	errs := make([]error, len(reps))
+	var closing sync.WaitGroup
+	slots := make(chan struct{}, closeParallel)
+	for i, r := range reps {
+		slots <- struct{}{}
+		closing.Add(1)
+		go func() {
+			defer closing.Done()
+			defer func() { <-slots }()
+			errs[i] = r.close()
+		}()
 	}
-	return err
+	closing.Wait()
+	return errors.Join(append(errs, err)...)
 }
+
+// closeParallel is how many replicas Close closes at once.
+const closeParallel = 16
 
 // tickLoop is the host's one ticker: every TickInterval each group owes one
 // more tick (at most maxTicks) and is scheduled.

@@ -305,15 +305,15 @@ func TestRaftMarkerEpochs(t *testing.T) {
 
 	// The snapshot's table: the coordinator epoch round-trips; a table
 	// encoded before the section existed decodes with none (-1).
-	tab := producerTable{pid: {epoch: 0, coordEpoch: 10}, 5: {epoch: 1, coordEpoch: -1}}
+	tab := producerTable{pid: {Epoch: 0, CoordEpoch: 10}, 5: {Epoch: 1, CoordEpoch: -1}}
 	got, rest, err := decodeProducers(tab.encode(100))
-	if err != nil || len(rest) != 0 || got[pid].coordEpoch != 10 || got[5].coordEpoch != -1 {
+	if err != nil || len(rest) != 0 || got[pid].CoordEpoch != 10 || got[5].CoordEpoch != -1 {
 		t.Fatalf("decoded %+v %+v, rest %d, %v", got[pid], got[5], len(rest), err)
 	}
 	old := tab.encode(100)
 	old = old[:len(old)-8-12] // without the section (magic, count, one entry)
 	got, rest, err = decodeProducers(old)
-	if err != nil || len(rest) != 0 || got[pid].coordEpoch != -1 || got[pid].epoch != 0 {
+	if err != nil || len(rest) != 0 || got[pid].CoordEpoch != -1 || got[pid].Epoch != 0 {
 		t.Fatalf("an old table decoded to %+v, rest %d, %v", got[pid], len(rest), err)
 	}
 }

@@ -11,10 +11,11 @@ import (
 
 // The replicated path checks idempotence when the leader proposes, not when
 // the log appends: a batch the leader refuses must never become a raft
-// entry, and one it accepts must be stored by every replica. The log's own
-// check runs inside Append, which a replica cannot use (it would write), so
-// this file keeps the same Kafka rules over a producer table that every
-// replica updates from the batches it stores, in log order.
+// entry, and one it accepts must be stored by every replica. The log's
+// Append, which checks inside the write, is no use to a replica, so this
+// file keeps a producer table that every replica updates from the batches
+// it stores, in log order, and applies the log's rules to it
+// (log.ProducerEntry's Check and Update: one implementation of them).
 //
 // The table starts empty at Open and is seeded from log.ProducerState for a
 // producer it has not seen: the log's own window of the producer's last five
@@ -24,31 +25,13 @@ import (
 // on which clients bump their epoch and send the batch again: written
 // twice.)
 
-const producerWindow = 5
-
-type prodBatch struct {
-	firstSeq, lastSeq       int32
-	firstOffset, lastOffset int64
-}
-
-type prodEntry struct {
-	epoch int16
-	// coordEpoch: the coordinator epoch of the producer's last
-	// transaction marker, -1 before one (log.ProducerState's).
-	coordEpoch int32
-	batches    []prodBatch // oldest first, at most producerWindow
-}
+// prodEntry is one producer's state; the rules are log.ProducerEntry's
+// Check and Update, the same the log applies inside Append.
+type prodEntry = log.ProducerEntry
 
 type producerTable map[int64]*prodEntry
 
-func (p producerTable) clone(id int64) *prodEntry {
-	e := p[id]
-	if e == nil {
-		return nil
-	}
-	c := &prodEntry{epoch: e.epoch, coordEpoch: e.coordEpoch, batches: append([]prodBatch(nil), e.batches...)}
-	return c
-}
+func (p producerTable) clone(id int64) *prodEntry { return p[id].Clone() }
 
 // seed loads what the log knows for id when the table has nothing.
 func (p producerTable) seed(l *log.Log, id int64) *prodEntry {
@@ -59,10 +42,7 @@ func (p producerTable) seed(l *log.Log, id int64) *prodEntry {
 	if !ok {
 		return nil
 	}
-	e := &prodEntry{epoch: st.Epoch, coordEpoch: st.CoordinatorEpoch}
-	for _, b := range st.Batches {
-		e.batches = append(e.batches, prodBatch{firstSeq: b.FirstSequence, lastSeq: b.LastSequence, firstOffset: b.FirstOffset, lastOffset: b.LastOffset})
-	}
+	e := &prodEntry{Epoch: st.Epoch, CoordEpoch: st.CoordinatorEpoch, Batches: st.Batches}
 	p[id] = e
 	return e
 }
@@ -74,46 +54,22 @@ func (e *errDuplicate) Error() string {
 	return fmt.Sprintf("replica: duplicate batch at offsets %d..%d", e.base, e.last)
 }
 
-// checkProducer applies log/producer.go's rules to h against e (nil: no
-// state); mk is h's transaction marker and txnVersion the version the
-// coordinator sent it with, for a control batch (log.CheckMarker). It
-// returns *errDuplicate for a retry, log.ErrOutOfOrderSequence,
+// checkProducer applies log.ProducerEntry's Check to h against e (nil: no
+// state), or CheckMarker for a control batch (mk: h's transaction marker,
+// txnVersion the version the coordinator sent it with). It returns
+// *errDuplicate for a retry, log.ErrOutOfOrderSequence,
 // log.ErrInvalidProducerEpoch or log.ErrCoordinatorFenced to refuse, nil
 // to accept.
 func checkProducer(e *prodEntry, h *batchInfo, mk txnMarker, txnVersion int8) error {
-	if e == nil {
-		return nil
-	}
 	if h.IsControl() {
-		return log.CheckMarker(h.ProducerID, e.epoch, e.coordEpoch, h.ProducerEpoch, mk.coordEpoch, txnVersion)
+		return e.CheckMarker(h, mk.coordEpoch, txnVersion)
 	}
-	if h.ProducerEpoch < e.epoch {
-		return fmt.Errorf("%w: producer %d epoch %d, current %d", log.ErrInvalidProducerEpoch, h.ProducerID, h.ProducerEpoch, e.epoch)
+	dup, isDup, err := e.Check(h)
+	if err != nil {
+		return err
 	}
-	first, last := h.BaseSequence, h.LastSequence()
-	if h.ProducerEpoch != e.epoch {
-		if first != 0 {
-			return fmt.Errorf("%w: producer %d new epoch %d starts at sequence %d", log.ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first)
-		}
-		return nil
-	}
-	for _, b := range e.batches {
-		// firstSeq -1: an entry seeded by an earlier version with the
-		// last batch alone, which may still be in a snapshot.
-		if b.lastSeq == last && (b.firstSeq == first || b.firstSeq == -1) {
-			base := b.firstOffset
-			if base < 0 {
-				base = b.lastOffset - int64(h.LastOffsetDelta)
-			}
-			return &errDuplicate{base: base, last: b.lastOffset}
-		}
-	}
-	lastSeq := int32(-1)
-	if n := len(e.batches); n > 0 {
-		lastSeq = e.batches[n-1].lastSeq
-	}
-	if !(int64(first) == int64(lastSeq)+1 || (first == 0 && lastSeq == 1<<31-1)) {
-		return fmt.Errorf("%w: producer %d epoch %d: sequence %d after %d", log.ErrOutOfOrderSequence, h.ProducerID, h.ProducerEpoch, first, lastSeq)
+	if isDup {
+		return &errDuplicate{base: dup.FirstOffset, last: dup.LastOffset}
 	}
 	return nil
 }
@@ -137,31 +93,14 @@ func markerOf(b []byte, h *batchInfo) txnMarker {
 	return txnMarker{ok: true, coordEpoch: ce}
 }
 
-// updateEntry records a stored batch (mk: its marker), as the log's
-// producers.update does.
+// updateEntry records a stored batch (mk: its marker), as the log does
+// (log.ProducerEntry's Update).
 func updateEntry(e *prodEntry, h *batchInfo, mk txnMarker) *prodEntry {
-	if e == nil {
-		e = &prodEntry{epoch: h.ProducerEpoch, coordEpoch: -1}
+	ce := int32(-1)
+	if mk.ok {
+		ce = mk.coordEpoch
 	}
-	if h.ProducerEpoch != e.epoch {
-		if h.ProducerEpoch < e.epoch {
-			return e
-		}
-		e.epoch = h.ProducerEpoch
-		e.batches = e.batches[:0]
-	}
-	if h.IsControl() {
-		if mk.ok {
-			e.coordEpoch = mk.coordEpoch
-		}
-		return e
-	}
-	if len(e.batches) == producerWindow {
-		copy(e.batches, e.batches[1:])
-		e.batches = e.batches[:producerWindow-1]
-	}
-	e.batches = append(e.batches, prodBatch{firstSeq: h.BaseSequence, lastSeq: h.LastSequence(), firstOffset: h.BaseOffset, lastOffset: h.LastOffset()})
-	return e
+	return e.Update(h, ce)
 }
 
 func (p producerTable) update(h *batchInfo, mk txnMarker) {
@@ -183,19 +122,19 @@ func (p producerTable) encode(upTo int64) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(p)))
 	for id, e := range p {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
-		b = binary.BigEndian.AppendUint16(b, uint16(e.epoch))
-		var keep []prodBatch
-		for _, x := range e.batches {
-			if x.lastOffset < upTo {
+		b = binary.BigEndian.AppendUint16(b, uint16(e.Epoch))
+		var keep []log.ProducerBatch
+		for _, x := range e.Batches {
+			if x.LastOffset < upTo {
 				keep = append(keep, x)
 			}
 		}
 		b = append(b, byte(len(keep)))
 		for _, x := range keep {
-			b = binary.BigEndian.AppendUint32(b, uint32(x.firstSeq))
-			b = binary.BigEndian.AppendUint32(b, uint32(x.lastSeq))
-			b = binary.BigEndian.AppendUint64(b, uint64(x.firstOffset))
-			b = binary.BigEndian.AppendUint64(b, uint64(x.lastOffset))
+			b = binary.BigEndian.AppendUint32(b, uint32(x.FirstSequence))
+			b = binary.BigEndian.AppendUint32(b, uint32(x.LastSequence))
+			b = binary.BigEndian.AppendUint64(b, uint64(x.FirstOffset))
+			b = binary.BigEndian.AppendUint64(b, uint64(x.LastOffset))
 		}
 	}
 	b = binary.BigEndian.AppendUint32(b, coordEpochsMagic)
@@ -203,9 +142,9 @@ func (p producerTable) encode(upTo int64) []byte {
 	b = binary.BigEndian.AppendUint32(b, 0)
 	count := uint32(0)
 	for id, e := range p {
-		if e.coordEpoch >= 0 {
+		if e.CoordEpoch >= 0 {
 			b = binary.BigEndian.AppendUint64(b, uint64(id))
-			b = binary.BigEndian.AppendUint32(b, uint32(e.coordEpoch))
+			b = binary.BigEndian.AppendUint32(b, uint32(e.CoordEpoch))
 			count++
 		}
 	}
@@ -229,18 +168,18 @@ func decodeProducers(b []byte) (producerTable, []byte, error) {
 			return nil, nil, errBadSnapshot
 		}
 		id := int64(binary.BigEndian.Uint64(b))
-		e := &prodEntry{epoch: int16(binary.BigEndian.Uint16(b[8:])), coordEpoch: -1}
+		e := &prodEntry{Epoch: int16(binary.BigEndian.Uint16(b[8:])), CoordEpoch: -1}
 		k := int(b[10])
 		b = b[11:]
-		if len(b) < k*24 || k > producerWindow {
+		if len(b) < k*24 || k > log.ProducerWindow {
 			return nil, nil, errBadSnapshot
 		}
 		for range k {
-			e.batches = append(e.batches, prodBatch{
-				firstSeq:    int32(binary.BigEndian.Uint32(b)),
-				lastSeq:     int32(binary.BigEndian.Uint32(b[4:])),
-				firstOffset: int64(binary.BigEndian.Uint64(b[8:])),
-				lastOffset:  int64(binary.BigEndian.Uint64(b[16:])),
+			e.Batches = append(e.Batches, log.ProducerBatch{
+				FirstSequence: int32(binary.BigEndian.Uint32(b)),
+				LastSequence:  int32(binary.BigEndian.Uint32(b[4:])),
+				FirstOffset:   int64(binary.BigEndian.Uint64(b[8:])),
+				LastOffset:    int64(binary.BigEndian.Uint64(b[16:])),
 			})
 			b = b[24:]
 		}
@@ -256,7 +195,7 @@ func decodeProducers(b []byte) (producerTable, []byte, error) {
 			id, ce := int64(binary.BigEndian.Uint64(b)), int32(binary.BigEndian.Uint32(b[8:]))
 			b = b[12:]
 			if e := p[id]; e != nil {
-				e.coordEpoch = ce
+				e.CoordEpoch = ce
 			}
 		}
 	}

@@ -184,9 +184,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				fail(err)
 				continue
 			}
-			if _, local := p.(*replica.Partition); !local {
-				keepFrame = true
-			}
+			keepFrame = true // until raft has its copy (BatchReleased)
 			if s.masterFenced(t) {
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
@@ -418,12 +416,6 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 				return nil, errInvalidTimestamp
 			}
 		}
-	}
-	if acks == -1 && !s.replicated() && s.topicInt(t, "min.insync.replicas") > 1 {
-		// A broker without replication is the partition's only
-		// replica: acks=all cannot meet a larger min.insync.replicas
-		// (raft replicas check it themselves).
-		return nil, replica.ErrNotEnoughReplicas
 	}
 	b.SetLeaderEpoch(p.LeaderEpoch())
 	return p.Propose(records, replica.Acks(acks))

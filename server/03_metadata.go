@@ -157,7 +157,7 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
 		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR, mp.OfflineReplicas = view.partitionRoute(t.Name, p)
-		if mp.Leader == s.cfg.NodeID && s.replicated() {
+		if mp.Leader == s.cfg.NodeID {
 			// This broker's own raft replica knows its term before
 			// the metastore does (the leader publishes it
 			// asynchronously): a client given the older epoch would be

@@ -146,7 +146,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		resp.Topics = append(resp.Topics, st)
 	}
 	if created {
-		s.refreshPartitions()
+		s.refreshPartitionsWithin(req.TimeoutMillis)
 	}
 	return resp, nil
 }

@@ -39,26 +39,10 @@ type localLog struct {
 // localLogs lists the partition replicas this broker hosts, and the
 // directory their logs live in.
 func (s *Server) localLogs() (dir string, logs []localLog) {
-	if s.replicated() {
-		for _, r := range s.raft.Replicas() {
-			logs = append(logs, localLog{topic: r.Topic(), index: r.Key().Index, p: r})
-		}
-		return s.raft.Dir(), logs
+	for _, r := range s.raft.Replicas() {
+		logs = append(logs, localLog{topic: r.Topic(), index: r.Key().Index, p: r})
 	}
-	// A single broker hosts every partition; its logs open on first use,
-	// so open the ones not used yet, as Kafka creates a log with its
-	// partition.
-	for _, t := range s.catalog.Topics() {
-		for i := range t.Partitions {
-			p, err := s.partition(t, int32(i))
-			if err != nil {
-				s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening partition")
-				continue
-			}
-			logs = append(logs, localLog{topic: t.Name, index: int32(i), p: p})
-		}
-	}
-	return s.partitions.Dir(), logs
+	return s.raft.Dir(), logs
 }
 
 func handleDescribeLogDirs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {

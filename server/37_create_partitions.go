@@ -103,7 +103,7 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 		resp.Topics = append(resp.Topics, st)
 	}
 	if grown {
-		s.refreshPartitions()
+		s.refreshPartitionsWithin(req.TimeoutMillis)
 	}
 	return resp, nil
 }

@@ -172,12 +172,10 @@ func (s *Server) electOne(etype int8, tg electTarget, res *kmsg.ElectLeadersResp
 	}
 	var r *replica.Replica
 	leader := p.Leader
-	if s.replicated() {
-		if rr, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: tg.partition}); ok {
-			r = rr
-			if l := rr.Leader(); l > 0 {
-				leader = int32(l) // fresher than the catalog's
-			}
+	if rr, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: tg.partition}); ok {
+		r = rr
+		if l := rr.Leader(); l > 0 {
+			leader = int32(l) // fresher than the catalog's
 		}
 	}
 	if etype == 1 {
@@ -204,9 +202,6 @@ func (s *Server) electOne(etype int8, tg electTarget, res *kmsg.ElectLeadersResp
 	case !slices.Contains(p.InSync(), pref):
 		// As Kafka: only an in-sync preferred replica is elected.
 		electFail(res, kerr.PreferredLeaderNotAvailable.Code, fmt.Sprintf("the preferred replica %d is not in the ISR", pref))
-		return -1, nil
-	case !s.replicated():
-		electFail(res, kerr.PreferredLeaderNotAvailable.Code, "this broker does not replicate partitions")
 		return -1, nil
 	}
 	if r != nil && r.IsLeader() {

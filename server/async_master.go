@@ -35,7 +35,7 @@ import (
 // promoted and the write would be lost. The producer retries at the
 // leader Metadata names.
 func (s *Server) masterFenced(t metastore.Topic) bool {
-	return s.replicated() && s.leaseValid != nil && s.asyncMode(t) && !s.leaseValid()
+	return s.leaseValid != nil && s.asyncMode(t) && !s.leaseValid()
 }
 
 // asyncRecorder is what the async loop needs from the catalog beyond
@@ -76,8 +76,8 @@ func (s *Server) asyncFollowTarget(p metastore.Partition, m replica.Members) (in
 // change and each interval.
 func (s *Server) RunAsyncFailover(ctx context.Context, every time.Duration) {
 	rec, ok := s.catalog.(asyncRecorder)
-	if !s.replicated() || !ok {
-		return
+	if s.cfg.ReplicaListen == "" || !ok {
+		return // a single node: no other replica to promote
 	}
 	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })
 	t := time.NewTicker(every)

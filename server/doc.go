@@ -18,10 +18,11 @@
 // # Partitions
 //
 // The handlers reach a hosted partition through hostedPartition
-// (partitions.go), implemented by both kinds in package replica: a plain
-// local log on a broker without replica.listen (`sluice dev`, unless
-// replica.one.voter), a raft replica in a cluster (one-voter groups with
-// replica.one.voter). Fetch sends records as ranges of the segment
+// (partitions.go). Every partition is a raft replica (replica.Replica): a
+// one-voter group on a broker without replica.listen (`sluice dev`), a
+// group over the brokers the metastore assigns in a cluster; there is no
+// other data path (the read-only __consumer_offsets view, offsets_topic.go,
+// keeps plain local logs of its own). Fetch sends records as ranges of the segment
 // files (fetch_response.go, conn_send.go: sendfile for large ranges); a
 // replicated partition's log holds data batches only (raft's own entries
 // take no offset, replica/doc.go). OpenPartitions opens every assigned partition at

@@ -23,42 +23,21 @@ func (s *Server) OpenPartitions() error {
 			s.offsets.run(s.ctx)
 		}()
 	}
-	if s.replicated() {
-		// Replicas of topics deleted, or of partitions reassigned away
-		// (never one whose reassignment is still in progress), while this
-		// broker was down.
-		keep := make(map[replica.Key]bool)
-		for _, t := range s.catalog.Topics() {
-			for i, p := range t.Partitions {
-				keep[replica.Key{TopicID: t.ID, Index: int32(i)}] = s.assigned(p) || p.Target != nil
-			}
-		}
-		if err := s.raft.RemoveStale(func(id [16]byte, index int32) bool {
-			return keep[replica.Key{TopicID: id, Index: index}]
-		}); err != nil {
-			return err
-		}
-		s.refreshPartitions()
-		return nil
-	}
-	live := make(map[replica.Key]bool)
+	// Replicas of topics deleted, or of partitions reassigned away
+	// (never one whose reassignment is still in progress), while this
+	// broker was down.
+	keep := make(map[replica.Key]bool)
 	for _, t := range s.catalog.Topics() {
-		for i := range t.Partitions {
-			live[replica.Key{TopicID: t.ID, Index: int32(i)}] = true
+		for i, p := range t.Partitions {
+			keep[replica.Key{TopicID: t.ID, Index: int32(i)}] = s.assigned(p) || p.Target != nil
 		}
 	}
-	if err := s.partitions.RemoveStale(func(id [16]byte, index int32) bool {
-		return live[replica.Key{TopicID: id, Index: index}]
+	if err := s.raft.RemoveStale(func(id [16]byte, index int32) bool {
+		return keep[replica.Key{TopicID: id, Index: index}]
 	}); err != nil {
 		return err
 	}
-	for _, t := range s.catalog.Topics() {
-		for i := range t.Partitions {
-			if _, err := s.partition(t, int32(i)); err != nil {
-				return err
-			}
-		}
-	}
+	s.refreshPartitions()
 	return nil
 }
 
@@ -106,14 +85,8 @@ func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
 				LogStartOffset() int64
 			}
 			var all []retained
-			if s.replicated() {
-				for _, r := range s.raft.Replicas() {
-					all = append(all, r)
-				}
-			} else {
-				for _, p := range s.partitions.Partitions() {
-					all = append(all, p)
-				}
+			for _, r := range s.raft.Replicas() {
+				all = append(all, r)
 			}
 			for _, p := range all {
 				if n, err := p.ApplyRetention(now); err != nil {
@@ -143,14 +116,8 @@ func (s *Server) RunCleaner(ctx context.Context, c *log.Cleaner) {
 // topics that are not compacted are skipped by the cleaner itself.
 func (s *Server) CleanTargets() []log.CleanTarget {
 	out := s.offsets.cleanTargets() // __consumer_offsets, compacted
-	if s.replicated() {
-		for _, r := range s.raft.Replicas() {
-			out = append(out, log.CleanTarget{Log: r.Log(), Limit: r.HighWatermark, RetainEmpty: true})
-		}
-		return out
-	}
-	for _, p := range s.partitions.Partitions() {
-		out = append(out, log.CleanTarget{Log: p.Log(), Limit: p.HighWatermark})
+	for _, r := range s.raft.Replicas() {
+		out = append(out, log.CleanTarget{Log: r.Log(), Limit: r.HighWatermark, RetainEmpty: true})
 	}
 	return out
 }
@@ -161,9 +128,6 @@ func (s *Server) CleanTargets() []log.CleanTarget {
 // leadership does not pile up on the survivors of a failure. Raft's
 // leadership transfer waits until the target has caught up.
 func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
-	if !s.replicated() {
-		return
-	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -213,9 +177,6 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 // the metastore, so that no preferred-leader rebalance hands leadership
 // back meanwhile.
 func (s *Server) HandOffLeadership(ctx context.Context, retries int, backoff time.Duration) int {
-	if !s.replicated() {
-		return 0
-	}
 	self := replica.NodeID(s.cfg.NodeID)
 	led := func() []*replica.Replica {
 		var out []*replica.Replica

@@ -109,61 +109,53 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			leaders++
 		}
 	}
-	if s.replicated() {
-		present := make(map[replica.Key]bool)
-		for _, r := range s.raft.Replicas() {
-			k := r.Key()
-			present[k] = true
-			hw[k] = r.HighWatermark()
-			topic, part := r.Topic(), strconv.Itoa(int(k.Index))
-			common(topic, part, r)
-			gauge(ch, descTerm, float64(r.Term()), topic, part)
-			last, commit, applied := r.RaftIndexes()
-			gauge(ch, descLastIdx, float64(last), topic, part)
-			gauge(ch, descApplyLag, float64(commit-min(applied, commit)), topic, part)
-			voters := len(r.Members().Voters)
-			gauge(ch, descReplicas, float64(voters), topic, part)
-			if r.Leader() < 0 || r.Term() == 0 {
-				leaderless++
-			}
-			if !r.IsLeader() {
-				continue
-			}
-			isr := r.InSyncVoters()
-			minISR := 1
-			if t, ok := s.catalog.TopicByID(k.TopicID); ok {
-				minISR = int(s.topicInt(t, "min.insync.replicas"))
-			}
-			gauge(ch, descISR, float64(isr), topic, part)
-			gauge(ch, descSemiFB, b2f(r.SemiSyncFallback()), topic, part)
-			gauge(ch, descUnderRep, b2f(isr < voters), topic, part)
-			gauge(ch, descUnderMin, b2f(isr < minISR), topic, part)
-			if isr < voters {
-				urp++
-			}
-			if isr < minISR {
-				underMin++
-			}
-			for id, lag := range r.MemberLags() {
-				member := strconv.Itoa(int(id))
-				gauge(ch, descLag, float64(lag.Entries), topic, part, member)
-				gauge(ch, descLagOffs, float64(lag.Offsets), topic, part, member)
-				gauge(ch, descLagSecs, lag.Time.Seconds(), topic, part, member)
-			}
+	present := make(map[replica.Key]bool)
+	for _, r := range s.raft.Replicas() {
+		k := r.Key()
+		present[k] = true
+		hw[k] = r.HighWatermark()
+		topic, part := r.Topic(), strconv.Itoa(int(k.Index))
+		common(topic, part, r)
+		gauge(ch, descTerm, float64(r.Term()), topic, part)
+		last, commit, applied := r.RaftIndexes()
+		gauge(ch, descLastIdx, float64(last), topic, part)
+		gauge(ch, descApplyLag, float64(commit-min(applied, commit)), topic, part)
+		voters := len(r.Members().Voters)
+		gauge(ch, descReplicas, float64(voters), topic, part)
+		if r.Leader() < 0 || r.Term() == 0 {
+			leaderless++
 		}
-		for _, t := range s.catalog.Topics() {
-			for i, p := range t.Partitions {
-				k := replica.Key{TopicID: t.ID, Index: int32(i)}
-				if s.assigned(p) && !present[k] {
-					offline++
-				}
-			}
+		if !r.IsLeader() {
+			continue
 		}
-	} else {
-		for _, p := range s.partitions.Partitions() {
-			k := replica.Key{TopicID: p.TopicID, Index: p.Index}
-			hw[k] = p.HighWatermark()
-			common(p.Topic, strconv.Itoa(int(p.Index)), p)
+		isr := r.InSyncVoters()
+		minISR := 1
+		if t, ok := s.catalog.TopicByID(k.TopicID); ok {
+			minISR = int(s.topicInt(t, "min.insync.replicas"))
+		}
+		gauge(ch, descISR, float64(isr), topic, part)
+		gauge(ch, descSemiFB, b2f(r.SemiSyncFallback()), topic, part)
+		gauge(ch, descUnderRep, b2f(isr < voters), topic, part)
+		gauge(ch, descUnderMin, b2f(isr < minISR), topic, part)
+		if isr < voters {
+			urp++
+		}
+		if isr < minISR {
+			underMin++
+		}
+		for id, lag := range r.MemberLags() {
+			member := strconv.Itoa(int(id))
+			gauge(ch, descLag, float64(lag.Entries), topic, part, member)
+			gauge(ch, descLagOffs, float64(lag.Offsets), topic, part, member)
+			gauge(ch, descLagSecs, lag.Time.Seconds(), topic, part, member)
+		}
+	}
+	for _, t := range s.catalog.Topics() {
+		for i, p := range t.Partitions {
+			k := replica.Key{TopicID: t.ID, Index: int32(i)}
+			if s.assigned(p) && !present[k] {
+				offline++
+			}
 		}
 	}
 	gauge(ch, descHosted, float64(hosted))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -50,9 +51,6 @@ type hostedPartition interface {
 
 // errNotHosted: the partition is assigned to other brokers.
 var errNotHosted = errors.New("this broker is not a replica of the partition")
-
-// replicated reports whether this broker runs raft for its partitions.
-func (s *Server) replicated() bool { return s.raft != nil }
 
 // members converts a partition's assignment for the raft host.
 func members(p metastore.Partition) replica.Members {
@@ -122,12 +120,6 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 		return p, nil
 	}
 	k := replica.Key{TopicID: t.ID, Index: idx}
-	if !s.replicated() {
-		if p, ok := s.partitions.Get(k); ok {
-			return p, nil
-		}
-		return s.partitions.Open(t.Name, k, s.logConfig(t))
-	}
 	if r, ok := s.raft.Get(k); ok {
 		if err := r.Failed(); err != nil {
 			// Offline here, as Kafka answers for a replica on a failed
@@ -142,6 +134,34 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 	return s.openReplica(t, k)
 }
 
+// refreshPartitionsWithin runs refreshPartitions and waits for it at most
+// half of timeoutMs, the timeout of the CreateTopics or CreatePartitions
+// request that changed the partitions (5 s if it gave none): the new
+// partitions usually open within it, so the first produce finds them;
+// those of a very large topic go on opening after the answer, as Kafka
+// answers once the controller has the topic, not once every log exists.
+// Until a partition is open here, requests for it get retriable errors.
+func (s *Server) refreshPartitionsWithin(timeoutMs int32) {
+	d := time.Duration(timeoutMs) * time.Millisecond / 2
+	if timeoutMs <= 0 {
+		d = 5 * time.Second
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.refreshPartitions()
+	}()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// openParallel is how many replicas refreshPartitions opens at once.
+const openParallel = 16
+
 // refreshPartitions makes the hosted partitions follow the catalog: opens
 // the ones assigned here (in a cluster a follower must run its replica
 // before any client asks for it), reapplies topic configs, and removes the
@@ -154,53 +174,56 @@ func (s *Server) refreshPartitions() {
 	// group may still count on this replica).
 	gone := make(map[replica.Key]bool)
 	names := make(map[string]bool)
+	// Replicas not open yet are opened openParallel at a time: opening a
+	// new group waits on fsyncs and, for a sole voter, on its own
+	// election, which overlap across partitions (one at a time, a topic
+	// of 2100 partitions took minutes to create on a loaded single node).
+	var opening sync.WaitGroup
+	slots := make(chan struct{}, openParallel)
+	open := func(t metastore.Topic, i int) {
+		if _, err := s.partition(t, int32(i)); err != nil {
+			s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
+		}
+	}
 	for _, t := range s.catalog.Topics() {
 		names[t.Name] = true
 		for i, p := range t.Partitions {
 			k := replica.Key{TopicID: t.ID, Index: int32(i)}
 			live[k] = t
-			if s.replicated() && !s.assigned(p) && p.Target == nil {
+			if !s.assigned(p) && p.Target == nil {
 				gone[k] = true
 			}
-			if s.replicated() && s.assigned(p) {
-				if _, err := s.partition(t, int32(i)); err != nil {
-					s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
-				}
-			}
-		}
-	}
-	s.topicSeries.follow(s.metrics, names)
-	if s.replicated() {
-		for _, r := range s.raft.Replicas() {
-			k := r.Key()
-			t, ok := live[k]
-			if !ok || gone[k] {
-				if err := s.raft.Remove(k, true); err != nil {
-					s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
-				} else if ok {
-					s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
-				}
+			if !s.assigned(p) {
 				continue
 			}
-			if err := r.SetOptions(s.replicaOptions(t)); err != nil {
-				s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("refusing topic config")
+			if _, ok := s.raft.Get(k); ok {
+				open(t, i) // open already: reports a failed replica
+				continue
 			}
+			slots <- struct{}{}
+			opening.Add(1)
+			go func() {
+				defer opening.Done()
+				defer func() { <-slots }()
+				open(t, i)
+			}()
 		}
-		return
 	}
-	for _, p := range s.partitions.Partitions() {
-		k := replica.Key{TopicID: p.TopicID, Index: p.Index}
+	opening.Wait()
+	s.topicSeries.follow(s.metrics, names)
+	for _, r := range s.raft.Replicas() {
+		k := r.Key()
 		t, ok := live[k]
-		if !ok {
-			if err := s.partitions.Remove(k); err != nil {
-				s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("removing partition")
+		if !ok || gone[k] {
+			if err := s.raft.Remove(k, true); err != nil {
+				s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
+			} else if ok {
+				s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
 			}
 			continue
 		}
-		if err := p.Log().SetConfig(s.logConfig(t)); err != nil {
-			// Topic configs are validated before they are stored, so
-			// this is a bug; keep the old config and say so.
-			s.log.Error().Err(err).Str("topic", p.Topic).Int32("partition", p.Index).Msg("refusing topic config")
+		if err := r.SetOptions(s.replicaOptions(t)); err != nil {
+			s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("refusing topic config")
 		}
 	}
 }
@@ -228,9 +251,6 @@ func (s *Server) readablePartition(t metastore.Topic, known bool, idx, clientEpo
 // offlineHere reports whether this broker's replica of partition idx of t
 // stopped after a failure (replica.Replica.Failed).
 func (s *Server) offlineHere(t metastore.Topic, idx int32) bool {
-	if !s.replicated() {
-		return false
-	}
 	r, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: idx})
 	return ok && r.Failed() != nil
 }

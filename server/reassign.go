@@ -45,7 +45,7 @@ type reassigner interface {
 // change, and each interval to take the next step of a move in progress.
 func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	ra, ok := s.catalog.(reassigner)
-	if !s.replicated() || !ok {
+	if !ok {
 		return
 	}
 	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })

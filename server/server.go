@@ -24,11 +24,10 @@ import (
 // Options wires a Server. Everything it needs is passed in; it opens no
 // storage of its own.
 type Options struct {
-	Config     configs.Config
-	Catalog    Catalog
-	Partitions *replica.Manager
-	// Raft, when set, hosts this broker's partitions as raft replicas (a
-	// cluster); otherwise Partitions hosts them as local logs.
+	Config  configs.Config
+	Catalog Catalog
+	// Raft hosts this broker's partitions, each a raft group (one-voter
+	// groups on a single node).
 	Raft    *replica.Host
 	Logger  zerolog.Logger
 	Metrics *Metrics // nil: a private registry
@@ -71,7 +70,6 @@ type Server struct {
 		MaxFrameBytes int32
 	}
 	catalog    Catalog
-	partitions *replica.Manager
 	raft       *replica.Host
 	leaseValid func() bool
 	log        zerolog.Logger
@@ -150,14 +148,13 @@ func (s *Server) closeConns() {
 
 // New creates a server; Start binds its listeners.
 func New(opts Options) (*Server, error) {
-	if opts.Catalog == nil || (opts.Partitions == nil && opts.Raft == nil) {
-		return nil, errors.New("server: Catalog and Partitions or Raft are required")
+	if opts.Catalog == nil || opts.Raft == nil {
+		return nil, errors.New("server: Catalog and Raft are required")
 	}
 	s := &Server{
 		largeDecode:  make(chan struct{}, 1),
 		requestBytes: requestBudget{blocked: make(chan struct{}, 1)},
 		catalog:      opts.Catalog,
-		partitions:   opts.Partitions,
 		raft:         opts.Raft,
 		leaseValid:   opts.LeaseValid,
 		log:          opts.Logger.With().Str("component", "server").Logger(),

@@ -18,15 +18,16 @@ import (
 // Shared by ShareFetch and ShareAcknowledge (KIP-932). The share-partition
 // state lives with the group at its coordinator (coordinator/share.go);
 // records are read from this broker's partitions. Both meet only on a
-// single node (`sluice dev`): in a cluster a partition's leader in the
-// client's view need not coordinate the group, so the share APIs are
-// advertised only by a broker that is not replicated (shareAPI).
+// single node (`sluice dev`, one-voter raft groups): in a cluster a
+// partition's leader in the client's view need not coordinate the group, so
+// the share APIs are advertised only by a broker without a replication
+// listener (replica.listen), which leads every partition it hosts.
 
 // shareAPI reports whether key is one of the share group APIs.
 func shareAPI(key int16) bool { return key >= 76 && key <= 79 }
 
 // shareServed says whether this broker serves the share group APIs.
-func (s *Server) shareServed() bool { return !s.replicated() && s.groups != nil }
+func (s *Server) shareServed() bool { return s.cfg.ReplicaListen == "" && s.groups != nil }
 
 // shareTopic resolves a share request's topic id and checks READ on it;
 // the code is the partitions' error.

@@ -39,26 +39,19 @@ func (s *Server) LocalReplicas() map[metastore.TopicID]map[int32]ReplicaStatus {
 		}
 		out[k.TopicID][k.Index] = st
 	}
-	if s.replicated() {
-		for _, r := range s.raft.Replicas() {
-			st := ReplicaStatus{LogStartOffset: r.LogStartOffset(), LogEndOffset: r.LogEndOffset(), HighWatermark: r.HighWatermark(),
-				Leader: r.IsLeader(), LeaderID: int32(r.Leader()), Term: r.Term()}
-			if st.Leader {
-				for _, id := range r.InSyncReplicas() {
-					st.InSync = append(st.InSync, int32(id))
-				}
-				st.Lags = map[int32]replica.MemberLag{}
-				for id, lag := range r.MemberLags() {
-					st.Lags[int32(id)] = lag
-				}
+	for _, r := range s.raft.Replicas() {
+		st := ReplicaStatus{LogStartOffset: r.LogStartOffset(), LogEndOffset: r.LogEndOffset(), HighWatermark: r.HighWatermark(),
+			Leader: r.IsLeader(), LeaderID: int32(r.Leader()), Term: r.Term()}
+		if st.Leader {
+			for _, id := range r.InSyncReplicas() {
+				st.InSync = append(st.InSync, int32(id))
 			}
-			add(r.Key(), st)
+			st.Lags = map[int32]replica.MemberLag{}
+			for id, lag := range r.MemberLags() {
+				st.Lags[int32(id)] = lag
+			}
 		}
-		return out
-	}
-	for _, p := range s.partitions.Partitions() {
-		add(replica.Key{TopicID: p.TopicID, Index: p.Index}, ReplicaStatus{LogStartOffset: p.LogStartOffset(), LogEndOffset: p.LogEndOffset(),
-			HighWatermark: p.HighWatermark(), Leader: true, LeaderID: s.cfg.NodeID})
+		add(r.Key(), st)
 	}
 	return out
 }

@@ -196,3 +196,21 @@ func TestLoadConfigDevSecure(t *testing.T) {
 		t.Errorf("a bootstrap user without a password: %v", err)
 	}
 }
+
+// replica.one.voter chose one-voter raft groups for `sluice dev` before they
+// became the only single-node data path: a config file that still sets it
+// loads (runNode logs that the key is ignored) instead of failing as an
+// unknown key would.
+func TestLoadConfigDeprecatedOneVoter(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sluice.yaml")
+	if err := os.WriteFile(file, []byte("replica.one.voter: true\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(file, overrides{})
+	if err != nil {
+		t.Fatalf("a config file with replica.one.voter: %v", err)
+	}
+	if !cfg.ReplicaOneVoter {
+		t.Error("replica.one.voter: true was not read (runNode would not warn)")
+	}
+}

@@ -48,11 +48,10 @@ func claimDataDir(ctx context.Context, catalog *metastore.Client, cfg configs.Co
 		}
 		lg.Info().Str("directory_id", p.DirectoryID).Str("dir", dir).Msg("new data directory identity")
 	}
-	if cfg.ReplicaListen != "" || cfg.ReplicaOneVoter {
-		// Raft groups: a directory of plain local logs is refused.
-		if err := replica.CheckDir(dir); err != nil {
-			return err
-		}
+	// Every partition is a raft group: a directory of the plain local
+	// logs earlier versions kept is refused.
+	if err := replica.CheckDir(dir); err != nil {
+		return err
 	}
 	if cfg.ReplicaListen == "" {
 		return nil // one broker, one-voter groups: no other voter's votes to lose

@@ -104,8 +104,8 @@ func peakRSS(pid int) string {
 	return "?"
 }
 
-// TestDevDiskFull runs a one-node broker (every role, as `sluice dev`; plain
-// local logs, and one-voter raft groups with replica.one.voter) with its data directory on a 64 MiB
+// TestDevDiskFull runs a one-node broker (every role, as `sluice dev`: each
+// partition a one-voter raft group) with its data directory on a 64 MiB
 // tmpfs and an acks=all idempotent franz-go producer writing 16 KiB
 // records until the disk is full. The broker must answer Produce with
 // KAFKA_STORAGE_ERROR and stay up, keep serving Metadata, ListOffsets and
@@ -124,7 +124,6 @@ func TestDevDiskFull(t *testing.T) {
 	}
 	t.Run("segments", func(t *testing.T) { testDiskFull(t, "") })
 	t.Run("wal", func(t *testing.T) { testDiskFull(t, "log.wal.enable: true\n") })
-	t.Run("one-voter", func(t *testing.T) { testDiskFull(t, "replica.one.voter: true\n") })
 }
 
 func testDiskFull(t *testing.T, extraConfig string) {

@@ -53,6 +53,9 @@ func newLogger(cfg configs.Config) zerolog.Logger {
 func runNode(ctx context.Context, cfg configs.Config) error {
 	lg := newLogger(cfg)
 	lg.Info().Str("version", version).Strs("roles", cfg.Roles).Str("data_dir", cfg.DataDir).Msg("starting sluice")
+	if cfg.ReplicaOneVoter {
+		lg.Warn().Msg("replica.one.voter is deprecated and ignored: every partition is a raft group, a one-voter group on a broker without replica.listen; remove the key")
+	}
 	if err := fsutil.MkdirAllSync(cfg.DataDir, 0o755); err != nil {
 		return err
 	}
@@ -141,13 +144,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	flusher.Start()
 	defer flusher.Close()
-	// With replica.listen every partition is a raft group over the
-	// brokers the metastore assigns. Without it (`sluice dev`) this
-	// broker has no replication port: with replica.one.voter its groups
-	// are one-voter groups of this broker alone, whose raft sends nothing
-	// over a network; otherwise (the default, for now) each partition is
-	// a plain local log.
-	var parts *replica.Manager
+	// Every partition is a raft group. With replica.listen its voters are
+	// the brokers the metastore assigns; without it (`sluice dev`) this
+	// broker has no replication port and each group is a one-voter group
+	// of this broker alone over an in-process transport, whose raft sends
+	// nothing over a network.
 	var host *replica.Host
 	var transport replica.Transport
 	var tcp *replica.TCPTransport
@@ -158,13 +159,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	if err := claimDataDir(ctx, catalog, cfg, lg); err != nil {
 		return err
 	}
-	if cfg.ReplicaListen == "" && !cfg.ReplicaOneVoter {
-		parts, err = replica.NewManager(filepath.Join(cfg.DataDir, "logs"), flusher, lg)
-		if err != nil {
-			return err
-		}
-		defer parts.Close()
-	} else if cfg.ReplicaListen == "" {
+	if cfg.ReplicaListen == "" {
 		transport = replica.NewLocalTransport()
 	} else {
 		tcp, err = replica.NewTCPTransport(replica.TCPConfig{
@@ -179,39 +174,37 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		}
 		transport = tcp
 	}
-	if parts == nil {
-		publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
-		leaderChanges := prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "sluice_raft_leader_changes_total",
-			Help: "Leader or term changes seen by the partitions' raft replicas on this broker (elections, hand-offs).",
-		})
-		reg.MustRegister(leaderChanges)
-		host, err = replica.NewHost(replica.HostConfig{
-			Node:            replica.NodeID(cfg.NodeID),
-			Dir:             filepath.Join(cfg.DataDir, "logs"),
-			Transport:       transport,
-			Flusher:         flusher,
-			Logger:          lg,
-			EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
-			MaxFollowerLag:  time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
-			OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
-				leaderChanges.Inc()
-				publisher.publish(key, int32(leader), int32(term))
-			},
-			OnISRChange: func(key replica.Key, term uint64, isr []replica.NodeID) {
-				publisher.publishISR(key, int32(term), isr)
-			},
-			// A replica whose storage or raft fails is offline here and
-			// the broker goes on (replica.Replica.Failed); the metric
-			// below counts it.
-			Assigned: assignedTo(catalog),
-		})
-		if err != nil {
-			return err
-		}
-		defer host.Close()
-		reg.MustRegister(newRaftCollector(host, tcp))
+	publisher := newLeaderPublisher(ctx, catalog, cfg.NodeID, lg)
+	leaderChanges := prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "sluice_raft_leader_changes_total",
+		Help: "Leader or term changes seen by the partitions' raft replicas on this broker (elections, hand-offs).",
+	})
+	reg.MustRegister(leaderChanges)
+	host, err = replica.NewHost(replica.HostConfig{
+		Node:            replica.NodeID(cfg.NodeID),
+		Dir:             filepath.Join(cfg.DataDir, "logs"),
+		Transport:       transport,
+		Flusher:         flusher,
+		Logger:          lg,
+		EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
+		MaxFollowerLag:  time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
+			leaderChanges.Inc()
+			publisher.publish(key, int32(leader), int32(term))
+		},
+		OnISRChange: func(key replica.Key, term uint64, isr []replica.NodeID) {
+			publisher.publishISR(key, int32(term), isr)
+		},
+		// A replica whose storage or raft fails is offline here and
+		// the broker goes on (replica.Replica.Failed); the metric
+		// below counts it.
+		Assigned: assignedTo(catalog),
+	})
+	if err != nil {
+		return err
 	}
+	defer host.Close()
+	reg.MustRegister(newRaftCollector(host, tcp))
 
 	// Read brokers coordinate groups (docs/architecture.md, "Consumer
 	// groups"); offsets and group state live in the metastore. Every
@@ -259,7 +252,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Partitions: parts, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
 		OffsetsLogs: offsetLogs,
 		LeaseValid: func() bool {
 			l := leaseRef.Load() // none before the broker registered

@@ -19,9 +19,12 @@ import (
 )
 
 // TestDevRefusesPlainDataDir: a data directory holding a partition written
-// by plain local logs (records, no raft state) is refused at start by a
-// single node of one-voter groups: `sluice dev --set replica.one.voter=true` exits with a message that names the
-// partition and says what to do, and leaves the data as it was.
+// by the plain local logs of earlier versions (records, no raft state) is
+// refused at start by `sluice dev`, whose partitions are one-voter raft
+// groups: it exits with a message that names the partition and says what to
+// do, and leaves the data as it was. The directory is written with
+// replica.Manager, the local log store that earlier versions served
+// partitions from (it now holds only the __consumer_offsets view).
 func TestDevRefusesPlainDataDir(t *testing.T) {
 	data := filepath.Join(t.TempDir(), "data")
 	logs := filepath.Join(data, "logs")
@@ -47,8 +50,7 @@ func TestDevRefusesPlainDataDir(t *testing.T) {
 	ports := freePorts(t, 2)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binPath, "dev", "--data-dir", data,
-		"--set", "replica.one.voter=true", "--kafka-addr", "127.0.0.1:"+strconv.Itoa(ports[0]), "--admin-addr", "127.0.0.1:"+strconv.Itoa(ports[1]))
+	cmd := exec.CommandContext(ctx, binPath, "dev", "--data-dir", data, "--kafka-addr", "127.0.0.1:"+strconv.Itoa(ports[0]), "--admin-addr", "127.0.0.1:"+strconv.Itoa(ports[1]))
 	out, err := cmd.CombinedOutput()
 	if err == nil || ctx.Err() != nil {
 		t.Fatalf("sluice dev on a plain data directory: exit %v (context %v), want a refusal\n%s", err, ctx.Err(), out)
