@@ -42,6 +42,15 @@ func TestRaftIdleCPU(t *testing.T) {
 	if s := os.Getenv("SLUICE_IDLE_PARTITIONS"); s != "" {
 		parts, _ = strconv.Atoi(s)
 	}
+	// Each replica holds about eight files open (segment, indexes, raft
+	// files): three replicas a partition must fit the descriptor limit.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil {
+		if fit := int(lim.Cur-512) / (3 * 8); fit < parts {
+			t.Logf("%d partitions instead of %d: the descriptor limit is %d", fit, parts, lim.Cur)
+			parts = fit
+		}
+	}
 	nodes := []NodeID{1, 2, 3}
 	root := t.TempDir()
 	addrs := sync.Map{}
