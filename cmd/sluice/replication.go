@@ -124,6 +124,11 @@ type leaderPublisher struct {
 	wake    chan struct{}
 }
 
+// publishGather is how long the leader publisher waits after the first
+// change of a round before it sends the round: small against an election
+// (a second or more), long enough that a burst goes in a few writes.
+const publishGather = 10 * time.Millisecond
+
 type leaderChange struct {
 	leader int32
 	epoch  int32
@@ -173,6 +178,14 @@ func (p *leaderPublisher) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-p.wake:
+		}
+		// Let the changes of one burst (every group electing itself at
+		// startup, a broker's groups failing over) gather: a round is a
+		// write per topic, each storing the whole topic.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(publishGather):
 		}
 		p.mu.Lock()
 		batch := p.pending
