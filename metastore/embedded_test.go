@@ -424,7 +424,7 @@ func TestSetPartitionLeaders(t *testing.T) {
 	defer n.Close()
 	c := n.Client()
 	ctx := ctxT(t)
-	const parts = 300
+	const parts = 1000
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "many", Partitions: parts, ReplicationFactor: -1, Assignment: slices.Repeat([][]int32{{1}}, parts)}); err != nil {
 		t.Fatal(err)
 	}
@@ -472,5 +472,32 @@ func TestSetPartitionLeaders(t *testing.T) {
 	}
 	if err := c.SetPartitionLeaders(ctx, "gone", changes[:1]); !errors.Is(err, ErrUnknownTopic) {
 		t.Fatalf("unknown topic: %v", err)
+	}
+
+	// One write per partition (the old publisher, or replayed
+	// set_partition_leader entries) leaves a topic copy each: the
+	// history keeps at most histMaxWeight partitions of them, and a
+	// watcher behind what it dropped gets an image.
+	from := c.Revision()
+	for i := 0; i < 2*histMaxWeight/parts; i++ {
+		if err := c.SetPartitionLeader(ctx, "many", int32(i%parts), 1, 10, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.histMu.Lock()
+	held, weight, floor := 0, n.histWeight, n.histFloor
+	for i := range n.hist {
+		held += n.hist[i].weight()
+	}
+	n.histMu.Unlock()
+	if held != weight || weight > histMaxWeight || weight < histMaxWeight-parts-1 {
+		t.Fatalf("history holds %d partitions (counted %d), want at most %d", held, weight, histMaxWeight)
+	}
+	if floor <= from {
+		t.Fatalf("history floor %d not past %d", floor, from)
+	}
+	resp := n.watch(ctx, from, 0)
+	if resp.Image == nil || resp.Image.Rev < floor {
+		t.Fatalf("watcher behind the history: %+v", resp)
 	}
 }
