@@ -239,8 +239,8 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		keepFrame = !released
 	}
 	if !keepFrame {
-		// Every batch is in the page cache now (a local partition's
-		// Append copies it and keeps no reference).
+		// No batch is read from the frame any more: each was refused,
+		// or written by its one-voter group before Propose returned.
 		releaseFrame()
 	}
 
