@@ -104,31 +104,16 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 			return fail(ErrInvalidPartitions)
 		}
-		if err := setLeader(&t.Partitions[c.Partition], LeaderChange{Leader: c.Leader, Epoch: c.Epoch, ISR: c.ISR}); err != nil {
-			return result{Err: errCode(err)}
+		p := &t.Partitions[c.Partition]
+		if c.Epoch < p.LeaderEpoch {
+			return result{Err: errCode(fmt.Errorf("stale leader epoch %d < %d", c.Epoch, p.LeaderEpoch))}
 		}
-		a.putTopic(t)
-		return result{Visible: true}
-	case opSetLeaders:
-		t, ok := a.topicByName(c.Name)
-		if !ok {
-			return fail(ErrUnknownTopic)
+		if c.Leader != p.Leader || c.Epoch != p.LeaderEpoch {
+			p.ISR = nil // the new leader's, until it reports one
 		}
-		for _, l := range c.Leaders {
-			if l.Partition < 0 || int(l.Partition) >= len(t.Partitions) {
-				return fail(ErrInvalidPartitions)
-			}
-		}
-		changed := false
-		for _, l := range c.Leaders {
-			// A stale change is skipped, not an error: a newer leader
-			// published its partition meanwhile, and the others stand.
-			if setLeader(&t.Partitions[l.Partition], l) == nil {
-				changed = true
-			}
-		}
-		if !changed {
-			return result{}
+		p.Leader, p.LeaderEpoch = c.Leader, c.Epoch
+		if c.ISR != nil {
+			p.ISR = slices.Clone(c.ISR)
 		}
 		a.putTopic(t)
 		return result{Visible: true}
@@ -389,22 +374,6 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 	}
 	a.putTopic(t)
 	return t, nil
-}
-
-// setLeader applies one leader change to p; an epoch below p's is stale
-// and changes nothing.
-func setLeader(p *Partition, l LeaderChange) error {
-	if l.Epoch < p.LeaderEpoch {
-		return fmt.Errorf("stale leader epoch %d < %d", l.Epoch, p.LeaderEpoch)
-	}
-	if l.Leader != p.Leader || l.Epoch != p.LeaderEpoch {
-		p.ISR = nil // the new leader's, until it reports one
-	}
-	p.Leader, p.LeaderEpoch = l.Leader, l.Epoch
-	if l.ISR != nil {
-		p.ISR = slices.Clone(l.ISR)
-	}
-	return nil
 }
 
 // placePartitions assigns partitions [first, first+count) of topic. Voters
