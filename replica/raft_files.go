@@ -21,10 +21,7 @@ const (
 	stateFileName = "raft.state"
 	confFileName  = "raft.conf"
 	snapFileName  = "raft.snap"
-	// forcedFileName holds the index up to which a forced configuration
-	// (raft_failover.go) supersedes the log's configuration changes.
-	forcedFileName = "raft.forced"
-	ccFileName     = "raft.confs"
+	ccFileName    = "raft.confs"
 
 	indexRecordSize = 32
 	stateSlotSize   = 128
