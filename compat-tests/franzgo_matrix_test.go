@@ -68,19 +68,14 @@ func TestFranzGoMatrix(t *testing.T) {
 	r.do("txn-commit-abort", func() error {
 		const txnTopic = "fg-txn"
 		cl := newClient(t, b.KafkaAddr, kgo.TransactionalID(txnTopic+"-tid"), kgo.DefaultProduceTopic(txnTopic))
-		var want []string
-		for i, commit := range []bool{true, false, true} {
+		steps, want := txnScenario()
+		for i, st := range steps {
+			commit := st.commit
 			if err := cl.BeginTransaction(); err != nil {
 				return fmt.Errorf("BeginTransaction: %w", err)
 			}
 			var rs []*kgo.Record
-			for j := range 5 {
-				v := fmt.Sprintf("c-%d", 5*(i/2)+j)
-				if !commit {
-					v = fmt.Sprintf("a-%d", j)
-				} else {
-					want = append(want, v)
-				}
+			for _, v := range st.values {
 				rs = append(rs, &kgo.Record{Value: []byte(v)})
 			}
 			if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {

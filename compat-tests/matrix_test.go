@@ -262,6 +262,33 @@ func prepareTxn(t *testing.T, addr, p string) {
 	createTopic(ctx, t, newAdmin(t, addr), p+"-txn", 1, nil)
 }
 
+// txnStep is one transaction of txn-commit-abort: its values, and
+// whether it commits.
+type txnStep struct {
+	commit bool
+	values []string
+}
+
+// txnScenario is what txn-commit-abort writes, as the Go clients run it:
+// three transactions of five values, committed, aborted, committed, and
+// the values a read_committed consumer must read (c-0..c-9).
+func txnScenario() (steps []txnStep, want []string) {
+	for i, commit := range []bool{true, false, true} {
+		st := txnStep{commit: commit}
+		for j := range 5 {
+			v := fmt.Sprintf("c-%d", 5*(i/2)+j)
+			if !commit {
+				v = fmt.Sprintf("a-%d", j)
+			} else {
+				want = append(want, v)
+			}
+			st.values = append(st.values, v)
+		}
+		steps = append(steps, st)
+	}
+	return steps, want
+}
+
 // checkTxn checks on the broker what txn-commit-abort wrote: a
 // read_committed franz-go consumer reads exactly c-0..c-9, and a
 // read_uncommitted one also the aborted a-0..a-4 between them (so the

@@ -252,19 +252,14 @@ func TestSaramaMatrix(t *testing.T) {
 			return err
 		}
 		defer pr.Close()
-		var want []string
-		for i, commit := range []bool{true, false, true} {
+		steps, want := txnScenario()
+		for i, st := range steps {
+			commit := st.commit
 			if err := pr.BeginTxn(); err != nil {
 				return fmt.Errorf("BeginTxn: %w", err)
 			}
 			var msgs []*sarama.ProducerMessage
-			for j := range 5 {
-				v := fmt.Sprintf("c-%d", 5*(i/2)+j)
-				if !commit {
-					v = fmt.Sprintf("a-%d", j)
-				} else {
-					want = append(want, v)
-				}
+			for _, v := range st.values {
 				msgs = append(msgs, &sarama.ProducerMessage{Topic: topic, Partition: 0, Value: sarama.StringEncoder(v)})
 			}
 			if err := pr.SendMessages(msgs); err != nil {
