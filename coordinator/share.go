@@ -46,11 +46,14 @@ type shareMember struct {
 	tSession   Timer
 }
 
-// shareSession is one member's share session: the next epoch it must send
-// and the partitions it fetches.
+// shareSession is one member's share session: the next epoch it must send,
+// the partitions it fetches and the client connection that opened it (the
+// server's id for it; 0 for none), whose close releases what the member
+// holds (ShareConnClosed).
 type shareSession struct {
 	epoch int32
 	parts tpSet
+	conn  uint64
 }
 
 type shareGroup struct {
@@ -415,9 +418,9 @@ func (sg *shareGroup) saveLocked(ctx context.Context) int16 {
 // without acknowledgements), -1 names the session to close (the caller
 // acknowledges, then calls ShareCloseSession), any other epoch must be
 // the session's next. add and forget change a ShareFetch session's
-// partitions. It returns the partitions the session fetches and a
-// top-level error code.
-func (c *Coordinator) ShareSession(ctx context.Context, group, member string, epoch int32, fetch bool, add, forget []ShareKey, hasAcks bool) ([]ShareKey, int16) {
+// partitions; conn names the connection an opening request came on. It
+// returns the partitions the session fetches and a top-level error code.
+func (c *Coordinator) ShareSession(ctx context.Context, group, member string, epoch int32, fetch bool, add, forget []ShareKey, hasAcks bool, conn uint64) ([]ShareKey, int16) {
 	g, code := c.shareGroupFor(ctx, group, member)
 	if code != 0 {
 		return nil, code
@@ -433,7 +436,7 @@ func (c *Coordinator) ShareSession(ctx context.Context, group, member string, ep
 		if hasAcks {
 			return nil, kerr.InvalidRequest.Code
 		}
-		s = &shareSession{epoch: 0, parts: tpSet{}}
+		s = &shareSession{epoch: 0, parts: tpSet{}, conn: conn}
 		sg.sessions[member] = s
 	case s == nil:
 		return nil, kerr.ShareSessionNotFound.Code
@@ -467,6 +470,32 @@ func (c *Coordinator) ShareCloseSession(ctx context.Context, group, member strin
 		return code
 	}
 	defer g.mu.Unlock()
+	delete(g.sg.sessions, member)
+	lim := c.shareLimits(group)
+	for _, sp := range g.sg.parts {
+		sp.releaseMember(member, lim)
+	}
+	return g.sg.saveLocked(ctx)
+}
+
+// ShareConnClosed is told that the client connection conn, on which
+// member opened a share session, closed: as Kafka, the session ends and
+// the records the member holds are released at once (available again,
+// or archived at the delivery limit) instead of waiting for their locks
+// to expire. The member stays in the group; a session the member opened
+// since on another connection is left alone.
+func (c *Coordinator) ShareConnClosed(ctx context.Context, group, member string, conn uint64) int16 {
+	g, code := c.shareGroupFor(ctx, group, member)
+	if code != 0 {
+		// The member left (its records went with it) or the group
+		// moved (locks are not stored: the new holder released them).
+		return code
+	}
+	defer g.mu.Unlock()
+	s := g.sg.sessions[member]
+	if s == nil || s.conn != conn {
+		return 0
+	}
 	delete(g.sg.sessions, member)
 	lim := c.shareLimits(group)
 	for _, sp := range g.sg.parts {
