@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 func (e *env) shareHeartbeat(group, member string, epoch int32, topics ...string) *kmsg.ShareGroupHeartbeatResponse {
@@ -259,5 +261,59 @@ func TestShareConnClosedReleases(t *testing.T) {
 	// The member stays in the group: it opens a new session.
 	if _, code := e.c.ShareSession(ctx, "g", "m1", 0, true, []ShareKey{k}, nil, false, 9); code != 0 {
 		t.Fatalf("reopen: %d", code)
+	}
+}
+
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	e := newEnv(t, topic("t", 2, 1))
+	ctx := context.Background()
+	id := topic("t", 2, 1).ID
+	k := ShareKey{id, 0}
+	if _, code := e.c.ShareGroupOffsets(ctx, "g"); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("offsets of a group that does not exist: %d", code)
+	}
+	if _, code := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("delete in a group that does not exist: %d", code)
+	}
+	// Alter creates the group.
+	if code := e.c.ShareAlterOffsets(ctx, "g", map[ShareKey]int64{k: 5}); code != 0 {
+		t.Fatalf("alter: %d", code)
+	}
+	if got, code := e.c.ShareGroupOffsets(ctx, "g"); code != 0 || len(got) != 1 || got[k] != (ShareOffset{5, 0}) {
+		t.Fatalf("offsets after alter: %v %d", got, code)
+	}
+	e.shareHeartbeat("g", "m", 0, "t")
+	e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false, 0)
+	if off, ok, _, _ := e.c.ShareFetchOffset(ctx, "g", "m", k, 0, 10); off != 5 || !ok {
+		t.Fatalf("fetch after alter: %d %v", off, ok)
+	}
+	e.c.ShareAcquire(ctx, "g", "m", k, 5, 10, 0)
+	e.c.ShareAcknowledge(ctx, "g", "m", k, []AckBatch{{6, 7, []int8{AckAccept}}}, false)
+	if got, _ := e.c.ShareGroupOffsets(ctx, "g"); got[k] != (ShareOffset{5, 2}) {
+		t.Fatalf("offsets with 6-7 accepted: %v", got[k])
+	}
+	if code := e.c.ShareAlterOffsets(ctx, "g", map[ShareKey]int64{k: 0}); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: %d", code)
+	}
+	if _, code := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete with a member: %d", code)
+	}
+	e.shareHeartbeat("g", "m", -1)
+	if had, code := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); code != 0 || !had[id] {
+		t.Fatalf("delete: %v %d", had, code)
+	}
+	if had, _ := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); had[id] {
+		t.Fatal("deleted twice")
+	}
+	// A restarted coordinator reads the deleted state as uninitialized.
+	e.c.Close()
+	e.c = e.newCoordinator()
+	if got, code := e.c.ShareGroupOffsets(ctx, "g"); code != 0 || len(got) != 0 {
+		t.Fatalf("offsets after delete and restart: %v %d", got, code)
+	}
+	// A consumer group is not a share group.
+	e.join(4, "cg", "", nil, "range")
+	if code := e.c.ShareAlterOffsets(ctx, "cg", map[ShareKey]int64{k: 0}); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("alter of a classic group with a member: %d", code)
 	}
 }

@@ -78,8 +78,9 @@ func (s *Server) shareConnClosed(c *conn) {
 	}
 }
 
-// shareAPI reports whether key is one of the share group APIs.
-func shareAPI(key int16) bool { return key >= 76 && key <= 79 }
+// shareAPI reports whether key is one of the share group APIs: 76-79 and
+// the share-group offsets admin, 90-92.
+func shareAPI(key int16) bool { return key >= 76 && key <= 79 || key >= 90 && key <= 92 }
 
 // shareServed says whether this broker serves the share group APIs.
 func (s *Server) shareServed() bool { return s.cfg.ReplicaListen == "" && s.groups != nil }
