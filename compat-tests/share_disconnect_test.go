@@ -150,3 +150,54 @@ func setShareGroupConfig(t *testing.T, addr, group, name, value string) {
 		t.Fatalf("group config %s: %v", name, kerr.ErrorForCode(r.Resources[0].ErrorCode))
 	}
 }
+
+// TestShareAckAfterLeave: leaving a share group does not end the member's
+// share session (as Kafka, whose share-partition leader does not check
+// group membership): a client that leaves and then closes its session
+// with its last acknowledgements (librdkafka's share consumer sends the
+// two on different connections at once) has them applied, and nothing it
+// accepted is delivered again.
+func TestShareAckAfterLeave(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t, "--set", "group.share.record.lock.duration.ms=60000")
+	ctx := harness.Context(t, 2*time.Minute)
+	adm := newAdmin(t, b.KafkaAddr)
+	const topic, group = "share-ack-after-leave", "share-ack-after-leave-g"
+	createTopic(ctx, t, adm, topic, 1, nil)
+	td, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	setShareGroupConfig(t, b.KafkaAddr, group, "share.auto.offset.reset", "earliest")
+	cl := newClient(t, b.KafkaAddr, kgo.DefaultProduceTopic(topic))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("r0")}, &kgo.Record{Value: []byte("r1")}, &kgo.Record{Value: []byte("r2")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	a := &shareRaw{t: t, c: dialRaw(t, b.KafkaAddr), group: group, member: "member-a", topicID: td[topic].ID}
+	a.join(topic)
+	if got := a.fetch(5000); len(got) != 1 || got[0].FirstOffset != 0 || got[0].LastOffset != 2 {
+		t.Fatalf("member a acquired %+v, want 0-2", got)
+	}
+	leave := &shareRaw{t: t, c: dialRaw(t, b.KafkaAddr), group: group, member: a.member}
+	leave.leave()
+	// The closing ShareAcknowledge accepts 0-1 and releases 2.
+	sa := kmsg.NewPtrShareAcknowledgeRequest()
+	sa.Version, sa.GroupID, sa.MemberID, sa.ShareSessionEpoch = 2, kmsg.StringPtr(group), kmsg.StringPtr(a.member), -1
+	part := kmsg.NewShareAcknowledgeRequestTopicPartition()
+	part.AcknowledgementBatches = []kmsg.ShareAcknowledgeRequestTopicPartitionAcknowledgementBatch{
+		{FirstOffset: 0, LastOffset: 1, AcknowledgeTypes: []int8{1}}, {FirstOffset: 2, LastOffset: 2, AcknowledgeTypes: []int8{2}}}
+	sa.Topics = []kmsg.ShareAcknowledgeRequestTopic{{TopicID: a.topicID, Partitions: []kmsg.ShareAcknowledgeRequestTopicPartition{part}}}
+	resp, err := a.c.roundTrip(sa, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ar := resp.(*kmsg.ShareAcknowledgeResponse); ar.ErrorCode != 0 || len(ar.Topics) != 1 || ar.Topics[0].Partitions[0].ErrorCode != 0 {
+		t.Fatalf("closing ShareAcknowledge after leaving: %+v", ar)
+	}
+	bm := &shareRaw{t: t, c: dialRaw(t, b.KafkaAddr), group: group, member: "member-b", topicID: td[topic].ID}
+	bm.join(topic)
+	got := bm.fetch(3000)
+	if len(got) != 1 || got[0].FirstOffset != 2 || got[0].LastOffset != 2 || got[0].DeliveryCount != 2 {
+		t.Fatalf("member b acquired %+v, want only offset 2 (released) with delivery count 2", got)
+	}
+}

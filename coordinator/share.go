@@ -180,7 +180,7 @@ func (sg *shareGroup) heartbeatLocked(ctx context.Context, cl Client, req *kmsg.
 			resp.ErrorCode = kerr.UnknownMemberID.Code
 			return
 		}
-		sg.removeMemberLocked(ctx, m)
+		sg.leaveLocked(ctx, m)
 		resp.MemberID = kmsg.StringPtr(m.id)
 		resp.MemberEpoch = -1
 		sg.g.persistLocked()
@@ -264,6 +264,25 @@ func (sg *shareGroup) touchLocked(m *shareMember) {
 	})
 }
 
+// leaveLocked is a member leaving the group (heartbeat epoch -1). As in
+// Kafka, leaving does not end its share session: a client may leave first
+// and then close the session with its last acknowledgements (librdkafka's
+// share consumer does), so while the session is open the member's records
+// stay acquired until the session closes, its connection does, or their
+// locks expire; the member can acknowledge but acquire nothing more.
+// Without a session the member's records are released at once.
+func (sg *shareGroup) leaveLocked(ctx context.Context, m *shareMember) {
+	if sg.sessions[m.id] == nil {
+		sg.removeMemberLocked(ctx, m)
+		return
+	}
+	stop(m.tSession)
+	delete(sg.members, m.id)
+	sg.epoch++
+	sg.g.generation = sg.epoch
+	sg.g.c.rebalances.Add(1)
+}
+
 // removeMemberLocked drops a member, its share session and its locks: the
 // records it held become available to the others at once.
 func (sg *shareGroup) removeMemberLocked(ctx context.Context, m *shareMember) {
@@ -337,7 +356,8 @@ func (sg *shareGroup) describeLocked(dg *kmsg.ShareGroupDescribeResponseGroup) {
 // shareGroupFor returns the locked share group holding member; the caller
 // unlocks g.mu. The code is top-level: INVALID_REQUEST for an empty group
 // or member id, UNKNOWN_MEMBER_ID for a member the share group does not
-// have, NOT_COORDINATOR (and the like) when this broker does not hold the
+// have (nor a share session of a member that left: leaveLocked),
+// NOT_COORDINATOR (and the like) when this broker does not hold the
 // group.
 func (c *Coordinator) shareGroupFor(ctx context.Context, group, member string) (*group, int16) {
 	if group == "" || member == "" {
@@ -354,7 +374,7 @@ func (c *Coordinator) shareGroupFor(ctx context.Context, group, member string) (
 	switch {
 	case g.dead:
 		code = kerr.NotCoordinator.Code
-	case g.typ != typeShare || g.sg.members[member] == nil:
+	case g.typ != typeShare || g.sg.members[member] == nil && g.sg.sessions[member] == nil:
 		code = kerr.UnknownMemberID.Code
 	default:
 		if code = g.sg.loadLocked(ctx); code == 0 {
@@ -432,6 +452,9 @@ func (c *Coordinator) ShareSession(ctx context.Context, group, member string, ep
 	case epoch == 0:
 		if !fetch {
 			return nil, kerr.InvalidShareSessionEpoch.Code
+		}
+		if sg.members[member] == nil {
+			return nil, kerr.UnknownMemberID.Code // left the group
 		}
 		if hasAcks {
 			return nil, kerr.InvalidRequest.Code
@@ -582,7 +605,7 @@ func (c *Coordinator) ShareAcquire(ctx context.Context, group, member string, k 
 	}
 	defer g.mu.Unlock()
 	sp := g.sg.parts[tp{k.Topic, k.Partition}]
-	if sp == nil || !sp.initialized() || g.sg.sessions[member] == nil {
+	if sp == nil || !sp.initialized() || g.sg.sessions[member] == nil || g.sg.members[member] == nil {
 		return nil
 	}
 	return sp.acquire(member, from, to, maxRecords, c.clock.Now(), c.shareLimits(group))

@@ -317,3 +317,49 @@ func TestShareGroupOffsetsAdmin(t *testing.T) {
 		t.Fatalf("alter of a classic group with a member: %d", code)
 	}
 }
+
+func TestShareLeaveKeepsOpenSession(t *testing.T) {
+	e := newEnv(t, topic("t", 1, 1))
+	ctx := context.Background()
+	e.shareHeartbeat("g", "m1", 0, "t")
+	e.shareHeartbeat("g", "m2", 0, "t")
+	k := ShareKey{topic("t", 1, 1).ID, 0}
+	for _, m := range []string{"m1", "m2"} {
+		e.c.ShareSession(ctx, "g", m, 0, true, []ShareKey{k}, nil, false, 0)
+	}
+	e.c.ShareFetchOffset(ctx, "g", "m1", k, 0, 0)
+	if got := e.c.ShareAcquire(ctx, "g", "m1", k, 0, 4, 0); !slices.Equal(got, []AcquiredRange{{0, 3, 1}}) {
+		t.Fatalf("acquire: %v", got)
+	}
+	// m1 leaves the group with its session open (librdkafka's order on
+	// close): its records stay its own until the session closes.
+	if r := e.shareHeartbeat("g", "m1", -1); r.ErrorCode != 0 {
+		t.Fatalf("leave: %d", r.ErrorCode)
+	}
+	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 0, 4, 0); got != nil {
+		t.Fatalf("m2 took the records of m1's open session: %v", got)
+	}
+	if got := e.c.ShareAcquire(ctx, "g", "m1", k, 4, 6, 0); got != nil {
+		t.Fatalf("m1 acquired after leaving: %v", got)
+	}
+	if _, code := e.c.ShareSession(ctx, "g", "m1", 0, true, []ShareKey{k}, nil, false, 0); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("m1 opened a session after leaving: %d", code)
+	}
+	// Its closing acknowledgement (ShareAcknowledge epoch -1) applies.
+	if _, code := e.c.ShareSession(ctx, "g", "m1", -1, false, nil, nil, true, 0); code != 0 {
+		t.Fatalf("closing session after leaving: %d", code)
+	}
+	if code := e.c.ShareAcknowledge(ctx, "g", "m1", k, []AckBatch{{0, 1, []int8{AckAccept}}}, false); code != 0 {
+		t.Fatalf("ack after leaving: %d", code)
+	}
+	if code := e.c.ShareCloseSession(ctx, "g", "m1"); code != 0 {
+		t.Fatalf("close: %d", code)
+	}
+	// The rest is released; what it accepted is not delivered again.
+	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 0, 4, 0); !slices.Equal(got, []AcquiredRange{{2, 3, 2}}) {
+		t.Fatalf("after m1's session closed: %v", got)
+	}
+	if _, code := e.c.ShareSession(ctx, "g", "m1", 1, true, nil, nil, false, 0); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("m1 after its session closed: %d", code)
+	}
+}
