@@ -63,13 +63,16 @@ const shareConnClosedTimeout = 10 * time.Second
 
 // shareConnClosed ends the share sessions opened on c, which closed, and
 // releases the records their members held (after every request of c has
-// answered, so nothing acquired for it is left locked).
+// answered, so nothing acquired for it is left locked). Not while the
+// server shuts down: locks are not stored, so the broker that serves the
+// group next delivers those records again anyway, and shutdown does not
+// wait on metastore writes.
 func (s *Server) shareConnClosed(c *conn) {
 	sessions := c.shares.take()
-	if len(sessions) == 0 || s.groups == nil {
+	if len(sessions) == 0 || s.groups == nil || s.ctx.Err() != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(s.ctx), shareConnClosedTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, shareConnClosedTimeout)
 	defer cancel()
 	for _, gm := range sessions {
 		if code := s.groups.ShareConnClosed(ctx, gm[0], gm[1], c.id); code != 0 {
