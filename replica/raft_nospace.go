@@ -131,12 +131,12 @@ const fullHandOffEvery = time.Second
 // accepts as a target, so that the partition takes writes again on a
 // broker with room instead of answering KAFKA_STORAGE_ERROR until this
 // disk is freed, as Kafka moves leadership off a failed log directory.
-// The full broker then follows: the first entry it cannot store stops
-// its replica until space returns (above), which takes it out of the
-// ISR, so the preferred-leader rebalance does not hand leadership back
-// before it has caught up again. Tried at most once per
-// fullHandOffEvery; with no voter in sync (or all as full) the leader
-// stays and keeps refusing.
+// The round that sends the target raft's MsgTimeoutNow then stops this
+// replica as a full disk does (fullHandedOffLocked), so that it does not
+// stay behind as a follower in sync that the preferred-leader rebalance
+// (or ElectLeaders) would hand leadership straight back to. Tried at most
+// once per fullHandOffEvery; with no voter in sync (or all as full) the
+// leader stays and keeps refusing.
 func (r *Replica) handOffFull() {
 	now := time.Now().UnixNano()
 	last := r.fullHandOff.Load()
@@ -154,11 +154,48 @@ func (r *Replica) handOffFull() {
 		if !slices.Contains(voters, raftID(n)) {
 			continue
 		}
+		// Before the request: the round that sends MsgTimeoutNow may
+		// run before TransferLeadership returns.
+		r.fullTransferTo.Store(raftID(n))
 		if err := r.TransferLeadership(n); err == nil {
 			r.lg.Warn().Int32("to", int32(n)).Msg("disk too full for new batches: handing leadership to an in-sync voter")
 			return
 		}
+		r.fullTransferTo.Store(0)
 	}
+}
+
+// fullHandedOffLocked, at the end of a round that sent peers, returns a
+// no-space error, which stops the replica until space returns (above),
+// when the round sent MsgTimeoutNow to the voter handOffFull chose and
+// the file system still has less free than a stopped replica is reopened
+// at (2*proposeReserve). The target then campaigns and wins with the
+// other voters; this replica, stopped, answers nobody, so the new leader
+// never hears from it (raft's RecentActive stays false and
+// TransferLeadership refuses it) and the preferred-leader rebalance does
+// not hand leadership back to a broker that would only refuse batches
+// and hand it away again: while a client's metadata lagged each move, no
+// batch of the partition was taken, and producers timed out. Without
+// the stop, a full leader that handed off stayed a follower in sync
+// whenever no entry reached it below proposeReserve (followerSpaceLocked)
+// before the rebalance ran.
+func (r *Replica) fullHandedOffLocked(peers []*raftpb.Message) error {
+	to := r.fullTransferTo.Load()
+	if to == 0 {
+		return nil
+	}
+	for _, m := range peers {
+		if m.GetType() != raftpb.MsgTimeoutNow || m.GetTo() != to {
+			continue
+		}
+		r.fullTransferTo.Store(0)
+		free := usableBytes(r.dir)
+		if free < 0 || free >= 2*proposeReserve {
+			return nil // room again: it follows as usual
+		}
+		return fmt.Errorf("%w: %d bytes free in %s after handing leadership to node %d; stopped until %d are free", log.ErrNoSpace, free, r.dir, nodeOf(to), 2*proposeReserve)
+	}
+	return nil
 }
 
 // followerSpaceLocked stops a follower (or learner) that is handed

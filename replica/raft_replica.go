@@ -264,6 +264,10 @@ type Replica struct {
 	// leadership away because its disk was too full for a batch
 	// (handOffFull).
 	fullHandOff atomic.Int64
+	// fullTransferTo is the raft id of the voter handOffFull last asked
+	// raft to hand leadership to (0: none); the round that sends it
+	// MsgTimeoutNow stops this replica (fullHandedOffLocked).
+	fullTransferTo atomic.Uint64
 	// openMembers and openJoin are how the replica was opened, for a
 	// reopen.
 	openMembers Members
@@ -896,7 +900,7 @@ func (r *Replica) handleReadyLocked() error {
 		}
 	}
 	r.trimCacheLocked()
-	return nil
+	return r.fullHandedOffLocked(peers)
 }
 
 // storageAppendLocked is step 1 for one MsgStorageAppend: the snapshot,
