@@ -231,3 +231,52 @@ func (h *Host) swapLocked(old, r *Replica) {
 	}
 	h.list = list
 }
+
+// offlineNotice is the message a replica that stops (failLocked: a full
+// disk, a failed write or sync, a raft panic) sends every other member of
+// its group, as Kafka's broker reports a failed log directory to the
+// controller, which takes its replicas out of the ISR at once. raft's
+// MsgUnreachable is a local message type raft never sends between nodes;
+// between hosts it carries this notice and is never stepped: the
+// receiver records when the sender stopped (Replica.stopped). A leader
+// leaves such a member out of its ISR (and refuses it as a transfer
+// target) until it hears from it again, instead of after
+// replica.lag.time.max.ms; a replica reopened once space returns is heard
+// from at its first answer and rejoins as any follower that caught up.
+// The notice travels on the peer's ordered stream after everything the
+// replica sent before stopping. A broker that does not know it refuses it
+// (RefusedType) and keeps the lag rule.
+const offlineNotice = raftpb.MsgUnreachable
+
+// tellStoppedLocked sends the offline notice to every other member of the
+// group (raftMu held; the replica is stopping, not for its host's close).
+func (r *Replica) tellStoppedLocked() {
+	term := r.term.Load()
+	if term == 0 || r.host.ctx.Err() != nil {
+		return // a term-0 message is refused; a closing host says nothing
+	}
+	self := raftID(r.host.cfg.Node)
+	// TryLock: a raft panic may have left the storage's lock held (the
+	// notice is then not sent, and the lag rule applies).
+	if !r.st.mu.TryLock() {
+		return
+	}
+	cs := r.st.cs
+	members := slices.Concat(cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext())
+	r.st.mu.Unlock()
+	slices.Sort(members)
+	var msgs []*raftpb.Message
+	for _, id := range slices.Compact(members) {
+		if id != self {
+			msgs = append(msgs, &raftpb.Message{Type: new(offlineNotice), From: new(self), To: new(id), Term: new(term)})
+		}
+	}
+	r.host.send(r, msgs)
+}
+
+// stoppedPeerLocked says whether member id told this replica its replica
+// stopped and has not been heard from since (raftMu held).
+func (r *Replica) stoppedPeerLocked(id uint64) bool {
+	at, ok := r.stopped[id]
+	return ok && !r.lastHeard[id].After(at)
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -298,6 +299,110 @@ func TestRaftFullLeaderHandsOffAndStops(t *testing.T) {
 	c.reps[full] = r
 	c.mu.Unlock()
 	produce("c")
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
+	c.checkAcked(acked)
+}
+
+// TestRaftStoppedReplicaLeavesISRAtOnce: a follower whose disk fills
+// stops and tells the group (the offline notice): the leader drops it
+// from its ISR and refuses it as a transfer target at once, not after
+// replica.lag.time.max.ms (30 s here), as Kafka's controller drops the
+// replicas of a failed log directory. Once space is freed it is reopened,
+// heard from and back in the ISR.
+func TestRaftStoppedReplicaLeavesISRAtOnce(t *testing.T) {
+	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
+	opts.Log.SegmentBytes = 256 << 10
+	c := newTestCluster(t, nil, nil, opts, slowElections, func(cfg *HostConfig) { cfg.MaxFollowerLag = 30 * time.Second })
+	c.members = Members{Voters: []NodeID{1, 2, 3}}
+	const full NodeID = 1
+	mnt := c.nodeDir(full)
+	mountSmallFS(t, mnt, 16<<20)
+	c.startAll()
+
+	var acked []ackedBatch
+	produce := func(value string) {
+		t.Helper()
+		b := c.idem(value, 1)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	pad := strings.Repeat("x", 8<<10)
+	produce("a" + pad)
+	checkFor(t, 20*time.Second, func() error {
+		ln, lr := c.leader()
+		if ln != full {
+			return nil
+		}
+		_ = lr.TransferLeadership(2)
+		time.Sleep(200 * time.Millisecond)
+		return fmt.Errorf("node %d leads", ln)
+	})
+	produce("b" + pad)
+	ln, lr := c.leader()
+	inISR := func() bool { return slices.Contains(lr.InSyncReplicas(), full) }
+	if !inISR() {
+		t.Fatalf("node %d not in leader %d's ISR %v before its disk fills", full, ln, lr.InSyncReplicas())
+	}
+
+	// Less than proposeReserve left: the next entries stop node 1.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for freeBytes(t, mnt) > 512<<10 {
+		if _, err := f.Write(chunk[:min(int64(len(chunk)), freeBytes(t, mnt)-512<<10)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	produce("c" + pad)
+	checkFor(t, 10*time.Second, func() error {
+		if c.rep(full).Failed() == nil {
+			return fmt.Errorf("node %d not stopped with %d bytes free", full, freeBytes(t, mnt))
+		}
+		return nil
+	})
+	stoppedAt := time.Now()
+	checkFor(t, 5*time.Second, func() error {
+		if inISR() {
+			return fmt.Errorf("stopped node %d still in leader %d's ISR %v", full, ln, lr.InSyncReplicas())
+		}
+		return nil
+	})
+	t.Logf("node %d out of leader %d's ISR %v after its replica stopped", full, ln, time.Since(stoppedAt).Round(time.Millisecond))
+	if n := lr.InSyncVoters(); n != 2 {
+		t.Fatalf("InSyncVoters %d, want 2", n)
+	}
+	if err := lr.TransferLeadership(full); !errors.Is(err, ErrTransferTargetInactive) {
+		t.Fatalf("transfer to the stopped node %d: %v, want ErrTransferTargetInactive", full, err)
+	}
+	if ln2, _ := c.leader(); ln2 != ln {
+		t.Fatalf("leader changed from %d to %d meanwhile", ln, ln2)
+	}
+
+	// Space back: reopened, heard from, in the ISR again.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		r, ok := c.hosts[full].Get(c.key)
+		if !ok {
+			return errors.New("replica gone from the host")
+		}
+		if err := r.Failed(); err != nil {
+			return err
+		}
+		if !inISR() {
+			return fmt.Errorf("node %d reopened, not yet in the ISR %v", full, lr.InSyncReplicas())
+		}
+		return nil
+	})
+	r, _ := c.hosts[full].Get(c.key)
+	c.mu.Lock()
+	c.reps[full] = r
+	c.mu.Unlock()
+	produce("d")
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
 	c.checkAcked(acked)
 }

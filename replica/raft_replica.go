@@ -225,6 +225,10 @@ type Replica struct {
 	dupWait   []*Proposal // duplicates waiting for the high watermark
 	applied   uint64
 	lastHeard map[uint64]time.Time
+	// stopped: members that told this replica their replica of the group
+	// stopped (an offline notice, raft_nospace.go), and when; one is out
+	// of the ISR until heard from after that.
+	stopped map[uint64]time.Time
 	// marks and isr: this leader's in-sync tracking (isrLocked).
 	marks       [isrMarks]isrMark
 	isr         []NodeID
@@ -581,7 +585,7 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 	isr := []NodeID{r.host.cfg.Node}
 	voters := 1
 	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if id == self || pr.State == tracker.StateSnapshot {
+		if id == self || pr.State == tracker.StateSnapshot || r.stoppedPeerLocked(id) {
 			return
 		}
 		if now.Sub(r.caughtUpLocked(id, pr.Match, last)) > lag {
@@ -693,6 +697,11 @@ func (r *Replica) processLocked() {
 			}
 			if !ok {
 				r.host.refuse(why, nodeOf(m.GetFrom()), Envelope{Group: r.key, Msg: m})
+				continue
+			}
+			if m.GetType() == offlineNotice {
+				// Not raft's: the sender's replica stopped.
+				r.stopped[m.GetFrom()] = now
 				continue
 			}
 			if r.stepHook != nil {
@@ -1245,6 +1254,7 @@ func (r *Replica) failLocked(err error) {
 	}
 	r.inflight, r.dupWait = nil, nil
 	r.dropRefsLocked()
+	r.tellStoppedLocked()
 	r.isLeader.Store(false)
 	r.leader.Store(-1)
 	// Fetches waiting for the high watermark look again and see the

@@ -19,7 +19,8 @@ import (
 // cluster runs out of disk while producers (acks=all, idempotent) keep
 // writing to a topic whose three partitions it leads one of. Every record
 // is acknowledged all the same (its partitions' leadership moves to the
-// brokers with room), reads from the read broker keep working, and once
+// brokers with room), it leaves every ISR as its replicas stop, reads
+// from the read broker keep working, and once
 // space returns broker 1 is back in every partition's ISR without a
 // restart; every acknowledged record is read back once, in order. About
 // 30 s (7 processes).
@@ -130,9 +131,26 @@ func TestClusterWriteBrokerDiskFull(t *testing.T) {
 		}
 	}
 	t.Logf("%d records acknowledged, %d rounds while broker 1's disk was full (%d bytes free)", len(acked), 20, freeBytes(t, mnt))
-	md, err = adm.Metadata(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
+	// Its stopped replicas told their leaders, which took it out of
+	// their ISRs at once (not after replica.lag.time.max.ms, 30 s).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		md, err = adm.Metadata(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := 0
+		for _, p := range md.Topics[topic].Partitions {
+			if slices.Contains(p.ISR, 1) {
+				in++
+			}
+		}
+		if in == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("broker 1, its replicas stopped on a full disk, still in %d partitions' ISR 10 s later", in)
+			break
+		}
 	}
 	for _, p := range md.Topics[topic].Partitions {
 		t.Logf("disk full: partition %d leader %d ISR %v", p.Partition, p.Leader, p.ISR)
