@@ -221,8 +221,11 @@
 // producer's retry is then a duplicate). The leader's ISR (isrLocked) is
 // the replicas, voters and learners, that caught up with its log end within
 // MaxFollowerLag (replica.lag.time.max.ms; a new leader counts everyone for
-// that long, as Kafka's new leader inherits the ISR); OnISRChange reports it
-// to the metastore. min.insync.replicas (ModeRaft, acks=all) counts the
+// that long, as Kafka's new leader inherits the ISR), less a member that
+// sent the offline notice (a replica that stops tells its group's other
+// members, raft_nospace.go) and has not been heard from since: it leaves
+// at once, as Kafka's controller drops a failed log directory's replicas;
+// OnISRChange reports it to the metastore. min.insync.replicas (ModeRaft, acks=all) counts the
 // voters in it, the leader included, and refuses with ErrNotEnoughReplicas
 // before proposing.
 //
@@ -386,7 +389,10 @@
 // configuration nor assigned to it by the metastore, a second leader's
 // messages in a term, heartbeats committing past the log, appends out of
 // sequence or not decodable, snapshots raft could not restore, and
-// acknowledgements of entries the leader does not have. Each refusal is
+// acknowledgements of entries the leader does not have. The offline
+// notice is the one message of this package's own (raft's local type
+// MsgUnreachable, never stepped into raft): it only takes its sender out
+// of the receiver's ISR until the sender is heard from again. Each refusal is
 // counted by reason (sluice_raft_refused_total). A registered broker's
 // IP is not authentication; with TCPConfig.TLS (internal.ssl.*) the
 // connection is mutual TLS and the declared node must be the one the

@@ -225,6 +225,10 @@ type Replica struct {
 	dupWait   []*Proposal // duplicates waiting for the high watermark
 	applied   uint64
 	lastHeard map[uint64]time.Time
+	// stopped: members that told this replica their replica of the group
+	// stopped (an offline notice, raft_nospace.go), and when; one is out
+	// of the ISR until heard from after that.
+	stopped map[uint64]time.Time
 	// marks and isr: this leader's in-sync tracking (isrLocked).
 	marks       [isrMarks]isrMark
 	isr         []NodeID
@@ -264,6 +268,10 @@ type Replica struct {
 	// leadership away because its disk was too full for a batch
 	// (handOffFull).
 	fullHandOff atomic.Int64
+	// fullTransferTo is the raft id of the voter handOffFull last asked
+	// raft to hand leadership to (0: none); the round that sends it
+	// MsgTimeoutNow stops this replica (fullHandedOffLocked).
+	fullTransferTo atomic.Uint64
 	// openMembers and openJoin are how the replica was opened, for a
 	// reopen.
 	openMembers Members
@@ -577,7 +585,7 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 	isr := []NodeID{r.host.cfg.Node}
 	voters := 1
 	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if id == self || pr.State == tracker.StateSnapshot {
+		if id == self || pr.State == tracker.StateSnapshot || r.stoppedPeerLocked(id) {
 			return
 		}
 		if now.Sub(r.caughtUpLocked(id, pr.Match, last)) > lag {
@@ -689,6 +697,11 @@ func (r *Replica) processLocked() {
 			}
 			if !ok {
 				r.host.refuse(why, nodeOf(m.GetFrom()), Envelope{Group: r.key, Msg: m})
+				continue
+			}
+			if m.GetType() == offlineNotice {
+				// Not raft's: the sender's replica stopped.
+				r.stopped[m.GetFrom()] = now
 				continue
 			}
 			if r.stepHook != nil {
@@ -896,7 +909,7 @@ func (r *Replica) handleReadyLocked() error {
 		}
 	}
 	r.trimCacheLocked()
-	return nil
+	return r.fullHandedOffLocked(peers)
 }
 
 // storageAppendLocked is step 1 for one MsgStorageAppend: the snapshot,
@@ -1241,6 +1254,7 @@ func (r *Replica) failLocked(err error) {
 	}
 	r.inflight, r.dupWait = nil, nil
 	r.dropRefsLocked()
+	r.tellStoppedLocked()
 	r.isLeader.Store(false)
 	r.leader.Store(-1)
 	// Fetches waiting for the high watermark look again and see the
