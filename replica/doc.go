@@ -422,4 +422,22 @@
 // the log are diffs against it and the joining replica replays them.
 // CaughtUp and MembershipSettled let the caller (server/reassign.go) add a
 // new voter as a learner first and promote it once it has the log.
+//
+// # Async master failover
+//
+// In the async master/replica configuration (docs/replication-modes.md)
+// the master is the group's sole voter and every other replica a learner;
+// Replica.EnterAsync and Replica.LeaveAsync move a group into it and out of
+// it with ordinary membership changes. raft cannot elect a learner, so a
+// failover is done on the files (raft_failover.go): Host.Promote closes a
+// learner, cuts its log back to its recorded Claim, rewrites raft.state
+// (the claim's term, its log committed) and raft.conf (itself the sole
+// voter) and opens it again; Host.Follow
+// rewrites any other replica the same way as a learner of the new master,
+// first cutting its log to the takeover point (logged, counted in
+// TruncatedRecords) unless what follows it is the new master's own. Both
+// write raft.forced (crc32c u32 | index u64): the configuration changes in
+// the log up to that index are superseded by the forced configuration and
+// never applied here (a learner that lagged receives them later). The
+// broker drives them (server/async_master.go).
 package replica

@@ -1061,6 +1061,15 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		return nil
 	}
 	r.endSoloLocked()
+	r.st.mu.Lock()
+	forced := e.GetIndex() <= r.st.forcedAt
+	r.st.mu.Unlock()
+	if forced {
+		// Superseded by the configuration an async failover forced
+		// (raft_failover.go): applying its diff to that one would be
+		// wrong.
+		return nil
+	}
 	cs := r.rn.ApplyConfChange(cc)
 	if err := r.st.setConfState(cs); err != nil {
 		return err

@@ -185,6 +185,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				continue
 			}
 			keepFrame = true // until raft has its copy (BatchReleased)
+			if s.masterFenced(t) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version)
 			if err != nil && s.shouldForward(err) {
 				tt := t

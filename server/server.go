@@ -41,6 +41,10 @@ type Options struct {
 	// view (offsets_topic.go), fed from the Catalog, which must then be
 	// an OffsetsSource; nil: no view.
 	OffsetsLogs *replica.Manager
+	// LeaseValid says whether this broker's metastore lease certainly
+	// still holds (Lease.Valid); an async master refuses writes when it
+	// does not (async_master.go). Nil: always.
+	LeaseValid func() bool
 }
 
 type listener struct {
@@ -65,11 +69,12 @@ type Server struct {
 		configs.Config
 		MaxFrameBytes int32
 	}
-	catalog   Catalog
-	raft      *replica.Host
-	log       zerolog.Logger
-	metrics   *Metrics
-	producers *producerIDs
+	catalog    Catalog
+	raft       *replica.Host
+	leaseValid func() bool
+	log        zerolog.Logger
+	metrics    *Metrics
+	producers  *producerIDs
 
 	// Topic config defaults from this broker's static config and from
 	// Sluice's built-in defaults, computed once: they are consulted on
@@ -151,6 +156,7 @@ func New(opts Options) (*Server, error) {
 		requestBytes: requestBudget{blocked: make(chan struct{}, 1)},
 		catalog:      opts.Catalog,
 		raft:         opts.Raft,
+		leaseValid:   opts.LeaseValid,
 		log:          opts.Logger.With().Str("component", "server").Logger(),
 		metrics:      opts.Metrics,
 		groups:       opts.Groups,
