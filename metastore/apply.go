@@ -174,6 +174,7 @@ func (a *applier) apply(c *command) (r result) {
 		br.Incarnation = inc
 		br.LeaseExpiry = time.UnixMilli(c.NowMs + a.leaseMs).UTC()
 		a.putBroker(br)
+		a.dropAsyncClaims(br.ID)
 		if !slices.Contains(a.decommissioned(), br.ID) {
 			a.addLearner(br)
 		}

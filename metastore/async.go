@@ -82,6 +82,9 @@ func (a *applier) asyncClaim(c *command) error {
 	if p.AsyncMaster == nil || *p.AsyncMaster != c.Leader {
 		return fmt.Errorf("%w: broker %d is not the master of %s-%d", ErrStaleMaster, c.Leader, c.Name, c.Partition)
 	}
+	if _, ok := a.broker(c.Leader); ok {
+		return fmt.Errorf("%w: broker %d, the master of %s-%d, is registered", ErrMasterAlive, c.Leader, c.Name, c.Partition)
+	}
 	if c.Claim == nil || c.BrokerID == c.Leader || !slices.Contains(p.Voters, c.BrokerID) {
 		return fmt.Errorf("%w: broker %d cannot claim %s-%d", ErrInvalidRequest, c.BrokerID, c.Name, c.Partition)
 	}
@@ -103,6 +106,9 @@ func (a *applier) asyncPromote(c *command) error {
 	if p.AsyncMaster == nil || *p.AsyncMaster != c.Leader {
 		return fmt.Errorf("%w: broker %d is not the master of %s-%d", ErrStaleMaster, c.Leader, c.Name, c.Partition)
 	}
+	if _, ok := a.broker(c.Leader); ok {
+		return fmt.Errorf("%w: broker %d, the master of %s-%d, is registered", ErrMasterAlive, c.Leader, c.Name, c.Partition)
+	}
 	claim, ok := p.AsyncClaims[c.BrokerID]
 	if !ok || bestClaim(p.AsyncClaims) != c.BrokerID {
 		return fmt.Errorf("%w: broker %d does not hold the best claim to %s-%d", ErrInvalidRequest, c.BrokerID, c.Name, c.Partition)
@@ -110,6 +116,26 @@ func (a *applier) asyncPromote(c *command) error {
 	p.AsyncMaster, p.AsyncTakeover, p.AsyncClaims = new(c.BrokerID), &claim, nil
 	a.putTopic(t)
 	return nil
+}
+
+// dropAsyncClaims drops the claims to replace broker id on every
+// partition it is the master of: it registered again, so its lease did not
+// lapse for good, and a claim taken while it had lapsed is stale (its
+// index is where a learner stood then).
+func (a *applier) dropAsyncClaims(id int32) {
+	for _, t := range a.topics() {
+		changed := false
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if p.AsyncMaster != nil && *p.AsyncMaster == id && p.AsyncClaims != nil {
+				p.AsyncClaims = nil
+				changed = true
+			}
+		}
+		if changed {
+			a.putTopic(t)
+		}
+	}
 }
 
 // SetAsyncMaster records master as the sole voter of the partition's raft

@@ -83,3 +83,53 @@ func TestAsyncMasterPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestAsyncClaimsNeedLapsedMaster: a master that is registered cannot be
+// claimed or replaced (ErrMasterAlive), and its registering again drops
+// the claims taken while it had lapsed, so a later lapse is decided on
+// fresh claims, never on where a learner stood the time before.
+func TestAsyncClaimsNeedLapsedMaster(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "am", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2, 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	part := func() Partition {
+		top, ok := c.TopicByName("am")
+		if !ok {
+			t.Fatal("topic gone")
+		}
+		return top.Partitions[0]
+	}
+	if err := c.SetAsyncMaster(ctx, "am", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	inc, err := c.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := AsyncClaim{Term: 3, Index: 10, Offset: 100}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 2, old); !errors.Is(err, ErrMasterAlive) {
+		t.Fatalf("claim against a registered master: %v", err)
+	}
+	if err := c.UnregisterBroker(ctx, 1, inc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 2, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.AsyncClaims != nil {
+		t.Fatalf("claims kept after the master registered again: %v", p.AsyncClaims)
+	}
+	if err := c.PromoteAsyncMaster(ctx, "am", 0, 1, 2); !errors.Is(err, ErrMasterAlive) {
+		t.Fatalf("promotion over a registered master: %v", err)
+	}
+	if p := part(); p.AsyncMaster == nil || *p.AsyncMaster != 1 {
+		t.Fatalf("master replaced while registered: %+v", p)
+	}
+}

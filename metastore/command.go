@@ -191,6 +191,7 @@ var errCodes = map[string]error{
 	"no_reassignment":   ErrNoReassignment,
 	"invalid_replicas":  ErrInvalidReplicaAssignment,
 	"stale_master":      ErrStaleMaster,
+	"master_alive":      ErrMasterAlive,
 	"txn_conflict":      ErrTxnConflict,
 	"txn_fenced":        ErrTxnFenced,
 	"txn_producer":      ErrTxnUnknownProducer,

@@ -49,4 +49,7 @@ var (
 	// ErrStaleMaster: an async claim or promotion names a master the
 	// partition no longer has (another promotion won).
 	ErrStaleMaster = errors.New("metastore: not the partition's async master")
+	// ErrMasterAlive: an async claim or promotion to replace a master
+	// that is registered (its lease holds, or it registered again).
+	ErrMasterAlive = errors.New("metastore: the partition's async master is registered")
 )

@@ -225,6 +225,11 @@ type Replica struct {
 	dupWait   []*Proposal // duplicates waiting for the high watermark
 	applied   uint64
 	lastHeard map[uint64]time.Time
+	// heard is lastHeard for readers without raftMu (HeardFrom), and
+	// openedAt when this replica was opened.
+	heardMu  sync.Mutex
+	heard    map[uint64]time.Time
+	openedAt time.Time
 	// marks and isr: this leader's in-sync tracking (isrLocked).
 	marks       [isrMarks]isrMark
 	isr         []NodeID
@@ -281,6 +286,19 @@ type Replica struct {
 	// waits for its election).
 	sole     bool
 	watchers map[chan<- struct{}]struct{}
+}
+
+// HeardFrom is when this replica last stepped a raft message from node n
+// into its group (one that passed the group's checks), or when it was
+// opened if none since: an async learner that still hears from its master
+// does not claim the master's place (the server's async failover).
+func (r *Replica) HeardFrom(n NodeID) time.Time {
+	r.heardMu.Lock()
+	defer r.heardMu.Unlock()
+	if at, ok := r.heard[raftID(n)]; ok {
+		return at
+	}
+	return r.openedAt
 }
 
 // Key returns the partition's key.
@@ -695,6 +713,9 @@ func (r *Replica) processLocked() {
 				r.stepHook(m)
 			}
 			r.lastHeard[m.GetFrom()] = now
+			r.heardMu.Lock()
+			r.heard[m.GetFrom()] = now
+			r.heardMu.Unlock()
 			if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step")
 			}

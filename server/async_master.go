@@ -28,14 +28,55 @@ import (
 //     follows instead of opening (openReplica), so a returning old master
 //     never campaigns.
 
-// masterFenced says whether a write to t must be refused because this
-// broker may have been replaced as master: t is async and this broker's
-// lease is not certainly valid (a pause or a partition from the
-// metastore past the lease), after which a write learner may have been
-// promoted and the write would be lost. The producer retries at the
-// leader Metadata names.
-func (s *Server) masterFenced(t metastore.Topic) bool {
-	return s.leaseValid != nil && s.asyncMode(t) && !s.leaseValid()
+// masterFenced says whether a write to partition of t must be refused,
+// or its acknowledgement withheld, because this broker may have been
+// replaced as master: t is async and this broker's lease is not certainly
+// valid (a pause or a partition from the metastore past the lease, after
+// which a write learner may have been promoted and the write would be
+// lost), or the metastore view here does not yet hold this broker's
+// current registration (after a lapse: a promotion recorded before it
+// registered again would not be seen), or the view records another master.
+// It is checked before the write and again, on a fresh view, before the
+// acknowledgement: a write made durable while the lease held but answered
+// after it lapsed would otherwise be acknowledged by a master that may be
+// replaced by then. The producer retries at the leader Metadata names.
+func (s *Server) masterFenced(t metastore.Topic, partition int32) bool {
+	if s.leaseValid == nil || !s.asyncMode(t) {
+		return false
+	}
+	if !s.leaseValid() {
+		return true
+	}
+	if s.leaseIncarnation != nil {
+		inc, seen := s.leaseIncarnation(), false
+		for _, b := range s.catalog.Brokers() {
+			if b.ID == s.cfg.NodeID {
+				seen = b.Incarnation == inc
+				break
+			}
+		}
+		if !seen {
+			return true
+		}
+	}
+	if partition >= 0 && int(partition) < len(t.Partitions) {
+		if m := t.Partitions[partition].AsyncMaster; m != nil && *m != s.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+// masterFencedNow is masterFenced on the topic as the view holds it now.
+func (s *Server) masterFencedNow(t metastore.Topic, partition int32) bool {
+	if s.leaseValid == nil || !s.asyncMode(t) {
+		return false
+	}
+	cur, ok := s.catalog.TopicByID(t.ID)
+	if !ok {
+		return true
+	}
+	return s.masterFenced(cur, partition)
 }
 
 // asyncRecorder is what the async loop needs from the catalog beyond
@@ -49,6 +90,13 @@ type asyncRecorder interface {
 // asyncClaimWait is how long a claimant waits for the other live write
 // replicas' claims before the best recorded one is promoted.
 const asyncClaimWait = 2 * time.Second
+
+// masterSilence is how long a write learner must have heard nothing from
+// its master, over and above the master's registration lapsing, before it
+// claims the master's place: one broker session (the lease).
+func (s *Server) masterSilence() time.Duration {
+	return time.Duration(s.cfg.BrokerSessionTimeoutMs) * time.Millisecond
+}
 
 // asyncMode reports whether t's partitions run as async master/replica.
 func (s *Server) asyncMode(t metastore.Topic) bool {
@@ -162,6 +210,14 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 	}
 	master := int32(m.Voters[0])
 	if master == self || p.AsyncMaster == nil || *p.AsyncMaster != master || alive[master] {
+		return time.Time{}
+	}
+	if quiet := time.Since(r.HeardFrom(replica.NodeID(master))); quiet < s.masterSilence() {
+		// Its registration lapsed, but its raft messages still come: it
+		// is alive (slow, or cut off from the metastore only), and its
+		// log holds what it acknowledged before its lease lapsed, which
+		// this replica may not hold yet. A master that is merely slow is
+		// never replaced: neither claim nor promote while it is heard.
 		return time.Time{}
 	}
 	claim, claimed := p.AsyncClaims[self]

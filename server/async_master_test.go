@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/replica"
 )
 
 // TestAsyncMasterFencedWithoutLease: while this broker's lease is not
@@ -71,5 +72,105 @@ func TestAsyncMasterFencedWithoutLease(t *testing.T) {
 	valid.Store(true)
 	if code := produce("am"); code != 0 {
 		t.Fatalf("async master with its lease back answered %v", kerr.ErrorForCode(code))
+	}
+}
+
+// TestAsyncMasterFencedAtAck: the fence is checked again before the
+// acknowledgement, on the view as it is then. A batch proposed while the
+// lease held but answered after it lapsed is not acknowledged (a write
+// learner may have been promoted in between, and the batch, unknown to it,
+// would be cut when this broker follows it), and neither is one answered
+// while the metastore view here does not hold this broker's current
+// registration (after a lapse it registered again, but a promotion
+// recorded before that would not be visible yet). Writes are acknowledged
+// again once the lease and the view agree.
+func TestAsyncMasterFencedAtAck(t *testing.T) {
+	// checks > 0: that many more lease checks succeed, then all fail;
+	// checks < 0: the lease holds.
+	var checks atomic.Int64
+	checks.Store(-1)
+	var inc atomic.Uint64
+	b := startBrokerWith(t, nil, func(o *Options, _ *metastore.Node) {
+		o.LeaseValid = func() bool {
+			n := checks.Load()
+			if n < 0 {
+				return true
+			}
+			return n > 0 && checks.Add(-1) >= 0
+		}
+		o.LeaseIncarnation = inc.Load
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mc := b.meta.Client()
+	first, err := mc.RegisterBroker(ctx, metastore.Broker{ID: 1, Role: metastore.RoleCombined})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc.Store(first)
+	cl := b.client(t)
+	async := "async"
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, map[string]*string{"replication.mode": &async}, "am"); err != nil {
+		t.Fatal(err)
+	}
+	tp, ok := mc.TopicByName("am")
+	if !ok {
+		t.Fatal("no topic am")
+	}
+	produce := func() (int16, int64) {
+		t.Helper()
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = 9, -1, 5000
+		rt := kmsg.NewProduceRequestTopic()
+		rt.Topic, rt.TopicID = "am", tp.ID
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = 0, makeTestBatch(1, 10)
+		rt.Partitions = append(rt.Partitions, rp)
+		req.Topics = append(req.Topics, rt)
+		resp, err := req.RequestWith(ctx, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := resp.Topics[0].Partitions[0]
+		return p.ErrorCode, p.BaseOffset
+	}
+	for code, _ := produce(); code != 0; code, _ = produce() {
+		if ctx.Err() != nil {
+			t.Fatalf("first write: %v", kerr.ErrorForCode(code))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	end := func() int64 {
+		top, _ := mc.TopicByName("am")
+		r, ok := b.srv.raft.Get(replica.Key{TopicID: top.ID, Index: 0})
+		if !ok {
+			t.Fatal("partition not open")
+		}
+		return r.LogEndOffset()
+	}
+	before := end()
+	// One check passes (before the write), the next (before the answer)
+	// fails: written, not acknowledged.
+	checks.Store(1)
+	if code, off := produce(); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("a batch answered after the lease lapsed: %v at offset %d", kerr.ErrorForCode(code), off)
+	}
+	if e := end(); e <= before {
+		t.Fatalf("the batch was not written (log end %d, %d before): the check before the write fired, not the one before the answer", e, before)
+	}
+	checks.Store(-1)
+	// Registered again (a lapse): until the view here holds the new
+	// registration, nothing is acknowledged.
+	second, err := mc.RegisterBroker(ctx, metastore.Broker{ID: 1, Role: metastore.RoleCombined})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc.Store(second + 1) // a registration the view does not hold yet
+	if code, off := produce(); code != kerr.NotLeaderForPartition.Code {
+		t.Fatalf("acknowledged without this registration in the view: %v at offset %d", kerr.ErrorForCode(code), off)
+	}
+	inc.Store(second)
+	if code, _ := produce(); code != 0 {
+		t.Fatalf("with the lease and its registration in the view: %v", kerr.ErrorForCode(code))
 	}
 }

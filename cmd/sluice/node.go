@@ -257,6 +257,12 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		LeaseValid: func() bool {
 			l := leaseRef.Load() // none before the broker registered
 			return l != nil && l.Valid()
+		},
+		LeaseIncarnation: func() uint64 {
+			if l := leaseRef.Load(); l != nil {
+				return l.Incarnation()
+			}
+			return 0
 		}})
 	if err != nil {
 		return err
