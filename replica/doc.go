@@ -212,7 +212,8 @@
 // SemiSyncTimeout without them, on the leader's write until they catch up
 // (raft_semisync.go: MySQL's fallback, counted and logged; commit does not
 // answer a semi-sync write, as the count may exceed a majority); ModeAsync
-// once the leader's write is durable. In every mode the batch is still
+// once the leader's write is durable when it is the group's sole voter (the
+// async master), otherwise at commit (asyncAnswersOnWriteLocked). In every mode the batch is still
 // replicated by raft and becomes readable only at commit. A follower that
 // truncates a divergent tail (a returning leader whose writes no majority
 // held) logs the offsets cut and counts them (Host.TruncatedRecords): what

@@ -1106,12 +1106,16 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 }
 
 // persistedLocked notes that entries up to last are durable here: acks=1,
-// and acks=all in async mode, are answered.
+// and acks=all in async mode while this replica is its group's sole voter
+// (asyncAnswersOnWriteLocked), are answered.
 func (r *Replica) persistedLocked(last uint64) {
 	if len(r.inflight) == 0 {
 		return
 	}
 	mode := r.opts.Load().Mode
+	if mode == ModeAsync && !r.asyncAnswersOnWriteLocked() {
+		mode = ModeRaft // answered at commit
+	}
 	now := time.Now()
 	keep := r.inflight[:0]
 	for _, p := range r.inflight {
@@ -1137,6 +1141,23 @@ func (r *Replica) persistedLocked(last uint64) {
 	}
 	clear(r.inflight[len(keep):])
 	r.inflight = keep
+}
+
+// asyncAnswersOnWriteLocked says whether acks=all in async mode may be
+// answered on this replica's own durable write: only while it is the sole
+// voter of its group (the async master's configuration, where its write
+// is the commit). With other voters (a topic just created or changed to
+// async, before the leader moved the group to the master's configuration,
+// or while it leaves it) an entry only the leader holds is not committed:
+// an election won by another voter, which a loaded machine or a pause
+// brings about without any broker failing, would cut it from the leader's
+// log, acknowledged. Such writes are answered at commit, as in raft mode.
+func (r *Replica) asyncAnswersOnWriteLocked() bool {
+	r.st.mu.Lock()
+	cs := r.st.cs
+	sole := len(cs.GetVoters()) == 1 && cs.GetVoters()[0] == raftID(r.host.cfg.Node) && len(cs.GetVotersOutgoing()) == 0
+	r.st.mu.Unlock()
+	return sole
 }
 
 // completeCommittedLocked answers everything committed up to last, but
