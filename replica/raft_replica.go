@@ -860,8 +860,10 @@ func (r *Replica) answerDuplicateLocked(p *Proposal, dup *errDuplicate, mode Mod
 	// for the high watermark to pass it, and so does semi-sync outside a
 	// fallback (a commit has the original on a majority of voters, as
 	// many as one other voter of three; the original's own answer may
-	// wait for more).
-	if p.acks == AcksAll && (mode == ModeRaft || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
+	// wait for more), and async (on the sole voter the commit is its own
+	// durable write, the original's answer; with other voters the
+	// original is answered at commit too, asyncAnswersOnWriteLocked).
+	if p.acks == AcksAll && (mode == ModeRaft || mode == ModeAsync || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
 		p.res = res
 		r.dupWait = append(r.dupWait, p)
 		return
