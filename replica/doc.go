@@ -212,7 +212,8 @@
 // SemiSyncTimeout without them, on the leader's write until they catch up
 // (raft_semisync.go: MySQL's fallback, counted and logged; commit does not
 // answer a semi-sync write, as the count may exceed a majority); ModeAsync
-// once the leader's write is durable. In every mode the batch is still
+// once the leader's write is durable when it is the group's sole voter (the
+// async master), otherwise at commit (asyncAnswersOnWriteLocked). In every mode the batch is still
 // replicated by raft and becomes readable only at commit. A follower that
 // truncates a divergent tail (a returning leader whose writes no majority
 // held) logs the offsets cut and counts them (Host.TruncatedRecords): what
@@ -428,4 +429,22 @@
 // the log are diffs against it and the joining replica replays them.
 // CaughtUp and MembershipSettled let the caller (server/reassign.go) add a
 // new voter as a learner first and promote it once it has the log.
+//
+// # Async master failover
+//
+// In the async master/replica configuration (docs/replication-modes.md)
+// the master is the group's sole voter and every other replica a learner;
+// Replica.EnterAsync and Replica.LeaveAsync move a group into it and out of
+// it with ordinary membership changes. raft cannot elect a learner, so a
+// failover is done on the files (raft_failover.go): Host.Promote closes a
+// learner, cuts its log back to its recorded Claim, rewrites raft.state
+// (the claim's term, its log committed) and raft.conf (itself the sole
+// voter) and opens it again; Host.Follow
+// rewrites any other replica the same way as a learner of the new master,
+// first cutting its log to the takeover point (logged, counted in
+// TruncatedRecords) unless what follows it is the new master's own. Both
+// write raft.forced (crc32c u32 | index u64): the configuration changes in
+// the log up to that index are superseded by the forced configuration and
+// never applied here (a learner that lagged receives them later). The
+// broker drives them (server/async_master.go).
 package replica

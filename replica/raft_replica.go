@@ -229,6 +229,11 @@ type Replica struct {
 	// stopped (an offline notice, raft_nospace.go), and when; one is out
 	// of the ISR until heard from after that.
 	stopped map[uint64]time.Time
+	// heard is lastHeard for readers without raftMu (HeardFrom), and
+	// openedAt when this replica was opened.
+	heardMu  sync.Mutex
+	heard    map[uint64]time.Time
+	openedAt time.Time
 	// marks and isr: this leader's in-sync tracking (isrLocked).
 	marks       [isrMarks]isrMark
 	isr         []NodeID
@@ -289,6 +294,19 @@ type Replica struct {
 	// waits for its election).
 	sole     bool
 	watchers map[chan<- struct{}]struct{}
+}
+
+// HeardFrom is when this replica last stepped a raft message from node n
+// into its group (one that passed the group's checks), or when it was
+// opened if none since: an async learner that still hears from its master
+// does not claim the master's place (the server's async failover).
+func (r *Replica) HeardFrom(n NodeID) time.Time {
+	r.heardMu.Lock()
+	defer r.heardMu.Unlock()
+	if at, ok := r.heard[raftID(n)]; ok {
+		return at
+	}
+	return r.openedAt
 }
 
 // Key returns the partition's key.
@@ -708,6 +726,9 @@ func (r *Replica) processLocked() {
 				r.stepHook(m)
 			}
 			r.lastHeard[m.GetFrom()] = now
+			r.heardMu.Lock()
+			r.heard[m.GetFrom()] = now
+			r.heardMu.Unlock()
 			if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step")
 			}
@@ -852,8 +873,10 @@ func (r *Replica) answerDuplicateLocked(p *Proposal, dup *errDuplicate, mode Mod
 	// for the high watermark to pass it, and so does semi-sync outside a
 	// fallback (a commit has the original on a majority of voters, as
 	// many as one other voter of three; the original's own answer may
-	// wait for more).
-	if p.acks == AcksAll && (mode == ModeRaft || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
+	// wait for more), and async (on the sole voter the commit is its own
+	// durable write, the original's answer; with other voters the
+	// original is answered at commit too, asyncAnswersOnWriteLocked).
+	if p.acks == AcksAll && (mode == ModeRaft || mode == ModeAsync || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
 		p.res = res
 		r.dupWait = append(r.dupWait, p)
 		return
@@ -1074,6 +1097,15 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		return nil
 	}
 	r.endSoloLocked()
+	r.st.mu.Lock()
+	forced := e.GetIndex() <= r.st.forcedAt
+	r.st.mu.Unlock()
+	if forced {
+		// Superseded by the configuration an async failover forced
+		// (raft_failover.go): applying its diff to that one would be
+		// wrong.
+		return nil
+	}
 	cs := r.rn.ApplyConfChange(cc)
 	if err := r.st.setConfState(cs); err != nil {
 		return err
@@ -1089,12 +1121,16 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 }
 
 // persistedLocked notes that entries up to last are durable here: acks=1,
-// and acks=all in async mode, are answered.
+// and acks=all in async mode while this replica is its group's sole voter
+// (asyncAnswersOnWriteLocked), are answered.
 func (r *Replica) persistedLocked(last uint64) {
 	if len(r.inflight) == 0 {
 		return
 	}
 	mode := r.opts.Load().Mode
+	if mode == ModeAsync && !r.asyncAnswersOnWriteLocked() {
+		mode = ModeRaft // answered at commit
+	}
 	now := time.Now()
 	keep := r.inflight[:0]
 	for _, p := range r.inflight {
@@ -1120,6 +1156,23 @@ func (r *Replica) persistedLocked(last uint64) {
 	}
 	clear(r.inflight[len(keep):])
 	r.inflight = keep
+}
+
+// asyncAnswersOnWriteLocked says whether acks=all in async mode may be
+// answered on this replica's own durable write: only while it is the sole
+// voter of its group (the async master's configuration, where its write
+// is the commit). With other voters (a topic just created or changed to
+// async, before the leader moved the group to the master's configuration,
+// or while it leaves it) an entry only the leader holds is not committed:
+// an election won by another voter, which a loaded machine or a pause
+// brings about without any broker failing, would cut it from the leader's
+// log, acknowledged. Such writes are answered at commit, as in raft mode.
+func (r *Replica) asyncAnswersOnWriteLocked() bool {
+	r.st.mu.Lock()
+	cs := r.st.cs
+	sole := len(cs.GetVoters()) == 1 && cs.GetVoters()[0] == raftID(r.host.cfg.Node) && len(cs.GetVotersOutgoing()) == 0
+	r.st.mu.Unlock()
+	return sole
 }
 
 // completeCommittedLocked answers everything committed up to last, but

@@ -149,9 +149,12 @@ func (r *Replica) semiSyncLocked(now time.Time) {
 // leaveSemiSyncLocked answers, after the topic left ModeSemiSync, the
 // acks=all writes semi-sync held that the new mode would have answered:
 // committed ones (completeCommittedLocked left them to semi-sync and
-// answers only entries committed later) and, for ModeAsync, every write
-// durable here.
+// answers only entries committed later) and, for ModeAsync on its group's
+// sole voter, every write durable here.
 func (r *Replica) leaveSemiSyncLocked(mode Mode) {
+	if mode == ModeAsync && !r.asyncAnswersOnWriteLocked() {
+		mode = ModeRaft // answered at commit (persistedLocked)
+	}
 	if r.semi.fallback {
 		r.lg.Info().Stringer("mode", mode).Msg("semi-sync fallback ended: replication.mode changed")
 	}

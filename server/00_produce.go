@@ -64,6 +64,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		prop *replica.Proposal
 		sp   *kmsg.ProduceResponseTopicPartition
 		p    hostedPartition
+		t    metastore.Topic // with prop: checked again before the answer (masterFencedNow)
 		// Set instead of prop when the batch goes to the leader.
 		forward *metastore.Topic
 		records []byte
@@ -185,6 +186,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				continue
 			}
 			keepFrame = true // until raft has its copy (BatchReleased)
+			if s.masterFenced(t, rp.Partition) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version)
 			if err != nil && s.shouldForward(err) {
 				tt := t
@@ -199,7 +204,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			s.metrics.produced.WithLabelValues(t.Name).Add(float64(len(rp.Records)))
 			// One validated batch: its header's record count.
 			s.metrics.records.WithLabelValues(t.Name).Add(float64(binary.BigEndian.Uint32(rp.Records[protocol.BatchRecordCountAt:])))
-			waits = append(waits, pending{prop: prop, sp: sp, p: p})
+			waits = append(waits, pending{prop: prop, sp: sp, p: p, t: t})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -320,6 +325,12 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				if req.Version >= 8 {
 					w.sp.ErrorMessage = errorMessage(err)
 				}
+			case s.masterFencedNow(w.t, w.sp.Partition):
+				// Written while the lease held, answered after it may
+				// have lapsed: not acknowledged (masterFenced). The
+				// producer's retry finds the batch (idempotence) if
+				// this broker is still the master.
+				w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				w.sp.BaseOffset = res.BaseOffset
 				w.sp.LogStartOffset = w.p.LogStartOffset()

@@ -93,7 +93,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			}
 			// The common case, nothing to do, costs no goroutine and
 			// no raft lock.
-			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), desiredMembers(p)) {
+			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), s.desiredFor(tp, p)) && !s.asyncRecordDue(tp, p) {
 				continue
 			}
 			pending = true
@@ -117,6 +117,38 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			})
 		}
 	}
+}
+
+// desiredFor is the raft configuration this leader moves p to:
+// desiredMembers, except that a partition in async mode with no
+// reassignment in progress has this leader (its master) as sole voter and
+// every other replica as a learner (async_master.go).
+func (s *Server) desiredFor(tp metastore.Topic, p metastore.Partition) replica.Members {
+	want := desiredMembers(p)
+	self := replica.NodeID(s.cfg.NodeID)
+	if p.Target != nil || !s.asyncMode(tp) || !slices.Contains(want.Voters, self) {
+		return want
+	}
+	m := replica.Members{Voters: []replica.NodeID{self}}
+	for _, n := range append(want.Voters, want.Learners...) {
+		if n != self {
+			m.Learners = append(m.Learners, n)
+		}
+	}
+	return m
+}
+
+// asyncRecordDue says whether this leader must record in the metastore
+// that it is p's async master (async mode) or that p has none (raft and
+// semi-sync), once its configuration is the desired one.
+func (s *Server) asyncRecordDue(tp metastore.Topic, p metastore.Partition) bool {
+	if p.Target != nil {
+		return false
+	}
+	if s.asyncMode(tp) {
+		return p.AsyncMaster == nil || *p.AsyncMaster != s.cfg.NodeID
+	}
+	return p.AsyncMaster != nil
 }
 
 // desiredMembers is the raft configuration the metastore asks for.
@@ -160,11 +192,23 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 	if !settled {
 		return
 	}
-	want := desiredMembers(p)
+	want := s.desiredFor(tp, p)
 	lg := s.log.With().Str("topic", tp.Name).Int32("partition", p.ID).Logger()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	self := replica.NodeID(s.cfg.NodeID)
 	if sameMembers(cur, want) {
+		if rec, ok := s.catalog.(asyncRecorder); ok && s.asyncRecordDue(tp, p) {
+			master := int32(-1)
+			if s.asyncMode(tp) {
+				master = s.cfg.NodeID
+			}
+			if err := rec.SetAsyncMaster(ctx, tp.Name, p.ID, master); err != nil {
+				lg.Warn().Err(err).Msg("recording the async master")
+			} else {
+				lg.Info().Int32("master", master).Msg("async master recorded (-1: none)")
+			}
+		}
 		if p.Target != nil {
 			if err := ra.FinishReassignment(ctx, tp.ID, tp.Name, p.ID, p.Target); err != nil {
 				lg.Warn().Err(err).Msg("recording a completed reassignment")
@@ -172,6 +216,16 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 				lg.Info().Ints32("voters", p.Target).Msg("reassignment complete")
 			}
 		}
+		return
+	}
+	if p.Target == nil && !s.asyncMode(tp) && len(cur.Voters) == 1 && cur.Voters[0] == self && len(want.Voters) > 1 {
+		// Leaving async: the write replicas become voters again once a
+		// majority of them has the master's log.
+		if err := r.LeaveAsync(ctx, want.Voters); err != nil {
+			lg.Debug().Err(err).Msg("leaving the async configuration")
+			return
+		}
+		lg.Info().Interface("members", want).Msg("raft configuration changed: async master/replica left")
 		return
 	}
 	var newcomers []replica.NodeID
@@ -202,7 +256,6 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 		}
 	}
 	// Step 3: a leader that leaves hands over to a voter that stays.
-	self := replica.NodeID(s.cfg.NodeID)
 	if !slices.Contains(want.Voters, self) {
 		stays := false
 		for _, v := range want.Voters {

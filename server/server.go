@@ -41,6 +41,15 @@ type Options struct {
 	// view (offsets_topic.go), fed from the Catalog, which must then be
 	// an OffsetsSource; nil: no view.
 	OffsetsLogs *replica.Manager
+	// LeaseValid says whether this broker's metastore lease certainly
+	// still holds (Lease.Valid); an async master refuses writes when it
+	// does not (async_master.go). Nil: always.
+	LeaseValid func() bool
+	// LeaseIncarnation is the incarnation of this broker's current
+	// registration (Lease.Incarnation): an async master acknowledges
+	// nothing until its metastore view holds that registration
+	// (masterFenced). Nil: not checked.
+	LeaseIncarnation func() uint64
 }
 
 type listener struct {
@@ -65,11 +74,13 @@ type Server struct {
 		configs.Config
 		MaxFrameBytes int32
 	}
-	catalog   Catalog
-	raft      *replica.Host
-	log       zerolog.Logger
-	metrics   *Metrics
-	producers *producerIDs
+	catalog          Catalog
+	raft             *replica.Host
+	leaseValid       func() bool
+	leaseIncarnation func() uint64
+	log              zerolog.Logger
+	metrics          *Metrics
+	producers        *producerIDs
 
 	// Topic config defaults from this broker's static config and from
 	// Sluice's built-in defaults, computed once: they are consulted on
@@ -147,14 +158,16 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: Catalog and Raft are required")
 	}
 	s := &Server{
-		largeDecode:  make(chan struct{}, 1),
-		requestBytes: requestBudget{blocked: make(chan struct{}, 1)},
-		catalog:      opts.Catalog,
-		raft:         opts.Raft,
-		log:          opts.Logger.With().Str("component", "server").Logger(),
-		metrics:      opts.Metrics,
-		groups:       opts.Groups,
-		acls:         opts.ACLs,
+		largeDecode:      make(chan struct{}, 1),
+		requestBytes:     requestBudget{blocked: make(chan struct{}, 1)},
+		catalog:          opts.Catalog,
+		raft:             opts.Raft,
+		leaseValid:       opts.LeaseValid,
+		leaseIncarnation: opts.LeaseIncarnation,
+		log:              opts.Logger.With().Str("component", "server").Logger(),
+		metrics:          opts.Metrics,
+		groups:           opts.Groups,
+		acls:             opts.ACLs,
 	}
 	if opts.Config.AuthorizerEnabled() {
 		if opts.ACLs == nil {

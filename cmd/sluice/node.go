@@ -80,7 +80,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	admin.cfg.Store(&cfg)
 
 	var catalog *metastore.Client
-	leaseDuration := metastore.Default().LeaseDuration
+	leaseDuration := time.Duration(cfg.BrokerSessionTimeoutMs) * time.Millisecond
 	var internalTLS *tlsconfig.Loader
 	if o, ok := cfg.InternalTLS(); ok {
 		if internalTLS, err = tlsconfig.NewLoader(o); err != nil {
@@ -95,6 +95,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		mcfg.PeerList = cfg.MetaPeers
 		mcfg.Join = cfg.MetaJoin
 		mcfg.LearnerGrace = time.Duration(cfg.MetaLearnerGraceMs) * time.Millisecond
+		mcfg.LeaseDuration = leaseDuration
 		mcfg.Logger = lg
 		mcfg.TLS = internalTLS
 		meta, err := metastore.Open(mcfg)
@@ -252,7 +253,17 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
 	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
-		OffsetsLogs: offsetLogs})
+		OffsetsLogs: offsetLogs,
+		LeaseValid: func() bool {
+			l := leaseRef.Load() // none before the broker registered
+			return l != nil && l.Valid()
+		},
+		LeaseIncarnation: func() uint64 {
+			if l := leaseRef.Load(); l != nil {
+				return l.Incarnation()
+			}
+			return 0
+		}})
 	if err != nil {
 		return err
 	}
@@ -334,6 +345,9 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	// Reassignments and read brokers joining or leaving change partitions'
 	// raft configurations; the partition leaders carry them out.
 	go srv.RunReassignments(ctx, 250*time.Millisecond)
+	// Async partitions' failover: claims and promotion when a master's
+	// lease lapsed, and following a new master.
+	go srv.RunAsyncFailover(ctx, 250*time.Millisecond)
 	if cfg.AutoLeaderRebalance {
 		go srv.RunLeaderBalance(ctx, time.Duration(cfg.LeaderImbalanceCheckSeconds)*time.Second)
 	}
