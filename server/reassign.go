@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Placement changes after creation. The metastore records the desired
@@ -50,7 +50,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	}
 	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })
 	var mu sync.Mutex
-	busy := map[replica.Key]bool{}
+	busy := map[partition.Key]bool{}
 	// Steps still running when ctx ends (they end with it) are waited
 	// for, so none outlives the server.
 	var steps sync.WaitGroup
@@ -120,24 +120,24 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 }
 
 // desiredMembers is the raft configuration the metastore asks for.
-func desiredMembers(p metastore.Partition) replica.Members {
+func desiredMembers(p metastore.Partition) partition.Members {
 	voters := p.Voters
 	if p.Target != nil {
 		voters = p.Target
 	}
-	var m replica.Members
+	var m partition.Members
 	for _, v := range voters {
-		m.Voters = append(m.Voters, replica.NodeID(v))
+		m.Voters = append(m.Voters, partition.NodeID(v))
 	}
 	for _, l := range p.Learners {
 		if !slices.Contains(voters, l) {
-			m.Learners = append(m.Learners, replica.NodeID(l))
+			m.Learners = append(m.Learners, partition.NodeID(l))
 		}
 	}
 	return m
 }
 
-func sameNodes(a, b []replica.NodeID) bool {
+func sameNodes(a, b []partition.NodeID) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -149,13 +149,13 @@ func sameNodes(a, b []replica.NodeID) bool {
 	return true
 }
 
-func sameMembers(a, b replica.Members) bool {
+func sameMembers(a, b partition.Members) bool {
 	return sameNodes(a.Voters, b.Voters) && sameNodes(a.Learners, b.Learners)
 }
 
 // reconcileMembers takes one step towards p's desired configuration on r,
 // which this broker leads.
-func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica.Replica, tp metastore.Topic, p metastore.Partition) {
+func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r partition.Replica, tp metastore.Topic, p metastore.Partition) {
 	cur, settled := r.MembershipSettled()
 	if !settled {
 		return
@@ -174,15 +174,15 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 		}
 		return
 	}
-	var newcomers []replica.NodeID
+	var newcomers []partition.NodeID
 	for _, v := range want.Voters {
 		if !slices.Contains(cur.Voters, v) {
 			newcomers = append(newcomers, v)
 		}
 	}
 	// Step 1: newcomers and the learner changes, voters unchanged.
-	stage := replica.Members{Voters: cur.Voters}
-	for _, l := range append(append([]replica.NodeID(nil), want.Learners...), newcomers...) {
+	stage := partition.Members{Voters: cur.Voters}
+	for _, l := range append(append([]partition.NodeID(nil), want.Learners...), newcomers...) {
 		if !slices.Contains(cur.Voters, l) && !slices.Contains(stage.Learners, l) {
 			stage.Learners = append(stage.Learners, l)
 		}
@@ -202,7 +202,7 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 		}
 	}
 	// Step 3: a leader that leaves hands over to a voter that stays.
-	self := replica.NodeID(s.cfg.NodeID)
+	self := partition.NodeID(s.cfg.NodeID)
 	if !slices.Contains(want.Voters, self) {
 		stays := false
 		for _, v := range want.Voters {

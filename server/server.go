@@ -16,8 +16,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
-	"github.com/sluice-broker/sluice/log"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/txn"
 )
 
@@ -28,7 +27,7 @@ type Options struct {
 	Catalog Catalog
 	// Raft hosts this broker's partitions, each a raft group (one-voter
 	// groups on a single node).
-	Raft    *replica.Host
+	Raft    partition.Host
 	Logger  zerolog.Logger
 	Metrics *Metrics // nil: a private registry
 	// Groups is the group coordinator of a broker with the read role;
@@ -40,7 +39,7 @@ type Options struct {
 	// OffsetsLogs holds the local logs of the read-only __consumer_offsets
 	// view (offsets_topic.go), fed from the Catalog, which must then be
 	// an OffsetsSource; nil: no view.
-	OffsetsLogs *replica.Manager
+	OffsetsLogs partition.LocalLogs
 }
 
 type listener struct {
@@ -66,7 +65,7 @@ type Server struct {
 		MaxFrameBytes int32
 	}
 	catalog   Catalog
-	raft      *replica.Host
+	raft      partition.Host
 	log       zerolog.Logger
 	metrics   *Metrics
 	producers *producerIDs
@@ -106,7 +105,7 @@ type Server struct {
 	epoch time.Time
 	clock atomic.Int64
 
-	cleaner atomic.Pointer[log.Cleaner] // set by RunCleaner, for metrics
+	cleaner atomic.Pointer[Cleaner] // set by RunCleaner, for metrics
 }
 
 // now is the reaper's clock: at most one reaper tick old.
