@@ -1,8 +1,9 @@
 // Package replica owns the partitions a broker hosts. Every partition is a
 // Replica (raft_*.go, Host in raft_host.go): one raft group over write
 // brokers (voters) and read brokers (learners), which the server's handlers
-// reach through one interface (Propose, reads up to the high watermark,
-// Watch). Every broker of a cluster hosts its partitions so, over a
+// reach through package partition's interfaces (a Replica is a
+// partition.Replica; Host.Hosted gives the host as a partition.Host, so
+// server imports neither this package nor log). Every broker of a cluster hosts its partitions so, over a
 // TCPTransport. A single node (a broker without replica.listen, `sluice
 // dev`) runs one-voter groups: its Host has a LocalTransport
 // (raft_transport_local.go), which opens no port and has no peers; a
@@ -13,7 +14,8 @@
 //
 // Partition (partition.go, Manager in manager.go) is a single local log with
 // no raft: it serves no Kafka partition any more, only the read-only
-// __consumer_offsets view every broker keeps (server/offsets_topic.go).
+// __consumer_offsets view every broker keeps (server/offsets_topic.go),
+// which reaches it as partition.LocalLogs (Manager.Local).
 //
 // # High watermark
 //
@@ -332,8 +334,9 @@
 // learner applies it when it commits, in log order, so all move their log
 // start identically.
 //
-// Compaction (cleanup.policy=compact) is the log's cleaner, run by the
-// server over each replica's log below its high watermark (committed
+// Compaction (cleanup.policy=compact) is the log's cleaner, run over
+// Host.CleanTargets (and the offsets view's Manager.CleanTargets): each
+// replica's log below its high watermark (committed
 // entries, never truncated) with every batch kept, emptied ones as headers
 // without records (log.CleanTarget.RetainEmpty): each batch keeps its base
 // and last offset and its epoch, so raft.index, raft's terms and the

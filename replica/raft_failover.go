@@ -12,6 +12,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Async master/replica failover (docs/replication-modes.md, "async").
@@ -54,14 +55,9 @@ import (
 // before it opens the partition, every time, since with its old
 // configuration it would campaign.
 
-// Takeover is where a promoted master's log took over its predecessor's:
-// the new master holds the old one's entries up to Index (Offset is the
-// offset after them) and writes its own after it, in terms above Term.
-type Takeover struct {
-	Term   uint64
-	Index  uint64
-	Offset int64
-}
+// Takeover is where a promoted master's log took over its predecessor's
+// (partition.Takeover).
+type Takeover = partition.Takeover
 
 // ErrNotPromotable: the replica cannot be made the sole voter here (it is
 // not a member, its configuration is joint, or it does not hold its claim).

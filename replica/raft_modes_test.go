@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // answeredWithin reports whether p is answered within d, and its error.
-func answeredWithin(p *Proposal, d time.Duration) (bool, error) {
+func answeredWithin(p partition.Proposal, d time.Duration) (bool, error) {
 	select {
 	case <-p.Done():
 		_, err := p.Wait(context.Background())
@@ -52,7 +54,7 @@ func TestRaftModes(t *testing.T) {
 			followers = append(followers, n)
 		}
 	}
-	propose := func(acks Acks) *Proposal {
+	propose := func(acks Acks) partition.Proposal {
 		t.Helper()
 		p, err := lr.Propose(testBatch("m", 1, -1, 0, 0), acks)
 		if err != nil {
@@ -336,7 +338,7 @@ func TestRaftSemiSyncFallback(t *testing.T) {
 		// its term, its followers fall behind.
 		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
 	})
-	propose := func(v string) (*Proposal, time.Time) {
+	propose := func(v string) (partition.Proposal, time.Time) {
 		t.Helper()
 		at := time.Now()
 		p, err := lr.Propose(testBatch(v, 1, -1, 0, 0), AcksAll)
@@ -360,8 +362,8 @@ func TestRaftSemiSyncFallback(t *testing.T) {
 		if !lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != fallbacks {
 			t.Fatalf("after a timeout: fallback %v, %d fallbacks counted, want %d", lr.SemiSyncFallback(), lr.host.SemiSyncFallbacks(), fallbacks)
 		}
-		if hw := lr.HighWatermark(); hw > p.res.LastOffset {
-			t.Fatalf("high watermark %d covers an entry at %d no voter acknowledged", hw, p.res.LastOffset)
+		if hw := lr.HighWatermark(); hw > p.(*Proposal).res.LastOffset {
+			t.Fatalf("high watermark %d covers an entry at %d no voter acknowledged", hw, p.(*Proposal).res.LastOffset)
 		}
 	}
 	block.Store(true)
@@ -491,7 +493,7 @@ func TestRaftSemiSyncModeChange(t *testing.T) {
 	if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
 		t.Fatalf("answered with one of two voters' acks: %v", err)
 	}
-	if err := lr.WaitCommitted(context.Background(), p.res.LastOffset+1); err != nil {
+	if err := lr.WaitCommitted(context.Background(), p.(*Proposal).res.LastOffset+1); err != nil {
 		t.Fatal(err)
 	}
 	setMode(ModeRaft)
@@ -534,7 +536,7 @@ func TestRaftAsyncLossReported(t *testing.T) {
 	ln, lr := c.leader()
 	c.net.Partition(ln)
 	const batches, per = 3, 5
-	var props []*Proposal
+	var props []partition.Proposal
 	for i := range batches {
 		p, err := lr.Propose(testBatch(fmt.Sprint("lost", i), per, -1, 0, 0), AcksAll)
 		if err != nil {
@@ -598,7 +600,7 @@ func testDuplicateWaits(t *testing.T, mode Mode) {
 		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
 	})
 	b := c.idem("retried", 1)
-	var ps []*Proposal
+	var ps []partition.Proposal
 	for range 2 {
 		p, err := lr.Propose(append([]byte(nil), b...), AcksAll)
 		if err != nil {
@@ -617,8 +619,8 @@ func testDuplicateWaits(t *testing.T, mode Mode) {
 			t.Fatalf("proposal %d after the acknowledgements: %v %v", i, ok, err)
 		}
 	}
-	if !ps[1].res.Duplicate || ps[1].res.BaseOffset != ps[0].res.BaseOffset {
-		t.Fatalf("retry answered %+v, original %+v", ps[1].res, ps[0].res)
+	if !ps[1].(*Proposal).res.Duplicate || ps[1].(*Proposal).res.BaseOffset != ps[0].(*Proposal).res.BaseOffset {
+		t.Fatalf("retry answered %+v, original %+v", ps[1].(*Proposal).res, ps[0].(*Proposal).res)
 	}
 	c.net.OnSend(nil)
 }

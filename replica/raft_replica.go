@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,94 +17,40 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
-// Mode is a topic's replication.mode: when acks=all is answered.
-type Mode int8
+// Mode is a topic's replication.mode: when acks=all is answered
+// (partition.Mode).
+type Mode = partition.Mode
 
 const (
-	// ModeRaft answers acks=all at raft commit: a majority of the voters
-	// (write brokers) hold the batch durably.
-	ModeRaft Mode = iota
-	// ModeSemiSync answers acks=all once the leader's write is durable and
-	// SemiSyncWaitReplicas other voters (write brokers) have acknowledged
-	// it durably, or, when they have not within SemiSyncTimeout, falls
-	// back to ModeAsync's answer until they catch up (raft_semisync.go).
-	ModeSemiSync
-	// ModeAsync answers acks=all once the leader's write is durable. A
-	// failover can lose it.
-	ModeAsync
+	ModeRaft     = partition.ModeRaft
+	ModeSemiSync = partition.ModeSemiSync
+	ModeAsync    = partition.ModeAsync
 )
 
 // ParseMode reads a replication.mode config value.
-func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(s) {
-	case "raft", "":
-		return ModeRaft, nil
-	case "semi-sync":
-		return ModeSemiSync, nil
-	case "async":
-		return ModeAsync, nil
-	}
-	return 0, fmt.Errorf("replica: unknown replication.mode %q", s)
-}
+func ParseMode(s string) (Mode, error) { return partition.ParseMode(s) }
 
-func (m Mode) String() string {
-	switch m {
-	case ModeRaft:
-		return "raft"
-	case ModeSemiSync:
-		return "semi-sync"
-	case ModeAsync:
-		return "async"
-	}
-	return "unknown"
-}
-
-// Acks is the producer's acks setting.
-type Acks int8
+// Acks is the producer's acks setting (partition.Acks).
+type Acks = partition.Acks
 
 const (
-	AcksNone   Acks = 0  // nobody waits; the write is still replicated
-	AcksLeader Acks = 1  // answered after the leader's own append
-	AcksAll    Acks = -1 // answered as the topic's Mode says
+	AcksNone   = partition.AcksNone
+	AcksLeader = partition.AcksLeader
+	AcksAll    = partition.AcksAll
 )
 
 // Members are a partition's replicas: voters are write brokers, learners
 // read brokers.
-type Members struct {
-	Voters   []NodeID
-	Learners []NodeID
-}
+type Members = partition.Members
 
 // ReplicaOptions are the topic settings a replica obeys.
-type ReplicaOptions struct {
-	Mode Mode
-	// MinInsyncReplicas is min.insync.replicas for acks=all in ModeRaft:
-	// voters (the leader included) heard from within MaxFollowerLag and
-	// replicating normally. Zero means 1.
-	MinInsyncReplicas int
-	// SemiSyncWaitReplicas is semi.sync.wait.replicas for ModeSemiSync:
-	// how many voters other than the leader must hold a batch durably
-	// before acks=all is answered (at most the other voters there are).
-	// Zero means 1.
-	SemiSyncWaitReplicas int
-	// SemiSyncTimeout is semi.sync.timeout.ms for ModeSemiSync: how long
-	// acks=all waits for them after the leader's own durable write before
-	// the partition falls back to asynchronous answers. Zero means
-	// DefaultSemiSyncTimeout.
-	SemiSyncTimeout time.Duration
-	// Log is the partition log's config.
-	Log log.Config
-}
+type ReplicaOptions = partition.Options
 
 // ProduceResult is where an acknowledged batch went.
-type ProduceResult struct {
-	BaseOffset, LastOffset int64
-	// Duplicate: a retry of a batch the log already has; the offsets are
-	// the original ones and nothing new was written.
-	Duplicate bool
-}
+type ProduceResult = partition.ProduceResult
 
 // Proposal is one batch on its way through raft; see Replica.Propose.
 type Proposal struct {
@@ -325,8 +270,8 @@ func (r *Replica) Topic() string { return r.topic }
 // queue order, so proposals from one connection keep their order.
 // Wait on the result for the answer acks asks for. With AcksNone nobody
 // needs to wait.
-func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
-	return r.propose(batch, 0, acks)
+func (r *Replica) Propose(batch []byte, acks Acks) (partition.Proposal, error) {
+	return asProposal(r.propose(batch, 0, acks))
 }
 
 // ProposeMarker is Propose for a transaction marker that a coordinator
@@ -335,8 +280,17 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 // coordinator epoch: log.ErrCoordinatorFenced; with version 2 an epoch
 // not above the producer's: log.ErrInvalidProducerEpoch) before it
 // becomes an entry.
-func (r *Replica) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
-	return r.propose(batch, txnVersion, acks)
+func (r *Replica) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (partition.Proposal, error) {
+	return asProposal(r.propose(batch, txnVersion, acks))
+}
+
+// asProposal returns p as a partition.Proposal: nil (not a nil *Proposal
+// in an interface) when err is set.
+func asProposal(p *Proposal, err error) (partition.Proposal, error) {
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func (r *Replica) propose(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
@@ -444,6 +398,9 @@ func (r *Replica) OffsetForLeaderEpoch(epoch int32) (int64, int32) {
 // Log exposes the log for lookups that need no commit bound (timestamps,
 // producer state). Never write to it.
 func (r *Replica) Log() *log.Log { return r.log }
+
+// Storage is the replica's log as partition.Storage.
+func (r *Replica) Storage() partition.Storage { return r.log }
 
 // SetOptions changes the mode or min.insync.replicas (topic config change).
 func (r *Replica) SetOptions(o ReplicaOptions) error {

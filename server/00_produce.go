@@ -12,9 +12,9 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 	"github.com/sluice-broker/sluice/quota"
-	"github.com/sluice-broker/sluice/replica"
 )
 
 // Produce (key 0). Advertised v0-13; v0-v2 close the connection (see
@@ -61,7 +61,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	}
 
 	type pending struct {
-		prop *replica.Proposal
+		prop partition.Proposal
 		sp   *kmsg.ProduceResponseTopicPartition
 		p    hostedPartition
 		t    metastore.Topic // with prop: checked again before the answer (masterFencedNow)
@@ -386,7 +386,7 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 // ctx bounds a wait for room to inflate compressed records. txnID is the
 // request's transactional id, for the verification of a transactional
 // batch (verifyTxnBatch), which depends on the request's version.
-func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16) (*replica.Proposal, error) {
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16) (partition.Proposal, error) {
 	maxBytes := s.topicInt(t, "max.message.bytes")
 	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
@@ -425,5 +425,5 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 		}
 	}
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	return p.Propose(records, replica.Acks(acks))
+	return p.Propose(records, partition.Acks(acks))
 }

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Async master/replica (docs/replication-modes.md). A partition in
@@ -100,17 +100,17 @@ func (s *Server) masterSilence() time.Duration {
 
 // asyncMode reports whether t's partitions run as async master/replica.
 func (s *Server) asyncMode(t metastore.Topic) bool {
-	return s.replicaOptions(t).Mode == replica.ModeAsync
+	return s.replicaOptions(t).Mode == partition.ModeAsync
 }
 
 // takeoverOf converts the metastore's record of a promotion.
-func takeoverOf(c metastore.AsyncClaim) replica.Takeover {
-	return replica.Takeover{Term: c.Term, Index: c.Index, Offset: c.Offset}
+func takeoverOf(c metastore.AsyncClaim) partition.Takeover {
+	return partition.Takeover{Term: c.Term, Index: c.Index, Offset: c.Offset}
 }
 
 // asyncFollowTarget returns the master p's replica here must follow from
 // the recorded takeover, if its configuration names another sole voter.
-func (s *Server) asyncFollowTarget(p metastore.Partition, m replica.Members) (int32, bool) {
+func (s *Server) asyncFollowTarget(p metastore.Partition, m partition.Members) (int32, bool) {
 	if p.AsyncMaster == nil || p.AsyncTakeover == nil || *p.AsyncMaster == s.cfg.NodeID {
 		return 0, false
 	}
@@ -131,7 +131,7 @@ func (s *Server) RunAsyncFailover(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	var mu sync.Mutex
-	claimedAt := map[replica.Key]time.Time{}
+	claimedAt := map[partition.Key]time.Time{}
 	for {
 		var changed <-chan struct{}
 		if w != nil {
@@ -152,7 +152,7 @@ func (s *Server) RunAsyncFailover(ctx context.Context, every time.Duration) {
 				continue
 			}
 			for i, p := range tp.Partitions {
-				k := replica.Key{TopicID: tp.ID, Index: int32(i)}
+				k := partition.Key{TopicID: tp.ID, Index: int32(i)}
 				r, ok := s.raft.Get(k)
 				if !ok || r.Failed() != nil {
 					continue
@@ -182,7 +182,7 @@ func hasAsyncRecord(t metastore.Topic) bool {
 // asyncStep does one step of the duties for partition p, whose replica
 // here is r. claimedAt is when this broker claimed p's master's place (zero
 // if it has not); it returns the time of a claim it records now.
-func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.Topic, p metastore.Partition, r *replica.Replica, alive map[int32]bool, claimedAt time.Time) time.Time {
+func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.Topic, p metastore.Partition, r partition.Replica, alive map[int32]bool, claimedAt time.Time) time.Time {
 	self := s.cfg.NodeID
 	k := r.Key()
 	lg := s.log.With().Str("topic", tp.Name).Int32("partition", p.ID).Logger()
@@ -198,7 +198,7 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 	}
 	if master, ok := s.asyncFollowTarget(p, m); ok {
 		iv, il := p.Initial()
-		if _, cut, err := s.raft.Follow(tp.Name, k, members(metastore.Partition{Voters: iv, Learners: il}), s.replicaOptions(tp), replica.NodeID(master), takeoverOf(*p.AsyncTakeover)); err != nil {
+		if _, cut, err := s.raft.Follow(tp.Name, k, members(metastore.Partition{Voters: iv, Learners: il}), s.replicaOptions(tp), partition.NodeID(master), takeoverOf(*p.AsyncTakeover)); err != nil {
 			lg.Warn().Err(err).Int32("master", master).Msg("async failover: following the new master")
 		} else {
 			lg.Info().Int32("master", master).Int64("records_cut", cut).Msg("async failover: following the new master")
@@ -212,7 +212,7 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 	if master == self || p.AsyncMaster == nil || *p.AsyncMaster != master || alive[master] {
 		return time.Time{}
 	}
-	if quiet := time.Since(r.HeardFrom(replica.NodeID(master))); quiet < s.masterSilence() {
+	if quiet := time.Since(r.HeardFrom(partition.NodeID(master))); quiet < s.masterSilence() {
 		// Its registration lapsed, but its raft messages still come: it
 		// is alive (slow, or cut off from the metastore only), and its
 		// log holds what it acknowledged before its lease lapsed, which

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Placement changes after creation. The metastore records the desired
@@ -50,7 +50,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	}
 	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })
 	var mu sync.Mutex
-	busy := map[replica.Key]bool{}
+	busy := map[partition.Key]bool{}
 	// Steps still running when ctx ends (they end with it) are waited
 	// for, so none outlives the server.
 	var steps sync.WaitGroup
@@ -123,13 +123,13 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 // desiredMembers, except that a partition in async mode with no
 // reassignment in progress has this leader (its master) as sole voter and
 // every other replica as a learner (async_master.go).
-func (s *Server) desiredFor(tp metastore.Topic, p metastore.Partition) replica.Members {
+func (s *Server) desiredFor(tp metastore.Topic, p metastore.Partition) partition.Members {
 	want := desiredMembers(p)
-	self := replica.NodeID(s.cfg.NodeID)
+	self := partition.NodeID(s.cfg.NodeID)
 	if p.Target != nil || !s.asyncMode(tp) || !slices.Contains(want.Voters, self) {
 		return want
 	}
-	m := replica.Members{Voters: []replica.NodeID{self}}
+	m := partition.Members{Voters: []partition.NodeID{self}}
 	for _, n := range append(want.Voters, want.Learners...) {
 		if n != self {
 			m.Learners = append(m.Learners, n)
@@ -152,24 +152,24 @@ func (s *Server) asyncRecordDue(tp metastore.Topic, p metastore.Partition) bool 
 }
 
 // desiredMembers is the raft configuration the metastore asks for.
-func desiredMembers(p metastore.Partition) replica.Members {
+func desiredMembers(p metastore.Partition) partition.Members {
 	voters := p.Voters
 	if p.Target != nil {
 		voters = p.Target
 	}
-	var m replica.Members
+	var m partition.Members
 	for _, v := range voters {
-		m.Voters = append(m.Voters, replica.NodeID(v))
+		m.Voters = append(m.Voters, partition.NodeID(v))
 	}
 	for _, l := range p.Learners {
 		if !slices.Contains(voters, l) {
-			m.Learners = append(m.Learners, replica.NodeID(l))
+			m.Learners = append(m.Learners, partition.NodeID(l))
 		}
 	}
 	return m
 }
 
-func sameNodes(a, b []replica.NodeID) bool {
+func sameNodes(a, b []partition.NodeID) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -181,13 +181,13 @@ func sameNodes(a, b []replica.NodeID) bool {
 	return true
 }
 
-func sameMembers(a, b replica.Members) bool {
+func sameMembers(a, b partition.Members) bool {
 	return sameNodes(a.Voters, b.Voters) && sameNodes(a.Learners, b.Learners)
 }
 
 // reconcileMembers takes one step towards p's desired configuration on r,
 // which this broker leads.
-func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica.Replica, tp metastore.Topic, p metastore.Partition) {
+func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r partition.Replica, tp metastore.Topic, p metastore.Partition) {
 	cur, settled := r.MembershipSettled()
 	if !settled {
 		return
@@ -196,7 +196,7 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 	lg := s.log.With().Str("topic", tp.Name).Int32("partition", p.ID).Logger()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	self := replica.NodeID(s.cfg.NodeID)
+	self := partition.NodeID(s.cfg.NodeID)
 	if sameMembers(cur, want) {
 		if rec, ok := s.catalog.(asyncRecorder); ok && s.asyncRecordDue(tp, p) {
 			master := int32(-1)
@@ -228,15 +228,15 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 		lg.Info().Interface("members", want).Msg("raft configuration changed: async master/replica left")
 		return
 	}
-	var newcomers []replica.NodeID
+	var newcomers []partition.NodeID
 	for _, v := range want.Voters {
 		if !slices.Contains(cur.Voters, v) {
 			newcomers = append(newcomers, v)
 		}
 	}
 	// Step 1: newcomers and the learner changes, voters unchanged.
-	stage := replica.Members{Voters: cur.Voters}
-	for _, l := range append(append([]replica.NodeID(nil), want.Learners...), newcomers...) {
+	stage := partition.Members{Voters: cur.Voters}
+	for _, l := range append(append([]partition.NodeID(nil), want.Learners...), newcomers...) {
 		if !slices.Contains(cur.Voters, l) && !slices.Contains(stage.Learners, l) {
 			stage.Learners = append(stage.Learners, l)
 		}

@@ -16,8 +16,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
-	"github.com/sluice-broker/sluice/log"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/txn"
 )
 
@@ -28,7 +27,7 @@ type Options struct {
 	Catalog Catalog
 	// Raft hosts this broker's partitions, each a raft group (one-voter
 	// groups on a single node).
-	Raft    *replica.Host
+	Raft    partition.Host
 	Logger  zerolog.Logger
 	Metrics *Metrics // nil: a private registry
 	// Groups is the group coordinator of a broker with the read role;
@@ -40,7 +39,7 @@ type Options struct {
 	// OffsetsLogs holds the local logs of the read-only __consumer_offsets
 	// view (offsets_topic.go), fed from the Catalog, which must then be
 	// an OffsetsSource; nil: no view.
-	OffsetsLogs *replica.Manager
+	OffsetsLogs partition.LocalLogs
 	// LeaseValid says whether this broker's metastore lease certainly
 	// still holds (Lease.Valid); an async master refuses writes when it
 	// does not (async_master.go). Nil: always.
@@ -75,7 +74,7 @@ type Server struct {
 		MaxFrameBytes int32
 	}
 	catalog          Catalog
-	raft             *replica.Host
+	raft             partition.Host
 	leaseValid       func() bool
 	leaseIncarnation func() uint64
 	log              zerolog.Logger
@@ -117,7 +116,7 @@ type Server struct {
 	epoch time.Time
 	clock atomic.Int64
 
-	cleaner atomic.Pointer[log.Cleaner] // set by RunCleaner, for metrics
+	cleaner atomic.Pointer[Cleaner] // set by RunCleaner, for metrics
 }
 
 // now is the reaper's clock: at most one reaper tick old.

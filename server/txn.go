@@ -10,10 +10,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
-	"github.com/sluice-broker/sluice/replica"
 	"github.com/sluice-broker/sluice/txn"
 )
 
@@ -91,9 +90,9 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		switch {
 		case err == nil:
 			waits = append(waits, pending{tp, wait})
-		case errors.Is(err, log.ErrCoordinatorFenced):
+		case errors.Is(err, partition.ErrCoordinatorFenced):
 			s.markerFenced(tp.Topic, tp.Partition, m, err)
-		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
+		case errors.Is(err, partition.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
 				fail(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), errors.New("no leader"))
@@ -117,7 +116,7 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 	}
 	for _, w := range waits {
 		switch err := w.wait(ctx); {
-		case errors.Is(err, log.ErrCoordinatorFenced):
+		case errors.Is(err, partition.ErrCoordinatorFenced):
 			s.markerFenced(w.tp.Topic, w.tp.Partition, m, err)
 		case err != nil:
 			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
@@ -146,7 +145,7 @@ func (s *Server) markerFenced(topic string, partition int32, m txn.Marker, err e
 // marker whose epoch the partition has seen bumped past is done: a newer
 // one fenced it, as Kafka's coordinator treats it. One whose coordinator
 // epoch is below the producer's last marker's there fails with
-// log.ErrCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED). txnVersion
+// partition.ErrCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED). txnVersion
 // is the transaction's version (WriteTxnMarkers v2): with 2 the marker's
 // epoch must be above the producer's (log.CheckMarker).
 func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32, txnVersion int8) (wait func(context.Context) error, err error) {
@@ -155,7 +154,7 @@ func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch in
 		return nil, err
 	}
 	fenced := func(err error) error {
-		if errors.Is(err, log.ErrInvalidProducerEpoch) {
+		if errors.Is(err, partition.ErrInvalidProducerEpoch) {
 			s.log.Info().Str("topic", t.Name).Int32("partition", idx).Int64("producer_id", pid).Int16("epoch", epoch).
 				Msg("transaction marker fenced by a newer producer epoch; skipped")
 			return nil
@@ -164,7 +163,7 @@ func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch in
 	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	prop, err := p.ProposeMarker(b, txnVersion, replica.AcksAll)
+	prop, err := p.ProposeMarker(b, txnVersion, partition.AcksAll)
 	if err != nil {
 		if err = fenced(err); err != nil {
 			return nil, err
@@ -265,11 +264,11 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 	if !implicit && !s.cfg.TxnVerification {
 		return nil
 	}
-	if p.Log().InOpenTxn(b.ProducerID()) {
+	if p.Storage().InOpenTxn(b.ProducerID()) {
 		// With transaction version 2 the epoch changes at every EndTxn: a
 		// batch of a newer epoch than the transaction open here belongs
 		// to the next one, whose marker has not reached this partition.
-		ps, ok := p.Log().ProducerState(b.ProducerID())
+		ps, ok := p.Storage().ProducerState(b.ProducerID())
 		if !implicit || (ok && ps.Epoch == b.ProducerEpoch()) {
 			return nil
 		}
@@ -306,7 +305,7 @@ func verifyError(code int16, txnID string, implicit bool, version int16) error {
 	case 0:
 		return nil
 	case kerr.ProducerFenced.Code:
-		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, txnID)
+		return fmt.Errorf("%w: transactional id %q has another epoch", partition.ErrInvalidProducerEpoch, txnID)
 	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code,
 		kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
 		return errTxnVerifyUnavailable

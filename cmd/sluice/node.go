@@ -252,8 +252,8 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
-		OffsetsLogs: offsetLogs,
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host.Hosted(), Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
+		OffsetsLogs: offsetLogs.Local(),
 		LeaseValid: func() bool {
 			l := leaseRef.Load() // none before the broker registered
 			return l != nil && l.Valid()
@@ -332,12 +332,18 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go groups.RunOffsetExpiry(ctx, time.Duration(cfg.OffsetsRetentionCheckIntervalMs)*time.Millisecond)
 	if cfg.LogCleanerEnable {
+		// The raft replicas, cleaned below their high watermarks keeping
+		// every batch (they are raft entries), and the compacted
+		// __consumer_offsets view's logs.
+		cleanTargets := func() []log.CleanTarget {
+			return append(host.CleanTargets(), offsetLogs.CleanTargets()...)
+		}
 		go srv.RunCleaner(ctx, log.NewCleaner(log.CleanerConfig{
 			Threads:             int(cfg.LogCleanerThreads),
 			DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
 			IOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
 			Backoff:             time.Duration(cfg.LogCleanerBackoffMs) * time.Millisecond,
-			Targets:             srv.CleanTargets,
+			Targets:             cleanTargets,
 			Logger:              lg.With().Str("component", "cleaner").Logger(),
 		}))
 	}
