@@ -123,6 +123,9 @@ func isolation(o *opts) error {
 			return fmt.Errorf("bad -iso-systems entry %q (sluice, kafka, kafka-follower)", s)
 		}
 	}
+	if o.isoFromRaw != "" {
+		return isolationFromRaw(o, groups)
+	}
 	var raw *os.File
 	if o.rawOut != "" {
 		if raw, err = os.Create(o.rawOut); err != nil {
@@ -753,7 +756,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	}
 	p(".\n\n")
 	p("Systems: **sluice** is the split cluster (3 metastore, 3 write and 2 read brokers, separate processes); clients are seeded on the write brokers' mixed listeners, so producers reach the raft leaders and consumers are sent to the read brokers. **kafka** is 3 brokers in KRaft combined mode, readers on the partition leaders; **kafka-follower** is the same cluster (broker.rack r1..r3, RackAwareReplicaSelector) with client.rack=r3, so every reader fetches from broker 3's replicas (KIP-392).\n\n")
-	p("CPU layout (taskset): cores %s hold the write brokers, the metastore and all three Kafka brokers; cores %s Sluice's read brokers; cores %s the generator. On a 2-core machine this cannot show separate machines: the read brokers share a core with the generator, write brokers and metastore share one core, the network is loopback, and all brokers share one disk and one page cache, so a read broker's page-cache misses and its disk reads land on the writers' disk. Per-broker CPU (CPU-seconds per wall second over the generator's run, from /proc) is the figure that carries over; docs/capacity.md extrapolates from it.\n\n", o.brokerCPU, o.readCPU, o.genCPU)
+	p("CPU layout (taskset CPU lists): %s holds the write brokers, the metastore and all three Kafka brokers; %s Sluice's read brokers; %s the generator. On a 2-core machine this cannot show separate machines: the read brokers share a core with the generator, write brokers and metastore share one core, the network is loopback, and all brokers share one disk and one page cache, so a read broker's page-cache misses and its disk reads land on the writers' disk. Per-broker CPU (CPU-seconds per wall second over the generator's whole run, a replay run's prefill included, from /proc) is the figure that carries over; docs/capacity.md extrapolates from it.\n\n", o.brokerCPU, o.readCPU, o.genCPU)
 
 	// Medians over rounds per (system, label).
 	type key struct{ sys, label string }
@@ -806,8 +809,13 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 			p("| %s | %s | failed: %s |||||||||| 0/%d |\n", k.sys, k.label, strings.ReplaceAll(rs[0].Err, "|", "/"), len(rs))
 			continue
 		}
-		p("| %s | %s | %.0f | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d/%d |\n", k.sys, k.label,
-			med(rs, func(r isoRun) float64 { return r.Gen.Produce.RecordsPerS }),
+		produced := med(rs, func(r isoRun) float64 { return r.Gen.Produce.RecordsPerS })
+		behind := ""
+		if produced < 0.95*rate {
+			behind = " (behind)"
+		}
+		p("| %s | %s | %.0f%s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d/%d |\n", k.sys, k.label,
+			produced, behind,
 			med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P50 }), p99,
 			med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P999 }), vs,
 			med(rs, func(r isoRun) float64 { return r.Gen.Consume.E2E.P50 }),
@@ -815,7 +823,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 			med(rs, func(r isoRun) float64 { return r.Gen.Consume.MBPerS }),
 			med(rs, func(r isoRun) float64 { return r.Backlog }), fmtCPU(mc), ok, len(rs))
 	}
-	p("\nBroker names: w1–w3 write brokers, r1–r2 read brokers, m1–m3 metastore, k1–k3 Kafka brokers. Tailing read MB/s counts every tailing consumer (the latency probe included); replay MB/s the replaying groups over the measured window (a group that has caught up reads at the produce rate).\n\n")
+	p("\nBroker names: w1–w3 write brokers, r1–r2 read brokers, m1–m3 metastore, k1–k3 Kafka brokers. *(behind)*: the producers fell short of the fixed rate by more than 5 %% in the measured window (the broker, or the machine, could not keep up), so that row's latencies are not at the fixed rate. Tailing read MB/s counts every tailing consumer (the latency probe included); replay MB/s the replaying groups over the measured window (a group that has caught up reads at the produce rate).\n\n")
 	if len(scale) > 0 {
 		p("**Read scale-out (Sluice).** %d records of 1 KiB written once, then read from the start by %d direct consumers (each every partition) through the mixed listeners while one producer adds 10 records/s; MB/s over the measured window, per round:\n\n", o.isoScaleRecords, o.isoScaleReaders)
 		p("| Read brokers | Read MB/s | Broker CPU (cores) |\n|---|---|---|\n")
@@ -846,7 +854,10 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 				r.Gen.Produce.RecordsPerS, r.Gen.Produce.Ack.P50, r.Gen.Produce.Ack.P99, r.Gen.Produce.Ack.P999, fmtCPU(r.CPU))
 		}
 	}
-	p("The run took %s. Reproduce: `make bench-isolation` (BENCH_ISOLATION_ARGS, e.g. `-pairs 3 -duration 30s -warmup 5s`; the defaults run N = 1, 4, 8 and every system).\n", elapsed.Round(time.Second))
+	if elapsed > 0 {
+		p("The run took %s. ", elapsed.Round(time.Second))
+	}
+	p("Reproduce: `make bench-isolation` (BENCH_ISOLATION_ARGS, e.g. `-pairs 3 -duration 30s -warmup 5s`; the defaults run N = 1, 4, 8 and every system).\n")
 	return b.String()
 }
 
@@ -868,4 +879,48 @@ func firstKind(runs []isoRun) string {
 		}
 	}
 	return "none"
+}
+
+// isolationFromRaw renders the section again from the -raw file of an
+// earlier -isolation run (-iso-from-raw), without running anything.
+func isolationFromRaw(o *opts, groups []int) error {
+	b, err := os.ReadFile(o.isoFromRaw)
+	if err != nil {
+		return err
+	}
+	st, _ := os.Stat(o.isoFromRaw)
+	var runs, scale []isoRun
+	sat := map[string][]float64{}
+	rate := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var r isoRun
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			return fmt.Errorf("%s: %v", o.isoFromRaw, err)
+		}
+		switch {
+		case r.Label == "saturation":
+			sat[r.System] = append(sat[r.System], r.Gen.Produce.RecordsPerS)
+		case strings.HasPrefix(r.Label, "scale-") || r.Label == "alone-1r":
+			scale = append(scale, r)
+			continue
+		default:
+			if rate == 0 {
+				rate = r.Rate
+			}
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("%s: no runs", o.isoFromRaw)
+	}
+	end := time.Now()
+	if st != nil {
+		end = st.ModTime()
+	}
+	text := renderIsolation(o, runs, scale, sat, groups, rate, end.UTC().Format("2006-01-02 15:04 UTC"),
+		runs[0].Load, runs[len(runs)-1].Load, 0)
+	return replaceSection(o.out, isolationSection, text)
 }

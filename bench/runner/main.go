@@ -69,6 +69,7 @@ type opts struct {
 	isoScaleRecords int64
 	isoScaleReaders int
 	readCPU         string
+	isoFromRaw      string
 }
 
 // durability names a matched pair of settings.
@@ -167,6 +168,7 @@ func main() {
 	flag.StringVar(&o.isoFsync, "iso-fsync", "group", "Sluice log.fsync of the cluster (-isolation; Kafka flushes every message unless never)")
 	flag.Int64Var(&o.isoScaleRecords, "iso-scale-records", 200000, "records of 1 KiB read back in the read scale-out runs (-isolation)")
 	flag.IntVar(&o.isoScaleReaders, "iso-scale-readers", 4, "consumers reading the backlog in the read scale-out runs (-isolation; 0 = none)")
+	flag.StringVar(&o.isoFromRaw, "iso-from-raw", "", "with -isolation: render the section from this -raw file of an earlier run instead of running")
 	flag.StringVar(&o.readCPU, "read-cpu", "1", "cores for Sluice's read brokers (taskset list, -isolation)")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
@@ -1215,6 +1217,7 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("bash bench/run.sh -workloads W1,W3 -pairs 1 -out /tmp/quick.md\n")
 	p("bash bench/run.sh -profile /tmp/prof         # pprof CPU and allocation profiles of Sluice under W1 and W3\n")
 	p("make bench BENCH_ARGS='-section tls'         # only the section 'W1 over TLS' (also: -section txn), the rest of this file kept\n")
+	p("make bench-isolation                         # the section on producers under heavy readers (split cluster and 3 Kafka brokers)\n")
 	p("go run ./cmd/sluice-bench -help              # the load generator on its own, against any Kafka-compatible broker\n")
 	p("```\n")
 
