@@ -56,7 +56,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	// topic (TOPIC_AUTHORIZATION_FAILED); the configs in the answer need
 	// DESCRIBE_CONFIGS on the topic (TopicConfigErrorCode otherwise).
 	clusterCreate := s.authorizeCluster(rc, acl.OpCreate)
-	created := false
+	var created []string
 	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v6.
 	mq := s.quotas.mutations(rc, req.Version >= 6)
 	for _, rt := range req.Topics {
@@ -126,7 +126,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			created = true
+			created = append(created, t.Name)
 			clusterPartitions += int64(spec.Partitions)
 			s.log.Info().Str("topic", t.Name).Int("partitions", len(t.Partitions)).Msg("created topic")
 		}
@@ -145,8 +145,8 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if created {
-		s.refreshPartitionsWithin(req.TimeoutMillis)
+	if len(created) > 0 {
+		s.refreshPartitionsWithin(req.TimeoutMillis, created)
 	}
 	return resp, nil
 }
