@@ -27,7 +27,10 @@ import (
 // fails whole, and a topic that would take the cluster past
 // max.partitions fails, with POLICY_VIOLATION (admin_limits.go).
 // validate_only stops after the checks. The topic is stored in the
-// metastore; its partitions open on first use.
+// metastore; the answer waits, at most half the request's timeout, for
+// the partitions hosted here to open and for every partition's first
+// election to be published (refreshPartitionsWithin), so the leader epoch
+// a client reads next is not the placeholder 0 the election replaces.
 // Version notes: v1 validate_only and error messages; v4 -1 defaults;
 // v5+ flexible, configs and counts in the response; v7 topic id.
 // Roles: every broker (forwarded to the metastore).
