@@ -104,16 +104,31 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
 			return fail(ErrInvalidPartitions)
 		}
-		p := &t.Partitions[c.Partition]
-		if c.Epoch < p.LeaderEpoch {
-			return result{Err: errCode(fmt.Errorf("stale leader epoch %d < %d", c.Epoch, p.LeaderEpoch))}
+		if err := setLeader(&t.Partitions[c.Partition], LeaderChange{Leader: c.Leader, Epoch: c.Epoch, ISR: c.ISR}); err != nil {
+			return result{Err: errCode(err)}
 		}
-		if c.Leader != p.Leader || c.Epoch != p.LeaderEpoch {
-			p.ISR = nil // the new leader's, until it reports one
+		a.putTopic(t)
+		return result{Visible: true}
+	case opSetLeaders:
+		t, ok := a.topicByName(c.Name)
+		if !ok {
+			return fail(ErrUnknownTopic)
 		}
-		p.Leader, p.LeaderEpoch = c.Leader, c.Epoch
-		if c.ISR != nil {
-			p.ISR = slices.Clone(c.ISR)
+		for _, l := range c.Leaders {
+			if l.Partition < 0 || int(l.Partition) >= len(t.Partitions) {
+				return fail(ErrInvalidPartitions)
+			}
+		}
+		changed := false
+		for _, l := range c.Leaders {
+			// A stale change is skipped, not an error: a newer leader
+			// published its partition meanwhile, and the others stand.
+			if setLeader(&t.Partitions[l.Partition], l) == nil {
+				changed = true
+			}
+		}
+		if !changed {
+			return result{}
 		}
 		a.putTopic(t)
 		return result{Visible: true}
@@ -375,6 +390,22 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 	}
 	a.putTopic(t)
 	return t, nil
+}
+
+// setLeader applies one leader change to p; an epoch below p's is stale
+// and changes nothing.
+func setLeader(p *Partition, l LeaderChange) error {
+	if l.Epoch < p.LeaderEpoch {
+		return fmt.Errorf("stale leader epoch %d < %d", l.Epoch, p.LeaderEpoch)
+	}
+	if l.Leader != p.Leader || l.Epoch != p.LeaderEpoch {
+		p.ISR = nil // the new leader's, until it reports one
+	}
+	p.Leader, p.LeaderEpoch = l.Leader, l.Epoch
+	if l.ISR != nil {
+		p.ISR = slices.Clone(l.ISR)
+	}
+	return nil
 }
 
 // placePartitions assigns partitions [first, first+count) of topic. Voters

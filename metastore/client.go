@@ -210,6 +210,27 @@ func (c *Client) SetPartitionLeader(ctx context.Context, topic string, partition
 	return err
 }
 
+// LeaderChange is one partition's leader, epoch and (when ISR is not
+// nil) in-sync replicas, for SetPartitionLeaders.
+type LeaderChange struct {
+	Partition int32   `json:"p"`
+	Leader    int32   `json:"l"`
+	Epoch     int32   `json:"e"`
+	ISR       []int32 `json:"isr,omitempty"`
+}
+
+// SetPartitionLeaders is SetPartitionLeader for many partitions of one
+// topic in one metastore write. A change whose epoch is below the stored
+// one is skipped (the others apply); a partition out of range fails the
+// whole write with ErrInvalidPartitions.
+func (c *Client) SetPartitionLeaders(ctx context.Context, topic string, changes []LeaderChange) error {
+	if len(changes) == 0 {
+		return nil
+	}
+	_, err := c.write(ctx, command{Op: opSetLeaders, Name: topic, Leaders: changes})
+	return err
+}
+
 // RegisterBroker registers (or re-registers) a broker and returns its new
 // incarnation. The lease starts now; renew it with Heartbeat.
 func (c *Client) RegisterBroker(ctx context.Context, b Broker) (uint64, error) {

@@ -44,6 +44,10 @@ const (
 	opAlterTopicConfigs op = "alter_topic_configs"
 	opAlterBrokerConfig op = "alter_broker_configs"
 	opSetLeader         op = "set_partition_leader"
+	// opSetLeaders is set_partition_leader for many partitions of one
+	// topic in one command: one decode, one write and one watch event
+	// for the topic instead of one per partition.
+	opSetLeaders        op = "set_partition_leaders"
 	opAllocProducerIDs  op = "alloc_producer_ids"
 	opRegisterBroker    op = "register_broker"
 	opExpireBroker      op = "expire_broker"
@@ -87,7 +91,10 @@ type command struct {
 	Leader    int32             `json:"leader,omitempty"`
 	Epoch     int32             `json:"epoch,omitempty"`
 	// ISR is set_partition_leader's in-sync replicas (nil: not reported).
-	ISR     []int32          `json:"isr,omitempty"`
+	ISR []int32 `json:"isr,omitempty"`
+	// Leaders is set_partition_leaders' changes, each applied as a
+	// set_partition_leader of its partition would be.
+	Leaders []LeaderChange   `json:"ldrs,omitempty"`
 	Group   string           `json:"g,omitempty"`
 	Offsets []OffsetCommit   `json:"offs,omitempty"`
 	TPs     []TopicPartition `json:"tps,omitempty"`

@@ -413,3 +413,91 @@ func TestPartitionISR(t *testing.T) {
 		t.Fatalf("after restart: %+v", p)
 	}
 }
+
+// TestSetPartitionLeaders: set_partition_leaders applies many partitions'
+// leader changes as one write that stores the topic once and leaves one
+// watch event, with set_partition_leader's rules per partition (a stale
+// epoch is skipped, a new leader without an ISR clears it); a partition
+// out of range refuses the whole command.
+func TestSetPartitionLeaders(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	const parts = 1000
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "many", Partitions: parts, ReplicationFactor: -1, Assignment: slices.Repeat([][]int32{{1}}, parts)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetPartitionLeader(ctx, "many", 7, 1, 9, []int32{1}); err != nil {
+		t.Fatal(err)
+	}
+	var changes []LeaderChange
+	for p := int32(0); p < parts; p++ {
+		changes = append(changes, LeaderChange{Partition: p, Leader: 1, Epoch: 5})
+	}
+	changes[3].ISR = []int32{1}
+	n.histMu.Lock()
+	before := len(n.hist)
+	n.histMu.Unlock()
+	if err := c.SetPartitionLeaders(ctx, "many", changes); err != nil {
+		t.Fatal(err)
+	}
+	n.histMu.Lock()
+	evs := slices.Clone(n.hist[before:])
+	n.histMu.Unlock()
+	if len(evs) != 1 || evs[0].Kind != "topic" {
+		t.Fatalf("%d leader changes left %d watch events, want 1: %+v", parts, len(evs), evs)
+	}
+	top, _ := c.TopicByName("many")
+	for _, p := range top.Partitions {
+		switch {
+		case p.ID == 7:
+			if p.LeaderEpoch != 9 || !slices.Equal(p.ISR, []int32{1}) {
+				t.Fatalf("stale change applied: %+v", p)
+			}
+		case p.ID == 3:
+			if p.LeaderEpoch != 5 || !slices.Equal(p.ISR, []int32{1}) {
+				t.Fatalf("partition 3: %+v", p)
+			}
+		case p.Leader != 1 || p.LeaderEpoch != 5 || p.ISR != nil:
+			t.Fatalf("partition %d: %+v", p.ID, p)
+		}
+	}
+	bad := []LeaderChange{{Partition: 0, Leader: 1, Epoch: 6}, {Partition: parts, Leader: 1, Epoch: 6}}
+	if err := c.SetPartitionLeaders(ctx, "many", bad); !errors.Is(err, ErrInvalidPartitions) {
+		t.Fatalf("out of range: %v", err)
+	}
+	if top, _ := c.TopicByName("many"); top.Partitions[0].LeaderEpoch != 5 {
+		t.Fatalf("refused command changed partition 0: %+v", top.Partitions[0])
+	}
+	if err := c.SetPartitionLeaders(ctx, "gone", changes[:1]); !errors.Is(err, ErrUnknownTopic) {
+		t.Fatalf("unknown topic: %v", err)
+	}
+
+	// One write per partition (the old publisher, or replayed
+	// set_partition_leader entries) leaves a topic copy each: the
+	// history keeps at most histMaxWeight partitions of them, and a
+	// watcher behind what it dropped gets an image.
+	from := c.Revision()
+	for i := 0; i < 2*histMaxWeight/parts; i++ {
+		if err := c.SetPartitionLeader(ctx, "many", int32(i%parts), 1, 10, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.histMu.Lock()
+	held, weight, floor := 0, n.histWeight, n.histFloor
+	for i := range n.hist {
+		held += n.hist[i].weight()
+	}
+	n.histMu.Unlock()
+	if held != weight || weight > histMaxWeight || weight < histMaxWeight-parts-1 {
+		t.Fatalf("history holds %d partitions (counted %d), want at most %d", held, weight, histMaxWeight)
+	}
+	if floor <= from {
+		t.Fatalf("history floor %d not past %d", floor, from)
+	}
+	resp := n.watch(ctx, from, 0)
+	if resp.Image == nil || resp.Image.Rev < floor {
+		t.Fatalf("watcher behind the history: %+v", resp)
+	}
+}

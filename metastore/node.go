@@ -64,7 +64,10 @@ type Node struct {
 	histFloor uint64
 	histRev   uint64 // applied index the history is complete up to
 	histMax   int
-	histCh    chan struct{}
+	// histWeight is the sum of the history's event weights, at most
+	// histMaxWeight (view.go).
+	histWeight int
+	histCh     chan struct{}
 
 	// ReadIndex batching (read.go).
 	readMu     sync.Mutex

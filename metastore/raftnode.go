@@ -166,6 +166,7 @@ func (n *Node) handleReady(rd raft.Ready) bool {
 		n.view.loadImage(img)
 		n.histMu.Lock()
 		n.hist = nil
+		n.histWeight = 0
 		n.histFloor = img.Rev
 		n.histRev = img.Rev
 		n.notifyWatchersLocked()
@@ -198,7 +199,17 @@ func (n *Node) handleReady(rd raft.Ready) bool {
 		n.view.apply(evs, newApply)
 		n.histMu.Lock()
 		n.hist = append(n.hist, evs...)
-		if over := len(n.hist) - n.histMax; over > 0 {
+		for i := range evs {
+			n.histWeight += evs[i].weight()
+		}
+		over := max(len(n.hist)-n.histMax, 0)
+		for w := n.histWeight; over < len(n.hist) && w > histMaxWeight; over++ {
+			w -= n.hist[over].weight()
+		}
+		if over > 0 {
+			for i := range n.hist[:over] {
+				n.histWeight -= n.hist[i].weight()
+			}
 			n.histFloor = n.hist[over-1].Rev
 			n.hist = append([]event(nil), n.hist[over:]...)
 		}

@@ -78,6 +78,24 @@ type event struct {
 	Group string `json:"g,omitempty"`
 }
 
+// histMaxWeight bounds the memory of a node's watch history besides its
+// event count (Config.WatchHistory): a topic event holds a copy of the
+// whole topic, so a topic of 1,000 partitions whose leaders change one
+// write at a time would otherwise keep 10,000 copies of 1,000 partitions.
+// The oldest events go first; a watcher behind them gets a full image, as
+// one behind WatchHistory events does. About 250 bytes a partition: a
+// history of at most some 12 MB.
+const histMaxWeight = 50_000
+
+// weight is what an event counts against histMaxWeight: 1, plus the
+// partitions of the topic it carries.
+func (e *event) weight() int {
+	if e.Topic != nil {
+		return 1 + len(e.Topic.Partitions)
+	}
+	return 1
+}
+
 // image is a full copy of a view; watchers behind the event history get one.
 type image struct {
 	Rev           uint64                      `json:"rev"`

@@ -411,8 +411,10 @@
 // per peer but are one message per group) and quiescence of idle groups
 // (every group ticks; 1,000 idle partitions cost about 3% of a core per
 // broker with the default 200ms tick, see TestRaftIdleCPU); leader placement beyond "the first voter
-// of a new group campaigns at once" (a voter that is not open yet misses
-// that vote; TransferLeadership rebalances);
+// of a new group campaigns at once, and again every 2 ticks for one
+// election timeout while no leader is known" (a voter that is not open
+// yet misses a campaign; if the first voter is down, another wins after
+// an election timeout and TransferLeadership rebalances);
 // the syncs a worker still makes
 // on elections and membership changes (raft.state's term and vote, the
 // records of raft's own entries), rare but one per group per election.

@@ -335,6 +335,9 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	if (fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node) || sole {
 		r.raftMu.Lock()
 		_ = rn.Campaign()
+		if !sole {
+			r.founderTicks = h.cfg.ElectionTicks
+		}
 		r.raftMu.Unlock()
 	}
 	return r, nil

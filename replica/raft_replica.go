@@ -136,6 +136,7 @@ const (
 	maxPendingProposals = 4096 // per group; more get ErrBusy
 	maxTicks            = 4    // ticks a slow group may owe
 	maxReadyLoops       = 8    // Ready rounds per process before yielding
+	campaignRetryTicks  = 2    // a new group's first voter, while no leader (founderTicks)
 )
 
 // Replica is one partition's raft group member on this broker. Its log is
@@ -237,8 +238,14 @@ type Replica struct {
 	confNotify chan struct{}
 	// sole: at open, this node was the group's only voter (Host.open
 	// waits for its election).
-	sole     bool
-	watchers map[chan<- struct{}]struct{}
+	sole bool
+	// founderTicks, while above 0, counts the ticks left in which this
+	// new group's first voter campaigns again every campaignRetryTicks
+	// as long as no leader is known (raftMu): its campaign at open
+	// reaches no voter that has not opened the group yet, and raft alone
+	// would wait a whole randomized election timeout (2-4 s) to retry.
+	founderTicks int
+	watchers     map[chan<- struct{}]struct{}
 }
 
 // HeardFrom is when this replica last stepped a raft message from node n
@@ -697,6 +704,16 @@ func (r *Replica) processLocked() {
 	}
 	for range ticks {
 		r.rn.Tick()
+		if r.founderTicks > 0 {
+			r.founderTicks--
+			if r.founderTicks%campaignRetryTicks == 0 {
+				if st := r.rn.BasicStatus(); st.Lead == raft.None && st.RaftState != raft.StateLeader {
+					_ = r.rn.Campaign()
+				} else {
+					r.founderTicks = 0
+				}
+			}
+		}
 	}
 	if len(props) > 0 {
 		if err := r.proposeLocked(props); err != nil {

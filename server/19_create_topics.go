@@ -27,7 +27,10 @@ import (
 // fails whole, and a topic that would take the cluster past
 // max.partitions fails, with POLICY_VIOLATION (admin_limits.go).
 // validate_only stops after the checks. The topic is stored in the
-// metastore; its partitions open on first use.
+// metastore; the answer waits, at most half the request's timeout, for
+// the partitions hosted here to open and for every partition's first
+// election to be published (refreshPartitionsWithin), so the leader epoch
+// a client reads next is not the placeholder 0 the election replaces.
 // Version notes: v1 validate_only and error messages; v4 -1 defaults;
 // v5+ flexible, configs and counts in the response; v7 topic id.
 // Roles: every broker (forwarded to the metastore).
@@ -56,7 +59,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	// topic (TOPIC_AUTHORIZATION_FAILED); the configs in the answer need
 	// DESCRIBE_CONFIGS on the topic (TopicConfigErrorCode otherwise).
 	clusterCreate := s.authorizeCluster(rc, acl.OpCreate)
-	created := false
+	var created []string
 	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v6.
 	mq := s.quotas.mutations(rc, req.Version >= 6)
 	for _, rt := range req.Topics {
@@ -126,7 +129,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 				resp.Topics = append(resp.Topics, st)
 				continue
 			}
-			created = true
+			created = append(created, t.Name)
 			clusterPartitions += int64(spec.Partitions)
 			s.log.Info().Str("topic", t.Name).Int("partitions", len(t.Partitions)).Msg("created topic")
 		}
@@ -145,8 +148,8 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if created {
-		s.refreshPartitionsWithin(req.TimeoutMillis)
+	if len(created) > 0 {
+		s.refreshPartitionsWithin(req.TimeoutMillis, created)
 	}
 	return resp, nil
 }

@@ -48,7 +48,7 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 	} else {
 		clusterPartitions = s.clusterPartitions()
 	}
-	grown := false
+	var grown []string
 	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v3.
 	mq := s.quotas.mutations(rc, req.Version >= 3)
 	for _, rt := range req.Topics {
@@ -96,14 +96,14 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 				fail(errorCode(err), err.Error())
 				break
 			}
-			grown = true
+			grown = append(grown, rt.Topic)
 			clusterPartitions += int64(rt.Count) - int64(len(t.Partitions))
 			s.log.Info().Str("topic", rt.Topic).Int32("partitions", rt.Count).Msg("added partitions")
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
-	if grown {
-		s.refreshPartitionsWithin(req.TimeoutMillis)
+	if len(grown) > 0 {
+		s.refreshPartitionsWithin(req.TimeoutMillis, grown)
 	}
 	return resp, nil
 }

@@ -112,7 +112,17 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 // those of a very large topic go on opening after the answer, as Kafka
 // answers once the controller has the topic, not once every log exists.
 // Until a partition is open here, requests for it get retriable errors.
-func (s *Server) refreshPartitionsWithin(timeoutMs int32) {
+//
+// Within the same bound it then waits until every partition of topics
+// has had its first election published (a leader epoch above 0). Until
+// then the metastore names the first voter with epoch 0, a placeholder
+// the election replaces: a client that took its metadata in between
+// (a consumer started right after creating its topic) would send epoch
+// 0, be answered FENCED_LEADER_EPOCH by replicas already in the elected
+// term, and wait for newer metadata (franz-go: 5 s by default). Kafka's
+// controller elects a new partition's leader as part of creating it, so
+// the epoch a client sees after CreateTopics stays valid.
+func (s *Server) refreshPartitionsWithin(timeoutMs int32, topics []string) {
 	d := time.Duration(timeoutMs) * time.Millisecond / 2
 	if timeoutMs <= 0 {
 		d = 5 * time.Second
@@ -127,7 +137,35 @@ func (s *Server) refreshPartitionsWithin(timeoutMs int32) {
 	select {
 	case <-done:
 	case <-t.C:
+		return
 	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for !s.electedOnce(topics) {
+		select {
+		case <-tick.C:
+		case <-t.C:
+			return
+		}
+	}
+}
+
+// electedOnce reports whether every partition of topics (those that
+// exist) has a leader epoch above 0 in the catalog: its first raft
+// election is published.
+func (s *Server) electedOnce(topics []string) bool {
+	for _, name := range topics {
+		t, ok := s.catalog.TopicByName(name)
+		if !ok {
+			continue
+		}
+		for _, p := range t.Partitions {
+			if p.LeaderEpoch <= 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // openParallel is how many replicas refreshPartitions opens at once.

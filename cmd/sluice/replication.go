@@ -112,7 +112,8 @@ func (c *raftCollector) Collect(ch chan<- prometheus.Metric) {
 // leader epoch, and their ISR whenever it changes, as Kafka's leaders send
 // AlterPartition. The raft worker must not block, so changes are queued
 // and the newest per partition wins: a leader's ISR travels with its
-// leader and epoch in one metastore write.
+// leader and epoch in one metastore write, and everything queued for one
+// topic goes in one write (SetPartitionLeaders).
 type leaderPublisher struct {
 	catalog *metastore.Client
 	self    int32
@@ -122,6 +123,11 @@ type leaderPublisher struct {
 	pending map[replica.Key]leaderChange
 	wake    chan struct{}
 }
+
+// publishGather is how long the leader publisher waits after the first
+// change of a round before it sends the round: small against an election
+// (a second or more), long enough that a burst goes in a few writes.
+const publishGather = 10 * time.Millisecond
 
 type leaderChange struct {
 	leader int32
@@ -173,35 +179,59 @@ func (p *leaderPublisher) run(ctx context.Context) {
 			return
 		case <-p.wake:
 		}
+		// Let the changes of one burst (every group electing itself at
+		// startup, a broker's groups failing over) gather: a round is a
+		// write per topic, each storing the whole topic.
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(publishGather):
+		}
 		p.mu.Lock()
 		batch := p.pending
 		p.pending = map[replica.Key]leaderChange{}
 		p.mu.Unlock()
+		// One metastore write per topic for everything queued: at
+		// startup every group of a 1,000-partition topic elects itself
+		// at once, and a write per partition would store (and decode,
+		// and keep in the watch history) the whole topic 1,000 times.
+		byTopic := map[metastore.TopicID][]metastore.LeaderChange{}
 		for key, ch := range batch {
+			id := metastore.TopicID(key.TopicID)
+			byTopic[id] = append(byTopic[id], metastore.LeaderChange{Partition: key.Index, Leader: ch.leader, Epoch: ch.epoch, ISR: ch.isr})
+		}
+		for id, changes := range byTopic {
 			if ctx.Err() != nil {
 				return
 			}
-			p.send(ctx, key, ch)
+			slices.SortFunc(changes, func(a, b metastore.LeaderChange) int { return int(a.Partition) - int(b.Partition) })
+			p.send(ctx, id, changes)
 		}
 	}
 }
 
-func (p *leaderPublisher) send(ctx context.Context, key replica.Key, ch leaderChange) {
-	t, ok := p.catalog.TopicByID(metastore.TopicID(key.TopicID))
+func (p *leaderPublisher) send(ctx context.Context, id metastore.TopicID, changes []metastore.LeaderChange) {
+	t, ok := p.catalog.TopicByID(id)
 	if !ok {
 		return // deleted meanwhile
 	}
 	for attempt := 0; attempt < 5; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		err := p.catalog.SetPartitionLeader(cctx, t.Name, key.Index, ch.leader, ch.epoch, ch.isr)
+		err := p.catalog.SetPartitionLeaders(cctx, t.Name, changes)
 		cancel()
 		if err == nil || ctx.Err() != nil || errors.Is(err, metastore.ErrUnknownTopic) {
 			return
 		}
-		if cur, ok := p.catalog.TopicByID(t.ID); ok && int(key.Index) < len(cur.Partitions) && cur.Partitions[key.Index].LeaderEpoch > ch.epoch {
-			return // a newer leader published meanwhile
+		// Drop what a newer leader published meanwhile.
+		if cur, ok := p.catalog.SharedTopicByID(t.ID); ok {
+			changes = slices.DeleteFunc(changes, func(c metastore.LeaderChange) bool {
+				return int(c.Partition) < len(cur.Partitions) && cur.Partitions[c.Partition].LeaderEpoch > c.Epoch
+			})
+			if len(changes) == 0 {
+				return
+			}
 		}
-		p.lg.Warn().Err(err).Str("topic", t.Name).Int32("partition", key.Index).Msg("publishing partition leader and ISR")
+		p.lg.Warn().Err(err).Str("topic", t.Name).Int("partitions", len(changes)).Msg("publishing partition leaders and ISR")
 		select {
 		case <-ctx.Done():
 			return
