@@ -93,6 +93,8 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 			waits = append(waits, pending{tp, wait})
 		case errors.Is(err, log.ErrCoordinatorFenced):
 			s.markerFenced(tp.Topic, tp.Partition, m, err)
+		case errors.Is(err, log.ErrInvalidProducerEpoch):
+			s.markerSkipped(tp.Topic, tp.Partition, m)
 		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
@@ -119,6 +121,8 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		switch err := w.wait(ctx); {
 		case errors.Is(err, log.ErrCoordinatorFenced):
 			s.markerFenced(w.tp.Topic, w.tp.Partition, m, err)
+		case errors.Is(err, log.ErrInvalidProducerEpoch):
+			s.markerSkipped(w.tp.Topic, w.tp.Partition, m)
 		case err != nil:
 			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
 		}
@@ -141,39 +145,39 @@ func (s *Server) markerFenced(topic string, partition int32, m txn.Marker, err e
 		Int32("coordinator_epoch", m.CoordinatorEpoch).Err(err).Msg("transaction marker fenced by a later coordinator epoch; not sent again")
 }
 
+// markerSkipped: a partition refused a marker for its producer epoch
+// (INVALID_PRODUCER_EPOCH): a marker of a newer epoch ended the
+// transaction there already, so this one is stale and the coordinator
+// stops sending it, as Kafka's TransactionMarkerRequestCompletionHandler
+// does.
+func (s *Server) markerSkipped(topic string, partition int32, m txn.Marker) {
+	s.log.Info().Str("topic", topic).Int32("partition", partition).Int64("producer_id", m.ProducerID).Int16("epoch", m.Epoch).
+		Msg("transaction marker fenced by a newer producer epoch; skipped")
+}
+
 // proposeMarker appends (proposes, on a raft partition) a marker to a
 // partition this broker leads; wait returns once it is committed. A
-// marker whose epoch the partition has seen bumped past is done: a newer
-// one fenced it, as Kafka's coordinator treats it. One whose coordinator
-// epoch is below the producer's last marker's there fails with
-// log.ErrCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED). txnVersion
-// is the transaction's version (WriteTxnMarkers v2): with 2 the marker's
-// epoch must be above the producer's (log.CheckMarker).
+// marker whose producer epoch the partition has seen bumped past fails
+// with log.ErrInvalidProducerEpoch (with transaction version 2, txnVersion
+// from WriteTxnMarkers v2, its epoch must be above the producer's unless
+// it is the retry of the marker that bumped it), one whose coordinator
+// epoch is below the producer's last marker's there with
+// log.ErrCoordinatorFenced (log.ProducerEntry.CheckMarker); neither is
+// written.
 func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32, txnVersion int8) (wait func(context.Context) error, err error) {
 	p, err := s.partition(t, idx)
 	if err != nil {
 		return nil, err
 	}
-	fenced := func(err error) error {
-		if errors.Is(err, log.ErrInvalidProducerEpoch) {
-			s.log.Info().Str("topic", t.Name).Int32("partition", idx).Int64("producer_id", pid).Int16("epoch", epoch).
-				Msg("transaction marker fenced by a newer producer epoch; skipped")
-			return nil
-		}
-		return err
-	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
 	prop, err := p.ProposeMarker(b, txnVersion, replica.AcksAll)
 	if err != nil {
-		if err = fenced(err); err != nil {
-			return nil, err
-		}
-		return func(context.Context) error { return nil }, nil
+		return nil, err
 	}
 	return func(ctx context.Context) error {
 		_, err := prop.Wait(ctx)
-		return fenced(err)
+		return err
 	}, nil
 }
 
@@ -202,6 +206,10 @@ func (s *Server) sendMarkers(ctx context.Context, leader int32, mk txn.Marker, t
 			for _, rp := range rt.Partitions {
 				if rp.ErrorCode == kerr.TransactionCoordinatorFenced.Code {
 					s.markerFenced(rt.Topic, rp.Partition, mk, kerr.TransactionCoordinatorFenced)
+					continue
+				}
+				if rp.ErrorCode == kerr.InvalidProducerEpoch.Code {
+					s.markerSkipped(rt.Topic, rp.Partition, mk)
 					continue
 				}
 				if rp.ErrorCode != 0 && rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
