@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
@@ -268,19 +270,16 @@ var (
 // transaction ended (a late retry) would otherwise open a transaction no
 // marker ever ends, and hold the last stable offset back for good. Later
 // batches of an open transaction need no check.
-func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch, version int16) error {
+func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch, version int16, added map[metastore.TopicPartition]error) error {
 	implicit := version >= 12
 	if !implicit && !s.cfg.TxnVerification {
 		return nil
 	}
-	if p.Log().InOpenTxn(b.ProducerID()) {
-		// With transaction version 2 the epoch changes at every EndTxn: a
-		// batch of a newer epoch than the transaction open here belongs
-		// to the next one, whose marker has not reached this partition.
-		ps, ok := p.Log().ProducerState(b.ProducerID())
-		if !implicit || (ok && ps.Epoch == b.ProducerEpoch()) {
-			return nil
-		}
+	if !needsTxnCheck(p, b, implicit) {
+		return nil
+	}
+	if err, ok := added[metastore.TopicPartition{Topic: topic, Partition: partition}]; ok {
+		return err
 	}
 	store, ok := s.catalog.(txn.Store)
 	if !ok {
@@ -297,6 +296,81 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 		code = txn.VerifyPartitions(ctx, store, *txnID, b.ProducerID(), b.ProducerEpoch(), tps)
 	}
 	return verifyError(code, *txnID, implicit, version)
+}
+
+// needsTxnCheck says whether the transactional batch b is its producer's
+// first in the partition for its transaction, which verifyTxnBatch checks
+// (implicit: transaction version 2, Produce v12+): with no transaction of
+// the producer open there, or, with version 2, one of an older epoch (the
+// epoch changes at every EndTxn: a batch of a newer epoch belongs to the
+// next transaction, whose predecessor's marker has not reached this
+// partition yet). Later batches of an open transaction need no check.
+func needsTxnCheck(p hostedPartition, b protocol.Batch, implicit bool) bool {
+	if !p.Log().InOpenTxn(b.ProducerID()) {
+		return true
+	}
+	ps, ok := p.Log().ProducerState(b.ProducerID())
+	return implicit && !(ok && ps.Epoch == b.ProducerEpoch())
+}
+
+// implicitAdds makes the implicit adds (txn.AddImplicit) of a Produce
+// v12+ request at once, when it brings its producer's first
+// transactional batches to two partitions or more that this broker leads:
+// one compare-and-set of the transaction's state in the metastore instead
+// of one per partition, as Kafka's leader sends the coordinator one
+// AddPartitionsToTxn for the request. Each such partition maps to the
+// batch's Produce error (nil once added); proposeBatch then takes it
+// instead of adding the partition again. Partitions the request may not
+// write to, that do not parse, or whose batches disagree on the producer
+// are left out (checked one by one as before); nil when there is nothing
+// to add together.
+func (s *Server) implicitAdds(rc *reqCtx, req *kmsg.ProduceRequest) map[metastore.TopicPartition]error {
+	store, ok := s.catalog.(txn.Store)
+	if !ok {
+		return nil
+	}
+	var tps []metastore.TopicPartition
+	pid, epoch := int64(-1), int16(-1)
+	for _, rt := range req.Topics {
+		var t metastore.Topic
+		if req.Version >= 13 {
+			t, ok = s.produceTopicByID(metastore.TopicID(rt.TopicID))
+		} else {
+			t, ok = s.produceTopicByName(rt.Topic)
+		}
+		if !ok || coordinator.IsInternalTopic(t.Name) || !s.authorizeTopic(rc, acl.OpWrite, t.Name) {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				continue
+			}
+			b, err := protocol.ParseBatch(rp.Records)
+			if err != nil || b.IsControl() || !b.IsTransactional() {
+				continue
+			}
+			p, err := s.partition(t, rp.Partition)
+			if err != nil || !needsTxnCheck(p, b, true) {
+				continue
+			}
+			if pid < 0 {
+				pid, epoch = b.ProducerID(), b.ProducerEpoch()
+			} else if b.ProducerID() != pid || b.ProducerEpoch() != epoch {
+				return nil
+			}
+			tps = append(tps, metastore.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+		}
+	}
+	if len(tps) < 2 {
+		return nil
+	}
+	code := txn.AddImplicit(rc.ctx(), store, *req.TransactionID, pid, epoch, tps, "", time.Now().UnixMilli())
+	err := verifyError(code, *req.TransactionID, true, req.Version)
+	added := make(map[metastore.TopicPartition]error, len(tps))
+	for _, tp := range tps {
+		added[tp] = err
+	}
+	return added
 }
 
 // verifyError turns the code of a verification into Produce's answer, as
