@@ -376,9 +376,12 @@ func (s *Server) implicitAdds(rc *reqCtx, req *kmsg.ProduceRequest) map[metastor
 // verifyError turns the code of a verification into Produce's answer, as
 // Kafka's AddPartitionsToTxnManager and ReplicaManager do (KIP-890 part 1,
 // KIP-1050): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; the retriable
-// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and
+// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and
 // COORDINATOR_LOAD_IN_PROGRESS are NOT_ENOUGH_REPLICAS (which older
-// clients retry without a metadata refresh); TRANSACTION_ABORTABLE (the
+// clients retry without a metadata refresh), and so is
+// CONCURRENT_TRANSACTIONS up to v11, while v12+ (transaction version 2,
+// whose clients retry it) gets CONCURRENT_TRANSACTIONS itself, as Kafka
+// 4.4 answers by its TransactionSupportedOperation; TRANSACTION_ABORTABLE (the
 // partition is not in the transaction) stays so from Produce v11, the
 // first version whose clients handle it, and is INVALID_TXN_STATE below;
 // INVALID_PRODUCER_ID_MAPPING and the rest pass as they are. An implicit
@@ -389,13 +392,18 @@ func verifyError(code int16, txnID string, implicit bool, version int16) error {
 		return nil
 	case kerr.ProducerFenced.Code:
 		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, txnID)
-	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code,
-		kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+	case kerr.ConcurrentTransactions.Code:
+		if version >= 12 {
+			return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.ConcurrentTransactions)
+		}
+		return errTxnVerifyUnavailable
+	case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
 		return errTxnVerifyUnavailable
 	case kerr.TransactionAbortable.Code:
 		if version < 11 {
 			return fmt.Errorf("%w: not in transactional id %q's ongoing transaction", errTxnNotVerified, txnID)
 		}
+		return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.TransactionAbortable)
 	}
 	if implicit {
 		return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))
