@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-tls lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -183,6 +183,15 @@ bench-compaction:
 # consumer throughput with two read brokers and with one.
 bench-cluster:
 	bash bench/cluster.sh
+
+# Producers at a fixed rate alone and under N tailing / replaying readers,
+# on the split Sluice cluster and a 3-broker Kafka 4.4 cluster (leaders and
+# KIP-392 follower fetching), plus read scale-out with 1 and 2 read brokers
+# (bench/runner -isolation; about 40 minutes with the defaults;
+# BENCH_ISOLATION_ARGS, e.g. "-pairs 1 -duration 8s -iso-groups 1"):
+# writes the isolation section of BENCHMARKS.md.
+bench-isolation:
+	BENCH_COMMAND="make bench-isolation$(if $(BENCH_ISOLATION_ARGS), BENCH_ISOLATION_ARGS='$(BENCH_ISOLATION_ARGS)')" bash bench/run.sh -isolation $(BENCH_ISOLATION_ARGS)
 
 # The cost of TLS: PLAINTEXT, SSL and SASL_SSL listeners of one node in
 # rotating paired runs (bench/tls.sh; about 4 minutes; BENCH_TLS_ARGS,

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -88,8 +89,8 @@ type shareGot struct {
 }
 
 // TestShareGroupJava drives share groups (KIP-932) with Kafka's
-// KafkaShareConsumer 4.4: a consumer acquires records and is killed
-// (SIGKILL) holding them; eight consumers in one group then share the one
+// KafkaShareConsumer 4.4: a consumer acquires records and is stopped
+// (SIGSTOP) holding them, its connection open; eight consumers in one group then share the one
 // partition: each gets records, every record is accepted exactly once
 // (nothing acknowledged is delivered again), and the killed consumer's
 // records come back to them, with a delivery count of 2, once their lock
@@ -133,9 +134,13 @@ func TestShareGroupJava(t *testing.T) {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
-	if err := holder.cmd.Process.Kill(); err != nil {
+	// Stopped, not killed: its connection stays open, so its records
+	// come back only when their locks expire (a killed consumer's come
+	// back at once, when its connection closes: TestShareReleaseOnDisconnect).
+	if err := holder.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
+	defer holder.cmd.Process.Kill()
 	f := strings.Fields(heldLine)
 	heldAt, _ := strconv.ParseInt(f[1], 10, 64)
 	heldOffsets := map[int64]bool{}
@@ -143,7 +148,7 @@ func TestShareGroupJava(t *testing.T) {
 		o, _ := strconv.ParseInt(s, 10, 64)
 		heldOffsets[o] = true
 	}
-	t.Logf("holder acquired offsets %s and was killed", f[2])
+	t.Logf("holder acquired offsets %s and was stopped", f[2])
 
 	const consumers, n = 8, 400
 	run := startJava(t, classpath, "dev.sluice.compat.ShareConsume", b.KafkaAddr, topic, group, "consume",

@@ -17,7 +17,7 @@ import (
 // (ShareGroupHeartbeat), opens a share session and acquires records
 // (ShareFetch), accepts them (ShareAcknowledge), and a second fetch finds
 // nothing left; each answer must decode at its version with nothing left
-// over. The group starts at the earliest offset (its
+// over. Then the share-group offsets admin at its versions. The group starts at the earliest offset (its
 // share.auto.offset.reset, a GROUP config).
 func TestShareAPIsEveryVersion(t *testing.T) {
 	t.Parallel()
@@ -133,5 +133,46 @@ func TestShareAPIsEveryVersion(t *testing.T) {
 		if r := rt(f, fv).(*kmsg.ShareFetchResponse); r.ErrorCode != kerr.InvalidShareSessionEpoch.Code {
 			t.Fatalf("ShareFetch v%d skipped epoch: %v", fv, kerr.ErrorForCode(r.ErrorCode))
 		}
+	}
+
+	// The offsets admin: the last group above accepted every record.
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup(topic, 0)
+	group := "share-v" + strconv.Itoa(int(min(adv[78].MaxVersion, kmsg.NewPtrShareFetchRequest().MaxVersion())))
+	for _, k := range []int16{90, 91, 92} {
+		if _, ok := adv[k]; !ok {
+			t.Fatalf("%s not advertised", kmsg.NameForKey(k))
+		}
+	}
+	for v := adv[90].MinVersion; v <= adv[90].MaxVersion; v++ {
+		d := kmsg.NewPtrDescribeShareGroupOffsetsRequest()
+		d.Version = v
+		d.Groups = []kmsg.DescribeShareGroupOffsetsRequestGroup{{GroupID: group}, {GroupID: group,
+			Topics: []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: topic, Partitions: []int32{0}}, {Topic: "no-such-topic", Partitions: []int32{0}}}}}
+		r := rt(d, v).(*kmsg.DescribeShareGroupOffsetsResponse)
+		for i, g := range r.Groups {
+			if g.ErrorCode != 0 || len(g.Topics) < 1 || g.Topics[0].Topic != topic || g.Topics[0].TopicID != topicID {
+				t.Fatalf("DescribeShareGroupOffsets v%d group %d: %+v", v, i, g)
+			}
+			p := g.Topics[0].Partitions[0]
+			if p.StartOffset != end.Offset || (v >= 1 && p.Lag != 0) || (v == 0 && p.Lag != -1) {
+				t.Fatalf("DescribeShareGroupOffsets v%d group %d: %+v", v, i, p)
+			}
+		}
+		if u := r.Groups[1].Topics[1]; u.TopicID != [16]byte{} || u.Partitions[0].StartOffset != -1 {
+			t.Fatalf("DescribeShareGroupOffsets v%d unknown topic: %+v", v, u)
+		}
+	}
+	a := kmsg.NewPtrAlterShareGroupOffsetsRequest()
+	if r := rt(a, 0).(*kmsg.AlterShareGroupOffsetsResponse); r.ErrorCode != kerr.InvalidGroupID.Code {
+		t.Fatalf("AlterShareGroupOffsets v0 without a group: %v", kerr.ErrorForCode(r.ErrorCode))
+	}
+	del := kmsg.NewPtrDeleteShareGroupOffsetsRequest()
+	del.GroupID, del.Topics = "share-v-none", []kmsg.DeleteShareGroupOffsetsRequestTopic{{Topic: topic}}
+	if r := rt(del, 0).(*kmsg.DeleteShareGroupOffsetsResponse); r.ErrorCode != kerr.GroupIDNotFound.Code {
+		t.Fatalf("DeleteShareGroupOffsets v0 of a group that does not exist: %v", kerr.ErrorForCode(r.ErrorCode))
 	}
 }

@@ -325,6 +325,13 @@ type Config struct {
 	// replicas up; a long outage then costs a full copy on return, a
 	// short one none.
 	MetaLearnerGraceMs int64 `mapstructure:"meta.learner.grace.ms"`
+	// BrokerSessionTimeoutMs is Kafka's broker.session.timeout.ms: a
+	// broker's lease in the metastore, which it renews three times per
+	// lease. A broker unheard of that long is unregistered (its groups
+	// move; an async partition it was master of is taken over by its most
+	// caught-up write replica). Every process of a cluster must set the
+	// same value.
+	BrokerSessionTimeoutMs int64 `mapstructure:"broker.session.timeout.ms"`
 
 	// ReplicaListen is the internal address raft traffic between brokers
 	// arrives on (one connection per peer broker carries every partition).
@@ -499,6 +506,7 @@ func Default() Config {
 		LogFlushIntervalMs:               1000,
 		MetaID:                           1,
 		MetaLearnerGraceMs:               int64(15 * time.Minute / time.Millisecond),
+		BrokerSessionTimeoutMs:           10000,
 		RaftEntryCacheMaxBytes:           32 << 20,
 		ReplicaLagTimeMaxMs:              30000,
 		Security:                         DefaultSecurity(),
@@ -537,6 +545,9 @@ func (c Config) Validate() error {
 	}
 	if c.DataDir == "" {
 		errs = append(errs, fmt.Errorf("data.dir is empty"))
+	}
+	if c.BrokerSessionTimeoutMs < 300 {
+		errs = append(errs, fmt.Errorf("broker.session.timeout.ms must be at least 300"))
 	}
 	if (c.HasRole("write") || c.HasRole("read")) && len(c.Listeners) == 0 {
 		errs = append(errs, fmt.Errorf("a broker needs at least one listener"))

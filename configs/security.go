@@ -23,24 +23,10 @@ const (
 // every listener, which `listener.name.<name>.<key>` overrides for one
 // listener (Config.ListenerOverrides), as in Kafka.
 type Security struct {
-	// Key store and trust store: PEM only (Kafka's ssl.keystore.type=PEM
-	// form): a file with the key and the chain, or both inline.
-	SSLKeystoreType             string `mapstructure:"ssl.keystore.type"`
-	SSLKeystoreLocation         string `mapstructure:"ssl.keystore.location"`
-	SSLKeystoreCertificateChain string `mapstructure:"ssl.keystore.certificate.chain"`
-	SSLKeystoreKey              string `mapstructure:"ssl.keystore.key"`
-	SSLKeyPassword              string `mapstructure:"ssl.key.password"`
-	SSLTruststoreType           string `mapstructure:"ssl.truststore.type"`
-	SSLTruststoreLocation       string `mapstructure:"ssl.truststore.location"`
-	SSLTruststoreCertificates   string `mapstructure:"ssl.truststore.certificates"`
-	// SSLClientAuth: none, requested or required (mutual TLS; the
-	// principal of an SSL listener is then the certificate's subject).
-	SSLClientAuth string `mapstructure:"ssl.client.auth"`
-	// SSLEnabledProtocols: comma-separated, of TLSv1.2 and TLSv1.3.
-	SSLEnabledProtocols string `mapstructure:"ssl.enabled.protocols"`
-	// SSLCipherSuites: comma-separated IANA names; empty: Go's secure
-	// defaults (TLS 1.3 suites are always on).
-	SSLCipherSuites string `mapstructure:"ssl.cipher.suites"`
+	// Keys are the ssl.* keys (PEM key and trust stores, ssl.client.auth,
+	// protocols, cipher suites): tlsconfig's table, which the client
+	// properties files of Sluice's own tools read too.
+	tlsconfig.Keys `mapstructure:",squash"`
 
 	// SASLEnabledMechanisms: comma-separated, of PLAIN, SCRAM-SHA-256,
 	// SCRAM-SHA-512 and OAUTHBEARER. Kafka's default is GSSAPI, which
@@ -88,10 +74,12 @@ func (s Security) BootstrapCredentials() (user, password string, ok bool, err er
 // (JKS stores, GSSAPI).
 func DefaultSecurity() Security {
 	return Security{
-		SSLKeystoreType:                         "PEM",
-		SSLTruststoreType:                       "PEM",
-		SSLClientAuth:                           "none",
-		SSLEnabledProtocols:                     "TLSv1.2,TLSv1.3",
+		Keys: tlsconfig.Keys{
+			SSLKeystoreType:     "PEM",
+			SSLTruststoreType:   "PEM",
+			SSLClientAuth:       "none",
+			SSLEnabledProtocols: "TLSv1.2,TLSv1.3",
+		},
 		SASLEnabledMechanisms:                   "SCRAM-SHA-256,SCRAM-SHA-512",
 		SASLOAuthBearerJWKSEndpointRefreshMs:    3600000,
 		SASLOAuthBearerJWKSEndpointRetryBackoff: 100,
@@ -118,15 +106,11 @@ var listenerKeys = func() map[string]bool {
 }()
 
 func securityKeyNames() []string {
-	return []string{
-		"ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.certificate.chain", "ssl.keystore.key",
-		"ssl.key.password", "ssl.truststore.type", "ssl.truststore.location", "ssl.truststore.certificates",
-		"ssl.client.auth", "ssl.enabled.protocols", "ssl.cipher.suites", "sasl.enabled.mechanisms",
+	return append(tlsconfig.KeyNames(), "sasl.enabled.mechanisms",
 		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
 		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
 		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
-		"sasl.oauthbearer.clock.skew.seconds", "connections.max.reauth.ms",
-	}
+		"sasl.oauthbearer.clock.skew.seconds", "connections.max.reauth.ms")
 }
 
 // splitOverride splits "listener.name.<name>.[<mechanism>.]<key>" into
@@ -210,19 +194,7 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 	if out.Protocol == "" {
 		out.Protocol = ProtocolPlaintext
 	}
-	out.TLS = tlsconfig.Options{
-		KeystoreType:             s.SSLKeystoreType,
-		KeystoreLocation:         s.SSLKeystoreLocation,
-		KeystoreCertificateChain: s.SSLKeystoreCertificateChain,
-		KeystoreKey:              s.SSLKeystoreKey,
-		KeyPassword:              s.SSLKeyPassword,
-		TruststoreType:           s.SSLTruststoreType,
-		TruststoreLocation:       s.SSLTruststoreLocation,
-		TruststoreCertificates:   s.SSLTruststoreCertificates,
-		ClientAuth:               s.SSLClientAuth,
-		EnabledProtocols:         splitList(s.SSLEnabledProtocols),
-		CipherSuites:             splitList(s.SSLCipherSuites),
-	}
+	out.TLS = s.Keys.Options()
 	for _, m := range splitList(s.SASLEnabledMechanisms) {
 		m = strings.ToUpper(m)
 		if !sasl.Known(m) {
@@ -266,29 +238,10 @@ func (s *Security) set(key, val string) error {
 		_, err := fmt.Sscan(val, &n)
 		return err
 	}
+	if s.Keys.Set(key, val) {
+		return nil
+	}
 	switch key {
-	case "ssl.keystore.type":
-		s.SSLKeystoreType = val
-	case "ssl.keystore.location":
-		s.SSLKeystoreLocation = val
-	case "ssl.keystore.certificate.chain":
-		s.SSLKeystoreCertificateChain = val
-	case "ssl.keystore.key":
-		s.SSLKeystoreKey = val
-	case "ssl.key.password":
-		s.SSLKeyPassword = val
-	case "ssl.truststore.type":
-		s.SSLTruststoreType = val
-	case "ssl.truststore.location":
-		s.SSLTruststoreLocation = val
-	case "ssl.truststore.certificates":
-		s.SSLTruststoreCertificates = val
-	case "ssl.client.auth":
-		s.SSLClientAuth = val
-	case "ssl.enabled.protocols":
-		s.SSLEnabledProtocols = val
-	case "ssl.cipher.suites":
-		s.SSLCipherSuites = val
 	case "sasl.enabled.mechanisms":
 		s.SASLEnabledMechanisms = val
 	case "sasl.oauthbearer.jwks.endpoint.url":

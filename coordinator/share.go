@@ -46,11 +46,14 @@ type shareMember struct {
 	tSession   Timer
 }
 
-// shareSession is one member's share session: the next epoch it must send
-// and the partitions it fetches.
+// shareSession is one member's share session: the next epoch it must send,
+// the partitions it fetches and the client connection that opened it (the
+// server's id for it; 0 for none), whose close releases what the member
+// holds (ShareConnClosed).
 type shareSession struct {
 	epoch int32
 	parts tpSet
+	conn  uint64
 }
 
 type shareGroup struct {
@@ -177,7 +180,7 @@ func (sg *shareGroup) heartbeatLocked(ctx context.Context, cl Client, req *kmsg.
 			resp.ErrorCode = kerr.UnknownMemberID.Code
 			return
 		}
-		sg.removeMemberLocked(ctx, m)
+		sg.leaveLocked(ctx, m)
 		resp.MemberID = kmsg.StringPtr(m.id)
 		resp.MemberEpoch = -1
 		sg.g.persistLocked()
@@ -261,6 +264,25 @@ func (sg *shareGroup) touchLocked(m *shareMember) {
 	})
 }
 
+// leaveLocked is a member leaving the group (heartbeat epoch -1). As in
+// Kafka, leaving does not end its share session: a client may leave first
+// and then close the session with its last acknowledgements (librdkafka's
+// share consumer does), so while the session is open the member's records
+// stay acquired until the session closes, its connection does, or their
+// locks expire; the member can acknowledge but acquire nothing more.
+// Without a session the member's records are released at once.
+func (sg *shareGroup) leaveLocked(ctx context.Context, m *shareMember) {
+	if sg.sessions[m.id] == nil {
+		sg.removeMemberLocked(ctx, m)
+		return
+	}
+	stop(m.tSession)
+	delete(sg.members, m.id)
+	sg.epoch++
+	sg.g.generation = sg.epoch
+	sg.g.c.rebalances.Add(1)
+}
+
 // removeMemberLocked drops a member, its share session and its locks: the
 // records it held become available to the others at once.
 func (sg *shareGroup) removeMemberLocked(ctx context.Context, m *shareMember) {
@@ -334,7 +356,8 @@ func (sg *shareGroup) describeLocked(dg *kmsg.ShareGroupDescribeResponseGroup) {
 // shareGroupFor returns the locked share group holding member; the caller
 // unlocks g.mu. The code is top-level: INVALID_REQUEST for an empty group
 // or member id, UNKNOWN_MEMBER_ID for a member the share group does not
-// have, NOT_COORDINATOR (and the like) when this broker does not hold the
+// have (nor a share session of a member that left: leaveLocked),
+// NOT_COORDINATOR (and the like) when this broker does not hold the
 // group.
 func (c *Coordinator) shareGroupFor(ctx context.Context, group, member string) (*group, int16) {
 	if group == "" || member == "" {
@@ -351,7 +374,7 @@ func (c *Coordinator) shareGroupFor(ctx context.Context, group, member string) (
 	switch {
 	case g.dead:
 		code = kerr.NotCoordinator.Code
-	case g.typ != typeShare || g.sg.members[member] == nil:
+	case g.typ != typeShare || g.sg.members[member] == nil && g.sg.sessions[member] == nil:
 		code = kerr.UnknownMemberID.Code
 	default:
 		if code = g.sg.loadLocked(ctx); code == 0 {
@@ -415,9 +438,9 @@ func (sg *shareGroup) saveLocked(ctx context.Context) int16 {
 // without acknowledgements), -1 names the session to close (the caller
 // acknowledges, then calls ShareCloseSession), any other epoch must be
 // the session's next. add and forget change a ShareFetch session's
-// partitions. It returns the partitions the session fetches and a
-// top-level error code.
-func (c *Coordinator) ShareSession(ctx context.Context, group, member string, epoch int32, fetch bool, add, forget []ShareKey, hasAcks bool) ([]ShareKey, int16) {
+// partitions; conn names the connection an opening request came on. It
+// returns the partitions the session fetches and a top-level error code.
+func (c *Coordinator) ShareSession(ctx context.Context, group, member string, epoch int32, fetch bool, add, forget []ShareKey, hasAcks bool, conn uint64) ([]ShareKey, int16) {
 	g, code := c.shareGroupFor(ctx, group, member)
 	if code != 0 {
 		return nil, code
@@ -430,10 +453,13 @@ func (c *Coordinator) ShareSession(ctx context.Context, group, member string, ep
 		if !fetch {
 			return nil, kerr.InvalidShareSessionEpoch.Code
 		}
+		if sg.members[member] == nil {
+			return nil, kerr.UnknownMemberID.Code // left the group
+		}
 		if hasAcks {
 			return nil, kerr.InvalidRequest.Code
 		}
-		s = &shareSession{epoch: 0, parts: tpSet{}}
+		s = &shareSession{epoch: 0, parts: tpSet{}, conn: conn}
 		sg.sessions[member] = s
 	case s == nil:
 		return nil, kerr.ShareSessionNotFound.Code
@@ -467,6 +493,32 @@ func (c *Coordinator) ShareCloseSession(ctx context.Context, group, member strin
 		return code
 	}
 	defer g.mu.Unlock()
+	delete(g.sg.sessions, member)
+	lim := c.shareLimits(group)
+	for _, sp := range g.sg.parts {
+		sp.releaseMember(member, lim)
+	}
+	return g.sg.saveLocked(ctx)
+}
+
+// ShareConnClosed is told that the client connection conn, on which
+// member opened a share session, closed: as Kafka, the session ends and
+// the records the member holds are released at once (available again,
+// or archived at the delivery limit) instead of waiting for their locks
+// to expire. The member stays in the group; a session the member opened
+// since on another connection is left alone.
+func (c *Coordinator) ShareConnClosed(ctx context.Context, group, member string, conn uint64) int16 {
+	g, code := c.shareGroupFor(ctx, group, member)
+	if code != 0 {
+		// The member left (its records went with it) or the group
+		// moved (locks are not stored: the new holder released them).
+		return code
+	}
+	defer g.mu.Unlock()
+	s := g.sg.sessions[member]
+	if s == nil || s.conn != conn {
+		return 0
+	}
 	delete(g.sg.sessions, member)
 	lim := c.shareLimits(group)
 	for _, sp := range g.sg.parts {
@@ -553,7 +605,7 @@ func (c *Coordinator) ShareAcquire(ctx context.Context, group, member string, k 
 	}
 	defer g.mu.Unlock()
 	sp := g.sg.parts[tp{k.Topic, k.Partition}]
-	if sp == nil || !sp.initialized() || g.sg.sessions[member] == nil {
+	if sp == nil || !sp.initialized() || g.sg.sessions[member] == nil || g.sg.members[member] == nil {
 		return nil
 	}
 	return sp.acquire(member, from, to, maxRecords, c.clock.Now(), c.shareLimits(group))

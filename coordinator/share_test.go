@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 func (e *env) shareHeartbeat(group, member string, epoch int32, topics ...string) *kmsg.ShareGroupHeartbeatResponse {
@@ -60,7 +62,7 @@ func TestShareGroupMembersShareEveryPartition(t *testing.T) {
 	// session timing out gives its records to m2 at once.
 	k := ShareKey{topic("t", 2, 1).ID, 0}
 	for _, m := range []string{"m1", "m2"} {
-		if _, code := e.c.ShareSession(ctx, "g", m, 0, true, []ShareKey{k}, nil, false); code != 0 {
+		if _, code := e.c.ShareSession(ctx, "g", m, 0, true, []ShareKey{k}, nil, false, 0); code != 0 {
 			t.Fatalf("open session: %d", code)
 		}
 	}
@@ -84,7 +86,7 @@ func TestShareGroupMembersShareEveryPartition(t *testing.T) {
 	if r := e.shareHeartbeat("g", "m2", 0, "t"); r.ErrorCode != 0 {
 		t.Fatalf("rejoin: %d", r.ErrorCode)
 	}
-	if _, code := e.c.ShareSession(ctx, "g", "m2", 0, true, []ShareKey{k}, nil, false); code != 0 {
+	if _, code := e.c.ShareSession(ctx, "g", "m2", 0, true, []ShareKey{k}, nil, false, 0); code != 0 {
 		t.Fatal(code)
 	}
 	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 10, 15, 0); !slices.Equal(got, []AcquiredRange{{12, 14, 2}}) {
@@ -99,7 +101,7 @@ func TestShareGroupMembersShareEveryPartition(t *testing.T) {
 	if r.ErrorCode != 0 {
 		t.Fatal(r.ErrorCode)
 	}
-	if _, code := e.c.ShareSession(ctx, "g", "m3", 0, true, []ShareKey{k}, nil, false); code != 0 {
+	if _, code := e.c.ShareSession(ctx, "g", "m3", 0, true, []ShareKey{k}, nil, false, 0); code != 0 {
 		t.Fatal(code)
 	}
 	if off, ok, _, _ := e.c.ShareFetchOffset(ctx, "g", "m3", k, 0, 15); off != 12 || !ok {
@@ -117,29 +119,29 @@ func TestShareSessionEpochs(t *testing.T) {
 	ctx := context.Background()
 	e.shareHeartbeat("g", "m", 0, "t")
 	k := ShareKey{topic("t", 1, 1).ID, 0}
-	if _, code := e.c.ShareSession(ctx, "g", "m", 1, true, nil, nil, false); code != kerr.ShareSessionNotFound.Code {
+	if _, code := e.c.ShareSession(ctx, "g", "m", 1, true, nil, nil, false, 0); code != kerr.ShareSessionNotFound.Code {
 		t.Fatalf("no session: %d", code)
 	}
-	if _, code := e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, true); code != kerr.InvalidRequest.Code {
+	if _, code := e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, true, 0); code != kerr.InvalidRequest.Code {
 		t.Fatalf("acks on open: %d", code)
 	}
-	if _, code := e.c.ShareSession(ctx, "g", "m", 0, false, nil, nil, false); code != kerr.InvalidShareSessionEpoch.Code {
+	if _, code := e.c.ShareSession(ctx, "g", "m", 0, false, nil, nil, false, 0); code != kerr.InvalidShareSessionEpoch.Code {
 		t.Fatalf("ShareAcknowledge epoch 0: %d", code)
 	}
-	parts, code := e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false)
+	parts, code := e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false, 0)
 	if code != 0 || len(parts) != 1 {
 		t.Fatalf("open: %v %d", parts, code)
 	}
-	if _, code := e.c.ShareSession(ctx, "g", "m", 2, true, nil, nil, false); code != kerr.InvalidShareSessionEpoch.Code {
+	if _, code := e.c.ShareSession(ctx, "g", "m", 2, true, nil, nil, false, 0); code != kerr.InvalidShareSessionEpoch.Code {
 		t.Fatalf("skipped epoch: %d", code)
 	}
-	if parts, code := e.c.ShareSession(ctx, "g", "m", 1, true, nil, []ShareKey{k}, false); code != 0 || len(parts) != 0 {
+	if parts, code := e.c.ShareSession(ctx, "g", "m", 1, true, nil, []ShareKey{k}, false, 0); code != 0 || len(parts) != 0 {
 		t.Fatalf("forget: %v %d", parts, code)
 	}
-	if _, code := e.c.ShareSession(ctx, "x", "m", 0, true, nil, nil, false); code != kerr.UnknownMemberID.Code {
+	if _, code := e.c.ShareSession(ctx, "x", "m", 0, true, nil, nil, false, 0); code != kerr.UnknownMemberID.Code {
 		t.Fatalf("unknown group: %d", code)
 	}
-	if _, code := e.c.ShareSession(ctx, "g", "other", 0, true, nil, nil, false); code != kerr.UnknownMemberID.Code {
+	if _, code := e.c.ShareSession(ctx, "g", "other", 0, true, nil, nil, false, 0); code != kerr.UnknownMemberID.Code {
 		t.Fatalf("unknown member: %d", code)
 	}
 }
@@ -149,7 +151,7 @@ func TestShareGroupAdmin(t *testing.T) {
 	ctx := context.Background()
 	e.shareHeartbeat("g", "m", 0, "t")
 	k := ShareKey{topic("t", 1, 1).ID, 0}
-	e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false)
+	e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false, 0)
 	e.c.ShareFetchOffset(ctx, "g", "m", k, 0, 0) // initializes and saves the partition state
 
 	lr := kmsg.NewPtrListGroupsRequest()
@@ -201,7 +203,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	ctx := context.Background()
 	e.shareHeartbeat("g", "m", 0, "t")
 	k := ShareKey{topic("t", 1, 1).ID, 0}
-	c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false)
+	c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false, 0)
 	if off, ok, _, _ := c.ShareFetchOffset(ctx, "g", "m", k, 3, 10); off != 3 || !ok {
 		t.Fatalf("earliest: off %d ok %v", off, ok)
 	}
@@ -219,5 +221,145 @@ func TestShareGroupConfigs(t *testing.T) {
 	e.clock.Advance(time.Millisecond)
 	if off, ok, _, _ := c.ShareFetchOffset(ctx, "g", "m", k, 3, 10); off != 3 || !ok {
 		t.Fatalf("after the group's lock duration: off %d ok %v", off, ok)
+	}
+}
+
+func TestShareConnClosedReleases(t *testing.T) {
+	e := newEnv(t, topic("t", 1, 1))
+	ctx := context.Background()
+	e.shareHeartbeat("g", "m1", 0, "t")
+	e.shareHeartbeat("g", "m2", 0, "t")
+	k := ShareKey{topic("t", 1, 1).ID, 0}
+	for i, m := range []string{"m1", "m2"} {
+		if _, code := e.c.ShareSession(ctx, "g", m, 0, true, []ShareKey{k}, nil, false, uint64(7+i)); code != 0 {
+			t.Fatal(code)
+		}
+	}
+	e.c.ShareFetchOffset(ctx, "g", "m1", k, 0, 0)
+	if got := e.c.ShareAcquire(ctx, "g", "m1", k, 0, 5, 0); !slices.Equal(got, []AcquiredRange{{0, 4, 1}}) {
+		t.Fatalf("acquire: %v", got)
+	}
+	e.c.ShareAcknowledge(ctx, "g", "m1", k, []AckBatch{{0, 0, []int8{AckAccept}}}, false)
+	// m2's connection closing leaves m1's records alone.
+	if code := e.c.ShareConnClosed(ctx, "g", "m1", 8); code != 0 {
+		t.Fatal(code)
+	}
+	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 0, 5, 0); got != nil {
+		t.Fatalf("m1's records taken while its connection is open: %v", got)
+	}
+	// m1's does: its records come back at once (no lock expiry), and its
+	// session is gone.
+	if code := e.c.ShareConnClosed(ctx, "g", "m1", 7); code != 0 {
+		t.Fatal(code)
+	}
+	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 0, 5, 0); !slices.Equal(got, []AcquiredRange{{1, 4, 2}}) {
+		t.Fatalf("after m1's connection closed: %v", got)
+	}
+	if _, code := e.c.ShareSession(ctx, "g", "m1", 1, true, nil, nil, false, 0); code != kerr.ShareSessionNotFound.Code {
+		t.Fatalf("m1's session after its connection closed: %d", code)
+	}
+	// The member stays in the group: it opens a new session.
+	if _, code := e.c.ShareSession(ctx, "g", "m1", 0, true, []ShareKey{k}, nil, false, 9); code != 0 {
+		t.Fatalf("reopen: %d", code)
+	}
+}
+
+func TestShareGroupOffsetsAdmin(t *testing.T) {
+	e := newEnv(t, topic("t", 2, 1))
+	ctx := context.Background()
+	id := topic("t", 2, 1).ID
+	k := ShareKey{id, 0}
+	if _, code := e.c.ShareGroupOffsets(ctx, "g"); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("offsets of a group that does not exist: %d", code)
+	}
+	if _, code := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("delete in a group that does not exist: %d", code)
+	}
+	// Alter creates the group.
+	if code := e.c.ShareAlterOffsets(ctx, "g", map[ShareKey]int64{k: 5}); code != 0 {
+		t.Fatalf("alter: %d", code)
+	}
+	if got, code := e.c.ShareGroupOffsets(ctx, "g"); code != 0 || len(got) != 1 || got[k] != (ShareOffset{5, 0}) {
+		t.Fatalf("offsets after alter: %v %d", got, code)
+	}
+	e.shareHeartbeat("g", "m", 0, "t")
+	e.c.ShareSession(ctx, "g", "m", 0, true, []ShareKey{k}, nil, false, 0)
+	if off, ok, _, _ := e.c.ShareFetchOffset(ctx, "g", "m", k, 0, 10); off != 5 || !ok {
+		t.Fatalf("fetch after alter: %d %v", off, ok)
+	}
+	e.c.ShareAcquire(ctx, "g", "m", k, 5, 10, 0)
+	e.c.ShareAcknowledge(ctx, "g", "m", k, []AckBatch{{6, 7, []int8{AckAccept}}}, false)
+	if got, _ := e.c.ShareGroupOffsets(ctx, "g"); got[k] != (ShareOffset{5, 2}) {
+		t.Fatalf("offsets with 6-7 accepted: %v", got[k])
+	}
+	if code := e.c.ShareAlterOffsets(ctx, "g", map[ShareKey]int64{k: 0}); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("alter with a member: %d", code)
+	}
+	if _, code := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); code != kerr.NonEmptyGroup.Code {
+		t.Fatalf("delete with a member: %d", code)
+	}
+	e.shareHeartbeat("g", "m", -1)
+	if had, code := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); code != 0 || !had[id] {
+		t.Fatalf("delete: %v %d", had, code)
+	}
+	if had, _ := e.c.ShareDeleteOffsets(ctx, "g", []metastore.TopicID{id}); had[id] {
+		t.Fatal("deleted twice")
+	}
+	// A restarted coordinator reads the deleted state as uninitialized.
+	e.c.Close()
+	e.c = e.newCoordinator()
+	if got, code := e.c.ShareGroupOffsets(ctx, "g"); code != 0 || len(got) != 0 {
+		t.Fatalf("offsets after delete and restart: %v %d", got, code)
+	}
+	// A consumer group is not a share group.
+	e.join(4, "cg", "", nil, "range")
+	if code := e.c.ShareAlterOffsets(ctx, "cg", map[ShareKey]int64{k: 0}); code != kerr.GroupIDNotFound.Code {
+		t.Fatalf("alter of a classic group with a member: %d", code)
+	}
+}
+
+func TestShareLeaveKeepsOpenSession(t *testing.T) {
+	e := newEnv(t, topic("t", 1, 1))
+	ctx := context.Background()
+	e.shareHeartbeat("g", "m1", 0, "t")
+	e.shareHeartbeat("g", "m2", 0, "t")
+	k := ShareKey{topic("t", 1, 1).ID, 0}
+	for _, m := range []string{"m1", "m2"} {
+		e.c.ShareSession(ctx, "g", m, 0, true, []ShareKey{k}, nil, false, 0)
+	}
+	e.c.ShareFetchOffset(ctx, "g", "m1", k, 0, 0)
+	if got := e.c.ShareAcquire(ctx, "g", "m1", k, 0, 4, 0); !slices.Equal(got, []AcquiredRange{{0, 3, 1}}) {
+		t.Fatalf("acquire: %v", got)
+	}
+	// m1 leaves the group with its session open (librdkafka's order on
+	// close): its records stay its own until the session closes.
+	if r := e.shareHeartbeat("g", "m1", -1); r.ErrorCode != 0 {
+		t.Fatalf("leave: %d", r.ErrorCode)
+	}
+	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 0, 4, 0); got != nil {
+		t.Fatalf("m2 took the records of m1's open session: %v", got)
+	}
+	if got := e.c.ShareAcquire(ctx, "g", "m1", k, 4, 6, 0); got != nil {
+		t.Fatalf("m1 acquired after leaving: %v", got)
+	}
+	if _, code := e.c.ShareSession(ctx, "g", "m1", 0, true, []ShareKey{k}, nil, false, 0); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("m1 opened a session after leaving: %d", code)
+	}
+	// Its closing acknowledgement (ShareAcknowledge epoch -1) applies.
+	if _, code := e.c.ShareSession(ctx, "g", "m1", -1, false, nil, nil, true, 0); code != 0 {
+		t.Fatalf("closing session after leaving: %d", code)
+	}
+	if code := e.c.ShareAcknowledge(ctx, "g", "m1", k, []AckBatch{{0, 1, []int8{AckAccept}}}, false); code != 0 {
+		t.Fatalf("ack after leaving: %d", code)
+	}
+	if code := e.c.ShareCloseSession(ctx, "g", "m1"); code != 0 {
+		t.Fatalf("close: %d", code)
+	}
+	// The rest is released; what it accepted is not delivered again.
+	if got := e.c.ShareAcquire(ctx, "g", "m2", k, 0, 4, 0); !slices.Equal(got, []AcquiredRange{{2, 3, 2}}) {
+		t.Fatalf("after m1's session closed: %v", got)
+	}
+	if _, code := e.c.ShareSession(ctx, "g", "m1", 1, true, nil, nil, false, 0); code != kerr.UnknownMemberID.Code {
+		t.Fatalf("m1 after its session closed: %d", code)
 	}
 }

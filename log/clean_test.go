@@ -805,7 +805,7 @@ func testCleanTransactions(t *testing.T, retainEmpty bool) {
 	if fu := l.FirstUnstableOffset(); fu != 11 {
 		t.Fatalf("first unstable offset %d, want 11", fu)
 	}
-	if a := l.AbortedTxns(0, 100); len(a) != 1 || a[0] != (AbortedTxn{7, 2, 3}) {
+	if a := l.AbortedTxns(0, 100); len(a) != 1 || a[0] != (AbortedTxn{ProducerID: 7, FirstOffset: 2, LastOffset: 3}) {
 		t.Fatalf("aborted transactions %v", a)
 	}
 	data := func() string {

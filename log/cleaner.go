@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // CleanerConfig is the broker-wide configuration of the log cleaner, with
@@ -47,12 +49,7 @@ type CleanTarget struct {
 }
 
 // CleanerTotals are the cleaner's counters since it started.
-type CleanerTotals struct {
-	Passes, Segments, Errors                int64
-	BytesRead, BytesWritten, RecordsGone    int64
-	LastPassMillis, MaxDirtyRatioPercent    int64
-	BytesReadLastPass, BytesWrittenLastPass int64
-}
+type CleanerTotals = partition.CleanerTotals
 
 // Cleaner compacts the logs whose topic has cleanup.policy=compact, one
 // log per thread at a time, the dirtiest first (Kafka's LogCleaner). Each

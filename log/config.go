@@ -7,56 +7,28 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
 // Config holds the topic-level settings one partition log obeys. Names follow
 // Kafka's topic configs. It can change at runtime through Log.SetConfig.
-type Config struct {
-	SegmentBytes       int64         // segment.bytes: roll when the next batch would pass it
-	SegmentMs          time.Duration // segment.ms: roll when a segment's timestamps span more
-	RetentionMs        time.Duration // retention.ms; < 0 keeps segments forever
-	RetentionBytes     int64         // retention.bytes; < 0 is unlimited
-	IndexIntervalBytes int           // index.interval.bytes between offset index entries
-	SegmentIndexBytes  int           // segment.index.bytes: roll when an index would pass it
-
-	// cleanup.policy: Delete applies retention.ms and retention.bytes,
-	// Compact lets the Cleaner keep only the latest record of each key.
-	Delete, Compact        bool
-	DeleteRetentionMs      time.Duration // delete.retention.ms: tombstones live this long after their first cleaning
-	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio
-	MinCompactionLagMs     time.Duration // min.compaction.lag.ms: younger records are not cleaned
-	MaxCompactionLagMs     time.Duration // max.compaction.lag.ms: older dirty records are cleaned whatever the ratio
-}
+type Config = partition.LogConfig
 
 // DefaultConfig returns Kafka's defaults.
-func DefaultConfig() Config {
-	return Config{
-		SegmentBytes:       1 << 30,
-		SegmentMs:          7 * 24 * time.Hour,
-		RetentionMs:        7 * 24 * time.Hour,
-		RetentionBytes:     -1,
-		IndexIntervalBytes: 4096,
-		SegmentIndexBytes:  10 << 20,
-
-		Delete:                 true,
-		DeleteRetentionMs:      24 * time.Hour,
-		MinCleanableDirtyRatio: 0.5,
-		MaxCompactionLagMs:     math.MaxInt64,
-	}
-}
+func DefaultConfig() Config { return partition.DefaultLogConfig() }
 
 // maxSegmentMs is Kafka's LogConfig.maxSegmentMs: a compacted log also
 // rolls by max.compaction.lag.ms, since the active segment is never
 // cleaned.
-func (c Config) maxSegmentMs() time.Duration {
+func maxSegmentMs(c Config) time.Duration {
 	if c.Compact && c.MaxCompactionLagMs > 0 {
 		return min(c.SegmentMs, c.MaxCompactionLagMs)
 	}
 	return c.SegmentMs
 }
 
-func (c Config) validate() error {
+func validateConfig(c Config) error {
 	var errs []error
 	// Positions in the offset index are 32-bit, like Kafka's.
 	if c.SegmentBytes < protocol.BatchHeaderSize || c.SegmentBytes > math.MaxInt32 {

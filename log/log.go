@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -28,23 +29,10 @@ const (
 )
 
 // AppendResult reports where a batch went.
-type AppendResult struct {
-	BaseOffset, LastOffset int64
-	// Duplicate: the batch was a retry of one already in the log; nothing
-	// was written and the offsets are the original ones.
-	Duplicate bool
-}
+type AppendResult = partition.AppendResult
 
 // ReadResult is the answer to Read.
-type ReadResult struct {
-	// Data holds whole record batches exactly as stored; the caller owns it.
-	Data []byte
-	// NextOffset is the offset after the last batch in Data, or the requested
-	// offset when Data is empty.
-	NextOffset     int64
-	LogStartOffset int64
-	LogEndOffset   int64
-}
+type ReadResult = partition.ReadResult
 
 // Log is one partition's log in its own directory. All methods are safe for
 // concurrent use. Appends are serialised; reads run in parallel with each
@@ -103,7 +91,7 @@ type Log struct {
 // consistent (an invalid Config or an I/O failure); the caller must not
 // serve the partition.
 func Open(dir string, cfg Config, opts Options) (*Log, error) {
-	if err := cfg.validate(); err != nil {
+	if err := validateConfig(cfg); err != nil {
 		return nil, err
 	}
 	if opts.Now == nil {
@@ -658,9 +646,9 @@ func (l *Log) shouldRollLocked(s *segment, h *batchHeader) bool {
 	// Like Kafka, measure segment.ms in the batches' own timestamps when
 	// they have them, so a restart does not reset the clock.
 	if s.firstBatchMaxTs >= 0 {
-		return h.MaxTimestamp-s.firstBatchMaxTs > l.cfg.maxSegmentMs().Milliseconds()
+		return h.MaxTimestamp-s.firstBatchMaxTs > maxSegmentMs(l.cfg).Milliseconds()
 	}
-	return l.now().Sub(s.created) > l.cfg.maxSegmentMs()
+	return l.now().Sub(s.created) > maxSegmentMs(l.cfg)
 }
 
 // rollLocked syncs the active segment and starts a new one at the log end
@@ -878,7 +866,7 @@ func (l *Log) ProducerState(producerID int64) (ProducerState, bool) {
 // SetConfig changes the topic config; new values apply to the next append,
 // roll and retention pass. An invalid config is refused and the old one kept.
 func (l *Log) SetConfig(cfg Config) error {
-	if err := cfg.validate(); err != nil {
+	if err := validateConfig(cfg); err != nil {
 		return err
 	}
 	l.mu.Lock()

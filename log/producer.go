@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -29,25 +30,10 @@ type ProducerEntry struct {
 }
 
 // ProducerState is what the log knows about one idempotent producer.
-type ProducerState struct {
-	Epoch int16
-	// LastSequence and LastOffset are those of the producer's last batch in
-	// the current epoch, -1 if it has written none in this epoch.
-	LastSequence int32
-	LastOffset   int64
-	// Batches are the producer's retained batches of the current epoch,
-	// oldest first, at most five: what a retry is recognised against.
-	Batches []ProducerBatch
-	// CoordinatorEpoch is the coordinator epoch of the producer's last
-	// transaction marker in this log, -1 before one.
-	CoordinatorEpoch int32
-}
+type ProducerState = partition.ProducerState
 
 // ProducerBatch is one retained batch of an idempotent producer.
-type ProducerBatch struct {
-	FirstSequence, LastSequence int32
-	FirstOffset, LastOffset     int64
-}
+type ProducerBatch = partition.ProducerBatch
 
 // producers is the per-partition idempotence state, a map from producer id.
 // It is rebuilt from batch headers on Open and after truncation, and entries
@@ -222,22 +208,7 @@ func (p producers) state(id int64) (ProducerState, bool) {
 
 // ActiveProducer is one idempotent producer the log holds state for, as
 // DescribeProducers reports it.
-type ActiveProducer struct {
-	ID    int64
-	Epoch int16
-	// LastSequence is the last sequence of the producer's last batch in
-	// its current epoch, -1 if none.
-	LastSequence int32
-	// LastTimestamp is the max timestamp of that batch (Kafka's
-	// ProducerStateEntry.lastTimestamp), -1 if none or no longer stored.
-	LastTimestamp int64
-	// CurrentTxnStartOffset is the first offset of the producer's open
-	// transaction in this log, -1 if none.
-	CurrentTxnStartOffset int64
-	// CoordinatorEpoch is the coordinator epoch of the producer's last
-	// transaction marker in this log, -1 if none.
-	CoordinatorEpoch int32
-}
+type ActiveProducer = partition.ActiveProducer
 
 // ActiveProducers returns every producer the log holds state for, by id.
 // The timestamps are read from the last batches' headers (one index

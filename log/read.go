@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -183,7 +184,7 @@ func (l *Log) ReadRange(offset int64, maxBytes int, upTo int64) (RangeResult, er
 		res.NextOffset = bh.LastOffset() + 1
 	}
 	s.ref.acquire()
-	res.Range = FileRange{ref: s.ref, Pos: pos, Len: cut - pos}
+	res.Range = partition.NewFileRange(s.ref, pos, cut-pos)
 	return res, nil
 }
 

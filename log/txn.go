@@ -5,6 +5,7 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -25,11 +26,7 @@ import (
 
 // AbortedTxn is one aborted transaction of a partition: the producer, the
 // offset of its first batch, and the offset of its ABORT marker.
-type AbortedTxn struct {
-	ProducerID  int64
-	FirstOffset int64
-	LastOffset  int64
-}
+type AbortedTxn = partition.AbortedTxn
 
 type txnState struct {
 	ongoing map[int64]int64 // producer id -> first offset of its open transaction

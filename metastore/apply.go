@@ -174,6 +174,7 @@ func (a *applier) apply(c *command) (r result) {
 		br.Incarnation = inc
 		br.LeaseExpiry = time.UnixMilli(c.NowMs + a.leaseMs).UTC()
 		a.putBroker(br)
+		a.dropAsyncClaims(br.ID)
 		if !slices.Contains(a.decommissioned(), br.ID) {
 			a.addLearner(br)
 		}
@@ -195,6 +196,21 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.del(a.tx.Bucket(bucketBrokers), brokerKey(c.BrokerID))
 		a.events = append(a.events, event{Rev: a.index, Kind: "broker", BrokerID: c.BrokerID, Deleted: true})
+		return result{Visible: true}
+	case opSetAsyncMaster:
+		if err := a.setAsyncMaster(c); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opAsyncClaim:
+		if err := a.asyncClaim(c); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opAsyncPromote:
+		if err := a.asyncPromote(c); err != nil {
+			return fail(err)
+		}
 		return result{Visible: true}
 	case opAlterReassignment:
 		if err := a.alterReassignment(c); err != nil {

@@ -116,6 +116,8 @@ type command struct {
 	TxnEnd        int8      `json:"txe,omitempty"`
 	ProducerID    int64     `json:"pid,omitempty"`
 	ProducerEpoch int16     `json:"pep,omitempty"`
+	// Claim is async_claim's claim (async.go).
+	Claim *AsyncClaim `json:"claim,omitempty"`
 }
 
 // result is what applying one command produced.
@@ -188,6 +190,8 @@ var errCodes = map[string]error{
 	"cluster_id_exists": errClusterIDSet,
 	"no_reassignment":   ErrNoReassignment,
 	"invalid_replicas":  ErrInvalidReplicaAssignment,
+	"stale_master":      ErrStaleMaster,
+	"master_alive":      ErrMasterAlive,
 	"txn_conflict":      ErrTxnConflict,
 	"txn_fenced":        ErrTxnFenced,
 	"txn_producer":      ErrTxnUnknownProducer,

@@ -88,7 +88,10 @@
 // Config.LearnerGrace gives its slots up (reassign.go). A reassignment
 // records a target; the partition's raft leader changes the raft
 // configuration and records it finished. Both are decided in apply, so
-// every meta node decides the same.
+// every meta node decides the same. An async partition's master (the sole
+// voter of its raft group) is recorded too, and a lapsed master's
+// replacement is decided by compare-and-set on it: the write replicas
+// record claims, and only the best claim is promoted (async.go).
 //
 // # Membership
 //

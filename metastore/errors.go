@@ -46,4 +46,10 @@ var (
 	// ErrInvalidReplicaAssignment: a replica list that is empty, names a
 	// broker twice, or names a broker that is not a registered write broker.
 	ErrInvalidReplicaAssignment = errors.New("metastore: invalid replica assignment")
+	// ErrStaleMaster: an async claim or promotion names a master the
+	// partition no longer has (another promotion won).
+	ErrStaleMaster = errors.New("metastore: not the partition's async master")
+	// ErrMasterAlive: an async claim or promotion to replace a master
+	// that is registered (its lease holds, or it registered again).
+	ErrMasterAlive = errors.New("metastore: the partition's async master is registered")
 )

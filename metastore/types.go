@@ -51,6 +51,14 @@ type Partition struct {
 	// topics stored before it existed: then every replica counts as in
 	// sync (InSync).
 	ISR []int32 `json:",omitempty"`
+	// AsyncMaster is, for a partition in async mode's master/replica
+	// configuration (async.go), the broker that is its raft group's sole
+	// voter; nil otherwise. AsyncTakeover is the claim its last promotion
+	// took over from (nil before any), AsyncClaims the write replicas'
+	// claims while a lapsed master's replacement is being decided.
+	AsyncMaster   *int32               `json:",omitempty"`
+	AsyncTakeover *AsyncClaim          `json:",omitempty"`
+	AsyncClaims   map[int32]AsyncClaim `json:",omitempty"`
 }
 
 // InSync returns the replicas in sync: ISR, or every voter and learner

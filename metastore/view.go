@@ -396,6 +396,13 @@ func cloneTopic(t Topic) Topic {
 		p.InitVoters = append([]int32(nil), p.InitVoters...)
 		p.InitLearners = append([]int32(nil), p.InitLearners...)
 		p.ISR = slices.Clone(p.ISR)
+		if p.AsyncMaster != nil {
+			p.AsyncMaster = new(*p.AsyncMaster)
+		}
+		if p.AsyncTakeover != nil {
+			p.AsyncTakeover = new(*p.AsyncTakeover)
+		}
+		p.AsyncClaims = maps.Clone(p.AsyncClaims)
 		ps[i] = p
 	}
 	t.Partitions = ps

@@ -72,11 +72,14 @@ var versions = map[int16]VersionRange{
 	69: {0, 1},  // ConsumerGroupDescribe
 	75: {0, 0},  // DescribeTopicPartitions
 	// The share group APIs (KIP-932), advertised by a single node only
-	// (server/share.go). v0 was Kafka's early access version.
+	// (server/share.go). v0 of 76-79 was Kafka's early access version.
 	76: {1, 1}, // ShareGroupHeartbeat
 	77: {1, 1}, // ShareGroupDescribe
 	78: {1, 2}, // ShareFetch
 	79: {1, 2}, // ShareAcknowledge
+	90: {0, 1}, // DescribeShareGroupOffsets
+	91: {0, 0}, // AlterShareGroupOffsets
+	92: {0, 0}, // DeleteShareGroupOffsets
 }
 
 // ProduceMinServed is the lowest Produce version actually served: v0-v2

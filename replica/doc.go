@@ -1,8 +1,9 @@
 // Package replica owns the partitions a broker hosts. Every partition is a
 // Replica (raft_*.go, Host in raft_host.go): one raft group over write
 // brokers (voters) and read brokers (learners), which the server's handlers
-// reach through one interface (Propose, reads up to the high watermark,
-// Watch). Every broker of a cluster hosts its partitions so, over a
+// reach through package partition's interfaces (a Replica is a
+// partition.Replica; Host.Hosted gives the host as a partition.Host, so
+// server imports neither this package nor log). Every broker of a cluster hosts its partitions so, over a
 // TCPTransport. A single node (a broker without replica.listen, `sluice
 // dev`) runs one-voter groups: its Host has a LocalTransport
 // (raft_transport_local.go), which opens no port and has no peers; a
@@ -13,7 +14,8 @@
 //
 // Partition (partition.go, Manager in manager.go) is a single local log with
 // no raft: it serves no Kafka partition any more, only the read-only
-// __consumer_offsets view every broker keeps (server/offsets_topic.go).
+// __consumer_offsets view every broker keeps (server/offsets_topic.go),
+// which reaches it as partition.LocalLogs (Manager.Local).
 //
 // # High watermark
 //
@@ -212,7 +214,8 @@
 // SemiSyncTimeout without them, on the leader's write until they catch up
 // (raft_semisync.go: MySQL's fallback, counted and logged; commit does not
 // answer a semi-sync write, as the count may exceed a majority); ModeAsync
-// once the leader's write is durable. In every mode the batch is still
+// once the leader's write is durable when it is the group's sole voter (the
+// async master), otherwise at commit (asyncAnswersOnWriteLocked). In every mode the batch is still
 // replicated by raft and becomes readable only at commit. A follower that
 // truncates a divergent tail (a returning leader whose writes no majority
 // held) logs the offsets cut and counts them (Host.TruncatedRecords): what
@@ -221,8 +224,11 @@
 // producer's retry is then a duplicate). The leader's ISR (isrLocked) is
 // the replicas, voters and learners, that caught up with its log end within
 // MaxFollowerLag (replica.lag.time.max.ms; a new leader counts everyone for
-// that long, as Kafka's new leader inherits the ISR); OnISRChange reports it
-// to the metastore. min.insync.replicas (ModeRaft, acks=all) counts the
+// that long, as Kafka's new leader inherits the ISR), less a member that
+// sent the offline notice (a replica that stops tells its group's other
+// members, raft_nospace.go) and has not been heard from since: it leaves
+// at once, as Kafka's controller drops a failed log directory's replicas;
+// OnISRChange reports it to the metastore. min.insync.replicas (ModeRaft, acks=all) counts the
 // voters in it, the leader included, and refuses with ErrNotEnoughReplicas
 // before proposing.
 //
@@ -329,8 +335,9 @@
 // learner applies it when it commits, in log order, so all move their log
 // start identically.
 //
-// Compaction (cleanup.policy=compact) is the log's cleaner, run by the
-// server over each replica's log below its high watermark (committed
+// Compaction (cleanup.policy=compact) is the log's cleaner, run over
+// Host.CleanTargets (and the offsets view's Manager.CleanTargets): each
+// replica's log below its high watermark (committed
 // entries, never truncated) with every batch kept, emptied ones as headers
 // without records (log.CleanTarget.RetainEmpty): each batch keeps its base
 // and last offset and its epoch, so raft.index, raft's terms and the
@@ -387,7 +394,10 @@
 // configuration nor assigned to it by the metastore, a second leader's
 // messages in a term, heartbeats committing past the log, appends out of
 // sequence or not decodable, snapshots raft could not restore, and
-// acknowledgements of entries the leader does not have. Each refusal is
+// acknowledgements of entries the leader does not have. The offline
+// notice is the one message of this package's own (raft's local type
+// MsgUnreachable, never stepped into raft): it only takes its sender out
+// of the receiver's ISR until the sender is heard from again. Each refusal is
 // counted by reason (sluice_raft_refused_total). A registered broker's
 // IP is not authentication; with TCPConfig.TLS (internal.ssl.*) the
 // connection is mutual TLS and the declared node must be the one the
@@ -423,4 +433,22 @@
 // the log are diffs against it and the joining replica replays them.
 // CaughtUp and MembershipSettled let the caller (server/reassign.go) add a
 // new voter as a learner first and promote it once it has the log.
+//
+// # Async master failover
+//
+// In the async master/replica configuration (docs/replication-modes.md)
+// the master is the group's sole voter and every other replica a learner;
+// Replica.EnterAsync and Replica.LeaveAsync move a group into it and out of
+// it with ordinary membership changes. raft cannot elect a learner, so a
+// failover is done on the files (raft_failover.go): Host.Promote closes a
+// learner, cuts its log back to its recorded Claim, rewrites raft.state
+// (the claim's term, its log committed) and raft.conf (itself the sole
+// voter) and opens it again; Host.Follow
+// rewrites any other replica the same way as a learner of the new master,
+// first cutting its log to the takeover point (logged, counted in
+// TruncatedRecords) unless what follows it is the new master's own. Both
+// write raft.forced (crc32c u32 | index u64): the configuration changes in
+// the log up to that index are superseded by the forced configuration and
+// never applied here (a learner that lagged receives them later). The
+// broker drives them (server/async_master.go).
 package replica

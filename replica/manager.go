@@ -14,14 +14,12 @@ import (
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Key names a partition by topic id, which survives renames and tells a
 // re-created topic from its deleted namesake.
-type Key struct {
-	TopicID [16]byte
-	Index   int32
-}
+type Key = partition.Key
 
 // Manager opens and deletes plain local logs (Partition), each in
 // dir/<topic>-<partition> as in Kafka, with a partition.metadata file naming

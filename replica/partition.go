@@ -2,7 +2,6 @@ package replica
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -11,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Partition is one hosted partition.
@@ -41,7 +41,7 @@ type Partition struct {
 }
 
 // ErrPartitionClosed: the partition was closed or its topic deleted.
-var ErrPartitionClosed = errors.New("replica: partition closed")
+var ErrPartitionClosed = partition.ErrPartitionClosed
 
 func newPartition(l *log.Log, topic string, id [16]byte, index int32, logger zerolog.Logger) *Partition {
 	p := &Partition{
@@ -226,6 +226,9 @@ func (p *Partition) Read(offset int64, maxBytes int) (log.ReadResult, error) {
 // (timestamps, leader epochs, producer state).
 func (p *Partition) Log() *log.Log { return p.log }
 
+// Storage is the partition's log as partition.Storage.
+func (p *Partition) Storage() partition.Storage { return p.log }
+
 func (p *Partition) close() error {
 	if p.closed.Swap(true) {
 		return nil
@@ -244,7 +247,7 @@ func (p *Partition) close() error {
 // asks: at once for acks 0 and 1 (the batch is written), once it is
 // committed for acks=all. The same shape as Replica.Propose, so the broker
 // produces to both the same way.
-func (p *Partition) Propose(batch []byte, acks Acks) (*Proposal, error) {
+func (p *Partition) Propose(batch []byte, acks Acks) (partition.Proposal, error) {
 	res, err := p.Append(batch)
 	if err != nil {
 		return nil, err
@@ -254,7 +257,7 @@ func (p *Partition) Propose(batch []byte, acks Acks) (*Proposal, error) {
 
 // ProposeMarker is Propose for a transaction marker a coordinator sent
 // with transaction version txnVersion (log.Log.AppendMarker's checks).
-func (p *Partition) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
+func (p *Partition) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (partition.Proposal, error) {
 	res, err := p.appendWith(func() (log.AppendResult, error) { return p.log.AppendMarker(batch, txnVersion) })
 	if err != nil {
 		return nil, err

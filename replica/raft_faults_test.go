@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // copyTree copies a node's directory while its host runs: what a kill -9
@@ -111,7 +113,7 @@ func TestRaftPartitionHeal(t *testing.T) {
 	old, or := c.leader()
 	c.net.Partition(old)
 	var lost [][]byte
-	var props []*Proposal
+	var props []partition.Proposal
 	for i := range 5 {
 		b := testBatch(fmt.Sprint("lost", i), 3, -1, 0, 0)
 		lost = append(lost, append([]byte(nil), body(b)...))

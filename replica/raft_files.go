@@ -21,7 +21,10 @@ const (
 	stateFileName = "raft.state"
 	confFileName  = "raft.conf"
 	snapFileName  = "raft.snap"
-	ccFileName    = "raft.confs"
+	// forcedFileName holds the index up to which a forced configuration
+	// (raft_failover.go) supersedes the log's configuration changes.
+	forcedFileName = "raft.forced"
+	ccFileName     = "raft.confs"
 
 	indexRecordSize = 32
 	stateSlotSize   = 128

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // TestRaftIntervalFsyncNoElections: with log.fsync=interval every append
@@ -111,7 +112,7 @@ func TestRaftIntervalFsyncNoElections(t *testing.T) {
 	// watcher per partition times each write's answer (they are answered
 	// in order) and the leaders' ISR is sampled.
 	type sent struct {
-		p  *Proposal
+		p  partition.Proposal
 		at time.Time
 	}
 	queues := make([]chan sent, partitions)

@@ -319,7 +319,8 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	r := &Replica{
 		host: h, key: key, topic: topic, dir: dir, lg: lg, log: l, st: st,
 		openMembers: members, openJoin: join,
-		rn: rn, applied: applied, lastHeard: map[uint64]time.Time{},
+		rn: rn, applied: applied, lastHeard: map[uint64]time.Time{}, stopped: map[uint64]time.Time{},
+		heard: map[uint64]time.Time{}, openedAt: time.Now(),
 		notify: make(chan struct{}), confNotify: make(chan struct{}),
 	}
 	r.opts.Store(&opts)

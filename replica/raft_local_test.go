@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -255,7 +256,7 @@ func TestRaftMarkerEpochs(t *testing.T) {
 		protocol.Batch(b).SetCRC()
 		return b
 	}
-	wait := func(what string, p *Proposal, err error) error {
+	wait := func(what string, p partition.Proposal, err error) error {
 		t.Helper()
 		if err != nil {
 			return err

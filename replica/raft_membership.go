@@ -183,7 +183,7 @@ func (r *Replica) TransferLeadership(to NodeID) error {
 	// retries (the preferred-leader rebalance) would stall the partition
 	// again each time. RecentActive is reset every election timeout
 	// (CheckQuorum) and set by any message from the voter.
-	if pr, ok := r.rn.Status().Progress[raftID(to)]; !ok || !pr.RecentActive {
+	if pr, ok := r.rn.Status().Progress[raftID(to)]; !ok || !pr.RecentActive || r.stoppedPeerLocked(raftID(to)) {
 		r.raftMu.Unlock()
 		return fmt.Errorf("%w: node %d", ErrTransferTargetInactive, to)
 	}

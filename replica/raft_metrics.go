@@ -5,6 +5,8 @@ import (
 
 	"go.etcd.io/raft/v3"
 	"go.etcd.io/raft/v3/tracker"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // FollowerLag returns, on the leader, how many raft entries each other
@@ -25,17 +27,7 @@ func (r *Replica) FollowerLag() map[NodeID]uint64 {
 
 // MemberLag is how far one member of a partition's raft group is behind
 // its leader, as the leader sees it.
-type MemberLag struct {
-	// Entries is raft entries (batches) behind the leader's last entry.
-	Entries uint64
-	// Offsets is Kafka offsets (records) behind the leader's log end:
-	// from the end of the last entry the member has to the leader's.
-	Offsets int64
-	// Time is how long ago the member last had the leader's whole log
-	// (0 when it has it now): the measure replica.lag.time.max.ms bounds
-	// for the ISR, computed by the same rule (caughtUpLocked).
-	Time time.Duration
-}
+type MemberLag = partition.MemberLag
 
 // MemberLags returns, on the leader, each other member's lag by node; nil
 // on a non-leader. For the metrics endpoint and the status page.

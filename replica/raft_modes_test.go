@@ -11,10 +11,12 @@ import (
 	"time"
 
 	"go.etcd.io/raft/v3/raftpb"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // answeredWithin reports whether p is answered within d, and its error.
-func answeredWithin(p *Proposal, d time.Duration) (bool, error) {
+func answeredWithin(p partition.Proposal, d time.Duration) (bool, error) {
 	select {
 	case <-p.Done():
 		_, err := p.Wait(context.Background())
@@ -52,7 +54,7 @@ func TestRaftModes(t *testing.T) {
 			followers = append(followers, n)
 		}
 	}
-	propose := func(acks Acks) *Proposal {
+	propose := func(acks Acks) partition.Proposal {
 		t.Helper()
 		p, err := lr.Propose(testBatch("m", 1, -1, 0, 0), acks)
 		if err != nil {
@@ -118,12 +120,21 @@ func TestRaftModes(t *testing.T) {
 		}
 		setBlocked()
 	})
-	t.Run("async", func(t *testing.T) {
+	t.Run("async-before-the-master-configuration", func(t *testing.T) {
+		// Async mode, but the group still has three voters (the leader
+		// has not made itself sole voter yet): the leader's write alone
+		// is not a commit, and another voter's election would cut it,
+		// so acks=all waits for the commit as in raft mode. On the sole
+		// voter it is answered on the write (TestRaftAsyncMaster).
 		setMode(ModeAsync)
 		setBlocked(followers[0], followers[1], 4)
 		all := propose(AcksAll)
+		if ok, err := answeredWithin(all, wait); ok {
+			t.Fatalf("async acks=all answered on the write of a leader with other voters: %v", err)
+		}
+		setBlocked(followers[1], 4)
 		if ok, err := answeredWithin(all, 5*time.Second); !ok || err != nil {
-			t.Fatalf("async acks=all after the leader's write: %v %v", ok, err)
+			t.Fatalf("async acks=all with three voters not answered at commit: %v %v", ok, err)
 		}
 		setBlocked()
 	})
@@ -327,7 +338,7 @@ func TestRaftSemiSyncFallback(t *testing.T) {
 		// its term, its followers fall behind.
 		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
 	})
-	propose := func(v string) (*Proposal, time.Time) {
+	propose := func(v string) (partition.Proposal, time.Time) {
 		t.Helper()
 		at := time.Now()
 		p, err := lr.Propose(testBatch(v, 1, -1, 0, 0), AcksAll)
@@ -351,8 +362,8 @@ func TestRaftSemiSyncFallback(t *testing.T) {
 		if !lr.SemiSyncFallback() || lr.host.SemiSyncFallbacks() != fallbacks {
 			t.Fatalf("after a timeout: fallback %v, %d fallbacks counted, want %d", lr.SemiSyncFallback(), lr.host.SemiSyncFallbacks(), fallbacks)
 		}
-		if hw := lr.HighWatermark(); hw > p.res.LastOffset {
-			t.Fatalf("high watermark %d covers an entry at %d no voter acknowledged", hw, p.res.LastOffset)
+		if hw := lr.HighWatermark(); hw > p.(*Proposal).res.LastOffset {
+			t.Fatalf("high watermark %d covers an entry at %d no voter acknowledged", hw, p.(*Proposal).res.LastOffset)
 		}
 	}
 	block.Store(true)
@@ -453,8 +464,9 @@ func TestRaftSemiSyncCutReplica(t *testing.T) {
 
 // TestRaftSemiSyncModeChange: a write semi-sync holds (committed by a
 // majority, but semi.sync.wait.replicas=2 voters have not acknowledged it)
-// is answered as soon as the topic changes to raft, and one not yet
-// committed as soon as it changes to async.
+// is answered as soon as the topic changes to raft. One not yet committed
+// is not answered by a change to async while the group still has other
+// voters (the leader's write is not a commit there), and is at the commit.
 func TestRaftSemiSyncModeChange(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeSemiSync, SemiSyncWaitReplicas: 2, SemiSyncTimeout: time.Hour}, slowElections)
 	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
@@ -481,7 +493,7 @@ func TestRaftSemiSyncModeChange(t *testing.T) {
 	if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
 		t.Fatalf("answered with one of two voters' acks: %v", err)
 	}
-	if err := lr.WaitCommitted(context.Background(), p.res.LastOffset+1); err != nil {
+	if err := lr.WaitCommitted(context.Background(), p.(*Proposal).res.LastOffset+1); err != nil {
 		t.Fatal(err)
 	}
 	setMode(ModeRaft)
@@ -498,19 +510,25 @@ func TestRaftSemiSyncModeChange(t *testing.T) {
 		t.Fatalf("answered with no voter's ack: %v", err)
 	}
 	setMode(ModeAsync)
+	if ok, err := answeredWithin(p, 300*time.Millisecond); ok {
+		t.Fatalf("an uncommitted write answered by the change to async with three voters: %v", err)
+	}
+	blocked.Delete(f2)
 	if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
-		t.Fatalf("a durable write not answered after the change to async: %v %v", ok, err)
+		t.Fatalf("a write not answered at its commit after the change to async: %v %v", ok, err)
 	}
 	c.net.OnSend(nil)
 	c.converged(lr.LogEndOffset(), 10*time.Second)
 }
 
-// TestRaftAsyncLossReported: an async leader cut off from its group
-// acknowledges acks=all on its own durable write until it steps down; the
-// others elect a leader that never had those records and writes on; when
-// the old leader returns it truncates to the new leader's log, and the
-// records it had acknowledged are counted (Host.TruncatedRecords), never
-// silently diverged: every log ends byte-identical.
+// TestRaftAsyncLossReported: the leader of an async-mode group that still
+// has other voters (before the move to the master's configuration), cut
+// off from them, acknowledges nothing on its own durable write: the others
+// elect a leader that never had those records and write on, and when the
+// old leader returns it truncates to the new leader's log and counts the
+// records cut (Host.TruncatedRecords), never silently diverged: every log
+// ends byte-identical. None of them was acknowledged (they were, on the
+// leader's write, before: a loaded machine's election lost them).
 func TestRaftAsyncLossReported(t *testing.T) {
 	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeAsync}, slowElections)
 	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
@@ -518,13 +536,17 @@ func TestRaftAsyncLossReported(t *testing.T) {
 	ln, lr := c.leader()
 	c.net.Partition(ln)
 	const batches, per = 3, 5
+	var props []partition.Proposal
 	for i := range batches {
 		p, err := lr.Propose(testBatch(fmt.Sprint("lost", i), per, -1, 0, 0), AcksAll)
 		if err != nil {
 			t.Fatalf("the cut-off async leader refused a write before stepping down: %v", err)
 		}
-		if ok, err := answeredWithin(p, 5*time.Second); !ok || err != nil {
-			t.Fatalf("async acks=all on the cut-off leader's own write: %v %v", ok, err)
+		props = append(props, p)
+	}
+	for _, p := range props {
+		if ok, err := answeredWithin(p, 5*time.Second); ok && err == nil {
+			t.Fatal("async acks=all acknowledged on the cut-off leader's own write, with other voters in its group")
 		}
 	}
 	if lr.HighWatermark() != 1 {
@@ -558,9 +580,18 @@ func TestRaftAsyncLossReported(t *testing.T) {
 
 // TestRaftSemiSyncDuplicate: an idempotent producer's retry of a batch
 // semi-sync still holds is not answered before the original could be:
-// it waits for the commit, as in raft mode.
+// it waits for the commit, as in raft mode. So does async's while the
+// group has other voters than its leader (before the move to the master's
+// configuration): a retry answered at once would acknowledge a batch an
+// election could still cut.
 func TestRaftSemiSyncDuplicate(t *testing.T) {
-	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeSemiSync, SemiSyncTimeout: time.Hour}, slowElections)
+	for _, mode := range []Mode{ModeSemiSync, ModeAsync} {
+		t.Run(mode.String(), func(t *testing.T) { testDuplicateWaits(t, mode) })
+	}
+}
+
+func testDuplicateWaits(t *testing.T, mode Mode) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: mode, SemiSyncTimeout: time.Hour}, slowElections)
 	c.produce(c.idem("warm", 1), AcksAll)
 	ln, lr := c.leader()
 	var block atomic.Bool
@@ -569,7 +600,7 @@ func TestRaftSemiSyncDuplicate(t *testing.T) {
 		return !(block.Load() && to == ln && e.Msg.GetType() == raftpb.MsgAppResp)
 	})
 	b := c.idem("retried", 1)
-	var ps []*Proposal
+	var ps []partition.Proposal
 	for range 2 {
 		p, err := lr.Propose(append([]byte(nil), b...), AcksAll)
 		if err != nil {
@@ -588,8 +619,8 @@ func TestRaftSemiSyncDuplicate(t *testing.T) {
 			t.Fatalf("proposal %d after the acknowledgements: %v %v", i, ok, err)
 		}
 	}
-	if !ps[1].res.Duplicate || ps[1].res.BaseOffset != ps[0].res.BaseOffset {
-		t.Fatalf("retry answered %+v, original %+v", ps[1].res, ps[0].res)
+	if !ps[1].(*Proposal).res.Duplicate || ps[1].(*Proposal).res.BaseOffset != ps[0].(*Proposal).res.BaseOffset {
+		t.Fatalf("retry answered %+v, original %+v", ps[1].(*Proposal).res, ps[0].(*Proposal).res)
 	}
 	c.net.OnSend(nil)
 }

@@ -131,12 +131,12 @@ const fullHandOffEvery = time.Second
 // accepts as a target, so that the partition takes writes again on a
 // broker with room instead of answering KAFKA_STORAGE_ERROR until this
 // disk is freed, as Kafka moves leadership off a failed log directory.
-// The full broker then follows: the first entry it cannot store stops
-// its replica until space returns (above), which takes it out of the
-// ISR, so the preferred-leader rebalance does not hand leadership back
-// before it has caught up again. Tried at most once per
-// fullHandOffEvery; with no voter in sync (or all as full) the leader
-// stays and keeps refusing.
+// The round that sends the target raft's MsgTimeoutNow then stops this
+// replica as a full disk does (fullHandedOffLocked), so that it does not
+// stay behind as a follower in sync that the preferred-leader rebalance
+// (or ElectLeaders) would hand leadership straight back to. Tried at most
+// once per fullHandOffEvery; with no voter in sync (or all as full) the
+// leader stays and keeps refusing.
 func (r *Replica) handOffFull() {
 	now := time.Now().UnixNano()
 	last := r.fullHandOff.Load()
@@ -154,11 +154,48 @@ func (r *Replica) handOffFull() {
 		if !slices.Contains(voters, raftID(n)) {
 			continue
 		}
+		// Before the request: the round that sends MsgTimeoutNow may
+		// run before TransferLeadership returns.
+		r.fullTransferTo.Store(raftID(n))
 		if err := r.TransferLeadership(n); err == nil {
 			r.lg.Warn().Int32("to", int32(n)).Msg("disk too full for new batches: handing leadership to an in-sync voter")
 			return
 		}
+		r.fullTransferTo.Store(0)
 	}
+}
+
+// fullHandedOffLocked, at the end of a round that sent peers, returns a
+// no-space error, which stops the replica until space returns (above),
+// when the round sent MsgTimeoutNow to the voter handOffFull chose and
+// the file system still has less free than a stopped replica is reopened
+// at (2*proposeReserve). The target then campaigns and wins with the
+// other voters; this replica, stopped, answers nobody, so the new leader
+// never hears from it (raft's RecentActive stays false and
+// TransferLeadership refuses it) and the preferred-leader rebalance does
+// not hand leadership back to a broker that would only refuse batches
+// and hand it away again: while a client's metadata lagged each move, no
+// batch of the partition was taken, and producers timed out. Without
+// the stop, a full leader that handed off stayed a follower in sync
+// whenever no entry reached it below proposeReserve (followerSpaceLocked)
+// before the rebalance ran.
+func (r *Replica) fullHandedOffLocked(peers []*raftpb.Message) error {
+	to := r.fullTransferTo.Load()
+	if to == 0 {
+		return nil
+	}
+	for _, m := range peers {
+		if m.GetType() != raftpb.MsgTimeoutNow || m.GetTo() != to {
+			continue
+		}
+		r.fullTransferTo.Store(0)
+		free := usableBytes(r.dir)
+		if free < 0 || free >= 2*proposeReserve {
+			return nil // room again: it follows as usual
+		}
+		return fmt.Errorf("%w: %d bytes free in %s after handing leadership to node %d; stopped until %d are free", log.ErrNoSpace, free, r.dir, nodeOf(to), 2*proposeReserve)
+	}
+	return nil
 }
 
 // followerSpaceLocked stops a follower (or learner) that is handed
@@ -193,4 +230,53 @@ func (h *Host) swapLocked(old, r *Replica) {
 		list[i] = x
 	}
 	h.list = list
+}
+
+// offlineNotice is the message a replica that stops (failLocked: a full
+// disk, a failed write or sync, a raft panic) sends every other member of
+// its group, as Kafka's broker reports a failed log directory to the
+// controller, which takes its replicas out of the ISR at once. raft's
+// MsgUnreachable is a local message type raft never sends between nodes;
+// between hosts it carries this notice and is never stepped: the
+// receiver records when the sender stopped (Replica.stopped). A leader
+// leaves such a member out of its ISR (and refuses it as a transfer
+// target) until it hears from it again, instead of after
+// replica.lag.time.max.ms; a replica reopened once space returns is heard
+// from at its first answer and rejoins as any follower that caught up.
+// The notice travels on the peer's ordered stream after everything the
+// replica sent before stopping. A broker that does not know it refuses it
+// (RefusedType) and keeps the lag rule.
+const offlineNotice = raftpb.MsgUnreachable
+
+// tellStoppedLocked sends the offline notice to every other member of the
+// group (raftMu held; the replica is stopping, not for its host's close).
+func (r *Replica) tellStoppedLocked() {
+	term := r.term.Load()
+	if term == 0 || r.host.ctx.Err() != nil {
+		return // a term-0 message is refused; a closing host says nothing
+	}
+	self := raftID(r.host.cfg.Node)
+	// TryLock: a raft panic may have left the storage's lock held (the
+	// notice is then not sent, and the lag rule applies).
+	if !r.st.mu.TryLock() {
+		return
+	}
+	cs := r.st.cs
+	members := slices.Concat(cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext())
+	r.st.mu.Unlock()
+	slices.Sort(members)
+	var msgs []*raftpb.Message
+	for _, id := range slices.Compact(members) {
+		if id != self {
+			msgs = append(msgs, &raftpb.Message{Type: new(offlineNotice), From: new(self), To: new(id), Term: new(term)})
+		}
+	}
+	r.host.send(r, msgs)
+}
+
+// stoppedPeerLocked says whether member id told this replica its replica
+// stopped and has not been heard from since (raftMu held).
+func (r *Replica) stoppedPeerLocked(id uint64) bool {
+	at, ok := r.stopped[id]
+	return ok && !r.lastHeard[id].After(at)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -187,6 +188,221 @@ func TestRaftDiskFullRecovers(t *testing.T) {
 	for j := range 5 {
 		produce(fmt.Sprint("e", j, pad))
 	}
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
+	c.checkAcked(acked)
+}
+
+// TestRaftFullLeaderHandsOffAndStops: a leader whose file system has room
+// for its followers' rule (more than proposeReserve free) but not for a
+// batch and proposeReserve more refuses the batch and hands its
+// leadership to a voter in sync; it then stops as on a full disk instead
+// of staying behind as a follower in sync. Before, it stayed, and the new
+// leader's preferred-leader rebalance handed leadership straight back to
+// it (the new leader heard from it, so TransferLeadership accepted it),
+// where it refused batches and handed it away again: the cluster test
+// TestClusterWriteBrokerDiskFull saw a record of that partition wait past
+// its 40 s delivery timeout. Here the new leader's TransferLeadership to
+// the full node is refused (it is not heard from), batches are taken, and
+// once space is freed the node is reopened and catches up.
+func TestRaftFullLeaderHandsOffAndStops(t *testing.T) {
+	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
+	opts.Log.SegmentBytes = 256 << 10
+	c := newTestCluster(t, nil, nil, opts, slowElections)
+	c.members = Members{Voters: []NodeID{1, 2, 3}}
+	const full NodeID = 1
+	mnt := c.nodeDir(full)
+	mountSmallFS(t, mnt, 16<<20)
+	c.startAll()
+
+	var acked []ackedBatch
+	produce := func(value string) {
+		t.Helper()
+		b := c.idem(value, 1)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	pad := strings.Repeat("x", 8<<10)
+	for i := range 3 {
+		produce(fmt.Sprint("a", i, pad))
+	}
+	// The full node leads.
+	checkFor(t, 20*time.Second, func() error {
+		ln, lr := c.leader()
+		if ln == full {
+			return nil
+		}
+		if err := lr.TransferLeadership(full); err != nil && !errors.Is(err, ErrTransferTargetInactive) {
+			return err
+		}
+		time.Sleep(200 * time.Millisecond)
+		return fmt.Errorf("node %d leads", ln)
+	})
+	lr := c.rep(full)
+
+	// Leave proposeReserve and 32 KiB: a follower's entries would still
+	// be stored there, a leader's 64 KiB batch is refused.
+	const leave = proposeReserve + 32<<10
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for freeBytes(t, mnt) > leave {
+		if _, err := f.Write(chunk[:min(int64(len(chunk)), freeBytes(t, mnt)-leave)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	if free := freeBytes(t, mnt); free <= proposeReserve {
+		t.Fatalf("%d bytes free, want more than %d", free, proposeReserve)
+	}
+	big := c.idem(strings.Repeat("y", 64<<10), 1)
+	if _, err := lr.Propose(append([]byte(nil), big...), AcksAll); !errors.Is(err, log.ErrNoSpace) {
+		t.Fatalf("leader with %d bytes free took a 64 KiB batch: %v", freeBytes(t, mnt), err)
+	}
+	newLeader, nr := c.leader(full)
+	t.Logf("node %d handed leadership to node %d", full, newLeader)
+	// The rebalance's request, once the new leader had time to hear
+	// from the node: refused, nothing started. (Before, it was accepted
+	// and the full node led again.)
+	time.Sleep(500 * time.Millisecond)
+	if err := nr.TransferLeadership(full); !errors.Is(err, ErrTransferTargetInactive) {
+		t.Fatalf("new leader's transfer back to node %d, whose disk is full: %v, want ErrTransferTargetInactive", full, err)
+	}
+	if err := lr.Failed(); err == nil || !strings.Contains(err.Error(), "no space") {
+		t.Fatalf("node %d after handing leadership away on a full disk: failed = %v, want stopped on a full disk", full, err)
+	}
+	if n := c.hosts[full].FailedReplicas(); n != 1 {
+		t.Fatalf("FailedReplicas %d, want 1", n)
+	}
+	acked = append(acked, ackedBatch{c.produce(big, AcksAll), append([]byte(nil), body(big)...)})
+	for i := range 3 {
+		produce(fmt.Sprint("b", i, pad))
+	}
+	if ln, _ := c.leader(); ln == full {
+		t.Fatalf("node %d leads again with its disk full", full)
+	}
+
+	// Space back: reopened, caught up.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		r, ok := c.hosts[full].Get(c.key)
+		if !ok {
+			return errors.New("replica gone from the host")
+		}
+		return r.Failed()
+	})
+	r, _ := c.hosts[full].Get(c.key)
+	c.mu.Lock()
+	c.reps[full] = r
+	c.mu.Unlock()
+	produce("c")
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
+	c.checkAcked(acked)
+}
+
+// TestRaftStoppedReplicaLeavesISRAtOnce: a follower whose disk fills
+// stops and tells the group (the offline notice): the leader drops it
+// from its ISR and refuses it as a transfer target at once, not after
+// replica.lag.time.max.ms (30 s here), as Kafka's controller drops the
+// replicas of a failed log directory. Once space is freed it is reopened,
+// heard from and back in the ISR.
+func TestRaftStoppedReplicaLeavesISRAtOnce(t *testing.T) {
+	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
+	opts.Log.SegmentBytes = 256 << 10
+	c := newTestCluster(t, nil, nil, opts, slowElections, func(cfg *HostConfig) { cfg.MaxFollowerLag = 30 * time.Second })
+	c.members = Members{Voters: []NodeID{1, 2, 3}}
+	const full NodeID = 1
+	mnt := c.nodeDir(full)
+	mountSmallFS(t, mnt, 16<<20)
+	c.startAll()
+
+	var acked []ackedBatch
+	produce := func(value string) {
+		t.Helper()
+		b := c.idem(value, 1)
+		acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+	}
+	pad := strings.Repeat("x", 8<<10)
+	produce("a" + pad)
+	checkFor(t, 20*time.Second, func() error {
+		ln, lr := c.leader()
+		if ln != full {
+			return nil
+		}
+		_ = lr.TransferLeadership(2)
+		time.Sleep(200 * time.Millisecond)
+		return fmt.Errorf("node %d leads", ln)
+	})
+	produce("b" + pad)
+	ln, lr := c.leader()
+	inISR := func() bool { return slices.Contains(lr.InSyncReplicas(), full) }
+	if !inISR() {
+		t.Fatalf("node %d not in leader %d's ISR %v before its disk fills", full, ln, lr.InSyncReplicas())
+	}
+
+	// Less than proposeReserve left: the next entries stop node 1.
+	filler := filepath.Join(mnt, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	chunk := make([]byte, 64<<10)
+	for freeBytes(t, mnt) > 512<<10 {
+		if _, err := f.Write(chunk[:min(int64(len(chunk)), freeBytes(t, mnt)-512<<10)]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	produce("c" + pad)
+	checkFor(t, 10*time.Second, func() error {
+		if c.rep(full).Failed() == nil {
+			return fmt.Errorf("node %d not stopped with %d bytes free", full, freeBytes(t, mnt))
+		}
+		return nil
+	})
+	stoppedAt := time.Now()
+	checkFor(t, 5*time.Second, func() error {
+		if inISR() {
+			return fmt.Errorf("stopped node %d still in leader %d's ISR %v", full, ln, lr.InSyncReplicas())
+		}
+		return nil
+	})
+	t.Logf("node %d out of leader %d's ISR %v after its replica stopped", full, ln, time.Since(stoppedAt).Round(time.Millisecond))
+	if n := lr.InSyncVoters(); n != 2 {
+		t.Fatalf("InSyncVoters %d, want 2", n)
+	}
+	if err := lr.TransferLeadership(full); !errors.Is(err, ErrTransferTargetInactive) {
+		t.Fatalf("transfer to the stopped node %d: %v, want ErrTransferTargetInactive", full, err)
+	}
+	if ln2, _ := c.leader(); ln2 != ln {
+		t.Fatalf("leader changed from %d to %d meanwhile", ln, ln2)
+	}
+
+	// Space back: reopened, heard from, in the ISR again.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 30*time.Second, func() error {
+		r, ok := c.hosts[full].Get(c.key)
+		if !ok {
+			return errors.New("replica gone from the host")
+		}
+		if err := r.Failed(); err != nil {
+			return err
+		}
+		if !inISR() {
+			return fmt.Errorf("node %d reopened, not yet in the ISR %v", full, lr.InSyncReplicas())
+		}
+		return nil
+	})
+	r, _ := c.hosts[full].Get(c.key)
+	c.mu.Lock()
+	c.reps[full] = r
+	c.mu.Unlock()
+	produce("d")
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
 	c.checkAcked(acked)
 }

@@ -13,6 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 func marshalV2(cc *raftpb.ConfChangeV2) ([]byte, error) { return proto.Marshal(cc) }
@@ -86,7 +88,7 @@ func (fh *fuzzHosts) commitEach(within time.Duration) error {
 				if r == nil || !r.IsLeader() {
 					continue
 				}
-				var p *Proposal
+				var p partition.Proposal
 				p, err = r.Propose(testBatch(fmt.Sprint("v", fh.seq), 1, -1, 0, 0), AcksAll)
 				if err == nil {
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

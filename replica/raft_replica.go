@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,94 +17,40 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
-// Mode is a topic's replication.mode: when acks=all is answered.
-type Mode int8
+// Mode is a topic's replication.mode: when acks=all is answered
+// (partition.Mode).
+type Mode = partition.Mode
 
 const (
-	// ModeRaft answers acks=all at raft commit: a majority of the voters
-	// (write brokers) hold the batch durably.
-	ModeRaft Mode = iota
-	// ModeSemiSync answers acks=all once the leader's write is durable and
-	// SemiSyncWaitReplicas other voters (write brokers) have acknowledged
-	// it durably, or, when they have not within SemiSyncTimeout, falls
-	// back to ModeAsync's answer until they catch up (raft_semisync.go).
-	ModeSemiSync
-	// ModeAsync answers acks=all once the leader's write is durable. A
-	// failover can lose it.
-	ModeAsync
+	ModeRaft     = partition.ModeRaft
+	ModeSemiSync = partition.ModeSemiSync
+	ModeAsync    = partition.ModeAsync
 )
 
 // ParseMode reads a replication.mode config value.
-func ParseMode(s string) (Mode, error) {
-	switch strings.ToLower(s) {
-	case "raft", "":
-		return ModeRaft, nil
-	case "semi-sync":
-		return ModeSemiSync, nil
-	case "async":
-		return ModeAsync, nil
-	}
-	return 0, fmt.Errorf("replica: unknown replication.mode %q", s)
-}
+func ParseMode(s string) (Mode, error) { return partition.ParseMode(s) }
 
-func (m Mode) String() string {
-	switch m {
-	case ModeRaft:
-		return "raft"
-	case ModeSemiSync:
-		return "semi-sync"
-	case ModeAsync:
-		return "async"
-	}
-	return "unknown"
-}
-
-// Acks is the producer's acks setting.
-type Acks int8
+// Acks is the producer's acks setting (partition.Acks).
+type Acks = partition.Acks
 
 const (
-	AcksNone   Acks = 0  // nobody waits; the write is still replicated
-	AcksLeader Acks = 1  // answered after the leader's own append
-	AcksAll    Acks = -1 // answered as the topic's Mode says
+	AcksNone   = partition.AcksNone
+	AcksLeader = partition.AcksLeader
+	AcksAll    = partition.AcksAll
 )
 
 // Members are a partition's replicas: voters are write brokers, learners
 // read brokers.
-type Members struct {
-	Voters   []NodeID
-	Learners []NodeID
-}
+type Members = partition.Members
 
 // ReplicaOptions are the topic settings a replica obeys.
-type ReplicaOptions struct {
-	Mode Mode
-	// MinInsyncReplicas is min.insync.replicas for acks=all in ModeRaft:
-	// voters (the leader included) heard from within MaxFollowerLag and
-	// replicating normally. Zero means 1.
-	MinInsyncReplicas int
-	// SemiSyncWaitReplicas is semi.sync.wait.replicas for ModeSemiSync:
-	// how many voters other than the leader must hold a batch durably
-	// before acks=all is answered (at most the other voters there are).
-	// Zero means 1.
-	SemiSyncWaitReplicas int
-	// SemiSyncTimeout is semi.sync.timeout.ms for ModeSemiSync: how long
-	// acks=all waits for them after the leader's own durable write before
-	// the partition falls back to asynchronous answers. Zero means
-	// DefaultSemiSyncTimeout.
-	SemiSyncTimeout time.Duration
-	// Log is the partition log's config.
-	Log log.Config
-}
+type ReplicaOptions = partition.Options
 
 // ProduceResult is where an acknowledged batch went.
-type ProduceResult struct {
-	BaseOffset, LastOffset int64
-	// Duplicate: a retry of a batch the log already has; the offsets are
-	// the original ones and nothing new was written.
-	Duplicate bool
-}
+type ProduceResult = partition.ProduceResult
 
 // Proposal is one batch on its way through raft; see Replica.Propose.
 type Proposal struct {
@@ -225,6 +170,15 @@ type Replica struct {
 	dupWait   []*Proposal // duplicates waiting for the high watermark
 	applied   uint64
 	lastHeard map[uint64]time.Time
+	// stopped: members that told this replica their replica of the group
+	// stopped (an offline notice, raft_nospace.go), and when; one is out
+	// of the ISR until heard from after that.
+	stopped map[uint64]time.Time
+	// heard is lastHeard for readers without raftMu (HeardFrom), and
+	// openedAt when this replica was opened.
+	heardMu  sync.Mutex
+	heard    map[uint64]time.Time
+	openedAt time.Time
 	// marks and isr: this leader's in-sync tracking (isrLocked).
 	marks       [isrMarks]isrMark
 	isr         []NodeID
@@ -264,6 +218,10 @@ type Replica struct {
 	// leadership away because its disk was too full for a batch
 	// (handOffFull).
 	fullHandOff atomic.Int64
+	// fullTransferTo is the raft id of the voter handOffFull last asked
+	// raft to hand leadership to (0: none); the round that sends it
+	// MsgTimeoutNow stops this replica (fullHandedOffLocked).
+	fullTransferTo atomic.Uint64
 	// openMembers and openJoin are how the replica was opened, for a
 	// reopen.
 	openMembers Members
@@ -283,6 +241,19 @@ type Replica struct {
 	watchers map[chan<- struct{}]struct{}
 }
 
+// HeardFrom is when this replica last stepped a raft message from node n
+// into its group (one that passed the group's checks), or when it was
+// opened if none since: an async learner that still hears from its master
+// does not claim the master's place (the server's async failover).
+func (r *Replica) HeardFrom(n NodeID) time.Time {
+	r.heardMu.Lock()
+	defer r.heardMu.Unlock()
+	if at, ok := r.heard[raftID(n)]; ok {
+		return at
+	}
+	return r.openedAt
+}
+
 // Key returns the partition's key.
 func (r *Replica) Key() Key { return r.key }
 
@@ -299,8 +270,8 @@ func (r *Replica) Topic() string { return r.topic }
 // queue order, so proposals from one connection keep their order.
 // Wait on the result for the answer acks asks for. With AcksNone nobody
 // needs to wait.
-func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
-	return r.propose(batch, 0, acks)
+func (r *Replica) Propose(batch []byte, acks Acks) (partition.Proposal, error) {
+	return asProposal(r.propose(batch, 0, acks))
 }
 
 // ProposeMarker is Propose for a transaction marker that a coordinator
@@ -309,8 +280,17 @@ func (r *Replica) Propose(batch []byte, acks Acks) (*Proposal, error) {
 // coordinator epoch: log.ErrCoordinatorFenced; with version 2 an epoch
 // not above the producer's: log.ErrInvalidProducerEpoch) before it
 // becomes an entry.
-func (r *Replica) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
-	return r.propose(batch, txnVersion, acks)
+func (r *Replica) ProposeMarker(batch []byte, txnVersion int8, acks Acks) (partition.Proposal, error) {
+	return asProposal(r.propose(batch, txnVersion, acks))
+}
+
+// asProposal returns p as a partition.Proposal: nil (not a nil *Proposal
+// in an interface) when err is set.
+func asProposal(p *Proposal, err error) (partition.Proposal, error) {
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
 func (r *Replica) propose(batch []byte, txnVersion int8, acks Acks) (*Proposal, error) {
@@ -418,6 +398,9 @@ func (r *Replica) OffsetForLeaderEpoch(epoch int32) (int64, int32) {
 // Log exposes the log for lookups that need no commit bound (timestamps,
 // producer state). Never write to it.
 func (r *Replica) Log() *log.Log { return r.log }
+
+// Storage is the replica's log as partition.Storage.
+func (r *Replica) Storage() partition.Storage { return r.log }
 
 // SetOptions changes the mode or min.insync.replicas (topic config change).
 func (r *Replica) SetOptions(o ReplicaOptions) error {
@@ -577,7 +560,7 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 	isr := []NodeID{r.host.cfg.Node}
 	voters := 1
 	r.rn.WithProgress(func(id uint64, typ raft.ProgressType, pr tracker.Progress) {
-		if id == self || pr.State == tracker.StateSnapshot {
+		if id == self || pr.State == tracker.StateSnapshot || r.stoppedPeerLocked(id) {
 			return
 		}
 		if now.Sub(r.caughtUpLocked(id, pr.Match, last)) > lag {
@@ -691,10 +674,18 @@ func (r *Replica) processLocked() {
 				r.host.refuse(why, nodeOf(m.GetFrom()), Envelope{Group: r.key, Msg: m})
 				continue
 			}
+			if m.GetType() == offlineNotice {
+				// Not raft's: the sender's replica stopped.
+				r.stopped[m.GetFrom()] = now
+				continue
+			}
 			if r.stepHook != nil {
 				r.stepHook(m)
 			}
 			r.lastHeard[m.GetFrom()] = now
+			r.heardMu.Lock()
+			r.heard[m.GetFrom()] = now
+			r.heardMu.Unlock()
 			if err := r.rn.Step(m); err != nil && !errors.Is(err, raft.ErrStepPeerNotFound) {
 				r.lg.Debug().Err(err).Stringer("msg_type", m.GetType()).Msg("raft step")
 			}
@@ -839,8 +830,10 @@ func (r *Replica) answerDuplicateLocked(p *Proposal, dup *errDuplicate, mode Mod
 	// for the high watermark to pass it, and so does semi-sync outside a
 	// fallback (a commit has the original on a majority of voters, as
 	// many as one other voter of three; the original's own answer may
-	// wait for more).
-	if p.acks == AcksAll && (mode == ModeRaft || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
+	// wait for more), and async (on the sole voter the commit is its own
+	// durable write, the original's answer; with other voters the
+	// original is answered at commit too, asyncAnswersOnWriteLocked).
+	if p.acks == AcksAll && (mode == ModeRaft || mode == ModeAsync || (mode == ModeSemiSync && !r.semi.fallback)) && r.hw.Load() <= dup.last {
 		p.res = res
 		r.dupWait = append(r.dupWait, p)
 		return
@@ -896,7 +889,7 @@ func (r *Replica) handleReadyLocked() error {
 		}
 	}
 	r.trimCacheLocked()
-	return nil
+	return r.fullHandedOffLocked(peers)
 }
 
 // storageAppendLocked is step 1 for one MsgStorageAppend: the snapshot,
@@ -1061,6 +1054,15 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		return nil
 	}
 	r.endSoloLocked()
+	r.st.mu.Lock()
+	forced := e.GetIndex() <= r.st.forcedAt
+	r.st.mu.Unlock()
+	if forced {
+		// Superseded by the configuration an async failover forced
+		// (raft_failover.go): applying its diff to that one would be
+		// wrong.
+		return nil
+	}
 	cs := r.rn.ApplyConfChange(cc)
 	if err := r.st.setConfState(cs); err != nil {
 		return err
@@ -1076,12 +1078,16 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 }
 
 // persistedLocked notes that entries up to last are durable here: acks=1,
-// and acks=all in async mode, are answered.
+// and acks=all in async mode while this replica is its group's sole voter
+// (asyncAnswersOnWriteLocked), are answered.
 func (r *Replica) persistedLocked(last uint64) {
 	if len(r.inflight) == 0 {
 		return
 	}
 	mode := r.opts.Load().Mode
+	if mode == ModeAsync && !r.asyncAnswersOnWriteLocked() {
+		mode = ModeRaft // answered at commit
+	}
 	now := time.Now()
 	keep := r.inflight[:0]
 	for _, p := range r.inflight {
@@ -1107,6 +1113,23 @@ func (r *Replica) persistedLocked(last uint64) {
 	}
 	clear(r.inflight[len(keep):])
 	r.inflight = keep
+}
+
+// asyncAnswersOnWriteLocked says whether acks=all in async mode may be
+// answered on this replica's own durable write: only while it is the sole
+// voter of its group (the async master's configuration, where its write
+// is the commit). With other voters (a topic just created or changed to
+// async, before the leader moved the group to the master's configuration,
+// or while it leaves it) an entry only the leader holds is not committed:
+// an election won by another voter, which a loaded machine or a pause
+// brings about without any broker failing, would cut it from the leader's
+// log, acknowledged. Such writes are answered at commit, as in raft mode.
+func (r *Replica) asyncAnswersOnWriteLocked() bool {
+	r.st.mu.Lock()
+	cs := r.st.cs
+	sole := len(cs.GetVoters()) == 1 && cs.GetVoters()[0] == raftID(r.host.cfg.Node) && len(cs.GetVotersOutgoing()) == 0
+	r.st.mu.Unlock()
+	return sole
 }
 
 // completeCommittedLocked answers everything committed up to last, but
@@ -1241,6 +1264,7 @@ func (r *Replica) failLocked(err error) {
 	}
 	r.inflight, r.dupWait = nil, nil
 	r.dropRefsLocked()
+	r.tellStoppedLocked()
 	r.isLeader.Store(false)
 	r.leader.Store(-1)
 	// Fetches waiting for the high watermark look again and see the

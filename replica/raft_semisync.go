@@ -37,14 +37,14 @@ func (h *Host) SemiSyncFallbacks() int64 { return h.semiFallbacks.Load() }
 // partition that has fallen back to asynchronous answers.
 func (r *Replica) SemiSyncFallback() bool { return r.fellBack.Load() }
 
-func (o *ReplicaOptions) semiSyncWait() int {
+func semiSyncWait(o *ReplicaOptions) int {
 	if o.SemiSyncWaitReplicas <= 0 {
 		return 1
 	}
 	return o.SemiSyncWaitReplicas
 }
 
-func (o *ReplicaOptions) semiSyncTimeout() time.Duration {
+func semiSyncTimeout(o *ReplicaOptions) time.Duration {
 	if o.SemiSyncTimeout <= 0 {
 		return DefaultSemiSyncTimeout
 	}
@@ -96,7 +96,7 @@ func (r *Replica) semiSyncLocked(now time.Time) {
 			matches = append(matches, pr.Match)
 		}
 	})
-	need := min(opts.semiSyncWait(), len(matches))
+	need := min(semiSyncWait(opts), len(matches))
 	// held: the last index need voters all hold.
 	held := ^uint64(0)
 	if need > 0 {
@@ -119,7 +119,7 @@ func (r *Replica) semiSyncLocked(now time.Time) {
 			r.fellBack.Store(false)
 		}
 	}
-	timeout := opts.semiSyncTimeout()
+	timeout := semiSyncTimeout(opts)
 	keep := r.inflight[:0]
 	for _, p := range r.inflight {
 		if p.acks != AcksAll || p.commit || !p.persisted {
@@ -149,9 +149,12 @@ func (r *Replica) semiSyncLocked(now time.Time) {
 // leaveSemiSyncLocked answers, after the topic left ModeSemiSync, the
 // acks=all writes semi-sync held that the new mode would have answered:
 // committed ones (completeCommittedLocked left them to semi-sync and
-// answers only entries committed later) and, for ModeAsync, every write
-// durable here.
+// answers only entries committed later) and, for ModeAsync on its group's
+// sole voter, every write durable here.
 func (r *Replica) leaveSemiSyncLocked(mode Mode) {
+	if mode == ModeAsync && !r.asyncAnswersOnWriteLocked() {
+		mode = ModeRaft // answered at commit (persistedLocked)
+	}
 	if r.semi.fallback {
 		r.lg.Info().Stringer("mode", mode).Msg("semi-sync fallback ended: replication.mode changed")
 	}

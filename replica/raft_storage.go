@@ -61,6 +61,10 @@ type raftStorage struct {
 	// never passes it: entries are made durable after they are stored
 	// (doc.go, "Ready loop"), and Open refuses a commit past the log.
 	durIdx uint64
+	// forcedAt: the configuration was forced (an async promotion,
+	// raft_failover.go) as of this index; the configuration changes of the
+	// log up to it are superseded and not applied.
+	forcedAt uint64
 	// truncated, when set, counts the data offsets a divergent tail cut
 	// from the log (Host.TruncatedRecords).
 	truncated *atomic.Int64
@@ -214,6 +218,13 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 	s.hs = &raftpb.HardState{Term: new(cur.term), Vote: new(cur.vote), Commit: new(cur.commit)}
 	if b, err := loadBlob(dir, snapFileName); err == nil {
 		s.snapProds = b
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, err
+	}
+	if b, err := loadBlob(dir, forcedFileName); err == nil && len(b) == 8 {
+		s.forcedAt = binary.BigEndian.Uint64(b)
+	} else if err == nil {
+		return nil, fmt.Errorf("replica: bad %s in %s", forcedFileName, dir)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return nil, err
 	}
@@ -765,58 +776,7 @@ func (s *raftStorage) append(ents []*raftpb.Entry, ref func([]byte) ([]byte, err
 		return fmt.Errorf("replica: raft entry %d appended after last index %d", first, last)
 	}
 	if first <= last {
-		// The entry before first stays in memory: it gives the next
-		// offset; lastRaft may be looked for in all of them (below).
-		from := first - 1
-		if from <= s.snapIndex || s.lastRaft >= first {
-			from = s.snapIndex + 1
-		}
-		if err := s.loadMetasLocked(from); err != nil {
-			return err
-		}
-		m := s.metas[first-s.memFrom]
-		// The records cut were never committed: raft mode never answered
-		// acks=all for them, but acks=1, async and a semi-sync fallback
-		// may have. Their range is logged and counted, so what a returning
-		// leader loses to its successor's log is never silent.
-		end := s.log.LogEndOffset()
-		s.lg.Warn().Uint64("index", first).Uint64("last_index", last).Int64("from_offset", m.base).Int64("end_offset", end).
-			Int64("records", end-m.base).Msg("truncating divergent uncommitted tail: the new leader's log replaces these records")
-		if s.truncated != nil && end > m.base {
-			s.truncated.Add(end - m.base)
-		}
-		keep := s.metas[:first-s.memFrom]
-		if s.lastRaft >= first {
-			// Before the log or the index loses what the mark names: a
-			// crash part-way must not find it missing.
-			s.lastRaft = 0
-			for _, m := range keep {
-				if m.raft() {
-					s.lastRaft = m.index
-				}
-			}
-			if s.lastRaft < s.state.cur.lastRaft {
-				cur := s.state.cur
-				cur.lastRaft = s.lastRaft
-				if err := s.state.save(cur); err != nil {
-					return err
-				}
-			}
-		}
-		if err := s.log.TruncateTo(m.base); err != nil {
-			return err
-		}
-		s.metas = keep
-		s.durIdx = min(s.durIdx, first-1)
-		s.cacheCutLocked(first)
-		if err := s.idx.truncateFrom(first); err != nil {
-			return err
-		}
-		// After the index: a record the index holds always has its data.
-		if err := s.ccs.keep(func(r ccRecord) bool { return r.index < first }); err != nil {
-			return err
-		}
-		if err := s.resetProducers(); err != nil {
+		if _, err := s.truncateFromLocked(first, "truncating divergent uncommitted tail: the new leader's log replaces these records"); err != nil {
 			return err
 		}
 	}
@@ -907,6 +867,70 @@ func (s *raftStorage) append(ents []*raftpb.Entry, ref func([]byte) ([]byte, err
 		return s.persistRecordsLocked(added, ccs)
 	}
 	return s.idx.append(added)
+}
+
+// truncateFromLocked cuts the log from entry first (at most the last
+// index, past the snapshot), logging why with the range cut, and returns
+// the records cut, which it also counts (truncated).
+func (s *raftStorage) truncateFromLocked(first uint64, why string) (int64, error) {
+	last := s.lastIndexLocked()
+	// The entry before first stays in memory: it gives the next
+	// offset; lastRaft may be looked for in all of them (below).
+	from := first - 1
+	if from <= s.snapIndex || s.lastRaft >= first {
+		from = s.snapIndex + 1
+	}
+	if err := s.loadMetasLocked(from); err != nil {
+		return 0, err
+	}
+	m := s.metas[first-s.memFrom]
+	// A divergent tail appended over was never committed: raft mode
+	// never answered acks=all for it, but acks=1, async and a semi-sync
+	// fallback may have. An async master that a promotion replaced
+	// (raft_failover.go) may even have committed it on its own. Either
+	// way the range is logged and counted, so what a returning leader
+	// loses to its successor's log is never silent.
+	end := s.log.LogEndOffset()
+	s.lg.Warn().Uint64("index", first).Uint64("last_index", last).Int64("from_offset", m.base).Int64("end_offset", end).
+		Int64("records", end-m.base).Msg(why)
+	if s.truncated != nil && end > m.base {
+		s.truncated.Add(end - m.base)
+	}
+	keep := s.metas[:first-s.memFrom]
+	if s.lastRaft >= first {
+		// Before the log or the index loses what the mark names: a
+		// crash part-way must not find it missing.
+		s.lastRaft = 0
+		for _, m := range keep {
+			if m.raft() {
+				s.lastRaft = m.index
+			}
+		}
+		if s.lastRaft < s.state.cur.lastRaft {
+			cur := s.state.cur
+			cur.lastRaft = s.lastRaft
+			if err := s.state.save(cur); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if err := s.log.TruncateTo(m.base); err != nil {
+		return 0, err
+	}
+	s.metas = keep
+	s.durIdx = min(s.durIdx, first-1)
+	s.cacheCutLocked(first)
+	if err := s.idx.truncateFrom(first); err != nil {
+		return 0, err
+	}
+	// After the index: a record the index holds always has its data.
+	if err := s.ccs.keep(func(r ccRecord) bool { return r.index < first }); err != nil {
+		return 0, err
+	}
+	if err := s.resetProducers(); err != nil {
+		return 0, err
+	}
+	return max(end-m.base, 0), nil
 }
 
 // persistRecordsLocked writes the records ms, among them some of raft's

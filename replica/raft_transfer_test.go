@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // A leader asked to hand leadership to a voter it cannot reach refuses
@@ -53,7 +55,7 @@ func TestRaftTransferToCutOffVoterRefused(t *testing.T) {
 	c.converged(3, 10*time.Second)
 }
 
-func waitProposal(t *testing.T, p *Proposal) {
+func waitProposal(t *testing.T, p partition.Proposal) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

@@ -7,10 +7,12 @@ import (
 
 	"go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // NodeID is a broker id. Raft ids are NodeID+1, because raft reserves 0.
-type NodeID int32
+type NodeID = partition.NodeID
 
 func raftID(n NodeID) uint64  { return uint64(n) + 1 }
 func nodeOf(id uint64) NodeID { return NodeID(id - 1) }

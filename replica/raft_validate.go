@@ -102,12 +102,13 @@ func (c *refusals) snapshot(into map[string]int64) {
 
 // peerMsgType: the message types one raft node sends another here.
 // Proposals are never forwarded (DisableProposalForwarding), read index
-// is not used, and leadership transfers are started on the leader.
+// is not used, and leadership transfers are started on the leader. The
+// offline notice (raft_nospace.go) is this package's, never stepped.
 func peerMsgType(t raftpb.MessageType) bool {
 	switch t {
 	case raftpb.MsgApp, raftpb.MsgAppResp, raftpb.MsgVote, raftpb.MsgVoteResp,
 		raftpb.MsgPreVote, raftpb.MsgPreVoteResp, raftpb.MsgSnap,
-		raftpb.MsgHeartbeat, raftpb.MsgHeartbeatResp, raftpb.MsgTimeoutNow:
+		raftpb.MsgHeartbeat, raftpb.MsgHeartbeatResp, raftpb.MsgTimeoutNow, offlineNotice:
 		return true
 	}
 	return false

@@ -12,9 +12,9 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 	"github.com/sluice-broker/sluice/quota"
-	"github.com/sluice-broker/sluice/replica"
 )
 
 // Produce (key 0). Advertised v0-13; v0-v2 close the connection (see
@@ -61,9 +61,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	}
 
 	type pending struct {
-		prop *replica.Proposal
+		prop partition.Proposal
 		sp   *kmsg.ProduceResponseTopicPartition
 		p    hostedPartition
+		t    metastore.Topic // with prop: checked again before the answer (masterFencedNow)
 		// Set instead of prop when the batch goes to the leader.
 		forward *metastore.Topic
 		records []byte
@@ -194,6 +195,10 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				continue
 			}
 			keepFrame = true // until raft has its copy (BatchReleased)
+			if s.masterFenced(t, rp.Partition) {
+				sp.ErrorCode = kerr.NotLeaderForPartition.Code
+				continue
+			}
 			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version, added)
 			if err != nil && s.shouldForward(err) {
 				tt := t
@@ -208,7 +213,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			s.metrics.produced.WithLabelValues(t.Name).Add(float64(len(rp.Records)))
 			// One validated batch: its header's record count.
 			s.metrics.records.WithLabelValues(t.Name).Add(float64(binary.BigEndian.Uint32(rp.Records[protocol.BatchRecordCountAt:])))
-			waits = append(waits, pending{prop: prop, sp: sp, p: p})
+			waits = append(waits, pending{prop: prop, sp: sp, p: p, t: t})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -329,6 +334,12 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				if req.Version >= 8 {
 					w.sp.ErrorMessage = errorMessage(err)
 				}
+			case s.masterFencedNow(w.t, w.sp.Partition):
+				// Written while the lease held, answered after it may
+				// have lapsed: not acknowledged (masterFenced). The
+				// producer's retry finds the batch (idempotence) if
+				// this broker is still the master.
+				w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
 			default:
 				w.sp.BaseOffset = res.BaseOffset
 				w.sp.LogStartOffset = w.p.LogStartOffset()
@@ -385,7 +396,7 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 // request's transactional id, for the verification of a transactional
 // batch (verifyTxnBatch), which depends on the request's version; added
 // holds the implicit adds already made for the request (implicitAdds).
-func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16, added map[metastore.TopicPartition]error) (*replica.Proposal, error) {
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16, added map[metastore.TopicPartition]error) (partition.Proposal, error) {
 	maxBytes := s.topicInt(t, "max.message.bytes")
 	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
@@ -424,5 +435,5 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 		}
 	}
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	return p.Propose(records, replica.Acks(acks))
+	return p.Propose(records, partition.Acks(acks))
 }

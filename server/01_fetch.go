@@ -7,8 +7,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/quota"
 )
 
@@ -54,7 +54,7 @@ type fetchPart struct {
 	resp  *kmsg.FetchResponseTopicPartition
 	// rng holds the partition's records: resp.RecordBatches stays empty
 	// and the writer sends the range in its place (fetchWire).
-	rng log.FileRange
+	rng partition.FileRange
 }
 
 // recordsLen is the size of the partition's records.
@@ -344,7 +344,7 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax i
 		fp.rng = res.Range
 		total += int(res.Range.Len)
 		if committed && res.Range.Len > 0 {
-			for _, a := range p.Log().AbortedTxns(rp.FetchOffset, res.NextOffset) {
+			for _, a := range p.Storage().AbortedTxns(rp.FetchOffset, res.NextOffset) {
 				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
@@ -369,7 +369,7 @@ func (s *Server) throttleFetch(rc *reqCtx, parts []fetchPart) {
 	s.quotas.unrecord(rc, s.quotas.fetch, quota.ConsumerByteRate, float64(n))
 	for i := range parts {
 		parts[i].releaseRecords()
-		parts[i].rng = log.FileRange{}
+		parts[i].rng = partition.FileRange{}
 		parts[i].resp.RecordBatches = []byte{}
 	}
 }

@@ -63,7 +63,7 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 					sp.Offset = min(sp.Offset, p.LastStableOffset())
 				}
 			case ts == -3:
-				off, mts, err := p.Log().MaxTimestamp()
+				off, mts, err := p.Storage().MaxTimestamp()
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 				} else if off >= 0 && off < hw {
@@ -72,7 +72,7 @@ func handleListOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response,
 			case ts < 0:
 				// -5, -6: nothing is tiered; Kafka answers -1 too.
 			default:
-				off, fts, found, err := p.Log().OffsetForTimestamp(ts)
+				off, fts, found, err := p.Storage().OffsetForTimestamp(ts)
 				if err != nil {
 					sp.ErrorCode = errorCode(err)
 				} else if found && off < hw {

@@ -9,7 +9,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Metadata (key 3). Supported: v0-13.
@@ -162,7 +162,7 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 			// the metastore does (the leader publishes it
 			// asynchronously): a client given the older epoch would be
 			// fenced by the replica's check and wait for new metadata.
-			if r, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: int32(i)}); ok && r.IsLeader() && r.Failed() == nil {
+			if r, ok := s.raft.Get(partition.Key{TopicID: t.ID, Index: int32(i)}); ok && r.IsLeader() && r.Failed() == nil {
 				mp.LeaderEpoch = max(mp.LeaderEpoch, r.LeaderEpoch())
 			}
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // DeleteRecords (key 21). Supported: v0-2.
@@ -128,7 +128,7 @@ func deleteRecords(ctx context.Context, p hostedPartition, offset int64) (int64,
 		offset = hw
 	}
 	if offset < 0 || offset > hw {
-		return 0, fmt.Errorf("%w: offset %d, high watermark %d", log.ErrOffsetOutOfRange, offset, hw)
+		return 0, fmt.Errorf("%w: offset %d, high watermark %d", partition.ErrOffsetOutOfRange, offset, hw)
 	}
 	low, err := p.DeleteRecords(ctx, offset)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {

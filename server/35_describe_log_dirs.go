@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
-	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // DescribeLogDirs (key 35). Supported: v0-4.
@@ -80,7 +80,7 @@ func handleDescribeLogDirs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 		}
 		dp := kmsg.NewDescribeLogDirsResponseDirTopicPartition()
 		dp.Partition = l.index
-		dp.Size = logSize(l.p.Log())
+		dp.Size = logSize(l.p.Storage())
 		dp.OffsetLag = max(l.p.HighWatermark()-l.p.LogEndOffset(), 0)
 		byTopic[l.topic] = append(byTopic[l.topic], dp)
 	}
@@ -106,7 +106,7 @@ func handleDescribeLogDirs(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respo
 	return resp, nil
 }
 
-func logSize(l *log.Log) int64 {
+func logSize(l partition.Storage) int64 {
 	n, _ := l.Size()
 	return n
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // ElectLeaders (key 43). Supported: v0-2.
@@ -170,9 +170,9 @@ func (s *Server) electOne(etype int8, tg electTarget, res *kmsg.ElectLeadersResp
 	for _, b := range s.catalog.Brokers() {
 		alive[b.ID] = true
 	}
-	var r *replica.Replica
+	var r partition.Replica
 	leader := p.Leader
-	if rr, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: tg.partition}); ok {
+	if rr, ok := s.raft.Get(partition.Key{TopicID: t.ID, Index: tg.partition}); ok {
 		r = rr
 		if l := rr.Leader(); l > 0 {
 			leader = int32(l) // fresher than the catalog's
@@ -217,7 +217,7 @@ func (s *Server) electOne(etype int8, tg electTarget, res *kmsg.ElectLeadersResp
 // transferTo hands r's leadership to pref and waits until pref leads.
 // Raft gives a transfer up after an election timeout if the target has not
 // caught up, so it is asked again each second until ctx ends.
-func (s *Server) transferTo(ctx context.Context, r *replica.Replica, pref int32, res *kmsg.ElectLeadersResponseTopicPartition) {
+func (s *Server) transferTo(ctx context.Context, r partition.Replica, pref int32, res *kmsg.ElectLeadersResponseTopicPartition) {
 	var last time.Time
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
@@ -227,7 +227,7 @@ func (s *Server) transferTo(ctx context.Context, r *replica.Replica, pref int32,
 			return
 		}
 		if r.IsLeader() && time.Since(last) > time.Second {
-			if err := r.TransferLeadership(replica.NodeID(pref)); err != nil {
+			if err := r.TransferLeadership(partition.NodeID(pref)); err != nil {
 				electFail(res, kerr.PreferredLeaderNotAvailable.Code, err.Error())
 				return
 			}

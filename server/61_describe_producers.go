@@ -60,7 +60,7 @@ func handleDescribeProducers(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Res
 				st.Partitions = append(st.Partitions, sp)
 				continue
 			}
-			prods, err := p.Log().ActiveProducers()
+			prods, err := p.Storage().ActiveProducers()
 			if err != nil {
 				sp.ErrorCode, sp.ErrorMessage = errorCode(err), errorMessage(err)
 				st.Partitions = append(st.Partitions, sp)

@@ -12,8 +12,9 @@ import (
 
 // ShareFetch (key 78). Supported: v1-2 (single node only: see shareAPI).
 //
-// Semantics: KIP-932. The request's share session (epoch 0 opens it, -1
-// closes it, otherwise the session's next epoch: SHARE_SESSION_NOT_FOUND,
+// Semantics: KIP-932. The request's share session (epoch 0 opens it on
+// this connection, whose close ends it and releases the member's records;
+// -1 closes it; otherwise the session's next epoch: SHARE_SESSION_NOT_FOUND,
 // INVALID_SHARE_SESSION_EPOCH) names the partitions fetched: those listed
 // are added, ForgottenTopicsData removed. Acknowledgements in the request
 // are applied and saved in the metastore first (AcknowledgeErrorCode per
@@ -71,10 +72,13 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 	}
 
 	groupCall(rc, func(ctx context.Context) kmsg.Response {
-		keys, code := s.groups.ShareSession(ctx, group, member, req.ShareSessionEpoch, true, add, forget, hasAcks)
+		keys, code := s.groups.ShareSession(ctx, group, member, req.ShareSessionEpoch, true, add, forget, hasAcks, rc.conn.id)
 		if code != 0 {
 			resp.ErrorCode = code
 			return resp
+		}
+		if req.ShareSessionEpoch == 0 {
+			rc.conn.shares.add(group, member)
 		}
 		// One response partition per partition named or fetched.
 		var order []coordinator.ShareKey

@@ -44,7 +44,7 @@ func handleShareAcknowledge(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 		resp.AcquisitionLockTimeoutMillis = int32(s.groups.ShareLockDuration(group).Milliseconds())
 	}
 	groupCall(rc, func(ctx context.Context) kmsg.Response {
-		if _, code := s.groups.ShareSession(ctx, group, member, req.ShareSessionEpoch, false, nil, nil, true); code != 0 {
+		if _, code := s.groups.ShareSession(ctx, group, member, req.ShareSessionEpoch, false, nil, nil, true, rc.conn.id); code != 0 {
 			resp.ErrorCode = code
 			return resp
 		}

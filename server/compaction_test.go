@@ -56,7 +56,7 @@ func TestCompactedTopic(t *testing.T) {
 			}
 		}
 	}
-	c := log.NewCleaner(log.CleanerConfig{Targets: b.srv.CleanTargets, Backoff: 10 * time.Millisecond})
+	c := log.NewCleaner(log.CleanerConfig{Targets: b.host.CleanTargets, Backoff: 10 * time.Millisecond})
 	for c.CleanOnce(nil) {
 	}
 	read := func(topic string) map[string][]string {

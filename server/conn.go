@@ -274,6 +274,12 @@ type conn struct {
 	// not read (waitUnsent) until the writer signals drained.
 	unsent  atomic.Int64
 	drained chan struct{}
+
+	// id names the connection to the group coordinator, and shares are
+	// the share sessions opened on it, released when it closes
+	// (server/share.go).
+	id     uint64
+	shares shareSessions
 }
 
 func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
@@ -301,6 +307,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		principal: principal,
 		host:      ip.String(),
 		drained:   make(chan struct{}, 1),
+		id:        connSeq.Add(1),
 	}
 	if l.sec.cfg.UsesSASL() {
 		c.sasl = &saslConn{}
@@ -331,6 +338,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 	cancel()
 	c.wg.Wait()
 	nc.Close()
+	s.shareConnClosed(c)
 }
 
 func (c *conn) readLoop() error {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // splicedResponse is a response whose frame includes file ranges (Fetch's
@@ -44,7 +44,7 @@ func writeSpliced(bw *bufio.Writer, nc net.Conn, frame []byte, splices []splice)
 	return err
 }
 
-func writeRange(bw *bufio.Writer, nc net.Conn, r *log.FileRange) error {
+func writeRange(bw *bufio.Writer, nc net.Conn, r *partition.FileRange) error {
 	n := int(r.Len)
 	if n > bw.Available() && n <= inlineRangeBytes && n <= bw.Size() {
 		if err := bw.Flush(); err != nil {
@@ -66,7 +66,7 @@ func writeRange(bw *bufio.Writer, nc net.Conn, r *log.FileRange) error {
 }
 
 // copyRange is the portable way to send a range: through a buffer.
-func copyRange(nc net.Conn, r *log.FileRange) error {
+func copyRange(nc net.Conn, r *partition.FileRange) error {
 	_, err := io.Copy(nc, io.NewSectionReader(r, 0, r.Len))
 	return err
 }

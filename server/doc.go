@@ -18,7 +18,9 @@
 // # Partitions
 //
 // The handlers reach a hosted partition through hostedPartition
-// (partitions.go). Every partition is a raft replica (replica.Replica): a
+// (partitions.go), package partition's Partition: server imports neither
+// replica nor log (a test checks the import graph), and cmd/sluice hands
+// it the raft host as a partition.Host. Every partition is a raft replica: a
 // one-voter group on a broker without replica.listen (`sluice dev`), a
 // group over the brokers the metastore assigns in a cluster; there is no
 // other data path (the read-only __consumer_offsets view, offsets_topic.go,

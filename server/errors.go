@@ -7,10 +7,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
-	"github.com/sluice-broker/sluice/replica"
 )
 
 var errUnsupportedVersion = kerr.UnsupportedVersion.Code
@@ -38,7 +37,7 @@ func errorCode(err error) int16 {
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, protocol.ErrCorruptBatch), errors.Is(err, log.ErrCorrupt):
+	case errors.Is(err, protocol.ErrCorruptBatch), errors.Is(err, partition.ErrCorrupt):
 		return kerr.CorruptMessage.Code
 	case errors.Is(err, protocol.ErrUnsupportedMagic):
 		return kerr.UnsupportedForMessageFormat.Code
@@ -46,11 +45,11 @@ func errorCode(err error) int16 {
 		return kerr.InvalidRecord.Code
 	case errors.Is(err, protocol.ErrUnsupportedCompression):
 		return kerr.UnsupportedCompressionType.Code
-	case errors.Is(err, log.ErrOutOfOrderSequence):
+	case errors.Is(err, partition.ErrOutOfOrderSequence):
 		return kerr.OutOfOrderSequenceNumber.Code
-	case errors.Is(err, log.ErrInvalidProducerEpoch):
+	case errors.Is(err, partition.ErrInvalidProducerEpoch):
 		return kerr.InvalidProducerEpoch.Code
-	case errors.Is(err, log.ErrCoordinatorFenced):
+	case errors.Is(err, partition.ErrCoordinatorFenced):
 		return kerr.TransactionCoordinatorFenced.Code
 	case errors.Is(err, errMessageTooLarge), errors.Is(err, protocol.ErrRecordsTooLarge):
 		return kerr.MessageTooLarge.Code
@@ -67,20 +66,20 @@ func errorCode(err error) int16 {
 		// Retriable for every producer, as Kafka answers while the
 		// transaction coordinator cannot be asked.
 		return kerr.NotEnoughReplicas.Code
-	case errors.Is(err, log.ErrBatchTooLarge):
+	case errors.Is(err, partition.ErrBatchTooLarge):
 		// Kafka's RecordBatchTooLargeException: "message batch larger
 		// than the configured segment size on the server".
 		return kerr.RecordListTooLarge.Code
-	case errors.Is(err, log.ErrOffsetOutOfRange):
+	case errors.Is(err, partition.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
-	case errors.Is(err, replica.ErrPartitionClosed), errors.Is(err, log.ErrClosed),
-		errors.Is(err, replica.ErrNotLeader), errors.Is(err, replica.ErrReplicaClosed), errors.Is(err, errNotHosted):
+	case errors.Is(err, partition.ErrPartitionClosed), errors.Is(err, partition.ErrClosed),
+		errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrReplicaClosed), errors.Is(err, errNotHosted):
 		return kerr.NotLeaderForPartition.Code
-	case errors.Is(err, replica.ErrNotEnoughReplicas):
+	case errors.Is(err, partition.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code
-	case errors.Is(err, replica.ErrProposalDropped), errors.Is(err, replica.ErrBusy):
+	case errors.Is(err, partition.ErrProposalDropped), errors.Is(err, partition.ErrBusy):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, replica.ErrReplicaFailed), errors.Is(err, replica.ErrLostCommitted), errors.Is(err, replica.ErrOldFormat):
+	case errors.Is(err, partition.ErrReplicaFailed), errors.Is(err, partition.ErrLostCommitted), errors.Is(err, partition.ErrOldFormat):
 		return kerr.KafkaStorageError.Code
 	case errors.Is(err, metastore.ErrTopicExists):
 		return kerr.TopicAlreadyExists.Code
@@ -92,7 +91,7 @@ func errorCode(err error) int16 {
 		return kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, metastore.ErrNotLeader), errors.Is(err, context.DeadlineExceeded):
 		return kerr.RequestTimedOut.Code
-	case errors.Is(err, log.ErrFatal), errors.Is(err, log.ErrNoSpace):
+	case errors.Is(err, partition.ErrFatal), errors.Is(err, partition.ErrNoSpace):
 		// Kafka answers a failed log directory with KAFKA_STORAGE_ERROR;
 		// clients retry it, which after a full disk succeeds once space
 		// is freed.

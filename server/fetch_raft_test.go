@@ -92,7 +92,7 @@ func raftLogBroker(t *testing.T) (addr string, topic string, epochs [3]int32) {
 		t.Fatalf("epochs %v, high watermark %d, log end %d; want increasing epochs and 6, 6", epochs, r.HighWatermark(), r.LogEndOffset())
 	}
 
-	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Raft: h, Logger: lg})
+	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Raft: h.Hosted(), Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}

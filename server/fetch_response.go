@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
 
@@ -24,7 +24,7 @@ type fetchWire struct {
 // one per partition with records.
 type splice struct {
 	at   int // index in the frame where the range's bytes belong
-	r    *log.FileRange
+	r    *partition.FileRange
 	part int // the index in fetchWire.parts it belongs to, while building
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // A read broker that receives a Produce (a producer bootstrapped on the
@@ -29,7 +29,7 @@ type forwarder struct {
 // shouldForward says whether a produce that failed with err here goes to
 // the leader instead: only at a broker without the write role.
 func (s *Server) shouldForward(err error) bool {
-	return !s.cfg.HasRole("write") && (errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted))
+	return !s.cfg.HasRole("write") && (errors.Is(err, partition.ErrNotLeader) || errors.Is(err, errNotHosted))
 }
 
 func (s *Server) forwardClient() (*kgo.Client, error) {

@@ -23,6 +23,7 @@ type testBroker struct {
 	srv  *Server
 	meta *metastore.Node
 	addr string
+	host *replica.Host // the raft host the server serves from
 }
 
 // testLog logs warnings through t; under a fuzz test, whose *testing.F
@@ -87,7 +88,7 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rh.Close() })
-	o := Options{Config: cfg, Catalog: meta.Client(), Raft: rh, Logger: lg, ACLs: meta.Client()}
+	o := Options{Config: cfg, Catalog: meta.Client(), Raft: rh.Hosted(), Logger: lg, ACLs: meta.Client()}
 	if opts != nil {
 		opts(&o, meta)
 	}
@@ -108,7 +109,7 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 	if _, err := meta.Client().RegisterBroker(ctx, b); err != nil {
 		t.Fatal(err)
 	}
-	return &testBroker{srv: srv, meta: meta, addr: addr}
+	return &testBroker{srv: srv, meta: meta, addr: addr, host: rh}
 }
 
 func (b *testBroker) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {

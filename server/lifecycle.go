@@ -5,8 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/sluice-broker/sluice/log"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // OpenPartitions opens every partition the catalog assigns to this broker,
@@ -26,14 +25,14 @@ func (s *Server) OpenPartitions() error {
 	// Replicas of topics deleted, or of partitions reassigned away
 	// (never one whose reassignment is still in progress), while this
 	// broker was down.
-	keep := make(map[replica.Key]bool)
+	keep := make(map[partition.Key]bool)
 	for _, t := range s.catalog.Topics() {
 		for i, p := range t.Partitions {
-			keep[replica.Key{TopicID: t.ID, Index: int32(i)}] = s.assigned(p) || p.Target != nil
+			keep[partition.Key{TopicID: t.ID, Index: int32(i)}] = s.assigned(p) || p.Target != nil
 		}
 	}
 	if err := s.raft.RemoveStale(func(id [16]byte, index int32) bool {
-		return keep[replica.Key{TopicID: id, Index: index}]
+		return keep[partition.Key{TopicID: id, Index: index}]
 	}); err != nil {
 		return err
 	}
@@ -99,27 +98,22 @@ func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
 	}
 }
 
-// RunCleaner runs the log cleaner over the hosted partitions whose topic
-// has cleanup.policy=compact until ctx ends, and stops it before
-// returning. A raft partition is cleaned only below its high watermark
-// (committed entries, never truncated) and keeps every batch, emptied or
-// not, because its batches are its raft entries: a replica that is sent
-// them from the log gets the cleaned batches, the same survivors.
-func (s *Server) RunCleaner(ctx context.Context, c *log.Cleaner) {
-	s.cleaner.Store(c)
+// Cleaner is the log cleaner, which compacts the hosted partitions whose
+// topic has cleanup.policy=compact (the log package's Cleaner, given the
+// raft host's and the offsets logs' clean targets).
+type Cleaner interface {
+	Start()
+	Close()
+	Totals() partition.CleanerTotals
+}
+
+// RunCleaner runs the log cleaner until ctx ends, and stops it before
+// returning; its counters are exported as metrics meanwhile.
+func (s *Server) RunCleaner(ctx context.Context, c Cleaner) {
+	s.cleaner.Store(&c)
 	c.Start()
 	<-ctx.Done()
 	c.Close()
-}
-
-// CleanTargets lists the hosted partitions for the log cleaner; those of
-// topics that are not compacted are skipped by the cleaner itself.
-func (s *Server) CleanTargets() []log.CleanTarget {
-	out := s.offsets.cleanTargets() // __consumer_offsets, compacted
-	for _, r := range s.raft.Replicas() {
-		out = append(out, log.CleanTarget{Log: r.Log(), Limit: r.HighWatermark, RetainEmpty: true})
-	}
-	return out
 }
 
 // RunLeaderBalance hands each partition this broker leads back to its
@@ -155,10 +149,10 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 			preferred := tp.Partitions[k.Index].Voters[0]
 			// As Kafka's auto.leader.rebalance.enable: only to a
 			// preferred leader that is in the ISR.
-			if preferred == s.cfg.NodeID || !alive[preferred] || !slices.Contains(r.InSyncReplicas(), replica.NodeID(preferred)) {
+			if preferred == s.cfg.NodeID || !alive[preferred] || !slices.Contains(r.InSyncReplicas(), partition.NodeID(preferred)) {
 				continue
 			}
-			if err := r.TransferLeadership(replica.NodeID(preferred)); err != nil {
+			if err := r.TransferLeadership(partition.NodeID(preferred)); err != nil {
 				s.log.Debug().Err(err).Str("topic", tp.Name).Int32("partition", k.Index).Msg("leader rebalance")
 			} else {
 				s.log.Info().Str("topic", tp.Name).Int32("partition", k.Index).Int32("to", preferred).Msg("handing leadership back to the preferred leader")
@@ -177,9 +171,9 @@ func (s *Server) RunLeaderBalance(ctx context.Context, every time.Duration) {
 // the metastore, so that no preferred-leader rebalance hands leadership
 // back meanwhile.
 func (s *Server) HandOffLeadership(ctx context.Context, retries int, backoff time.Duration) int {
-	self := replica.NodeID(s.cfg.NodeID)
-	led := func() []*replica.Replica {
-		var out []*replica.Replica
+	self := partition.NodeID(s.cfg.NodeID)
+	led := func() []partition.Replica {
+		var out []partition.Replica
 		for _, r := range s.raft.Replicas() {
 			// A group whose only voter is this broker (every group
 			// of a single node) has no one to hand off to.

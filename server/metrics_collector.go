@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // groupLagTimeout bounds the metastore reads one scrape makes for the lag
@@ -94,13 +94,13 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.s
 	var hosted, leaders, urp, underMin, leaderless, offline int
 	// hw: the hosted partitions' high watermarks, for the group lag.
-	hw := make(map[replica.Key]int64)
+	hw := make(map[partition.Key]int64)
 	common := func(topic, part string, p hostedPartition) {
 		hosted++
 		gauge(ch, descLEO, float64(p.LogEndOffset()), topic, part)
 		gauge(ch, descLSO, float64(p.LogStartOffset()), topic, part)
 		gauge(ch, descHW, float64(p.HighWatermark()), topic, part)
-		size, segs := p.Log().Size()
+		size, segs := p.Storage().Size()
 		gauge(ch, descSize, float64(size), topic, part)
 		gauge(ch, descSegs, float64(segs), topic, part)
 		lead := p.IsLeader()
@@ -109,7 +109,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 			leaders++
 		}
 	}
-	present := make(map[replica.Key]bool)
+	present := make(map[partition.Key]bool)
 	for _, r := range s.raft.Replicas() {
 		k := r.Key()
 		present[k] = true
@@ -152,7 +152,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, t := range s.catalog.Topics() {
 		for i, p := range t.Partitions {
-			k := replica.Key{TopicID: t.ID, Index: int32(i)}
+			k := partition.Key{TopicID: t.ID, Index: int32(i)}
 			if s.assigned(p) && !present[k] {
 				offline++
 			}
@@ -165,7 +165,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(ch, descLeaderless, float64(leaderless))
 	gauge(ch, descOffline, float64(offline))
 	if cl := s.cleaner.Load(); cl != nil {
-		t := cl.Totals()
+		t := (*cl).Totals()
 		for d, v := range map[*prometheus.Desc]int64{
 			descCleanerPasses: t.Passes, descCleanerSegments: t.Segments, descCleanerRead: t.BytesRead,
 			descCleanerWritten: t.BytesWritten, descCleanerRemoved: t.RecordsGone, descCleanerErrors: t.Errors,
@@ -190,7 +190,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 // offsets and lag (one metastore read per group, bounded by
 // groupLagTimeout in all). A partition this broker does not host has no
 // high watermark here, so its lag is left out rather than guessed.
-func (c collector) collectGroups(ch chan<- prometheus.Metric, hw map[replica.Key]int64) {
+func (c collector) collectGroups(ch chan<- prometheus.Metric, hw map[partition.Key]int64) {
 	s := c.s
 	stats := s.groups.Stats()
 	gauge(ch, descGroups, float64(len(stats)))

@@ -61,7 +61,7 @@ func TestOfflineReplica(t *testing.T) {
 		}
 		reps = append(reps, r)
 	}
-	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Raft: h, Logger: lg})
+	srv, err := New(Options{Config: cfg, Catalog: meta.Client(), Raft: h.Hosted(), Logger: lg})
 	if err != nil {
 		t.Fatal(err)
 	}

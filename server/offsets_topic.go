@@ -16,14 +16,13 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/partition"
 
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/coordinator"
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
 )
 
 // The __consumer_offsets view (docs/architecture.md, "__consumer_offsets").
@@ -78,7 +77,7 @@ var offsetsTopicID = func() metastore.TopicID {
 
 // offsetsView is one broker's materialisation of __consumer_offsets.
 type offsetsView struct {
-	logs *replica.Manager
+	logs partition.LocalLogs
 	src  OffsetsSource
 	dir  string
 	n    int32
@@ -90,12 +89,12 @@ type offsetsView struct {
 	created atomic.Bool
 	ready   atomic.Bool // the logs are open
 	mu      sync.Mutex  // one poll at a time
-	parts   []*replica.Partition
+	parts   []partition.LocalLog
 	rev     uint64 // the last metastore revision applied
 	kick    chan struct{}
 }
 
-func newOffsetsView(logs *replica.Manager, src OffsetsSource, n int32, lg zerolog.Logger) *offsetsView {
+func newOffsetsView(logs partition.LocalLogs, src OffsetsSource, n int32, lg zerolog.Logger) *offsetsView {
 	return &offsetsView{logs: logs, src: src, n: n, dir: logs.Dir(), lg: lg.With().Str("topic", coordinator.OffsetsTopic).Logger(), kick: make(chan struct{}, 1)}
 }
 
@@ -123,7 +122,7 @@ func (v *offsetsView) open() error {
 	if n >= 0 && n != int64(v.n) {
 		// Remove the old partitions: open and remove each.
 		for i := int32(0); i < int32(n); i++ {
-			k := replica.Key{TopicID: offsetsTopicID, Index: i}
+			k := partition.Key{TopicID: offsetsTopicID, Index: i}
 			if _, err := v.logs.Open(coordinator.OffsetsTopic, k, offsetsLogConfig()); err != nil {
 				return err
 			}
@@ -133,9 +132,9 @@ func (v *offsetsView) open() error {
 		}
 		rev = 0
 	}
-	v.parts = make([]*replica.Partition, v.n)
+	v.parts = make([]partition.LocalLog, v.n)
 	for i := range v.parts {
-		p, err := v.logs.Open(coordinator.OffsetsTopic, replica.Key{TopicID: offsetsTopicID, Index: int32(i)}, offsetsLogConfig())
+		p, err := v.logs.Open(coordinator.OffsetsTopic, partition.Key{TopicID: offsetsTopicID, Index: int32(i)}, offsetsLogConfig())
 		if err != nil {
 			return err
 		}
@@ -156,24 +155,12 @@ func (v *offsetsView) open() error {
 // cleaner keeps the latest commit of every key, so the logs grow with
 // the keys, not the commit rate) in segments of offsets.topic.segment.bytes
 // (100 MiB), nothing removed by time or size.
-func offsetsLogConfig() log.Config {
-	c := log.DefaultConfig()
+func offsetsLogConfig() partition.LogConfig {
+	c := partition.DefaultLogConfig()
 	c.RetentionMs, c.RetentionBytes = -1, -1
 	c.Compact, c.Delete = true, false
 	c.SegmentBytes = 100 << 20
 	return c
-}
-
-// cleanTargets are the view's logs for the log cleaner.
-func (v *offsetsView) cleanTargets() []log.CleanTarget {
-	if v == nil || !v.ready.Load() {
-		return nil
-	}
-	out := make([]log.CleanTarget, 0, len(v.parts))
-	for _, p := range v.parts {
-		out = append(out, log.CleanTarget{Log: p.Log(), Limit: p.HighWatermark})
-	}
-	return out
 }
 
 func (v *offsetsView) saveState() error {

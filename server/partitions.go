@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -9,57 +8,29 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // hostedPartition is what the handlers need from a partition this broker
-// hosts: a local log on a single-replica broker (`sluice dev`), or a raft
-// replica — leader, follower or learner — in a cluster. Both live in
-// package replica; the handlers never learn which one they talk to.
-type hostedPartition interface {
-	// Propose appends (or, in a cluster, proposes) one validated batch.
-	// It returns at once; the proposal's Wait answers as acks asks.
-	Propose(batch []byte, acks replica.Acks) (*replica.Proposal, error)
-	// ProposeMarker is Propose for a transaction marker sent with
-	// transaction version txnVersion: the producer's epoch and last
-	// coordinator epoch there are checked first (log.CheckMarker).
-	ProposeMarker(batch []byte, txnVersion int8, acks replica.Acks) (*replica.Proposal, error)
-	HighWatermark() int64
-	LastStableOffset() int64
-	LogStartOffset() int64
-	LogEndOffset() int64
-	LeaderEpoch() int32
-	// Read returns whole committed batches from offset.
-	Read(offset int64, maxBytes int) (log.ReadResult, error)
-	// ReadRange returns committed batches from offset below upTo as a
-	// file range.
-	ReadRange(offset int64, maxBytes int, upTo int64) (log.RangeResult, error)
-	// Watch signals ch when the high watermark moves.
-	Watch(ch chan<- struct{}) (stop func())
-	OffsetForLeaderEpoch(epoch int32) (int64, int32)
-	// IsLeader tells the raft leader from a follower or learner.
-	IsLeader() bool
-	// Log serves lookups that need no commit bound (timestamps).
-	Log() *log.Log
-	// DeleteRecords moves the log start of every replica to offset (at
-	// most the high watermark) and returns the new log start; on the
-	// leader only.
-	DeleteRecords(ctx context.Context, offset int64) (int64, error)
-}
+// hosts (partition.Partition, a reader and a writer): a raft replica —
+// leader, follower or learner — from the raft host (partition.Host), or
+// one of the __consumer_offsets view's local logs. The handlers never
+// learn which one they talk to, nor how it stores its data: server
+// imports package partition only, never replica or log.
+type hostedPartition = partition.Partition
 
 // errNotHosted: the partition is assigned to other brokers.
 var errNotHosted = errors.New("this broker is not a replica of the partition")
 
 // members converts a partition's assignment for the raft host.
-func members(p metastore.Partition) replica.Members {
-	var m replica.Members
+func members(p metastore.Partition) partition.Members {
+	var m partition.Members
 	for _, v := range p.Voters {
-		m.Voters = append(m.Voters, replica.NodeID(v))
+		m.Voters = append(m.Voters, partition.NodeID(v))
 	}
 	for _, l := range p.Learners {
-		m.Learners = append(m.Learners, replica.NodeID(l))
+		m.Learners = append(m.Learners, partition.NodeID(l))
 	}
 	return m
 }
@@ -78,22 +49,34 @@ func (s *Server) assigned(p metastore.Partition) bool {
 // running group (a reassignment or a read broker that registered later)
 // and replays the configuration changes in the log from there
 // (replica.Host.OpenJoining).
-func (s *Server) openReplica(t metastore.Topic, k replica.Key) (*replica.Replica, error) {
+func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Replica, error) {
 	iv, il := t.Partitions[k.Index].Initial()
 	initial := members(metastore.Partition{Voters: iv, Learners: il})
 	if slices.Contains(iv, s.cfg.NodeID) || slices.Contains(il, s.cfg.NodeID) {
+		if p := t.Partitions[k.Index]; p.AsyncMaster != nil && p.AsyncTakeover != nil && *p.AsyncMaster != s.cfg.NodeID {
+			// Another broker was promoted async master: follow it before
+			// raft runs here (async_master.go). A returning old master
+			// cuts what its successor never received, and never
+			// campaigns as the sole voter it was.
+			r, cut, err := s.raft.Follow(t.Name, k, initial, s.replicaOptions(t), partition.NodeID(*p.AsyncMaster), takeoverOf(*p.AsyncTakeover))
+			if err == nil && cut > 0 {
+				s.log.Warn().Str("topic", t.Name).Int32("partition", k.Index).Int32("master", *p.AsyncMaster).Int64("records_cut", cut).
+					Msg("async failover: following the new master; records it never received were cut")
+			}
+			return r, err
+		}
 		return s.raft.Open(t.Name, k, initial, s.replicaOptions(t))
 	}
 	return s.raft.OpenJoining(t.Name, k, initial, s.replicaOptions(t))
 }
 
-func (s *Server) replicaOptions(t metastore.Topic) replica.ReplicaOptions {
+func (s *Server) replicaOptions(t metastore.Topic) partition.Options {
 	mode, _ := s.topicConfig(t, "replication.mode")
-	m, err := replica.ParseMode(mode.value)
+	m, err := partition.ParseMode(mode.value)
 	if err != nil {
-		m = replica.ModeRaft // validated before it is stored
+		m = partition.ModeRaft // validated before it is stored
 	}
-	return replica.ReplicaOptions{
+	return partition.Options{
 		Mode:                 m,
 		MinInsyncReplicas:    int(s.topicInt(t, "min.insync.replicas")),
 		SemiSyncWaitReplicas: int(s.topicInt(t, "semi.sync.wait.replicas")),
@@ -107,7 +90,7 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 	if p, ok := s.offsetsPartition(t, idx); ok {
 		return p, nil
 	}
-	k := replica.Key{TopicID: t.ID, Index: idx}
+	k := partition.Key{TopicID: t.ID, Index: idx}
 	if r, ok := s.raft.Get(k); ok {
 		if err := r.Failed(); err != nil {
 			// Offline here, as Kafka answers for a replica on a failed
@@ -156,11 +139,11 @@ const openParallel = 16
 // partitions of deleted topics. Called after changes this broker made and
 // whenever the catalog changes.
 func (s *Server) refreshPartitions() {
-	live := make(map[replica.Key]metastore.Topic)
+	live := make(map[partition.Key]metastore.Topic)
 	// gone: partitions reassigned away from this broker, whose
 	// reassignment is complete (never while one is in progress: the raft
 	// group may still count on this replica).
-	gone := make(map[replica.Key]bool)
+	gone := make(map[partition.Key]bool)
 	names := make(map[string]bool)
 	// Replicas not open yet are opened openParallel at a time: opening a
 	// new group waits on fsyncs and, for a sole voter, on its own
@@ -176,7 +159,7 @@ func (s *Server) refreshPartitions() {
 	for _, t := range s.catalog.Topics() {
 		names[t.Name] = true
 		for i, p := range t.Partitions {
-			k := replica.Key{TopicID: t.ID, Index: int32(i)}
+			k := partition.Key{TopicID: t.ID, Index: int32(i)}
 			live[k] = t
 			if !s.assigned(p) && p.Target == nil {
 				gone[k] = true
@@ -239,6 +222,6 @@ func (s *Server) readablePartition(t metastore.Topic, known bool, idx, clientEpo
 // offlineHere reports whether this broker's replica of partition idx of t
 // stopped after a failure (replica.Replica.Failed).
 func (s *Server) offlineHere(t metastore.Topic, idx int32) bool {
-	r, ok := s.raft.Get(replica.Key{TopicID: t.ID, Index: idx})
+	r, ok := s.raft.Get(partition.Key{TopicID: t.ID, Index: idx})
 	return ok && r.Failed() != nil
 }

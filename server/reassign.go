@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Placement changes after creation. The metastore records the desired
@@ -50,7 +50,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	}
 	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })
 	var mu sync.Mutex
-	busy := map[replica.Key]bool{}
+	busy := map[partition.Key]bool{}
 	// Steps still running when ctx ends (they end with it) are waited
 	// for, so none outlives the server.
 	var steps sync.WaitGroup
@@ -93,7 +93,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			}
 			// The common case, nothing to do, costs no goroutine and
 			// no raft lock.
-			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), desiredMembers(p)) {
+			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), s.desiredFor(tp, p)) && !s.asyncRecordDue(tp, p) {
 				continue
 			}
 			pending = true
@@ -119,25 +119,57 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 	}
 }
 
-// desiredMembers is the raft configuration the metastore asks for.
-func desiredMembers(p metastore.Partition) replica.Members {
-	voters := p.Voters
-	if p.Target != nil {
-		voters = p.Target
+// desiredFor is the raft configuration this leader moves p to:
+// desiredMembers, except that a partition in async mode with no
+// reassignment in progress has this leader (its master) as sole voter and
+// every other replica as a learner (async_master.go).
+func (s *Server) desiredFor(tp metastore.Topic, p metastore.Partition) partition.Members {
+	want := desiredMembers(p)
+	self := partition.NodeID(s.cfg.NodeID)
+	if p.Target != nil || !s.asyncMode(tp) || !slices.Contains(want.Voters, self) {
+		return want
 	}
-	var m replica.Members
-	for _, v := range voters {
-		m.Voters = append(m.Voters, replica.NodeID(v))
-	}
-	for _, l := range p.Learners {
-		if !slices.Contains(voters, l) {
-			m.Learners = append(m.Learners, replica.NodeID(l))
+	m := partition.Members{Voters: []partition.NodeID{self}}
+	for _, n := range append(want.Voters, want.Learners...) {
+		if n != self {
+			m.Learners = append(m.Learners, n)
 		}
 	}
 	return m
 }
 
-func sameNodes(a, b []replica.NodeID) bool {
+// asyncRecordDue says whether this leader must record in the metastore
+// that it is p's async master (async mode) or that p has none (raft and
+// semi-sync), once its configuration is the desired one.
+func (s *Server) asyncRecordDue(tp metastore.Topic, p metastore.Partition) bool {
+	if p.Target != nil {
+		return false
+	}
+	if s.asyncMode(tp) {
+		return p.AsyncMaster == nil || *p.AsyncMaster != s.cfg.NodeID
+	}
+	return p.AsyncMaster != nil
+}
+
+// desiredMembers is the raft configuration the metastore asks for.
+func desiredMembers(p metastore.Partition) partition.Members {
+	voters := p.Voters
+	if p.Target != nil {
+		voters = p.Target
+	}
+	var m partition.Members
+	for _, v := range voters {
+		m.Voters = append(m.Voters, partition.NodeID(v))
+	}
+	for _, l := range p.Learners {
+		if !slices.Contains(voters, l) {
+			m.Learners = append(m.Learners, partition.NodeID(l))
+		}
+	}
+	return m
+}
+
+func sameNodes(a, b []partition.NodeID) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -149,22 +181,34 @@ func sameNodes(a, b []replica.NodeID) bool {
 	return true
 }
 
-func sameMembers(a, b replica.Members) bool {
+func sameMembers(a, b partition.Members) bool {
 	return sameNodes(a.Voters, b.Voters) && sameNodes(a.Learners, b.Learners)
 }
 
 // reconcileMembers takes one step towards p's desired configuration on r,
 // which this broker leads.
-func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica.Replica, tp metastore.Topic, p metastore.Partition) {
+func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r partition.Replica, tp metastore.Topic, p metastore.Partition) {
 	cur, settled := r.MembershipSettled()
 	if !settled {
 		return
 	}
-	want := desiredMembers(p)
+	want := s.desiredFor(tp, p)
 	lg := s.log.With().Str("topic", tp.Name).Int32("partition", p.ID).Logger()
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
+	self := partition.NodeID(s.cfg.NodeID)
 	if sameMembers(cur, want) {
+		if rec, ok := s.catalog.(asyncRecorder); ok && s.asyncRecordDue(tp, p) {
+			master := int32(-1)
+			if s.asyncMode(tp) {
+				master = s.cfg.NodeID
+			}
+			if err := rec.SetAsyncMaster(ctx, tp.Name, p.ID, master); err != nil {
+				lg.Warn().Err(err).Msg("recording the async master")
+			} else {
+				lg.Info().Int32("master", master).Msg("async master recorded (-1: none)")
+			}
+		}
 		if p.Target != nil {
 			if err := ra.FinishReassignment(ctx, tp.ID, tp.Name, p.ID, p.Target); err != nil {
 				lg.Warn().Err(err).Msg("recording a completed reassignment")
@@ -174,15 +218,25 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 		}
 		return
 	}
-	var newcomers []replica.NodeID
+	if p.Target == nil && !s.asyncMode(tp) && len(cur.Voters) == 1 && cur.Voters[0] == self && len(want.Voters) > 1 {
+		// Leaving async: the write replicas become voters again once a
+		// majority of them has the master's log.
+		if err := r.LeaveAsync(ctx, want.Voters); err != nil {
+			lg.Debug().Err(err).Msg("leaving the async configuration")
+			return
+		}
+		lg.Info().Interface("members", want).Msg("raft configuration changed: async master/replica left")
+		return
+	}
+	var newcomers []partition.NodeID
 	for _, v := range want.Voters {
 		if !slices.Contains(cur.Voters, v) {
 			newcomers = append(newcomers, v)
 		}
 	}
 	// Step 1: newcomers and the learner changes, voters unchanged.
-	stage := replica.Members{Voters: cur.Voters}
-	for _, l := range append(append([]replica.NodeID(nil), want.Learners...), newcomers...) {
+	stage := partition.Members{Voters: cur.Voters}
+	for _, l := range append(append([]partition.NodeID(nil), want.Learners...), newcomers...) {
 		if !slices.Contains(cur.Voters, l) && !slices.Contains(stage.Learners, l) {
 			stage.Learners = append(stage.Learners, l)
 		}
@@ -202,7 +256,6 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r *replica
 		}
 	}
 	// Step 3: a leader that leaves hands over to a voter that stays.
-	self := replica.NodeID(s.cfg.NodeID)
 	if !slices.Contains(want.Voters, self) {
 		stays := false
 		for _, v := range want.Voters {

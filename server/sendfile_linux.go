@@ -6,7 +6,7 @@ import (
 	"net"
 	"syscall"
 
-	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // sendRange sends a file range to the connection with sendfile(2) at an
@@ -14,7 +14,7 @@ import (
 // reading that segment, so Go's own sendfile path (which uses it) cannot
 // serve. The kernel copies page cache to socket; nothing goes through our
 // memory.
-func sendRange(nc net.Conn, r *log.FileRange) error {
+func sendRange(nc net.Conn, r *partition.FileRange) error {
 	sc, ok := nc.(syscall.Conn)
 	if !ok {
 		return copyRange(nc, r)

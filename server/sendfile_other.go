@@ -5,9 +5,9 @@ package server
 import (
 	"net"
 
-	"github.com/sluice-broker/sluice/log"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // sendRange copies a file range to the connection; sendfile at an
 // explicit offset is used on Linux only.
-func sendRange(nc net.Conn, r *log.FileRange) error { return copyRange(nc, r) }
+func sendRange(nc net.Conn, r *partition.FileRange) error { return copyRange(nc, r) }

@@ -16,8 +16,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
-	"github.com/sluice-broker/sluice/log"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/txn"
 )
 
@@ -28,7 +27,7 @@ type Options struct {
 	Catalog Catalog
 	// Raft hosts this broker's partitions, each a raft group (one-voter
 	// groups on a single node).
-	Raft    *replica.Host
+	Raft    partition.Host
 	Logger  zerolog.Logger
 	Metrics *Metrics // nil: a private registry
 	// Groups is the group coordinator of a broker with the read role;
@@ -40,7 +39,16 @@ type Options struct {
 	// OffsetsLogs holds the local logs of the read-only __consumer_offsets
 	// view (offsets_topic.go), fed from the Catalog, which must then be
 	// an OffsetsSource; nil: no view.
-	OffsetsLogs *replica.Manager
+	OffsetsLogs partition.LocalLogs
+	// LeaseValid says whether this broker's metastore lease certainly
+	// still holds (Lease.Valid); an async master refuses writes when it
+	// does not (async_master.go). Nil: always.
+	LeaseValid func() bool
+	// LeaseIncarnation is the incarnation of this broker's current
+	// registration (Lease.Incarnation): an async master acknowledges
+	// nothing until its metastore view holds that registration
+	// (masterFenced). Nil: not checked.
+	LeaseIncarnation func() uint64
 }
 
 type listener struct {
@@ -65,11 +73,13 @@ type Server struct {
 		configs.Config
 		MaxFrameBytes int32
 	}
-	catalog   Catalog
-	raft      *replica.Host
-	log       zerolog.Logger
-	metrics   *Metrics
-	producers *producerIDs
+	catalog          Catalog
+	raft             partition.Host
+	leaseValid       func() bool
+	leaseIncarnation func() uint64
+	log              zerolog.Logger
+	metrics          *Metrics
+	producers        *producerIDs
 
 	// Topic config defaults from this broker's static config and from
 	// Sluice's built-in defaults, computed once: they are consulted on
@@ -106,7 +116,7 @@ type Server struct {
 	epoch time.Time
 	clock atomic.Int64
 
-	cleaner atomic.Pointer[log.Cleaner] // set by RunCleaner, for metrics
+	cleaner atomic.Pointer[Cleaner] // set by RunCleaner, for metrics
 }
 
 // now is the reaper's clock: at most one reaper tick old.
@@ -147,14 +157,16 @@ func New(opts Options) (*Server, error) {
 		return nil, errors.New("server: Catalog and Raft are required")
 	}
 	s := &Server{
-		largeDecode:  make(chan struct{}, 1),
-		requestBytes: requestBudget{blocked: make(chan struct{}, 1)},
-		catalog:      opts.Catalog,
-		raft:         opts.Raft,
-		log:          opts.Logger.With().Str("component", "server").Logger(),
-		metrics:      opts.Metrics,
-		groups:       opts.Groups,
-		acls:         opts.ACLs,
+		largeDecode:      make(chan struct{}, 1),
+		requestBytes:     requestBudget{blocked: make(chan struct{}, 1)},
+		catalog:          opts.Catalog,
+		raft:             opts.Raft,
+		leaseValid:       opts.LeaseValid,
+		leaseIncarnation: opts.LeaseIncarnation,
+		log:              opts.Logger.With().Str("component", "server").Logger(),
+		metrics:          opts.Metrics,
+		groups:           opts.Groups,
+		acls:             opts.ACLs,
 	}
 	if opts.Config.AuthorizerEnabled() {
 		if opts.ACLs == nil {

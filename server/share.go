@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -23,8 +25,65 @@ import (
 // the share APIs are advertised only by a broker without a replication
 // listener (replica.listen), which leads every partition it hosts.
 
-// shareAPI reports whether key is one of the share group APIs.
-func shareAPI(key int16) bool { return key >= 76 && key <= 79 }
+// connSeq numbers client connections (conn.id), from 1.
+var connSeq atomic.Uint64
+
+// shareSessions are the share sessions (group, member) opened on one
+// connection. As Kafka, a share session belongs to the connection that
+// opened it: when that connection closes, the member's acquired records
+// are released at once rather than when their locks expire.
+type shareSessions struct {
+	mu  sync.Mutex
+	set map[[2]string]struct{}
+}
+
+func (ss *shareSessions) add(group, member string) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if ss.set == nil {
+		ss.set = map[[2]string]struct{}{}
+	}
+	ss.set[[2]string{group, member}] = struct{}{}
+}
+
+func (ss *shareSessions) take() [][2]string {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	out := make([][2]string, 0, len(ss.set))
+	for k := range ss.set {
+		out = append(out, k)
+	}
+	ss.set = nil
+	return out
+}
+
+// shareConnClosedTimeout bounds the metastore writes that release a
+// closed connection's records.
+const shareConnClosedTimeout = 10 * time.Second
+
+// shareConnClosed ends the share sessions opened on c, which closed, and
+// releases the records their members held (after every request of c has
+// answered, so nothing acquired for it is left locked). Not while the
+// server shuts down: locks are not stored, so the broker that serves the
+// group next delivers those records again anyway, and shutdown does not
+// wait on metastore writes.
+func (s *Server) shareConnClosed(c *conn) {
+	sessions := c.shares.take()
+	if len(sessions) == 0 || s.groups == nil || s.ctx.Err() != nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(s.ctx, shareConnClosedTimeout)
+	defer cancel()
+	for _, gm := range sessions {
+		if code := s.groups.ShareConnClosed(ctx, gm[0], gm[1], c.id); code != 0 {
+			c.log.Debug().Str("group", gm[0]).Str("member", gm[1]).Int16("code", code).Msg("share session of a closed connection not released")
+		}
+	}
+}
+
+// shareAPI reports whether key is one of the share group APIs: 76-79 and
+// the share-group offsets admin, 90-92.
+func shareAPI(key int16) bool { return key >= 76 && key <= 79 || key >= 90 && key <= 92 }
 
 // shareServed says whether this broker serves the share group APIs.
 func (s *Server) shareServed() bool { return s.cfg.ReplicaListen == "" && s.groups != nil }

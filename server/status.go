@@ -7,7 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/metastore"
-	"github.com/sluice-broker/sluice/replica"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // What this broker knows locally, for the admin status page: its replicas
@@ -27,13 +27,13 @@ type ReplicaStatus struct {
 	// in entries, offsets and time (the sluice_partition_follower_lag_*
 	// series).
 	InSync []int32
-	Lags   map[int32]replica.MemberLag
+	Lags   map[int32]partition.MemberLag
 }
 
 // LocalReplicas returns this broker's replicas by topic id and partition.
 func (s *Server) LocalReplicas() map[metastore.TopicID]map[int32]ReplicaStatus {
 	out := map[metastore.TopicID]map[int32]ReplicaStatus{}
-	add := func(k replica.Key, st ReplicaStatus) {
+	add := func(k partition.Key, st ReplicaStatus) {
 		if out[k.TopicID] == nil {
 			out[k.TopicID] = map[int32]ReplicaStatus{}
 		}
@@ -46,7 +46,7 @@ func (s *Server) LocalReplicas() map[metastore.TopicID]map[int32]ReplicaStatus {
 			for _, id := range r.InSyncReplicas() {
 				st.InSync = append(st.InSync, int32(id))
 			}
-			st.Lags = map[int32]replica.MemberLag{}
+			st.Lags = map[int32]partition.MemberLag{}
 			for id, lag := range r.MemberLags() {
 				st.Lags[int32(id)] = lag
 			}
@@ -95,10 +95,10 @@ func (s *Server) GroupsStatus(ctx context.Context) []GroupStatus {
 	if s.groups == nil {
 		return nil
 	}
-	hw := map[replica.Key]int64{}
+	hw := map[partition.Key]int64{}
 	for id, parts := range s.LocalReplicas() {
 		for p, st := range parts {
-			hw[replica.Key{TopicID: id, Index: p}] = st.HighWatermark
+			hw[partition.Key{TopicID: id, Index: p}] = st.HighWatermark
 		}
 	}
 	ctx, cancel := context.WithTimeout(ctx, groupLagTimeout)
@@ -130,7 +130,7 @@ func (s *Server) GroupsStatus(ctx context.Context) []GroupStatus {
 // groupOffsets reads a group's committed offsets and computes each one's
 // lag from the high watermarks of the partitions hosted here (hw): the
 // rule behind sluice_group_lag and the status page.
-func (s *Server) groupOffsets(ctx context.Context, group string, hw map[replica.Key]int64) ([]GroupOffset, error) {
+func (s *Server) groupOffsets(ctx context.Context, group string, hw map[partition.Key]int64) ([]GroupOffset, error) {
 	offs, err := s.groups.CommittedOffsets(ctx, group)
 	if err != nil {
 		return nil, err
@@ -142,7 +142,7 @@ func (s *Server) groupOffsets(ctx context.Context, group string, hw map[replica.
 			continue // a deleted topic's offsets linger until expiry
 		}
 		g := GroupOffset{Topic: o.Topic, Partition: o.Partition, Committed: o.Offset}
-		if h, ok := hw[replica.Key{TopicID: t.ID, Index: o.Partition}]; ok {
+		if h, ok := hw[partition.Key{TopicID: t.ID, Index: o.Partition}]; ok {
 			g.Lag, g.HasLag = max(h-o.Offset, 0), true
 		}
 		out = append(out, g)

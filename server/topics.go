@@ -12,8 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/sluice-broker/sluice/configs"
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 )
 
 // Config sources as DescribeConfigs reports them.
@@ -72,8 +72,8 @@ func (s *Server) topicInt(t metastore.Topic, name string) int64 {
 }
 
 // logConfig is the storage view of t's effective configs.
-func (s *Server) logConfig(t metastore.Topic) log.Config {
-	c := log.DefaultConfig()
+func (s *Server) logConfig(t metastore.Topic) partition.LogConfig {
+	c := partition.DefaultLogConfig()
 	c.SegmentBytes = s.topicInt(t, "segment.bytes")
 	c.SegmentMs = time.Duration(s.topicInt(t, "segment.ms")) * time.Millisecond
 	c.RetentionMs = time.Duration(s.topicInt(t, "retention.ms")) * time.Millisecond

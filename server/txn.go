@@ -12,10 +12,9 @@ import (
 
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/coordinator"
-	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
-	"github.com/sluice-broker/sluice/replica"
 	"github.com/sluice-broker/sluice/txn"
 )
 
@@ -93,11 +92,11 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		switch {
 		case err == nil:
 			waits = append(waits, pending{tp, wait})
-		case errors.Is(err, log.ErrCoordinatorFenced):
+		case errors.Is(err, partition.ErrCoordinatorFenced):
 			s.markerFenced(tp.Topic, tp.Partition, m, err)
-		case errors.Is(err, log.ErrInvalidProducerEpoch):
+		case errors.Is(err, partition.ErrInvalidProducerEpoch):
 			s.markerSkipped(tp.Topic, tp.Partition, m)
-		case errors.Is(err, replica.ErrNotLeader) || errors.Is(err, errNotHosted):
+		case errors.Is(err, partition.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
 				fail(fmt.Sprintf("%s-%d", tp.Topic, tp.Partition), errors.New("no leader"))
@@ -121,9 +120,9 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 	}
 	for _, w := range waits {
 		switch err := w.wait(ctx); {
-		case errors.Is(err, log.ErrCoordinatorFenced):
+		case errors.Is(err, partition.ErrCoordinatorFenced):
 			s.markerFenced(w.tp.Topic, w.tp.Partition, m, err)
-		case errors.Is(err, log.ErrInvalidProducerEpoch):
+		case errors.Is(err, partition.ErrInvalidProducerEpoch):
 			s.markerSkipped(w.tp.Topic, w.tp.Partition, m)
 		case err != nil:
 			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
@@ -160,11 +159,11 @@ func (s *Server) markerSkipped(topic string, partition int32, m txn.Marker) {
 // proposeMarker appends (proposes, on a raft partition) a marker to a
 // partition this broker leads; wait returns once it is committed. A
 // marker whose producer epoch the partition has seen bumped past fails
-// with log.ErrInvalidProducerEpoch (with transaction version 2, txnVersion
+// with partition.ErrInvalidProducerEpoch (with transaction version 2, txnVersion
 // from WriteTxnMarkers v2, its epoch must be above the producer's unless
 // it is the retry of the marker that bumped it), one whose coordinator
 // epoch is below the producer's last marker's there with
-// log.ErrCoordinatorFenced (log.ProducerEntry.CheckMarker); neither is
+// partition.ErrCoordinatorFenced (log.ProducerEntry.CheckMarker); neither is
 // written.
 func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32, txnVersion int8) (wait func(context.Context) error, err error) {
 	p, err := s.partition(t, idx)
@@ -173,7 +172,7 @@ func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch in
 	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
-	prop, err := p.ProposeMarker(b, txnVersion, replica.AcksAll)
+	prop, err := p.ProposeMarker(b, txnVersion, partition.AcksAll)
 	if err != nil {
 		return nil, err
 	}
@@ -306,10 +305,10 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 // next transaction, whose predecessor's marker has not reached this
 // partition yet). Later batches of an open transaction need no check.
 func needsTxnCheck(p hostedPartition, b protocol.Batch, implicit bool) bool {
-	if !p.Log().InOpenTxn(b.ProducerID()) {
+	if !p.Storage().InOpenTxn(b.ProducerID()) {
 		return true
 	}
-	ps, ok := p.Log().ProducerState(b.ProducerID())
+	ps, ok := p.Storage().ProducerState(b.ProducerID())
 	return implicit && !(ok && ps.Epoch == b.ProducerEpoch())
 }
 
@@ -391,7 +390,7 @@ func verifyError(code int16, txnID string, implicit bool, version int16) error {
 	case 0:
 		return nil
 	case kerr.ProducerFenced.Code:
-		return fmt.Errorf("%w: transactional id %q has another epoch", log.ErrInvalidProducerEpoch, txnID)
+		return fmt.Errorf("%w: transactional id %q has another epoch", partition.ErrInvalidProducerEpoch, txnID)
 	case kerr.ConcurrentTransactions.Code:
 		if version >= 12 {
 			return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.ConcurrentTransactions)

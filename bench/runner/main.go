@@ -59,6 +59,17 @@ type opts struct {
 	compCodecs  string
 	section     string // -section: one section of the report only (sections.go)
 	certs       string // directory of the CA and server certificate both brokers serve (secure workloads)
+
+	isolation       bool // -isolation: make bench-isolation (isolation.go)
+	isoGroups       string
+	isoSystems      string
+	isoRate         float64
+	isoPrefill      int64
+	isoFsync        string
+	isoScaleRecords int64
+	isoScaleReaders int
+	readCPU         string
+	isoFromRaw      string
 }
 
 // durability names a matched pair of settings.
@@ -149,6 +160,16 @@ func main() {
 	flag.Int64Var(&o.compKeys, "compaction-keys", 32768, "key cardinality of those records (-compaction)")
 	flag.StringVar(&o.compCodecs, "compaction-codecs", "none,lz4", "producer compression codecs, one comparison each (-compaction)")
 	flag.StringVar(&o.section, "section", "", "run only the workloads of one section and replace just that section of -out: "+sectionNames())
+	flag.BoolVar(&o.isolation, "isolation", false, "instead of the workloads, run the read/write isolation comparison on a Sluice split cluster and a 3-broker Kafka cluster (make bench-isolation) and write its section of -out")
+	flag.StringVar(&o.isoGroups, "iso-groups", "1,4,8", "reader counts N: N tailing consumers, then N replaying consumer groups (-isolation)")
+	flag.StringVar(&o.isoSystems, "iso-systems", "sluice,kafka,kafka-follower", "systems compared (-isolation)")
+	flag.Float64Var(&o.isoRate, "iso-rate", 0, "fixed produce rate, records/s (-isolation; 0 = half the first Sluice cluster's saturation)")
+	flag.Int64Var(&o.isoPrefill, "iso-prefill", 0, "records of history before a replay run (-isolation; 0 = rate x duration)")
+	flag.StringVar(&o.isoFsync, "iso-fsync", "group", "Sluice log.fsync of the cluster (-isolation; Kafka flushes every message unless never)")
+	flag.Int64Var(&o.isoScaleRecords, "iso-scale-records", 200000, "records of 1 KiB read back in the read scale-out runs (-isolation)")
+	flag.IntVar(&o.isoScaleReaders, "iso-scale-readers", 4, "consumers reading the backlog in the read scale-out runs (-isolation; 0 = none)")
+	flag.StringVar(&o.isoFromRaw, "iso-from-raw", "", "with -isolation: render the section from this -raw file of an earlier run instead of running")
+	flag.StringVar(&o.readCPU, "read-cpu", "1", "cores for Sluice's read brokers (taskset list, -isolation)")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -207,6 +228,9 @@ func mainErr(o *opts) error {
 	}
 	if o.section != "" {
 		return runSection(o)
+	}
+	if o.isolation {
+		return isolation(o)
 	}
 	started := time.Now()
 	m := machineInfo(o)
@@ -1193,6 +1217,7 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("bash bench/run.sh -workloads W1,W3 -pairs 1 -out /tmp/quick.md\n")
 	p("bash bench/run.sh -profile /tmp/prof         # pprof CPU and allocation profiles of Sluice under W1 and W3\n")
 	p("make bench BENCH_ARGS='-section tls'         # only the section 'W1 over TLS' (also: -section txn), the rest of this file kept\n")
+	p("make bench-isolation                         # the section on producers under heavy readers (split cluster and 3 Kafka brokers)\n")
 	p("go run ./cmd/sluice-bench -help              # the load generator on its own, against any Kafka-compatible broker\n")
 	p("```\n")
 

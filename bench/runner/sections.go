@@ -277,7 +277,7 @@ const compactionSection = "compaction"
 
 // keptSections are the names of every section a whole report keeps.
 func keptSections() []string {
-	names := []string{compactionSection}
+	names := []string{compactionSection, isolationSection}
 	for _, s := range sections() {
 		names = append(names, s.name)
 	}

@@ -82,6 +82,7 @@ type config struct {
 	Drain          time.Duration `json:"drain_ns"`
 	CreateTopic    bool          `json:"create_topic"`
 	Label          string        `json:"label,omitempty"`
+	ClientRack     string        `json:"client_rack,omitempty"`
 	Quiet          bool          `json:"-"`
 	// CommandConfig is a Kafka client properties file (security.protocol,
 	// sasl.*, ssl.*; internal/clientconfig), as Kafka's perf tools take it.
@@ -97,7 +98,13 @@ type config struct {
 
 // base are the options of every client: the seeds, TLS and SASL.
 func (c *config) base(seeds []string) []kgo.Opt {
-	return append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, c.clientOpts...)
+	opts := append([]kgo.Opt{kgo.SeedBrokers(seeds...)}, c.clientOpts...)
+	if c.ClientRack != "" {
+		// KIP-392: a broker with a rack-aware replica selector sends the
+		// consumer to a replica in this rack.
+		opts = append(opts, kgo.Rack(c.ClientRack))
+	}
+	return opts
 }
 
 // base is the origin of the timestamps carried in record values.
@@ -140,6 +147,7 @@ func main() {
 	fs.DurationVar(&c.MaxDuration, "max-duration", 10*time.Minute, "hard bound on sending time")
 	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long consumers may take to read the last acknowledged records")
 	fs.BoolVar(&c.CreateTopic, "create-topic", true, "create the topic (an existing one is used as it is)")
+	fs.StringVar(&c.ClientRack, "client-rack", "", "client.rack of every client (KIP-392 follower fetching on Kafka with a rack-aware replica selector)")
 	fs.StringVar(&c.Label, "label", "", "free text copied into the JSON result")
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
 	fs.IntVar(&c.TxnRecords, "txn-records", 0, "transactional producers (one transactional id each), this many records per transaction (0 = no transactions)")

@@ -1,5 +1,3 @@
-//go:build cluster_diskfull
-
 package main
 
 import (
@@ -17,21 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// TestClusterWriteBrokerDiskFull is kept out of `make test` behind the
-// build tag cluster_diskfull: in the whole fault suite it failed one run
-// of three (a record not acknowledged within its 40 s delivery timeout
-// while broker 1's disk was full), though it passed every run alone. Run
-// it with
-//
-//	go test -tags cluster_diskfull -count=1 -run TestClusterWriteBrokerDiskFull ./cmd/sluice
-//
-// until the stall it found is understood.
-
 // TestClusterWriteBrokerDiskFull: write broker 1 of a 3 write + 1 read
 // cluster runs out of disk while producers (acks=all, idempotent) keep
 // writing to a topic whose three partitions it leads one of. Every record
 // is acknowledged all the same (its partitions' leadership moves to the
-// brokers with room), reads from the read broker keep working, and once
+// brokers with room), it leaves every ISR as its replicas stop, reads
+// from the read broker keep working, and once
 // space returns broker 1 is back in every partition's ISR without a
 // restart; every acknowledged record is read back once, in order. About
 // 30 s (7 processes).
@@ -64,43 +53,73 @@ func TestClusterWriteBrokerDiskFull(t *testing.T) {
 	if !slices.Contains(slices.Collect(maps.Values(leaders)), 1) {
 		t.Fatalf("broker 1 leads none of %v", leaders)
 	}
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(40*time.Second))
+	led := int32(-1) // the partition broker 1 leads
+	for p, l := range leaders {
+		if l == 1 {
+			led = p
+		}
+	}
+	popts := []kgo.Opt{kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(40 * time.Second)}
+	prod, err := kgo.NewClient(append(popts, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer prod.Close()
+	// prodLed writes to the partition broker 1 leads only.
+	prodLed, err := kgo.NewClient(append(popts, kgo.RecordPartitioner(kgo.ManualPartitioner()))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prodLed.Close()
 	type at struct {
 		p   int32
 		off int64
 	}
 	acked := map[string]at{}
 	next := 0
-	produceRound := func() {
+	// produce writes n records of 16 KiB with cl (to partition p when
+	// cl partitions manually) and waits for every acknowledgement.
+	produce := func(cl *kgo.Client, n int, p int32) {
 		t.Helper()
 		var rs []*kgo.Record
-		for range 9 {
+		for range n {
 			v := make([]byte, 16<<10)
 			rand.Read(v)
-			rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(next)), Value: v})
+			rs = append(rs, &kgo.Record{Key: []byte(strconv.Itoa(next)), Value: v, Partition: p})
 			next++
 		}
 		pctx, pcancel := context.WithTimeout(ctx, 45*time.Second)
 		defer pcancel()
-		for _, r := range prod.ProduceSync(pctx, rs...) {
+		for _, r := range cl.ProduceSync(pctx, rs...) {
 			if r.Err != nil {
 				t.Fatalf("record %s not acknowledged: %v", r.Record.Key, r.Err)
 			}
 			acked[string(r.Record.Key)] = at{r.Record.Partition, r.Record.Offset}
 		}
 	}
+	produceRound := func() { t.Helper(); produce(prod, 9, 0) }
 	produceRound()
-	// Room for about 1 MiB more on broker 1 before it is full (a broker
-	// keeps 1 MiB free: its leaders refuse batches and its followers stop
-	// below that); it fills within a few rounds (each round puts 48 KiB on
-	// each partition, all three of which it holds); then 20 more rounds.
-	filler := fillFS(t, mnt, 2<<20)
+	// Room on broker 1 for its followers (a follower stops when handed
+	// entries with less than 1 MiB free) but not for a batch of its
+	// leader's (refused when it leaves less than 1 MiB free), so that the
+	// records of the partition it leads, and only those, are refused: its
+	// leader hands leadership to another voter and stops, and the records
+	// are acknowledged by the new leader. (When the leader stayed behind
+	// as a follower in sync, the new leader's preferred-leader rebalance
+	// handed leadership straight back, and the records timed out.)
+	filler := fillFS(t, mnt, 1<<20+24<<10)
+	produce(prodLed, 3, led)
+	md, err := adm.Metadata(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("broker 1's partition %d's records acknowledged with %d bytes free there; leader now %d", led, freeBytes(t, mnt), md.Topics[topic].Partitions[led].Leader)
+	if n := metricValue(t, c.writers[0].admin, "sluice_offline_replicas"); n != 1 {
+		t.Errorf("broker 1 after handing partition %d's leadership away: sluice_offline_replicas = %v, want 1", led, n)
+	}
+	// Then it fills within a round or two (each round puts 48 KiB on each
+	// partition, all three of which it holds); then 20 more rounds.
 	rounds := 0
 	for fullRounds := 0; fullRounds < 20; rounds++ {
 		produceRound()
@@ -112,9 +131,26 @@ func TestClusterWriteBrokerDiskFull(t *testing.T) {
 		}
 	}
 	t.Logf("%d records acknowledged, %d rounds while broker 1's disk was full (%d bytes free)", len(acked), 20, freeBytes(t, mnt))
-	md, err := adm.Metadata(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
+	// Its stopped replicas told their leaders, which took it out of
+	// their ISRs at once (not after replica.lag.time.max.ms, 30 s).
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		md, err = adm.Metadata(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		in := 0
+		for _, p := range md.Topics[topic].Partitions {
+			if slices.Contains(p.ISR, 1) {
+				in++
+			}
+		}
+		if in == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("broker 1, its replicas stopped on a full disk, still in %d partitions' ISR 10 s later", in)
+			break
+		}
 	}
 	for _, p := range md.Topics[topic].Partitions {
 		t.Logf("disk full: partition %d leader %d ISR %v", p.Partition, p.Leader, p.ISR)

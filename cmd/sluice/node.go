@@ -80,7 +80,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	admin.cfg.Store(&cfg)
 
 	var catalog *metastore.Client
-	leaseDuration := metastore.Default().LeaseDuration
+	leaseDuration := time.Duration(cfg.BrokerSessionTimeoutMs) * time.Millisecond
 	var internalTLS *tlsconfig.Loader
 	if o, ok := cfg.InternalTLS(); ok {
 		if internalTLS, err = tlsconfig.NewLoader(o); err != nil {
@@ -95,6 +95,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		mcfg.PeerList = cfg.MetaPeers
 		mcfg.Join = cfg.MetaJoin
 		mcfg.LearnerGrace = time.Duration(cfg.MetaLearnerGraceMs) * time.Millisecond
+		mcfg.LeaseDuration = leaseDuration
 		mcfg.Logger = lg
 		mcfg.TLS = internalTLS
 		meta, err := metastore.Open(mcfg)
@@ -251,8 +252,18 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	}
 	defer offsetLogs.Close()
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
-		OffsetsLogs: offsetLogs})
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host.Hosted(), Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
+		OffsetsLogs: offsetLogs.Local(),
+		LeaseValid: func() bool {
+			l := leaseRef.Load() // none before the broker registered
+			return l != nil && l.Valid()
+		},
+		LeaseIncarnation: func() uint64 {
+			if l := leaseRef.Load(); l != nil {
+				return l.Incarnation()
+			}
+			return 0
+		}})
 	if err != nil {
 		return err
 	}
@@ -321,12 +332,18 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go groups.RunOffsetExpiry(ctx, time.Duration(cfg.OffsetsRetentionCheckIntervalMs)*time.Millisecond)
 	if cfg.LogCleanerEnable {
+		// The raft replicas, cleaned below their high watermarks keeping
+		// every batch (they are raft entries), and the compacted
+		// __consumer_offsets view's logs.
+		cleanTargets := func() []log.CleanTarget {
+			return append(host.CleanTargets(), offsetLogs.CleanTargets()...)
+		}
 		go srv.RunCleaner(ctx, log.NewCleaner(log.CleanerConfig{
 			Threads:             int(cfg.LogCleanerThreads),
 			DedupeBufferSize:    cfg.LogCleanerDedupeBufferSize,
 			IOMaxBytesPerSecond: cfg.LogCleanerIOMaxBytesPerSecond,
 			Backoff:             time.Duration(cfg.LogCleanerBackoffMs) * time.Millisecond,
-			Targets:             srv.CleanTargets,
+			Targets:             cleanTargets,
 			Logger:              lg.With().Str("component", "cleaner").Logger(),
 		}))
 	}
@@ -334,6 +351,9 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	// Reassignments and read brokers joining or leaving change partitions'
 	// raft configurations; the partition leaders carry them out.
 	go srv.RunReassignments(ctx, 250*time.Millisecond)
+	// Async partitions' failover: claims and promotion when a master's
+	// lease lapsed, and following a new master.
+	go srv.RunAsyncFailover(ctx, 250*time.Millisecond)
 	if cfg.AutoLeaderRebalance {
 		go srv.RunLeaderBalance(ctx, time.Duration(cfg.LeaderImbalanceCheckSeconds)*time.Second)
 	}

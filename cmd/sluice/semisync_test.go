@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"syscall"
@@ -151,6 +152,63 @@ func TestClusterSemiSync(t *testing.T) {
 	if _, n := fallback(); n != 1 {
 		t.Errorf("%v fallbacks counted, want 1", n)
 	}
+
+	// To async at runtime: the leader becomes the sole voter (its log
+	// records it master), then answers with both other write brokers
+	// paused; back to raft: the write brokers are voters again, and a
+	// write with both paused waits for them.
+	other := c.writers[(ln+1)%3]
+	waitLog := func(line string) {
+		t.Helper()
+		for deadline := time.Now().Add(30 * time.Second); ; {
+			b, err := os.ReadFile(leader.logf.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Contains(string(b), line) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the leader's log has no %q line", line)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	pauseBoth := func() {
+		t.Helper()
+		pause()
+		if err := other.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resumeBoth := func() {
+		resume()
+		if err := other.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Error(err)
+		}
+	}
+	defer resumeBoth()
+	alter("replication.mode", "async")
+	waitLog(fmt.Sprintf(`"master":%d,`, ln))
+	pauseBoth()
+	// Past an election timeout: a leader that needed a majority of
+	// voters would have stepped down (CheckQuorum) and take nothing.
+	time.Sleep(4 * time.Second)
+	if ok, err := answered(produce("async-alone"), 5*time.Second); !ok || err != nil {
+		t.Fatalf("async master with both other write brokers paused: answered %v, %v", ok, err)
+	}
+	resumeBoth()
+	alter("replication.mode", "raft")
+	waitLog(`"master":-1,`)
+	pauseBoth()
+	held = produce("raft-held")
+	if ok, err := answered(held, 3*time.Second); ok {
+		t.Fatalf("raft answered (%v) with both other voters paused after leaving async", err)
+	}
+	resumeBoth()
+	if ok, err := answered(held, 20*time.Second); !ok || err != nil {
+		t.Fatalf("raft after the voters resumed: %v %v", ok, err)
+	}
 	// Nothing acknowledged is lost: all of it is read from the read broker.
 	cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
@@ -169,7 +227,7 @@ func TestClusterSemiSync(t *testing.T) {
 			t.Errorf("acknowledged record %s not read from the read broker", v)
 		}
 	}
-	if len(acked) != 4 {
-		t.Errorf("acknowledged %v, want 4 records", acked)
+	if len(acked) != 6 {
+		t.Errorf("acknowledged %v, want 6 records", acked)
 	}
 }

@@ -2,8 +2,9 @@
 // Kafka's tools take as --command-config (security.protocol, sasl.*,
 // ssl.*), and turns it into franz-go client options. Sluice's own Kafka
 // clients use it: the topic, group and cluster commands of cmd/sluice and
-// sluice-bench. The TLS side is tlsconfig's (PEM stores only, as the
-// brokers); SASL is franz-go's clients of PLAIN and SCRAM.
+// sluice-bench. The TLS side is tlsconfig's: its table of the ssl.* keys,
+// which the brokers' listeners read too (tlsconfig.Keys), and its PEM
+// stores; SASL is franz-go's clients of PLAIN and SCRAM.
 //
 // Keys Kafka's clients know but these tools do not use (timeouts, buffer
 // sizes, ...) are returned as Ignored, as Kafka logs "supplied but isn't a
@@ -95,6 +96,7 @@ func parse(text string) (Config, error) {
 	}
 	c := Config{Protocol: Plaintext, VerifyHostname: true}
 	var jaas string
+	var ssl tlsconfig.Keys
 	for _, k := range p.Keys() {
 		v, _ := p.Get(k)
 		v = strings.TrimSpace(v)
@@ -118,37 +120,17 @@ func parse(text string) (Config, error) {
 			c.Username = v
 		case "sasl.password":
 			c.Password = v
-		case "ssl.truststore.type":
-			c.TLS.TruststoreType = v
-		case "ssl.truststore.location":
-			c.TLS.TruststoreLocation = v
-		case "ssl.truststore.certificates":
-			c.TLS.TruststoreCertificates = v
 		case "ssl.truststore.password":
 			// A PEM trust store has no password; Kafka refuses one.
 			if v != "" {
 				return c, errors.New("ssl.truststore.password: a PEM trust store takes no password")
 			}
-		case "ssl.keystore.type":
-			c.TLS.KeystoreType = v
-		case "ssl.keystore.location":
-			c.TLS.KeystoreLocation = v
-		case "ssl.keystore.key":
-			c.TLS.KeystoreKey = v
-		case "ssl.keystore.certificate.chain":
-			c.TLS.KeystoreCertificateChain = v
-		case "ssl.key.password":
-			c.TLS.KeyPassword = v
 		case "ssl.keystore.password":
 			// Kafka's PEM key store: the key's password when
 			// ssl.key.password is not set.
-			if c.TLS.KeyPassword == "" {
-				c.TLS.KeyPassword = v
+			if ssl.SSLKeyPassword == "" {
+				ssl.SSLKeyPassword = v
 			}
-		case "ssl.enabled.protocols":
-			c.TLS.EnabledProtocols = splitList(v)
-		case "ssl.cipher.suites":
-			c.TLS.CipherSuites = splitList(v)
 		case "ssl.endpoint.identification.algorithm":
 			switch strings.ToLower(v) {
 			case "https":
@@ -159,6 +141,12 @@ func parse(text string) (Config, error) {
 				return c, fmt.Errorf("ssl.endpoint.identification.algorithm %q: want https or empty", v)
 			}
 		default:
+			// The ssl.* keys clients share with the listeners; not
+			// ssl.client.auth, a broker's key Kafka's clients do not
+			// know.
+			if k != tlsconfig.ServerOnlyKey && ssl.Set(k, v) {
+				continue
+			}
 			if slices.Contains(ignorable, k) {
 				c.Ignored = append(c.Ignored, k)
 				continue
@@ -169,6 +157,7 @@ func parse(text string) (Config, error) {
 			c.Ignored = append(c.Ignored, k)
 		}
 	}
+	c.TLS = ssl.Options()
 	switch c.Protocol {
 	case Plaintext, SSL, SASLPlaintext, SASLSSL:
 	default:
@@ -219,16 +208,6 @@ func parse(text string) (Config, error) {
 		return c, fmt.Errorf("sasl.mechanism %s needs a user: sasl.jaas.config with username and password (or sasl.username and sasl.password)", c.Mechanism)
 	}
 	return c, nil
-}
-
-func splitList(v string) []string {
-	var out []string
-	for _, s := range strings.Split(v, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, s)
-		}
-	}
-	return out
 }
 
 func (c Config) usesSASL() bool { return c.Protocol == SASLPlaintext || c.Protocol == SASLSSL }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"io"
 	"net"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -40,6 +41,12 @@ request.timeout.ms=30000
 		{name: "mutual TLS, no hostname check", props: "security.protocol=SSL\nssl.keystore.type=PEM\nssl.keystore.location=/k.pem\n" +
 			"ssl.keystore.password=kp\nssl.endpoint.identification.algorithm=\n",
 			want: Config{Protocol: SSL, TLS: tlsconfig.Options{KeystoreType: "PEM", KeystoreLocation: "/k.pem", KeyPassword: "kp"}}},
+		{name: "every shared ssl key", props: "security.protocol=SSL\nssl.keystore.type=pem\nssl.keystore.location=/k.pem\n" +
+			"ssl.keystore.password=ignored\nssl.key.password=kp\nssl.truststore.type=PEM\nssl.truststore.certificates=CAS\n" +
+			"ssl.enabled.protocols=TLSv1.3\nssl.cipher.suites= TLS_A, TLS_B\n",
+			want: Config{Protocol: SSL, VerifyHostname: true, TLS: tlsconfig.Options{KeystoreType: "pem", KeystoreLocation: "/k.pem",
+				KeyPassword: "kp", TruststoreType: "PEM", TruststoreCertificates: "CAS", EnabledProtocols: []string{"TLSv1.3"},
+				CipherSuites: []string{"TLS_A", "TLS_B"}}}},
 		{name: "ssl and sasl keys on plaintext are ignored, as in Kafka", props: "ssl.truststore.location=/ca\nsasl.mechanism=PLAIN\n",
 			want: Config{Protocol: Plaintext, VerifyHostname: true}, ignored: []string{"sasl.mechanism", "ssl.truststore.location"}},
 		{name: "GSSAPI by default", props: "security.protocol=SASL_SSL\nsasl.username=u\n", err: "sasl.mechanism GSSAPI"},
@@ -58,6 +65,7 @@ request.timeout.ms=30000
 		{name: "unknown protocol", props: "security.protocol=TLS\n", err: "security.protocol"},
 		{name: "unknown ssl key", props: "security.protocol=SSL\nssl.keystore.flavour=x\n", err: "ssl.keystore.flavour"},
 		{name: "bad identification algorithm", props: "ssl.endpoint.identification.algorithm=ldap\n", err: "identification"},
+		{name: "ssl.client.auth is a broker's key", props: "security.protocol=SSL\nssl.client.auth=required\n", err: "ssl.client.auth"},
 		{name: "truststore password", props: "security.protocol=SSL\nssl.truststore.password=x\n", err: "no password"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,9 +81,7 @@ request.timeout.ms=30000
 			}
 			if strings.Join(c.BootstrapServers, ",") != strings.Join(tc.want.BootstrapServers, ",") || c.Protocol != tc.want.Protocol ||
 				c.Mechanism != tc.want.Mechanism || c.Username != tc.want.Username || c.Password != tc.want.Password ||
-				c.VerifyHostname != tc.want.VerifyHostname || c.TLS.TruststoreLocation != tc.want.TLS.TruststoreLocation ||
-				c.TLS.TruststoreType != tc.want.TLS.TruststoreType || c.TLS.KeystoreLocation != tc.want.TLS.KeystoreLocation ||
-				c.TLS.KeyPassword != tc.want.TLS.KeyPassword {
+				c.VerifyHostname != tc.want.VerifyHostname || !reflect.DeepEqual(c.TLS, tc.want.TLS) {
 				t.Fatalf("got %+v\nwant %+v", c, tc.want)
 			}
 			if strings.Join(c.Ignored, ",") != strings.Join(tc.ignored, ",") {

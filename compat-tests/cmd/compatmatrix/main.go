@@ -62,6 +62,7 @@ var scenarios = []struct{ name, what string }{
 	{"group-commit-resume", "a group member reads 40 records and commits; a new member of the group gets only the 4 written later"},
 	{"group-rebalance", "a second member joins (2+2 partitions), then leaves (4 again)"},
 	{"txn-commit-abort", "a transactional producer commits c-0..c-4, aborts a-0..a-4 and commits c-5..c-9; a read_committed consumer reads exactly c-0..c-9 (and the broker holds the aborted records between them)"},
+	{"share-consume", "share group (KIP-932): eight consumers of one group on one partition each get records and accept each record once (none delivered again); records given back (released, or held by a consumer stopped until their acquisition lock expired) come back to the others with delivery count 2"},
 	{"codec-none", "writes an uncompressed topic read intact by every other client, and reads theirs"},
 	{"codec-gzip", "the same with gzip (the broker keeps the writer's codec)"},
 	{"codec-snappy", "the same with snappy"},
@@ -82,6 +83,7 @@ var toolRows = []struct{ name, what string }{
 	{"tool-producer-perf", "kafka-producer-perf-test: 20,000 records, acks=all, lz4"},
 	{"tool-consumer-perf", "kafka-consumer-perf-test reads the 20,000 records"},
 	{"tool-consumer-groups-describe", "kafka-consumer-groups --describe: committed offsets and lag 0"},
+	{"tool-share-groups", "kafka-share-groups (ShareGroupCommand) --describe (start offset and lag), --reset-offsets --to-earliest --execute (the records are delivered again), --delete-offsets"},
 }
 
 var clients = []struct{ name, what string }{
@@ -120,6 +122,7 @@ var coverage = map[string]map[string][]string{
 		"error-bad-config":              {"TestKafkaErrorCodes/CreateTopics"},
 		"group-commit-resume":           {"TestGroupFranzGoRebalanceExactlyOnce", "TestGroupSurvivesBrokerKill"},
 		"group-rebalance":               {"TestGroupFranzGoRebalanceExactlyOnce"},
+		"share-consume":                 {"TestShareGroupFranzGo"},
 	},
 	"sarama": { // basic, admin and group-rebalance: sarama_matrix_test.go
 		"group-commit-resume": {"TestGroupSarama"},
@@ -139,6 +142,11 @@ var coverage = map[string]map[string][]string{
 		"codec-snappy": {"TestMatrixCodecs/java-tools"},
 		"codec-lz4":    {"TestMatrixCodecs/java-tools"},
 		"codec-zstd":   {"TestMatrixCodecs/java-tools"},
+		// KafkaShareConsumer.
+		"share-consume": {"TestShareGroupJava"},
+	},
+	"java-tools": {
+		"tool-share-groups": {"TestShareGroupOffsetsTool"},
 	},
 }
 
@@ -156,13 +164,27 @@ var divergences = []struct{ test, what string }{
 
 // notExpressible: cells a client cannot express at all, with the reason.
 var notExpressible = map[string]map[string]string{
+	"sarama": {
+		"share-consume": "sarama has no share consumer (KIP-932)",
+	},
 	"kcat": {
-		"admin-create": "kcat has no admin commands", "admin-describe-configs": "kcat has no admin commands",
+		"share-consume": "kcat has no share consumer (librdkafka 2.0.2 predates KIP-932)",
+		"admin-create":  "kcat has no admin commands", "admin-describe-configs": "kcat has no admin commands",
 		"admin-alter-configs": "kcat has no admin commands", "admin-create-partitions": "kcat has no admin commands",
 		"admin-delete": "kcat has no admin commands", "error-bad-config": "kcat has no admin commands",
 	},
 	"kafka-go": {
+		"share-consume":    "kafka-go has no share consumer (KIP-932)",
 		"txn-commit-abort": "kafka-go has no transactional producer (it never sends InitProducerId, AddPartitionsToTxn or EndTxn)",
+	},
+	"confluent-kafka-go": {
+		"share-consume": "confluent-kafka-go 2.11.1 (librdkafka 2.11.1) has no share consumer",
+	},
+	"kafka-python": {
+		"share-consume": "kafka-python 3.0.12 has no share consumer (it only names the share APIs' keys)",
+	},
+	"kafkajs": {
+		"share-consume": "kafkajs 2.2.4 has no share consumer (KIP-932)",
 	},
 	"java-tools": {
 		"txn-commit-abort": "Kafka's command-line tools have no producer that both commits and aborts transactions on request (kafka-producer-perf-test commits its transactions and never aborts one; kafka-transactions lists, describes and aborts other producers' hanging transactions); the java-client column is the same library",

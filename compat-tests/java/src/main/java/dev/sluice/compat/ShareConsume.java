@@ -33,7 +33,7 @@ import org.apache.kafka.common.serialization.StringDeserializer;
  *   ShareConsume BOOTSTRAP TOPIC GROUP hold SECONDS
  *     One consumer polls until it acquires records, prints
  *     "HELD epochMillis offset,offset,..." and then holds them: it never
- *     acknowledges, polls or closes again (the test kills it).
+ *     acknowledges, polls or closes again (the test stops or kills it).
  */
 public final class ShareConsume {
     public static void main(String[] args) throws Exception {

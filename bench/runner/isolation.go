@@ -1,0 +1,926 @@
+package main
+
+// `make bench-isolation` (runner -isolation): do heavy readers harm
+// producers, and do reads scale with read brokers?
+//
+// Sluice runs as its split cluster (3 meta, 3 write and 2 read brokers, each
+// its own process, the layout of configs/local-cluster on free ports);
+// Kafka as 3 brokers in KRaft combined mode (broker and controller in one
+// JVM), each with broker.rack r1..r3 and the rack-aware replica selector
+// (KIP-392). The same generator (sluice-bench) runs the same workload on
+// both: producers at a fixed rate (acks=all, idempotent, RF 3, 8
+// partitions, 1 KiB), with one tailing consumer measuring end-to-end
+// latency, first alone, then with N more tailing consumers, then with N
+// consumer groups replaying the topic's history from the start (N from
+// -iso-groups). Kafka's readers go to the partition leaders, then (the
+// "kafka-follower" system) with client.rack=r3 to the follower replicas on
+// broker 3. Sluice's clients are seeded on the write brokers' mixed
+// listeners: producers stay on the raft leaders, consumers are sent to the
+// read brokers (preferred read replica).
+//
+// Every process is pinned with taskset: write brokers, metastore and
+// Kafka's brokers on -broker-cpu, Sluice's read brokers on -read-cpu, the
+// generator on -gen-cpu. Each broker's CPU is its user+system time from
+// /proc over the generator's run, divided by the run's wall time.
+//
+// Then read scale-out (Sluice): a backlog written once is read from the
+// start by -iso-scale-readers direct consumers, with both read brokers
+// and again after read-2 has left (SIGTERM: it releases its lease and the
+// read view drops it).
+//
+// Rounds (-pairs) alternate which system goes first. The rate is
+// -iso-rate, or half the acks=all saturation (4 producers, no consumers)
+// measured at the start of the first cluster (Sluice's, with the default
+// -iso-systems); every cluster's saturation is reported.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+const isolationSection = "isolation"
+
+var (
+	isoMu      sync.Mutex
+	isoCurrent *isoCluster // the running cluster, for the signal handler
+)
+
+func setIsoCurrent(c *isoCluster) {
+	isoMu.Lock()
+	isoCurrent = c
+	isoMu.Unlock()
+}
+
+// isoNode is one broker (or metastore) process of a cluster.
+type isoNode struct {
+	name  string // w1, r1, m1, k1 ...
+	cmd   *exec.Cmd
+	admin string // Sluice: admin HTTP address
+	read  string // Sluice read brokers: the read listener
+	kafka string // Kafka: its PLAINTEXT listener
+	log   *os.File
+}
+
+type isoCluster struct {
+	kind  string // sluice or kafka
+	dir   string
+	nodes []*isoNode
+	seeds string
+}
+
+// isoRun is one generator run and the CPU of every node during it.
+type isoRun struct {
+	System  string             `json:"system"`
+	Label   string             `json:"label"` // alone, tail-N, replay-N, scale-K
+	Readers int                `json:"readers"`
+	Round   int                `json:"round"`
+	Rate    float64            `json:"rate"`
+	Gen     genResult          `json:"gen"`
+	Backlog float64            `json:"backlog_mb_per_s"`
+	CPU     map[string]float64 `json:"cpu_cores"` // node -> CPU-seconds per wall second
+	Load    string             `json:"load_avg"`
+	Err     string             `json:"error,omitempty"`
+}
+
+func isoGroups(s string) ([]int, error) {
+	var g []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("bad -iso-groups %q", s)
+		}
+		g = append(g, n)
+	}
+	return g, nil
+}
+
+func isolation(o *opts) error {
+	groups, err := isoGroups(o.isoGroups)
+	if err != nil {
+		return err
+	}
+	systems := strings.Split(o.isoSystems, ",")
+	for _, s := range systems {
+		if s != "sluice" && s != "kafka" && s != "kafka-follower" {
+			return fmt.Errorf("bad -iso-systems entry %q (sluice, kafka, kafka-follower)", s)
+		}
+	}
+	if o.isoFromRaw != "" {
+		return isolationFromRaw(o, groups)
+	}
+	var raw *os.File
+	if o.rawOut != "" {
+		if raw, err = os.Create(o.rawOut); err != nil {
+			return err
+		}
+		defer raw.Close()
+	}
+	// SIGINT or SIGTERM: stop the cluster of the moment (three JVMs or
+	// eight Sluice processes) before leaving.
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		logf("%v: stopping the cluster", s)
+		isoMu.Lock()
+		if isoCurrent != nil {
+			isoCurrent.stop()
+		}
+		os.Exit(1)
+	}()
+	started := time.Now()
+	loadStart := loadavg()
+	date := time.Now().UTC().Format("2006-01-02 15:04 UTC")
+	var runs []isoRun
+	sat := map[string][]float64{}
+	rate := o.isoRate
+	record := func(r isoRun) {
+		runs = append(runs, r)
+		if raw != nil {
+			b, _ := json.Marshal(r)
+			fmt.Fprintln(raw, string(b))
+		}
+		logf("  %s %s: produce %.0f rec/s ack p99 %.1f ms, e2e p99 %.1f ms, tail %.1f MB/s, backlog %.1f MB/s, cpu %s %s",
+			r.System, r.Label, r.Gen.Produce.RecordsPerS, r.Gen.Produce.Ack.P99, r.Gen.Consume.E2E.P99,
+			r.Gen.Consume.MBPerS, r.Backlog, fmtCPU(r.CPU), r.Err)
+	}
+	// One cluster start per kind per round; kafka and kafka-follower
+	// share it.
+	kinds := []string{}
+	for _, s := range systems {
+		k := "sluice"
+		if s != "sluice" {
+			k = "kafka"
+		}
+		if len(kinds) == 0 || !contains(kinds, k) {
+			kinds = append(kinds, k)
+		}
+	}
+	var scale []isoRun
+	for round := 1; round <= o.pairs; round++ {
+		order := kinds
+		if round%2 == 0 {
+			order = reverse(kinds)
+		}
+		for _, kind := range order {
+			logf("isolation round %d/%d: %s cluster; load average %s", round, o.pairs, kind, loadavg())
+			c, err := startIsoCluster(o, kind)
+			setIsoCurrent(c)
+			if err != nil {
+				if c != nil {
+					c.stop()
+				}
+				return err
+			}
+			err = func() error {
+				// Saturation, short, 4 producers, no consumers.
+				r := c.gen(o, "saturation", round, 0, []string{"-producers", "4", "-consumers", "0"}, "")
+				record(r)
+				if r.Err != "" {
+					return fmt.Errorf("%s saturation: %s", kind, r.Err)
+				}
+				sat[kind] = append(sat[kind], r.Gen.Produce.RecordsPerS)
+				if rate <= 0 {
+					rate = float64(int(r.Gen.Produce.RecordsPerS/2/100) * 100)
+					if rate < 100 {
+						rate = 100
+					}
+					logf("fixed produce rate: %.0f records/s (half of %s's saturation)", rate, kind)
+				}
+				for _, sys := range systems {
+					if (sys == "sluice") != (kind == "sluice") {
+						continue
+					}
+					rack := ""
+					if sys == "kafka-follower" {
+						rack = "r3"
+					}
+					for _, w := range isoWorkloads(o, groups, rate) {
+						r := c.gen(o, w.label, round, w.readers, w.args, rack)
+						r.System, r.Rate = sys, rate
+						record(r)
+					}
+				}
+				if kind == "sluice" && o.isoScaleReaders > 0 {
+					scale = append(scale, c.scaleOut(o, round, rate, record)...)
+				}
+				return nil
+			}()
+			setIsoCurrent(nil)
+			c.stop()
+			if err != nil {
+				return err
+			}
+		}
+	}
+	text := renderIsolation(o, runs, scale, sat, groups, rate, date, loadStart, loadavg(), time.Since(started))
+	if err := replaceSection(o.out, isolationSection, text); err != nil {
+		return err
+	}
+	logf("section %s written into %s in %s", isolationSection, o.out, time.Since(started).Round(time.Second))
+	return nil
+}
+
+type isoWorkload struct {
+	label   string
+	readers int
+	args    []string
+}
+
+func isoWorkloads(o *opts, groups []int, rate float64) []isoWorkload {
+	r := strconv.FormatFloat(rate, 'f', 0, 64)
+	prefill := o.isoPrefill
+	if prefill <= 0 {
+		prefill = int64(rate * o.duration.Seconds())
+	}
+	base := []string{"-producers", "4", "-rate", r}
+	ws := []isoWorkload{{label: "alone", args: append(append([]string{}, base...), "-consumers", "1")}}
+	for _, n := range groups {
+		ws = append(ws, isoWorkload{label: fmt.Sprintf("tail-%d", n), readers: n,
+			args: append(append([]string{}, base...), "-consumers", strconv.Itoa(1+n))})
+	}
+	for _, n := range groups {
+		ws = append(ws, isoWorkload{label: fmt.Sprintf("replay-%d", n), readers: n,
+			args: append(append([]string{}, base...), "-consumers", "1", "-backlog-readers", strconv.Itoa(n),
+				"-backlog-groups", "-prefill", strconv.FormatInt(prefill, 10))})
+	}
+	return ws
+}
+
+func contains(l []string, s string) bool {
+	for _, x := range l {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func reverse(l []string) []string {
+	r := make([]string, len(l))
+	for i, x := range l {
+		r[len(l)-1-i] = x
+	}
+	return r
+}
+
+func fmtCPU(cpu map[string]float64) string {
+	var names []string
+	for n := range cpu {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s %.2f", n, cpu[n])
+	}
+	return b.String()
+}
+
+// gen runs the generator once on a fresh topic and reads every node's CPU
+// around it.
+func (c *isoCluster) gen(o *opts, label string, round, readers int, extra []string, rack string) isoRun {
+	r := isoRun{System: c.kind, Label: label, Readers: readers, Round: round, Load: loadavg(), CPU: map[string]float64{}}
+	topic := fmt.Sprintf("iso-%s-%s-%d", label, rack, round)
+	args := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic,
+		"-partitions", "8", "-replication", "3", "-record-size", "1024",
+		"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-label", label, "-quiet"}
+	if rack != "" {
+		args = append(args, "-client-rack", rack)
+	}
+	args = append(args, extra...)
+	out, cpu, err := c.runGen(o, args)
+	r.CPU = cpu
+	line := lastLine(out)
+	if jerr := json.Unmarshal([]byte(line), &r.Gen); jerr != nil {
+		r.Err = fmt.Sprintf("generator output %q: %v (run error %v)", line, jerr, err)
+		return r
+	}
+	r.Backlog = r.Gen.Backlog.MBPerS
+	if err != nil {
+		r.Err = "generator: " + err.Error()
+	}
+	return r
+}
+
+func (c *isoCluster) runGen(o *opts, args []string) (string, map[string]float64, error) {
+	before := map[string]float64{}
+	for _, n := range c.nodes {
+		if s, err := readProc(n.cmd.Process.Pid); err == nil {
+			before[n.name] = s.cpu
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), o.duration+5*time.Minute)
+	defer cancel()
+	gen := exec.CommandContext(ctx, "taskset", args...)
+	var out strings.Builder
+	gen.Stdout = &out
+	gen.Stderr = os.Stderr
+	t0 := time.Now()
+	err := gen.Run()
+	wall := time.Since(t0).Seconds()
+	cpu := map[string]float64{}
+	for _, n := range c.nodes {
+		if s, perr := readProc(n.cmd.Process.Pid); perr == nil {
+			cpu[n.name] = (s.cpu - before[n.name]) / wall
+		}
+	}
+	return out.String(), cpu, err
+}
+
+// scaleOut writes a backlog and reads it from the start with both read
+// brokers, then with one.
+func (c *isoCluster) scaleOut(o *opts, round int, rate float64, record func(isoRun)) []isoRun {
+	topic := fmt.Sprintf("iso-backlog-%d", round)
+	fill := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic,
+		"-partitions", "8", "-replication", "3", "-record-size", "1024", "-producers", "4", "-consumers", "0",
+		"-records", strconv.FormatInt(o.isoScaleRecords, 10), "-duration", "0", "-warmup", "0s", "-quiet"}
+	logf("scale-out: writing %d records", o.isoScaleRecords)
+	if _, _, err := c.runGen(o, fill); err != nil {
+		logf("  backlog write failed: %v", err)
+		return nil
+	}
+	read := func(label string) isoRun {
+		args := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic, "-create-topic=false",
+			"-record-size", "1024", "-producers", "1", "-rate", "10", "-consumers", "0",
+			"-backlog-readers", strconv.Itoa(o.isoScaleReaders),
+			"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-quiet", "-label", label}
+		r := isoRun{System: "sluice", Label: label, Round: round, Readers: o.isoScaleReaders, Load: loadavg()}
+		out, cpu, err := c.runGen(o, args)
+		r.CPU = cpu
+		line := lastLine(out)
+		if jerr := json.Unmarshal([]byte(line), &r.Gen); jerr != nil {
+			r.Err = fmt.Sprintf("generator output %q: %v (run error %v)", line, jerr, err)
+		} else if err != nil {
+			r.Err = "generator: " + err.Error()
+		}
+		r.Backlog = r.Gen.Backlog.MBPerS
+		record(r)
+		return r
+	}
+	var res []isoRun
+	res = append(res, read("scale-2"))
+	var r2, r1 *isoNode
+	for _, n := range c.nodes {
+		switch n.name {
+		case "r2":
+			r2 = n
+		case "r1":
+			r1 = n
+		}
+	}
+	stopNode(r2)
+	// Until the read view lists one broker.
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if n, err := readViewBrokers(r1.read); err == nil && n == 1 {
+			break
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	res = append(res, read("scale-1"))
+	// The producers alone again with one learner fewer: the difference in
+	// the write brokers' CPU from the "alone" run is the cost of one read
+	// broker's learner stream (docs/capacity.md).
+	r := c.gen(o, "alone-1r", round, 0, isoWorkloads(o, nil, rate)[0].args, "")
+	r.System, r.Rate = "sluice", rate
+	record(r)
+	res = append(res, r)
+	return res
+}
+
+func readViewBrokers(addr string) (int, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr))
+	if err != nil {
+		return 0, err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	m, err := kadm.NewClient(cl).BrokerMetadata(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return len(m.Brokers), nil
+}
+
+// ---------------------------------------------------------------- clusters
+
+func freePorts(n int) ([]int, error) {
+	var p []int
+	for i := 0; i < n; i++ {
+		x, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		p = append(p, x)
+	}
+	return p, nil
+}
+
+func startIsoCluster(o *opts, kind string) (*isoCluster, error) {
+	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-iso-"+kind+"-")
+	if err != nil {
+		return nil, err
+	}
+	c := &isoCluster{kind: kind, dir: dir}
+	if kind == "sluice" {
+		return c, c.startSluice(o)
+	}
+	return c, c.startKafka(o)
+}
+
+func (c *isoCluster) spawn(name, cpu string, args ...string) (*isoNode, error) {
+	n := &isoNode{name: name}
+	var err error
+	if n.log, err = os.Create(filepath.Join(c.dir, name+".log")); err != nil {
+		return nil, err
+	}
+	n.cmd = exec.Command("taskset", append([]string{"-c", cpu}, args...)...)
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	n.cmd.Dir = c.dir
+	if err := n.cmd.Start(); err != nil {
+		return nil, err
+	}
+	c.nodes = append(c.nodes, n)
+	return n, nil
+}
+
+func (c *isoCluster) startSluice(o *opts) error {
+	p, err := freePorts(3*2 + 3*4 + 2*4)
+	if err != nil {
+		return err
+	}
+	next := func() int { x := p[0]; p = p[1:]; return x }
+	var metaListen, metaPeers []string
+	metaAdmin := make([]int, 3)
+	for i := 0; i < 3; i++ {
+		mp := next()
+		metaAdmin[i] = next()
+		metaListen = append(metaListen, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", mp)))
+		metaPeers = append(metaPeers, fmt.Sprintf("%q", fmt.Sprintf("%d=127.0.0.1:%d", i+1, mp)))
+	}
+	write := func(name, yaml string) (string, error) {
+		f := filepath.Join(c.dir, name+".yaml")
+		return f, os.WriteFile(f, []byte(yaml), 0o644)
+	}
+	serve := func(name, cpu, cfg string) (*isoNode, error) {
+		return c.spawn(name, cpu, o.sluiceBin, "serve", "--config", cfg, "--log-format", "json", "--log-level", "warn")
+	}
+	var ready []string
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("m%d", i+1)
+		f, err := write(name, fmt.Sprintf(`node.id: %d
+process.roles: [meta]
+data.dir: %s
+admin.addr: 127.0.0.1:%d
+meta.id: %d
+meta.listen: %s
+meta.peers: [%s]
+listeners: []
+`, 101+i, filepath.Join(c.dir, name), metaAdmin[i], i+1, strings.Trim(metaListen[i], `"`), strings.Join(metaPeers, ", ")))
+		if err != nil {
+			return err
+		}
+		n, err := serve(name, o.brokerCPU, f)
+		if err != nil {
+			return err
+		}
+		n.admin = fmt.Sprintf("127.0.0.1:%d", metaAdmin[i])
+		ready = append(ready, n.admin)
+	}
+	for _, a := range ready {
+		if err := waitReady(a, 60*time.Second); err != nil {
+			return fmt.Errorf("metastore %s: %v (logs in %s)", a, err, c.dir)
+		}
+	}
+	var seeds []string
+	ready = nil
+	for i := 0; i < 5; i++ {
+		role, name, id, view, cpu := "write", fmt.Sprintf("w%d", i+1), i+1, "write", o.brokerCPU
+		if i >= 3 {
+			role, name, id, view, cpu = "read", fmt.Sprintf("r%d", i-2), i+1, "read", o.readCPU
+		}
+		admin, repl, own, mixed := next(), next(), next(), next()
+		f, err := write(name, fmt.Sprintf(`node.id: %d
+process.roles: [%s]
+data.dir: %s
+admin.addr: 127.0.0.1:%d
+meta.addrs: [%s]
+replica.listen: 127.0.0.1:%d
+listeners:
+  - name: %s
+    view: %s
+    address: 127.0.0.1:%d
+  - name: MIXED
+    view: mixed
+    address: 127.0.0.1:%d
+default.replication.factor: 3
+min.insync.replicas: 2
+log.fsync: %s
+`, id, role, filepath.Join(c.dir, name), admin, strings.Join(metaListen, ", "), repl,
+			strings.ToUpper(view), view, own, mixed, o.isoFsync))
+		if err != nil {
+			return err
+		}
+		n, err := serve(name, cpu, f)
+		if err != nil {
+			return err
+		}
+		n.admin = fmt.Sprintf("127.0.0.1:%d", admin)
+		ready = append(ready, n.admin)
+		if role == "write" {
+			seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", mixed))
+		} else {
+			n.read = fmt.Sprintf("127.0.0.1:%d", own)
+		}
+	}
+	for _, a := range ready {
+		if err := waitReady(a, 90*time.Second); err != nil {
+			return fmt.Errorf("broker %s: %v (logs in %s)", a, err, c.dir)
+		}
+	}
+	c.seeds = strings.Join(seeds, ",")
+	return nil
+}
+
+func waitReady(admin string, d time.Duration) error {
+	deadline := time.Now().Add(d)
+	for {
+		resp, err := http.Get("http://" + admin + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return errors.New("not ready in time")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func (c *isoCluster) startKafka(o *opts) error {
+	p, err := freePorts(6)
+	if err != nil {
+		return err
+	}
+	var voters []string
+	for i := 0; i < 3; i++ {
+		voters = append(voters, fmt.Sprintf("%d@127.0.0.1:%d", i+1, p[3+i]))
+	}
+	lf := filepath.Join(c.dir, "log4j2.properties")
+	if err := os.WriteFile(lf, []byte(log4j2), 0o644); err != nil {
+		return err
+	}
+	logProp := "-Dlog4j2.configurationFile=" + lf
+	cp := filepath.Join(o.kafkaLibs, "*")
+	id := clusterID()
+	var pfs, addrs []string
+	for i := 0; i < 3; i++ {
+		name := fmt.Sprintf("k%d", i+1)
+		addr := fmt.Sprintf("127.0.0.1:%d", p[i])
+		props := fmt.Sprintf(`process.roles=broker,controller
+node.id=%d
+controller.quorum.voters=%s
+listeners=PLAINTEXT://%s,CONTROLLER://127.0.0.1:%d
+advertised.listeners=PLAINTEXT://%s
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=%s
+broker.rack=r%d
+replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector
+num.partitions=1
+default.replication.factor=3
+min.insync.replicas=2
+offsets.topic.replication.factor=3
+transaction.state.log.replication.factor=3
+transaction.state.log.min.isr=2
+share.coordinator.state.topic.replication.factor=3
+share.coordinator.state.topic.min.isr=2
+group.initial.rebalance.delay.ms=0
+initial.broker.registration.timeout.ms=300000
+`, i+1, strings.Join(voters, ","), addr, p[3+i], addr, filepath.Join(c.dir, name), i+1)
+		if o.isoFsync != "never" {
+			// Sluice's log.fsync=group acknowledges after fsync; Kafka's
+			// equivalent is a flush after every message.
+			props += "log.flush.interval.messages=1\n"
+		}
+		pf := filepath.Join(c.dir, name+".properties")
+		if err := os.WriteFile(pf, []byte(props), 0o644); err != nil {
+			return err
+		}
+		pfs = append(pfs, pf)
+		addrs = append(addrs, addr)
+	}
+	// Format the three data directories at once (a JVM start each).
+	errs := make(chan error, 3)
+	for _, pf := range pfs {
+		go func(pf string) {
+			format := exec.Command("taskset", "-c", o.brokerCPU, "java", "-Xmx256m", logProp, "-cp", cp,
+				"kafka.tools.StorageTool", "format", "-t", id, "-c", pf)
+			if out, err := format.CombinedOutput(); err != nil {
+				errs <- fmt.Errorf("kafka-storage format: %v: %s", err, out)
+				return
+			}
+			errs <- nil
+		}(pf)
+	}
+	for range pfs {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	var seeds []string
+	for i, pf := range pfs {
+		name, addr := fmt.Sprintf("k%d", i+1), addrs[i]
+		n, err := c.spawn(name, o.brokerCPU, "java",
+			"-Xmx"+o.kafkaHeap, "-Xms"+o.kafkaHeap, "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+			"-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+			logProp, "-cp", cp, "kafka.Kafka", pf)
+		if err != nil {
+			return err
+		}
+		n.kafka = addr
+		seeds = append(seeds, addr)
+	}
+	for _, a := range seeds {
+		deadline := time.Now().Add(180 * time.Second)
+		for {
+			conn, err := net.DialTimeout("tcp", a, time.Second)
+			if err == nil {
+				conn.Close()
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("kafka broker %s did not listen within 180s (logs in %s)", a, c.dir)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	c.seeds = strings.Join(seeds, ",")
+	return nil
+}
+
+func stopNode(n *isoNode) {
+	if n == nil || n.cmd == nil || n.cmd.Process == nil || n.cmd.ProcessState != nil {
+		return
+	}
+	n.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { n.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		n.cmd.Process.Kill()
+		<-done
+	}
+	n.log.Close()
+}
+
+// stop ends every process: brokers first, the metastore last.
+func (c *isoCluster) stop() {
+	var meta []*isoNode
+	for _, n := range c.nodes {
+		if strings.HasPrefix(n.name, "m") {
+			meta = append(meta, n)
+			continue
+		}
+		stopNode(n)
+	}
+	for _, n := range meta {
+		stopNode(n)
+	}
+	os.RemoveAll(c.dir)
+}
+
+// ---------------------------------------------------------------- report
+
+func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, groups []int, rate float64,
+	date, loadStart, loadEnd string, elapsed time.Duration) string {
+	var b strings.Builder
+	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
+	p("## Producers under heavy readers, and read scale-out (issue 23)\n\n")
+	p("Measured by `%s` on %s (Sluice %s, Kafka 4.4.0), %d round(s), %s per run (%s warm-up left out); load average %s at the start, %s at the end",
+		o.command, date, o.version, o.pairs, o.duration, o.warmup, loadStart, loadEnd)
+	if l, _ := strconv.ParseFloat(strings.Fields(loadStart + " 0")[0], 64); l > float64(2*nproc()) {
+		p(" — **a loaded machine** (other work was running), so these figures show that the harness works, not what either broker can do")
+	}
+	p(".\n\n")
+	p("Workload: 4 idempotent producers, acks=all, 1 KiB records, a topic of 8 partitions with replication factor 3, at a fixed %.0f records/s", rate)
+	if o.isoRate > 0 {
+		p(" (-iso-rate)")
+	} else {
+		p(" (half the saturation measured at the start of the run's first cluster, %s)", firstKind(runs))
+	}
+	p("; one tailing consumer measures end-to-end latency. *tail-N* adds N tailing consumers (each reading every partition); *replay-N* adds N consumer groups (one member each) that start at the end of the warm-up and read the topic from the start, its history prefilled with ")
+	if o.isoPrefill > 0 {
+		p("%d records", o.isoPrefill)
+	} else {
+		p("as many records as the run produces")
+	}
+	p(". Saturation (same topic shape, 4 producers, no consumers, records/s per start):")
+	for _, k := range []string{"sluice", "kafka"} {
+		if v := sat[k]; len(v) > 0 {
+			p(" %s %s;", k, joinNums(v))
+		}
+	}
+	p(" fsync: Sluice log.fsync=%s", o.isoFsync)
+	if o.isoFsync != "never" {
+		p(", Kafka log.flush.interval.messages=1")
+	} else {
+		p(", Kafka default (no flush)")
+	}
+	p(".\n\n")
+	p("Systems: **sluice** is the split cluster (3 metastore, 3 write and 2 read brokers, separate processes); clients are seeded on the write brokers' mixed listeners, so producers reach the raft leaders and consumers are sent to the read brokers. **kafka** is 3 brokers in KRaft combined mode, readers on the partition leaders; **kafka-follower** is the same cluster (broker.rack r1..r3, RackAwareReplicaSelector) with client.rack=r3, so every reader fetches from broker 3's replicas (KIP-392).\n\n")
+	p("CPU layout (taskset CPU lists): %s holds the write brokers, the metastore and all three Kafka brokers; %s Sluice's read brokers; %s the generator. On a 2-core machine this cannot show separate machines: the read brokers share a core with the generator, write brokers and metastore share one core, the network is loopback, and all brokers share one disk and one page cache, so a read broker's page-cache misses and its disk reads land on the writers' disk. Per-broker CPU (CPU-seconds per wall second over the generator's whole run, a replay run's prefill included, from /proc) is the figure that carries over; docs/capacity.md extrapolates from it.\n\n", o.brokerCPU, o.readCPU, o.genCPU)
+
+	// Medians over rounds per (system, label).
+	type key struct{ sys, label string }
+	byKey := map[key][]isoRun{}
+	var order []key
+	for _, r := range runs {
+		if r.Label == "saturation" || strings.HasPrefix(r.Label, "scale-") {
+			continue
+		}
+		k := key{r.System, r.Label}
+		if _, ok := byKey[k]; !ok {
+			order = append(order, k)
+		}
+		byKey[k] = append(byKey[k], r)
+	}
+	med := func(rs []isoRun, f func(isoRun) float64) float64 {
+		var v []float64
+		for _, r := range rs {
+			if r.Err == "" {
+				v = append(v, f(r))
+			}
+		}
+		return median(v)
+	}
+	p("| System | Readers | Produced rec/s | Ack p50 ms | Ack p99 ms | Ack p99.9 ms | p99 vs alone | Tail e2e p50 ms | Tail e2e p99 ms | Tailing read MB/s | Replay read MB/s | Broker CPU (cores) | Runs ok |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, k := range order {
+		rs := byKey[k]
+		ok := 0
+		cpu := map[string][]float64{}
+		for _, r := range rs {
+			if r.Err == "" {
+				ok++
+				for n, v := range r.CPU {
+					cpu[n] = append(cpu[n], v)
+				}
+			}
+		}
+		mc := map[string]float64{}
+		for n, v := range cpu {
+			mc[n] = median(v)
+		}
+		p99 := med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P99 })
+		alone := med(byKey[key{k.sys, "alone"}], func(r isoRun) float64 { return r.Gen.Produce.Ack.P99 })
+		vs := "—"
+		if alone > 0 && k.label != "alone" && ok > 0 {
+			vs = fmt.Sprintf("%+.0f %%", (p99/alone-1)*100)
+		}
+		if ok == 0 {
+			p("| %s | %s | failed: %s |||||||||| 0/%d |\n", k.sys, k.label, strings.ReplaceAll(rs[0].Err, "|", "/"), len(rs))
+			continue
+		}
+		produced := med(rs, func(r isoRun) float64 { return r.Gen.Produce.RecordsPerS })
+		behind := ""
+		if produced < 0.95*rate {
+			behind = " (behind)"
+		}
+		p("| %s | %s | %.0f%s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d/%d |\n", k.sys, k.label,
+			produced, behind,
+			med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P50 }), p99,
+			med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P999 }), vs,
+			med(rs, func(r isoRun) float64 { return r.Gen.Consume.E2E.P50 }),
+			med(rs, func(r isoRun) float64 { return r.Gen.Consume.E2E.P99 }),
+			med(rs, func(r isoRun) float64 { return r.Gen.Consume.MBPerS }),
+			med(rs, func(r isoRun) float64 { return r.Backlog }), fmtCPU(mc), ok, len(rs))
+	}
+	p("\nBroker names: w1–w3 write brokers, r1–r2 read brokers, m1–m3 metastore, k1–k3 Kafka brokers. *(behind)*: the producers fell short of the fixed rate by more than 5 %% in the measured window (the broker, or the machine, could not keep up), so that row's latencies are not at the fixed rate. Tailing read MB/s counts every tailing consumer (the latency probe included); replay MB/s the replaying groups over the measured window (a group that has caught up reads at the produce rate).\n\n")
+	if len(scale) > 0 {
+		p("**Read scale-out (Sluice).** %d records of 1 KiB written once, then read from the start by %d direct consumers (each every partition) through the mixed listeners while one producer adds 10 records/s; MB/s over the measured window, per round:\n\n", o.isoScaleRecords, o.isoScaleReaders)
+		p("| Read brokers | Read MB/s | Broker CPU (cores) |\n|---|---|---|\n")
+		var alone1 []isoRun
+		for _, r := range scale {
+			if r.Label == "alone-1r" {
+				alone1 = append(alone1, r)
+				continue
+			}
+			n := strings.TrimPrefix(r.Label, "scale-")
+			if r.Err != "" {
+				p("| %s | failed: %s | |\n", n, strings.ReplaceAll(r.Err, "|", "/"))
+				continue
+			}
+			capped := ""
+			if total := float64(o.isoScaleRecords*1024*int64(o.isoScaleReaders)) / 1e6; r.Backlog*r.Gen.WindowS >= 0.9*total {
+				capped = " (readers finished within the window: a lower bound; raise -iso-scale-records)"
+			}
+			p("| %s | %.1f%s | %s |\n", n, r.Backlog, capped, fmtCPU(r.CPU))
+		}
+		p("\n")
+		for _, r := range alone1 {
+			if r.Err != "" {
+				p("The producers alone with one read broker (one learner fewer) failed: %s\n\n", r.Err)
+				continue
+			}
+			p("The producers alone again, after read-2 left (one learner fewer per partition): %.0f records/s, ack p50 %.1f ms, p99 %.1f ms, p99.9 %.1f ms; broker CPU %s. The write brokers' CPU against the *alone* row above is the cost of one read broker's learner stream (docs/capacity.md).\n\n",
+				r.Gen.Produce.RecordsPerS, r.Gen.Produce.Ack.P50, r.Gen.Produce.Ack.P99, r.Gen.Produce.Ack.P999, fmtCPU(r.CPU))
+		}
+	}
+	if elapsed > 0 {
+		p("The run took %s. ", elapsed.Round(time.Second))
+	}
+	p("Reproduce: `make bench-isolation` (BENCH_ISOLATION_ARGS, e.g. `-pairs 3 -duration 30s -warmup 5s`; the defaults run N = 1, 4, 8 and every system).\n")
+	return b.String()
+}
+
+func joinNums(v []float64) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf("%.0f", x))
+	}
+	return strings.Join(s, ", ")
+}
+
+func nproc() int { return runtime.NumCPU() }
+
+// firstKind is the system whose saturation run came first.
+func firstKind(runs []isoRun) string {
+	for _, r := range runs {
+		if r.Label == "saturation" {
+			return r.System
+		}
+	}
+	return "none"
+}
+
+// isolationFromRaw renders the section again from the -raw file of an
+// earlier -isolation run (-iso-from-raw), without running anything.
+func isolationFromRaw(o *opts, groups []int) error {
+	b, err := os.ReadFile(o.isoFromRaw)
+	if err != nil {
+		return err
+	}
+	st, _ := os.Stat(o.isoFromRaw)
+	var runs, scale []isoRun
+	sat := map[string][]float64{}
+	rate := 0.0
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var r isoRun
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			return fmt.Errorf("%s: %v", o.isoFromRaw, err)
+		}
+		switch {
+		case r.Label == "saturation":
+			sat[r.System] = append(sat[r.System], r.Gen.Produce.RecordsPerS)
+		case strings.HasPrefix(r.Label, "scale-") || r.Label == "alone-1r":
+			scale = append(scale, r)
+			continue
+		default:
+			if rate == 0 {
+				rate = r.Rate
+			}
+		}
+		runs = append(runs, r)
+	}
+	if len(runs) == 0 {
+		return fmt.Errorf("%s: no runs", o.isoFromRaw)
+	}
+	end := time.Now()
+	if st != nil {
+		end = st.ModTime()
+	}
+	text := renderIsolation(o, runs, scale, sat, groups, rate, end.UTC().Format("2006-01-02 15:04 UTC"),
+		runs[0].Load, runs[len(runs)-1].Load, 0)
+	return replaceSection(o.out, isolationSection, text)
+}

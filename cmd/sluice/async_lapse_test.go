@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// TestClusterAsyncMasterLapseNotReplaced: every async master's lease
+// lapses while the master stays alive and its learners keep hearing from
+// it (the three meta nodes are paused, SIGSTOP, for two leases: on
+// resuming, the metastore expires every broker). No master may be
+// replaced (docs/replication-modes.md): a master still heard over
+// replication is only cut off from the metastore or slow, and replacing it
+// would cut what it acknowledged that its learners did not hold yet. So no
+// broker promotes or cuts anything, every partition keeps its master, and
+// every acknowledged record is read back once, in order, from the read
+// broker.
+func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	session := "broker.session.timeout.ms: 3000\n"
+	c := startTestClusterLayout(t, "async", 1, clusterLayout{extra: session, metaExtra: func(int) string { return session }})
+	const topic, parts = "lapse", 3
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProduceRequestTimeout(5*time.Second),
+		kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	adm := kadm.NewClient(prod)
+	// With a 3 s lease on a loaded machine a broker may be between a
+	// lapse and its new registration: too few brokers for 3 replicas.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, err := adm.CreateTopic(ctx, parts, 3, nil, topic)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.InvalidReplicationFactor) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	// Every partition in the async configuration, its master recorded.
+	recorded := func() int {
+		n := 0
+		for _, w := range c.writers {
+			b, _ := os.ReadFile(w.logf.Name())
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "async master recorded") && strings.Contains(line, `"topic":"`+topic+`"`) && !strings.Contains(line, `"master":-1`) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(60 * time.Second); recorded() < parts; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d partitions recorded an async master within 60 s", recorded(), parts)
+		}
+	}
+	masters := electedLeaders(t, adm, topic, parts)
+
+	var mu sync.Mutex
+	var acked []ackedRecord
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("l%07d", i))}, func(r *kgo.Record, err error) {
+				if err != nil {
+					return
+				}
+				mu.Lock()
+				acked = append(acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
+				mu.Unlock()
+			})
+			if i%50 == 49 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	lapses := func() float64 {
+		n := 0.0
+		for _, w := range c.writers {
+			n += metricValue(t, w.admin, "sluice_lease_lapses_total")
+		}
+		return n
+	}
+	// Pause the metastore past two leases until the brokers' leases
+	// lapsed (a new meta leader would grant a fresh lease instead).
+	for try := 1; lapses() == 0; try++ {
+		if try > 3 {
+			t.Fatalf("no broker lease lapsed after %d pauses of the metastore", try-1)
+		}
+		time.Sleep(2 * time.Second)
+		for _, m := range c.meta {
+			if err := m.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(6 * time.Second)
+		for _, m := range c.meta {
+			if err := m.cmd.Process.Signal(syscall.SIGCONT); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for deadline := time.Now().Add(10 * time.Second); lapses() == 0 && time.Now().Before(deadline); {
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+	t.Logf("broker leases lapsed %v times", lapses())
+	// Writes go on once the masters registered again.
+	mu.Lock()
+	before := len(acked)
+	mu.Unlock()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		mu.Lock()
+		n := len(acked)
+		mu.Unlock()
+		if n > before+1000 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no writes acknowledged within 30 s of the metastore resuming (%d acknowledged)", n)
+		}
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	wg.Wait()
+	if err := prod.Flush(ctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+
+	for _, w := range c.writers {
+		b, _ := os.ReadFile(w.logf.Name())
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.Contains(line, "promoted to async master") || strings.Contains(line, "claimed its place") || strings.Contains(line, "records were cut") ||
+				strings.Contains(line, "truncating to the new master") {
+				t.Errorf("%s: a master that was still heard was replaced: %s", w.name, line)
+			}
+		}
+	}
+	if now := electedLeaders(t, adm, topic, parts); !maps.Equal(now, masters) {
+		t.Errorf("masters before the lapse %v, after %v", masters, now)
+	}
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	mu.Lock()
+	want := make(map[string]ackedRecord, len(acked))
+	for _, a := range acked {
+		want[a.value] = a
+	}
+	mu.Unlock()
+	seen := map[string]bool{}
+	last := map[int32]int64{}
+	found := 0
+	for deadline := time.Now().Add(30 * time.Second); found < len(want) && time.Now().Before(deadline); {
+		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+		fs := cons.PollFetches(pctx)
+		pcancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			v := string(r.Value)
+			if seen[v] {
+				t.Errorf("%s read twice", v)
+			}
+			seen[v] = true
+			if o, ok := last[r.Partition]; ok && r.Offset <= o {
+				t.Errorf("partition %d: offset %d after %d", r.Partition, r.Offset, o)
+			}
+			last[r.Partition] = r.Offset
+			if a, ok := want[v]; ok {
+				found++
+				if a.partition != r.Partition || a.offset != r.Offset {
+					t.Errorf("%s acknowledged at %d/%d, read at %d/%d", v, a.partition, a.offset, r.Partition, r.Offset)
+				}
+			}
+		})
+	}
+	if found != len(want) {
+		lost := 0
+		for v, a := range want {
+			if !seen[v] {
+				if lost < 10 {
+					t.Errorf("%s acknowledged at %d/%d is lost", v, a.partition, a.offset)
+				}
+				lost++
+			}
+		}
+		t.Fatalf("read %d of %d acknowledged records; %d lost", found, len(want), lost)
+	}
+	t.Logf("all %d acknowledged records read once; every master kept its place through the lapse", found)
+}

@@ -1,0 +1,135 @@
+package metastore
+
+import (
+	"errors"
+	"testing"
+)
+
+// TestAsyncMasterPromotion: the async master record and its replacement
+// by compare-and-set. Only a write replica can be recorded master or
+// claim; a claim or promotion against a master the partition no longer
+// has is ErrStaleMaster; only the best claim (highest index, ties to the
+// lowest id) is promoted, and it becomes the takeover, claims dropped; a
+// second promotion against the replaced master loses; the record survives
+// a restart; clearing the master drops everything but the last takeover.
+func TestAsyncMasterPromotion(t *testing.T) {
+	dir := t.TempDir()
+	n := openSingle(t, dir)
+	c := n.Client()
+	ctx := ctxT(t)
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "am", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2, 3, 4}}}); err != nil {
+		t.Fatal(err)
+	}
+	part := func(c *Client) Partition {
+		top, ok := c.TopicByName("am")
+		if !ok {
+			t.Fatal("topic gone")
+		}
+		return top.Partitions[0]
+	}
+	if err := c.SetAsyncMaster(ctx, "am", 0, 9); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("a broker that is no write replica recorded master: %v", err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 2, AsyncClaim{Term: 3, Index: 10}); !errors.Is(err, ErrStaleMaster) {
+		t.Fatalf("claim with no master recorded: %v", err)
+	}
+	if err := c.SetAsyncMaster(ctx, "am", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(c); p.AsyncMaster == nil || *p.AsyncMaster != 1 {
+		t.Fatalf("master %v", p.AsyncMaster)
+	}
+	claims := map[int32]AsyncClaim{2: {Term: 3, Index: 10, Offset: 100}, 3: {Term: 3, Index: 12, Offset: 120}, 4: {Term: 3, Index: 12, Offset: 120}}
+	for _, id := range []int32{2, 3, 4} {
+		if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, id, claims[id]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 1, claims[2]); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("the master claimed its own place: %v", err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 2, 3, claims[3]); !errors.Is(err, ErrStaleMaster) {
+		t.Fatalf("claim against a broker that is not master: %v", err)
+	}
+	for _, id := range []int32{2, 4} {
+		if err := c.PromoteAsyncMaster(ctx, "am", 0, 1, id); !errors.Is(err, ErrInvalidRequest) {
+			t.Fatalf("broker %d, without the best claim, promoted: %v", id, err)
+		}
+	}
+	if err := c.PromoteAsyncMaster(ctx, "am", 0, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(c); p.AsyncMaster == nil || *p.AsyncMaster != 3 || p.AsyncTakeover == nil || *p.AsyncTakeover != claims[3] || p.AsyncClaims != nil {
+		t.Fatalf("after the promotion: %+v", p)
+	}
+	if err := c.PromoteAsyncMaster(ctx, "am", 0, 1, 4); !errors.Is(err, ErrStaleMaster) {
+		t.Fatalf("a second promotion against the replaced master: %v", err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n = openSingle(t, dir)
+	c = n.Client()
+	if p := part(c); p.AsyncMaster == nil || *p.AsyncMaster != 3 || p.AsyncTakeover == nil || *p.AsyncTakeover != claims[3] {
+		t.Fatalf("after restart: %+v", p)
+	}
+	if err := c.SetAsyncMaster(ctx, "am", 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(c); p.AsyncMaster != nil || p.AsyncTakeover == nil || *p.AsyncTakeover != claims[3] {
+		t.Fatalf("after clearing the master: %+v", p)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAsyncClaimsNeedLapsedMaster: a master that is registered cannot be
+// claimed or replaced (ErrMasterAlive), and its registering again drops
+// the claims taken while it had lapsed, so a later lapse is decided on
+// fresh claims, never on where a learner stood the time before.
+func TestAsyncClaimsNeedLapsedMaster(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "am", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2, 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	part := func() Partition {
+		top, ok := c.TopicByName("am")
+		if !ok {
+			t.Fatal("topic gone")
+		}
+		return top.Partitions[0]
+	}
+	if err := c.SetAsyncMaster(ctx, "am", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	inc, err := c.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := AsyncClaim{Term: 3, Index: 10, Offset: 100}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 2, old); !errors.Is(err, ErrMasterAlive) {
+		t.Fatalf("claim against a registered master: %v", err)
+	}
+	if err := c.UnregisterBroker(ctx, 1, inc); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 2, old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.AsyncClaims != nil {
+		t.Fatalf("claims kept after the master registered again: %v", p.AsyncClaims)
+	}
+	if err := c.PromoteAsyncMaster(ctx, "am", 0, 1, 2); !errors.Is(err, ErrMasterAlive) {
+		t.Fatalf("promotion over a registered master: %v", err)
+	}
+	if p := part(); p.AsyncMaster == nil || *p.AsyncMaster != 1 {
+		t.Fatalf("master replaced while registered: %+v", p)
+	}
+}

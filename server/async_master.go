@@ -1,0 +1,259 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
+)
+
+// Async master/replica (docs/replication-modes.md). A partition in
+// replication.mode=async runs with its raft leader, the master, as its
+// group's sole voter and every other replica a learner; the reassignment
+// loop (reassign.go) moves the configuration there and back, and records
+// the master in the metastore. This file does the rest on every broker:
+//
+//   - A write learner whose master's registration is gone (its lease
+//     lapsed) records its claim (replica.Replica.Claim); once every live
+//     write replica has claimed, or asyncClaimWait after its own claim,
+//     the one holding the best claim records its promotion (a
+//     compare-and-set on the master it replaces) and promotes its replica
+//     (replica.Host.Promote).
+//   - A replica whose configuration names a sole voter other than the
+//     recorded master follows it (replica.Host.Follow), cutting what the
+//     new master never received; a broker opening such a partition
+//     follows instead of opening (openReplica), so a returning old master
+//     never campaigns.
+
+// masterFenced says whether a write to partition of t must be refused,
+// or its acknowledgement withheld, because this broker may have been
+// replaced as master: t is async and this broker's lease is not certainly
+// valid (a pause or a partition from the metastore past the lease, after
+// which a write learner may have been promoted and the write would be
+// lost), or the metastore view here does not yet hold this broker's
+// current registration (after a lapse: a promotion recorded before it
+// registered again would not be seen), or the view records another master.
+// It is checked before the write and again, on a fresh view, before the
+// acknowledgement: a write made durable while the lease held but answered
+// after it lapsed would otherwise be acknowledged by a master that may be
+// replaced by then. The producer retries at the leader Metadata names.
+func (s *Server) masterFenced(t metastore.Topic, partition int32) bool {
+	if s.leaseValid == nil || !s.asyncMode(t) {
+		return false
+	}
+	if !s.leaseValid() {
+		return true
+	}
+	if s.leaseIncarnation != nil {
+		inc, seen := s.leaseIncarnation(), false
+		for _, b := range s.catalog.Brokers() {
+			if b.ID == s.cfg.NodeID {
+				seen = b.Incarnation == inc
+				break
+			}
+		}
+		if !seen {
+			return true
+		}
+	}
+	if partition >= 0 && int(partition) < len(t.Partitions) {
+		if m := t.Partitions[partition].AsyncMaster; m != nil && *m != s.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+// masterFencedNow is masterFenced on the topic as the view holds it now.
+func (s *Server) masterFencedNow(t metastore.Topic, partition int32) bool {
+	if s.leaseValid == nil || !s.asyncMode(t) {
+		return false
+	}
+	cur, ok := s.catalog.TopicByID(t.ID)
+	if !ok {
+		return true
+	}
+	return s.masterFenced(cur, partition)
+}
+
+// asyncRecorder is what the async loop needs from the catalog beyond
+// Catalog.
+type asyncRecorder interface {
+	SetAsyncMaster(ctx context.Context, topic string, partition, master int32) error
+	ClaimAsyncMaster(ctx context.Context, topic string, partition, master, broker int32, claim metastore.AsyncClaim) error
+	PromoteAsyncMaster(ctx context.Context, topic string, partition, master, broker int32) error
+}
+
+// asyncClaimWait is how long a claimant waits for the other live write
+// replicas' claims before the best recorded one is promoted.
+const asyncClaimWait = 2 * time.Second
+
+// masterSilence is how long a write learner must have heard nothing from
+// its master, over and above the master's registration lapsing, before it
+// claims the master's place: one broker session (the lease).
+func (s *Server) masterSilence() time.Duration {
+	return time.Duration(s.cfg.BrokerSessionTimeoutMs) * time.Millisecond
+}
+
+// asyncMode reports whether t's partitions run as async master/replica.
+func (s *Server) asyncMode(t metastore.Topic) bool {
+	return s.replicaOptions(t).Mode == partition.ModeAsync
+}
+
+// takeoverOf converts the metastore's record of a promotion.
+func takeoverOf(c metastore.AsyncClaim) partition.Takeover {
+	return partition.Takeover{Term: c.Term, Index: c.Index, Offset: c.Offset}
+}
+
+// asyncFollowTarget returns the master p's replica here must follow from
+// the recorded takeover, if its configuration names another sole voter.
+func (s *Server) asyncFollowTarget(p metastore.Partition, m partition.Members) (int32, bool) {
+	if p.AsyncMaster == nil || p.AsyncTakeover == nil || *p.AsyncMaster == s.cfg.NodeID {
+		return 0, false
+	}
+	if len(m.Voters) != 1 || int32(m.Voters[0]) == *p.AsyncMaster {
+		return 0, false
+	}
+	return *p.AsyncMaster, true
+}
+
+// RunAsyncFailover runs the duties above until ctx ends: at every catalog
+// change and each interval.
+func (s *Server) RunAsyncFailover(ctx context.Context, every time.Duration) {
+	rec, ok := s.catalog.(asyncRecorder)
+	if s.cfg.ReplicaListen == "" || !ok {
+		return // a single node: no other replica to promote
+	}
+	w, _ := s.catalog.(interface{ Changed() <-chan struct{} })
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var mu sync.Mutex
+	claimedAt := map[partition.Key]time.Time{}
+	for {
+		var changed <-chan struct{}
+		if w != nil {
+			changed = w.Changed()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-changed:
+		}
+		alive := map[int32]bool{}
+		for _, b := range s.catalog.Brokers() {
+			alive[b.ID] = true
+		}
+		for _, tp := range s.catalog.Topics() {
+			if !s.asyncMode(tp) && !hasAsyncRecord(tp) {
+				continue
+			}
+			for i, p := range tp.Partitions {
+				k := partition.Key{TopicID: tp.ID, Index: int32(i)}
+				r, ok := s.raft.Get(k)
+				if !ok || r.Failed() != nil {
+					continue
+				}
+				mu.Lock()
+				at := claimedAt[k]
+				mu.Unlock()
+				if now := s.asyncStep(ctx, rec, tp, p, r, alive, at); !now.IsZero() {
+					mu.Lock()
+					claimedAt[k] = now
+					mu.Unlock()
+				}
+			}
+		}
+	}
+}
+
+func hasAsyncRecord(t metastore.Topic) bool {
+	for _, p := range t.Partitions {
+		if p.AsyncMaster != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// asyncStep does one step of the duties for partition p, whose replica
+// here is r. claimedAt is when this broker claimed p's master's place (zero
+// if it has not); it returns the time of a claim it records now.
+func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.Topic, p metastore.Partition, r partition.Replica, alive map[int32]bool, claimedAt time.Time) time.Time {
+	self := s.cfg.NodeID
+	k := r.Key()
+	lg := s.log.With().Str("topic", tp.Name).Int32("partition", p.ID).Logger()
+	m := r.Members()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if p.AsyncMaster != nil && *p.AsyncMaster == self && p.AsyncTakeover != nil && !(len(m.Voters) == 1 && int32(m.Voters[0]) == self) {
+		// Promoted in the metastore, not here yet (a crash between).
+		if err := s.raft.Promote(k, takeoverOf(*p.AsyncTakeover)); err != nil {
+			lg.Warn().Err(err).Msg("async failover: promoting this replica")
+		}
+		return time.Time{}
+	}
+	if master, ok := s.asyncFollowTarget(p, m); ok {
+		iv, il := p.Initial()
+		if _, cut, err := s.raft.Follow(tp.Name, k, members(metastore.Partition{Voters: iv, Learners: il}), s.replicaOptions(tp), partition.NodeID(master), takeoverOf(*p.AsyncTakeover)); err != nil {
+			lg.Warn().Err(err).Int32("master", master).Msg("async failover: following the new master")
+		} else {
+			lg.Info().Int32("master", master).Int64("records_cut", cut).Msg("async failover: following the new master")
+		}
+		return time.Time{}
+	}
+	if !s.asyncMode(tp) || r.IsLeader() || !slices.Contains(p.Voters, self) || len(m.Voters) != 1 {
+		return time.Time{}
+	}
+	master := int32(m.Voters[0])
+	if master == self || p.AsyncMaster == nil || *p.AsyncMaster != master || alive[master] {
+		return time.Time{}
+	}
+	if quiet := time.Since(r.HeardFrom(partition.NodeID(master))); quiet < s.masterSilence() {
+		// Its registration lapsed, but its raft messages still come: it
+		// is alive (slow, or cut off from the metastore only), and its
+		// log holds what it acknowledged before its lease lapsed, which
+		// this replica may not hold yet. A master that is merely slow is
+		// never replaced: neither claim nor promote while it is heard.
+		return time.Time{}
+	}
+	claim, claimed := p.AsyncClaims[self]
+	if !claimed {
+		c := r.Claim(uint64(max(p.LeaderEpoch, 0)))
+		claim = metastore.AsyncClaim{Term: c.Term, Index: c.Index, Offset: c.Offset}
+		if err := rec.ClaimAsyncMaster(ctx, tp.Name, p.ID, master, self, claim); err != nil {
+			lg.Warn().Err(err).Int32("master", master).Msg("async failover: claiming the lapsed master's place")
+			return time.Time{}
+		}
+		lg.Info().Int32("master", master).Uint64("index", claim.Index).Int64("offset", claim.Offset).Msg("async failover: the master's lease lapsed; claimed its place")
+		return time.Now()
+	}
+	all := true
+	for _, v := range p.Voters {
+		if v != master && alive[v] {
+			if _, ok := p.AsyncClaims[v]; !ok {
+				all = false
+			}
+		}
+	}
+	if !all && (claimedAt.IsZero() || time.Since(claimedAt) < asyncClaimWait) {
+		return time.Time{}
+	}
+	if p.BestAsyncClaim() != self {
+		return time.Time{}
+	}
+	if err := rec.PromoteAsyncMaster(ctx, tp.Name, p.ID, master, self); err != nil {
+		lg.Warn().Err(err).Int32("master", master).Msg("async failover: recording the promotion")
+		return time.Time{}
+	}
+	if err := s.raft.Promote(k, takeoverOf(claim)); err != nil {
+		lg.Warn().Err(err).Msg("async failover: promoting this replica")
+		return time.Time{}
+	}
+	lg.Warn().Int32("old_master", master).Uint64("index", claim.Index).Int64("offset", claim.Offset).
+		Msg("async failover: promoted to master; what the old master wrote after this offset is lost")
+	return time.Time{}
+}
