@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -185,4 +186,44 @@ func TestTransactionsV2RawFrames(t *testing.T) {
 	if ds.ProducerEpoch != e3 || ds.State != "CompleteAbort" {
 		t.Errorf("DescribeTransactions: %s at epoch %d, want CompleteAbort at %d", ds.State, ds.ProducerEpoch, e3)
 	}
+
+	// One Produce v12 with the first batches of a transaction to both
+	// partitions adds both (in one write of the transaction's state) and
+	// opens the transaction in each.
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis, req.TransactionID = -1, 10_000, kmsg.StringPtr(id)
+	pt := kmsg.NewProduceRequestTopic()
+	pt.Topic = topic
+	for p := int32(0); p < 2; p++ {
+		pp := kmsg.NewProduceRequestTopicPartition()
+		pp.Partition, pp.Records = p, txnBatch(pid, e3, 0, "fourth")
+		pt.Partitions = append(pt.Partitions, pp)
+	}
+	req.Topics = append(req.Topics, pt)
+	for i, p := range rt(req, 12).(*kmsg.ProduceResponse).Topics[0].Partitions {
+		want(fmt.Sprintf("Produce v12 to both partitions, partition %d", i), p.ErrorCode, 0)
+	}
+	ds = rt(dt, 0).(*kmsg.DescribeTransactionsResponse).TransactionStates[0]
+	if ds.State == "Ongoing" && len(ds.Topics) == 1 {
+		if n := len(ds.Topics[0].Partitions); n != 2 {
+			t.Errorf("DescribeTransactions after a Produce v12 to two partitions: %d partitions, want 2", n)
+		}
+	} else {
+		t.Errorf("DescribeTransactions after a Produce v12 to two partitions: %+v, want Ongoing with both", ds)
+	}
+	endOf := func(p int32, isolation int8) int64 {
+		t.Helper()
+		lo := kmsg.NewPtrListOffsetsRequest()
+		lo.IsolationLevel = isolation
+		lo.Topics = []kmsg.ListOffsetsRequestTopic{{Topic: topic, Partitions: []kmsg.ListOffsetsRequestTopicPartition{{Partition: p, Timestamp: -1, CurrentLeaderEpoch: -1}}}}
+		r := rt(lo, 4).(*kmsg.ListOffsetsResponse).Topics[0].Partitions[0]
+		want(fmt.Sprintf("ListOffsets partition %d isolation %d", p, isolation), r.ErrorCode, 0)
+		return r.Offset
+	}
+	for p := int32(0); p < 2; p++ {
+		if hw, lso := endOf(p, 0), endOf(p, 1); lso >= hw {
+			t.Errorf("partition %d: last stable offset %d, high watermark %d: no transaction open", p, lso, hw)
+		}
+	}
+	endTxn("commit of the two-partition transaction", e3, true, 0)
 }

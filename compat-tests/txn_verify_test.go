@@ -128,8 +128,10 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 	// producer's state in the partition. The next transaction opens; a
 	// COMMIT with a lower coordinator epoch is refused with
 	// TRANSACTION_COORDINATOR_FENCED and does not end it, nor does a
-	// transaction version 2 marker at the producer's own epoch (answered
-	// as written: a newer marker ended that epoch's transaction).
+	// transaction version 2 marker at the producer's own epoch
+	// (INVALID_PRODUCER_EPOCH, Kafka 4.4's checkProducerEpoch). A version 2
+	// marker at the next epoch ends it; its retry is taken, as Kafka's
+	// idempotent marker retry.
 	ap.Topics = []kmsg.AddPartitionsToTxnRequestTopic{{Topic: topic, Partitions: []int32{0}}}
 	if code := txnReq(ap, 3); code != 0 {
 		t.Fatalf("AddPartitionsToTxn for the second transaction: %v", kerr.ErrorForCode(code))
@@ -157,7 +159,7 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 	if coordEpoch <= 0 {
 		t.Fatalf("DescribeProducers: coordinator epoch %d for the producer after its commit, want the marker's (> 0)", coordEpoch)
 	}
-	marker := func(what string, v int16, ep int16, ce int32, tv int8, want int16) {
+	marker := func(what string, v int16, ep int16, ce int32, tv int8, want int16, after func(string)) {
 		t.Helper()
 		wm := kmsg.NewPtrWriteTxnMarkersRequest()
 		wm.SetVersion(v)
@@ -170,12 +172,17 @@ func TestTransactionsVerifyPartitions(t *testing.T) {
 		if got := resp.(*kmsg.WriteTxnMarkersResponse).Markers[0].Topics[0].Partitions[0].ErrorCode; got != want {
 			t.Errorf("%s: %v, want %v", what, kerr.ErrorForCode(got), kerr.ErrorForCode(want))
 		}
-		open("after " + what)
+		after("after " + what)
 	}
 	for v := int16(0); v <= 2; v++ {
-		marker(fmt.Sprintf("v%d COMMIT of coordinator epoch %d", v, coordEpoch-1), v, epoch, coordEpoch-1, 0, kerr.TransactionCoordinatorFenced.Code)
+		marker(fmt.Sprintf("v%d COMMIT of coordinator epoch %d", v, coordEpoch-1), v, epoch, coordEpoch-1, 0, kerr.TransactionCoordinatorFenced.Code, open)
 	}
-	marker("v2 COMMIT of transaction version 2 at the producer's epoch", 2, epoch, coordEpoch+1_000_000, 2, 0)
+	marker("v2 COMMIT of transaction version 2 at the producer's epoch", 2, epoch, coordEpoch+1_000_000, 2, kerr.InvalidProducerEpoch.Code, open)
+	marker("v2 COMMIT of transaction version 2 at the next epoch", 2, epoch+1, coordEpoch+1_000_000, 2, 0, stable)
+	marker("a retry of that marker", 2, epoch+1, coordEpoch+1_000_000, 2, 0, stable)
+	// The coordinator's own abort of the transaction, at the epoch the
+	// partition has seen bumped past, is refused there
+	// (INVALID_PRODUCER_EPOCH) and taken as done: EndTxn completes.
 	et.Commit = false
 	if code := txnReq(et, 3); code != 0 {
 		t.Fatalf("EndTxn abort of the second transaction: %v", kerr.ErrorForCode(code))

@@ -292,7 +292,10 @@ any sequence (KIP-360). Control batches (transaction markers) only check
 and bump the epochs, by Kafka's appendEndTxnMarker: the marker's producer
 epoch must be at least the producer's (above it when the coordinator sent
 the marker with transaction version 2, AppendMarker: EndTxn bumped the
-epoch for it), else ErrInvalidProducerEpoch; and its coordinator epoch
+epoch for it; equal is then taken only as the retry of the marker that
+bumped it, when no batch of the producer is stored at that epoch since, or
+at epoch 32767: Kafka 4.4's idempotent marker retry), else
+ErrInvalidProducerEpoch; and its coordinator epoch
 (the marker value's) at least that of the producer's last marker here,
 else ErrCoordinatorFenced: a zombie coordinator's late marker must not end
 a later transaction of the producer. The last marker's coordinator epoch

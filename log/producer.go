@@ -3,6 +3,7 @@ package log
 import (
 	"cmp"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/sluice-broker/sluice/partition"
@@ -97,32 +98,27 @@ func (e *ProducerEntry) Check(h *protocol.BatchHeader) (ProducerBatch, bool, err
 }
 
 // CheckMarker is Check for a transaction marker of the producer, whose
-// value carries coordEpoch (Kafka's appendEndTxnMarker): the producer
-// epoch as in Check, except that with transaction version 2 (txnVersion,
-// from WriteTxnMarkers v2) it must be above the current one, since EndTxn
-// bumped it for the marker; and a coordinator epoch below the one of the
-// producer's last marker here is a zombie coordinator's marker,
+// value carries coordEpoch (Kafka 4.4's ProducerAppendInfo.
+// appendEndTxnMarker and checkProducerEpoch): the producer epoch as in
+// Check, except that with transaction version 2 (txnVersion, from
+// WriteTxnMarkers v2) it must be above the current one, since EndTxn
+// bumped it for the marker; a version 2 marker at the current epoch is
+// taken (and written again) only as the retry of the marker that bumped
+// it, when no batch of the producer was stored at that epoch since (no
+// transaction open here) or the epoch is the last one (32767). A refused
+// epoch is ErrInvalidProducerEpoch. A coordinator epoch below the one of
+// the producer's last marker here is a zombie coordinator's marker,
 // ErrCoordinatorFenced. nil e: no state, accepted.
 func (e *ProducerEntry) CheckMarker(h *protocol.BatchHeader, coordEpoch int32, txnVersion int8) error {
 	if e == nil {
 		return nil
 	}
-	return checkMarker(h.ProducerID, e.Epoch, e.CoordEpoch, h.ProducerEpoch, coordEpoch, txnVersion)
-}
-
-// CheckMarker is ProducerEntry.CheckMarker from the producer's state
-// alone (epoch, coordEpoch: its current epoch and last marker's
-// coordinator epoch).
-func CheckMarker(pid int64, epoch int16, coordEpoch int32, markerEpoch int16, markerCoordEpoch int32, txnVersion int8) error {
-	return checkMarker(pid, epoch, coordEpoch, markerEpoch, markerCoordEpoch, txnVersion)
-}
-
-func checkMarker(pid int64, epoch int16, coordEpoch int32, markerEpoch int16, markerCoordEpoch int32, txnVersion int8) error {
-	if markerEpoch < epoch || (txnVersion >= 2 && markerEpoch == epoch) {
+	pid, epoch, markerEpoch := h.ProducerID, e.Epoch, h.ProducerEpoch
+	if markerEpoch < epoch || (txnVersion >= 2 && markerEpoch == epoch && len(e.Batches) > 0 && epoch != math.MaxInt16) {
 		return fmt.Errorf("%w: producer %d marker epoch %d, current %d (transaction version %d)", ErrInvalidProducerEpoch, pid, markerEpoch, epoch, txnVersion)
 	}
-	if coordEpoch > markerCoordEpoch {
-		return fmt.Errorf("%w: producer %d marker coordinator epoch %d, current %d", ErrCoordinatorFenced, pid, markerCoordEpoch, coordEpoch)
+	if e.CoordEpoch > coordEpoch {
+		return fmt.Errorf("%w: producer %d marker coordinator epoch %d, current %d", ErrCoordinatorFenced, pid, coordEpoch, e.CoordEpoch)
 	}
 	return nil
 }

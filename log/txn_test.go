@@ -142,7 +142,8 @@ func TestControlType(t *testing.T) {
 // refused (ErrCoordinatorFenced) and writes nothing: a zombie
 // coordinator's late COMMIT must not end the producer's next
 // transaction. With transaction version 2 the marker's producer epoch
-// must be above the producer's, before it at least equal. The last
+// must be above the producer's (or equal for the retry of the marker
+// that bumped it), before it at least equal. The last
 // coordinator epoch survives a clean reopen (snapshot), a crash (rebuilt
 // from the markers) and is what a follower derives.
 func TestMarkerEpochs(t *testing.T) {
@@ -190,6 +191,25 @@ func TestMarkerEpochs(t *testing.T) {
 	}
 	if _, err := l.AppendMarker(marker(2, true, 11), 0); !errors.Is(err, ErrCoordinatorFenced) {
 		t.Errorf("a marker of coordinator epoch 11 after 12: %v, want ErrCoordinatorFenced", err)
+	}
+	// Kafka 4.4's idempotent marker retry: a version 2 marker at the
+	// producer's epoch with no batch stored at that epoch since the marker
+	// that bumped it is that marker's retry, taken and written again; once
+	// the next transaction stored a batch at that epoch it is refused.
+	leo := l.LogEndOffset()
+	if _, err := l.AppendMarker(marker(2, true, 12), 2); err != nil || l.LogEndOffset() != leo+1 {
+		t.Fatalf("a retry of the version 2 marker: %v, log end %d (was %d), want it written", err, l.LogEndOffset(), leo)
+	}
+	mustAppend(t, l, txn(2, 0))
+	leo = l.LogEndOffset()
+	if _, err := l.AppendMarker(marker(2, true, 12), 2); !errors.Is(err, ErrInvalidProducerEpoch) || l.LogEndOffset() != leo {
+		t.Errorf("a version 2 marker at the epoch of an open transaction: %v (log end %d, was %d), want ErrInvalidProducerEpoch and nothing written", err, l.LogEndOffset(), leo)
+	}
+	if _, err := l.AppendMarker(marker(2, false, 12), 1); err != nil {
+		t.Fatalf("a version 1 ABORT of that transaction: %v", err)
+	}
+	if got := l.FirstUnstableOffset(); got != -1 {
+		t.Errorf("first unstable offset %d after the abort, want -1", got)
 	}
 
 	// A follower derives the same state from the leader's batches.

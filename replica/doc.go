@@ -245,7 +245,8 @@
 // also keeps the coordinator epoch of each producer's last transaction
 // marker: ProposeMarker refuses a marker with a lower one
 // (log.ErrCoordinatorFenced) and, sent with transaction version 2, one
-// whose producer epoch is not above the producer's (log.CheckMarker).
+// whose producer epoch is not above the producer's, unless it is the
+// retry of the marker that bumped it (log.ProducerEntry.CheckMarker).
 //
 // # Files
 //

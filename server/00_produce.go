@@ -114,6 +114,15 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		return resp, nil
 	}
 
+	// Transaction version 2: the partitions that get the producer's first
+	// transactional batch here join its transaction in one metastore
+	// write for the whole request (implicitAdds), as Kafka's leader asks
+	// the coordinator once per request.
+	var added map[metastore.TopicPartition]error
+	if req.Version >= 12 && req.TransactionID != nil && *req.TransactionID != "" {
+		added = s.implicitAdds(rc, req)
+	}
+
 	// Stage 1, in request order: validate and propose every partition's
 	// batch, so one producer's in-flight requests reach the log in order.
 	now := time.Now().UnixMilli()
@@ -190,7 +199,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
-			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version)
+			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version, added)
 			if err != nil && s.shouldForward(err) {
 				tt := t
 				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
@@ -385,8 +394,9 @@ func (s *Server) produceTopicByID(id metastore.TopicID) (metastore.Topic, bool) 
 // proposeBatch validates one partition's records and proposes them.
 // ctx bounds a wait for room to inflate compressed records. txnID is the
 // request's transactional id, for the verification of a transactional
-// batch (verifyTxnBatch), which depends on the request's version.
-func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16) (partition.Proposal, error) {
+// batch (verifyTxnBatch), which depends on the request's version; added
+// holds the implicit adds already made for the request (implicitAdds).
+func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPartition, records []byte, acks int16, now int64, sp *kmsg.ProduceResponseTopicPartition, txnID *string, version int16, added map[metastore.TopicPartition]error) (partition.Proposal, error) {
 	maxBytes := s.topicInt(t, "max.message.bytes")
 	if int64(len(records)) > maxBytes {
 		return nil, errMessageTooLarge
@@ -403,7 +413,7 @@ func (s *Server) proposeBatch(ctx context.Context, t metastore.Topic, p hostedPa
 		return nil, err
 	}
 	if b.IsTransactional() {
-		if err := s.verifyTxnBatch(ctx, txnID, t.Name, sp.Partition, p, b, version); err != nil {
+		if err := s.verifyTxnBatch(ctx, txnID, t.Name, sp.Partition, p, b, version, added); err != nil {
 			return nil, err
 		}
 	}

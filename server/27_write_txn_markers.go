@@ -23,8 +23,10 @@ const markerTimeout = 30 * time.Second
 // answered once its marker is committed: UNKNOWN_TOPIC_OR_PARTITION for a
 // partition that does not exist, NOT_LEADER_OR_FOLLOWER where this broker
 // does not lead it, REQUEST_TIMED_OUT past 30 s. A marker older than the
-// producer epoch the partition has seen is answered as written: a newer
-// epoch's marker already ended the transaction there.
+// producer epoch the partition has seen is refused with
+// INVALID_PRODUCER_EPOCH and not written (Kafka's checkProducerEpoch; a
+// coordinator takes the answer as the end of that marker: a newer epoch's
+// marker already ended the transaction there).
 // The marker's value carries the request's coordinator epoch (Sluice's
 // coordinators send the metastore index of the decision, see
 // txn.Marker). A marker whose coordinator epoch is below that of the
@@ -36,8 +38,10 @@ const markerTimeout = 30 * time.Second
 // Version notes: v1 flexible; v2 the transaction's version (KIP-1228),
 // 2 when the marker's epoch is the one a version 2 EndTxn bumped to: then
 // the marker's epoch must be above the producer's in the partition, with
-// 0 or 1 at least equal; a marker that fails this is answered as written
-// (a newer epoch's marker already ended the transaction there).
+// 0 or 1 at least equal; a version 2 marker at the producer's epoch is
+// taken (written again) only as the retry of the marker that bumped it
+// (no batch of the producer stored at that epoch since, or the epoch is
+// 32767), otherwise INVALID_PRODUCER_EPOCH, as Kafka 4.4 answers.
 // Roles: partition leaders (write brokers).
 func init() { register(27, handleWriteTxnMarkers) }
 

@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
@@ -92,6 +94,8 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 			waits = append(waits, pending{tp, wait})
 		case errors.Is(err, partition.ErrCoordinatorFenced):
 			s.markerFenced(tp.Topic, tp.Partition, m, err)
+		case errors.Is(err, partition.ErrInvalidProducerEpoch):
+			s.markerSkipped(tp.Topic, tp.Partition, m)
 		case errors.Is(err, partition.ErrNotLeader) || errors.Is(err, errNotHosted):
 			leader := t.Partitions[tp.Partition].Leader
 			if leader < 0 || leader == s.cfg.NodeID {
@@ -118,6 +122,8 @@ func (s *Server) WriteMarkers(ctx context.Context, m txn.Marker, tps []metastore
 		switch err := w.wait(ctx); {
 		case errors.Is(err, partition.ErrCoordinatorFenced):
 			s.markerFenced(w.tp.Topic, w.tp.Partition, m, err)
+		case errors.Is(err, partition.ErrInvalidProducerEpoch):
+			s.markerSkipped(w.tp.Topic, w.tp.Partition, m)
 		case err != nil:
 			fail(fmt.Sprintf("%s-%d", w.tp.Topic, w.tp.Partition), err)
 		}
@@ -140,39 +146,39 @@ func (s *Server) markerFenced(topic string, partition int32, m txn.Marker, err e
 		Int32("coordinator_epoch", m.CoordinatorEpoch).Err(err).Msg("transaction marker fenced by a later coordinator epoch; not sent again")
 }
 
+// markerSkipped: a partition refused a marker for its producer epoch
+// (INVALID_PRODUCER_EPOCH): a marker of a newer epoch ended the
+// transaction there already, so this one is stale and the coordinator
+// stops sending it, as Kafka's TransactionMarkerRequestCompletionHandler
+// does.
+func (s *Server) markerSkipped(topic string, partition int32, m txn.Marker) {
+	s.log.Info().Str("topic", topic).Int32("partition", partition).Int64("producer_id", m.ProducerID).Int16("epoch", m.Epoch).
+		Msg("transaction marker fenced by a newer producer epoch; skipped")
+}
+
 // proposeMarker appends (proposes, on a raft partition) a marker to a
 // partition this broker leads; wait returns once it is committed. A
-// marker whose epoch the partition has seen bumped past is done: a newer
-// one fenced it, as Kafka's coordinator treats it. One whose coordinator
-// epoch is below the producer's last marker's there fails with
-// partition.ErrCoordinatorFenced (TRANSACTION_COORDINATOR_FENCED). txnVersion
-// is the transaction's version (WriteTxnMarkers v2): with 2 the marker's
-// epoch must be above the producer's (log.CheckMarker).
+// marker whose producer epoch the partition has seen bumped past fails
+// with partition.ErrInvalidProducerEpoch (with transaction version 2, txnVersion
+// from WriteTxnMarkers v2, its epoch must be above the producer's unless
+// it is the retry of the marker that bumped it), one whose coordinator
+// epoch is below the producer's last marker's there with
+// partition.ErrCoordinatorFenced (log.ProducerEntry.CheckMarker); neither is
+// written.
 func (s *Server) proposeMarker(t metastore.Topic, idx int32, pid int64, epoch int16, commit bool, coordEpoch int32, txnVersion int8) (wait func(context.Context) error, err error) {
 	p, err := s.partition(t, idx)
 	if err != nil {
 		return nil, err
 	}
-	fenced := func(err error) error {
-		if errors.Is(err, partition.ErrInvalidProducerEpoch) {
-			s.log.Info().Str("topic", t.Name).Int32("partition", idx).Int64("producer_id", pid).Int16("epoch", epoch).
-				Msg("transaction marker fenced by a newer producer epoch; skipped")
-			return nil
-		}
-		return err
-	}
 	b := protocol.TxnMarkerBatch(pid, epoch, commit, coordEpoch, time.Now().UnixMilli())
 	b.SetLeaderEpoch(p.LeaderEpoch())
 	prop, err := p.ProposeMarker(b, txnVersion, partition.AcksAll)
 	if err != nil {
-		if err = fenced(err); err != nil {
-			return nil, err
-		}
-		return func(context.Context) error { return nil }, nil
+		return nil, err
 	}
 	return func(ctx context.Context) error {
 		_, err := prop.Wait(ctx)
-		return fenced(err)
+		return err
 	}, nil
 }
 
@@ -201,6 +207,10 @@ func (s *Server) sendMarkers(ctx context.Context, leader int32, mk txn.Marker, t
 			for _, rp := range rt.Partitions {
 				if rp.ErrorCode == kerr.TransactionCoordinatorFenced.Code {
 					s.markerFenced(rt.Topic, rp.Partition, mk, kerr.TransactionCoordinatorFenced)
+					continue
+				}
+				if rp.ErrorCode == kerr.InvalidProducerEpoch.Code {
+					s.markerSkipped(rt.Topic, rp.Partition, mk)
 					continue
 				}
 				if rp.ErrorCode != 0 && rp.ErrorCode != kerr.UnknownTopicOrPartition.Code {
@@ -259,19 +269,16 @@ var (
 // transaction ended (a late retry) would otherwise open a transaction no
 // marker ever ends, and hold the last stable offset back for good. Later
 // batches of an open transaction need no check.
-func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch, version int16) error {
+func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string, partition int32, p hostedPartition, b protocol.Batch, version int16, added map[metastore.TopicPartition]error) error {
 	implicit := version >= 12
 	if !implicit && !s.cfg.TxnVerification {
 		return nil
 	}
-	if p.Storage().InOpenTxn(b.ProducerID()) {
-		// With transaction version 2 the epoch changes at every EndTxn: a
-		// batch of a newer epoch than the transaction open here belongs
-		// to the next one, whose marker has not reached this partition.
-		ps, ok := p.Storage().ProducerState(b.ProducerID())
-		if !implicit || (ok && ps.Epoch == b.ProducerEpoch()) {
-			return nil
-		}
+	if !needsTxnCheck(p, b, implicit) {
+		return nil
+	}
+	if err, ok := added[metastore.TopicPartition{Topic: topic, Partition: partition}]; ok {
+		return err
 	}
 	store, ok := s.catalog.(txn.Store)
 	if !ok {
@@ -290,12 +297,90 @@ func (s *Server) verifyTxnBatch(ctx context.Context, txnID *string, topic string
 	return verifyError(code, *txnID, implicit, version)
 }
 
+// needsTxnCheck says whether the transactional batch b is its producer's
+// first in the partition for its transaction, which verifyTxnBatch checks
+// (implicit: transaction version 2, Produce v12+): with no transaction of
+// the producer open there, or, with version 2, one of an older epoch (the
+// epoch changes at every EndTxn: a batch of a newer epoch belongs to the
+// next transaction, whose predecessor's marker has not reached this
+// partition yet). Later batches of an open transaction need no check.
+func needsTxnCheck(p hostedPartition, b protocol.Batch, implicit bool) bool {
+	if !p.Storage().InOpenTxn(b.ProducerID()) {
+		return true
+	}
+	ps, ok := p.Storage().ProducerState(b.ProducerID())
+	return implicit && !(ok && ps.Epoch == b.ProducerEpoch())
+}
+
+// implicitAdds makes the implicit adds (txn.AddImplicit) of a Produce
+// v12+ request at once, when it brings its producer's first
+// transactional batches to two partitions or more that this broker leads:
+// one compare-and-set of the transaction's state in the metastore instead
+// of one per partition, as Kafka's leader sends the coordinator one
+// AddPartitionsToTxn for the request. Each such partition maps to the
+// batch's Produce error (nil once added); proposeBatch then takes it
+// instead of adding the partition again. Partitions the request may not
+// write to, that do not parse, or whose batches disagree on the producer
+// are left out (checked one by one as before); nil when there is nothing
+// to add together.
+func (s *Server) implicitAdds(rc *reqCtx, req *kmsg.ProduceRequest) map[metastore.TopicPartition]error {
+	store, ok := s.catalog.(txn.Store)
+	if !ok {
+		return nil
+	}
+	var tps []metastore.TopicPartition
+	pid, epoch := int64(-1), int16(-1)
+	for _, rt := range req.Topics {
+		var t metastore.Topic
+		if req.Version >= 13 {
+			t, ok = s.produceTopicByID(metastore.TopicID(rt.TopicID))
+		} else {
+			t, ok = s.produceTopicByName(rt.Topic)
+		}
+		if !ok || coordinator.IsInternalTopic(t.Name) || !s.authorizeTopic(rc, acl.OpWrite, t.Name) {
+			continue
+		}
+		for _, rp := range rt.Partitions {
+			if rp.Partition < 0 || int(rp.Partition) >= len(t.Partitions) {
+				continue
+			}
+			b, err := protocol.ParseBatch(rp.Records)
+			if err != nil || b.IsControl() || !b.IsTransactional() {
+				continue
+			}
+			p, err := s.partition(t, rp.Partition)
+			if err != nil || !needsTxnCheck(p, b, true) {
+				continue
+			}
+			if pid < 0 {
+				pid, epoch = b.ProducerID(), b.ProducerEpoch()
+			} else if b.ProducerID() != pid || b.ProducerEpoch() != epoch {
+				return nil
+			}
+			tps = append(tps, metastore.TopicPartition{Topic: t.Name, Partition: rp.Partition})
+		}
+	}
+	if len(tps) < 2 {
+		return nil
+	}
+	code := txn.AddImplicit(rc.ctx(), store, *req.TransactionID, pid, epoch, tps, "", time.Now().UnixMilli())
+	err := verifyError(code, *req.TransactionID, true, req.Version)
+	added := make(map[metastore.TopicPartition]error, len(tps))
+	for _, tp := range tps {
+		added[tp] = err
+	}
+	return added
+}
+
 // verifyError turns the code of a verification into Produce's answer, as
 // Kafka's AddPartitionsToTxnManager and ReplicaManager do (KIP-890 part 1,
 // KIP-1050): PRODUCER_FENCED is INVALID_PRODUCER_EPOCH; the retriable
-// CONCURRENT_TRANSACTIONS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and
+// COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR and
 // COORDINATOR_LOAD_IN_PROGRESS are NOT_ENOUGH_REPLICAS (which older
-// clients retry without a metadata refresh); TRANSACTION_ABORTABLE (the
+// clients retry without a metadata refresh), and so is
+// CONCURRENT_TRANSACTIONS up to v11, while v12+ (transaction version 2,
+// whose clients retry it) gets CONCURRENT_TRANSACTIONS itself, as Kafka
+// 4.4 answers by its TransactionSupportedOperation; TRANSACTION_ABORTABLE (the
 // partition is not in the transaction) stays so from Produce v11, the
 // first version whose clients handle it, and is INVALID_TXN_STATE below;
 // INVALID_PRODUCER_ID_MAPPING and the rest pass as they are. An implicit
@@ -306,13 +391,18 @@ func verifyError(code int16, txnID string, implicit bool, version int16) error {
 		return nil
 	case kerr.ProducerFenced.Code:
 		return fmt.Errorf("%w: transactional id %q has another epoch", partition.ErrInvalidProducerEpoch, txnID)
-	case kerr.CoordinatorNotAvailable.Code, kerr.ConcurrentTransactions.Code,
-		kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
+	case kerr.ConcurrentTransactions.Code:
+		if version >= 12 {
+			return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.ConcurrentTransactions)
+		}
+		return errTxnVerifyUnavailable
+	case kerr.CoordinatorNotAvailable.Code, kerr.NotCoordinator.Code, kerr.CoordinatorLoadInProgress.Code:
 		return errTxnVerifyUnavailable
 	case kerr.TransactionAbortable.Code:
 		if version < 11 {
 			return fmt.Errorf("%w: not in transactional id %q's ongoing transaction", errTxnNotVerified, txnID)
 		}
+		return fmt.Errorf("%w: transactional id %q: %w", errTxnNotVerified, txnID, kerr.TransactionAbortable)
 	}
 	if implicit {
 		return fmt.Errorf("%w (%s)", errTxnNotVerified, kerr.ErrorForCode(code))

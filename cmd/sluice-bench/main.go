@@ -753,6 +753,17 @@ func producerOpts(c *config, seeds []string, hook *batchHook) []kgo.Opt {
 		// Kafka user meets, is retry.backoff.ms=100 doubling to
 		// retry.backoff.max.ms=1000, with 20 % jitter.
 		opts = append(opts, kgo.RetryBackoffFn(javaBackoff))
+		// franz-go retries a produce error other than a timeout (the
+		// CONCURRENT_TRANSACTIONS above, or the NOT_ENOUGH_REPLICAS a
+		// broker may answer instead) only after a metadata refresh, and
+		// spaces metadata refreshes by MetadataMinAge, 5 s by default: a
+		// transaction that met one such error stalled about 5 s (Kafka
+		// 4.4, which ends a transaction before its markers are written,
+		// met it every few transactions with 4 producers). The Java
+		// producer retries these without a metadata refresh, after
+		// retry.backoff.ms; the same 100 ms as the floor between
+		// refreshes is the nearest franz-go setting.
+		opts = append(opts, kgo.MetadataMinAge(100*time.Millisecond))
 	}
 	return opts
 }
