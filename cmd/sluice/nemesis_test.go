@@ -41,9 +41,10 @@ import (
 //     to another write broker, and one broker of the move killed (-9) and
 //     restarted while it runs; the move must then finish.
 //
-// After every round the cluster must serve again (every process ready,
-// every partition led) and the group's committed offsets must not have
-// gone back. At the end the producers flush, the group catches up and the
+// After every round the cluster must serve again within 90 s of the
+// healing (every process ready, every partition led, taking acknowledged
+// writes and seeing the group's commit rise) and the group's committed
+// offsets must not have gone back. At the end the producers flush, the group catches up and the
 // whole log is read through the read brokers; the checker then requires:
 // every acknowledged record present exactly once, at its acknowledged
 // offset; each producer's records in sequence order in every partition;
@@ -146,6 +147,11 @@ type nemesis struct {
 	// group's coordinator acknowledged; commitSeen: the highest offset
 	// per partition a later OffsetFetch returned.
 	commitAcked, commitSeen map[nemTP]int64
+	// firstAck, firstCommit: when, since healed, a record of each
+	// partition was first acknowledged, and the group's commit of it
+	// first rose.
+	firstAck, firstCommit map[nemTP]time.Time
+	tps                   []nemTP
 }
 
 // failf reports a failure with what replays it.
@@ -194,6 +200,7 @@ func (n *nemesis) run(rounds int) {
 	n.acked = map[nemTP][]nemRecord{}
 	n.consumed = map[nemTP]map[int64]string{}
 	n.commitAcked, n.commitSeen = map[nemTP]int64{}, map[nemTP]int64{}
+	n.firstAck, n.firstCommit = map[nemTP]time.Time{}, map[nemTP]time.Time{}
 
 	// Short timeouts throughout: an unplugged broker never answers, and
 	// a dial to it hangs until ARP gives up.
@@ -225,6 +232,7 @@ func (n *nemesis) run(rounds int) {
 	for p := range int32(nemMoveParts) {
 		tps = append(tps, nemTP{nemMoveTopic, p})
 	}
+	n.tps = tps
 
 	// Producers: idempotent, acks=all (kgo's defaults), one record per
 	// partition every 40 ms each, sequence-numbered per partition.
@@ -334,6 +342,9 @@ func (n *nemesis) onAck(r *kgo.Record, err error) {
 	}
 	tp := nemTP{r.Topic, r.Partition}
 	n.acked[tp] = append(n.acked[tp], nemRecord{r.Offset, string(r.Value)})
+	if _, ok := n.firstAck[tp]; !ok {
+		n.firstAck[tp] = time.Now()
+	}
 }
 
 // consume runs one group member until stop: every record it gets is
@@ -414,6 +425,9 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 					tp := nemTP{rt.Topic, rp.Partition}
 					if o := unc[rt.Topic][rp.Partition].Offset; o > n.commitAcked[tp] {
 						n.commitAcked[tp] = o
+						if _, ok := n.firstCommit[tp]; !ok {
+							n.firstCommit[tp] = time.Now()
+						}
 					}
 				}
 			}
@@ -520,8 +534,14 @@ func (n *nemesis) oneRound(r int) {
 	}
 	n.faults[kind]++
 	n.t.Logf("NEMESIS seed=%d round %d: %s %s (held %v)", n.seed, r, kind, detail, hold.Round(time.Millisecond))
-	n.waitServing()
-	n.t.Logf("NEMESIS round %d: serving again %v after the fault began", r, time.Since(start).Round(time.Millisecond))
+	healed := time.Now()
+	n.mu.Lock()
+	clear(n.firstAck)
+	clear(n.firstCommit)
+	n.mu.Unlock()
+	writes, group := n.waitServing(healed)
+	n.t.Logf("NEMESIS round %d: every partition took writes again %v after the fault healed, the group committed on every partition again after %v (fault began %v before healing)",
+		r, writes.Round(time.Millisecond), group.Round(time.Millisecond), healed.Sub(start).Round(time.Millisecond))
 	time.Sleep(time.Second) // some traffic between faults
 }
 
@@ -656,14 +676,42 @@ func (n *nemesis) waitReady(p *proc) {
 	}
 }
 
-// waitServing waits until every process is ready and every partition of
-// both topics has a leader.
-func (n *nemesis) waitServing() {
+// waitServing waits until every process is ready, every partition of
+// both topics has a leader, has acknowledged a write since healed and has
+// had the group's commit rise since healed; it returns how long after
+// healed the last partition took a write, and the last commit rose.
+func (n *nemesis) waitServing(healed time.Time) (writes, group time.Duration) {
 	n.t.Helper()
 	for _, name := range n.names {
 		n.waitReady(n.procs[name])
 	}
 	n.waitLed(60 * time.Second)
+	deadline := healed.Add(90 * time.Second)
+	for {
+		var stuck []string
+		n.mu.Lock()
+		writes, group = 0, 0
+		for _, tp := range n.tps {
+			if a, ok := n.firstAck[tp]; ok {
+				writes = max(writes, a.Sub(healed))
+			} else {
+				stuck = append(stuck, tp.String()+" no write acknowledged")
+			}
+			if c, ok := n.firstCommit[tp]; ok {
+				group = max(group, c.Sub(healed))
+			} else {
+				stuck = append(stuck, tp.String()+" no group commit")
+			}
+		}
+		n.mu.Unlock()
+		if len(stuck) == 0 {
+			return writes, group
+		}
+		if time.Now().After(deadline) {
+			n.fatalf("90 s after the fault healed: %v", stuck)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 func (n *nemesis) waitLed(within time.Duration) {
