@@ -124,6 +124,7 @@ test-s3: $(WEED)
 # the 3 meta + 3 write + 1 read cluster losing a partition leader in every
 # replication mode, all write brokers, then restarting whole; the metrics
 # and the deploy/monitoring files checked against a real cluster.
+# The nemesis (docs/reliability.md) runs here with 8 fault rounds.
 test-faults:
 	PROMTOOL=$(abspath $(PROMTOOL)) $(GO) test -count=1 -p 1 -timeout 15m ./cmd/sluice/...
 

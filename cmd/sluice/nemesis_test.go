@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -151,7 +152,9 @@ type nemesis struct {
 	// partition was first acknowledged, and the group's commit of it
 	// first rose.
 	firstAck, firstCommit map[nemTP]time.Time
-	tps                   []nemTP
+	// commitErrs counts the group's failed commits this round, by error.
+	commitErrs map[string]int
+	tps        []nemTP
 }
 
 // failf reports a failure with what replays it.
@@ -201,6 +204,7 @@ func (n *nemesis) run(rounds int) {
 	n.consumed = map[nemTP]map[int64]string{}
 	n.commitAcked, n.commitSeen = map[nemTP]int64{}, map[nemTP]int64{}
 	n.firstAck, n.firstCommit = map[nemTP]time.Time{}, map[nemTP]time.Time{}
+	n.commitErrs = map[string]int{}
 
 	// Short timeouts throughout: an unplugged broker never answers, and
 	// a dial to it hangs until ARP gives up.
@@ -412,14 +416,16 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 		}
 		cctx, ccancel := context.WithTimeout(n.ctx, 5*time.Second)
 		cl.CommitOffsetsSync(cctx, unc, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil || resp == nil {
-				return
-			}
 			n.mu.Lock()
 			defer n.mu.Unlock()
+			if err != nil || resp == nil {
+				n.commitErrs[fmt.Sprint(err)]++
+				return
+			}
 			for _, rt := range resp.Topics {
 				for _, rp := range rt.Partitions {
 					if rp.ErrorCode != 0 {
+						n.commitErrs[kerr.ErrorForCode(rp.ErrorCode).Error()]++
 						continue
 					}
 					tp := nemTP{rt.Topic, rp.Partition}
@@ -540,8 +546,12 @@ func (n *nemesis) oneRound(r int) {
 	clear(n.firstCommit)
 	n.mu.Unlock()
 	writes, group := n.waitServing(healed)
-	n.t.Logf("NEMESIS round %d: every partition took writes again %v after the fault healed, the group committed on every partition again after %v (fault began %v before healing)",
-		r, writes.Round(time.Millisecond), group.Round(time.Millisecond), healed.Sub(start).Round(time.Millisecond))
+	n.mu.Lock()
+	errs := n.commitErrs
+	n.commitErrs = map[string]int{}
+	n.mu.Unlock()
+	n.t.Logf("NEMESIS round %d: every partition took writes again %v after the fault healed, the group committed on every partition again after %v (fault began %v before healing; failed commits this round: %v)",
+		r, writes.Round(time.Millisecond), group.Round(time.Millisecond), healed.Sub(start).Round(time.Millisecond), errs)
 	time.Sleep(time.Second) // some traffic between faults
 }
 
