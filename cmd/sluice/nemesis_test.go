@@ -61,7 +61,9 @@ import (
 // SLUICE_NEMESIS_MODE runs the cluster in another replication mode, whose
 // promise is weaker: there the checker reports what the mode lost.
 // SLUICE_NEMESIS_FAULTS, a comma-separated list of the fault names above,
-// restricts the faults to those.
+// restricts the faults to those, SLUICE_NEMESIS_VICTIMS (process names,
+// meta-1, write-2, read-1...) the processes that kill, pause and the cuts
+// pick from.
 func TestClusterNemesis(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
@@ -503,7 +505,14 @@ func (n *nemesis) oneRound(r int) {
 		}
 	}
 	kind := kinds[n.rng.IntN(len(kinds))]
-	victim := n.names[n.rng.IntN(len(n.names))]
+	victims := n.names
+	if only := os.Getenv("SLUICE_NEMESIS_VICTIMS"); only != "" {
+		victims = slices.DeleteFunc(slices.Clone(victims), func(v string) bool { return !slices.Contains(strings.Split(only, ","), v) })
+		if len(victims) == 0 {
+			n.fatalf("SLUICE_NEMESIS_VICTIMS=%s names no process (meta-1..3, write-1..3, read-1..2)", only)
+		}
+	}
+	victim := victims[n.rng.IntN(len(victims))]
 	p := n.procs[victim]
 	hold := 5*time.Second + time.Duration(n.rng.IntN(4000))*time.Millisecond
 	start := time.Now()
