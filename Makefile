@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks nemesis bench bench-compaction bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-tls lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -133,6 +133,7 @@ test-faults:
 # faults); make test runs it with 6 rounds. NEMESIS_SEED replays a seed.
 # About 12 s a round: 1,000 rounds take some three and a half hours.
 ROUNDS ?= 100
+.PHONY: nemesis
 nemesis:
 	SLUICE_NEMESIS_ROUNDS=$(ROUNDS) $(if $(NEMESIS_SEED),SLUICE_NEMESIS_SEED=$(NEMESIS_SEED)) \
 	  $(GO) test -count=1 -v -timeout 0 -run '^TestClusterNemesis$$' ./cmd/sluice
