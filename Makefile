@@ -130,8 +130,8 @@ test-faults:
 
 # The nemesis (TestClusterNemesis) for ROUNDS fault rounds against the
 # split cluster in network namespaces (root; otherwise without network
-# faults); make test runs it with 6 rounds. NEMESIS_SEED replays a seed.
-# About 12 s a round: 1,000 rounds take some three and a half hours.
+# faults); make test runs it with 8 rounds. NEMESIS_SEED replays a seed.
+# About 10 s a round on two loaded cores: 1,000 rounds take some three hours.
 ROUNDS ?= 100
 .PHONY: nemesis
 nemesis:
