@@ -198,6 +198,12 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 	if code != 0 {
 		return code
 	}
+	// After the group's offset writes already checked (commitSem), so
+	// none of them lands after the delete.
+	if !g.lockCommits(ctx) {
+		return kerr.CoordinatorNotAvailable.Code
+	}
+	defer g.unlockCommits()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	g.mu.Lock()

@@ -89,6 +89,11 @@ type Config struct {
 	// StoreTimeout bounds a metastore call made outside a request (a
 	// timer's persist). Default 10s.
 	StoreTimeout time.Duration
+	// CommitTimeout is offsets.commit.timeout.ms: how long an
+	// OffsetCommit waits for its metastore write (and for the group's
+	// earlier offset writes) before it answers COORDINATOR_NOT_AVAILABLE.
+	// Default 5s, Kafka's.
+	CommitTimeout time.Duration
 	// OffsetsRetention is offsets.retention.minutes: how long committed
 	// offsets outlive their group's use of them (expire.go). Default
 	// 7 days; negative never expires them.
@@ -140,6 +145,9 @@ func (c *Config) defaults() {
 	}
 	if c.StoreTimeout == 0 {
 		c.StoreTimeout = 10 * time.Second
+	}
+	if c.CommitTimeout == 0 {
+		c.CommitTimeout = 5 * time.Second
 	}
 	if c.Share.LockDuration == 0 {
 		c.Share.LockDuration = 30 * time.Second

@@ -39,9 +39,18 @@
 // group's state machine is sequential. Lock order: Coordinator.mu, then
 // group.mu; nothing takes Coordinator.mu while holding a group's lock.
 //
-// Metastore writes for a group (offset commits, group saves) are made
-// while holding group.mu, so they apply in the order the state machine
-// decided them; other groups are not held up.
+// Group saves are made while holding group.mu, so they apply in the order
+// the state machine decided them; other groups are not held up. Offset
+// writes (OffsetCommit, OffsetDelete, DeleteGroups, expiry) are not: a
+// group's offset writes take its group.commitSem (one slot) first, then
+// group.mu only to check the request, and make the metastore write with
+// group.mu released, so a write caught by a metastore leader change never
+// holds up the group's heartbeats and session timers, while commitSem keeps
+// the writes in the order they were checked. Lock order: commitSem, then
+// Coordinator.mu, then group.mu. An offset commit's write is bounded by
+// Config.CommitTimeout (offsets.commit.timeout.ms) and answers
+// COORDINATOR_NOT_AVAILABLE when it runs out, as Kafka maps its append's
+// REQUEST_TIMED_OUT.
 //
 // A request that must wait (JoinGroup until the rebalance completes,
 // SyncGroup until the leader's assignment) registers a channel with room

@@ -88,9 +88,14 @@ func (c *Coordinator) RunOffsetExpiry(ctx context.Context, every time.Duration) 
 }
 
 // expireGroup expires g's offsets that are due. The group lock is held
-// across the metastore calls, as for its other writes; Coordinator.mu too
-// only when the group is to be deleted (as DeleteGroups holds it).
+// across the metastore calls (a background pass, rare), and commitSem
+// around them so no offset write checked before lands after; Coordinator.mu
+// too only when the group is to be deleted (as DeleteGroups holds it).
 func (c *Coordinator) expireGroup(ctx context.Context, g *group) (int, error) {
+	if !g.lockCommits(ctx) {
+		return 0, ctx.Err()
+	}
+	defer g.unlockCommits()
 	g.mu.Lock()
 	n, whole, err := c.expireLocked(ctx, g, false)
 	g.mu.Unlock()

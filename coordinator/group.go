@@ -64,6 +64,11 @@ type group struct {
 
 	mu  sync.Mutex
 	typ groupType
+	// commitSem (one slot) orders the group's offset writes (OffsetCommit,
+	// OffsetDelete, DeleteGroups, expiry): taken before mu, and held
+	// across the metastore write after mu is released, so a slow write
+	// never holds mu, which heartbeats and the session timers need.
+	commitSem chan struct{}
 	// dead: the group was deleted or unloaded; a request holding this
 	// pointer must not touch it (it re-fetches from the coordinator).
 	dead bool
@@ -124,8 +129,23 @@ func newGroup(c *Coordinator, name string) *group {
 		members: make(map[string]*member),
 		pending: make(map[string]Timer),
 		static:  make(map[string]string),
+
+		commitSem: make(chan struct{}, 1),
 	}
 }
+
+// lockCommits takes the group's turn to write offsets (commitSem), waiting
+// at most until ctx ends; false then.
+func (g *group) lockCommits(ctx context.Context) bool {
+	select {
+	case g.commitSem <- struct{}{}:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (g *group) unlockCommits() { <-g.commitSem }
 
 // afterLocked runs fn under the group lock after d, unless the group died
 // first. fn must itself check that what it expires still applies: a timer

@@ -106,28 +106,47 @@ func (c *Coordinator) OffsetCommit(ctx context.Context, req *kmsg.OffsetCommitRe
 	if code != 0 {
 		return failAll(code)
 	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if g.dead {
-		return failAll(kerr.NotCoordinator.Code)
+	// The write is bounded by offsets.commit.timeout.ms, as Kafka bounds
+	// its append; when it runs out (a metastore that lost its leader) the
+	// commit answers COORDINATOR_NOT_AVAILABLE, retriable, as Kafka maps
+	// REQUEST_TIMED_OUT. The group lock is held only to check the commit:
+	// the write runs under commitSem, which keeps the group's offset
+	// writes in the order they were checked, while heartbeats and the
+	// session timers go on.
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
+	defer cancel()
+	if !g.lockCommits(wctx) {
+		return failAll(kerr.CoordinatorNotAvailable.Code)
 	}
-	if code := g.validateCommitLocked(simple, generation, memberID, instanceID, req.Version); code != 0 {
-		return failAll(code)
-	}
+	defer g.unlockCommits()
 	var offs []metastore.OffsetCommit
-	for _, it := range items {
-		if it.bad {
-			continue
+	check := func() int16 {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		if g.dead {
+			return kerr.NotCoordinator.Code
 		}
-		if g.typ == typeConsumer && !simple {
-			if code := g.cg.partitionCommitLocked(memberID, generation, tp{it.id, it.oc.Partition}); code != 0 {
-				it.sp.ErrorCode = code
+		if code := g.validateCommitLocked(simple, generation, memberID, instanceID, req.Version); code != 0 {
+			return code
+		}
+		for _, it := range items {
+			if it.bad {
 				continue
 			}
+			if g.typ == typeConsumer && !simple {
+				if code := g.cg.partitionCommitLocked(memberID, generation, tp{it.id, it.oc.Partition}); code != 0 {
+					it.sp.ErrorCode = code
+					continue
+				}
+			}
+			offs = append(offs, it.oc)
 		}
-		offs = append(offs, it.oc)
+		return 0
 	}
-	if err := c.store.CommitOffsets(ctx, c.fence(), g.name, offs); err != nil {
+	if code := check(); code != 0 {
+		return failAll(code)
+	}
+	if err := c.store.CommitOffsets(wctx, c.fence(), g.name, offs); err != nil {
 		if errors.Is(err, metastore.ErrFenced) {
 			c.fenced(g)
 		}
@@ -366,13 +385,21 @@ func (c *Coordinator) OffsetDelete(ctx context.Context, req *kmsg.OffsetDeleteRe
 		resp.ErrorCode = code
 		return resp
 	}
+	// As OffsetCommit: the group lock for the checks only, commitSem
+	// across the write.
+	if !g.lockCommits(ctx) {
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		return resp
+	}
+	defer g.unlockCommits()
 	g.mu.Lock()
-	defer g.mu.Unlock()
 	if g.dead {
+		g.mu.Unlock()
 		resp.ErrorCode = kerr.NotCoordinator.Code
 		return resp
 	}
 	subscribed, opaque := g.subscribedTopicsLocked()
+	g.mu.Unlock()
 	if opaque {
 		resp.ErrorCode = kerr.NonEmptyGroup.Code
 		return resp

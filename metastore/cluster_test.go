@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
@@ -539,4 +540,42 @@ func TestGroupWritesFencedByLease(t *testing.T) {
 	if _, err := cl.ClaimGroup(ctx, "other", old); !errors.Is(err, ErrFenced) {
 		t.Fatalf("claim under a lapsed incarnation: %v, want ErrFenced", err)
 	}
+}
+
+// A write that reaches a follower right after the leader died, before the
+// follower noticed, must not wait out the caller's timeout: the follower
+// cannot forward it to the dead leader, and proposing it through raft would
+// send it there too, where it is lost. It goes to the next leader.
+func TestClusterWriteOnFollowerAfterLeaderDies(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.RequestTimeout = 10 * time.Second })
+	lead := c.waitLeader()
+	f := c.follower(lead)
+	cl := c.node(f).Client()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := cl.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// Cut the leader off first (at once, unlike Close), then let it die:
+	// the follower still follows it for an election timeout.
+	c.hub.Partition(lead)
+	c.stop(lead)
+	if got := c.node(f).Leader(); got != lead {
+		t.Fatalf("follower %d already follows %d, not the dead leader %d", f, got, lead)
+	}
+	t0 := time.Now()
+	err := cl.CommitOffsets(ctx, Fence{}, "g", []OffsetCommit{{TopicPartition: TopicPartition{"t", 0}, Offset: 7}})
+	took := time.Since(t0)
+	if err != nil {
+		t.Fatalf("commit after the leader died: %v after %v", err, took)
+	}
+	// An election takes some ElectionTicks of 10 ms here; the caller's
+	// timeout is 10 s.
+	if took > 3*time.Second {
+		t.Fatalf("commit after the leader died took %v", took)
+	}
+	if got := offsetsOn(c.node(f), "g"); got[TopicPartition{"t", 0}] != 7 {
+		t.Fatalf("offsets %v", got)
+	}
+	t.Logf("commit through follower %d answered %v after leader %d died", f, took.Round(time.Millisecond), lead)
 }

@@ -21,10 +21,12 @@ import (
 //
 // Writes are forwarded to the leader with Transport.Call (the caller does
 // not know): the leader batches everyone's commands into few entries and
-// answers after its own apply. If the leader is unknown or the request could
-// not be delivered, the command is proposed here and raft forwards the
-// proposal; every node applies every entry, so the result still comes back
-// locally. Reads run after a ReadIndex barrier on this node (raft forwards
+// answers after its own apply. If the leader is unknown the command is
+// proposed here and raft forwards the proposal once one is elected; every
+// node applies every entry, so the result still comes back locally. If the
+// request could not be delivered to the leader (it died, or is cut off), the
+// node waits for the next leader and forwards there, never proposing through
+// raft towards the unreachable one, where the proposal would be lost. Reads run after a ReadIndex barrier on this node (raft forwards
 // the ReadIndex). Heartbeats and membership changes run on the leader,
 // forwarded with Transport.Call.
 func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
@@ -50,7 +52,11 @@ func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 		// Forward to the leader, which batches everyone's commands into
 		// few entries and answers after its own apply: one Ready cycle
 		// less than waiting for this follower to learn the commit.
-		if lead := n.leader.Load(); lead != 0 && lead != n.id && req.Hops < 3 {
+		for {
+			lead := n.leader.Load()
+			if lead == 0 || lead == n.id || req.Hops >= 3 {
+				break // propose here; with no leader raft drops it and proposeBatch retries
+			}
 			fwd := *req
 			fwd.Hops++
 			resp, err := n.tr.Call(ctx, lead, &fwd)
@@ -60,7 +66,15 @@ func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 			if !errors.Is(err, ErrUnreachable) {
 				return errResponse(ErrTimeout) // delivered, answer lost
 			}
-			// Never delivered: propose here; raft forwards it.
+			// Never delivered. Proposing here would hand the command
+			// to raft, which forwards it to this same leader: if it
+			// died, the proposal is lost and the caller waits out its
+			// whole timeout. Wait for the next leader instead and
+			// forward there; nothing was proposed, so running out of
+			// time is an unambiguous ErrNotLeader.
+			if !n.waitLeaderChange(ctx, lead) {
+				return errResponse(ErrNotLeader)
+			}
 		}
 		r, err := n.propose(ctx, *req.Cmd)
 		if err != nil {
@@ -128,6 +142,22 @@ func (n *Node) onLeader(ctx context.Context, req *Request) *Response {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// waitLeaderChange waits until this node follows a leader other than
+// old (or none), polling as onLeader does; false when ctx ends or the node
+// stops first.
+func (n *Node) waitLeaderChange(ctx context.Context, old uint64) bool {
+	for n.leader.Load() == old {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-n.stopc:
+			return false
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	return true
 }
 
 func (n *Node) changeMember(ctx context.Context, t pb.ConfChangeType, id uint64, addr string) error {
