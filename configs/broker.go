@@ -87,6 +87,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "offsets.retention.minutes", Value: itoa(int64(c.OffsetsRetentionMinutes)), Default: itoa(int64(d.OffsetsRetentionMinutes)), Type: TypeInt,
 			Doc: "Committed offsets of a group that no longer uses them (Empty, unsubscribed topic, standalone commits) expire after this long."},
 		{Name: "offsets.retention.check.interval.ms", Value: itoa(c.OffsetsRetentionCheckIntervalMs), Default: itoa(d.OffsetsRetentionCheckIntervalMs), Type: TypeLong},
+		{Name: "offsets.commit.timeout.ms", Value: itoa(int64(c.OffsetsCommitTimeoutMs)), Default: itoa(int64(d.OffsetsCommitTimeoutMs)), Type: TypeInt,
+			Doc: "An offset commit whose metastore write takes longer is answered COORDINATOR_NOT_AVAILABLE; the client retries."},
 		{Name: "log.retention.hours", Value: itoa(c.LogRetentionHours), Default: itoa(d.LogRetentionHours), Type: TypeInt,
 			Doc: "Retention in hours, used when neither log.retention.ms nor log.retention.minutes is set."},
 		{Name: "log.retention.minutes", Value: optItoa(c.LogRetentionMinutes), Default: "", Type: TypeInt,

@@ -229,6 +229,10 @@ type Config struct {
 	// often expiry runs (offsets.retention.check.interval.ms).
 	OffsetsRetentionMinutes         int32 `mapstructure:"offsets.retention.minutes"`
 	OffsetsRetentionCheckIntervalMs int64 `mapstructure:"offsets.retention.check.interval.ms"`
+	// OffsetsCommitTimeoutMs bounds an offset commit's metastore write;
+	// past it the commit answers COORDINATOR_NOT_AVAILABLE and the client
+	// retries (Kafka's offsets.commit.timeout.ms, default 5000).
+	OffsetsCommitTimeoutMs int32 `mapstructure:"offsets.commit.timeout.ms"`
 	// GroupInitialRebalanceDelayMs is how long the first rebalance of an
 	// empty classic group waits for more members (Kafka's name and
 	// default, 3000; `sluice dev` defaults to 0, as Kafka's quickstart
@@ -452,6 +456,7 @@ func Default() Config {
 		GroupShareMaxSize:                200,
 		OffsetsRetentionMinutes:          10080,
 		OffsetsRetentionCheckIntervalMs:  600000,
+		OffsetsCommitTimeoutMs:           5000,
 		GroupInitialRebalanceDelayMs:     3000,
 		GroupConsumerMaxSize:             math.MaxInt32,
 		OffsetsTopicNumPartitions:        50,
@@ -640,6 +645,9 @@ func (c Config) Validate() error {
 	}
 	if c.OffsetsRetentionCheckIntervalMs < 1 {
 		errs = append(errs, fmt.Errorf("offsets.retention.check.interval.ms must be at least 1"))
+	}
+	if c.OffsetsCommitTimeoutMs < 1 {
+		errs = append(errs, fmt.Errorf("offsets.commit.timeout.ms must be at least 1"))
 	}
 	if c.GroupMaxSize < 1 {
 		errs = append(errs, fmt.Errorf("group.max.size must be at least 1"))

@@ -219,6 +219,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		ConsumerSessionTimeout:    time.Duration(cfg.GroupConsumerSessionTimeoutMs) * time.Millisecond,
 		ConsumerHeartbeatInterval: time.Duration(cfg.GroupConsumerHeartbeatIntervalMs) * time.Millisecond,
 		OffsetsRetention:          time.Duration(cfg.OffsetsRetentionMinutes) * time.Minute,
+		CommitTimeout:             time.Duration(cfg.OffsetsCommitTimeoutMs) * time.Millisecond,
 		InitialRebalanceDelay:     time.Duration(cfg.GroupInitialRebalanceDelayMs) * time.Millisecond,
 		Share: coordinator.ShareLimits{
 			LockDuration:  time.Duration(cfg.GroupShareRecordLockDurationMs) * time.Millisecond,
