@@ -25,8 +25,10 @@ import (
 // proposed here and raft forwards the proposal once one is elected; every
 // node applies every entry, so the result still comes back locally. If the
 // request could not be delivered to the leader (it died, or is cut off), the
-// node waits for the next leader and forwards there, never proposing through
-// raft towards the unreachable one, where the proposal would be lost. Reads run after a ReadIndex barrier on this node (raft forwards
+// node waits for the next leader and forwards there (or tries the same one
+// again after forwardRetry), never proposing through raft towards the
+// unreachable one, where the proposal would be lost. Reads run after a
+// ReadIndex barrier on this node (raft forwards
 // the ReadIndex). Heartbeats and membership changes run on the leader,
 // forwarded with Transport.Call.
 func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
@@ -70,9 +72,11 @@ func (n *Node) HandleRequest(ctx context.Context, req *Request) *Response {
 			// to raft, which forwards it to this same leader: if it
 			// died, the proposal is lost and the caller waits out its
 			// whole timeout. Wait for the next leader instead and
-			// forward there; nothing was proposed, so running out of
+			// forward there, or, if the leader stays (the failure was
+			// the connection's, not the leader's), try it again after
+			// forwardRetry; nothing was proposed, so running out of
 			// time is an unambiguous ErrNotLeader.
-			if !n.waitLeaderChange(ctx, lead) {
+			if !n.waitLeaderChange(ctx, lead, forwardRetry) {
 				return errResponse(ErrNotLeader)
 			}
 		}
@@ -144,11 +148,16 @@ func (n *Node) onLeader(ctx context.Context, req *Request) *Response {
 	}
 }
 
+// forwardRetry is how long a follower that could not deliver a write to
+// its leader waits for another leader before trying the same one again.
+const forwardRetry = 250 * time.Millisecond
+
 // waitLeaderChange waits until this node follows a leader other than
-// old (or none), polling as onLeader does; false when ctx ends or the node
-// stops first.
-func (n *Node) waitLeaderChange(ctx context.Context, old uint64) bool {
-	for n.leader.Load() == old {
+// old (or none), or for at most d, polling as onLeader does; false when
+// ctx ends or the node stops first.
+func (n *Node) waitLeaderChange(ctx context.Context, old uint64, d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for n.leader.Load() == old && time.Now().Before(deadline) {
 		select {
 		case <-ctx.Done():
 			return false
@@ -157,7 +166,7 @@ func (n *Node) waitLeaderChange(ctx context.Context, old uint64) bool {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	return true
+	return ctx.Err() == nil
 }
 
 func (n *Node) changeMember(ctx context.Context, t pb.ConfChangeType, id uint64, addr string) error {
