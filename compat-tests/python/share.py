@@ -8,8 +8,11 @@ every record, committing the acknowledgements after each poll; consumer 0
 releases the first record it gets once. Once every consumer has polled
 for a while, COUNT records "rec-N" are produced in steps of 10. Prints
 "GOT consumer value deliveryCount" per record received, "RELEASED value"
-for the released one, "ACKFAIL consumer error" for a failed commit, then
-"DONE" when COUNT distinct values were accepted or SECONDS passed.
+for the released one, "ACKFAIL consumer error" for a failed commit. Which
+consumer a record goes to is a race among their fetches, so once COUNT are
+produced, further steps of 10 follow (up to 4 x COUNT in all) while some
+consumer has had none; then "PRODUCED total", and "DONE" when every produced
+value was accepted or SECONDS passed.
 """
 
 import sys
@@ -24,6 +27,7 @@ deadline = time.time() + seconds
 lock = threading.Lock()
 accepted = set()
 polled = [0] * n
+got = [False] * n
 stop = threading.Event()
 
 
@@ -52,6 +56,7 @@ def consume(i):
                     c.acknowledge(m, AcknowledgeType.RELEASE)
                     continue
                 out("GOT %d %s %d" % (i, v, m.delivery_count()))
+                got[i] = True
                 c.acknowledge(m, AcknowledgeType.ACCEPT)
                 with lock:
                     accepted.add(v)
@@ -71,14 +76,17 @@ for t in threads:
 while min(polled) < 6 and time.time() < deadline:
     time.sleep(0.2)
 p = Producer({"bootstrap.servers": bootstrap})
-for i in range(0, count, 10):
-    for j in range(i, min(i + 10, count)):
+produced = 0
+while time.time() < deadline and (produced < count or (not all(got) and produced < 4 * count)):
+    for j in range(produced, produced + 10):
         p.produce(topic, value=("rec-%d" % j).encode())
     p.flush(30)
-    time.sleep(0.1)
+    produced += 10
+    time.sleep(0.1 if produced <= count else 0.3)
+out("PRODUCED %d" % produced)
 while time.time() < deadline:
     with lock:
-        if len(accepted) >= count:
+        if len(accepted) >= produced:
             break
     time.sleep(0.2)
 stop.set()
