@@ -61,7 +61,7 @@ func TestOffsetCommitWriteStallDoesNotBlockHeartbeats(t *testing.T) {
 	const commitTimeout = time.Second
 	c, err := New(Config{BrokerID: 1, Store: store, CommitTimeout: commitTimeout,
 		Incarnation: func() uint64 { return inc },
-		Logger: zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
+		Logger:      zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)})
 	if err != nil {
 		t.Fatal(err)
 	}

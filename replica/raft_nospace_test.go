@@ -63,14 +63,7 @@ func freeBytes(t *testing.T, dir string) int64 {
 // acknowledged batch is on all three replicas once, at its offset, with
 // the logs byte for byte the same.
 func TestRaftDiskFullRecovers(t *testing.T) {
-	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
-	opts.Log.SegmentBytes = 256 << 10
-	c := newTestCluster(t, nil, nil, opts)
-	c.members = Members{Voters: []NodeID{1, 2, 3}}
-	const full NodeID = 1
-	mnt := c.nodeDir(full)
-	mountSmallFS(t, mnt, 16<<20)
-	c.startAll()
+	c, full, mnt := fullDiskCluster(t)
 
 	var acked []ackedBatch
 	produce := func(value string) {
@@ -205,14 +198,7 @@ func TestRaftDiskFullRecovers(t *testing.T) {
 // the full node is refused (it is not heard from), batches are taken, and
 // once space is freed the node is reopened and catches up.
 func TestRaftFullLeaderHandsOffAndStops(t *testing.T) {
-	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
-	opts.Log.SegmentBytes = 256 << 10
-	c := newTestCluster(t, nil, nil, opts, slowElections)
-	c.members = Members{Voters: []NodeID{1, 2, 3}}
-	const full NodeID = 1
-	mnt := c.nodeDir(full)
-	mountSmallFS(t, mnt, 16<<20)
-	c.startAll()
+	c, full, mnt := fullDiskCluster(t, slowElections)
 
 	var acked []ackedBatch
 	produce := func(value string) {
@@ -310,14 +296,7 @@ func TestRaftFullLeaderHandsOffAndStops(t *testing.T) {
 // replicas of a failed log directory. Once space is freed it is reopened,
 // heard from and back in the ISR.
 func TestRaftStoppedReplicaLeavesISRAtOnce(t *testing.T) {
-	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
-	opts.Log.SegmentBytes = 256 << 10
-	c := newTestCluster(t, nil, nil, opts, slowElections, func(cfg *HostConfig) { cfg.MaxFollowerLag = 30 * time.Second })
-	c.members = Members{Voters: []NodeID{1, 2, 3}}
-	const full NodeID = 1
-	mnt := c.nodeDir(full)
-	mountSmallFS(t, mnt, 16<<20)
-	c.startAll()
+	c, full, mnt := fullDiskCluster(t, slowElections, func(cfg *HostConfig) { cfg.MaxFollowerLag = 30 * time.Second })
 
 	var acked []ackedBatch
 	produce := func(value string) {
@@ -405,4 +384,19 @@ func TestRaftStoppedReplicaLeavesISRAtOnce(t *testing.T) {
 	produce("d")
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 30*time.Second)
 	c.checkAcked(acked)
+}
+
+// fullDiskCluster starts three voters (small segments) with node 1's
+// directory, mnt, on a 16 MiB file system of its own.
+func fullDiskCluster(t *testing.T, tweak ...func(*HostConfig)) (c *testCluster, full NodeID, mnt string) {
+	t.Helper()
+	opts := ReplicaOptions{Mode: ModeRaft, Log: smallLogConfig()}
+	opts.Log.SegmentBytes = 256 << 10
+	c = newTestCluster(t, nil, nil, opts, tweak...)
+	c.members = Members{Voters: []NodeID{1, 2, 3}}
+	full = 1
+	mnt = c.nodeDir(full)
+	mountSmallFS(t, mnt, 16<<20)
+	c.startAll()
+	return c, full, mnt
 }
