@@ -32,6 +32,7 @@ func TestShareGroupFranzGo(t *testing.T) {
 	}
 	var mu sync.Mutex
 	seen := map[string][]got{}
+	had := map[int]bool{} // consumers that have accepted a record
 	released := map[string]bool{}
 	clients := make([]*kgo.Client, consumers)
 	for i := range clients {
@@ -64,6 +65,7 @@ func TestShareGroupFranzGo(t *testing.T) {
 						continue
 					}
 					seen[v] = append(seen[v], got{i, r.DeliveryCount()})
+					had[i] = true
 					mu.Unlock()
 					r.Ack(kgo.AckAccept)
 				}
@@ -74,19 +76,25 @@ func TestShareGroupFranzGo(t *testing.T) {
 			}
 		}()
 	}
-	// Produce in small steps so that every member finds records.
-	for i := 0; i < n; i += 20 {
-		values := make([]string, 20)
-		for j := range values {
-			values[j] = "rec-" + strconv.Itoa(i+j)
+	// Produce in small steps so that every member finds records. Which
+	// member gets a record is a race among their fetches, so while one
+	// has had none after the first n, produce more, up to four times n.
+	produced := 0
+	for {
+		mu.Lock()
+		all := len(had) == consumers
+		mu.Unlock()
+		if produced >= n && (all || produced >= 4*n) {
+			break
 		}
-		rs := make([]*kgo.Record, len(values))
-		for j, v := range values {
-			rs[j] = &kgo.Record{Value: []byte(v)}
+		rs := make([]*kgo.Record, 20)
+		for j := range rs {
+			rs[j] = &kgo.Record{Value: []byte("rec-" + strconv.Itoa(produced+j))}
 		}
 		if err := prod.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
+		produced += len(rs)
 		time.Sleep(50 * time.Millisecond)
 	}
 	deadline := time.Now().Add(2 * time.Minute)
@@ -94,7 +102,7 @@ func TestShareGroupFranzGo(t *testing.T) {
 		mu.Lock()
 		done := len(seen)
 		mu.Unlock()
-		if done >= n || time.Now().After(deadline) {
+		if done >= produced || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -103,7 +111,7 @@ func TestShareGroupFranzGo(t *testing.T) {
 	wg.Wait()
 
 	per := map[int]int{}
-	for i := 0; i < n; i++ {
+	for i := 0; i < produced; i++ {
 		v := "rec-" + strconv.Itoa(i)
 		gs := seen[v]
 		if len(gs) != 1 {
