@@ -292,6 +292,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
+	lease.Recorded = catalog.BrokerLease
 	lapses := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_lease_lapses_total",
 		Help: "Times the metastore said this broker's lease had lapsed (expired unrenewed) and it registered again.",
