@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -561,8 +562,12 @@ type runResult struct {
 	DiskWriteB int64     `json:"broker_disk_write_bytes"`
 	SysCalls   int64     `json:"broker_rw_syscalls"`
 	StartS     float64   `json:"broker_start_s"`
-	WallS      float64   `json:"gen_wall_s"`
-	Load       string    `json:"load_avg"` // at the start of the run
+	// Sluice's metastore writes during a share run (prefill included):
+	// how many, and their summed latency (sluice_metastore_write_seconds).
+	MetaWrites float64 `json:"broker_metastore_writes,omitempty"`
+	MetaWriteS float64 `json:"broker_metastore_write_s,omitempty"`
+	WallS      float64 `json:"gen_wall_s"`
+	Load       string  `json:"load_avg"` // at the start of the run
 }
 
 type procStat struct {
@@ -859,6 +864,10 @@ func runOnce(o *opts, w workload, kind string) (*runResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	var metaBefore []byte
+	if w.Share && kind == "sluice" {
+		metaBefore = scrape(b.admin)
+	}
 	gen := exec.Command("taskset", genArgs(o, w, b)...)
 	var out bytes.Buffer
 	gen.Stdout = &out
@@ -901,6 +910,12 @@ func runOnce(o *opts, w workload, kind string) (*runResult, error) {
 			return nil, fmt.Errorf("share drain accepted %d distinct records of %d prefilled, %d delivered twice", sh.Records, o.shareRecs, sh.Duplicates)
 		}
 		r.CPUSec, r.CPUPerGB, r.PeakRSSMiB = sh.BrokerCPUS, 0, sh.BrokerPeakRSSMiB
+		if metaBefore != nil {
+			if after := scrape(b.admin); after != nil {
+				r.MetaWrites = metric(after, "sluice_metastore_write_seconds_count") - metric(metaBefore, "sluice_metastore_write_seconds_count")
+				r.MetaWriteS = metric(after, "sluice_metastore_write_seconds_sum") - metric(metaBefore, "sluice_metastore_write_seconds_sum")
+			}
+		}
 		if gb := float64(sh.Bytes) / 1e9; gb > 0 {
 			r.CPUPerGB = sh.BrokerCPUS / gb
 		}
@@ -999,6 +1014,21 @@ func profile(o *opts) error {
 			"cpu_s %.2f\nrw_syscalls %d\ndisk_write_bytes %d\n", after.cpu-before.cpu, after.syscalls-before.syscalls, after.writeB-before.writeB)), 0o644)
 	}
 	return nil
+}
+
+// scrape is a Sluice broker's /metrics page (nil if it cannot be read).
+func scrape(admin string) []byte {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	return text
 }
 
 // metric sums the samples of one Prometheus metric (all label sets).

@@ -599,7 +599,13 @@ func renderShare(b *strings.Builder, s section, r sectionRun) {
 		o.pairs, len(s.workloads), r.elapsed.Round(time.Second))
 	p("Medians over the rounds, and the median of the per-pair ratios. ")
 	p("Fresh broker and data directory per run (Sluice `sluice dev`, Kafka 4.4.0 one combined broker and controller), broker on core %s and generator on core %s, fsync durability as in W1 (Sluice log.fsync=group, Kafka flush.messages=1, which also covers Kafka's share-state topic).\n\n", o.brokerCPU, o.genCPU)
-	p("Load average (1/5/15 min): %s at the start, %s at the end (each run's is in the table at the end of the section); the machine is shared, so absolute figures move with it and ratios hold better.\n\n", r.loadStart, r.loadEnd)
+	p("Load average (1/5/15 min): %s at the start, %s at the end (each run's is in the table at the end of the section)", r.loadStart, r.loadEnd)
+	if l, _ := strconv.ParseFloat(strings.Fields(r.loadStart + " 0")[0], 64); l > float64(2*nproc()) {
+		p(" — **a loaded machine** (other work was running on its %d cores), so the absolute figures say little about either broker; the ratios of runs made minutes apart hold better", nproc())
+	} else {
+		p("; the machine is shared, so absolute figures move with it and ratios hold better")
+	}
+	p(".\n\n")
 	if len(r.failures) > 0 {
 		p("Runs that failed twice, their pairs left out: %s.\n\n", strings.Join(r.failures, "; "))
 	}
@@ -618,9 +624,12 @@ func renderShare(b *strings.Builder, s section, r sectionRun) {
 	p("Kafka 4.4 needs no setting to enable share groups: a cluster formatted at metadata version 4.4 has the share.version feature on (the runner's Kafka also sets share.coordinator.state.topic.replication.factor and min.isr to 1 for its single broker).\n\n")
 	sectionTable(b, r, wlNames(s.workloads), "S-8p", "8 partitions", []secFig{figShareRec, figShareMB, figShareF50, figShareF99, figShareFirst, figShareCPU, figShareRSS})
 	p("\nThe last two columns are each broker's 1-partition run over its 8-partition run of the same round.\n\n")
+	p("Where the time goes: Sluice stores a share partition's state (start offset, acknowledged and archived records, delivery counts) in its metastore, a raft write committed to disk, before it answers an acknowledgement (carried by a ShareFetch or a ShareAcknowledge) that changed the state, and holds the share group's lock across that write, so the writes for all 8 consumers of a group follow one another (acquisitions are held in memory and not written). ")
+	p("The *metastore writes* column of the table below is how many writes the Sluice broker made during the run (the prefill's few included) and their summed latency; set against the drain time, it shows how much of the drain was spent waiting for them. ")
+	p("Kafka writes share-partition state through its share coordinator to the internal `__share_group_state` topic.\n\n")
 	p("Every run:\n\n")
-	p("| workload | round | broker | load avg at start | records/s | MB/s | first record s | drain s | ShareFetch p50 / p99 ms | ShareFetch with records / empty | records per consumer (min-max) | redelivered | join CPU s | CPU-s/GB | peak RSS MiB | gen core |\n")
-	p("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| workload | round | broker | load avg at start | records/s | MB/s | first record s | drain s | ShareFetch p50 / p99 ms | ShareFetch with records / empty | records per consumer (min-max) | redelivered | join CPU s | CPU-s/GB | peak RSS MiB | metastore writes (n / s) | gen core |\n")
+	p("|---|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, w := range wlNames(s.workloads) {
 		for i, pr := range r.res[w] {
 			if pr == nil {
@@ -638,9 +647,13 @@ func renderShare(b *strings.Builder, s section, r sectionRun) {
 					}
 					hi = max(hi, n)
 				}
-				p("| %s | %d | %s | %s | %s | %s | %.2f | %.2f | %s / %s | %d / %d | %s-%s | %d | %.2f | %s | %s | %.0f %% |\n", w, i+1, x.Broker, x.Load,
+				meta := "—"
+				if x.MetaWrites > 0 {
+					meta = fmt.Sprintf("%.0f / %.1f", x.MetaWrites, x.MetaWriteS)
+				}
+				p("| %s | %d | %s | %s | %s | %s | %.2f | %.2f | %s / %s | %d / %d | %s-%s | %d | %.2f | %s | %s | %s | %.0f %% |\n", w, i+1, x.Broker, x.Load,
 					fmtNum(sh.RecordsPerS), fmtNum(sh.MBPerS), sh.FirstRecordS, sh.DrainS, fmtNum(sh.Fetch.P50), fmtNum(sh.Fetch.P99),
-					sh.Fetch.Count, sh.FetchEmpty, commas(lo), commas(hi), sh.Redelivered, sh.BrokerJoinCPUS, fmtNum(x.CPUPerGB), fmtNum(x.PeakRSSMiB), 100*x.GenCPUUtil)
+					sh.Fetch.Count, sh.FetchEmpty, commas(lo), commas(hi), sh.Redelivered, sh.BrokerJoinCPUS, fmtNum(x.CPUPerGB), fmtNum(x.PeakRSSMiB), meta, 100*x.GenCPUUtil)
 			}
 		}
 	}
