@@ -244,6 +244,11 @@ func (a *applier) apply(c *command) (r result) {
 			return fail(err)
 		}
 		return result{Visible: true}
+	case opAsyncHandover:
+		if err := a.asyncHandover(c); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
 	case opAlterReassignment:
 		if err := a.alterReassignment(c); err != nil {
 			return fail(err)

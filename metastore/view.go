@@ -436,6 +436,9 @@ func cloneTopic(t Topic) Topic {
 			p.AsyncTakeover = new(*p.AsyncTakeover)
 		}
 		p.AsyncClaims = maps.Clone(p.AsyncClaims)
+		if p.AsyncHandover != nil {
+			p.AsyncHandover = new(*p.AsyncHandover)
+		}
 		ps[i] = p
 	}
 	t.Partitions = ps
