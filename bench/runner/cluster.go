@@ -248,7 +248,10 @@ func renderCluster(cr clusterReport) string {
 		}
 		p("| %s (%s) | %s | %s | %s | %s |\n", f.name, f.unit, fmtNum(a.S), fmtNum(a.K), ratio(a.R), rng)
 	}
-	p("\nA latency of 0 means no record was handed to a producer after the warm-up: the run was too short (raise -cluster-records). ")
+	p("\nAt full speed every producer keeps its client's buffer full (16,384 records, the generator's MaxBufferedRecords), and a record's ack latency runs from its hand-over to that client: ")
+	p("so at saturation the ack latency is mostly the wait in that buffer, about 4 x 16,384 records / the records acknowledged per second, and its ratio follows the throughput's (the same measure as W1 on one broker). ")
+	p("End-to-end latency adds the consumer's lag: a consumer that falls behind (consumed MB/s under produced MB/s) sees its end-to-end latency grow through the run.\n\n")
+	p("A latency of 0 means no record was handed to a producer after the warm-up: the run was too short (raise -cluster-records). ")
 	p("*Window* is the measured part of the run, from the end of the warm-up to the last acknowledgement (the whole run where it ended inside the warm-up); ")
 	p("*cluster start* is from the first process's start to every broker being ready (Sluice: /readyz; Kafka: listening), the storage format included.\n\n")
 	p("Every run (CPU-seconds and peak RSS per process: m metastore, w write broker, r read broker, k Kafka broker):\n\n")
