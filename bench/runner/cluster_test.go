@@ -68,3 +68,27 @@ func TestRenderCluster(t *testing.T) {
 		t.Fatalf("cluster section not carried over once:\n%s", rep)
 	}
 }
+
+// A cluster that failed to start keeps its processes' logs (the start
+// error names their directory) and loses its data directories on stop; a
+// cluster that started leaves nothing.
+func TestStopKeepsLogsOfFailedStart(t *testing.T) {
+	for _, keep := range []bool{true, false} {
+		dir := filepath.Join(t.TempDir(), "c")
+		if err := os.MkdirAll(filepath.Join(dir, "w1"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "w1.log"), []byte("not ready"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		(&isoCluster{kind: "sluice", dir: dir, keepLogs: keep}).stop()
+		_, logErr := os.Stat(filepath.Join(dir, "w1.log"))
+		_, dataErr := os.Stat(filepath.Join(dir, "w1"))
+		if keep && (logErr != nil || dataErr == nil) {
+			t.Fatalf("failed start: log %v, data directory %v; want the log only", logErr, dataErr)
+		}
+		if !keep && (logErr == nil || dataErr == nil) {
+			t.Fatal("started cluster: directory left behind")
+		}
+	}
+}

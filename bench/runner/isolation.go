@@ -100,6 +100,9 @@ type isoCluster struct {
 	dir   string
 	nodes []*isoNode
 	seeds string
+	// keepLogs: stop removes the data directories but keeps the
+	// processes' logs and configs (a cluster that failed to start).
+	keepLogs bool
 }
 
 // isoRun is one generator run and the CPU of every node during it.
@@ -479,9 +482,13 @@ func startIsoCluster(o *opts, kind, fsync string) (*isoCluster, error) {
 	}
 	c := &isoCluster{kind: kind, dir: dir}
 	if kind == "sluice" {
-		return c, c.startSluice(o, fsync)
+		err = c.startSluice(o, fsync)
+	} else {
+		err = c.startKafka(o, fsync)
 	}
-	return c, c.startKafka(o, fsync)
+	// The error names this directory: its logs outlive stop.
+	c.keepLogs = err != nil
+	return c, err
 }
 
 func (c *isoCluster) spawn(name, cpu string, args ...string) (*isoNode, error) {
@@ -747,7 +754,17 @@ func (c *isoCluster) stop() {
 	for _, n := range meta {
 		stopNode(n)
 	}
-	os.RemoveAll(c.dir)
+	if !c.keepLogs {
+		os.RemoveAll(c.dir)
+		return
+	}
+	ents, _ := os.ReadDir(c.dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			os.RemoveAll(filepath.Join(c.dir, e.Name()))
+		}
+	}
+	logf("%s cluster: logs kept in %s", c.kind, c.dir)
 }
 
 // ---------------------------------------------------------------- report
