@@ -481,6 +481,8 @@ func startIsoCluster(o *opts, kind, fsync string) (*isoCluster, error) {
 		return nil, err
 	}
 	c := &isoCluster{kind: kind, dir: dir}
+	// A signal during the start stops what has started so far.
+	setIsoCurrent(c)
 	if kind == "sluice" {
 		err = c.startSluice(o, fsync)
 	} else {
