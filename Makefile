@@ -172,8 +172,8 @@ fuzz:
 	done
 
 # Sluice against Apache Kafka 4.4 on this machine; writes BENCHMARKS.md
-# (about 20 minutes with the defaults; BENCH_ARGS goes to bench/run.sh,
-# e.g. BENCH_ARGS="-pairs 5 -duration 15s").
+# (about 25 minutes with the defaults, the cluster section included;
+# BENCH_ARGS goes to bench/run.sh, e.g. BENCH_ARGS="-pairs 5 -duration 15s").
 # Each hardening attack against a fresh `sluice dev`: peak RSS and whether
 # other clients were served within 1 s (bench/attacks); not in make test.
 attacks: build

@@ -6,7 +6,7 @@
 #   bash bench/run.sh -pairs 5 -duration 15s
 #   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
 #   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
-#   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn, share)
+#   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn, share, cluster)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

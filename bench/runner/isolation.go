@@ -69,6 +69,22 @@ func setIsoCurrent(c *isoCluster) {
 	isoMu.Unlock()
 }
 
+// stopClusterOnSignal makes SIGINT or SIGTERM stop the cluster of the
+// moment (three JVMs or eight Sluice processes) before the runner leaves.
+func stopClusterOnSignal() {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-sig
+		logf("%v: stopping the cluster", s)
+		isoMu.Lock()
+		if isoCurrent != nil {
+			isoCurrent.stop()
+		}
+		os.Exit(1)
+	}()
+}
+
 // isoNode is one broker (or metastore) process of a cluster.
 type isoNode struct {
 	name  string // w1, r1, m1, k1 ...
@@ -84,6 +100,9 @@ type isoCluster struct {
 	dir   string
 	nodes []*isoNode
 	seeds string
+	// keepLogs: stop removes the data directories but keeps the
+	// processes' logs and configs (a cluster that failed to start).
+	keepLogs bool
 }
 
 // isoRun is one generator run and the CPU of every node during it.
@@ -133,19 +152,7 @@ func isolation(o *opts) error {
 		}
 		defer raw.Close()
 	}
-	// SIGINT or SIGTERM: stop the cluster of the moment (three JVMs or
-	// eight Sluice processes) before leaving.
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sig
-		logf("%v: stopping the cluster", s)
-		isoMu.Lock()
-		if isoCurrent != nil {
-			isoCurrent.stop()
-		}
-		os.Exit(1)
-	}()
+	stopClusterOnSignal()
 	started := time.Now()
 	loadStart := loadavg()
 	date := time.Now().UTC().Format("2006-01-02 15:04 UTC")
@@ -182,7 +189,7 @@ func isolation(o *opts) error {
 		}
 		for _, kind := range order {
 			logf("isolation round %d/%d: %s cluster; load average %s", round, o.pairs, kind, loadavg())
-			c, err := startIsoCluster(o, kind)
+			c, err := startIsoCluster(o, kind, o.isoFsync)
 			setIsoCurrent(c)
 			if err != nil {
 				if c != nil {
@@ -324,7 +331,28 @@ func (c *isoCluster) gen(o *opts, label string, round, readers int, extra []stri
 	return r
 }
 
+// runGen runs the generator (taskset args) and returns its output and
+// every node's CPU-seconds per wall second over the run.
 func (c *isoCluster) runGen(o *opts, args []string) (string, map[string]float64, error) {
+	m := c.measure(o, args)
+	cpu := map[string]float64{}
+	for n, v := range m.cpuSec {
+		cpu[n] = v / m.wall
+	}
+	return m.out, cpu, m.err
+}
+
+// genMeasure is one generator run on a cluster: its output, its wall time,
+// how busy the generator was, and every node's CPU-seconds over the run.
+type genMeasure struct {
+	out     string
+	wall    float64
+	genUtil float64 // generator CPU-seconds per wall second
+	cpuSec  map[string]float64
+	err     error
+}
+
+func (c *isoCluster) measure(o *opts, args []string) genMeasure {
 	before := map[string]float64{}
 	for _, n := range c.nodes {
 		if s, err := readProc(n.cmd.Process.Pid); err == nil {
@@ -338,15 +366,18 @@ func (c *isoCluster) runGen(o *opts, args []string) (string, map[string]float64,
 	gen.Stdout = &out
 	gen.Stderr = os.Stderr
 	t0 := time.Now()
-	err := gen.Run()
-	wall := time.Since(t0).Seconds()
-	cpu := map[string]float64{}
+	m := genMeasure{err: gen.Run(), cpuSec: map[string]float64{}}
+	m.wall = time.Since(t0).Seconds()
+	m.out = out.String()
 	for _, n := range c.nodes {
 		if s, perr := readProc(n.cmd.Process.Pid); perr == nil {
-			cpu[n.name] = (s.cpu - before[n.name]) / wall
+			m.cpuSec[n.name] = s.cpu - before[n.name]
 		}
 	}
-	return out.String(), cpu, err
+	if ps := gen.ProcessState; ps != nil && m.wall > 0 {
+		m.genUtil = (ps.UserTime() + ps.SystemTime()).Seconds() / m.wall
+	}
+	return m
 }
 
 // scaleOut writes a backlog and reads it from the start with both read
@@ -439,16 +470,27 @@ func freePorts(n int) ([]int, error) {
 	return p, nil
 }
 
-func startIsoCluster(o *opts, kind string) (*isoCluster, error) {
+// startIsoCluster starts a cluster of kind (sluice: the split cluster;
+// kafka: 3 brokers in KRaft combined mode) with RF 3 and
+// min.insync.replicas=2 by default. fsync is Sluice's log.fsync; Kafka
+// flushes every message unless it is "never". The isolation runs and the
+// cluster section (cluster.go) both start their clusters here.
+func startIsoCluster(o *opts, kind, fsync string) (*isoCluster, error) {
 	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-iso-"+kind+"-")
 	if err != nil {
 		return nil, err
 	}
 	c := &isoCluster{kind: kind, dir: dir}
+	// A signal during the start stops what has started so far.
+	setIsoCurrent(c)
 	if kind == "sluice" {
-		return c, c.startSluice(o)
+		err = c.startSluice(o, fsync)
+	} else {
+		err = c.startKafka(o, fsync)
 	}
-	return c, c.startKafka(o)
+	// The error names this directory: its logs outlive stop.
+	c.keepLogs = err != nil
+	return c, err
 }
 
 func (c *isoCluster) spawn(name, cpu string, args ...string) (*isoNode, error) {
@@ -467,7 +509,7 @@ func (c *isoCluster) spawn(name, cpu string, args ...string) (*isoNode, error) {
 	return n, nil
 }
 
-func (c *isoCluster) startSluice(o *opts) error {
+func (c *isoCluster) startSluice(o *opts, fsync string) error {
 	p, err := freePorts(3*2 + 3*4 + 2*4)
 	if err != nil {
 		return err
@@ -540,7 +582,7 @@ default.replication.factor: 3
 min.insync.replicas: 2
 log.fsync: %s
 `, id, role, filepath.Join(c.dir, name), admin, strings.Join(metaListen, ", "), repl,
-			strings.ToUpper(view), view, own, mixed, o.isoFsync))
+			strings.ToUpper(view), view, own, mixed, fsync))
 		if err != nil {
 			return err
 		}
@@ -582,7 +624,7 @@ func waitReady(admin string, d time.Duration) error {
 	}
 }
 
-func (c *isoCluster) startKafka(o *opts) error {
+func (c *isoCluster) startKafka(o *opts, fsync string) error {
 	p, err := freePorts(6)
 	if err != nil {
 		return err
@@ -624,7 +666,7 @@ share.coordinator.state.topic.min.isr=2
 group.initial.rebalance.delay.ms=0
 initial.broker.registration.timeout.ms=300000
 `, i+1, strings.Join(voters, ","), addr, p[3+i], addr, filepath.Join(c.dir, name), i+1)
-		if o.isoFsync != "never" {
+		if fsync != "never" {
 			// Sluice's log.fsync=group acknowledges after fsync; Kafka's
 			// equivalent is a flush after every message.
 			props += "log.flush.interval.messages=1\n"
@@ -714,7 +756,17 @@ func (c *isoCluster) stop() {
 	for _, n := range meta {
 		stopNode(n)
 	}
-	os.RemoveAll(c.dir)
+	if !c.keepLogs {
+		os.RemoveAll(c.dir)
+		return
+	}
+	ents, _ := os.ReadDir(c.dir)
+	for _, e := range ents {
+		if e.IsDir() {
+			os.RemoveAll(filepath.Join(c.dir, e.Name()))
+		}
+	}
+	logf("%s cluster: logs kept in %s", c.kind, c.dir)
 }
 
 // ---------------------------------------------------------------- report

@@ -72,6 +72,10 @@ type opts struct {
 	isoScaleReaders int
 	readCPU         string
 	isoFromRaw      string
+
+	clusterPairs   int // the cluster section (cluster.go)
+	clusterRecords int64
+	clusterMaxDur  time.Duration
 }
 
 // durability names a matched pair of settings.
@@ -176,6 +180,9 @@ func main() {
 	flag.IntVar(&o.isoScaleReaders, "iso-scale-readers", 4, "consumers reading the backlog in the read scale-out runs (-isolation; 0 = none)")
 	flag.StringVar(&o.isoFromRaw, "iso-from-raw", "", "with -isolation: render the section from this -raw file of an earlier run instead of running")
 	flag.StringVar(&o.readCPU, "read-cpu", "1", "cores for Sluice's read brokers (taskset list, -isolation)")
+	flag.IntVar(&o.clusterPairs, "cluster-pairs", 2, "Sluice/Kafka cluster pairs of the cluster section (-section cluster, and part of a whole run; 0 leaves it out of a whole run)")
+	flag.Int64Var(&o.clusterRecords, "cluster-records", 1000000, "records of 1 KiB per run of the cluster section")
+	flag.DurationVar(&o.clusterMaxDur, "cluster-max-duration", 90*time.Second, "bound on a cluster section run's sending time")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -311,6 +318,11 @@ func mainErr(o *opts) error {
 		return err
 	}
 	logf("wrote %s in %s", o.out, m.Elapsed.Round(time.Second))
+	// The cluster section is part of the whole run: it replaces its last
+	// version, kept above.
+	if o.clusterPairs > 0 {
+		return clusterBench(o)
+	}
 	return nil
 }
 
@@ -1169,9 +1181,15 @@ func commas(n int64) string {
 type agg struct{ S, K, R, Rmin, Rmax float64 }
 
 func aggregate(ps []pair, get func(*runResult) float64) agg {
+	return aggregateN(len(ps), func(i int) (float64, float64) { return get(ps[i].S), get(ps[i].K) })
+}
+
+// aggregateN is aggregate over n pairs whose Sluice and Kafka figures
+// get(i) returns.
+func aggregateN(n int, get func(i int) (float64, float64)) agg {
 	var s, k, r []float64
-	for _, p := range ps {
-		a, b := get(p.S), get(p.K)
+	for i := 0; i < n; i++ {
+		a, b := get(i)
 		s = append(s, a)
 		k = append(k, b)
 		if b != 0 {
@@ -1286,6 +1304,7 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("bash bench/run.sh -workloads W1,W3 -pairs 1 -out /tmp/quick.md\n")
 	p("bash bench/run.sh -profile /tmp/prof         # pprof CPU and allocation profiles of Sluice under W1 and W3\n")
 	p("make bench BENCH_ARGS='-section tls'         # only the section 'W1 over TLS' (also: -section txn), the rest of this file kept\n")
+	p("make bench BENCH_ARGS='-section cluster'     # only the cluster section (split Sluice cluster and 3 Kafka brokers)\n")
 	p("make bench-isolation                         # the section on producers under heavy readers (split cluster and 3 Kafka brokers)\n")
 	p("make bench BENCH_ARGS='-section share'       # only the section on share-group consumers (8 share consumers draining 1 and 8 partitions)\n")
 	p("go run ./cmd/sluice-bench -help              # the load generator on its own, against any Kafka-compatible broker\n")

@@ -11,6 +11,8 @@ package main
 //	     read_uncommitted
 //	share  8 share-group consumers (KIP-932) draining a prefilled topic of
 //	       1 partition and of 8 partitions (-share-records records)
+//	cluster  the split Sluice cluster against 3 Kafka brokers, RF 3
+//	     (cluster.go; its own runs, not the rounds below)
 //
 // A section runs in rounds: every round runs each of its workloads as a
 // Sluice/Kafka pair (the order of the workloads rotating from round to
@@ -92,7 +94,7 @@ func sections() []section {
 }
 
 func sectionNames() string {
-	var n []string
+	n := []string{clusterSection}
 	for _, s := range sections() {
 		n = append(n, s.name)
 	}
@@ -111,6 +113,9 @@ type sectionRun struct {
 }
 
 func runSection(o *opts) error {
+	if o.section == clusterSection {
+		return clusterBench(o)
+	}
 	var s section
 	for _, x := range sections() {
 		if x.name == o.section {
@@ -298,7 +303,7 @@ const compactionSection = "compaction"
 
 // keptSections are the names of every section a whole report keeps.
 func keptSections() []string {
-	names := []string{compactionSection, isolationSection}
+	names := []string{compactionSection, isolationSection, clusterSection}
 	for _, s := range sections() {
 		names = append(names, s.name)
 	}

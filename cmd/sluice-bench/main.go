@@ -10,6 +10,9 @@
 // any Kafka-compatible broker.
 //
 // Every run is bounded: by -duration, by -records, and by -max-duration.
+// A run ended by -records measures up to the acknowledgement of its last
+// record (the producers hand records to their clients faster than they are
+// acknowledged), so its throughput counts every record after the warm-up.
 // Progress goes to stderr once a second; the last line on stdout is one JSON
 // object with the results.
 //
@@ -155,7 +158,7 @@ func main() {
 	fs.Float64Var(&c.Rate, "rate", 0, "target produce rate in records/s over all producers (0 = as fast as acknowledged)")
 	fs.DurationVar(&c.Duration, "duration", 10*time.Second, "how long producers send, warm-up included (0 = until -records)")
 	fs.DurationVar(&c.Warmup, "warmup", 2*time.Second, "first part of -duration left out of the figures")
-	fs.Int64Var(&c.Records, "records", 0, "stop after this many records in all (0 = until -duration)")
+	fs.Int64Var(&c.Records, "records", 0, "stop after this many records in all, the window ending with the last acknowledgement (0 = until -duration)")
 	fs.DurationVar(&c.MaxDuration, "max-duration", 10*time.Minute, "hard bound on sending time")
 	fs.DurationVar(&c.Drain, "drain", 10*time.Second, "how long consumers may take to read the last acknowledged records")
 	fs.BoolVar(&c.CreateTopic, "create-topic", true, "create the topic (an existing one is used as it is)")
@@ -584,6 +587,18 @@ func run(ctx context.Context, c *config) (*result, error) {
 		}(cl)
 	}
 
+	// flush waits for the acknowledgement of every record handed to the
+	// producers (at most a minute).
+	flush := func(clients []*kgo.Client) {
+		fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
+		defer fcancel()
+		for _, cl := range clients {
+			if err := cl.Flush(fctx); err != nil {
+				firstErr.CompareAndSwap(nil, "flush: "+err.Error())
+			}
+		}
+	}
+
 	// Progress and window snapshots.
 	type snap struct{ prod, prodB, cons, consB, back, backB int64 }
 	take := func() snap {
@@ -600,6 +615,8 @@ func run(ctx context.Context, c *config) (*result, error) {
 	prev, prevT := take(), start
 	sending := true
 	backlogStarted := false
+	done := producersDone
+	var acked chan struct{} // closed once the last record is acknowledged
 	for sending {
 		select {
 		case <-ctx.Done():
@@ -621,8 +638,15 @@ func run(ctx context.Context, c *config) (*result, error) {
 		case <-endTimer.C:
 			atEnd, endTime = take(), time.Now()
 			sending = false
-		case <-producersDone:
-			// -records reached before -duration.
+		case <-done:
+			// -records reached before -duration: every record is handed
+			// to a client, up to MaxBufferedRecords of them per client
+			// not yet acknowledged. The window ends with the last
+			// acknowledgement, so that it holds every record it counts
+			// (the warm-up may end meanwhile).
+			done, acked = nil, make(chan struct{})
+			go func() { flush(clients); close(acked) }()
+		case <-acked:
 			atEnd, endTime = take(), time.Now()
 			sending = false
 		case t := <-tick.C:
@@ -645,13 +669,7 @@ func run(ctx context.Context, c *config) (*result, error) {
 
 	// Stop sending, wait for outstanding acks, then let consumers catch up.
 	<-producersDone
-	fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
-	for _, cl := range clients {
-		if err := cl.Flush(fctx); err != nil {
-			firstErr.CompareAndSwap(nil, "flush: "+err.Error())
-		}
-	}
-	fcancel()
+	flush(clients)
 	want := prod.records.Load() * int64(c.Consumers)
 	drainUntil := time.Now().Add(c.Drain)
 	for cons.records.Load() < want && time.Now().Before(drainUntil) && ctx.Err() == nil {
