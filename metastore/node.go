@@ -40,9 +40,13 @@ type Node struct {
 	seq atomic.Uint64
 	// leaseWarned: a configured broker lease other than the recorded one was logged.
 	leaseWarned atomic.Bool
-	propc       chan command
-	waitMu      sync.Mutex
-	waiters     map[uint64]chan result
+	// propc queues commands for proposeLoop by pointer: a buffered
+	// channel of command values (about 450 bytes each) held 3.6 MiB of
+	// heap for its 8,192 slots from the start, live heap that the
+	// collector's goal doubled on a broker of tens of MiB.
+	propc   chan *command
+	waitMu  sync.Mutex
+	waiters map[uint64]chan result
 
 	// Applied index, with a channel closed and replaced on every advance.
 	appliedMu sync.Mutex
@@ -160,7 +164,7 @@ func Open(cfg Config) (*Node, error) {
 		db:         db,
 		ms:         ms,
 		view:       newView(),
-		propc:      make(chan command, 8192),
+		propc:      make(chan *command, 8192),
 		waiters:    map[uint64]chan result{},
 		appliedCh:  make(chan struct{}),
 		members:    map[uint64]string{},
@@ -431,7 +435,7 @@ func (n *Node) propose(ctx context.Context, cmd command) (result, error) {
 		n.waitMu.Unlock()
 	}
 	select {
-	case n.propc <- cmd:
+	case n.propc <- &cmd:
 	case <-ctx.Done():
 		drop()
 		return result{}, ctx.Err()
@@ -457,20 +461,20 @@ func (n *Node) propose(ctx context.Context, cmd command) (result, error) {
 func (n *Node) proposeLoop() {
 	defer n.wg.Done()
 	for {
-		var first command
+		var first *command
 		select {
 		case first = <-n.propc:
 		case <-n.stopc:
 			return
 		}
-		b := &proposalBatch{Node: n.id, Nonce: n.nonce, Cmds: []command{first}}
-		size := cmdSize(&first)
+		b := &proposalBatch{Node: n.id, Nonce: n.nonce, Cmds: []command{*first}}
+		size := cmdSize(first)
 	drain:
 		for len(b.Cmds) < n.cfg.MaxBatchCommands && size < maxBatchBytes {
 			select {
 			case c := <-n.propc:
-				b.Cmds = append(b.Cmds, c)
-				size += cmdSize(&c)
+				b.Cmds = append(b.Cmds, *c)
+				size += cmdSize(c)
 			default:
 				break drain
 			}

@@ -89,11 +89,14 @@ func ReadFrameBody(r io.Reader, buf []byte) error {
 // a byte field of a request beyond it copies it (the group coordinator),
 // since such a slice would keep its whole frame alive.
 const (
-	maxFreeFrames    = 8        // buffers kept on the free list
-	maxFreeBytes     = 64 << 20 // bytes kept on the free list
-	minPooledFrame   = 4 << 10  // smaller frames are allocated each time
-	maxPooledFrame   = 64 << 20 // larger ones too: rare, and too big to keep
-	frameBufferAlign = 64 << 10 // new buffers' capacity is a multiple of it
+	maxFreeFrames    = 8         // buffers kept on the free list
+	maxFreeBytes     = 64 << 20  // bytes kept on the free list
+	minPooledFrame   = 4 << 10   // smaller frames are allocated each time
+	maxPooledFrame   = 64 << 20  // larger ones too: rare, and too big to keep
+	frameBufferAlign = 64 << 10  // new buffers' capacity is a multiple of it
+	maxFrameHeadroom = 256 << 10 // most a new buffer holds beyond its frame
+	largeFrame       = 4 << 20   // frames from this size get buffers of
+	largeFrameAlign  = 1 << 20   // a multiple of this capacity
 )
 
 type framePool struct {
@@ -125,6 +128,24 @@ func frameGCHook() {
 	})
 }
 
+// frameCap is the capacity of a new buffer for an n-byte frame. Headroom,
+// so that frames a little larger than this one (a workload's frames vary
+// around a typical size) fit it too: an eighth, at most maxFrameHeadroom,
+// rounded up to frameBufferAlign, or to largeFrameAlign for large frames.
+// Large frames come from producers that fill requests up to a limit of
+// their own (about 8 MB under W1: a full batch for each of 8 partitions,
+// between requests of 1 MB or less); an eighth more was 1 MiB a buffer of
+// live heap, which the collector's goal doubled, and the coarse rounding
+// gives every frame up to the limit one size of buffer, so that a frame a
+// little larger than the last does not replace a buffer.
+func frameCap(n int) int {
+	align := frameBufferAlign
+	if n >= largeFrame {
+		align = largeFrameAlign
+	}
+	return (n + min(n/8, maxFrameHeadroom) + align - 1) / align * align
+}
+
 // GetFrameBuffer returns a buffer of length n whose contents are
 // undefined, recycled when one is free. Give it back with PutFrameBuffer
 // once nothing references it, or drop it: a buffer that is never put back
@@ -151,10 +172,7 @@ func GetFrameBuffer(n int) []byte {
 			frames.removeLocked(small)
 		}
 		frames.mu.Unlock()
-		// Headroom, so that frames a little larger than this one (a
-		// workload's frames vary around a typical size) fit it too.
-		c := (n + n/8 + frameBufferAlign - 1) / frameBufferAlign * frameBufferAlign
-		return make([]byte, n, c)
+		return make([]byte, n, frameCap(n))
 	}
 	b := frames.free[best]
 	frames.removeLocked(best)

@@ -214,3 +214,24 @@ func BenchmarkReadFrame(b *testing.B) {
 		}
 	})
 }
+
+// TestFrameCap: a new buffer holds its frame with headroom of at most
+// maxFrameHeadroom, and the large frames a producer sends up to its request
+// limit (W1's vary between about 7 and 8 MB) all get one size of buffer.
+func TestFrameCap(t *testing.T) {
+	for _, n := range []int{4096, 100 << 10, 1 << 20, 3<<20 + 5, 4 << 20, 7_200_000, 7_999_036, 8 << 20, 64 << 20} {
+		c := frameCap(n)
+		if c < n || c-n > maxFrameHeadroom+largeFrameAlign {
+			t.Errorf("frameCap(%d) = %d", n, c)
+		}
+		if n < largeFrame && (c%frameBufferAlign != 0 || c-n > maxFrameHeadroom+frameBufferAlign) {
+			t.Errorf("frameCap(%d) = %d", n, c)
+		}
+	}
+	if a, b := frameCap(7_200_000), frameCap(7_999_036); a != b || a != 8<<20 {
+		t.Errorf("frames of 7.2 and 8.0 MB get buffers of %d and %d bytes, want both %d", a, b, 8<<20)
+	}
+	if c := frameCap(64 << 20); c > maxPooledFrame+maxPooledFrame/8+frameBufferAlign {
+		t.Errorf("the largest pooled frame's buffer (%d bytes) would not be taken back", c)
+	}
+}
