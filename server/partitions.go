@@ -73,8 +73,12 @@ func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Repl
 func (s *Server) replicaOptions(t metastore.Topic) partition.Options {
 	mode, _ := s.topicConfig(t, "replication.mode")
 	m, err := partition.ParseMode(mode.value)
-	if err != nil {
-		m = partition.ModeRaft // validated before it is stored
+	if err != nil || m == partition.ModeShared {
+		// Validated before it is stored. A raft replica never runs in
+		// shared mode: a topic whose own config is shared is served by
+		// the shared partitions, and a raft topic created before the
+		// cluster default became shared stays raft.
+		m = partition.ModeRaft
 	}
 	return partition.Options{
 		Mode:                 m,
