@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -221,22 +220,8 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 			return spec, kerr.InvalidConfig.Code, err.Error()
 		}
 	}
-	if err := s.cfg.CheckReplicationMode(spec.Configs["replication.mode"]); err != nil {
+	if err := s.pinSharedMode(&spec); err != nil {
 		return spec, kerr.InvalidConfig.Code, err.Error()
-	}
-	if _, set := spec.Configs["replication.mode"]; !set {
-		// A topic is in shared mode for life: a cluster default of
-		// shared is pinned in the topic, so a later change of the
-		// default never moves an existing topic between modes.
-		if d, _ := configs.LookupTopicConfig("replication.mode"); strings.EqualFold(s.brokerTopicDefault(d).value, "shared") {
-			if err := s.cfg.CheckReplicationMode("shared"); err != nil {
-				return spec, kerr.InvalidConfig.Code, err.Error()
-			}
-			if spec.Configs == nil {
-				spec.Configs = map[string]string{}
-			}
-			spec.Configs["replication.mode"] = "shared"
-		}
 	}
 	return spec, 0, ""
 }
