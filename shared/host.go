@@ -383,8 +383,9 @@ func (h *Host) upload(buf []*pending) {
 			continue
 		}
 		// The bytes the writer just uploaded are what its readers ask
-		// for next: keep them.
-		h.cache.put(key, r.pos, body[r.pos:r.pos+r.bytes:r.pos+r.bytes])
+		// for next: keep them (a copy, so the cache's byte bound is what
+		// it holds, not the whole object behind a slice).
+		h.cache.put(key, r.pos, slices.Clone(body[r.pos:r.pos+r.bytes]))
 		r.p.committed(chunks[i], r.pds)
 	}
 }
