@@ -67,7 +67,7 @@ type Host struct {
 	wg   sync.WaitGroup
 
 	// Counters, for tests and metrics.
-	puts, commits, gets atomic.Int64
+	puts, commits, gets, putBytes atomic.Int64
 }
 
 var _ partition.SharedHost = (*Host)(nil)
@@ -184,12 +184,16 @@ func (h *Host) Keys() []partition.Key {
 	return out
 }
 
-// Stats are the Host's request counters since it started.
-type Stats struct{ Puts, Commits, Gets int64 }
+// Stats are the Host's counters since it started: objects written (one
+// PUT each), metastore commits that applied, ranged reads of chunks
+// (one GET each) and the bytes uploaded; CacheBytes is what the chunk
+// cache holds now.
+type Stats struct{ Puts, Commits, Gets, PutBytes, CacheBytes int64 }
 
-// Stats returns the Host's request counters.
+// Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
-	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load()}
+	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
+		PutBytes: h.putBytes.Load(), CacheBytes: h.cache.bytes()}
 }
 
 func (h *Host) fence() metastore.Fence {
@@ -367,6 +371,7 @@ func (h *Host) upload(buf []*pending) {
 		return
 	}
 	h.puts.Add(1)
+	h.putBytes.Add(int64(len(body)))
 	errs, err := h.cfg.Catalog.CommitSharedChunks(ctx, metastore.Fence{Broker: h.cfg.NodeID, Incarnation: inc}, chunks)
 	if err != nil {
 		h.cfg.Logger.Warn().Err(err).Str("key", key).Msg("committing shared chunks failed")

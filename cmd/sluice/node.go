@@ -267,6 +267,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		defer sharedStore.Close()
 		defer sharedHost.Close()
 		sharedParts = sharedHost
+		sharedMetrics(reg, sharedHost)
 	}
 	metrics := server.NewMetrics(reg)
 	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host.Hosted(), Shared: sharedParts, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,

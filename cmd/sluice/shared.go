@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/sluice-broker/sluice/configs"
@@ -52,4 +53,27 @@ func openSharedStorage(cfg configs.Config, catalog *metastore.Client, incarnatio
 	})
 	lg.Info().Str("type", cfg.SharedStorageType).Msg("shared storage configured")
 	return h, store, nil
+}
+
+// sharedMetrics exports a shared host's counters.
+func sharedMetrics(reg prometheus.Registerer, h *shared.Host) {
+	for _, m := range []struct {
+		name, help string
+		counter    bool
+		value      func(shared.Stats) int64
+	}{
+		{"sluice_shared_puts_total", "Objects this broker wrote to shared storage (one PUT each).", true, func(s shared.Stats) int64 { return s.Puts }},
+		{"sluice_shared_put_bytes_total", "Bytes of the objects this broker wrote to shared storage.", true, func(s shared.Stats) int64 { return s.PutBytes }},
+		{"sluice_shared_commits_total", "commit_shared_chunks commands of this broker that the metastore applied (one per object; refused chunks included).", true, func(s shared.Stats) int64 { return s.Commits }},
+		{"sluice_shared_gets_total", "Ranged reads of chunks from shared storage (cache misses; one GET each).", true, func(s shared.Stats) int64 { return s.Gets }},
+		{"sluice_shared_cache_bytes", "Bytes of chunks the in-memory chunk cache holds (bounded by shared.cache.memory.bytes).", false, func(s shared.Stats) int64 { return s.CacheBytes }},
+	} {
+		v := m.value
+		f := func() float64 { return float64(v(h.Stats())) }
+		if m.counter {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help}, f))
+		} else {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.name, Help: m.help}, f))
+		}
+	}
 }

@@ -195,6 +195,12 @@ func TestSharedDevProduceConsume(t *testing.T) {
 		t.Fatal("no objects in the shared directory")
 	}
 	t.Logf("%d records (%d by kcat) in %d objects before the kill", 3000+kcatLines, kcatLines, len(objects))
+	if puts := metricValue(t, d.admin, "sluice_shared_puts_total"); puts != float64(len(objects)) {
+		t.Fatalf("sluice_shared_puts_total %v, %d objects in the directory", puts, len(objects))
+	}
+	if n := metricValue(t, d.admin, "sluice_shared_put_bytes_total"); n <= 0 {
+		t.Fatalf("sluice_shared_put_bytes_total %v", n)
+	}
 
 	// SIGKILL while the producer writes.
 	done := make(chan struct{})
