@@ -669,9 +669,9 @@ func (p *Partition) allChunks(ctx context.Context) ([]metastore.SharedChunk, err
 	}
 }
 
-// MaxTimestamp is the largest timestamp and the first offset of the batch
-// that holds it (batch precision; the log's answer is per record for
-// uncompressed CreateTime batches).
+// MaxTimestamp is the largest timestamp and the offset of the first record
+// that has it, as the log answers: per record in uncompressed CreateTime
+// batches, the batch's first offset in others.
 func (p *Partition) MaxTimestamp() (int64, int64, error) {
 	ctx, cancel := p.h.ctx()
 	defer cancel()
@@ -693,17 +693,31 @@ func (p *Partition) MaxTimestamp() (int64, int64, error) {
 		return -1, -1, err
 	}
 	off, ts := int64(-1), int64(-1)
-	err = walkBatches(data, func(hd *protocol.BatchHeader, _ []byte) bool {
+	var bestBatch []byte
+	var bestHd protocol.BatchHeader
+	err = walkBatches(data, func(hd *protocol.BatchHeader, b []byte) bool {
 		if hd.MaxTimestamp > ts {
-			off, ts = hd.BaseOffset, hd.MaxTimestamp
+			off, ts, bestBatch, bestHd = hd.BaseOffset, hd.MaxTimestamp, b, *hd
+		}
+		return true
+	})
+	if err != nil || bestBatch == nil || bestHd.Compressed() || bestHd.LogAppendTime() {
+		return off, ts, err
+	}
+	err = log.RecordTimestamps(bestBatch, &bestHd, func(d int32, rts int64) bool {
+		if rts == ts {
+			off = bestHd.BaseOffset + int64(d)
+			return false
 		}
 		return true
 	})
 	return off, ts, err
 }
 
-// OffsetForTimestamp is the first offset of the first batch whose max
-// timestamp is at least ts (batch precision).
+// OffsetForTimestamp is the first offset whose timestamp is at least ts,
+// as the log answers: per record in uncompressed CreateTime batches, the
+// first offset of the first batch whose max timestamp is at least ts in
+// others.
 func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, bool, error) {
 	ctx, cancel := p.h.ctx()
 	defer cancel()
@@ -720,14 +734,28 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, bool, error) {
 			return -1, -1, false, err
 		}
 		off, found := int64(-1), int64(-1)
-		if err := walkBatches(data, func(hd *protocol.BatchHeader, _ []byte) bool {
-			if hd.MaxTimestamp >= ts {
-				off, found = hd.BaseOffset, hd.MaxTimestamp
+		var rerr error
+		if err := walkBatches(data, func(hd *protocol.BatchHeader, b []byte) bool {
+			if hd.MaxTimestamp < ts {
+				return true
+			}
+			off, found = hd.BaseOffset, hd.MaxTimestamp
+			if hd.Compressed() || hd.LogAppendTime() {
 				return false
 			}
-			return true
+			rerr = log.RecordTimestamps(b, hd, func(d int32, rts int64) bool {
+				if rts >= ts {
+					off, found = hd.BaseOffset+int64(d), rts
+					return false
+				}
+				return true
+			})
+			return false
 		}); err != nil {
 			return -1, -1, false, err
+		}
+		if rerr != nil {
+			return -1, -1, false, rerr
 		}
 		if off >= 0 {
 			return off, found, true, nil

@@ -392,3 +392,56 @@ func TestSharedFencing(t *testing.T) {
 		t.Fatalf("partition holds %v, acknowledged %v", got, acked)
 	}
 }
+
+// TestSharedTimestamps: ListOffsets by timestamp and for the max
+// timestamp answer per record in an uncompressed CreateTime batch, as a
+// log does: a batch of ten records a second apart, in its second chunk.
+func TestSharedTimestamps(t *testing.T) {
+	e := newEnv(t)
+	h := e.host(1, 5*time.Millisecond)
+	p := e.open(h, 0)
+	wait := func(b []byte) {
+		t.Helper()
+		pr, err := p.Propose(b, partition.AcksAll)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pr.Wait(e.ctx()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wait(batch(3, "early", -1, 0, 0)) // offsets 0-2, timestamps now
+	const base = int64(4_000_000_000_000) // after now
+	var recs []byte
+	for i := 0; i < 10; i++ {
+		r := kmsg.NewRecord()
+		r.OffsetDelta, r.TimestampDelta64 = int32(i), int64(i)*1000
+		r.Value = []byte("t")
+		body := r.AppendTo(nil)
+		r.Length = int32(len(body) - 1)
+		recs = r.AppendTo(recs)
+	}
+	b := kmsg.NewRecordBatch()
+	b.Magic, b.LastOffsetDelta, b.NumRecords = 2, 9, 10
+	b.FirstTimestamp, b.MaxTimestamp = base, base+9000
+	b.ProducerID, b.ProducerEpoch, b.FirstSequence = -1, -1, -1
+	b.Records = recs
+	raw := b.AppendTo(nil)
+	binary.BigEndian.PutUint32(raw[8:], uint32(len(raw)-12))
+	binary.BigEndian.PutUint32(raw[17:], crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))
+	wait(raw) // offsets 3-12
+	for _, tc := range []struct {
+		ts, off, found int64
+	}{{base, 3, base}, {base + 4500, 8, base + 5000}, {base + 9000, 12, base + 9000}} {
+		off, ts, ok, err := p.OffsetForTimestamp(tc.ts)
+		if err != nil || !ok || off != tc.off || ts != tc.found {
+			t.Fatalf("OffsetForTimestamp(%d) = %d, %d, %v, %v; want %d at %d", tc.ts, off, ts, ok, err, tc.off, tc.found)
+		}
+	}
+	if _, _, ok, err := p.OffsetForTimestamp(base + 9001); ok || err != nil {
+		t.Fatalf("a timestamp past the last found: %v %v", ok, err)
+	}
+	if off, ts, err := p.MaxTimestamp(); err != nil || off != 12 || ts != base+9000 {
+		t.Fatalf("MaxTimestamp = %d, %d, %v; want 12 at %d", off, ts, err, base+9000)
+	}
+}
