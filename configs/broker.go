@@ -147,6 +147,11 @@ func ValidateDynamicBrokerConfig(c Config, name string, value *string) error {
 		if value == nil {
 			return nil
 		}
+		if name == "replication.mode" {
+			if err := c.CheckReplicationMode(*value); err != nil {
+				return err
+			}
+		}
 		if name == "auto.create.topics.enable" {
 			if *value != "true" && *value != "false" {
 				return fmt.Errorf("invalid value %q for auto.create.topics.enable: must be true or false", *value)

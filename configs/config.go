@@ -286,6 +286,9 @@ type Config struct {
 	// defaults of the topic configs (docs/replication-modes.md).
 	SemiSyncWaitReplicas int32 `mapstructure:"semi.sync.wait.replicas"`
 	SemiSyncTimeoutMs    int64 `mapstructure:"semi.sync.timeout.ms"`
+	// SharedStorage is where partitions in replication.mode=shared keep
+	// their data (docs/shared-storage.md); without it that mode is refused.
+	SharedStorage `mapstructure:",squash"`
 
 	// LogRetentionMs, LogRetentionMinutes and LogRetentionHours: Kafka's
 	// three spellings of one setting, ms over minutes over hours; nil is
@@ -503,6 +506,7 @@ func Default() Config {
 		ReplicationMode:                  "raft",
 		SemiSyncWaitReplicas:             1,
 		SemiSyncTimeoutMs:                10000,
+		SharedStorage:                    DefaultSharedStorage(),
 		AutoLeaderRebalance:              true,
 		ControlledShutdown:               true,
 		ControlledShutdownMaxRetries:     3,
@@ -595,6 +599,12 @@ func (c Config) Validate() error {
 		} else if unspecifiedHost(host) {
 			errs = append(errs, fmt.Errorf("replica.listen %s binds every interface, but its address is what other brokers dial: bind an address they can reach (this host's IP or name)", c.ReplicaListen))
 		}
+	}
+	if err := c.SharedStorage.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.CheckReplicationMode(c.ReplicationMode); err != nil {
+		errs = append(errs, err)
 	}
 	if c.ReplicaLagTimeMaxMs < 1 {
 		errs = append(errs, fmt.Errorf("replica.lag.time.max.ms must be at least 1"))

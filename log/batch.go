@@ -69,3 +69,10 @@ func recordTimestamps(b []byte, h *batchHeader, fn func(offsetDelta int32, ts in
 	}
 	return nil
 }
+
+// RecordTimestamps is recordTimestamps for other packages that serve
+// stored batches (package shared answers ListOffsets by timestamp with it,
+// exactly as the log does).
+func RecordTimestamps(b []byte, h *protocol.BatchHeader, fn func(offsetDelta int32, ts int64) bool) error {
+	return recordTimestamps(b, h, fn)
+}

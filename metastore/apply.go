@@ -80,6 +80,7 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.del(a.tx.Bucket(bucketTopics), t.ID[:])
 		a.del(a.tx.Bucket(bucketTopicNames), []byte(t.Name))
+		a.deleteSharedTopic(t.ID)
 		a.events = append(a.events, event{Rev: a.index, Kind: "topic", ID: t.ID, Deleted: true})
 		return result{Visible: true}
 	case opCreatePartitions:
@@ -239,6 +240,10 @@ func (a *applier) apply(c *command) (r result) {
 			return fail(err)
 		}
 		return result{Visible: true}
+	case opClaimSharedLeader:
+		return a.claimSharedLeader(c)
+	case opCommitSharedChunks:
+		return a.commitSharedChunks(c)
 	case opAsyncPromote:
 		if err := a.asyncPromote(c); err != nil {
 			return fail(err)

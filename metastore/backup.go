@@ -89,6 +89,9 @@ func ReadBackup(path string) (info BackupInfo, err error) {
 		// corrupt page's panic could not be recovered).
 		for _, name := range append([][]byte{bucketRaft}, stateBuckets...) {
 			b := tx.Bucket(name)
+			if b == nil && laterBucket(name) {
+				continue // a backup of a version before the bucket existed
+			}
 			if b == nil {
 				return fmt.Errorf("bucket %q missing: not a metastore database", name)
 			}
@@ -174,6 +177,9 @@ func Restore(backup, dataDir string, id uint64, listen string) (BackupInfo, erro
 				return err
 			}
 			for _, name := range stateBuckets {
+				if stx.Bucket(name) == nil && laterBucket(name) {
+					continue
+				}
 				if err := copyBucket(tx.Bucket(name), stx.Bucket(name)); err != nil {
 					return err
 				}

@@ -128,6 +128,8 @@ type command struct {
 	ProducerEpoch int16     `json:"pep,omitempty"`
 	// Claim is async_claim's claim (async.go).
 	Claim *AsyncClaim `json:"claim,omitempty"`
+	// Chunks is commit_shared_chunks' chunks (shared.go).
+	Chunks []SharedChunk `json:"chunks,omitempty"`
 }
 
 // result is what applying one command produced.
@@ -145,6 +147,9 @@ type result struct {
 	// Deleted is delete_acls' answer: per filter, the bindings it
 	// deleted.
 	Deleted [][]acl.Binding `json:"dacl,omitempty"`
+	// Errs is commit_shared_chunks' answer: an error code per chunk, ""
+	// for a committed one.
+	Errs []string `json:"errs,omitempty"`
 }
 
 func encodeBatch(b *proposalBatch) []byte { return encodeBatchBinary(b) }

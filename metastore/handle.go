@@ -299,6 +299,8 @@ func (n *Node) read(r *readRequest) *Response {
 			sort.Strings(resp.Groups)
 		case "txn", "txns", "txn_pending":
 			return readTxns(tx, r, resp)
+		case "shared_chunks":
+			return readSharedChunks(tx, r, resp)
 		case "topic":
 			a := &applier{tx: tx}
 			if t, ok := a.topicByName(r.Name); ok {

@@ -51,6 +51,11 @@ import (
 //	share_state    group -> nested bucket: topic id (16 bytes) partition(u32)
 //	               -> opaque share-partition state blob (KIP-932; the
 //	               coordinator's format, coordinator/share_persist.go)
+//	shared_chunks  topic id (16 bytes) partition(u32) base offset(u64)
+//	               -> JSON SharedChunk: which object holds which offsets of
+//	               a shared-mode partition (shared.go)
+//	shared_ends    topic id (16 bytes) partition(u32) -> u64 the
+//	               partition's end offset (high watermark)
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -70,6 +75,8 @@ var (
 	bucketTxnOffsets    = []byte("txn_offsets")
 	bucketShareState    = []byte("share_state")
 	bucketGroupConfigs  = []byte("group_configs")
+	bucketSharedChunks  = []byte("shared_chunks")
+	bucketSharedEnds    = []byte("shared_ends")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -86,12 +93,18 @@ var (
 // state a snapshot installs.
 var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 
+// laterBucket says whether a state bucket may be missing from a backup,
+// written by a version before it existed (restored, it starts empty).
+func laterBucket(name []byte) bool {
+	return string(name) == string(bucketSharedChunks) || string(name) == string(bucketSharedEnds)
+}
+
 // stateBuckets are the state machine; a snapshot replaces exactly these.
 var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
 	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
-	bucketGroupConfigs,
+	bucketGroupConfigs, bucketSharedChunks, bucketSharedEnds,
 }
 
 func shareStateKey(id TopicID, partition int32) []byte {

@@ -87,6 +87,11 @@ type readRequest struct {
 	// revision Since, at most about Max of them.
 	Since uint64 `json:"since,omitempty"`
 	Max   int    `json:"max,omitempty"`
+	// TopicID, Partition and From are "shared_chunks"' partition and
+	// offset (Max bounds its chunks).
+	TopicID   *TopicID `json:"tid,omitempty"`
+	Partition int32    `json:"p,omitempty"`
+	From      int64    `json:"from,omitempty"`
 }
 
 // Response answers a Request.
@@ -104,6 +109,8 @@ type Response struct {
 	Txns         []TxnState          `json:"txns,omitempty"`
 	// ShareStates answers "share_states".
 	ShareStates []ShareState `json:"shares,omitempty"`
+	// Shared answers "shared_chunks".
+	Shared *SharedPartition `json:"shared,omitempty"`
 
 	Events []event `json:"events,omitempty"`
 	Image  *image  `json:"image,omitempty"`

@@ -79,3 +79,10 @@ var (
 	// replica is not opened.
 	ErrOldFormat = errors.New("replica: partition directory in a format this version does not read")
 )
+
+// Shared-storage errors (package shared).
+var (
+	// ErrSharedUnsupported: the request needs what shared-mode partitions
+	// do not do yet (transactions, DeleteRecords).
+	ErrSharedUnsupported = errors.New("shared: not supported on a shared-storage partition yet")
+)

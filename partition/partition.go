@@ -162,3 +162,15 @@ type LocalLogs interface {
 	Remove(k Key) error
 	Dir() string
 }
+
+// SharedHost is the broker's set of shared-storage partitions
+// (replication.mode=shared): no raft group and no log here, their data in
+// shared storage and their chunk index in the metastore.
+type SharedHost interface {
+	// Open returns partition k of topic, opening it on first use.
+	Open(topic string, k Key) (Partition, error)
+	// Remove closes k's partition; its data stays in shared storage.
+	Remove(k Key) error
+	// Keys lists the open partitions.
+	Keys() []Key
+}

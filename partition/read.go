@@ -53,9 +53,20 @@ type FileHolder interface {
 // response sends with sendfile instead of copying the bytes through memory.
 type FileRange struct {
 	h   FileHolder
-	Pos int64 // start in the file
-	Len int64 // bytes; 0 for an empty range, which needs no Release
+	mem []byte // the bytes of an in-memory range (NewMemRange), h nil
+	Pos int64  // start in the file
+	Len int64  // bytes; 0 for an empty range, which needs no Release
 }
+
+// NewMemRange is a range over bytes in memory, not in a file: what a
+// shared-storage partition serves from its cache. It is sent by copying;
+// b must not change until the range is released.
+func NewMemRange(b []byte) FileRange {
+	return FileRange{mem: b, Len: int64(len(b))}
+}
+
+// InMemory says the range is bytes in memory (NewMemRange), with no file.
+func (r *FileRange) InMemory() bool { return r.mem != nil }
 
 // NewFileRange is the range of n bytes at pos of the file h holds; the
 // range takes over one hold of h, given back by Release.
@@ -65,7 +76,13 @@ func NewFileRange(h FileHolder, pos, n int64) FileRange {
 
 // File is the open segment file; valid until Release. Read it with ReadAt
 // or sendfile at an explicit offset only: its seek position is shared.
-func (r *FileRange) File() *os.File { return r.h.File() }
+// An in-memory range has none (nil).
+func (r *FileRange) File() *os.File {
+	if r.h == nil {
+		return nil
+	}
+	return r.h.File()
+}
 
 // Release lets go of the file. It is safe to call more than once and on an
 // empty range.
@@ -74,6 +91,7 @@ func (r *FileRange) Release() {
 		r.h.Release()
 		r.h = nil
 	}
+	r.mem = nil
 }
 
 // ReadAt reads from the range (offsets relative to its start), for
@@ -81,6 +99,13 @@ func (r *FileRange) Release() {
 func (r *FileRange) ReadAt(p []byte, off int64) (int, error) {
 	if off >= r.Len {
 		return 0, io.EOF
+	}
+	if r.mem != nil {
+		n := copy(p, r.mem[off:r.Len])
+		if n < len(p) {
+			return n, io.EOF
+		}
+		return n, nil
 	}
 	if rem := r.Len - off; int64(len(p)) > rem {
 		p = p[:rem]
@@ -99,6 +124,10 @@ func (r *FileRange) Bytes() ([]byte, error) {
 		return []byte{}, nil
 	}
 	b := make([]byte, r.Len)
+	if r.mem != nil {
+		copy(b, r.mem)
+		return b, nil
+	}
 	if _, err := r.h.File().ReadAt(b, r.Pos); err != nil {
 		return nil, err
 	}

@@ -52,6 +52,11 @@ const (
 	// ModeAsync answers acks=all once the leader's write is durable. A
 	// failover can lose it.
 	ModeAsync
+	// ModeShared keeps the partition in shared storage, not in raft
+	// replicas: acks=1 and acks=all are answered once the write leader's
+	// object is durable there and committed in the metastore
+	// (docs/shared-storage.md). A raft replica never runs in it.
+	ModeShared
 )
 
 // ParseMode reads a replication.mode config value.
@@ -63,6 +68,8 @@ func ParseMode(s string) (Mode, error) {
 		return ModeSemiSync, nil
 	case "async":
 		return ModeAsync, nil
+	case "shared":
+		return ModeShared, nil
 	}
 	return 0, fmt.Errorf("replica: unknown replication.mode %q", s)
 }
@@ -75,6 +82,8 @@ func (m Mode) String() string {
 		return "semi-sync"
 	case ModeAsync:
 		return "async"
+	case ModeShared:
+		return "shared"
 	}
 	return "unknown"
 }

@@ -223,6 +223,9 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 			return spec, kerr.InvalidConfig.Code, err.Error()
 		}
 	}
+	if err := s.pinSharedMode(&spec); err != nil {
+		return spec, kerr.InvalidConfig.Code, err.Error()
+	}
 	return spec, 0, ""
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -269,6 +270,9 @@ func (s *Server) validateChange(resType kmsg.ConfigResourceType, name string, se
 		if err := configs.ValidateTopicConfigs(set); err != nil {
 			return ch, resErr(kerr.InvalidConfig.Code, "%v", err)
 		}
+		if rerr := s.checkModeChange(name, set, del); rerr != nil {
+			return ch, rerr
+		}
 	case kmsg.ConfigResourceTypeBroker:
 		id, rerr := s.brokerResource(name)
 		if rerr != nil {
@@ -324,5 +328,33 @@ func (s *Server) applyChange(ctx context.Context, ch configChange) *resourceErro
 		return resErr(errorCode(err), "%v", err)
 	}
 	s.refreshPartitions()
+	return nil
+}
+
+// checkModeChange refuses a change of a topic's replication.mode into or
+// out of shared: a shared partition's data is in shared storage and a
+// raft partition's in its replicas' logs, and nothing moves one into the
+// other. Setting shared on a broker without shared storage is refused too.
+func (s *Server) checkModeChange(topic string, set map[string]string, del []string) *resourceError {
+	v, setting := set["replication.mode"]
+	if !setting && !slices.Contains(del, "replication.mode") {
+		return nil
+	}
+	if err := s.cfg.CheckReplicationMode(v); err != nil {
+		return resErr(kerr.InvalidConfig.Code, "%v", err)
+	}
+	t, ok := s.catalog.TopicByName(topic)
+	if !ok {
+		return nil // answered UNKNOWN_TOPIC_OR_PARTITION when applied
+	}
+	cur, _ := s.topicConfig(t, "replication.mode")
+	next := v
+	if !setting {
+		d, _ := configs.LookupTopicConfig("replication.mode")
+		next = s.brokerTopicDefault(d).value
+	}
+	if strings.EqualFold(cur.value, "shared") != strings.EqualFold(next, "shared") {
+		return resErr(kerr.InvalidConfig.Code, "replication.mode of topic %s cannot change from %s to %s: shared or not is chosen when a topic is created", topic, cur.value, next)
+	}
 	return nil
 }

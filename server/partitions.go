@@ -3,6 +3,7 @@ package server
 import (
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,17 @@ type hostedPartition = partition.Partition
 
 // errNotHosted: the partition is assigned to other brokers.
 var errNotHosted = errors.New("this broker is not a replica of the partition")
+
+// errNoSharedStorage: a partition of a topic in replication.mode=shared on
+// a broker without shared storage configured.
+var errNoSharedStorage = errors.New("this broker has no shared storage for a shared-mode partition")
+
+// isShared says whether t's partitions live in shared storage
+// (replication.mode=shared in the topic's own configs: the mode is pinned
+// when the topic is created, never inherited later).
+func isShared(t metastore.Topic) bool {
+	return strings.EqualFold(t.Configs["replication.mode"], "shared")
+}
 
 // members converts a partition's assignment for the raft host.
 func members(p metastore.Partition) partition.Members {
@@ -78,8 +90,12 @@ func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Repl
 func (s *Server) replicaOptions(t metastore.Topic) partition.Options {
 	mode, _ := s.topicConfig(t, "replication.mode")
 	m, err := partition.ParseMode(mode.value)
-	if err != nil {
-		m = partition.ModeRaft // validated before it is stored
+	if err != nil || m == partition.ModeShared {
+		// Validated before it is stored. A raft replica never runs in
+		// shared mode: a topic whose own config is shared is served by
+		// the shared partitions, and a raft topic created before the
+		// cluster default became shared stays raft.
+		m = partition.ModeRaft
 	}
 	return partition.Options{
 		Mode:                 m,
@@ -96,6 +112,17 @@ func (s *Server) partition(t metastore.Topic, idx int32) (hostedPartition, error
 		return p, nil
 	}
 	k := partition.Key{TopicID: t.ID, Index: idx}
+	if isShared(t) {
+		// Any broker serves a shared partition: its data is in shared
+		// storage, and the metastore says who writes it.
+		if int(idx) >= len(t.Partitions) {
+			return nil, errNotHosted
+		}
+		if s.shared == nil {
+			return nil, errNoSharedStorage
+		}
+		return s.shared.Open(t.Name, k)
+	}
 	if r, ok := s.raft.Get(k); ok {
 		if err := r.Failed(); err != nil {
 			// Offline here, as Kafka answers for a replica on a failed
@@ -210,6 +237,12 @@ func (s *Server) refreshPartitions() {
 			if !s.assigned(p) {
 				continue
 			}
+			if isShared(t) {
+				// No raft group: opening it makes its named leader
+				// claim it (package shared).
+				open(t, i)
+				continue
+			}
 			if _, ok := s.raft.Get(k); ok {
 				open(t, i) // open already: reports a failed replica
 				continue
@@ -225,6 +258,13 @@ func (s *Server) refreshPartitions() {
 	}
 	opening.Wait()
 	s.topicSeries.follow(s.metrics, names)
+	if s.shared != nil {
+		for _, k := range s.shared.Keys() {
+			if _, ok := live[k]; !ok {
+				_ = s.shared.Remove(k) // its topic was deleted
+			}
+		}
+	}
 	for _, r := range s.raft.Replicas() {
 		k := r.Key()
 		t, ok := live[k]

@@ -16,7 +16,7 @@ import (
 // memory.
 func sendRange(nc net.Conn, r *partition.FileRange) error {
 	sc, ok := nc.(syscall.Conn)
-	if !ok {
+	if !ok || r.InMemory() {
 		return copyRange(nc, r)
 	}
 	dst, err := sc.SyscallConn()

@@ -27,7 +27,11 @@ type Options struct {
 	Catalog Catalog
 	// Raft hosts this broker's partitions, each a raft group (one-voter
 	// groups on a single node).
-	Raft    partition.Host
+	Raft partition.Host
+	// Shared hosts the partitions of topics in replication.mode=shared;
+	// nil: the broker has no shared storage, and such a topic's
+	// partitions are offline here (KAFKA_STORAGE_ERROR).
+	Shared  partition.SharedHost
 	Logger  zerolog.Logger
 	Metrics *Metrics // nil: a private registry
 	// Groups is the group coordinator of a broker with the read role;
@@ -75,6 +79,7 @@ type Server struct {
 	}
 	catalog          Catalog
 	raft             partition.Host
+	shared           partition.SharedHost
 	leaseValid       func() bool
 	leaseIncarnation func() uint64
 	// handingOver holds the async partitions (partition.Key) this broker
@@ -164,6 +169,7 @@ func New(opts Options) (*Server, error) {
 		requestBytes:     requestBudget{blocked: make(chan struct{}, 1)},
 		catalog:          opts.Catalog,
 		raft:             opts.Raft,
+		shared:           opts.Shared,
 		leaseValid:       opts.LeaseValid,
 		leaseIncarnation: opts.LeaseIncarnation,
 		log:              opts.Logger.With().Str("component", "server").Logger(),

@@ -145,11 +145,16 @@ func (s *Server) autoCreate(ctx context.Context, name string) (metastore.Topic, 
 		s.log.Warn().Str("topic", name).Msg("not auto-creating topic: " + msg)
 		return metastore.Topic{}, code
 	}
-	t, err := s.catalog.CreateTopic(ctx, metastore.TopicSpec{
+	spec := metastore.TopicSpec{
 		Name:              name,
 		Partitions:        s.cfg.NumPartitions,
 		ReplicationFactor: s.cfg.DefaultReplicationFactor,
-	})
+	}
+	if err := s.pinSharedMode(&spec); err != nil {
+		s.log.Warn().Err(err).Str("topic", name).Msg("not auto-creating topic")
+		return metastore.Topic{}, kerr.InvalidConfig.Code
+	}
+	t, err := s.catalog.CreateTopic(ctx, spec)
 	if errors.Is(err, metastore.ErrTopicExists) {
 		if t, ok := s.catalog.TopicByName(name); ok {
 			return t, 0
@@ -161,6 +166,24 @@ func (s *Server) autoCreate(ctx context.Context, name string) (metastore.Topic, 
 	}
 	s.log.Info().Str("topic", name).Int32("partitions", s.cfg.NumPartitions).Msg("auto-created topic")
 	return t, 0
+}
+
+// pinSharedMode checks a new topic's replication.mode and pins a cluster
+// default of shared in the topic's own configs: a topic is in shared mode
+// for life, so a later change of the default never moves an existing
+// topic between modes. Shared needs shared storage on this broker.
+func (s *Server) pinSharedMode(spec *metastore.TopicSpec) error {
+	if _, set := spec.Configs["replication.mode"]; !set {
+		d, _ := configs.LookupTopicConfig("replication.mode")
+		if !strings.EqualFold(s.brokerTopicDefault(d).value, "shared") {
+			return nil
+		}
+		if spec.Configs == nil {
+			spec.Configs = map[string]string{}
+		}
+		spec.Configs["replication.mode"] = "shared"
+	}
+	return s.cfg.CheckReplicationMode(spec.Configs["replication.mode"])
 }
 
 func (s *Server) autoCreateEnabled() bool {

@@ -353,6 +353,17 @@ func TestClusterLeaderKill(t *testing.T) {
 	}
 }
 
+// TestSharedClusterLeaderKill is TestClusterLeaderKill's run in
+// replication.mode=shared on a shared directory: produced through the
+// write view, consumed through the read view, the partition's write
+// leader killed with SIGKILL under load; nothing acknowledged is lost.
+func TestSharedClusterLeaderKill(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	testLeaderKill(t, "shared")
+}
+
 func testLeaderKill(t *testing.T, mode string) {
 	var layout clusterLayout
 	after := 6 * time.Second // the load runs on this long after the kill
@@ -361,6 +372,15 @@ func testLeaderKill(t *testing.T, mode string) {
 		// (docs/replication-modes.md): a 3 s lease instead of 10 s.
 		session := "broker.session.timeout.ms: 3000\n"
 		layout = clusterLayout{extra: session, metaExtra: func(int) string { return session }}
+		after = 10 * time.Second
+	}
+	if mode == "shared" {
+		// Every broker on one shared directory; a surviving write
+		// broker claims the killed leader's partitions once its lease
+		// lapses (docs/shared-storage.md): a 3 s lease.
+		session := "broker.session.timeout.ms: 3000\n"
+		layout = clusterLayout{extra: session + fmt.Sprintf("shared.storage.type: dir\nshared.storage.dir: %s\nshared.upload.linger.ms: 20\n", t.TempDir()),
+			metaExtra: func(int) string { return session }}
 		after = 10 * time.Second
 	}
 	c := startTestClusterLayout(t, mode, 1, layout)
@@ -492,7 +512,7 @@ func testLeaderKill(t *testing.T, mode string) {
 		return strings.Contains(string(b), "semi-sync fell back to async")
 	}
 	// mustKeepAll: the mode promises no acknowledged record is lost.
-	mustKeepAll := mode == "raft" || (mode == "semi-sync" && !fellBack())
+	mustKeepAll := mode == "raft" || mode == "shared" || (mode == "semi-sync" && !fellBack())
 	// verify reads every acknowledged record back and returns how many
 	// are lost.
 	verify := func(stage string) int {

@@ -25,6 +25,7 @@ import (
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/replica"
 	"github.com/sluice-broker/sluice/server"
 )
@@ -252,8 +253,24 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	defer offsetLogs.Close()
+	sharedHost, sharedStore, err := openSharedStorage(cfg, catalog, func() uint64 {
+		if l := leaseRef.Load(); l != nil {
+			return l.Incarnation()
+		}
+		return 0
+	}, lg)
+	if err != nil {
+		return err
+	}
+	var sharedParts partition.SharedHost
+	if sharedHost != nil {
+		defer sharedStore.Close()
+		defer sharedHost.Close()
+		sharedParts = sharedHost
+		sharedMetrics(reg, sharedHost)
+	}
 	metrics := server.NewMetrics(reg)
-	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host.Hosted(), Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
+	srv, err := server.New(server.Options{Config: cfg, Catalog: catalog, Raft: host.Hosted(), Shared: sharedParts, Logger: lg, Metrics: metrics, Groups: groups, ACLs: catalog,
 		OffsetsLogs: offsetLogs.Local(),
 		LeaseValid: func() bool {
 			l := leaseRef.Load() // none before the broker registered

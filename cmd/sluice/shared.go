@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/configs"
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/objstore"
+	"github.com/sluice-broker/sluice/shared"
+)
+
+// openSharedStorage opens the broker's shared storage and the host of its
+// shared-mode partitions (docs/shared-storage.md); nil and nil when
+// shared.storage.type is not set. incarnation returns the broker's
+// current registration (0 before it registered: nothing is claimed or
+// committed until then, since the metastore refuses that fence).
+func openSharedStorage(cfg configs.Config, catalog *metastore.Client, incarnation func() uint64, lg zerolog.Logger) (*shared.Host, objstore.Store, error) {
+	var store objstore.Store
+	switch cfg.SharedStorageType {
+	case "":
+		return nil, nil, nil
+	case "dir":
+		d, err := objstore.OpenDir(cfg.SharedStorageDir)
+		if err != nil {
+			return nil, nil, fmt.Errorf("shared.storage.dir: %w", err)
+		}
+		store = d
+	case "s3":
+		s, err := objstore.OpenS3(objstore.S3Config{
+			Endpoint: cfg.SharedS3Endpoint, TLS: cfg.SharedS3TLS, Bucket: cfg.SharedS3Bucket, Prefix: cfg.SharedS3Prefix,
+			Region: cfg.SharedS3Region, PathStyle: cfg.SharedS3PathStyle, ConditionalWrites: cfg.SharedS3ConditionalWrites,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("shared storage (s3): %w", err)
+		}
+		store = s
+	default:
+		return nil, nil, fmt.Errorf("shared.storage.type %q is not dir or s3", cfg.SharedStorageType)
+	}
+	h := shared.NewHost(shared.Config{
+		NodeID:      cfg.NodeID,
+		Incarnation: incarnation,
+		Store:       store,
+		Catalog:     catalog,
+		UploadBytes: cfg.SharedUploadBytes,
+		Linger:      time.Duration(cfg.SharedUploadLingerMs) * time.Millisecond,
+		CacheBytes:  cfg.SharedCacheMemoryBytes,
+		Logger:      lg.With().Str("component", "shared").Logger(),
+	})
+	lg.Info().Str("type", cfg.SharedStorageType).Msg("shared storage configured")
+	return h, store, nil
+}
+
+// sharedMetrics exports a shared host's counters.
+func sharedMetrics(reg prometheus.Registerer, h *shared.Host) {
+	for _, m := range []struct {
+		name, help string
+		counter    bool
+		value      func(shared.Stats) int64
+	}{
+		{"sluice_shared_puts_total", "Objects this broker wrote to shared storage (one PUT each).", true, func(s shared.Stats) int64 { return s.Puts }},
+		{"sluice_shared_put_bytes_total", "Bytes of the objects this broker wrote to shared storage.", true, func(s shared.Stats) int64 { return s.PutBytes }},
+		{"sluice_shared_commits_total", "commit_shared_chunks commands of this broker that the metastore applied (one per object; refused chunks included).", true, func(s shared.Stats) int64 { return s.Commits }},
+		{"sluice_shared_gets_total", "Ranged reads of chunks from shared storage (cache misses; one GET each).", true, func(s shared.Stats) int64 { return s.Gets }},
+		{"sluice_shared_cache_bytes", "Bytes of chunks the in-memory chunk cache holds (bounded by shared.cache.memory.bytes).", false, func(s shared.Stats) int64 { return s.CacheBytes }},
+	} {
+		v := m.value
+		f := func() float64 { return float64(v(h.Stats())) }
+		if m.counter {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: m.name, Help: m.help}, f))
+		} else {
+			reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: m.name, Help: m.help}, f))
+		}
+	}
+}

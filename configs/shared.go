@@ -1,0 +1,85 @@
+package configs
+
+import (
+	"fmt"
+	"strings"
+)
+
+// SharedStorage is the broker's shared storage (docs/shared-storage.md):
+// an S3-compatible bucket or a directory on a shared file system, where
+// the partitions of topics in replication.mode=shared keep their data.
+// Every broker of a cluster must name the same storage.
+type SharedStorage struct {
+	// SharedStorageType is "" (none: replication.mode=shared is
+	// refused), "dir" or "s3".
+	SharedStorageType string `mapstructure:"shared.storage.type"`
+	// SharedStorageDir is the shared directory (NFS, CephFS) for "dir".
+	SharedStorageDir string `mapstructure:"shared.storage.dir"`
+	// The bucket for "s3" (objstore.S3Config). Credentials come from the
+	// environment (AWS_ACCESS_KEY_ID, ...), the shared credentials file or
+	// the instance role, never from this file.
+	SharedS3Endpoint          string `mapstructure:"shared.storage.s3.endpoint"`
+	SharedS3Bucket            string `mapstructure:"shared.storage.s3.bucket"`
+	SharedS3Prefix            string `mapstructure:"shared.storage.s3.prefix"`
+	SharedS3Region            string `mapstructure:"shared.storage.s3.region"`
+	SharedS3TLS               bool   `mapstructure:"shared.storage.s3.tls"`
+	SharedS3PathStyle         bool   `mapstructure:"shared.storage.s3.path.style"`
+	SharedS3ConditionalWrites bool   `mapstructure:"shared.storage.s3.conditional.writes"`
+	// SharedUploadBytes and SharedUploadLingerMs bound a write broker's
+	// upload buffer: an object is cut when it holds this many bytes or
+	// its oldest batch waited this long.
+	SharedUploadBytes    int64 `mapstructure:"shared.upload.bytes"`
+	SharedUploadLingerMs int64 `mapstructure:"shared.upload.linger.ms"`
+	// SharedCacheMemoryBytes bounds the in-memory cache of chunk bytes
+	// Fetch reads from.
+	SharedCacheMemoryBytes int64 `mapstructure:"shared.cache.memory.bytes"`
+}
+
+// DefaultSharedStorage is no shared storage, with the upload and cache
+// bounds docs/shared-storage.md gives.
+func DefaultSharedStorage() SharedStorage {
+	return SharedStorage{
+		SharedS3ConditionalWrites: true,
+		SharedUploadBytes:         8 << 20,
+		SharedUploadLingerMs:      250,
+		SharedCacheMemoryBytes:    64 << 20,
+	}
+}
+
+// Enabled says whether the broker has shared storage configured.
+func (s SharedStorage) Enabled() bool { return s.SharedStorageType != "" }
+
+func (s SharedStorage) validate() error {
+	switch s.SharedStorageType {
+	case "":
+	case "dir":
+		if s.SharedStorageDir == "" {
+			return fmt.Errorf("shared.storage.type=dir needs shared.storage.dir")
+		}
+	case "s3":
+		if s.SharedS3Endpoint == "" || s.SharedS3Bucket == "" {
+			return fmt.Errorf("shared.storage.type=s3 needs shared.storage.s3.endpoint and shared.storage.s3.bucket")
+		}
+	default:
+		return fmt.Errorf("shared.storage.type %q is not dir or s3", s.SharedStorageType)
+	}
+	if s.SharedUploadBytes < 1024 {
+		return fmt.Errorf("shared.upload.bytes must be at least 1024")
+	}
+	if s.SharedUploadLingerMs < 1 {
+		return fmt.Errorf("shared.upload.linger.ms must be at least 1")
+	}
+	if s.SharedCacheMemoryBytes < 1<<20 {
+		return fmt.Errorf("shared.cache.memory.bytes must be at least 1 MiB")
+	}
+	return nil
+}
+
+// CheckReplicationMode refuses replication.mode=shared (as a topic config
+// or the cluster default) on a broker without shared storage.
+func (c Config) CheckReplicationMode(value string) error {
+	if strings.EqualFold(value, "shared") && !c.SharedStorage.Enabled() {
+		return fmt.Errorf("replication.mode=shared needs shared storage, and this broker has none configured (set shared.storage.type to dir or s3)")
+	}
+	return nil
+}

@@ -1,0 +1,243 @@
+package metastore
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Shared-storage mode (docs/shared-storage.md): a shared-mode partition
+// keeps no raft group and no log. Its write leader uploads record batches
+// to shared storage and then commits, here, which object holds which
+// offsets; a reader of the partition finds the chunk holding an offset by
+// a floor lookup over the partition's chunks. The metastore is the
+// partition's only authority: its end offset (the high watermark) is the
+// end of its last committed chunk, and its write leader is the broker that
+// last claimed it, by compare-and-set on the leader epoch, so a deposed
+// writer may still upload but never commit.
+
+const (
+	opClaimSharedLeader  op = "claim_shared_leader"
+	opCommitSharedChunks op = "commit_shared_chunks"
+)
+
+// SharedChunk is one partition's contiguous run of record batches inside
+// one object of shared storage.
+type SharedChunk struct {
+	TopicID   TopicID `json:"t"`
+	Partition int32   `json:"p"`
+	// LeaderEpoch is the epoch the writer leads the partition in; the
+	// commit is refused unless it is the partition's current one.
+	LeaderEpoch int32 `json:"e"`
+	// BaseOffset and LastOffset are the first and last offsets of the
+	// chunk's batches; BaseOffset must be the partition's end offset.
+	BaseOffset int64 `json:"b"`
+	LastOffset int64 `json:"l"`
+	// Key is the object; Pos and Len the chunk's bytes in it.
+	Key string `json:"k"`
+	Pos int64  `json:"o"`
+	Len int64  `json:"n"`
+	// MaxTimestamp is the largest timestamp in the chunk's batches.
+	MaxTimestamp int64 `json:"ts,omitempty"`
+}
+
+// SharedPartition is what the metastore holds for one shared-mode
+// partition: its end offset (the high watermark) and the chunks asked for.
+type SharedPartition struct {
+	// StartOffset is the first offset still held, EndOffset the offset
+	// after the last committed chunk (0 and 0 before any commit).
+	StartOffset int64 `json:"s"`
+	EndOffset   int64 `json:"e"`
+	// Chunks are in offset order, from the one holding the offset asked
+	// for (the floor entry), at most as many as asked for.
+	Chunks []SharedChunk `json:"c,omitempty"`
+}
+
+// Schema (schema.go):
+//
+//	shared_chunks topic id (16 bytes) partition(u32) base offset(u64) -> JSON SharedChunk
+//	shared_ends   topic id (16 bytes) partition(u32) -> u64 end offset
+func sharedPartKey(id TopicID, partition int32) []byte {
+	return shareStateKey(id, partition)
+}
+
+func sharedChunkKey(id TopicID, partition int32, base int64) []byte {
+	return binary.BigEndian.AppendUint64(sharedPartKey(id, partition), uint64(base))
+}
+
+// claimSharedLeader makes c.BrokerID, registered with incarnation c.Inc
+// and a voter of the partition, its write leader in epoch c.Epoch+1,
+// provided c.Epoch is the current epoch (compare-and-set: of two brokers
+// claiming the same epoch, one wins and the other gets ErrFenced). The
+// result's Int is the new epoch.
+func (a *applier) claimSharedLeader(c *command) result {
+	t, ok := a.topicByName(c.Name)
+	if !ok || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+		return result{Err: errCode(ErrUnknownTopic)}
+	}
+	p := &t.Partitions[c.Partition]
+	if b, ok := a.broker(c.BrokerID); !ok || b.Incarnation != c.Inc {
+		return result{Err: errCode(ErrFenced)}
+	}
+	if !slices.Contains(p.Voters, c.BrokerID) {
+		return result{Err: errCode(fmt.Errorf("%w: broker %d is not a write replica of %s-%d", ErrInvalidRequest, c.BrokerID, c.Name, c.Partition))}
+	}
+	if p.LeaderEpoch != c.Epoch {
+		return result{Err: errCode(ErrFenced)}
+	}
+	p.Leader, p.LeaderEpoch, p.ISR = c.BrokerID, c.Epoch+1, nil
+	a.putTopic(t)
+	return result{Int: int64(p.LeaderEpoch), Visible: true}
+}
+
+// commitSharedChunks applies each chunk of c.Chunks on its own: a chunk
+// whose partition is unknown (ErrUnknownTopic), whose leader epoch is not
+// the partition's current one or whose writer (c.BrokerID, registered
+// with c.Inc) is not its leader (ErrFenced), or whose base offset is not
+// the partition's end offset (ErrInvalidRequest) is refused; the others
+// are stored and move their partition's end offset past them. The
+// result's Errs holds one code per chunk, "" for a committed one.
+func (a *applier) commitSharedChunks(c *command) result {
+	if b, ok := a.broker(c.BrokerID); !ok || b.Incarnation != c.Inc {
+		return result{Err: errCode(ErrFenced)}
+	}
+	chunks := a.tx.Bucket(bucketSharedChunks)
+	ends := a.tx.Bucket(bucketSharedEnds)
+	topics := map[TopicID]*Topic{}
+	errs := make([]string, len(c.Chunks))
+	for i, ch := range c.Chunks {
+		t, ok := topics[ch.TopicID]
+		if !ok {
+			if t, ok = a.topicByID(ch.TopicID); ok {
+				topics[ch.TopicID] = t
+			}
+		}
+		if !ok || ch.Partition < 0 || int(ch.Partition) >= len(t.Partitions) {
+			errs[i] = errCode(ErrUnknownTopic)
+			continue
+		}
+		p := t.Partitions[ch.Partition]
+		if ch.LeaderEpoch != p.LeaderEpoch || c.BrokerID != p.Leader {
+			errs[i] = errCode(ErrFenced)
+			continue
+		}
+		pk := sharedPartKey(ch.TopicID, ch.Partition)
+		end := int64(getU64(ends.Get(pk)))
+		if ch.BaseOffset != end || ch.LastOffset < ch.BaseOffset || ch.Len <= 0 || ch.Pos < 0 || ch.Key == "" {
+			errs[i] = errCode(fmt.Errorf("%w: chunk %d..%d of %s-%d, end offset %d", ErrInvalidRequest, ch.BaseOffset, ch.LastOffset, t.Name, ch.Partition, end))
+			continue
+		}
+		a.put(chunks, sharedChunkKey(ch.TopicID, ch.Partition, ch.BaseOffset), mustJSON(ch))
+		a.put(ends, pk, u64(uint64(ch.LastOffset+1)))
+	}
+	return result{Errs: errs}
+}
+
+// deleteSharedTopic drops every chunk entry and end offset of topic id.
+// The objects stay in shared storage until garbage collection (not built
+// yet) finds them unreferenced.
+func (a *applier) deleteSharedTopic(id TopicID) {
+	for _, name := range [][]byte{bucketSharedChunks, bucketSharedEnds} {
+		b := a.tx.Bucket(name)
+		cur := b.Cursor()
+		var keys [][]byte
+		for k, _ := cur.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, _ = cur.Next() {
+			keys = append(keys, slices.Clone(k))
+		}
+		for _, k := range keys {
+			a.del(b, k)
+		}
+	}
+}
+
+// readSharedChunks answers "shared_chunks": the partition's offsets and
+// up to r.Max chunks (at least one) from the one holding r.From.
+func readSharedChunks(tx *bolt.Tx, r *readRequest, resp *Response) error {
+	if r.TopicID == nil {
+		return ErrInvalidRequest
+	}
+	pk := sharedPartKey(*r.TopicID, r.Partition)
+	sp := &SharedPartition{EndOffset: int64(getU64(tx.Bucket(bucketSharedEnds).Get(pk)))}
+	cur := tx.Bucket(bucketSharedChunks).Cursor()
+	if k, _ := cur.Seek(pk); k != nil && bytes.HasPrefix(k, pk) {
+		sp.StartOffset = int64(binary.BigEndian.Uint64(k[len(pk):]))
+	}
+	max := r.Max
+	if max <= 0 {
+		max = 1
+	}
+	from := r.From
+	if from < sp.StartOffset {
+		from = sp.StartOffset
+	}
+	// The floor entry: the last chunk based at or below from.
+	k, v := cur.Seek(sharedChunkKey(*r.TopicID, r.Partition, from))
+	if k == nil || !bytes.Equal(k, sharedChunkKey(*r.TopicID, r.Partition, from)) {
+		k, v = cur.Prev()
+	}
+	if k == nil || !bytes.HasPrefix(k, pk) {
+		k, v = cur.Seek(pk)
+	}
+	for ; k != nil && bytes.HasPrefix(k, pk) && len(sp.Chunks) < max; k, v = cur.Next() {
+		var ch SharedChunk
+		mustUnmarshal(v, &ch)
+		if ch.LastOffset < from {
+			continue // the floor entry ends before from: from is past the end
+		}
+		sp.Chunks = append(sp.Chunks, ch)
+	}
+	resp.Shared = sp
+	return nil
+}
+
+// ClaimSharedLeader makes broker f.Broker (registered with f.Incarnation)
+// the write leader of a shared-mode partition, in the epoch after
+// current, and returns that epoch; ErrFenced when current is no longer
+// the partition's epoch (another claim won) or the incarnation is stale.
+func (c *Client) ClaimSharedLeader(ctx context.Context, f Fence, topic string, partition, current int32) (int32, error) {
+	r, err := c.write(ctx, command{Op: opClaimSharedLeader, Name: topic, Partition: partition, Epoch: current,
+		BrokerID: f.Broker, Inc: f.Incarnation})
+	if err != nil {
+		return 0, err
+	}
+	return int32(r.Int), nil
+}
+
+// CommitSharedChunks commits chunks uploaded by broker f.Broker, all in one
+// metastore command. The error is for the command (ErrFenced: f's
+// incarnation is stale; a timeout: the outcome is unknown); the slice has
+// one error per chunk, nil for a committed one (ErrFenced: not the
+// partition's leader in that epoch; ErrInvalidRequest: the base offset is
+// not the partition's end offset).
+func (c *Client) CommitSharedChunks(ctx context.Context, f Fence, chunks []SharedChunk) ([]error, error) {
+	r, err := c.write(ctx, command{Op: opCommitSharedChunks, Chunks: chunks, BrokerID: f.Broker, Inc: f.Incarnation})
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Errs) != len(chunks) {
+		return nil, fmt.Errorf("%w: %d chunk results for %d chunks", ErrInvalidRequest, len(r.Errs), len(chunks))
+	}
+	out := make([]error, len(chunks))
+	for i, e := range r.Errs {
+		out[i] = codeErr(e)
+	}
+	return out, nil
+}
+
+// SharedChunks reads a shared-mode partition linearizably: its start and
+// end offsets and up to max chunks (at least one) from the one holding
+// offset from (the floor entry; none when from is at or past the end).
+func (c *Client) SharedChunks(ctx context.Context, topic TopicID, partition int32, from int64, max int) (SharedPartition, error) {
+	resp, err := c.read(ctx, &readRequest{What: "shared_chunks", TopicID: &topic, Partition: partition, From: from, Max: max})
+	if err != nil {
+		return SharedPartition{}, err
+	}
+	if resp.Shared == nil {
+		return SharedPartition{}, nil
+	}
+	return *resp.Shared, nil
+}

@@ -1,0 +1,303 @@
+package metastore
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+)
+
+// sharedSetup opens a one-node metastore with topic "sh" (two partitions,
+// write replicas 1 and 2), registers brokers 1 and 2 and returns their
+// fences.
+func sharedSetup(t *testing.T, dir string) (*Node, *Client, TopicID, Fence, Fence) {
+	t.Helper()
+	n := openSingle(t, dir)
+	c := n.Client()
+	ctx := ctxT(t)
+	top, err := c.CreateTopic(ctx, TopicSpec{Name: "sh", Partitions: 2, ReplicationFactor: -1,
+		Assignment: [][]int32{{1, 2}, {2, 1}}, Configs: map[string]string{"replication.mode": "shared"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f [2]Fence
+	for i, id := range []int32{1, 2} {
+		inc, err := c.RegisterBroker(ctx, Broker{ID: id, Role: RoleWrite})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f[i] = Fence{Broker: id, Incarnation: inc}
+	}
+	return n, c, top.ID, f[0], f[1]
+}
+
+func chunk(id TopicID, p, epoch int32, base, last int64, key string) SharedChunk {
+	return SharedChunk{TopicID: id, Partition: p, LeaderEpoch: epoch, BaseOffset: base, LastOffset: last,
+		Key: key, Pos: base * 10, Len: (last - base + 1) * 10, MaxTimestamp: 1000 + last}
+}
+
+// TestSharedCommit: claim_shared_leader is a compare-and-set on the leader
+// epoch by a registered voter; commit_shared_chunks refuses, chunk by
+// chunk, a chunk of an older epoch or of a broker that is not the leader
+// (ErrFenced), one whose base offset is not the end offset
+// (ErrInvalidRequest) and one of an unknown partition, commits the rest
+// and moves the end offset; a stale incarnation fences the whole command.
+func TestSharedCommit(t *testing.T) {
+	dir := t.TempDir()
+	n, c, id, f1, f2 := sharedSetup(t, dir)
+	ctx := ctxT(t)
+	e0 := func(p int32) int32 {
+		top, _ := c.TopicByName("sh")
+		return top.Partitions[p].LeaderEpoch
+	}
+	if _, err := c.ClaimSharedLeader(ctx, Fence{Broker: 3, Incarnation: 1}, "sh", 0, e0(0)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("unregistered broker claimed: %v", err)
+	}
+	if _, err := c.ClaimSharedLeader(ctx, Fence{Broker: 1, Incarnation: f1.Incarnation + 100}, "sh", 0, e0(0)); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale incarnation claimed: %v", err)
+	}
+	if _, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, e0(0)+1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("claim against an epoch the partition does not have: %v", err)
+	}
+	ep1, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, e0(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if top, _ := c.TopicByName("sh"); top.Partitions[0].Leader != 1 || top.Partitions[0].LeaderEpoch != ep1 {
+		t.Fatalf("after the claim: partition %+v, epoch %d", top.Partitions[0], ep1)
+	}
+	ep1p1, err := c.ClaimSharedLeader(ctx, f1, "sh", 1, e0(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	for _, tc := range []struct {
+		name   string
+		f      Fence
+		chunks []SharedChunk
+		want   []error
+		end0   int64
+	}{
+		{"first chunks", f1, []SharedChunk{chunk(id, 0, ep1, 0, 9, "o1"), chunk(id, 0, ep1, 10, 14, "o1"), chunk(id, 1, ep1p1, 0, 0, "o1")},
+			[]error{nil, nil, nil}, 15},
+		{"gap", f1, []SharedChunk{chunk(id, 0, ep1, 16, 20, "o2")}, []error{ErrInvalidRequest}, 15},
+		{"overlap", f1, []SharedChunk{chunk(id, 0, ep1, 14, 20, "o2")}, []error{ErrInvalidRequest}, 15},
+		{"old epoch", f1, []SharedChunk{chunk(id, 0, ep1-1, 15, 20, "o2")}, []error{ErrFenced}, 15},
+		{"not the leader", f2, []SharedChunk{chunk(id, 0, ep1, 15, 20, "o2")}, []error{ErrFenced}, 15},
+		{"unknown partition", f1, []SharedChunk{chunk(id, 7, ep1, 0, 1, "o2"), chunk(TopicID{9}, 0, ep1, 0, 1, "o2")},
+			[]error{ErrUnknownTopic, ErrUnknownTopic}, 15},
+		{"empty chunk", f1, []SharedChunk{{TopicID: id, Partition: 0, LeaderEpoch: ep1, BaseOffset: 15, LastOffset: 15, Key: "o2"}},
+			[]error{ErrInvalidRequest}, 15},
+		{"mixed", f1, []SharedChunk{chunk(id, 0, ep1, 99, 100, "o3"), chunk(id, 0, ep1, 15, 29, "o3")}, []error{ErrInvalidRequest, nil}, 30},
+	} {
+		errs, err := c.CommitSharedChunks(ctx, tc.f, tc.chunks)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		for i := range tc.want {
+			if !errors.Is(errs[i], tc.want[i]) || (tc.want[i] == nil) != (errs[i] == nil) {
+				t.Fatalf("%s: chunk %d: %v, want %v", tc.name, i, errs[i], tc.want[i])
+			}
+		}
+		sp, err := c.SharedChunks(ctx, id, 0, 0, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sp.EndOffset != tc.end0 {
+			t.Fatalf("%s: end offset %d, want %d", tc.name, sp.EndOffset, tc.end0)
+		}
+	}
+	if _, err := c.CommitSharedChunks(ctx, Fence{Broker: 1, Incarnation: f1.Incarnation + 100}, []SharedChunk{chunk(id, 0, ep1, 30, 31, "o4")}); !errors.Is(err, ErrFenced) {
+		t.Fatalf("commit under a stale incarnation: %v", err)
+	}
+
+	// Leadership moves to broker 2: broker 1's next commit is fenced.
+	ep2, err := c.ClaimSharedLeader(ctx, f2, "sh", 0, ep1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, ep1); !errors.Is(err, ErrFenced) {
+		t.Fatalf("a second claim of the same epoch won: %v", err)
+	}
+	errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{chunk(id, 0, ep1, 30, 31, "o5")})
+	if err != nil || !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("deposed leader's commit: %v %v", err, errs)
+	}
+	errs, err = c.CommitSharedChunks(ctx, f2, []SharedChunk{chunk(id, 0, ep2, 30, 31, "o6")})
+	if err != nil || errs[0] != nil {
+		t.Fatalf("new leader's commit: %v %v", err, errs)
+	}
+
+	// Floor lookups, and the state after a restart.
+	for round := 0; round < 2; round++ {
+		for _, tc := range []struct {
+			from  int64
+			max   int
+			bases []int64
+		}{
+			{0, 10, []int64{0, 10, 15, 30}},
+			{9, 1, []int64{0}},
+			{10, 2, []int64{10, 15}},
+			{14, 10, []int64{10, 15, 30}},
+			{29, 1, []int64{15}},
+			{31, 5, []int64{30}},
+			{32, 5, nil},
+			{1000, 5, nil},
+			{-5, 1, []int64{0}},
+		} {
+			sp, err := c.SharedChunks(ctx, id, 0, tc.from, tc.max)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bases []int64
+			for _, ch := range sp.Chunks {
+				bases = append(bases, ch.BaseOffset)
+			}
+			if fmt.Sprint(bases) != fmt.Sprint(tc.bases) || sp.StartOffset != 0 || sp.EndOffset != 32 {
+				t.Fatalf("round %d: from %d max %d: %+v, want bases %v", round, tc.from, tc.max, sp, tc.bases)
+			}
+		}
+		sp, err := c.SharedChunks(ctx, id, 1, 0, 10)
+		if err != nil || sp.EndOffset != 1 || len(sp.Chunks) != 1 || sp.Chunks[0] != chunk(id, 1, ep1p1, 0, 0, "o1") {
+			t.Fatalf("partition 1: %+v %v", sp, err)
+		}
+		if round == 0 {
+			n.Close()
+			n = openSingle(t, dir)
+			c = n.Client()
+		}
+	}
+
+	// Deleting the topic drops its chunks.
+	if err := c.DeleteTopic(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if sp, err := c.SharedChunks(ctx, id, 0, 0, 10); err != nil || sp.EndOffset != 0 || len(sp.Chunks) != 0 {
+		t.Fatalf("after deletion: %+v %v", sp, err)
+	}
+	n.Close()
+}
+
+// TestSharedCommitRace: two writers that both believe they lead a
+// partition (the old leader has not noticed the new one's claim) commit
+// concurrently, each a run of chunks at the offsets it assigned: the
+// offsets go to exactly one of them, the deposed one's commits are all
+// fenced, and the committed chunks are dense.
+func TestSharedCommitRace(t *testing.T) {
+	n, c, id, f1, f2 := sharedSetup(t, t.TempDir())
+	defer n.Close()
+	ctx := ctxT(t)
+	top, _ := c.TopicByName("sh")
+	ep1, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, top.Partitions[0].LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const rounds = 40
+	type outcome struct{ committed, fenced, other int }
+	var out [2]outcome
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	tenth := make(chan struct{})
+	for w, f := range []Fence{f1, f2} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			epoch := ep1
+			if w == 1 {
+				// Broker 2 takes over once broker 1 has committed ten
+				// chunks; broker 1 keeps writing in the epoch it had.
+				<-tenth
+				e, err := c.ClaimSharedLeader(ctx, f, "sh", 0, ep1)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				epoch = e
+			}
+			next := int64(0)
+			for r := 0; r < rounds; r++ {
+				// Each writer assigns offsets from the end it last saw.
+				if sp, err := c.SharedChunks(ctx, id, 0, 0, 1); err == nil {
+					next = sp.EndOffset
+				}
+				errs, err := c.CommitSharedChunks(ctx, f, []SharedChunk{chunk(id, 0, epoch, next, next+4, fmt.Sprintf("w%d-%d", w, r))})
+				switch {
+				case err != nil:
+					out[w].other++
+				case errs[0] == nil:
+					out[w].committed++
+					next += 5
+					if w == 0 && out[w].committed == 10 {
+						close(tenth)
+					}
+				case errors.Is(errs[0], ErrFenced):
+					out[w].fenced++
+				default:
+					out[w].other++
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	sp, err := c.SharedChunks(ctx, id, 0, 0, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(0)
+	owners := map[string]int{}
+	for _, ch := range sp.Chunks {
+		if ch.BaseOffset != want {
+			t.Fatalf("chunks not dense: %d after %d", ch.BaseOffset, want)
+		}
+		want = ch.LastOffset + 1
+		owners[ch.Key[:2]]++
+	}
+	if sp.EndOffset != want {
+		t.Fatalf("end %d, chunks end at %d", sp.EndOffset, want)
+	}
+	if out[1].committed != rounds || out[1].other != 0 {
+		t.Fatalf("the new leader: %+v", out[1])
+	}
+	if owners["w1"] != rounds || owners["w0"] != out[0].committed || out[0].committed+out[0].fenced != rounds || out[0].committed < 10 {
+		t.Fatalf("owners %v, old leader %+v", owners, out[0])
+	}
+
+	// Eight commits of one leader racing for the same base offset (a
+	// retry racing its original): one wins each round.
+	ep2 := sp.Chunks[len(sp.Chunks)-1].LeaderEpoch
+	for r := 0; r < 10; r++ {
+		base := want
+		var wins sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for g := 0; g < 8; g++ {
+			wins.Add(1)
+			go func() {
+				defer wins.Done()
+				errs, err := c.CommitSharedChunks(ctx, f2, []SharedChunk{chunk(id, 0, ep2, base, base+2, fmt.Sprintf("r%d-%d", r, g))})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if errs[0] == nil {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				} else if !errors.Is(errs[0], ErrInvalidRequest) {
+					t.Errorf("round %d: %v", r, errs[0])
+				}
+			}()
+		}
+		wins.Wait()
+		if won != 1 {
+			t.Fatalf("round %d: %d commits won base offset %d", r, won, base)
+		}
+		want = base + 3
+	}
+	if sp, err := c.SharedChunks(ctx, id, 0, 0, 1); err != nil || sp.EndOffset != want {
+		t.Fatalf("end %+v %v, want %d", sp, err, want)
+	}
+	t.Logf("old leader committed %d before it was fenced, fenced %d times; new leader committed %d", out[0].committed, out[0].fenced, out[1].committed)
+}

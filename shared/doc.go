@@ -1,0 +1,59 @@
+// Package shared serves the partitions of topics in replication.mode=shared
+// (docs/shared-storage.md): partitions that keep no raft group and no log
+// of their own. Their record batches live in shared storage (package
+// objstore: an S3-compatible bucket or a shared directory) and which
+// object holds which offsets lives in the metastore (commit_shared_chunks).
+//
+// A Host is one broker's set of shared partitions; each Partition
+// implements partition.Partition, so the Kafka front end (package server)
+// serves it as it serves a raft replica, without importing this package:
+// the broker's main wires a Host into the server as a partition.SharedHost.
+//
+// # Write path
+//
+// A partition's write leader is the broker that last claimed it in the
+// metastore (claim_shared_leader: compare-and-set on the leader epoch). A
+// voter claims a partition when the metastore names it leader or the
+// leader it names is not registered (its lease lapsed). The claim fences
+// every earlier leader, this broker's previous incarnation included: their
+// commits carry an older epoch and are refused.
+//
+// Propose checks the idempotent producer's sequence with the log's rules
+// (log.ProducerEntry's Check and Update, the one implementation a log and
+// a raft replica use too), assigns the batch its offsets (the committed
+// end plus what is in flight), stamps them, and appends it to the Host's
+// upload buffer, shared by all its partitions. The uploader cuts the buffer
+// into one object when it holds shared.upload.bytes or its oldest batch
+// waited shared.upload.linger.ms: each partition's batches are one
+// contiguous run of the object, in offset order. It writes the object with
+// PutIfAbsent under data/<node>/<incarnation>/<sequence> and commits all
+// of its chunks in one metastore command; acks=1 and acks=all are answered
+// once the commit applied (there is no local copy for acks=1 to mean
+// anything else). Objects are uploaded and committed one at a time, so a
+// partition's chunks commit in offset order.
+//
+// Any failure of an upload or a commit (an error, a fenced or refused
+// chunk, a commit whose outcome is unknown) answers the batches involved
+// NOT_LEADER_OR_FOLLOWER and drops the partition's writer state; the next
+// Propose claims the partition again, reads the committed end from the
+// metastore and rebuilds the producer table from the tail of the
+// partition, so a producer's retry of a batch that did commit is answered
+// as the duplicate it is.
+//
+// # Read path
+//
+// Any broker serves Fetch for a shared partition: the chunk holding an
+// offset is the floor entry of the partition's chunks in the metastore,
+// and its bytes come from a bounded in-memory cache of whole chunks,
+// filled by one ranged read (GetRange) per chunk. A broker restarted with
+// an empty disk serves the whole history at once. A broker that is not
+// the partition's writer learns the high watermark from the metastore
+// (linearizable reads, at most one per partition every refreshEvery, and
+// a poll while fetches wait).
+//
+// Not built yet: a disk cache and read-ahead, transactions (transactional
+// batches and markers are refused), DeleteRecords and retention,
+// compaction of small objects, garbage collection of uncommitted objects,
+// and a producer table rebuilt from more than the partition's last
+// rebuildOffsets offsets.
+package shared

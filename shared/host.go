@@ -1,0 +1,396 @@
+package shared
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/objstore"
+	"github.com/sluice-broker/sluice/partition"
+)
+
+// Catalog is what a Host needs from the metastore (*metastore.Client).
+type Catalog interface {
+	TopicByID(id metastore.TopicID) (metastore.Topic, bool)
+	Brokers() []metastore.Broker
+	ClaimSharedLeader(ctx context.Context, f metastore.Fence, topic string, partition, current int32) (int32, error)
+	CommitSharedChunks(ctx context.Context, f metastore.Fence, chunks []metastore.SharedChunk) ([]error, error)
+	SharedChunks(ctx context.Context, topic metastore.TopicID, partition int32, from int64, max int) (metastore.SharedPartition, error)
+}
+
+// Config wires a Host.
+type Config struct {
+	// NodeID is this broker; Incarnation returns its current registration
+	// in the metastore (the fence of its claims and commits, and part of
+	// its object keys).
+	NodeID      int32
+	Incarnation func() uint64
+	Store       objstore.Store
+	Catalog     Catalog
+	// UploadBytes and Linger bound the upload buffer
+	// (shared.upload.bytes, shared.upload.linger.ms).
+	UploadBytes int64
+	Linger      time.Duration
+	// CacheBytes bounds the in-memory chunk cache
+	// (shared.cache.memory.bytes).
+	CacheBytes int64
+	// OpTimeout bounds one upload, commit or metastore read; 0: 30 s.
+	OpTimeout time.Duration
+	Logger    zerolog.Logger
+}
+
+// Host is one broker's shared partitions and their upload buffer. It
+// implements partition.SharedHost.
+type Host struct {
+	cfg   Config
+	cache *cache
+
+	mu     sync.Mutex
+	parts  map[partition.Key]*Partition
+	closed bool
+
+	bufMu    sync.Mutex
+	buf      []*pending
+	bufBytes int64
+	oldest   time.Time
+	kick     chan struct{}
+
+	seq  atomic.Uint64
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	// Counters, for tests and metrics.
+	puts, commits, gets, putBytes atomic.Int64
+}
+
+var _ partition.SharedHost = (*Host)(nil)
+
+// pending is one accepted batch waiting for its object's commit.
+type pending struct {
+	p     *Partition
+	gen   uint64 // the writer generation that accepted it
+	epoch int32
+	batch []byte // stamped with its offsets; owned
+	base  int64
+	last  int64
+	maxTs int64
+	prop  *proposal
+}
+
+// NewHost starts a Host's uploader and its leadership check.
+func NewHost(cfg Config) *Host {
+	if cfg.OpTimeout <= 0 {
+		cfg.OpTimeout = 30 * time.Second
+	}
+	if cfg.UploadBytes <= 0 {
+		cfg.UploadBytes = 8 << 20
+	}
+	if cfg.Linger <= 0 {
+		cfg.Linger = 250 * time.Millisecond
+	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = 64 << 20
+	}
+	h := &Host{
+		cfg:   cfg,
+		cache: newCache(cfg.CacheBytes),
+		parts: map[partition.Key]*Partition{},
+		kick:  make(chan struct{}, 1),
+		stop:  make(chan struct{}),
+	}
+	h.wg.Add(2)
+	go h.uploader()
+	go h.leadership()
+	return h
+}
+
+// Close stops the uploader; batches not yet committed are answered
+// NOT_LEADER_OR_FOLLOWER. It does not close the Store.
+func (h *Host) Close() error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	parts := make([]*Partition, 0, len(h.parts))
+	for _, p := range h.parts {
+		parts = append(parts, p)
+	}
+	h.mu.Unlock()
+	close(h.stop)
+	h.wg.Wait()
+	for _, p := range parts {
+		p.close()
+	}
+	h.bufMu.Lock()
+	buf := h.buf
+	h.buf, h.bufBytes = nil, 0
+	h.bufMu.Unlock()
+	for _, pd := range buf {
+		pd.prop.finish(partition.ProduceResult{}, partition.ErrPartitionClosed)
+	}
+	return nil
+}
+
+// Open returns partition k of topic, opening it on first use. A broker
+// the metastore names the partition's leader claims it at once, so the
+// partition has an elected epoch soon after its topic is created.
+func (h *Host) Open(topic string, k partition.Key) (partition.Partition, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, partition.ErrPartitionClosed
+	}
+	if p, ok := h.parts[k]; ok {
+		return p, nil
+	}
+	p := newPartition(h, topic, k)
+	h.parts[k] = p
+	if h.shouldClaim(k) {
+		go p.tryClaim()
+	}
+	return p, nil
+}
+
+// Remove closes k's partition. Its data stays in shared storage and in
+// the metastore (deleting the topic drops the chunk index).
+func (h *Host) Remove(k partition.Key) error {
+	h.mu.Lock()
+	p, ok := h.parts[k]
+	delete(h.parts, k)
+	h.mu.Unlock()
+	if ok {
+		p.close()
+	}
+	return nil
+}
+
+// Keys lists the open partitions.
+func (h *Host) Keys() []partition.Key {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]partition.Key, 0, len(h.parts))
+	for k := range h.parts {
+		out = append(out, k)
+	}
+	return out
+}
+
+// Stats are the Host's counters since it started: objects written (one
+// PUT each), metastore commits that applied, ranged reads of chunks
+// (one GET each) and the bytes uploaded; CacheBytes is what the chunk
+// cache holds now.
+type Stats struct{ Puts, Commits, Gets, PutBytes, CacheBytes int64 }
+
+// Stats returns the Host's counters.
+func (h *Host) Stats() Stats {
+	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
+		PutBytes: h.putBytes.Load(), CacheBytes: h.cache.bytes()}
+}
+
+func (h *Host) fence() metastore.Fence {
+	return metastore.Fence{Broker: h.cfg.NodeID, Incarnation: h.cfg.Incarnation()}
+}
+
+func (h *Host) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), h.cfg.OpTimeout)
+}
+
+// shouldClaim says whether this broker may claim k: it is a voter and the
+// metastore names it the leader, or names no leader or one that is not
+// registered.
+func (h *Host) shouldClaim(k partition.Key) bool {
+	t, ok := h.cfg.Catalog.TopicByID(k.TopicID)
+	if !ok || int(k.Index) >= len(t.Partitions) {
+		return false
+	}
+	mp := t.Partitions[k.Index]
+	if !slices.Contains(mp.Voters, h.cfg.NodeID) {
+		return false
+	}
+	if mp.Leader == h.cfg.NodeID || mp.Leader < 0 {
+		return true
+	}
+	for _, b := range h.cfg.Catalog.Brokers() {
+		if b.ID == mp.Leader {
+			return false
+		}
+	}
+	return true
+}
+
+// leadership claims, every second, the open partitions whose leader is
+// gone (not registered) and that this broker may lead, and steps down
+// from those another broker claimed since.
+func (h *Host) leadership() {
+	defer h.wg.Done()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-h.stop:
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		parts := make([]*Partition, 0, len(h.parts))
+		for _, p := range h.parts {
+			parts = append(parts, p)
+		}
+		h.mu.Unlock()
+		for _, p := range parts {
+			p.checkLeadership()
+		}
+	}
+}
+
+// enqueue adds an accepted batch to the upload buffer.
+func (h *Host) enqueue(pd *pending) {
+	h.bufMu.Lock()
+	if len(h.buf) == 0 {
+		h.oldest = time.Now()
+	}
+	h.buf = append(h.buf, pd)
+	h.bufBytes += int64(len(pd.batch))
+	h.bufMu.Unlock()
+	select {
+	case h.kick <- struct{}{}:
+	default:
+	}
+}
+
+// uploader cuts the buffer into objects, one at a time: when it holds
+// UploadBytes or its oldest batch waited Linger.
+func (h *Host) uploader() {
+	defer h.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		h.bufMu.Lock()
+		n, size, oldest := len(h.buf), h.bufBytes, h.oldest
+		h.bufMu.Unlock()
+		if n > 0 && (size >= h.cfg.UploadBytes || time.Since(oldest) >= h.cfg.Linger) {
+			h.bufMu.Lock()
+			buf := h.buf
+			h.buf, h.bufBytes = nil, 0
+			h.bufMu.Unlock()
+			h.upload(buf)
+			continue
+		}
+		wait := time.Hour
+		if n > 0 {
+			wait = h.cfg.Linger - time.Since(oldest)
+		}
+		timer.Reset(wait)
+		select {
+		case <-h.stop:
+			return
+		case <-h.kick:
+		case <-timer.C:
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// upload writes one object holding buf's batches, grouped by partition,
+// and commits its chunks; then it answers the batches.
+func (h *Host) upload(buf []*pending) {
+	type run struct {
+		p     *Partition
+		pds   []*pending
+		pos   int64
+		bytes int64
+	}
+	var runs []*run
+	byPart := map[*Partition]*run{}
+	for _, pd := range buf {
+		select {
+		case <-pd.prop.done:
+			continue // its writer generation ended: already answered
+		default:
+		}
+		r := byPart[pd.p]
+		if r != nil && r.pds[0].gen != pd.gen {
+			// A new generation behind an old one that was not
+			// answered yet: the old one's commit will fail (its
+			// epoch is gone), and this batch's offsets follow
+			// offsets that will not commit, so the new generation
+			// ends too.
+			pd.p.reset(pd.gen, fmt.Errorf("%w: partition leadership changed", partition.ErrNotLeader))
+			continue
+		}
+		if r == nil {
+			r = &run{p: pd.p}
+			byPart[pd.p] = r
+			runs = append(runs, r)
+		}
+		r.pds = append(r.pds, pd)
+	}
+	if len(runs) == 0 {
+		return
+	}
+	var body []byte
+	chunks := make([]metastore.SharedChunk, 0, len(runs))
+	inc := h.cfg.Incarnation()
+	key := fmt.Sprintf("data/%d/%d/%020d", h.cfg.NodeID, inc, h.seq.Add(1))
+	for _, r := range runs {
+		r.pos = int64(len(body))
+		ch := metastore.SharedChunk{TopicID: r.p.key.TopicID, Partition: r.p.key.Index, LeaderEpoch: r.pds[0].epoch,
+			BaseOffset: r.pds[0].base, LastOffset: r.pds[len(r.pds)-1].last, Key: key, Pos: r.pos, MaxTimestamp: -1}
+		for _, pd := range r.pds {
+			body = append(body, pd.batch...)
+			ch.MaxTimestamp = max(ch.MaxTimestamp, pd.maxTs)
+		}
+		ch.Len = int64(len(body)) - r.pos
+		r.bytes = ch.Len
+		chunks = append(chunks, ch)
+	}
+	fail := func(err error) {
+		for _, r := range runs {
+			r.p.reset(r.pds[0].gen, err)
+		}
+	}
+	ctx, cancel := h.ctx()
+	defer cancel()
+	if err := h.cfg.Store.PutIfAbsent(ctx, key, body); err != nil {
+		h.cfg.Logger.Warn().Err(err).Str("key", key).Msg("shared storage upload failed")
+		fail(fmt.Errorf("%w: upload to shared storage failed: %v", partition.ErrNotLeader, err))
+		return
+	}
+	h.puts.Add(1)
+	h.putBytes.Add(int64(len(body)))
+	errs, err := h.cfg.Catalog.CommitSharedChunks(ctx, metastore.Fence{Broker: h.cfg.NodeID, Incarnation: inc}, chunks)
+	if err != nil {
+		h.cfg.Logger.Warn().Err(err).Str("key", key).Msg("committing shared chunks failed")
+		fail(fmt.Errorf("%w: commit to the metastore failed: %v", partition.ErrNotLeader, err))
+		return
+	}
+	h.commits.Add(1)
+	for i, r := range runs {
+		if errs[i] != nil {
+			if !errors.Is(errs[i], metastore.ErrFenced) {
+				h.cfg.Logger.Warn().Err(errs[i]).Str("topic", r.p.topic).Int32("partition", r.p.key.Index).Msg("shared chunk refused")
+			}
+			r.p.reset(r.pds[0].gen, fmt.Errorf("%w: chunk refused by the metastore: %v", partition.ErrNotLeader, errs[i]))
+			continue
+		}
+		// The bytes the writer just uploaded are what its readers ask
+		// for next: keep them (a copy, so the cache's byte bound is what
+		// it holds, not the whole object behind a slice).
+		h.cache.put(key, r.pos, slices.Clone(body[r.pos:r.pos+r.bytes]))
+		r.p.committed(chunks[i], r.pds)
+	}
+}
