@@ -48,6 +48,9 @@ import (
 //	               transaction committed, pending until it commits
 //	group_configs  group -> JSON map[string]string: dynamic group configs
 //	               (Kafka's GROUP config resource)
+//	share_owners   u16 len | group | topic id (16 bytes) | partition(u32)
+//	               -> owner broker(u32) incarnation(u64): the read broker
+//	               holding the share-partition's state (ClaimSharePartition)
 //	share_state    group -> nested bucket: topic id (16 bytes) partition(u32)
 //	               -> opaque share-partition state blob (KIP-932; the
 //	               coordinator's format, coordinator/share_persist.go)
@@ -70,6 +73,7 @@ var (
 	bucketTxnOffsets    = []byte("txn_offsets")
 	bucketShareState    = []byte("share_state")
 	bucketGroupConfigs  = []byte("group_configs")
+	bucketShareOwners   = []byte("share_owners")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -90,7 +94,7 @@ var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
 	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
-	bucketGroupConfigs,
+	bucketGroupConfigs, bucketShareOwners,
 }
 
 func shareStateKey(id TopicID, partition int32) []byte {
@@ -146,3 +150,17 @@ func parseOffsetKey(k []byte) (string, int32, bool) {
 }
 
 func configBrokerKey(id int32) string { return strconv.Itoa(int(id)) }
+
+// shareOwnerKey is the share_owners key of one share-partition; every key
+// of a group starts with shareOwnerPrefix(group).
+func shareOwnerKey(group string, id TopicID, partition int32) []byte {
+	b := shareOwnerPrefix(group)
+	b = append(b, id[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+func shareOwnerPrefix(group string) []byte {
+	b := make([]byte, 0, 2+len(group)+20)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(group)))
+	return append(b, group...)
+}
