@@ -193,7 +193,7 @@ func TestShareGroupConfigs(t *testing.T) {
 	e := newEnv(t, topic("t", 1, 1))
 	conf := map[string]string{"share.auto.offset.reset": "earliest", "share.record.lock.duration.ms": "20000"}
 	e.c.Close()
-	c, err := New(Config{BrokerID: 1, Store: e.store, Clock: e.clock,
+	c, err := New(Config{BrokerID: 1, Store: e.store, Clock: e.clock, ShareCheckMembers: true,
 		GroupConfig: func(group, key string) (string, bool) { v, ok := conf[key]; return v, ok && group == "g" }})
 	if err != nil {
 		t.Fatal(err)
