@@ -52,6 +52,8 @@ type Store interface {
 	SaveClaimedShareState(ctx context.Context, f metastore.Fence, group string, topic metastore.TopicID, partition int32, state []byte) error
 	ClaimSharePartition(ctx context.Context, group string, topic metastore.TopicID, partition int32, f metastore.Fence) (int32, error)
 	ReleaseSharePartition(ctx context.Context, group string, topic metastore.TopicID, partition int32, f metastore.Fence) error
+	// SharePartitionHolder reads the stored claim of a share-partition.
+	SharePartitionHolder(ctx context.Context, group string, topic metastore.TopicID, partition int32) (metastore.Fence, bool, error)
 	LoadShareStates(ctx context.Context, group string) ([]metastore.ShareState, error)
 	// Brokers are the registered (live) brokers, from the local cache.
 	Brokers() []metastore.Broker

@@ -51,6 +51,12 @@ func (s *memStore) ReleaseSharePartition(context.Context, string, metastore.Topi
 	return nil
 }
 
+// SharePartitionHolder reports no claim stored (ShareVerify is not run by
+// these tests).
+func (s *memStore) SharePartitionHolder(context.Context, string, metastore.TopicID, int32) (metastore.Fence, bool, error) {
+	return metastore.Fence{}, false, nil
+}
+
 func (s *memStore) LoadShareStates(_ context.Context, group string) ([]metastore.ShareState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

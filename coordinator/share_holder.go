@@ -116,6 +116,39 @@ func (c *Coordinator) ShareDrop(ctx context.Context, group string, k ShareKey) {
 	}
 }
 
+// ShareVerify reads the stored claim of every pair this broker holds and
+// drops the tables whose claim is no longer this broker's: the share-group
+// offsets admin rewrote the state, or the group was deleted, through
+// another broker. A pair whose table changes finds out at its next write
+// anyway; this catches one that is only read from. One metastore read
+// per pair held.
+func (c *Coordinator) ShareVerify(ctx context.Context) {
+	c.share.mu.Lock()
+	held := make([]pairHeld, 0, len(c.share.held))
+	for p, h := range c.share.held {
+		held = append(held, pairHeld{p, h})
+	}
+	c.share.mu.Unlock()
+	for _, ph := range held {
+		ph.h.mu.Lock()
+		f, loaded := ph.h.fence, ph.h.sp != nil && !ph.h.gone
+		ph.h.mu.Unlock()
+		if !loaded {
+			continue
+		}
+		cur, ok, err := c.store.SharePartitionHolder(ctx, ph.p.group, ph.p.key.id, ph.p.key.p)
+		if err != nil || ok && cur == f {
+			continue
+		}
+		ph.h.mu.Lock()
+		if !ph.h.gone && ph.h.fence == f {
+			c.log.Info().Str("group", ph.p.group).Int32("partition", ph.p.key.p).Msg("share-partition claim ended in the metastore; dropping the table")
+			c.unhold(ph.p, ph.h)
+		}
+		ph.h.mu.Unlock()
+	}
+}
+
 // shareDropGroup forgets every table of group without releasing claims:
 // the metastore already ended them (DeleteGroup, or a state write by the
 // group's coordinator).

@@ -396,6 +396,18 @@ func (c *Client) ReleaseSharePartition(ctx context.Context, group string, topic 
 	return err
 }
 
+// SharePartitionHolder reads, linearizably, who holds a share group's
+// partition (ClaimSharePartition): ok false when no claim is stored. The
+// holder's lease may have lapsed since.
+func (c *Client) SharePartitionHolder(ctx context.Context, group string, topic TopicID, partition int32) (f Fence, ok bool, err error) {
+	resp, err := c.read(ctx, &readRequest{What: "share_owner", Group: group, TopicID: &topic, Partition: partition})
+	if err != nil || !resp.Found {
+		return Fence{}, false, err
+	}
+	f.Broker, f.Incarnation, ok = decodeOwner(resp.State)
+	return f, ok, nil
+}
+
 // LoadShareStates reads every saved share-partition state of a group,
 // linearizably.
 func (c *Client) LoadShareStates(ctx context.Context, group string) ([]ShareState, error) {

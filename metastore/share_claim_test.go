@@ -47,6 +47,9 @@ func TestShareClaimFencesStateWrites(t *testing.T) {
 	if owner, err := cl.ClaimSharePartition(ctx, "sg", tid, 1, f5); err != nil || owner != 4 {
 		t.Fatalf("claim of a held pair: %d %v, want holder 4", owner, err)
 	}
+	if f, ok, err := cl.SharePartitionHolder(ctx, "sg", tid, 1); err != nil || !ok || f != f4 {
+		t.Fatalf("holder %+v %v %v, want %+v", f, ok, err, f4)
+	}
 	// Another partition of the group is a separate claim.
 	if owner, err := cl.ClaimSharePartition(ctx, "sg", tid, 2, f5); err != nil || owner != 5 {
 		t.Fatalf("claim of partition 2: %d %v", owner, err)
@@ -114,6 +117,9 @@ func TestShareClaimFencesStateWrites(t *testing.T) {
 	}
 	if got := state(); got != "admin" {
 		t.Fatalf("state %q, want admin", got)
+	}
+	if f, ok, err := cl.SharePartitionHolder(ctx, "sg", tid, 1); err != nil || ok {
+		t.Fatalf("holder after the admin's write: %+v %v %v, want none", f, ok, err)
 	}
 	// Deleting the group ends every claim of it.
 	if owner, err := cl.ClaimSharePartition(ctx, "sg", tid, 1, f4); err != nil || owner != 4 {

@@ -87,6 +87,9 @@ type readRequest struct {
 	// revision Since, at most about Max of them.
 	Since uint64 `json:"since,omitempty"`
 	Max   int    `json:"max,omitempty"`
+	// TopicID and Partition name the share-partition of "share_owner".
+	TopicID   *TopicID `json:"tid,omitempty"`
+	Partition int32    `json:"p,omitempty"`
 }
 
 // Response answers a Request.

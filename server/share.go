@@ -183,7 +183,9 @@ const shareReleaseEvery = time.Second
 
 // shareReleaseLoop lets go of the share-partitions whose `read` view
 // leader moved to another broker (a read broker joined or came back), so
-// that broker can claim them; a broker that died lets go by its lease.
+// that broker can claim them (a broker that died lets go by its lease),
+// and drops the tables whose claim the metastore ended (ShareVerify: the
+// share-group offsets admin at the group's coordinator rewrote the state).
 func (s *Server) shareReleaseLoop() {
 	defer s.wg.Done()
 	tick := time.NewTicker(shareReleaseEvery)
@@ -207,6 +209,9 @@ func (s *Server) shareReleaseLoop() {
 			s.groups.ShareDrop(ctx, h.Group, h.Key)
 			cancel()
 		}
+		ctx, cancel := context.WithTimeout(s.ctx, shareConnClosedTimeout)
+		s.groups.ShareVerify(ctx)
+		cancel()
 	}
 }
 
