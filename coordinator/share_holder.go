@@ -256,7 +256,7 @@ func (c *Coordinator) claimShare(ctx context.Context, p sharePair, h *heldShare)
 		}
 	}
 	h.sp, h.fence = sp, f
-	c.log.Debug().Str("group", p.group).Int32("partition", p.key.p).Int64("start", sp.start).Msg("share-partition claimed")
+	c.log.Info().Str("group", p.group).Int32("partition", p.key.p).Int64("start", sp.start).Msg("share-partition claimed")
 	return 0
 }
 
