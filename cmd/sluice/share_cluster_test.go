@@ -246,6 +246,15 @@ func TestClusterShareGroupReadBrokerKill(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
+	defer func() {
+		if t.Failed() {
+			mu.Lock()
+			for v, cnt := range held {
+				t.Logf("held %s (delivery %d): deliveries %+v", v, cnt, delivered[v])
+			}
+			mu.Unlock()
+		}
+	}()
 	waitFor("records held across the kill delivered again", 90*time.Second, func() bool {
 		for v, cnt := range held {
 			again := false
