@@ -181,7 +181,7 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 				continue
 			}
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.cfg.NodeID, p.LeaderEpoch()
-			parts = append(parts, sharePartFetch{key: k, p: p, resp: rp})
+			parts = append(parts, sharePartFetch{key: k, t: t, p: p, resp: rp})
 		}
 		got, lockWake := s.shareFill(ctx, req, group, member, parts)
 		if got > 0 || req.MaxWaitMillis <= 0 || len(parts) == 0 {

@@ -239,6 +239,7 @@ func (s *Server) shareAcks(ctx context.Context, group, member string, k coordina
 // sharePartFetch is one partition a ShareFetch reads.
 type sharePartFetch struct {
 	key  coordinator.ShareKey
+	t    metastore.Topic
 	p    hostedPartition
 	resp *kmsg.ShareFetchResponseTopicPartition
 }
@@ -265,6 +266,14 @@ func (s *Server) shareFill(ctx context.Context, req *kmsg.ShareFetchRequest, gro
 		}
 		if total > 0 && total >= budget || maxRecords > 0 && acquired >= maxRecords {
 			break
+		}
+		// A waiting fetch looks again: the view may have moved the
+		// partition since (the holder then let go of it, and must not
+		// claim it back).
+		if leader, epoch := s.shareLeader(fp.t, fp.key.Partition); leader != s.cfg.NodeID {
+			fp.resp.ErrorCode = kerr.NotLeaderForPartition.Code
+			fp.resp.CurrentLeader.LeaderID, fp.resp.CurrentLeader.LeaderEpoch = leader, epoch
+			continue
 		}
 		hw := fp.p.HighWatermark()
 		off, ok, w, code := s.groups.ShareFetchOffset(ctx, group, member, fp.key, fp.p.LogStartOffset(), hw)
