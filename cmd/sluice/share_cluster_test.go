@@ -368,3 +368,103 @@ func TestClusterShareGroupReadBrokerKill(t *testing.T) {
 		t.Errorf("%d of %d consumers got records: %v", len(per), consumers, per)
 	}
 }
+
+// TestClusterShareGroupOffsetsReset resets a share group's start offset
+// (AlterShareGroupOffsets, as kafka-share-groups --reset-offsets) at the
+// group's coordinator while another read broker holds the partition's
+// share state: the holder lets go of its copy, so the next consumer gets
+// the records from the new start again, though no record was produced
+// since (a holder that kept its copy would find nothing to hand out).
+func TestClusterShareGroupOffsetsReset(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	c := startTestClusterN(t, "raft", 2)
+	const topic, n = "sharereset", 100
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	fillTopic(ctx, t, c.writeAddrs, topic, 1, n, "rec-%05d")
+
+	adm, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	kadmc := kadm.NewClient(adm)
+	var leader int32 = -1
+	for deadline := time.Now().Add(30 * time.Second); leader < 0 && time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		md, err := kadmc.Metadata(ctx, topic)
+		if err == nil && len(md.Topics[topic].Partitions) == 1 {
+			leader = md.Topics[topic].Partitions[0].Leader
+		}
+	}
+	if leader < 4 {
+		t.Fatalf("partition 0's read-view leader is %d, not a read broker", leader)
+	}
+	// A group coordinated by the other read broker.
+	group := ""
+	for i := 0; i < 32 && group == ""; i++ {
+		g := fmt.Sprintf("sharereset-g%d", i)
+		rs := kadmc.FindGroupCoordinators(ctx, g)
+		if err := rs.Error(); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rs {
+			if r.NodeID != leader {
+				group = g
+			}
+		}
+	}
+	if group == "" {
+		t.Fatalf("no group of 32 is coordinated by a read broker other than %d", leader)
+	}
+	start := func(at int64) {
+		t.Helper()
+		var os kadm.Offsets
+		os.AddOffset(topic, 0, at, -1)
+		rs, err := kadmc.AlterShareGroupOffsets(ctx, group, os)
+		if err == nil {
+			err = rs.Error()
+		}
+		if err != nil {
+			t.Fatalf("AlterShareGroupOffsets to %d: %v", at, err)
+		}
+	}
+	consume := func(want int) map[string]int32 {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ShareGroup(group), kgo.ConsumeTopics(topic))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		got := map[string]int32{}
+		for deadline := time.Now().Add(45 * time.Second); len(got) < want && time.Now().Before(deadline); {
+			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
+			fs := cl.PollRecords(pctx, 100)
+			pcancel()
+			for _, r := range fs.Records() {
+				got[string(r.Value)] = r.DeliveryCount()
+				r.Ack(kgo.AckAccept)
+			}
+			if err := cl.FlushAcks(ctx); err != nil {
+				t.Fatalf("FlushAcks: %v", err)
+			}
+		}
+		return got
+	}
+	start(0)
+	if got := consume(n); len(got) != n {
+		t.Fatalf("first consumer got %d of %d records", len(got), n)
+	}
+	// The consumer left; reset to offset 50 at the coordinator (not the
+	// holder), with nothing produced since.
+	start(n / 2)
+	got := consume(n / 2)
+	for i := n / 2; i < n; i++ {
+		if _, ok := got[fmt.Sprintf("rec-%05d", i)]; !ok {
+			t.Errorf("rec-%05d not delivered after the reset to %d (got %d records)", i, n/2, len(got))
+			break
+		}
+	}
+	t.Logf("group %s (coordinator other than the holder %d): %d records delivered again after the reset", group, leader, len(got))
+}
