@@ -223,5 +223,6 @@ func (c *Coordinator) deleteGroup(ctx context.Context, name string) int16 {
 	}
 	g.unloadLocked(kerr.GroupIDNotFound.Code)
 	c.forget(g)
+	c.shareDropGroup(name)
 	return 0
 }

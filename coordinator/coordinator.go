@@ -46,6 +46,14 @@ type Store interface {
 	// SaveShareState stores one share-partition's state (share_partition.go);
 	// LoadShareStates reads all of a group's. DeleteGroup removes them.
 	SaveShareState(ctx context.Context, f metastore.Fence, group string, topic metastore.TopicID, partition int32, state []byte) error
+	// SaveClaimedShareState is SaveShareState fenced by the
+	// share-partition's claim (ClaimSharePartition) instead of the
+	// group's owner; ReleaseSharePartition ends a claim.
+	SaveClaimedShareState(ctx context.Context, f metastore.Fence, group string, topic metastore.TopicID, partition int32, state []byte) error
+	ClaimSharePartition(ctx context.Context, group string, topic metastore.TopicID, partition int32, f metastore.Fence) (int32, error)
+	ReleaseSharePartition(ctx context.Context, group string, topic metastore.TopicID, partition int32, f metastore.Fence) error
+	// SharePartitionHolder reads the stored claim of a share-partition.
+	SharePartitionHolder(ctx context.Context, group string, topic metastore.TopicID, partition int32) (metastore.Fence, bool, error)
 	LoadShareStates(ctx context.Context, group string) ([]metastore.ShareState, error)
 	// Brokers are the registered (live) brokers, from the local cache.
 	Brokers() []metastore.Broker
@@ -115,6 +123,12 @@ type Config struct {
 	ShareSessionTimeout, ShareHeartbeatInterval time.Duration
 	// ShareMaxGroupSize is group.share.max.size (200).
 	ShareMaxGroupSize int
+	// ShareCheckMembers says this broker coordinates every share group
+	// whose partitions it holds (a single node), so ShareFetch and
+	// ShareAcknowledge check the member against the group; in a cluster
+	// the holder does not ask the group's coordinator, as Kafka's
+	// share-partition leader does not.
+	ShareCheckMembers bool
 	// GroupConfig returns a group's dynamic config (Kafka's GROUP config
 	// resource: share.auto.offset.reset, share.record.lock.duration.ms),
 	// ok false when unset. nil: none set.
@@ -207,6 +221,10 @@ type Coordinator struct {
 		loading map[string]chan struct{}
 		closed  bool
 	}
+
+	// share holds the share-partition tables and share sessions of this
+	// broker (share_holder.go).
+	share shareHolder
 }
 
 // SetTopicAuthorizer installs the check that filters the topics a KIP-848
@@ -257,6 +275,7 @@ func (c *Coordinator) DropAll() {
 	if len(gs) > 0 {
 		c.log.Warn().Int("groups", len(gs)).Msg("lease lapsed: dropped every group")
 	}
+	c.shareDropAll()
 }
 
 // fenced handles a group write the metastore refused with ErrFenced: this
@@ -288,6 +307,7 @@ func New(cfg Config) (*Coordinator, error) {
 	c.mu.groups = make(map[string]*group)
 	c.mu.owned = make(map[string]bool)
 	c.mu.loading = make(map[string]chan struct{})
+	c.share.init()
 	return c, nil
 }
 

@@ -38,6 +38,25 @@ func (s *memStore) SaveShareState(_ context.Context, _ metastore.Fence, group st
 	return nil
 }
 
+func (s *memStore) SaveClaimedShareState(ctx context.Context, f metastore.Fence, group string, topic metastore.TopicID, partition int32, state []byte) error {
+	return s.SaveShareState(ctx, f, group, topic, partition, state)
+}
+
+// ClaimSharePartition grants every claim: the tests run one coordinator.
+func (s *memStore) ClaimSharePartition(_ context.Context, _ string, _ metastore.TopicID, _ int32, f metastore.Fence) (int32, error) {
+	return f.Broker, nil
+}
+
+func (s *memStore) ReleaseSharePartition(context.Context, string, metastore.TopicID, int32, metastore.Fence) error {
+	return nil
+}
+
+// SharePartitionHolder reports no claim stored (ShareVerify is not run by
+// these tests).
+func (s *memStore) SharePartitionHolder(context.Context, string, metastore.TopicID, int32) (metastore.Fence, bool, error) {
+	return metastore.Fence{}, false, nil
+}
+
 func (s *memStore) LoadShareStates(_ context.Context, group string) ([]metastore.ShareState, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -213,7 +232,7 @@ func newEnv(t *testing.T, topics ...metastore.Topic) *env {
 }
 
 func (e *env) newCoordinator() *Coordinator {
-	c, err := New(Config{BrokerID: 1, Store: e.store, Clock: e.clock,
+	c, err := New(Config{BrokerID: 1, Store: e.store, Clock: e.clock, ShareCheckMembers: true,
 		Logger: zerolog.New(zerolog.NewTestWriter(e.t)).Level(zerolog.WarnLevel)})
 	if err != nil {
 		e.t.Fatal(err)

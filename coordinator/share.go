@@ -18,16 +18,16 @@ import (
 // are given every partition of the topics they subscribe to, so any number
 // of members share one partition; records are shared out by acquisition,
 // record by record, in each partition's state table (share_partition.go),
-// which this group owns under its lock.
+// which the partition's holder keeps (share_holder.go).
 //
-// ShareFetch and ShareAcknowledge come to the broker that holds the group:
-// a member opens a share session (epoch 0), each later request carries the
-// next epoch, -1 closes it. Acknowledgements are applied and the changed
-// partition states saved in the metastore (SaveShareState) before the
-// request is answered, so an acknowledged record is never delivered again,
-// by this broker after a restart or by another that takes the group over.
-// Locks are not saved: records in flight when the group moves are
-// delivered again.
+// ShareFetch and ShareAcknowledge come to the broker that holds the
+// share-partition (share_holder.go): a member opens a share session there
+// (epoch 0), each later request carries the next epoch, -1 closes it.
+// Acknowledgements are applied and the changed partition states saved in
+// the metastore (SaveClaimedShareState) before the request is answered, so
+// an acknowledged record is never delivered again, by this broker after a
+// restart or by another that takes the partition over. Locks are not
+// saved: records in flight when the partition moves are delivered again.
 
 // ShareKey names one partition of a share group.
 type ShareKey struct {
@@ -60,16 +60,15 @@ type shareGroup struct {
 	g       *group
 	epoch   int32
 	members map[string]*shareMember
-	// parts are the partition state tables, loaded from the metastore on
-	// first use (loaded).
-	parts    map[tp]*sharePartition
-	loaded   bool
-	sessions map[string]*shareSession
+	// parts are the partition state tables as stored, which the
+	// share-group offsets admin reads and rewrites (loadLocked); the
+	// tables records are shared out from are the holder's
+	// (share_holder.go).
+	parts map[tp]*sharePartition
 }
 
 func newShareGroup(g *group) *shareGroup {
-	return &shareGroup{g: g, members: map[string]*shareMember{}, parts: map[tp]*sharePartition{},
-		sessions: map[string]*shareSession{}}
+	return &shareGroup{g: g, members: map[string]*shareMember{}, parts: map[tp]*sharePartition{}}
 }
 
 func (sg *shareGroup) stopTimers() {
@@ -272,7 +271,7 @@ func (sg *shareGroup) touchLocked(m *shareMember) {
 // locks expire; the member can acknowledge but acquire nothing more.
 // Without a session the member's records are released at once.
 func (sg *shareGroup) leaveLocked(ctx context.Context, m *shareMember) {
-	if sg.sessions[m.id] == nil {
+	if sg.g.c.shareSessionOf(sg.g.name, m.id) == nil {
 		sg.removeMemberLocked(ctx, m)
 		return
 	}
@@ -288,17 +287,10 @@ func (sg *shareGroup) leaveLocked(ctx context.Context, m *shareMember) {
 func (sg *shareGroup) removeMemberLocked(ctx context.Context, m *shareMember) {
 	stop(m.tSession)
 	delete(sg.members, m.id)
-	delete(sg.sessions, m.id)
 	sg.epoch++
 	sg.g.generation = sg.epoch
 	sg.g.c.rebalances.Add(1)
-	if sg.loaded {
-		lim := sg.g.c.shareLimits(sg.g.name)
-		for _, sp := range sg.parts {
-			sp.releaseMember(m.id, lim)
-		}
-		sg.saveLocked(ctx)
-	}
+	sg.g.c.shareMemberGone(ctx, sg.g.name, m.id)
 }
 
 // ShareGroupDescribe (key 77).
@@ -351,45 +343,12 @@ func (sg *shareGroup) describeLocked(dg *kmsg.ShareGroupDescribeResponseGroup) {
 	}
 }
 
-// ---- share sessions and the partition state tables ----
+// ---- the share-group offsets admin's copy of the tables ----
 
-// shareGroupFor returns the locked share group holding member; the caller
-// unlocks g.mu. The code is top-level: INVALID_REQUEST for an empty group
-// or member id, UNKNOWN_MEMBER_ID for a member the share group does not
-// have (nor a share session of a member that left: leaveLocked),
-// NOT_COORDINATOR (and the like) when this broker does not hold the
-// group.
-func (c *Coordinator) shareGroupFor(ctx context.Context, group, member string) (*group, int16) {
-	if group == "" || member == "" {
-		return nil, kerr.InvalidRequest.Code
-	}
-	g, code := c.getGroup(ctx, group, lookupExisting)
-	if code == kerr.GroupIDNotFound.Code || code == kerr.InvalidGroupID.Code {
-		return nil, kerr.UnknownMemberID.Code
-	}
-	if code != 0 {
-		return nil, code
-	}
-	g.mu.Lock()
-	switch {
-	case g.dead:
-		code = kerr.NotCoordinator.Code
-	case g.typ != typeShare || g.sg.members[member] == nil && g.sg.sessions[member] == nil:
-		code = kerr.UnknownMemberID.Code
-	default:
-		if code = g.sg.loadLocked(ctx); code == 0 {
-			return g, 0
-		}
-	}
-	g.mu.Unlock()
-	return nil, code
-}
-
-// loadLocked reads the group's partition states on first use.
+// loadLocked reads the group's partition states as stored (the holders
+// save every change before they answer).
 func (sg *shareGroup) loadLocked(ctx context.Context) int16 {
-	if sg.loaded {
-		return 0
-	}
+	sg.parts = map[tp]*sharePartition{}
 	states, err := sg.g.c.store.LoadShareStates(ctx, sg.g.name)
 	if err != nil {
 		return storeCode(err)
@@ -404,14 +363,16 @@ func (sg *shareGroup) loadLocked(ctx context.Context) int16 {
 		}
 		sg.parts[tp{st.Topic, st.Partition}] = sp
 	}
-	sg.loaded = true
 	return 0
 }
 
-// saveLocked stores every partition state that changed. The group lock is
-// held across the writes so a partition's saves apply in order.
+// saveLocked stores every partition state the admin changed, under the
+// group's fence. Such a write ends the partition's claim (metastore): the
+// holder's copy is dropped here, or refused at its next write elsewhere,
+// and the next fetch loads what the admin stored.
 func (sg *shareGroup) saveLocked(ctx context.Context) int16 {
 	c := sg.g.c
+	defer c.shareDropGroup(sg.g.name)
 	for k, sp := range sg.parts {
 		if !sp.dirty {
 			continue
@@ -431,184 +392,6 @@ func (sg *shareGroup) saveLocked(ctx context.Context) int16 {
 		sp.dirty = false
 	}
 	return 0
-}
-
-// ShareSession updates member's share session for a ShareFetch (fetch) or
-// a ShareAcknowledge. epoch 0 opens a new session (ShareFetch only, and
-// without acknowledgements), -1 names the session to close (the caller
-// acknowledges, then calls ShareCloseSession), any other epoch must be
-// the session's next. add and forget change a ShareFetch session's
-// partitions; conn names the connection an opening request came on. It
-// returns the partitions the session fetches and a top-level error code.
-func (c *Coordinator) ShareSession(ctx context.Context, group, member string, epoch int32, fetch bool, add, forget []ShareKey, hasAcks bool, conn uint64) ([]ShareKey, int16) {
-	g, code := c.shareGroupFor(ctx, group, member)
-	if code != 0 {
-		return nil, code
-	}
-	defer g.mu.Unlock()
-	sg := g.sg
-	s := sg.sessions[member]
-	switch {
-	case epoch == 0:
-		if !fetch {
-			return nil, kerr.InvalidShareSessionEpoch.Code
-		}
-		if sg.members[member] == nil {
-			return nil, kerr.UnknownMemberID.Code // left the group
-		}
-		if hasAcks {
-			return nil, kerr.InvalidRequest.Code
-		}
-		s = &shareSession{epoch: 0, parts: tpSet{}, conn: conn}
-		sg.sessions[member] = s
-	case s == nil:
-		return nil, kerr.ShareSessionNotFound.Code
-	case epoch == -1:
-		return nil, 0
-	case epoch != s.epoch:
-		return nil, kerr.InvalidShareSessionEpoch.Code
-	}
-	s.epoch++
-	if s.epoch < 0 {
-		s.epoch = 1 // wraps as Kafka's nextEpoch
-	}
-	for _, k := range add {
-		s.parts[tp{k.Topic, k.Partition}] = struct{}{}
-	}
-	for _, k := range forget {
-		delete(s.parts, tp{k.Topic, k.Partition})
-	}
-	var out []ShareKey
-	for _, k := range s.parts.sorted() {
-		out = append(out, ShareKey{k.id, k.p})
-	}
-	return out, 0
-}
-
-// ShareCloseSession closes member's share session and releases the
-// records it still holds.
-func (c *Coordinator) ShareCloseSession(ctx context.Context, group, member string) int16 {
-	g, code := c.shareGroupFor(ctx, group, member)
-	if code != 0 {
-		return code
-	}
-	defer g.mu.Unlock()
-	delete(g.sg.sessions, member)
-	lim := c.shareLimits(group)
-	for _, sp := range g.sg.parts {
-		sp.releaseMember(member, lim)
-	}
-	return g.sg.saveLocked(ctx)
-}
-
-// ShareConnClosed is told that the client connection conn, on which
-// member opened a share session, closed: as Kafka, the session ends and
-// the records the member holds are released at once (available again,
-// or archived at the delivery limit) instead of waiting for their locks
-// to expire. The member stays in the group; a session the member opened
-// since on another connection is left alone.
-func (c *Coordinator) ShareConnClosed(ctx context.Context, group, member string, conn uint64) int16 {
-	g, code := c.shareGroupFor(ctx, group, member)
-	if code != 0 {
-		// The member left (its records went with it) or the group
-		// moved (locks are not stored: the new holder released them).
-		return code
-	}
-	defer g.mu.Unlock()
-	s := g.sg.sessions[member]
-	if s == nil || s.conn != conn {
-		return 0
-	}
-	delete(g.sg.sessions, member)
-	lim := c.shareLimits(group)
-	for _, sp := range g.sg.parts {
-		sp.releaseMember(member, lim)
-	}
-	return g.sg.saveLocked(ctx)
-}
-
-// ShareAcknowledge applies member's acknowledgements of one partition and
-// saves the partition's state before returning. Batches apply in order; the
-// first that fails stops the rest and its code is the partition's.
-func (c *Coordinator) ShareAcknowledge(ctx context.Context, group, member string, k ShareKey, batches []AckBatch, renew bool) int16 {
-	g, code := c.shareGroupFor(ctx, group, member)
-	if code != 0 {
-		return code
-	}
-	defer g.mu.Unlock()
-	sp := g.sg.parts[tp{k.Topic, k.Partition}]
-	if sp == nil || !sp.initialized() {
-		return kerr.InvalidRecordState.Code
-	}
-	lim := c.shareLimits(group)
-	now := c.clock.Now()
-	sp.expire(now, lim)
-	for _, b := range batches {
-		if code = sp.acknowledge(member, b, renew, now, lim); code != 0 {
-			break
-		}
-	}
-	if sc := g.sg.saveLocked(ctx); sc != 0 && code == 0 {
-		code = sc
-	}
-	return code
-}
-
-// ShareFetchOffset prepares a fetch of one partition: it initializes a
-// partition the group never read (share.auto.offset.reset: latest, the
-// default, starts at the high watermark hwm; earliest at the log start),
-// moves the start past records the log no longer has, releases expired
-// locks, and returns the offset to read from. ok is false when nothing
-// below hwm can be acquired; wake is then the earliest lock deadline (zero
-// if none), when records may come free.
-func (c *Coordinator) ShareFetchOffset(ctx context.Context, group, member string, k ShareKey, logStart, hwm int64) (off int64, ok bool, wake time.Time, code int16) {
-	g, code := c.shareGroupFor(ctx, group, member)
-	if code != 0 {
-		return 0, false, time.Time{}, code
-	}
-	defer g.mu.Unlock()
-	key := tp{k.Topic, k.Partition}
-	sp := g.sg.parts[key]
-	if sp == nil {
-		sp = newSharePartition()
-		g.sg.parts[key] = sp
-	}
-	if !sp.initialized() {
-		start := hwm
-		if c.cfg.GroupConfig != nil {
-			if v, ok := c.cfg.GroupConfig(group, "share.auto.offset.reset"); ok && v == "earliest" {
-				start = logStart
-			}
-		}
-		sp.initialize(start)
-	}
-	lim := c.shareLimits(group)
-	sp.truncateTo(logStart)
-	sp.expire(c.clock.Now(), lim)
-	if code := g.sg.saveLocked(ctx); code != 0 {
-		return 0, false, time.Time{}, code
-	}
-	off, ok = sp.fetchOffset(lim)
-	if off >= hwm {
-		ok = false
-	}
-	return off, ok, sp.nextDeadline(), 0
-}
-
-// ShareAcquire locks to member the available records in [from, to), at
-// most maxRecords (<= 0: no bound), and returns them. A member that left
-// meanwhile acquires nothing.
-func (c *Coordinator) ShareAcquire(ctx context.Context, group, member string, k ShareKey, from, to int64, maxRecords int) []AcquiredRange {
-	g, code := c.shareGroupFor(ctx, group, member)
-	if code != 0 {
-		return nil
-	}
-	defer g.mu.Unlock()
-	sp := g.sg.parts[tp{k.Topic, k.Partition}]
-	if sp == nil || !sp.initialized() || g.sg.sessions[member] == nil || g.sg.members[member] == nil {
-		return nil
-	}
-	return sp.acquire(member, from, to, maxRecords, c.clock.Now(), c.shareLimits(group))
 }
 
 // ---- persistence of membership ----

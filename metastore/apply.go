@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -332,8 +333,19 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Group == "" || c.TopicID == nil {
 			return fail(ErrInvalidRequest)
 		}
-		if err := a.checkFence(c); err != nil {
-			return fail(err)
+		if c.ShareClaim {
+			if err := a.checkShareFence(c); err != nil {
+				return fail(err)
+			}
+		} else {
+			if err := a.checkFence(c); err != nil {
+				return fail(err)
+			}
+			// A write by the group's coordinator (the share-group
+			// offsets admin) ends the holder's claim: its copy of the
+			// state is stale, its next write is fenced and the next
+			// fetch claims the partition again and loads this state.
+			a.del(a.tx.Bucket(bucketShareOwners), shareOwnerKey(c.Group, *c.TopicID, c.Partition))
 		}
 		gb, err := a.tx.Bucket(bucketShareState).CreateBucketIfNotExists([]byte(c.Group))
 		if err != nil {
@@ -351,6 +363,7 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.del(a.tx.Bucket(bucketGroups), []byte(c.Group))
 		a.del(a.tx.Bucket(bucketGroupOwners), []byte(c.Group))
+		a.delShareOwners(c.Group)
 		for _, name := range [][]byte{bucketOffsets, bucketShareState} {
 			ob := a.tx.Bucket(name)
 			if ob.Bucket([]byte(c.Group)) != nil {
@@ -385,6 +398,36 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.put(gob, []byte(c.Group), ownerValue(c.BrokerID, c.Inc))
 		return result{Owner: c.BrokerID}
+	case opClaimShare:
+		if c.Group == "" || c.TopicID == nil {
+			return fail(ErrInvalidRequest)
+		}
+		b, ok := a.broker(c.BrokerID)
+		if !ok {
+			return fail(ErrUnknownBroker)
+		}
+		if c.Inc != 0 && b.Incarnation != c.Inc {
+			return fail(ErrFenced)
+		}
+		key := shareOwnerKey(c.Group, *c.TopicID, c.Partition)
+		sob := a.tx.Bucket(bucketShareOwners)
+		if owner, inc, ok := decodeOwner(sob.Get(key)); ok && a.liveOwner(owner, inc) {
+			if owner != c.BrokerID || inc == c.Inc {
+				return result{Owner: owner}
+			}
+		}
+		a.put(sob, key, ownerValue(c.BrokerID, c.Inc))
+		return result{Owner: c.BrokerID}
+	case opReleaseShare:
+		if c.Group == "" || c.TopicID == nil {
+			return fail(ErrInvalidRequest)
+		}
+		key := shareOwnerKey(c.Group, *c.TopicID, c.Partition)
+		sob := a.tx.Bucket(bucketShareOwners)
+		if owner, inc, ok := decodeOwner(sob.Get(key)); ok && owner == c.BrokerID && (c.Inc == 0 || inc == c.Inc) {
+			a.del(sob, key)
+		}
+		return result{}
 	}
 	return fail(fmt.Errorf("%w: unknown op %q", ErrInvalidRequest, c.Op))
 }
@@ -588,6 +631,45 @@ func (a *applier) groupOwner(group string) (broker int32, inc uint64, ok bool) {
 		inc = binary.BigEndian.Uint64(v[4:12])
 	}
 	return brokerFromKey(v[:4]), inc, true
+}
+
+// decodeOwner reads an ownerValue.
+func decodeOwner(v []byte) (broker int32, inc uint64, ok bool) {
+	if len(v) < 4 {
+		return 0, 0, false
+	}
+	if len(v) >= 12 {
+		inc = binary.BigEndian.Uint64(v[4:12])
+	}
+	return brokerFromKey(v[:4]), inc, true
+}
+
+// checkShareFence refuses a share-partition state write (c.Inc set) unless
+// c.BrokerID holds the share-partition under incarnation c.Inc and is
+// registered with it.
+func (a *applier) checkShareFence(c *command) error {
+	if c.Inc == 0 {
+		return nil
+	}
+	owner, inc, ok := decodeOwner(a.tx.Bucket(bucketShareOwners).Get(shareOwnerKey(c.Group, *c.TopicID, c.Partition)))
+	if !ok || owner != c.BrokerID || inc != c.Inc || !a.liveOwner(owner, inc) {
+		return ErrFenced
+	}
+	return nil
+}
+
+// delShareOwners drops every share-partition claim of group.
+func (a *applier) delShareOwners(group string) {
+	sob := a.tx.Bucket(bucketShareOwners)
+	prefix := shareOwnerPrefix(group)
+	var keys [][]byte
+	cur := sob.Cursor()
+	for k, _ := cur.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = cur.Next() {
+		keys = append(keys, append([]byte{}, k...))
+	}
+	for _, k := range keys {
+		a.del(sob, k)
+	}
 }
 
 func ownerValue(broker int32, inc uint64) []byte {

@@ -376,6 +376,43 @@ func (c *Client) SaveShareState(ctx context.Context, f Fence, group string, topi
 	return err
 }
 
+// SaveClaimedShareState stores the state of a share group's partition
+// under the share-partition's claim (ClaimSharePartition): ErrFenced
+// unless f holds it.
+func (c *Client) SaveClaimedShareState(ctx context.Context, f Fence, group string, topic TopicID, partition int32, state []byte) error {
+	_, err := c.write(ctx, command{Op: opSaveShareState, Group: group, TopicID: &topic, Partition: partition,
+		State: state, BrokerID: f.Broker, Inc: f.Incarnation, ShareClaim: true})
+	return err
+}
+
+// ClaimSharePartition makes f.Broker the holder of a share group's
+// partition state unless a live broker already holds it, and returns the
+// holder either way (errors as ClaimGroup). A state write of the group's
+// coordinator (SaveShareState) or DeleteGroup ends the claim.
+func (c *Client) ClaimSharePartition(ctx context.Context, group string, topic TopicID, partition int32, f Fence) (int32, error) {
+	r, err := c.write(ctx, command{Op: opClaimShare, Group: group, TopicID: &topic, Partition: partition, BrokerID: f.Broker, Inc: f.Incarnation})
+	return r.Owner, err
+}
+
+// ReleaseSharePartition ends f.Broker's claim of a share group's
+// partition, if it holds it.
+func (c *Client) ReleaseSharePartition(ctx context.Context, group string, topic TopicID, partition int32, f Fence) error {
+	_, err := c.write(ctx, command{Op: opReleaseShare, Group: group, TopicID: &topic, Partition: partition, BrokerID: f.Broker, Inc: f.Incarnation})
+	return err
+}
+
+// SharePartitionHolder reads, linearizably, who holds a share group's
+// partition (ClaimSharePartition): ok false when no claim is stored. The
+// holder's lease may have lapsed since.
+func (c *Client) SharePartitionHolder(ctx context.Context, group string, topic TopicID, partition int32) (f Fence, ok bool, err error) {
+	resp, err := c.read(ctx, &readRequest{What: "share_owner", Group: group, TopicID: &topic, Partition: partition})
+	if err != nil || !resp.Found {
+		return Fence{}, false, err
+	}
+	f.Broker, f.Incarnation, ok = decodeOwner(resp.State)
+	return f, ok, nil
+}
+
 // LoadShareStates reads every saved share-partition state of a group,
 // linearizably.
 func (c *Client) LoadShareStates(ctx context.Context, group string) ([]ShareState, error) {

@@ -70,6 +70,8 @@ const (
 	opTxnOffsets        op = "txn_offsets"
 	opSaveShareState    op = "save_share_state"
 	opAlterGroupConfigs op = "alter_group_configs"
+	opClaimShare        op = "claim_share_partition"
+	opReleaseShare      op = "release_share_partition"
 )
 
 // command is one state machine operation. Only the fields its Op uses are
@@ -126,6 +128,9 @@ type command struct {
 	TxnEnd        int8      `json:"txe,omitempty"`
 	ProducerID    int64     `json:"pid,omitempty"`
 	ProducerEpoch int16     `json:"pep,omitempty"`
+	// ShareClaim makes save_share_state fenced by the share-partition's
+	// holder (claim_share_partition) instead of the group's owner.
+	ShareClaim bool `json:"shc,omitempty"`
 	// Claim is async_claim's claim (async.go).
 	Claim *AsyncClaim `json:"claim,omitempty"`
 	// Chunks is commit_shared_chunks' chunks (shared.go).

@@ -269,6 +269,14 @@ func (n *Node) read(r *readRequest) *Response {
 				resp.State = append([]byte{}, v...)
 				resp.Found = true
 			}
+		case "share_owner":
+			if r.TopicID == nil {
+				return ErrInvalidRequest
+			}
+			if v := tx.Bucket(bucketShareOwners).Get(shareOwnerKey(r.Group, *r.TopicID, r.Partition)); v != nil {
+				resp.State = append([]byte{}, v...)
+				resp.Found = true
+			}
 		case "share_states":
 			gb := tx.Bucket(bucketShareState).Bucket([]byte(r.Group))
 			if gb == nil {

@@ -48,6 +48,9 @@ import (
 //	               transaction committed, pending until it commits
 //	group_configs  group -> JSON map[string]string: dynamic group configs
 //	               (Kafka's GROUP config resource)
+//	share_owners   u16 len | group | topic id (16 bytes) | partition(u32)
+//	               -> owner broker(u32) incarnation(u64): the read broker
+//	               holding the share-partition's state (ClaimSharePartition)
 //	share_state    group -> nested bucket: topic id (16 bytes) partition(u32)
 //	               -> opaque share-partition state blob (KIP-932; the
 //	               coordinator's format, coordinator/share_persist.go)
@@ -77,6 +80,7 @@ var (
 	bucketGroupConfigs  = []byte("group_configs")
 	bucketSharedChunks  = []byte("shared_chunks")
 	bucketSharedEnds    = []byte("shared_ends")
+	bucketShareOwners   = []byte("share_owners")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -96,7 +100,8 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 // laterBucket says whether a state bucket may be missing from a backup,
 // written by a version before it existed (restored, it starts empty).
 func laterBucket(name []byte) bool {
-	return string(name) == string(bucketSharedChunks) || string(name) == string(bucketSharedEnds)
+	return string(name) == string(bucketSharedChunks) || string(name) == string(bucketSharedEnds) ||
+		string(name) == string(bucketShareOwners)
 }
 
 // stateBuckets are the state machine; a snapshot replaces exactly these.
@@ -104,7 +109,7 @@ var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
 	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
-	bucketGroupConfigs, bucketSharedChunks, bucketSharedEnds,
+	bucketGroupConfigs, bucketSharedChunks, bucketSharedEnds, bucketShareOwners,
 }
 
 func shareStateKey(id TopicID, partition int32) []byte {
@@ -160,3 +165,17 @@ func parseOffsetKey(k []byte) (string, int32, bool) {
 }
 
 func configBrokerKey(id int32) string { return strconv.Itoa(int(id)) }
+
+// shareOwnerKey is the share_owners key of one share-partition; every key
+// of a group starts with shareOwnerPrefix(group).
+func shareOwnerKey(group string, id TopicID, partition int32) []byte {
+	b := shareOwnerPrefix(group)
+	b = append(b, id[:]...)
+	return binary.BigEndian.AppendUint32(b, uint32(partition))
+}
+
+func shareOwnerPrefix(group string) []byte {
+	b := make([]byte, 0, 2+len(group)+20)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(group)))
+	return append(b, group...)
+}

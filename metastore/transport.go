@@ -87,8 +87,9 @@ type readRequest struct {
 	// revision Since, at most about Max of them.
 	Since uint64 `json:"since,omitempty"`
 	Max   int    `json:"max,omitempty"`
-	// TopicID, Partition and From are "shared_chunks"' partition and
-	// offset (Max bounds its chunks).
+	// TopicID and Partition name the partition of "shared_chunks" (From
+	// is its offset, Max bounds its chunks) and the share-partition of
+	// "share_owner".
 	TopicID   *TopicID `json:"tid,omitempty"`
 	Partition int32    `json:"p,omitempty"`
 	From      int64    `json:"from,omitempty"`

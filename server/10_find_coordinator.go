@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/acl"
+	"github.com/sluice-broker/sluice/metastore"
 )
 
 // FindCoordinator (key 10). Supported: v0-6.
@@ -24,9 +25,12 @@ import (
 // on the same listener; COORDINATOR_NOT_AVAILABLE while there is none.
 // For a share-partition key (key type 2, v6+, "group:topicId:partition",
 // which brokers use to find the holder of a share-partition's state) it is
-// the group's coordinator, which holds the state here (coordinator/share.go),
-// with CLUSTER_ACTION required as in Kafka; a malformed key or an older
-// version is INVALID_REQUEST. Share groups themselves are found with key
+// the broker that holds (or claims on its first fetch) the
+// share-partition: the partition's `read` view leader in a cluster, the
+// node itself on a single node (server/share.go, shareLeader); for a topic
+// this broker does not know, the group's coordinator. CLUSTER_ACTION is
+// required as in Kafka; a malformed key or an older version is
+// INVALID_REQUEST. Share groups themselves are found with key
 // type 0, as Kafka's clients do.
 // Version notes: v1 key type, error message, throttle; v3+ flexible; v4
 // batched keys (the response's Coordinators); v5-6 no change for groups.
@@ -97,9 +101,19 @@ func (s *Server) findCoordinator(ctx context.Context, rc *reqCtx, version int16,
 		if !s.authorizeCluster(rc, acl.OpClusterAction) {
 			return fail(kerr.ClusterAuthorizationFailed.Code, "CLUSTER_ACTION on the cluster is required")
 		}
-		group, ok := shareCoordinatorGroup(key)
+		group, id, part, ok := shareCoordinatorKey(key)
 		if !ok {
 			return fail(kerr.InvalidRequest.Code, "a share-partition key is group:topicId:partition")
+		}
+		if group == "" {
+			return fail(kerr.InvalidRequest.Code, "empty group id")
+		}
+		if t, known := s.produceTopicByID(id); known && part < int32(len(t.Partitions)) {
+			holder, _ := s.shareLeader(t, part)
+			if holder < 0 {
+				return fail(kerr.CoordinatorNotAvailable.Code, "the partition has no leader in the read view")
+			}
+			return s.coordinatorEndpoint(rc, c, holder, fail)
 		}
 		key = group
 	default:
@@ -145,24 +159,27 @@ func (s *Server) coordinatorEndpoint(rc *reqCtx, c kmsg.FindCoordinatorResponseC
 	return fail(kerr.CoordinatorNotAvailable.Code, "the coordinator has no endpoint on this listener")
 }
 
-// shareCoordinatorGroup parses Kafka's share-partition key
-// "group:topicId:partition" (SharePartitionKey) and returns the group.
-func shareCoordinatorGroup(key string) (string, bool) {
+// shareCoordinatorKey parses Kafka's share-partition key
+// "group:topicId:partition" (SharePartitionKey).
+func shareCoordinatorKey(key string) (group string, topic metastore.TopicID, partition int32, ok bool) {
 	i := strings.LastIndexByte(key, ':')
 	if i < 0 {
-		return "", false
+		return "", topic, 0, false
 	}
-	if p, err := strconv.ParseInt(key[i+1:], 10, 32); err != nil || p < 0 {
-		return "", false
+	p, err := strconv.ParseInt(key[i+1:], 10, 32)
+	if err != nil || p < 0 {
+		return "", topic, 0, false
 	}
 	rest := key[:i]
 	j := strings.LastIndexByte(rest, ':')
 	if j <= 0 {
-		return "", false
+		return "", topic, 0, false
 	}
 	// Kafka writes a Uuid as 22 characters of URL-safe base64.
-	if id, err := base64.RawURLEncoding.DecodeString(rest[j+1:]); err != nil || len(id) != 16 {
-		return "", false
+	id, err := base64.RawURLEncoding.DecodeString(rest[j+1:])
+	if err != nil || len(id) != 16 {
+		return "", topic, 0, false
 	}
-	return rest[:j], true
+	copy(topic[:], id)
+	return rest[:j], topic, int32(p), true
 }

@@ -21,14 +21,14 @@ func init() { register(18, handleApiVersions) }
 
 func handleApiVersions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ApiVersionsRequest)
-	return s.apiVersionsResponse(req.Version), nil
+	return s.apiVersionsResponse(req.Version, rc.conn.listener), nil
 }
 
-func (s *Server) apiVersionsResponse(version int16) *kmsg.ApiVersionsResponse {
+func (s *Server) apiVersionsResponse(version int16, l *listener) *kmsg.ApiVersionsResponse {
 	resp := kmsg.NewPtrApiVersionsResponse()
 	resp.Version = version
 	for _, key := range protocol.Keys() {
-		if aclAPI(key) && s.authz == nil || shareAPI(key) && !s.shareServed() {
+		if aclAPI(key) && s.authz == nil || shareAPI(key) && !s.shareServed(l) {
 			continue
 		}
 		r, _ := protocol.Versions(key)

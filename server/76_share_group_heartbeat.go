@@ -10,8 +10,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 )
 
-// ShareGroupHeartbeat (key 76). Supported: v1 (single node only: see
-// shareAPI).
+// ShareGroupHeartbeat (key 76). Supported: v1 (see shareServed).
 //
 // Semantics: KIP-932 membership (coordinator/share.go): epoch 0 joins
 // with a client-generated member id and the subscribed topics, -1 leaves;
@@ -35,8 +34,8 @@ func handleShareGroupHeartbeat(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.R
 		return resp, nil
 	}
 	// Kafka: READ on the group, then DESCRIBE on every subscribed topic.
-	if !s.shareServed() {
-		return fail(kerr.UnsupportedVersion.Code, "share groups are served by a single node only")
+	if !s.shareServed(rc.conn.listener) {
+		return fail(kerr.UnsupportedVersion.Code, "share groups are served by read brokers on listeners of the read view")
 	}
 	if !s.authorizeGroup(rc, acl.OpRead, req.GroupID) {
 		return fail(kerr.GroupAuthorizationFailed.Code, "")

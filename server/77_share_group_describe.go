@@ -9,8 +9,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 )
 
-// ShareGroupDescribe (key 77). Supported: v1 (single node only: see
-// shareAPI).
+// ShareGroupDescribe (key 77). Supported: v1 (see shareServed).
 //
 // Semantics: share groups with their epoch, the "simple" assignor and
 // each member's subscription and assignment. A group of another type or
@@ -45,7 +44,7 @@ func handleShareGroupDescribe(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Re
 	if len(req.GroupIDs) == 0 {
 		return finish(req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)), nil
 	}
-	if !s.shareServed() {
+	if !s.shareServed(rc.conn.listener) {
 		resp := req.ResponseKind().(*kmsg.ShareGroupDescribeResponse)
 		for _, g := range req.GroupIDs {
 			dg := kmsg.NewShareGroupDescribeResponseGroup()

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -10,7 +12,7 @@ import (
 	"github.com/sluice-broker/sluice/coordinator"
 )
 
-// ShareFetch (key 78). Supported: v1-2 (single node only: see shareAPI).
+// ShareFetch (key 78). Supported: v1-2 (see shareServed).
 //
 // Semantics: KIP-932. The request's share session (epoch 0 opens it on
 // this connection, whose close ends it and releases the member's records;
@@ -32,7 +34,13 @@ import (
 // optimized, 1 record limit; others INVALID_REQUEST) and IsRenewAck: the
 // Renew acknowledge type (4) extends the member's locks, and a request
 // carrying it fetches nothing.
-// Roles: a broker that holds the partitions and coordinates the group.
+// A partition this broker does not lead for share groups (see
+// shareServed, shareLeader) is NOT_LEADER_OR_FOLLOWER, for its records
+// and its acknowledgements, with CurrentLeader and NodeEndpoints naming
+// the leader (KIP-951); the leader claims the (group, partition) on its
+// first request and loads the stored state.
+// Roles: the partition's leader in the `read` view (a read broker), or a
+// single node.
 func init() { register(78, handleShareFetch) }
 
 func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
@@ -115,8 +123,14 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 			}
 		}
 
+		endpoints := map[int32]kmsg.ShareFetchResponseNodeEndpoint{}
+		defer func() {
+			for _, id := range slices.Sorted(maps.Keys(endpoints)) {
+				resp.NodeEndpoints = append(resp.NodeEndpoints, endpoints[id])
+			}
+		}()
 		for _, t := range req.Topics {
-			_, tcode := s.shareTopic(rc, t.TopicID)
+			mt, tcode := s.shareTopic(rc, t.TopicID)
 			for _, p := range t.Partitions {
 				if len(p.AcknowledgementBatches) == 0 {
 					continue
@@ -125,6 +139,10 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 				rp := index[k]
 				if tcode != 0 {
 					rp.AcknowledgeErrorCode = tcode
+					continue
+				}
+				if code, _, _ := s.shareHeldHere(rc, mt, k, endpoints); code != 0 {
+					rp.AcknowledgeErrorCode = code
 					continue
 				}
 				batches := make([]coordinator.AckBatch, 0, len(p.AcknowledgementBatches))
@@ -152,13 +170,18 @@ func handleShareFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, 
 				rp.ErrorCode = tcode
 				continue
 			}
+			if code, leader, epoch := s.shareHeldHere(rc, t, k, endpoints); code != 0 {
+				rp.ErrorCode = code
+				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leader, epoch
+				continue
+			}
 			p, code := s.readablePartition(t, true, k.Partition, -1)
 			if code != 0 {
 				rp.ErrorCode = code
 				continue
 			}
 			rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.cfg.NodeID, p.LeaderEpoch()
-			parts = append(parts, sharePartFetch{key: k, p: p, resp: rp})
+			parts = append(parts, sharePartFetch{key: k, t: t, p: p, resp: rp})
 		}
 		got, lockWake := s.shareFill(ctx, req, group, member, parts)
 		if got > 0 || req.MaxWaitMillis <= 0 || len(parts) == 0 {

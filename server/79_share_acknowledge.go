@@ -2,14 +2,15 @@ package server
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/coordinator"
 )
 
-// ShareAcknowledge (key 79). Supported: v1-2 (single node only: see
-// shareAPI).
+// ShareAcknowledge (key 79). Supported: v1-2 (see shareServed).
 //
 // Semantics: KIP-932 acknowledgements outside a fetch, in the member's
 // share session (its next epoch; -1 acknowledges and closes the session,
@@ -22,7 +23,11 @@ import (
 // Version notes: flexible; v0 (early access) not served; v2 IsRenewAck
 // and the Renew type (4, extends the member's locks),
 // AcquisitionLockTimeoutMs.
-// Roles: the broker that served the member's ShareFetch.
+// A partition this broker does not lead for share groups is
+// NOT_LEADER_OR_FOLLOWER with CurrentLeader and NodeEndpoints (KIP-951),
+// as in ShareFetch.
+// Roles: the broker that served the member's ShareFetch: the partition's
+// leader in the `read` view (a read broker), or a single node.
 func init() { register(79, handleShareAcknowledge) }
 
 func handleShareAcknowledge(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
@@ -48,22 +53,35 @@ func handleShareAcknowledge(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 			resp.ErrorCode = code
 			return resp
 		}
+		endpoints := map[int32]kmsg.ShareFetchResponseNodeEndpoint{}
+		defer func() {
+			for _, id := range slices.Sorted(maps.Keys(endpoints)) {
+				e := endpoints[id]
+				ne := kmsg.NewShareAcknowledgeResponseNodeEndpoint()
+				ne.NodeID, ne.Host, ne.Port, ne.Rack = e.NodeID, e.Host, e.Port, e.Rack
+				resp.NodeEndpoints = append(resp.NodeEndpoints, ne)
+			}
+		}()
 		for _, t := range req.Topics {
 			rt := kmsg.NewShareAcknowledgeResponseTopic()
 			rt.TopicID = t.TopicID
-			_, tcode := s.shareTopic(rc, t.TopicID)
+			mt, tcode := s.shareTopic(rc, t.TopicID)
 			for _, p := range t.Partitions {
 				rp := kmsg.NewShareAcknowledgeResponseTopicPartition()
 				rp.Partition = p.Partition
 				rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = s.cfg.NodeID, -1
+				k := coordinator.ShareKey{Topic: t.TopicID, Partition: p.Partition}
 				if tcode != 0 {
 					rp.ErrorCode = tcode
+				} else if code, leader, epoch := s.shareHeldHere(rc, mt, k, endpoints); code != 0 {
+					rp.ErrorCode = code
+					rp.CurrentLeader.LeaderID, rp.CurrentLeader.LeaderEpoch = leader, epoch
 				} else {
 					batches := make([]coordinator.AckBatch, 0, len(p.AcknowledgementBatches))
 					for _, b := range p.AcknowledgementBatches {
 						batches = append(batches, coordinator.AckBatch{First: b.FirstOffset, Last: b.LastOffset, Types: b.AcknowledgeTypes})
 					}
-					rp.ErrorCode = s.shareAcks(ctx, group, member, coordinator.ShareKey{Topic: t.TopicID, Partition: p.Partition}, batches, renew)
+					rp.ErrorCode = s.shareAcks(ctx, group, member, k, batches, renew)
 				}
 				rt.Partitions = append(rt.Partitions, rp)
 			}

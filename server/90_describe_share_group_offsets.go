@@ -12,8 +12,7 @@ import (
 	"github.com/sluice-broker/sluice/metastore"
 )
 
-// DescribeShareGroupOffsets (key 90). Supported: v0-1 (single node only:
-// see shareAPI).
+// DescribeShareGroupOffsets (key 90). Supported: v0-1 (see shareServed).
 //
 // Semantics: KIP-932. Each group's share-partition start offsets
 // (StartOffset; -1 for a partition the group has no state for, and for a
@@ -58,7 +57,7 @@ func (s *Server) describeShareGroupOffsets(ctx context.Context, rc *reqCtx, vers
 		return fail(kerr.InvalidGroupID.Code)
 	case !s.authorizeGroup(rc, acl.OpDescribe, rg.GroupID):
 		return fail(kerr.GroupAuthorizationFailed.Code)
-	case !s.shareServed():
+	case !s.shareServed(rc.conn.listener):
 		return fail(kerr.UnsupportedVersion.Code)
 	}
 	states, code := s.groups.ShareGroupOffsets(ctx, rg.GroupID)

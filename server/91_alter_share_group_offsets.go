@@ -10,8 +10,7 @@ import (
 	"github.com/sluice-broker/sluice/coordinator"
 )
 
-// AlterShareGroupOffsets (key 91). Supported: v0 (single node only: see
-// shareAPI).
+// AlterShareGroupOffsets (key 91). Supported: v0 (see shareServed).
 //
 // Semantics: KIP-932. Sets the share group's start offset on each
 // partition given: the partition starts afresh there, nothing in flight
@@ -42,7 +41,7 @@ func handleAlterShareGroupOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (kms
 		return fail(kerr.InvalidGroupID.Code)
 	case !s.authorizeGroup(rc, acl.OpRead, req.GroupID):
 		return fail(kerr.GroupAuthorizationFailed.Code)
-	case !s.shareServed():
+	case !s.shareServed(rc.conn.listener):
 		return fail(kerr.UnsupportedVersion.Code)
 	}
 	offsets := map[coordinator.ShareKey]int64{}

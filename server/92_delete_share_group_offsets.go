@@ -10,8 +10,7 @@ import (
 	"github.com/sluice-broker/sluice/metastore"
 )
 
-// DeleteShareGroupOffsets (key 92). Supported: v0 (single node only: see
-// shareAPI).
+// DeleteShareGroupOffsets (key 92). Supported: v0 (see shareServed).
 //
 // Semantics: KIP-932. Drops the share group's state of every partition
 // of each topic given (kafka-share-groups --delete-offsets): the next
@@ -42,7 +41,7 @@ func handleDeleteShareGroupOffsets(s *Server, rc *reqCtx, kreq kmsg.Request) (km
 		return fail(kerr.InvalidGroupID.Code)
 	case !s.authorizeGroup(rc, acl.OpDelete, req.GroupID):
 		return fail(kerr.GroupAuthorizationFailed.Code)
-	case !s.shareServed():
+	case !s.shareServed(rc.conn.listener):
 		return fail(kerr.UnsupportedVersion.Code)
 	}
 	var ids []metastore.TopicID

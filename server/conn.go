@@ -576,7 +576,7 @@ func (c *conn) handle(frame []byte, held int64) error {
 		// KIP-511: answer an ApiVersions we do not know with
 		// UNSUPPORTED_VERSION in a v0 body listing what we do speak,
 		// so the client can retry with a version we share.
-		resp := c.srv.apiVersionsResponse(0)
+		resp := c.srv.apiVersionsResponse(0, c.listener)
 		resp.ErrorCode = errUnsupportedVersion
 		sl.api, sl.start = c.listener.metrics.api(key), time.Now()
 		c.enqueue(sl)

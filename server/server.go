@@ -230,6 +230,10 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Start() error {
 	s.wg.Add(1)
 	go s.reapConns()
+	if s.groups != nil && s.cfg.ReplicaListen != "" && s.cfg.HasRole("read") {
+		s.wg.Add(1)
+		go s.shareReleaseLoop()
+	}
 	if s.txn != nil {
 		s.txn.Start()
 	}

@@ -17,13 +17,17 @@ import (
 	"github.com/sluice-broker/sluice/metastore"
 )
 
-// Shared by ShareFetch and ShareAcknowledge (KIP-932). The share-partition
-// state lives with the group at its coordinator (coordinator/share.go);
-// records are read from this broker's partitions. Both meet only on a
-// single node (`sluice dev`, one-voter raft groups): in a cluster a
-// partition's leader in the client's view need not coordinate the group, so
-// the share APIs are advertised only by a broker without a replication
-// listener (replica.listen), which leads every partition it hosts.
+// Shared by ShareFetch and ShareAcknowledge (KIP-932). As in Kafka, a
+// share group's partition is served by the partition's leader in the
+// client's view, which holds the share-partition state
+// (coordinator/share_holder.go): on a single node (`sluice dev`, no
+// replica.listen) the node, in a cluster the read broker the `read` view
+// names as the partition's leader (views.go). That broker claims the
+// (group, partition) in the metastore on its first ShareFetch; one that is
+// not the view's leader answers NOT_LEADER_OR_FOLLOWER for the partition
+// with CurrentLeader and its endpoint, and lets go of the pairs whose
+// leader moved (shareReleaseLoop). Membership (ShareGroupHeartbeat) stays
+// at the group's coordinator, a read broker too.
 
 // connSeq numbers client connections (conn.id), from 1.
 var connSeq atomic.Uint64
@@ -85,8 +89,131 @@ func (s *Server) shareConnClosed(c *conn) {
 // the share-group offsets admin, 90-92.
 func shareAPI(key int16) bool { return key >= 76 && key <= 79 || key >= 90 && key <= 92 }
 
-// shareServed says whether this broker serves the share group APIs.
-func (s *Server) shareServed() bool { return s.cfg.ReplicaListen == "" && s.groups != nil }
+// shareServed says whether this broker serves the share group APIs on
+// listener l: a single node on every listener; in a cluster a read broker
+// on its listeners of the `read` view, whose partition leaders are read
+// brokers. The `write` view's leaders are write brokers, which hold no
+// group state, and the `mixed` view's are the raft leaders, write brokers
+// too, so neither advertises them.
+func (s *Server) shareServed(l *listener) bool {
+	if s.groups == nil {
+		return false
+	}
+	if s.cfg.ReplicaListen == "" {
+		return true
+	}
+	return s.cfg.HasRole("read") && l != nil && l.cfg.View == "read"
+}
+
+// shareLeader is the broker that holds partition idx of t for share
+// groups, and the partition's leader epoch: this node on a single node,
+// in a cluster the `read` view's leader (-1: none listed).
+func (s *Server) shareLeader(t metastore.Topic, idx int32) (int32, int32) {
+	if idx < 0 || int(idx) >= len(t.Partitions) {
+		return -1, -1
+	}
+	p := t.Partitions[idx]
+	if s.cfg.ReplicaListen == "" {
+		return s.cfg.NodeID, p.LeaderEpoch
+	}
+	v := brokerView{name: "read", listed: map[int32]bool{}, writers: map[int32]bool{}, readers: map[int32]bool{}}
+	for _, b := range s.catalog.Brokers() {
+		switch b.Role {
+		case metastore.RoleWrite:
+			v.writers[b.ID] = true
+		case metastore.RoleRead:
+			v.readers[b.ID] = true
+		default:
+			v.writers[b.ID], v.readers[b.ID] = true, true
+		}
+		for _, ep := range b.Endpoints {
+			if ep.View == "read" {
+				v.listed[b.ID] = true
+			}
+		}
+	}
+	leader, epoch, _, _, _ := v.partitionRoute(t.Name, p)
+	return leader, epoch
+}
+
+// shareNotLeader fills a partition answer for a share request at a
+// broker that does not hold it: NOT_LEADER_OR_FOLLOWER with the view's
+// leader (KIP-951), whose endpoint on this listener goes in endpoints.
+func (s *Server) shareNotLeader(rc *reqCtx, leader, epoch int32, endpoints map[int32]kmsg.ShareFetchResponseNodeEndpoint) (code int16, id, ep int32) {
+	if leader >= 0 {
+		for _, b := range s.catalog.Brokers() {
+			if b.ID != leader {
+				continue
+			}
+			for _, e := range b.Endpoints {
+				if e.Name == rc.conn.listener.cfg.Name {
+					ne := kmsg.NewShareFetchResponseNodeEndpoint()
+					ne.NodeID, ne.Host, ne.Port = leader, e.Host, e.Port
+					if b.Rack != "" {
+						ne.Rack = kmsg.StringPtr(b.Rack)
+					}
+					endpoints[leader] = ne
+				}
+			}
+		}
+	}
+	if _, ok := endpoints[leader]; !ok {
+		leader, epoch = -1, -1
+	}
+	return kerr.NotLeaderForPartition.Code, leader, epoch
+}
+
+// shareHeldHere checks that this broker is the share leader of partition
+// k.Partition of t; otherwise the code is NOT_LEADER_OR_FOLLOWER and
+// leader, epoch name the view's leader (-1 if it has no endpoint here).
+func (s *Server) shareHeldHere(rc *reqCtx, t metastore.Topic, k coordinator.ShareKey, endpoints map[int32]kmsg.ShareFetchResponseNodeEndpoint) (code int16, leader, epoch int32) {
+	if k.Partition < 0 || int(k.Partition) >= len(t.Partitions) {
+		return kerr.UnknownTopicOrPartition.Code, -1, -1
+	}
+	leader, epoch = s.shareLeader(t, k.Partition)
+	if leader == s.cfg.NodeID {
+		return 0, leader, epoch
+	}
+	return s.shareNotLeader(rc, leader, epoch, endpoints)
+}
+
+// shareReleaseEvery is how often a read broker looks for share-partitions
+// it holds whose `read` view leader is now another broker.
+const shareReleaseEvery = time.Second
+
+// shareReleaseLoop lets go of the share-partitions whose `read` view
+// leader moved to another broker (a read broker joined or came back), so
+// that broker can claim them (a broker that died lets go by its lease),
+// and drops the tables whose claim the metastore ended (ShareVerify: the
+// share-group offsets admin at the group's coordinator rewrote the state).
+func (s *Server) shareReleaseLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(shareReleaseEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, h := range s.groups.ShareHeld() {
+			t, ok := s.produceTopicByID(h.Key.Topic)
+			leader := int32(-1)
+			if ok {
+				leader, _ = s.shareLeader(t, h.Key.Partition)
+			}
+			if leader == s.cfg.NodeID {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(s.ctx, shareConnClosedTimeout)
+			s.groups.ShareDrop(ctx, h.Group, h.Key)
+			cancel()
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, shareConnClosedTimeout)
+		s.groups.ShareVerify(ctx)
+		cancel()
+	}
+}
 
 // shareTopic resolves a share request's topic id and checks READ on it;
 // the code is the partitions' error.
@@ -112,6 +239,7 @@ func (s *Server) shareAcks(ctx context.Context, group, member string, k coordina
 // sharePartFetch is one partition a ShareFetch reads.
 type sharePartFetch struct {
 	key  coordinator.ShareKey
+	t    metastore.Topic
 	p    hostedPartition
 	resp *kmsg.ShareFetchResponseTopicPartition
 }
@@ -138,6 +266,14 @@ func (s *Server) shareFill(ctx context.Context, req *kmsg.ShareFetchRequest, gro
 		}
 		if total > 0 && total >= budget || maxRecords > 0 && acquired >= maxRecords {
 			break
+		}
+		// A waiting fetch looks again: the view may have moved the
+		// partition since (the holder then let go of it, and must not
+		// claim it back).
+		if leader, epoch := s.shareLeader(fp.t, fp.key.Partition); leader != s.cfg.NodeID {
+			fp.resp.ErrorCode = kerr.NotLeaderForPartition.Code
+			fp.resp.CurrentLeader.LeaderID, fp.resp.CurrentLeader.LeaderEpoch = leader, epoch
+			continue
 		}
 		hw := fp.p.HighWatermark()
 		off, ok, w, code := s.groups.ShareFetchOffset(ctx, group, member, fp.key, fp.p.LogStartOffset(), hw)
@@ -206,8 +342,8 @@ func (s *Server) shareMember(rc *reqCtx, groupID, memberID *string) (group, memb
 		return "", "", kerr.InvalidRequest.Code, "group id and member id are required"
 	}
 	group, member = *groupID, *memberID
-	if !s.shareServed() {
-		return "", "", kerr.UnsupportedVersion.Code, "share groups are served by a single node only"
+	if !s.shareServed(rc.conn.listener) {
+		return "", "", kerr.UnsupportedVersion.Code, "share groups are served by read brokers on listeners of the read view"
 	}
 	if !s.authorizeGroup(rc, acl.OpRead, group) {
 		return "", "", kerr.GroupAuthorizationFailed.Code, ""

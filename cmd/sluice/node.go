@@ -230,7 +230,10 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		ShareSessionTimeout:    time.Duration(cfg.GroupShareSessionTimeoutMs) * time.Millisecond,
 		ShareHeartbeatInterval: time.Duration(cfg.GroupShareHeartbeatIntervalMs) * time.Millisecond,
 		ShareMaxGroupSize:      int(cfg.GroupShareMaxSize),
-		GroupConfig:            catalog.GroupConfig,
+		// A single node coordinates every group whose share-partitions it
+		// holds; in a cluster the holder is the partition's read leader.
+		ShareCheckMembers: cfg.ReplicaListen == "",
+		GroupConfig:       catalog.GroupConfig,
 		Incarnation: func() uint64 {
 			if l := leaseRef.Load(); l != nil {
 				return l.Incarnation()
