@@ -517,11 +517,7 @@ func (c *Coordinator) ShareFetchOffset(ctx context.Context, group, member string
 
 // ShareAcquire locks to member the available records in [from, to), at
 // most maxRecords (<= 0: no bound), and returns them. A member that left
-// meanwhile acquires nothing. The new delivery counts are saved before
-// the records are handed out, so records in flight when the partition
-// moves to another broker (or this one restarts) are delivered again with
-// a higher delivery count, and the delivery limit holds across moves; if
-// the save fails nothing is handed out and the records stay available.
+// meanwhile acquires nothing.
 func (c *Coordinator) ShareAcquire(ctx context.Context, group, member string, k ShareKey, from, to int64, maxRecords int) []AcquiredRange {
 	inGroup, code := c.shareMemberCheck(ctx, group, member)
 	if code != 0 || !inGroup || c.shareSessionOf(group, member) == nil {
@@ -535,16 +531,5 @@ func (c *Coordinator) ShareAcquire(ctx context.Context, group, member string, k 
 	if !h.sp.initialized() {
 		return nil
 	}
-	got := h.sp.acquire(member, from, to, maxRecords, c.clock.Now(), c.shareLimits(group))
-	if len(got) == 0 {
-		return nil
-	}
-	h.sp.dirty = true
-	if code := c.saveHeld(ctx, sharePair{group, tp{k.Topic, k.Partition}}, h); code != 0 {
-		if h.sp != nil { // not dropped: undo the acquisition
-			h.sp.unacquire(got)
-		}
-		return nil
-	}
-	return got
+	return h.sp.acquire(member, from, to, maxRecords, c.clock.Now(), c.shareLimits(group))
 }

@@ -205,21 +205,6 @@ func (sp *sharePartition) acquire(member string, from, to int64, maxRecords int,
 	return out
 }
 
-// unacquire undoes acquire's runs (their state could not be saved): the
-// records are Available again with their previous delivery count.
-func (sp *sharePartition) unacquire(runs []AcquiredRange) {
-	for _, a := range runs {
-		for off := a.First; off <= a.Last; off++ {
-			if off < sp.start || off >= sp.end() {
-				continue
-			}
-			r := &sp.recs[off-sp.start]
-			r.state, r.owner, r.deadline = recAvailable, "", time.Time{}
-			r.count--
-		}
-	}
-}
-
 // acknowledge applies one batch from member. Every offset in it must be
 // acquired by member, or nothing is applied and the answer is
 // INVALID_RECORD_STATE; a malformed batch is INVALID_REQUEST. renew says

@@ -27,7 +27,9 @@ import (
 // records it has not acknowledged: the other read broker claims the
 // partition once the dead one's lease lapses and carries on from the
 // stored state, so the confirmed acknowledgements hold, the records in
-// flight are delivered again with a higher delivery count, and every
+// flight are delivered again (with the delivery count last stored: as in
+// Kafka, an acquisition is not written, so the count may not have risen
+// across the kill), and every
 // record produced is accepted. Last the killed broker starts again: the
 // view names it the leader again, the other read broker releases the
 // share-partition and it claims it, with the same guarantees.
@@ -256,12 +258,9 @@ func TestClusterShareGroupReadBrokerKill(t *testing.T) {
 		}
 	}()
 	waitFor("records held across the kill delivered again", 90*time.Second, func() bool {
-		for v, cnt := range held {
-			again := false
-			for _, d := range delivered[v] {
-				again = again || d.count > cnt
-			}
-			if !again {
+		for v := range held {
+			// The held delivery is one; another is the redelivery.
+			if len(delivered[v]) < 2 {
 				return false
 			}
 		}
@@ -351,8 +350,8 @@ func TestClusterShareGroupReadBrokerKill(t *testing.T) {
 		for _, d := range delivered[v] {
 			counts = append(counts, d.count)
 		}
-		if slices.Max(counts) <= cnt {
-			t.Errorf("%s was in flight at the kill (delivery %d) and not delivered again: %v", v, cnt, counts)
+		if len(counts) < 2 || slices.Min(counts[1:]) < cnt {
+			t.Errorf("%s was in flight at the kill (delivery %d): deliveries %v, want another at a count not below it", v, cnt, counts)
 		}
 	}
 	t.Logf("%d records (%d before the restart); %d delivered more than once (in flight at the kill or the handover back); %d held by consumer 0; %d accepted without a confirmation; deliveries per consumer %v",
