@@ -8,8 +8,9 @@ import (
 // Backoff spaces out attempts to reach a peer: each wait doubles from Min
 // up to Max, and is drawn from the upper half of its interval ("equal
 // jitter"), so nodes that lost a peer at the same moment do not redial it
-// in lockstep. The zero value waits 50 ms to 2 s. Not safe for concurrent
-// use: each dialling goroutine has its own.
+// in lockstep. The zero value waits 50 ms to 1 s (so a link back from a
+// cut is used within about a second). Not safe for concurrent use: each
+// dialling goroutine has its own.
 type Backoff struct {
 	Min, Max time.Duration
 	next     time.Duration
@@ -22,7 +23,7 @@ func (b *Backoff) Next() time.Duration {
 		lo = 50 * time.Millisecond
 	}
 	if hi < lo {
-		hi = max(lo, 2*time.Second)
+		hi = max(lo, time.Second)
 	}
 	if b.next < lo {
 		b.next = lo

@@ -19,9 +19,21 @@ func LocalIP(listen net.Addr) net.IP {
 	return a.IP
 }
 
+// AckTimeout bounds how long what a node wrote to a peer may go
+// unacknowledged by the peer's kernel before the connection is given up
+// and redialled (SetAckTimeout). Without it a connection whose packets are
+// silently dropped (a cut link, not a closed one) stays open: writes land
+// in the socket buffer, TCP retransmits on an exponentially growing timer,
+// and once the link is back the next retransmission can be many seconds
+// away (3-9 s after a 5-9 s cut was seen), all that time raft's messages
+// to that peer, pre-votes included, wait in the buffer. Two seconds is
+// about raft's election timeout here; a peer process that is only slow
+// still has its kernel acknowledge.
+const AckTimeout = 2 * time.Second
+
 // Dial connects to addr from local (nil: any), giving up after timeout or
-// with ctx, and turns Nagle's algorithm off: the transports coalesce
-// their own writes.
+// with ctx, turns Nagle's algorithm off (the transports coalesce their
+// own writes) and sets AckTimeout.
 func Dial(ctx context.Context, addr string, local net.IP, timeout time.Duration) (net.Conn, error) {
 	d := net.Dialer{Timeout: timeout}
 	if local != nil {
@@ -34,5 +46,6 @@ func Dial(ctx context.Context, addr string, local net.IP, timeout time.Duration)
 	if tc, ok := c.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
+	_ = SetAckTimeout(c, AckTimeout) // best effort: Linux only
 	return c, nil
 }

@@ -6,8 +6,10 @@
 //
 //   - frames: a u32 big-endian length, then that many bytes, with a size
 //     limit a reader enforces before it allocates (ReadFrame);
-//   - dialling a peer from the IP this node listens on, with a timeout and
-//     Nagle off (Dial, LocalIP), and the rule that a peer without a
+//   - dialling a peer from the IP this node listens on, with a timeout,
+//     Nagle off and TCP_USER_TIMEOUT (Dial, LocalIP, AckTimeout: a link
+//     that silently dropped packets is redialled instead of waiting for
+//     TCP's retransmission timer), and the rule that a peer without a
 //     certificate must connect from the host it is registered at
 //     (FromHost);
 //   - backoff with jitter between attempts to reach a peer (Backoff);

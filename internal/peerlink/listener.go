@@ -107,6 +107,7 @@ func (l *Listener) accept(serve func(*Accepted)) {
 			continue
 		}
 		b.Reset()
+		_ = SetAckTimeout(c, AckTimeout) // answers written back are bounded too
 		if max := l.cfg.MaxHandshaking; max > 0 && int(l.handshaking.Add(1)) > max {
 			l.handshaking.Add(-1)
 			if l.cfg.OnBusy != nil {
