@@ -70,6 +70,15 @@ type opts struct {
 	isoScaleReaders int
 	readCPU         string
 	isoFromRaw      string
+
+	modes         bool // -modes: make bench-modes (modes.go)
+	modesList     string
+	modesRounds   int
+	modesRecords  int64
+	modesRate     float64
+	modesLoadRate float64
+	modesOutage   time.Duration
+	modesSession  time.Duration
 }
 
 // durability names a matched pair of settings.
@@ -170,6 +179,14 @@ func main() {
 	flag.IntVar(&o.isoScaleReaders, "iso-scale-readers", 4, "consumers reading the backlog in the read scale-out runs (-isolation; 0 = none)")
 	flag.StringVar(&o.isoFromRaw, "iso-from-raw", "", "with -isolation: render the section from this -raw file of an earlier run instead of running")
 	flag.StringVar(&o.readCPU, "read-cpu", "1", "cores for Sluice's read brokers (taskset list, -isolation)")
+	flag.BoolVar(&o.modes, "modes", false, "instead of the workloads, compare the replication modes on a Sluice split cluster (make bench-modes) and write its section of -out")
+	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async", "replication modes compared (-modes)")
+	flag.IntVar(&o.modesRounds, "modes-rounds", 2, "rounds; each runs every mode on a fresh cluster, the order rotating (-modes)")
+	flag.Int64Var(&o.modesRecords, "modes-records", 20000, "records of 1 KiB in the throughput run (-modes)")
+	flag.Float64Var(&o.modesRate, "modes-rate", 1000, "records/s of the end-to-end and staleness run, which lasts -duration (-modes)")
+	flag.Float64Var(&o.modesLoadRate, "modes-load-rate", 500, "records/s of the load under which write brokers are killed (-modes)")
+	flag.DurationVar(&o.modesOutage, "modes-outage", 25*time.Second, "how long the load goes on after a kill (-modes)")
+	flag.DurationVar(&o.modesSession, "modes-session", 10*time.Second, "broker.session.timeout.ms of the cluster: the async failover waits for it (-modes)")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -219,6 +236,9 @@ func mainErr(o *opts) error {
 	}
 	if o.compaction {
 		return compaction(o)
+	}
+	if o.modes {
+		return modes(o)
 	}
 	if o.pairs < 1 {
 		return errors.New("-pairs must be at least 1")

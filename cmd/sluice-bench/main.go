@@ -595,7 +595,14 @@ func run(ctx context.Context, c *config) (*result, error) {
 			atEnd, endTime = take(), time.Now()
 			sending = false
 		case <-producersDone:
-			// -records reached before -duration.
+			// -records reached before -duration: the window ends when
+			// the last of them is acknowledged, not when it was handed
+			// to the client (a throughput over a fixed count).
+			fctx, fcancel := context.WithTimeout(ctx, 60*time.Second)
+			for _, cl := range clients {
+				cl.Flush(fctx) // an error is reported by the flush below
+			}
+			fcancel()
 			atEnd, endTime = take(), time.Now()
 			sending = false
 		case t := <-tick.C:
