@@ -182,7 +182,7 @@ func main() {
 	flag.BoolVar(&o.modes, "modes", false, "instead of the workloads, compare the replication modes on a Sluice split cluster (make bench-modes) and write its section of -out")
 	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async", "replication modes compared (-modes)")
 	flag.IntVar(&o.modesRounds, "modes-rounds", 2, "rounds; each runs every mode on a fresh cluster, the order rotating (-modes)")
-	flag.Int64Var(&o.modesRecords, "modes-records", 20000, "records of 1 KiB in the throughput run (-modes)")
+	flag.Int64Var(&o.modesRecords, "modes-records", 100000, "records of 1 KiB in the throughput run (-modes)")
 	flag.Float64Var(&o.modesRate, "modes-rate", 1000, "records/s of the end-to-end and staleness run, which lasts -duration (-modes)")
 	flag.Float64Var(&o.modesLoadRate, "modes-load-rate", 500, "records/s of the load under which write brokers are killed (-modes)")
 	flag.DurationVar(&o.modesOutage, "modes-outage", 25*time.Second, "how long the load goes on after a kill (-modes)")

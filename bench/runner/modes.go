@@ -89,7 +89,7 @@ type outage struct {
 	Resumed  int      `json:"resumed"`  // of those, taking acknowledged writes again within the window
 	Others   int      `json:"others_ok"`
 	OthersN  int      `json:"others"`
-	MaxGapS  float64  `json:"max_gap_s"` // longest time without an ack on an affected partition that resumed
+	MaxWaitS float64  `json:"max_wait_s"` // longest time from the kill to an affected partition's first ack of a record sent after it
 	WindowS  float64  `json:"window_s"`
 	Acked    int      `json:"acked"`
 	Errors   int64    `json:"errors"`
@@ -178,10 +178,10 @@ func summarizeMode(r modeRun) string {
 		return r.Mode + " failed: " + r.Err
 	}
 	return fmt.Sprintf("%s: %.0f rec/s ack p50 %.1f p99 %.1f ms; e2e p50 %.1f p99 %.1f ms (read brokers served %.0f%%); staleness p99 %.0f records %.0f ms; "+
-		"1 killed: %d/%d resumed, gap %.1f s; 2 killed: %d/%d resumed (others %d/%d), gap %.1f s; lost %d of %d (read all %v), truncated %.0f, write lag at kill %.0f",
+		"1 killed: %d/%d resumed, within %.1f s; 2 killed: %d/%d resumed (others %d/%d), within %.1f s; lost %d of %d (read all %v), truncated %.0f, write lag at kill %.0f",
 		r.Mode, r.Tput.Produce.RecordsPerS, r.Tput.Produce.Ack.P50, r.Tput.Produce.Ack.P99,
 		r.Rate.Consume.E2E.P50, r.Rate.Consume.E2E.P99, 100*r.ReadFrac, r.StaleRecP99, r.StaleMsP99,
-		r.One.Resumed, r.One.Affected, r.One.MaxGapS, r.Two.Resumed, r.Two.Affected, r.Two.Others, r.Two.OthersN, r.Two.MaxGapS,
+		r.One.Resumed, r.One.Affected, r.One.MaxWaitS, r.Two.Resumed, r.Two.Affected, r.Two.Others, r.Two.OthersN, r.Two.MaxWaitS,
 		r.Lost, r.Acked, r.ReadAll, r.Truncated, r.LagAtKill)
 }
 
@@ -404,7 +404,7 @@ type load struct {
 	wg    sync.WaitGroup
 	mu    sync.Mutex
 	acked map[string][2]int64   // value id -> partition, offset
-	acks  map[int32][]time.Time // per partition, when each ack came
+	acks  map[int32][]sentAcked // per partition, each acknowledged record's send and ack
 	errs  int64
 	full  int64 // sends refused because the client's buffer was full
 }
@@ -419,7 +419,7 @@ func startLoad(seeds, topic string, rate float64) (*load, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &load{cl: cl, done: make(chan struct{}), acked: map[string][2]int64{}, acks: map[int32][]time.Time{}}
+	l := &load{cl: cl, done: make(chan struct{}), acked: map[string][2]int64{}, acks: map[int32][]sentAcked{}}
 	pad := strings.Repeat("x", 1024-10)
 	l.wg.Add(1)
 	go func() {
@@ -450,7 +450,8 @@ func startLoad(seeds, topic string, rate float64) (*load, error) {
 						return
 					}
 					l.acked[string(rec.Value[:10])] = [2]int64{int64(rec.Partition), rec.Offset}
-					l.acks[rec.Partition] = append(l.acks[rec.Partition], time.Now())
+					// kgo stamps a record with the time Produce was called.
+					l.acks[rec.Partition] = append(l.acks[rec.Partition], sentAcked{rec.Timestamp, time.Now()})
 				})
 			}
 		}
@@ -468,28 +469,29 @@ func (l *load) stop() {
 	l.cl.Close() // fails what is still buffered
 }
 
-// outage: of the partitions led by a killed broker, which took
-// acknowledged writes again (an ack later than a second after the kill)
-// and the longest silence between two acks around the kill; the other
-// partitions likewise.
+type sentAcked struct{ sent, acked time.Time }
+
+// outage: of the partitions led by a killed broker, which acknowledged a
+// record sent after the kill within the window, and the longest time from
+// the kill to the first such acknowledgement; the other partitions
+// likewise (whether they did).
 func (l *load) outage(killed time.Time, leaders map[int32]int32, dead map[int32]bool, window time.Duration) outage {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	out := outage{WindowS: window.Seconds(), Acked: len(l.acked), Errors: l.errs}
 	for p := int32(0); p < modesPartitions; p++ {
-		acks := l.acks[p]
-		var gap time.Duration
-		for i := 1; i < len(acks); i++ {
-			if acks[i].After(killed) && acks[i-1].Before(killed.Add(time.Second)) {
-				gap = max(gap, acks[i].Sub(acks[i-1]))
+		var first time.Time
+		for _, a := range l.acks[p] {
+			if a.sent.After(killed) && (first.IsZero() || a.acked.Before(first)) {
+				first = a.acked
 			}
 		}
-		resumed := len(acks) > 0 && acks[len(acks)-1].After(killed.Add(time.Second))
+		resumed := !first.IsZero() && first.Sub(killed) <= window
 		if dead[leaders[p]] {
 			out.Affected++
 			if resumed {
 				out.Resumed++
-				out.MaxGapS = math.Max(out.MaxGapS, gap.Seconds())
+				out.MaxWaitS = math.Max(out.MaxWaitS, first.Sub(killed).Seconds())
 			}
 		} else {
 			out.OthersN++
@@ -823,7 +825,7 @@ func renderModes(o *opts, list []string, runs []modeRun, date, loadStart, loadEn
 	avail := func(x outage) string {
 		s := fmt.Sprintf("%d of %d", x.Resumed, x.Affected)
 		if x.Resumed > 0 {
-			s += fmt.Sprintf(", after ≤ %.1f s", x.MaxGapS)
+			s += fmt.Sprintf(", within %.1f s", x.MaxWaitS)
 		}
 		if x.OthersN > 0 {
 			s += fmt.Sprintf(" (others %d of %d)", x.Others, x.OthersN)
@@ -857,7 +859,7 @@ func renderModes(o *opts, list []string, runs []modeRun, date, loadStart, loadEn
 		"**records/s and its ack latency**: %d records written by 4 producers (sluice-bench) as fast as they are acknowledged, the window ending with the last acknowledgement; the ack latency there includes the time a record waits in the client's buffer. "+
 		"**At %.0f records/s** (one producer, %s, the first %s left out): the ack latency, and the end-to-end latency to one consumer that the mixed listener sends to a read broker (preferred read replica), from the send to its receipt. "+
 		"**Read staleness**: during that run, every 100 ms, every broker is asked at once for its high watermark of each partition (ListOffsets, latest, sent to that broker); a read broker's staleness is the leader's high watermark minus its own (records), and the time since the leader's high watermark passed the read broker's (interpolated between the leader's samples, so a few ms is the resolution); p99 and max over every sample of both read brokers and all partitions. "+
-		"**Kills**: a producer at %.0f records/s over all partitions; kill -9 of partition 0's leader (then, on a new topic, of it and a second write broker at once); the load goes on for %s. Of the partitions the killed brokers led, those that acknowledge a record more than 1 s after the kill *take acks again*, and the longest wait is the longest time between two acknowledgements on such a partition across the kill (the producer's metadata refresh included); *others* are the partitions led elsewhere. "+
+		"**Kills**: a producer at %.0f records/s over all partitions; kill -9 of partition 0's leader (then, on a new topic, of it and a second write broker at once); the load goes on for %s. Of the partitions the killed brokers led, those that acknowledge a record sent after the kill within that time *take acks again*; the wait is the longest time from the kill to such a partition's first acknowledgement of a record sent after the kill (the producer's metadata refresh included); *others* are the partitions led elsewhere (and whether they took acks again). "+
 		"**Lost**: after the one-broker kill the broker is started again, and every partition is read from the start to its end offset through the read brokers: an acknowledged record not read is lost. *Truncated* is the restarted broker's `sluice_truncated_records_total` (records it cut to follow a new master, async); the lag is the most any write replica was behind the killed leader (`sluice_partition_follower_lag_offsets`) just before the kill: what async may lose.\n\n",
 		modesPartitions, o.modesRecords, o.modesRate, o.duration, o.warmup, o.modesLoadRate, o.modesOutage)
 	if elapsed > 0 {
