@@ -189,6 +189,15 @@ func runMode(o *opts, mode string, round int) modeRun {
 	r := modeRun{Mode: mode, Round: round, Load: loadavg()}
 	session := fmt.Sprintf("broker.session.timeout.ms: %d\n", o.modesSession.Milliseconds())
 	c, err := startIsoClusterWith(o, "sluice", "replication.mode: "+mode+"\n"+session, session)
+	if err != nil {
+		// One retry on a fresh cluster: on a loaded machine a start
+		// can miss its deadline.
+		logf("  cluster start failed: %v; retrying once", err)
+		if c != nil {
+			c.stop()
+		}
+		c, err = startIsoClusterWith(o, "sluice", "replication.mode: "+mode+"\n"+session, session)
+	}
 	setIsoCurrent(c)
 	defer func() {
 		setIsoCurrent(nil)
@@ -197,13 +206,22 @@ func runMode(o *opts, mode string, round int) modeRun {
 		}
 	}()
 	if err != nil {
-		r.Err = err.Error()
+		r.Err = scrubErr(o, err)
 		return r
 	}
 	if err := modeMeasure(o, c, mode, round, &r); err != nil {
-		r.Err = err.Error()
+		r.Err = scrubErr(o, err)
 	}
 	return r
+}
+
+var logsInRE = regexp.MustCompile(`\s*\(logs? in [^)]*\)`)
+
+// scrubErr is err's text without this machine's directories, which the
+// report must not carry (the cluster's directory is gone by then anyway).
+func scrubErr(o *opts, err error) string {
+	s := logsInRE.ReplaceAllString(err.Error(), "")
+	return strings.ReplaceAll(s, o.tmp, "$TMPDIR")
 }
 
 func (c *isoCluster) node(name string) *isoNode {
@@ -784,7 +802,7 @@ func renderModes(o *opts, list []string, runs []modeRun, date, loadStart, loadEn
 	if l, _ := strconv.ParseFloat(strings.Fields(loadStart + " 0")[0], 64); l > float64(2*nproc()) {
 		p(" — **a loaded machine** (other work was running): the figures compare the modes with each other in the same minutes, they are not what a cluster can do")
 	}
-	p(". One machine of %d cores runs the whole cluster (3 metastore, 3 write and 2 read brokers, each its own process, write brokers and metastore pinned to CPUs %s, read brokers to %s, the clients to %s), on loopback and one disk, log.fsync=%s, broker.session.timeout.ms=%d; a fresh cluster per mode and round. Each cell gives every round's figure, in round order.\n\n",
+	p(". One machine of %d cores runs the whole cluster (3 metastore, 3 write and 2 read brokers, each its own process, write brokers and metastore pinned to CPUs %s, read brokers to %s, the clients to %s), on loopback and one disk, log.fsync=%s, broker.session.timeout.ms=%d; a fresh cluster per mode and round. Each cell gives every round's figure, in round order, separated by semicolons.\n\n",
 		nproc(), o.brokerCPU, o.readCPU, o.genCPU, o.isoFsync, o.modesSession.Milliseconds())
 	by := map[string][]modeRun{}
 	for _, r := range runs {
@@ -799,7 +817,7 @@ func renderModes(o *opts, list []string, runs []modeRun, date, loadStart, loadEn
 			}
 			s = append(s, f(r))
 		}
-		return strings.Join(s, " / ")
+		return strings.Join(s, "; ")
 	}
 	num := func(v float64, prec int) string {
 		if math.IsNaN(v) {
@@ -850,10 +868,15 @@ func renderModes(o *opts, list []string, runs []modeRun, date, loadStart, loadEn
 			cells(rs, func(r modeRun) string { return num(r.LagAtKill, 0) }))
 	}
 	p("\n")
+	failed := false
 	for _, r := range runs {
 		if r.Err != "" {
 			p("- round %d, %s failed: %s\n", r.Round, r.Mode, strings.ReplaceAll(r.Err, "|", "/"))
+			failed = true
 		}
+	}
+	if failed {
+		p("\n")
 	}
 	p("How it is measured (bench/runner/modes.go): topics of %d partitions, replication factor 3, 1 KiB records, idempotent acks=all producers seeded on the write brokers' mixed listeners (so they reach the partition leaders). "+
 		"**records/s and its ack latency**: %d records written by 4 producers (sluice-bench) as fast as they are acknowledged, the window ending with the last acknowledgement; the ack latency there includes the time a record waits in the client's buffer. "+

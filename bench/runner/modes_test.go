@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -71,5 +72,13 @@ func TestRenderModesFailedRun(t *testing.T) {
 	text := renderModes(o, []string{"raft"}, []modeRun{{Mode: "raft", Round: 1, Err: "no cluster | here"}}, "d", "1 1 1", "1 1 1", 0)
 	if !strings.Contains(text, "| raft | failed |") || !strings.Contains(text, "no cluster / here") {
 		t.Errorf("a failed run is not shown as failed:\n%s", text)
+	}
+}
+
+func TestScrubErr(t *testing.T) {
+	o := &opts{tmp: "/var/tmp/x"}
+	got := scrubErr(o, errors.New("metastore 127.0.0.1:1: not ready in time (logs in /var/tmp/x/sluice-bench-iso-1); open /var/tmp/x/a: gone"))
+	if want := "metastore 127.0.0.1:1: not ready in time; open $TMPDIR/a: gone"; got != want {
+		t.Errorf("%q, want %q", got, want)
 	}
 }
