@@ -338,8 +338,8 @@ func modeMeasure(o *opts, c *isoCluster, mode string, round int, r *modeRun) err
 			}
 		}
 	}
-	killed := time.Now()
 	kill9(vn)
+	killed := time.Now() // once the process is gone (kill9 waits for it)
 	logf("  killed %s (leader of partition 0 of %s)", vn.name, topic)
 	time.Sleep(o.modesOutage)
 	l.stop()
@@ -376,9 +376,11 @@ func modeMeasure(o *opts, c *isoCluster, mode string, round int, r *modeRun) err
 		first = 1
 	}
 	second := first%3 + 1
-	killed = time.Now()
 	kill9(c.writeNode(first))
 	kill9(c.writeNode(second))
+	// Once both are gone: a record sent between the two kills may still
+	// be committed by the leader and the second.
+	killed = time.Now()
 	logf("  killed w%d and w%d", first, second)
 	time.Sleep(o.modesOutage)
 	l2.stop()

@@ -76,8 +76,8 @@ func TestRenderModesFailedRun(t *testing.T) {
 }
 
 func TestScrubErr(t *testing.T) {
-	o := &opts{tmp: "/var/tmp/x"}
-	got := scrubErr(o, errors.New("metastore 127.0.0.1:1: not ready in time (logs in /var/tmp/x/sluice-bench-iso-1); open /var/tmp/x/a: gone"))
+	o := &opts{tmp: "/data/scratch"}
+	got := scrubErr(o, errors.New("metastore 127.0.0.1:1: not ready in time (logs in /data/scratch/sluice-bench-iso-1); open /data/scratch/a: gone"))
 	if want := "metastore 127.0.0.1:1: not ready in time; open $TMPDIR/a: gone"; got != want {
 		t.Errorf("%q, want %q", got, want)
 	}
