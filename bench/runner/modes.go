@@ -12,19 +12,19 @@ package main
 //
 //  1. throughput: the generator (sluice-bench) writes a fixed count of 1 KiB
 //     records with 4 idempotent acks=all producers: records/s and ack p50/p99;
-//  2. end-to-end latency and read staleness: the generator at a fixed rate,
-//     its consumer seeded on the mixed listeners and so sent to the read
-//     brokers (preferred read replica); meanwhile every write broker's
-//     sluice_partition_follower_lag_offsets/_seconds is scraped for the read
-//     brokers (ids 4 and 5), the leader's view of how far each read broker
-//     is behind: p99 over all samples;
+//  2. ack and end-to-end latency and read staleness: the generator at a
+//     fixed rate, its consumer seeded on the mixed listeners and so sent to
+//     a read broker (preferred read replica); meanwhile every 100 ms every
+//     broker's high watermark of each partition is asked for at once
+//     (ListOffsets sent to that broker), each read broker's compared with
+//     the leader's, in records and in time (type staleness): p99 and max;
 //  3. one write broker killed: an idempotent acks=all load (the runner's own
 //     producer, every acknowledged record remembered), kill -9 of partition
-//     0's leader, the load goes on for -modes-outage: the longest time
-//     without an acknowledgement on the partitions it led, whether every
-//     partition takes writes again; then the broker is started again and
-//     every partition read from the start: acknowledged records missing are
-//     lost; the restarted broker's sluice_truncated_records_total;
+//     0's leader, the load goes on for -modes-outage: whether the partitions
+//     it led acknowledge a record sent after the kill, and how long after
+//     it; then the broker is started again and every partition read from
+//     the start: acknowledged records missing are lost; the restarted
+//     broker's sluice_truncated_records_total;
 //  4. two write brokers killed: the same load on a new topic, kill -9 of two
 //     of the three write brokers at once: which partitions take writes
 //     again within -modes-outage and after how long.
