@@ -5,9 +5,9 @@
 # writes BENCHMARKS.md. Arguments go to the runner, e.g.
 #   bash bench/run.sh -pairs 5 -duration 15s
 #   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
+#   bash bench/run.sh -modes -out docs/replication-modes.md   # the replication modes (no Kafka)
 #   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
 #   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn)
-#   bash bench/run.sh -modes -out docs/replication-modes.md   # the replication modes (no Kafka)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
