@@ -7,7 +7,7 @@
 #   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
 #   bash bench/run.sh -modes -out docs/replication-modes.md   # the replication modes (no Kafka)
 #   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
-#   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn)
+#   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn, share)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

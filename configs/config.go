@@ -333,8 +333,9 @@ type Config struct {
 	// broker's lease in the metastore, which it renews three times per
 	// lease. A broker unheard of that long is unregistered (its groups
 	// move; an async partition it was master of is taken over by its most
-	// caught-up write replica). Every process of a cluster must set the
-	// same value.
+	// caught-up write replica). The cluster records the first metastore
+	// leader's value when it is created; meta nodes expire by the longer
+	// of that and their own, brokers hold their lease by the shorter.
 	BrokerSessionTimeoutMs int64 `mapstructure:"broker.session.timeout.ms"`
 
 	// ReplicaListen is the internal address raft traffic between brokers

@@ -46,6 +46,23 @@ func (a *applier) apply(c *command) (r result) {
 		}
 		a.put(m, keyClusterID, []byte(c.ClusterID))
 		a.events = append(a.events, event{Rev: a.index, Kind: "cluster", ClusterID: c.ClusterID})
+		if c.LeaseMs > 0 && m.Get(keyBrokerLease) == nil {
+			a.put(m, keyBrokerLease, u64(uint64(c.LeaseMs)))
+			a.events = append(a.events, event{Rev: a.index, Kind: "lease", LeaseMs: c.LeaseMs})
+		}
+		return result{Visible: true}
+	case opSetBrokerLease:
+		// Set once, for a cluster created before the lease was
+		// replicated; never changed afterwards (broker_lease.go).
+		m := a.tx.Bucket(bucketMeta)
+		if c.LeaseMs <= 0 {
+			return fail(ErrInvalidRequest)
+		}
+		if m.Get(keyBrokerLease) != nil {
+			return result{}
+		}
+		a.put(m, keyBrokerLease, u64(uint64(c.LeaseMs)))
+		a.events = append(a.events, event{Rev: a.index, Kind: "lease", LeaseMs: c.LeaseMs})
 		return result{Visible: true}
 	case opCreateTopic:
 		t, err := a.createTopic(c)
@@ -224,6 +241,11 @@ func (a *applier) apply(c *command) (r result) {
 		return result{Visible: true}
 	case opAsyncPromote:
 		if err := a.asyncPromote(c); err != nil {
+			return fail(err)
+		}
+		return result{Visible: true}
+	case opAsyncHandover:
+		if err := a.asyncHandover(c); err != nil {
 			return fail(err)
 		}
 		return result{Visible: true}
@@ -634,6 +656,7 @@ func loadImage(tx *bolt.Tx) *image {
 	m := tx.Bucket(bucketMeta)
 	img.Rev = getU64(m.Get(keyApplied))
 	img.ClusterID = string(m.Get(keyClusterID))
+	img.LeaseMs = int64(getU64(m.Get(keyBrokerLease)))
 	_ = tx.Bucket(bucketTopics).ForEach(func(_, v []byte) error {
 		var t Topic
 		mustUnmarshal(v, &t)

@@ -15,11 +15,19 @@ import (
 // it, and a term at least the old master's), and the claim with the highest
 // index (ties to the lowest broker id) is promoted. The brokers act on the
 // record (package replica: Claim, Host.Promote, Host.Follow).
+//
+// A master in its controlled shutdown hands its place over instead of
+// letting it lapse: once it has stopped acknowledging and a write replica
+// holds its whole log, it records that replica as its handover
+// (async_handover, fenced by the master's registration); that replica
+// alone may then claim and be promoted while the master is still
+// registered, and nothing is lost.
 
 const (
 	opSetAsyncMaster op = "set_async_master"
 	opAsyncClaim     op = "async_claim"
 	opAsyncPromote   op = "async_promote"
+	opAsyncHandover  op = "async_handover"
 )
 
 // AsyncClaim is where a write replica's log would take over from the
@@ -65,7 +73,7 @@ func (a *applier) setAsyncMaster(c *command) error {
 	if c.Leader >= 0 && !slices.Contains(p.Voters, c.Leader) {
 		return fmt.Errorf("%w: broker %d is not a write replica of %s-%d", ErrInvalidRequest, c.Leader, c.Name, c.Partition)
 	}
-	p.AsyncMaster, p.AsyncClaims = nil, nil
+	p.AsyncMaster, p.AsyncClaims, p.AsyncHandover = nil, nil, nil
 	if c.Leader >= 0 {
 		p.AsyncMaster = new(c.Leader)
 	}
@@ -82,7 +90,7 @@ func (a *applier) asyncClaim(c *command) error {
 	if p.AsyncMaster == nil || *p.AsyncMaster != c.Leader {
 		return fmt.Errorf("%w: broker %d is not the master of %s-%d", ErrStaleMaster, c.Leader, c.Name, c.Partition)
 	}
-	if _, ok := a.broker(c.Leader); ok {
+	if _, ok := a.broker(c.Leader); ok && !handedTo(p, c.BrokerID) {
 		return fmt.Errorf("%w: broker %d, the master of %s-%d, is registered", ErrMasterAlive, c.Leader, c.Name, c.Partition)
 	}
 	if c.Claim == nil || c.BrokerID == c.Leader || !slices.Contains(p.Voters, c.BrokerID) {
@@ -106,14 +114,44 @@ func (a *applier) asyncPromote(c *command) error {
 	if p.AsyncMaster == nil || *p.AsyncMaster != c.Leader {
 		return fmt.Errorf("%w: broker %d is not the master of %s-%d", ErrStaleMaster, c.Leader, c.Name, c.Partition)
 	}
-	if _, ok := a.broker(c.Leader); ok {
+	if _, ok := a.broker(c.Leader); ok && !handedTo(p, c.BrokerID) {
 		return fmt.Errorf("%w: broker %d, the master of %s-%d, is registered", ErrMasterAlive, c.Leader, c.Name, c.Partition)
 	}
 	claim, ok := p.AsyncClaims[c.BrokerID]
 	if !ok || bestClaim(p.AsyncClaims) != c.BrokerID {
 		return fmt.Errorf("%w: broker %d does not hold the best claim to %s-%d", ErrInvalidRequest, c.BrokerID, c.Name, c.Partition)
 	}
-	p.AsyncMaster, p.AsyncTakeover, p.AsyncClaims = new(c.BrokerID), &claim, nil
+	p.AsyncMaster, p.AsyncTakeover, p.AsyncClaims, p.AsyncHandover = new(c.BrokerID), &claim, nil, nil
+	a.putTopic(t)
+	return nil
+}
+
+// handedTo says whether p's master handed its place to broker.
+func handedTo(p *Partition, broker int32) bool {
+	return p.AsyncHandover != nil && *p.AsyncHandover == broker
+}
+
+// asyncHandover records master c.Leader (registered with incarnation
+// c.Inc) handing its place to write replica c.BrokerID. Claims taken
+// before are dropped: only the handover's target claims now.
+func (a *applier) asyncHandover(c *command) error {
+	t, p, err := a.asyncPartition(c)
+	if err != nil {
+		return err
+	}
+	if p.AsyncMaster == nil || *p.AsyncMaster != c.Leader {
+		return fmt.Errorf("%w: broker %d is not the master of %s-%d", ErrStaleMaster, c.Leader, c.Name, c.Partition)
+	}
+	if b, ok := a.broker(c.Leader); !ok || b.Incarnation != c.Inc {
+		return ErrFenced
+	}
+	if c.BrokerID == c.Leader || !slices.Contains(p.Voters, c.BrokerID) {
+		return fmt.Errorf("%w: broker %d is not another write replica of %s-%d", ErrInvalidRequest, c.BrokerID, c.Name, c.Partition)
+	}
+	if _, ok := a.broker(c.BrokerID); !ok {
+		return fmt.Errorf("%w: broker %d is not registered", ErrInvalidRequest, c.BrokerID)
+	}
+	p.AsyncHandover, p.AsyncClaims = new(c.BrokerID), nil
 	a.putTopic(t)
 	return nil
 }
@@ -121,14 +159,15 @@ func (a *applier) asyncPromote(c *command) error {
 // dropAsyncClaims drops the claims to replace broker id on every
 // partition it is the master of: it registered again, so its lease did not
 // lapse for good, and a claim taken while it had lapsed is stale (its
-// index is where a learner stood then).
+// index is where a learner stood then). A handover it had begun is
+// dropped too: the new process is the master until it hands over again.
 func (a *applier) dropAsyncClaims(id int32) {
 	for _, t := range a.topics() {
 		changed := false
 		for i := range t.Partitions {
 			p := &t.Partitions[i]
-			if p.AsyncMaster != nil && *p.AsyncMaster == id && p.AsyncClaims != nil {
-				p.AsyncClaims = nil
+			if p.AsyncMaster != nil && *p.AsyncMaster == id && (p.AsyncClaims != nil || p.AsyncHandover != nil) {
+				p.AsyncClaims, p.AsyncHandover = nil, nil
 				changed = true
 			}
 		}
@@ -160,5 +199,14 @@ func (c *Client) ClaimAsyncMaster(ctx context.Context, topic string, partition, 
 // claim is not the best.
 func (c *Client) PromoteAsyncMaster(ctx context.Context, topic string, partition, master, broker int32) error {
 	_, err := c.write(ctx, command{Op: opAsyncPromote, Name: topic, Partition: partition, Leader: master, BrokerID: broker})
+	return err
+}
+
+// HandOverAsyncMaster records master, registered with incarnation inc and
+// no longer acknowledging writes, handing its place to write replica to,
+// which holds its whole log; to may then claim and be promoted while the
+// master is still registered.
+func (c *Client) HandOverAsyncMaster(ctx context.Context, topic string, partition, master int32, inc uint64, to int32) error {
+	_, err := c.write(ctx, command{Op: opAsyncHandover, Name: topic, Partition: partition, Leader: master, Inc: inc, BrokerID: to})
 	return err
 }

@@ -133,3 +133,90 @@ func TestAsyncClaimsNeedLapsedMaster(t *testing.T) {
 		t.Fatalf("master replaced while registered: %+v", p)
 	}
 }
+
+// TestAsyncHandover: a registered master hands its place to one write
+// replica, which alone may then claim and be promoted while the master is
+// still registered; the handover is fenced by the master's registration
+// and target, and dropped when the master registers again.
+func TestAsyncHandover(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "ho", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2, 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	part := func() Partition {
+		top, ok := c.TopicByName("ho")
+		if !ok {
+			t.Fatal("topic gone")
+		}
+		return top.Partitions[0]
+	}
+	if err := c.SetAsyncMaster(ctx, "ho", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	inc, err := c.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{2, 3} {
+		if _, err := c.RegisterBroker(ctx, Broker{ID: id, Role: RoleWrite}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := AsyncClaim{Term: 2, Index: 40, Offset: 400}
+	for _, tc := range []struct {
+		name         string
+		master, to   int32
+		inc          uint64
+		want         error
+		wantHandover bool
+	}{
+		{"another incarnation", 1, 2, inc + 100, ErrFenced, false},
+		{"not the master", 2, 3, inc, ErrStaleMaster, false},
+		{"to itself", 1, 1, inc, ErrInvalidRequest, false},
+		{"to no replica", 1, 9, inc, ErrInvalidRequest, false},
+		{"to replica 2", 1, 2, inc, nil, true},
+	} {
+		err := c.HandOverAsyncMaster(ctx, "ho", 0, tc.master, tc.inc, tc.to)
+		if !errors.Is(err, tc.want) || (err == nil) != (tc.want == nil) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if got := part().AsyncHandover != nil; got != tc.wantHandover {
+			t.Fatalf("%s: handover recorded %v", tc.name, got)
+		}
+	}
+	// Replica 3 was not handed the place: the master is alive to it.
+	if err := c.ClaimAsyncMaster(ctx, "ho", 0, 1, 3, claim); !errors.Is(err, ErrMasterAlive) {
+		t.Fatalf("claim by a replica the master did not hand over to: %v", err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "ho", 0, 1, 2, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PromoteAsyncMaster(ctx, "ho", 0, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	p := part()
+	if p.AsyncMaster == nil || *p.AsyncMaster != 2 || p.AsyncTakeover == nil || *p.AsyncTakeover != claim || p.AsyncHandover != nil || p.AsyncClaims != nil {
+		t.Fatalf("after the handover's promotion: %+v", p)
+	}
+
+	// A handover is dropped when its master registers again.
+	inc2, err := c.RegisterBroker(ctx, Broker{ID: 2, Role: RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HandOverAsyncMaster(ctx, "ho", 0, 2, inc2, 3); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterBroker(ctx, Broker{ID: 2, Role: RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.AsyncHandover != nil {
+		t.Fatalf("handover kept after its master registered again: %+v", p)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "ho", 0, 2, 3, claim); !errors.Is(err, ErrMasterAlive) {
+		t.Fatalf("claim on a dropped handover: %v", err)
+	}
+}

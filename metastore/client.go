@@ -129,6 +129,11 @@ func now() int64 { return time.Now().UnixMilli() }
 // then).
 func (c *Client) ClusterID() string { return c.v.ClusterID() }
 
+// BrokerLease is the broker lease the cluster's metastore expires brokers
+// by (broker_lease.go); 0 until the cache holds a cluster that recorded
+// one.
+func (c *Client) BrokerLease() time.Duration { return c.v.BrokerLease() }
+
 // Topics lists all topics from the cache, sorted by name.
 func (c *Client) Topics() []Topic { return c.v.Topics() }
 

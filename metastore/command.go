@@ -38,6 +38,7 @@ type op string
 
 const (
 	opInitCluster       op = "init_cluster"
+	opSetBrokerLease    op = "set_broker_lease"
 	opCreateTopic       op = "create_topic"
 	opDeleteTopic       op = "delete_topic"
 	opCreatePartitions  op = "create_partitions"
@@ -77,7 +78,9 @@ type command struct {
 	Seq uint64 `json:"s,omitempty"`
 	Op  op     `json:"op"`
 
-	ClusterID string            `json:"cid,omitempty"`
+	ClusterID string `json:"cid,omitempty"`
+	// LeaseMs: the broker lease (init_cluster, set_broker_lease).
+	LeaseMs   int64             `json:"lease_ms,omitempty"`
 	Spec      *TopicSpec        `json:"spec,omitempty"`
 	TopicID   *TopicID          `json:"tid,omitempty"`
 	Name      string            `json:"name,omitempty"`

@@ -58,13 +58,15 @@ func (n *Node) becameLeader() {
 	n.leases.mu.Unlock()
 	if n.view.ClusterID() == "" {
 		go n.initCluster()
+	} else if n.view.BrokerLease() == 0 {
+		go n.recordBrokerLease()
 	}
 }
 
 func (n *Node) initCluster() {
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.RequestTimeout)
 	defer cancel()
-	_, _ = n.propose(ctx, command{Op: opInitCluster, ClusterID: newUUID()})
+	_, _ = n.propose(ctx, command{Op: opInitCluster, ClusterID: newUUID(), LeaseMs: n.cfg.LeaseDuration.Milliseconds()})
 }
 
 // heartbeat runs on the leader.
@@ -95,6 +97,8 @@ func (n *Node) leaseLoop() {
 	defer n.wg.Done()
 	// The same loop retires learners (reassign.go), so it ticks often
 	// enough for the shorter of the two periods.
+	// The recorded lease is never shorter than the configured one (see
+	// brokerLease), so ticking by the configured one is often enough.
 	every := max(min(n.cfg.LeaseDuration, n.cfg.LearnerGrace)/4, 10*time.Millisecond)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -106,6 +110,8 @@ func (n *Node) leaseLoop() {
 		}
 		var expire []Broker
 		now := time.Now()
+		lease := n.brokerLease()
+		n.checkBrokerLease()
 		n.leases.mu.Lock()
 		if !n.leases.leaderSince.IsZero() && n.view.ClusterID() == "" && now.Sub(n.leases.leaderSince) > time.Second {
 			// The first leader's init_cluster was lost: propose again
@@ -123,7 +129,7 @@ func (n *Node) leaseLoop() {
 				if n.leases.leaderSince.After(base) {
 					base = n.leases.leaderSince
 				}
-				if now.Sub(base) > n.cfg.LeaseDuration && now.Sub(s.expiring) > n.cfg.LeaseDuration {
+				if now.Sub(base) > lease && now.Sub(s.expiring) > lease {
 					s.expiring = now // once per lease period, not every tick
 					n.leases.seen[b.ID] = s
 					expire = append(expire, b)

@@ -37,10 +37,12 @@ type Node struct {
 	tr    Transport
 	view  *view
 
-	seq     atomic.Uint64
-	propc   chan command
-	waitMu  sync.Mutex
-	waiters map[uint64]chan result
+	seq atomic.Uint64
+	// leaseWarned: a configured broker lease other than the recorded one was logged.
+	leaseWarned atomic.Bool
+	propc       chan command
+	waitMu      sync.Mutex
+	waiters     map[uint64]chan result
 
 	// Applied index, with a channel closed and replaced on every advance.
 	appliedMu sync.Mutex

@@ -36,14 +36,13 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 	if len(cfg.Addrs) == 0 {
 		return nil, errors.New("metastore: no addresses to dial")
 	}
-	owner := &TCPTransport{closed: make(chan struct{}), tls: cfg.TLS}
 	var mu sync.Mutex
-	peers := map[string]*tcpPeer{}
+	peers := map[string]*caller{}
 	dial := func(addr string) callFunc {
 		mu.Lock()
 		p, ok := peers[addr]
 		if !ok {
-			p = &tcpPeer{addr: addr, stopc: make(chan struct{}), t: owner}
+			p = &caller{addr: addr, tls: cfg.TLS, stopc: make(chan struct{})}
 			peers[addr] = p
 		}
 		mu.Unlock()
@@ -74,7 +73,6 @@ func Dial(ctx context.Context, cfg ClientConfig) (*Client, error) {
 			p.stop()
 		}
 		mu.Unlock()
-		owner.wg.Wait()
 	}
 	if err := c.Sync(ctx); err != nil {
 		c.Close()

@@ -76,6 +76,7 @@ var (
 	keySnapshot    = []byte("snapshot")
 	keyApplied     = []byte("applied")
 	keyClusterID   = []byte("cluster_id")
+	keyBrokerLease = []byte("broker_lease_ms")
 	keyIncarnation = []byte("incarnation")
 	keyProducerID  = []byte("producer_id")
 	keyMembers     = []byte("members")

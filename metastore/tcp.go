@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,7 @@ import (
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/sluice-broker/sluice/internal/peeraddr"
+	"github.com/sluice-broker/sluice/internal/peerlink"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
@@ -33,7 +32,12 @@ import (
 //	kind 3 response:   u64 call id, JSON Response
 //
 // A connection is used in both directions: the dialer sends raft batches
-// and requests, the acceptor answers requests on the same connection.
+// or requests, the acceptor answers requests on the same connection. A
+// member streams its raft messages to a peer on one connection and makes
+// its calls on another (an acceptor serves any frame on any connection).
+// The connections, per-peer queues, backoff and accept loop are
+// internal/peerlink's, shared with the partitions' raft transport; this
+// file is the protocol on top.
 const (
 	frameRaft     byte = 1
 	frameRequest  byte = 2
@@ -53,7 +57,7 @@ const (
 // acceptor takes raft messages only from a member it knows (a peer of
 // this transport: a member of the quorum other than itself), and, when
 // that member's address is an IP literal, only over a connection from
-// that IP (loopback from loopback: peeraddr.FromHost); a member dials
+// that IP (loopback from loopback: peerlink.FromHost); a member dials
 // its peers from the IP it listens on, when that is a specific one.
 // This stops strays and misconfigured peers, not a process that can use
 // a member's address (the same host): docs/security.md. Requests are
@@ -67,29 +71,33 @@ type TCPTransport struct {
 	lg     zerolog.Logger
 	tls    *tlsconfig.Loader
 
-	refusedTLS, refusedIdentity    atomic.Int64
-	refusedUnknown, refusedAddress atomic.Int64
-	lastRefusalLog                 atomic.Int64
+	refused *peerlink.Refusals
 	// local is the IP members are dialled from: the listening IP when
-	// that is a specific, non-loopback one (see peeraddr.FromHost).
+	// that is a specific one (see peerlink.FromHost).
 	local net.IP
 
-	ln      net.Listener
-	h       Handler
-	mu      sync.Mutex
-	peers   map[uint64]*tcpPeer
-	inbound map[*wireConn]struct{}
-	closed  chan struct{}
-	wg      sync.WaitGroup
+	ln     *peerlink.Listener
+	h      Handler
+	mu     sync.Mutex
+	peers  map[uint64]*tcpPeer
+	closed chan struct{}
 }
+
+// The reasons Refused reports, in peerlink.Refusals' order.
+const (
+	refusedTLS = iota
+	refusedIdentity
+	refusedUnknown
+	refusedAddress
+)
 
 // NewTCPTransport makes a transport listening on listen once started.
 func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport {
+	lg = lg.With().Str("component", "metastore_transport").Uint64("meta_id", id).Logger()
 	return &TCPTransport{
-		id: id, listen: listen,
-		lg:      lg.With().Str("component", "metastore_transport").Uint64("meta_id", id).Logger(),
+		id: id, listen: listen, lg: lg,
+		refused: peerlink.NewRefusals(lg, "metastore: refused a connection (further refusals for 10s are only counted)", RefusalReasons...),
 		peers:   map[uint64]*tcpPeer{},
-		inbound: map[*wireConn]struct{}{},
 		closed:  make(chan struct{}),
 	}
 }
@@ -105,8 +113,9 @@ func (t *TCPTransport) SetTLS(l *tlsconfig.Loader) { t.tls = l }
 // that is not a member, or from this member) and "address" (from a
 // member registered at another IP than the connection's).
 func (t *TCPTransport) Refused() map[string]int64 {
-	return map[string]int64{"tls": t.refusedTLS.Load(), "identity": t.refusedIdentity.Load(),
-		"unknown_node": t.refusedUnknown.Load(), "address": t.refusedAddress.Load()}
+	out := map[string]int64{}
+	t.refused.Snapshot(out, true)
+	return out
 }
 
 // RefusalReasons are the keys Refused reports.
@@ -124,49 +133,51 @@ func (t *TCPTransport) checkMember(wc *wireConn, m *pb.Message) bool {
 	}
 	t.mu.Unlock()
 	if !ok || from == t.id || from == 0 {
-		t.refuse(&t.refusedUnknown, "unknown_node", wc.c, fmt.Errorf("raft message from %d, not a member", from))
+		t.refuse(refusedUnknown, wc.c, fmt.Errorf("raft message from %d, not a member", from))
 		return false
 	}
-	if !peeraddr.FromHost(wc.c.RemoteAddr(), addr) {
-		t.refuse(&t.refusedAddress, "address", wc.c, fmt.Errorf("raft message from member %d, registered at %s", from, addr))
+	if !peerlink.FromHost(wc.c.RemoteAddr(), addr) {
+		t.refuse(refusedAddress, wc.c, fmt.Errorf("raft message from member %d, registered at %s", from, addr))
 		return false
 	}
 	return true
 }
 
 // refuse counts a refusal and logs at most one in 10 s.
-func (t *TCPTransport) refuse(n *atomic.Int64, reason string, c net.Conn, err error) {
-	n.Add(1)
-	now := time.Now().UnixNano()
-	last := t.lastRefusalLog.Load()
-	if now-last < int64(10*time.Second) || !t.lastRefusalLog.CompareAndSwap(last, now) {
-		return
-	}
-	t.lg.Warn().Str("reason", reason).Str("remote", c.RemoteAddr().String()).AnErr("error", err).
-		Msg("metastore: refused a connection (further refusals for 10s are only counted)")
+func (t *TCPTransport) refuse(why int, c net.Conn, err error) {
+	t.refused.Add(why, func(e *zerolog.Event) {
+		e.Str("remote", c.RemoteAddr().String()).AnErr("error", err)
+	})
 }
 
 // Addr is the bound listen address (useful with port 0).
 func (t *TCPTransport) Addr() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	if t.ln == nil {
 		return t.listen
 	}
 	return t.ln.Addr().String()
 }
 
+func (t *TCPTransport) localIP() net.IP {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.local
+}
+
 // Start implements Transport.
 func (t *TCPTransport) Start(h Handler) error {
 	t.h = h
-	ln, err := net.Listen("tcp", t.listen)
+	ln, err := peerlink.Listen(t.listen, peerlink.ListenConfig{Logger: t.lg})
 	if err != nil {
 		return err
 	}
+	t.mu.Lock()
 	t.ln = ln
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() && !a.IP.IsLoopback() {
-		t.local = a.IP
-	}
-	t.wg.Add(1)
-	go t.accept()
+	t.local = peerlink.LocalIP(ln.Addr())
+	t.mu.Unlock()
+	ln.Serve(t.serve)
 	t.mu.Lock()
 	for _, p := range t.peers {
 		p.start()
@@ -175,54 +186,25 @@ func (t *TCPTransport) Start(h Handler) error {
 	return nil
 }
 
-func (t *TCPTransport) accept() {
-	defer t.wg.Done()
-	for {
-		c, err := t.ln.Accept()
+// serve is the acceptor's side of one connection.
+func (t *TCPTransport) serve(a *peerlink.Accepted) {
+	var c net.Conn = a.Conn
+	var peer *x509.Certificate
+	if t.tls != nil {
+		tc, err := t.tls.Server(c, tlsHandshakeTimeout)
 		if err != nil {
 			select {
 			case <-t.closed:
-				return
 			default:
+				t.refuse(refusedTLS, c, err)
 			}
-			time.Sleep(10 * time.Millisecond)
-			continue
+			return
 		}
-		t.wg.Add(1)
-		go func() {
-			defer t.wg.Done()
-			var peer *x509.Certificate
-			if t.tls != nil {
-				tc, err := t.tls.Server(c, tlsHandshakeTimeout)
-				if err != nil {
-					select {
-					case <-t.closed:
-					default:
-						t.refuse(&t.refusedTLS, "tls", c, err)
-					}
-					c.Close()
-					return
-				}
-				peer = tc.ConnectionState().PeerCertificates[0]
-				c = tc
-			}
-			wc := newWireConn(c)
-			t.mu.Lock()
-			select {
-			case <-t.closed:
-				t.mu.Unlock()
-				wc.close(ErrStopped)
-				return
-			default:
-			}
-			t.inbound[wc] = struct{}{}
-			t.mu.Unlock()
-			t.serveConn(wc, peer)
-			t.mu.Lock()
-			delete(t.inbound, wc)
-			t.mu.Unlock()
-		}()
+		peer = tc.ConnectionState().PeerCertificates[0]
+		c = tc
 	}
+	a.Ready()
+	t.serveConn(newWireConn(c), peer)
 }
 
 // tlsHandshakeTimeout bounds a TLS handshake on the metastore port.
@@ -231,12 +213,12 @@ const tlsHandshakeTimeout = 10 * time.Second
 // serveConn reads frames from an inbound connection; peer is the
 // client's verified certificate (nil without TLS).
 func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate) {
-	defer wc.close(ErrUnreachable)
+	defer wc.close()
 	check := func(m *pb.Message) bool { return t.checkMember(wc, m) }
 	if peer != nil {
 		check = func(m *pb.Message) bool {
 			if err := tlsconfig.CertNames(peer, tlsconfig.MetaName(m.GetFrom())); err != nil {
-				t.refuse(&t.refusedIdentity, "identity", wc.c, err)
+				t.refuse(refusedIdentity, wc.c, err)
 				return false
 			}
 			return true
@@ -306,18 +288,45 @@ func (t *TCPTransport) Send(msgs []*pb.Message) {
 	defer t.mu.Unlock()
 	for _, m := range msgs {
 		p, ok := t.peers[m.GetTo()]
-		if !ok {
-			continue
-		}
-		select {
-		case p.q <- m:
-		default:
-			// Full: drop; raft retries (etcd rafthttp does the same).
-			if m.GetType() == pb.MsgSnap {
+		if !ok || p.raft == nil {
+			if ok && m.GetType() == pb.MsgSnap {
 				go t.h.ReportSnapshot(m.GetTo(), false)
 			}
+			continue
 		}
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.lg.Error().Err(err).Msg("metastore: encoding a raft message")
+			continue
+		}
+		it := peerlink.Item{N: 1, B: b}
+		if m.GetType() == pb.MsgSnap {
+			to := m.GetTo()
+			// Done may run in this goroutine (a full queue), which is
+			// raft's: report from another.
+			it.Done = func(ok bool) { go t.h.ReportSnapshot(to, ok) }
+		}
+		// A full queue drops (etcd rafthttp does the same): raft retries.
+		p.raft.Send(it)
 	}
+}
+
+// encodeRaftItems makes one raft frame of queued messages.
+func encodeRaftItems(dst []byte, items []peerlink.Item) ([]byte, error) {
+	n := 1
+	for _, it := range items {
+		n += 4 + len(it.B)
+	}
+	if n > maxFrame {
+		return dst, fmt.Errorf("metastore: raft frame of %d bytes exceeds %d", n, maxFrame)
+	}
+	dst = peerlink.AppendHeader(dst, n)
+	dst = append(dst, frameRaft)
+	for _, it := range items {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(it.B)))
+		dst = append(dst, it.B...)
+	}
+	return dst, nil
 }
 
 // Call implements Transport.
@@ -328,7 +337,7 @@ func (t *TCPTransport) Call(ctx context.Context, to uint64, req *Request) (*Resp
 	if !ok {
 		return nil, ErrUnreachable
 	}
-	wc, err := p.conn(ctx)
+	wc, err := p.calls.conn(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -345,7 +354,8 @@ func (t *TCPTransport) AddPeer(id uint64, addr string) {
 		}
 		p.stop()
 	}
-	p := &tcpPeer{t: t, id: id, addr: addr, q: make(chan *pb.Message, peerQueueLen), stopc: make(chan struct{})}
+	p := &tcpPeer{t: t, id: id, addr: addr}
+	p.calls = &caller{id: id, addr: addr, tls: t.tls, local: t.localIP, stopc: make(chan struct{})}
 	t.peers[id] = p
 	if t.h != nil {
 		p.start()
@@ -372,28 +382,59 @@ func (t *TCPTransport) Close() error {
 	default:
 	}
 	close(t.closed)
-	for _, p := range t.peers {
+	peers := t.peers
+	t.peers = map[uint64]*tcpPeer{}
+	t.mu.Unlock()
+	for _, p := range peers {
 		p.stop()
 	}
-	for wc := range t.inbound {
-		wc.close(ErrStopped)
-	}
+	t.mu.Lock()
+	ln := t.ln
 	t.mu.Unlock()
-	if t.ln != nil {
-		t.ln.Close()
+	if ln != nil {
+		ln.Close()
 	}
-	t.wg.Wait()
 	return nil
 }
 
-// tcpPeer is the outbound side towards one peer: a queue of raft messages
-// drained by one writer goroutine into batched frames, and the connection
-// also used for calls.
+// tcpPeer is the outbound side towards one member: a stream of raft
+// messages (peerlink.Stream: a bounded queue drained by one writer into
+// batched frames, redialling with backoff) and a connection for calls.
 type tcpPeer struct {
 	t     *TCPTransport
 	id    uint64
 	addr  string
-	q     chan *pb.Message
+	raft  *peerlink.Stream
+	calls *caller
+}
+
+func (p *tcpPeer) start() {
+	t := p.t
+	p.raft = peerlink.NewStream(peerlink.StreamConfig{
+		QueueLen:     peerQueueLen,
+		MaxWrite:     1 << 20,
+		WriteTimeout: 10 * time.Second,
+		Dial:         p.calls.dial,
+		Encode:       encodeRaftItems,
+		Down:         func(error) { t.h.ReportUnreachable(p.id) },
+	})
+}
+
+func (p *tcpPeer) stop() {
+	if p.raft != nil {
+		p.raft.Close()
+	}
+	p.calls.stop()
+}
+
+// caller makes calls to one node over a connection dialled when first
+// needed and again after it fails; a member's peer and a broker's remote
+// client both use one per address.
+type caller struct {
+	id    uint64 // the member dialled; 0 for a broker's client, which dials addresses
+	addr  string
+	tls   *tlsconfig.Loader
+	local func() net.IP
 	stopc chan struct{}
 	once  sync.Once
 
@@ -401,124 +442,64 @@ type tcpPeer struct {
 	wc *wireConn
 }
 
-func (p *tcpPeer) start() {
-	p.t.wg.Add(1)
-	go p.writeLoop()
-}
-
-func (p *tcpPeer) stop() {
-	p.once.Do(func() {
-		close(p.stopc)
-		p.mu.Lock()
-		if p.wc != nil {
-			p.wc.close(ErrStopped)
+func (c *caller) stop() {
+	c.once.Do(func() {
+		close(c.stopc)
+		c.mu.Lock()
+		if c.wc != nil {
+			c.wc.close()
 		}
-		p.mu.Unlock()
+		c.mu.Unlock()
 	})
 }
 
-// conn returns the live connection, dialing if needed.
-func (p *tcpPeer) conn(ctx context.Context) (*wireConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	select {
-	case <-p.stopc:
-		return nil, ErrStopped
-	default:
+// dial connects to the node: TCP, then mutual TLS when configured (a
+// member's certificate must name it; a broker's client accepts any
+// metastore node's).
+func (c *caller) dial(ctx context.Context) (net.Conn, error) {
+	var local net.IP
+	if c.id != 0 && c.local != nil {
+		local = c.local()
 	}
-	if p.wc != nil && !p.wc.isClosed() {
-		return p.wc, nil
-	}
-	d := net.Dialer{Timeout: time.Second}
-	if p.id != 0 && p.t.local != nil {
-		d.LocalAddr = &net.TCPAddr{IP: p.t.local}
-	}
-	c, err := d.DialContext(ctx, "tcp", p.addr)
+	conn, err := peerlink.Dial(ctx, c.addr, local, time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
-	if p.t.tls != nil {
+	if c.tls != nil {
 		var tc net.Conn
-		if p.id != 0 {
-			tc, err = p.t.tls.DialName(c, tlsconfig.MetaName(p.id), tlsHandshakeTimeout)
+		if c.id != 0 {
+			tc, err = c.tls.DialName(conn, tlsconfig.MetaName(c.id), tlsHandshakeTimeout)
 		} else {
-			// A broker's client dials addresses, not members.
-			tc, err = p.t.tls.DialAny(c, tlsHandshakeTimeout, tlsconfig.CertNamesMeta)
+			tc, err = c.tls.DialAny(conn, tlsHandshakeTimeout, tlsconfig.CertNamesMeta)
 		}
 		if err != nil {
-			c.Close()
-			return nil, fmt.Errorf("%w: TLS with %s: %v", ErrUnreachable, p.addr, err)
+			conn.Close()
+			return nil, fmt.Errorf("%w: TLS with %s: %v", ErrUnreachable, c.addr, err)
 		}
-		c = tc
+		conn = tc
 	}
-	p.wc = newWireConn(c)
-	wc := p.wc
-	p.t.wg.Add(1)
-	go func() {
-		defer p.t.wg.Done()
-		wc.readResponses()
-	}()
-	return wc, nil
+	return conn, nil
 }
 
-func (p *tcpPeer) writeLoop() {
-	defer p.t.wg.Done()
-	var batch []*pb.Message
-	for {
-		batch = batch[:0]
-		select {
-		case m := <-p.q:
-			batch = append(batch, m)
-		case <-p.stopc:
-			return
-		}
-	drain:
-		for len(batch) < 1024 {
-			select {
-			case m := <-p.q:
-				batch = append(batch, m)
-			default:
-				break drain
-			}
-		}
-		err := p.writeBatch(batch)
-		for _, m := range batch {
-			if m.GetType() == pb.MsgSnap {
-				p.t.h.ReportSnapshot(p.id, err == nil)
-			}
-		}
-		if err != nil {
-			p.t.h.ReportUnreachable(p.id)
-			select {
-			case <-p.stopc:
-				return
-			case <-time.After(50 * time.Millisecond): // back off before redialing
-			}
-		}
+// conn returns the live connection for calls, dialling if needed.
+func (c *caller) conn(ctx context.Context) (*wireConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.stopc:
+		return nil, ErrStopped
+	default:
 	}
-}
-
-func (p *tcpPeer) writeBatch(batch []*pb.Message) error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	wc, err := p.conn(ctx)
+	if c.wc != nil && !c.wc.isClosed() {
+		return c.wc, nil
+	}
+	conn, err := c.dial(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var buf []byte
-	for _, m := range batch {
-		b, err := proto.Marshal(m)
-		if err != nil {
-			return err
-		}
-		buf = binary.BigEndian.AppendUint32(buf, uint32(len(b)))
-		buf = append(buf, b...)
-	}
-	if err := wc.writeRaw(frameRaft, buf); err != nil {
-		wc.close(ErrUnreachable)
-		return err
-	}
-	return nil
+	c.wc = newWireConn(conn)
+	go c.wc.readResponses()
+	return c.wc, nil
 }
 
 func decodeRaftBatch(b []byte) ([]*pb.Message, error) {
@@ -542,78 +523,42 @@ func decodeRaftBatch(b []byte) ([]*pb.Message, error) {
 	return out, nil
 }
 
-// wireConn is one framed connection with calls multiplexed by id.
+// wireConn is one framed connection with calls multiplexed by id; its
+// frames go out through a peerlink.Writer, which coalesces what many
+// callers queue into one write.
 type wireConn struct {
 	c       net.Conn
 	r       *bufio.Reader
-	out     chan []byte // whole frames, written by writeLoop
+	w       *peerlink.Writer
 	nextID  atomic.Uint64
 	mu      sync.Mutex
 	pending map[uint64]chan *Response
-	err     error
-	done    chan struct{}
+	closed  bool
 }
 
 func newWireConn(c net.Conn) *wireConn {
-	if tc, ok := c.(*net.TCPConn); ok {
-		_ = tc.SetNoDelay(true)
-	}
-	w := &wireConn{c: c, r: bufio.NewReaderSize(c, 64<<10), out: make(chan []byte, 1024),
-		pending: map[uint64]chan *Response{}, done: make(chan struct{})}
-	go w.writeLoop()
-	return w
-}
-
-// writeLoop writes queued frames, coalescing whatever is queued into one
-// write (many concurrent calls, one syscall).
-func (w *wireConn) writeLoop() {
-	var buf []byte
-	for {
-		var f []byte
-		select {
-		case f = <-w.out:
-		case <-w.done:
-			return
-		}
-		buf = append(buf[:0], f...)
-	more:
-		for len(buf) < 1<<20 {
-			select {
-			case f = <-w.out:
-				buf = append(buf, f...)
-			default:
-				break more
-			}
-		}
-		_ = w.c.SetWriteDeadline(time.Now().Add(10 * time.Second))
-		if _, err := w.c.Write(buf); err != nil {
-			w.close(ErrUnreachable)
-			return
-		}
-		if cap(buf) > 4<<20 {
-			buf = nil
-		}
-	}
+	wc := &wireConn{c: c, r: bufio.NewReaderSize(c, 64<<10), pending: map[uint64]chan *Response{}}
+	wc.w = peerlink.NewWriter(c, 1024, 10*time.Second, wc.failPending)
+	return wc
 }
 
 func (w *wireConn) isClosed() bool {
 	select {
-	case <-w.done:
+	case <-w.w.Done():
 		return true
 	default:
 		return false
 	}
 }
 
-func (w *wireConn) close(err error) {
+// close closes the connection; calls waiting on it end.
+func (w *wireConn) close() { w.w.Close() }
+
+// failPending ends the calls still waiting, once the connection closed.
+func (w *wireConn) failPending() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err != nil {
-		return
-	}
-	w.err = err
-	close(w.done)
-	w.c.Close()
+	w.closed = true
 	for id, ch := range w.pending {
 		close(ch)
 		delete(w.pending, id)
@@ -621,35 +566,27 @@ func (w *wireConn) close(err error) {
 }
 
 func (w *wireConn) readFrame() (byte, []byte, error) {
-	var hdr [5]byte
-	if _, err := io.ReadFull(w.r, hdr[:]); err != nil {
+	b, err := peerlink.ReadFrame(w.r, nil, maxFrame)
+	if err != nil {
 		return 0, nil, err
 	}
-	n := binary.BigEndian.Uint32(hdr[:4])
-	if n < 1 || n > maxFrame {
-		return 0, nil, fmt.Errorf("frame length %d out of range", n)
+	if len(b) < 1 {
+		return 0, nil, errors.New("empty frame")
 	}
-	buf := make([]byte, n-1)
-	if _, err := io.ReadFull(w.r, buf); err != nil {
-		return 0, nil, err
-	}
-	return hdr[4], buf, nil
+	return b[0], b[1:], nil
 }
 
 func (w *wireConn) writeRaw(kind byte, payload []byte) error {
 	if len(payload)+1 > maxFrame {
 		return fmt.Errorf("frame too large: %d bytes", len(payload))
 	}
-	f := make([]byte, 5, 5+len(payload))
-	binary.BigEndian.PutUint32(f[:4], uint32(len(payload)+1))
-	f[4] = kind
+	f := peerlink.AppendHeader(make([]byte, 0, peerlink.HeaderLen+1+len(payload)), len(payload)+1)
+	f = append(f, kind)
 	f = append(f, payload...)
-	select {
-	case w.out <- f:
-		return nil
-	case <-w.done:
+	if err := w.w.Write(f); err != nil {
 		return ErrUnreachable
 	}
+	return nil
 }
 
 func (w *wireConn) writeFrame(kind byte, id uint64, body []byte) error {
@@ -667,14 +604,14 @@ func (w *wireConn) call(ctx context.Context, req *Request) (*Response, error) {
 	id := w.nextID.Add(1)
 	ch := make(chan *Response, 1)
 	w.mu.Lock()
-	if w.err != nil {
+	if w.closed {
 		w.mu.Unlock()
 		return nil, ErrUnreachable
 	}
 	w.pending[id] = ch
 	w.mu.Unlock()
 	if err := w.writeFrame(frameRequest, id, body); err != nil {
-		w.close(ErrUnreachable)
+		w.close()
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	select {
@@ -695,7 +632,7 @@ func (w *wireConn) call(ctx context.Context, req *Request) (*Response, error) {
 
 // readResponses is the dialer's reader: it routes responses to callers.
 func (w *wireConn) readResponses() {
-	defer w.close(ErrUnreachable)
+	defer w.close()
 	for {
 		kind, payload, err := w.readFrame()
 		if err != nil {

@@ -101,8 +101,7 @@ func TestTCPTransportMutualTLS(t *testing.T) {
 		t.Fatal("called a member whose certificate names another id")
 	}
 	// A broker's client: a trusted certificate of no member.
-	client := &TCPTransport{closed: make(chan struct{}), tls: loader("b5", tlsconfig.NodeName(5))}
-	p := &tcpPeer{t: client, addr: one.Addr(), stopc: make(chan struct{})}
+	p := &caller{addr: one.Addr(), tls: loader("b5", tlsconfig.NodeName(5)), stopc: make(chan struct{})}
 	defer p.stop()
 	wc, err := p.conn(ctx)
 	if err != nil {

@@ -56,9 +56,12 @@ type Partition struct {
 	// voter; nil otherwise. AsyncTakeover is the claim its last promotion
 	// took over from (nil before any), AsyncClaims the write replicas'
 	// claims while a lapsed master's replacement is being decided.
+	// AsyncHandover is the write replica a master in its controlled
+	// shutdown hands its place to (async.go), nil otherwise.
 	AsyncMaster   *int32               `json:",omitempty"`
 	AsyncTakeover *AsyncClaim          `json:",omitempty"`
 	AsyncClaims   map[int32]AsyncClaim `json:",omitempty"`
+	AsyncHandover *int32               `json:",omitempty"`
 }
 
 // InSync returns the replicas in sync: ISR, or every voter and learner

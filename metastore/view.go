@@ -7,6 +7,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/sluice-broker/sluice/acl"
 )
@@ -19,6 +20,7 @@ type view struct {
 	mu            sync.RWMutex
 	rev           uint64
 	clusterID     string
+	leaseMs       int64
 	topics        map[TopicID]*Topic
 	names         map[string]TopicID
 	brokers       map[int32]Broker
@@ -68,6 +70,7 @@ type event struct {
 	Broker    *Broker           `json:"broker,omitempty"`
 	Configs   map[string]string `json:"configs,omitempty"`
 	ClusterID string            `json:"cid,omitempty"`
+	LeaseMs   int64             `json:"lease_ms,omitempty"` // kind "lease"
 	Deleted   bool              `json:"del,omitempty"`
 	Scram     *ScramCredential  `json:"scram,omitempty"` // kind "scram"
 	Quota     *ClientQuota      `json:"quota,omitempty"`
@@ -100,6 +103,7 @@ func (e *event) weight() int {
 type image struct {
 	Rev           uint64                      `json:"rev"`
 	ClusterID     string                      `json:"cid"`
+	LeaseMs       int64                       `json:"lease_ms,omitempty"`
 	Topics        []Topic                     `json:"topics"`
 	Brokers       []Broker                    `json:"brokers"`
 	BrokerConfigs map[int32]map[string]string `json:"bconfs"`
@@ -177,6 +181,8 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "cluster":
 		v.clusterID = e.ClusterID
+	case "lease":
+		v.leaseMs = e.LeaseMs
 	case "scram":
 		v.applyScramLocked(e)
 	case "quota":
@@ -212,6 +218,7 @@ func (v *view) loadImage(img *image) {
 	}
 	v.resetLocked()
 	v.clusterID = img.ClusterID
+	v.leaseMs = img.LeaseMs
 	for _, t := range img.Topics {
 		t := cloneTopic(t)
 		v.topics[t.ID] = &t
@@ -246,7 +253,7 @@ func (v *view) image() *image {
 }
 
 func (v *view) imageLocked() *image {
-	img := &image{Rev: v.rev, ClusterID: v.clusterID, BrokerConfigs: map[int32]map[string]string{}}
+	img := &image{Rev: v.rev, ClusterID: v.clusterID, LeaseMs: v.leaseMs, BrokerConfigs: map[int32]map[string]string{}}
 	for _, t := range v.topics {
 		img.Topics = append(img.Topics, cloneTopic(*t))
 	}
@@ -296,6 +303,14 @@ func (v *view) waitRev(ctx context.Context, rev uint64) error {
 			return ctx.Err()
 		}
 	}
+}
+
+// BrokerLease is the cluster's broker lease (broker_lease.go); 0 for a
+// cluster that has not recorded one yet.
+func (v *view) BrokerLease() time.Duration {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return time.Duration(v.leaseMs) * time.Millisecond
 }
 
 func (v *view) ClusterID() string {
@@ -421,6 +436,9 @@ func cloneTopic(t Topic) Topic {
 			p.AsyncTakeover = new(*p.AsyncTakeover)
 		}
 		p.AsyncClaims = maps.Clone(p.AsyncClaims)
+		if p.AsyncHandover != nil {
+			p.AsyncHandover = new(*p.AsyncHandover)
+		}
 		ps[i] = p
 	}
 	t.Partitions = ps

@@ -17,6 +17,7 @@ import (
 	"go.etcd.io/raft/v3/raftpb"
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
+	"github.com/sluice-broker/sluice/internal/peerlink"
 	"github.com/sluice-broker/sluice/internal/raftlog"
 	"github.com/sluice-broker/sluice/log"
 )
@@ -103,7 +104,7 @@ type Host struct {
 	list    []*Replica            // for the ticker
 	closed  bool
 
-	refused refusals
+	refused *peerlink.Refusals
 	failed  atomic.Int64 // open replicas that stopped after a failure
 	// semiFallbacks counts semi-sync fallbacks (raft_semisync.go).
 	semiFallbacks atomic.Int64
@@ -165,6 +166,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 		sched: newScheduler(cfg.Workers),
 		reps:  map[Key]*Replica{},
 	}
+	h.refused = newRefusals(h.lg)
 	h.cache.max = cfg.EntryCacheBytes
 	h.opening = map[Key]chan struct{}{}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
@@ -462,7 +464,7 @@ func (h *Host) tickLoop() {
 // reason (see Refusal); the transport counts its own.
 func (h *Host) Refused() map[string]int64 {
 	out := map[string]int64{}
-	h.refused.snapshot(out)
+	h.refused.Snapshot(out, false)
 	return out
 }
 
@@ -471,7 +473,7 @@ func (h *Host) Refused() map[string]int64 {
 func (h *Host) FailedReplicas() int { return int(h.failed.Load()) }
 
 func (h *Host) refuse(why Refusal, from NodeID, e Envelope) {
-	h.refused.add(&h.lg, why, func(ev *zerolog.Event) {
+	h.refused.Add(int(why), func(ev *zerolog.Event) {
 		ev.Int32("peer", int32(from)).Hex("topic_id", e.Group.TopicID[:]).Int32("partition", e.Group.Index).
 			Stringer("msg_type", e.Msg.GetType()).Int32("msg_from_node", int32(nodeOf(e.Msg.GetFrom()))).Uint64("term", e.Msg.GetTerm())
 	})
@@ -495,7 +497,7 @@ func (h *Host) receive(from NodeID, msgs []Envelope) {
 			// Not open here: deleted, moved away or not opened yet (raft
 			// retries; routine while a broker starts, so not logged), or
 			// never assigned.
-			h.refused.count(RefusedGroup)
+			h.refused.Count(int(RefusedGroup))
 			continue
 		}
 		r.inMu.Lock()

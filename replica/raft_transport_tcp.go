@@ -15,7 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sluice-broker/sluice/internal/peeraddr"
+	"github.com/sluice-broker/sluice/internal/peerlink"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
@@ -39,13 +39,15 @@ type TCPConfig struct {
 // TCPTransport is the production Transport: one outbound TCP connection
 // per peer broker, written by one goroutine that coalesces everything
 // queued for that peer, across groups, into one frame per write; inbound
-// connections are read by one goroutine each. A connection starts with
+// connections are read by one goroutine each. The connections, queues,
+// backoff and accept loop are internal/peerlink's, shared with the
+// metastore's transport; this file is the protocol on top. A connection starts with
 // "SLRT" | version u16 | node i32, then frames (see encodeFrame).
 //
 // An inbound connection is kept only if the node it declares resolves
 // (Resolve: a registered broker) and, when that broker's address is a
 // specific IP, the connection comes from that IP (loopback from loopback:
-// peeraddr.FromHost); a broker dials from the
+// peerlink.FromHost); a broker dials from the
 // IP it listens on, so the check holds on multi-homed hosts. A later
 // connection of the same node replaces the earlier one. This stops
 // strays and misconfigured peers, not an attacker who can use a broker's
@@ -57,7 +59,7 @@ type TCPConfig struct {
 type TCPTransport struct {
 	cfg TCPConfig
 	lg  zerolog.Logger
-	ln  net.Listener
+	ln  *peerlink.Listener
 	// local is the IP outbound connections are made from: the listening
 	// IP, unless that is unspecified.
 	local net.IP
@@ -65,18 +67,15 @@ type TCPTransport struct {
 	h atomic.Pointer[func(NodeID, []Envelope)]
 
 	mu      sync.Mutex
-	peers   map[NodeID]*tcpPeer
-	conns   map[net.Conn]struct{}
+	peers   map[NodeID]*peerlink.Stream
 	inbound map[NodeID]net.Conn
 	closed  bool
 	ctx     context.Context
 	cancel  context.CancelFunc
-	wg      sync.WaitGroup
 
-	handshaking atomic.Int32
-	refused     refusals
+	refused *peerlink.Refusals
 
-	Dropped atomic.Int64
+	dropped atomic.Int64 // by streams already closed
 }
 
 const tcpMagic = 0x534c5254 // "SLRT"
@@ -95,23 +94,25 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 1024
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
+	lg := cfg.Logger.With().Str("component", "raft-transport").Logger()
+	t := &TCPTransport{
+		cfg: cfg, lg: lg,
+		peers:   map[NodeID]*peerlink.Stream{},
+		inbound: map[NodeID]net.Conn{},
+		refused: newRefusals(lg),
+	}
+	ln, err := peerlink.Listen(cfg.Listen, peerlink.ListenConfig{
+		MaxHandshaking: maxHandshaking,
+		OnBusy:         func(c net.Conn) { t.refuse(RefusedBusy, c, -1, nil) },
+		Logger:         lg,
+	})
 	if err != nil {
 		return nil, err
 	}
-	t := &TCPTransport{
-		cfg: cfg, ln: ln,
-		lg:      cfg.Logger.With().Str("component", "raft-transport").Logger(),
-		peers:   map[NodeID]*tcpPeer{},
-		conns:   map[net.Conn]struct{}{},
-		inbound: map[NodeID]net.Conn{},
-	}
-	if a, ok := ln.Addr().(*net.TCPAddr); ok && !a.IP.IsUnspecified() {
-		t.local = a.IP
-	}
+	t.ln = ln
+	t.local = peerlink.LocalIP(ln.Addr())
 	t.ctx, t.cancel = context.WithCancel(context.Background())
-	t.wg.Add(1)
-	go t.accept()
+	ln.Serve(t.read)
 	return t, nil
 }
 
@@ -122,12 +123,24 @@ func (t *TCPTransport) Addr() string { return t.ln.Addr().String() }
 // Refusal).
 func (t *TCPTransport) Refused() map[string]int64 {
 	out := map[string]int64{}
-	t.refused.snapshot(out)
+	t.refused.Snapshot(out, false)
 	return out
 }
 
+// Dropped is the number of messages dropped on the way out: a peer's
+// queue full, the peer unreachable, a write failed.
+func (t *TCPTransport) Dropped() int64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := t.dropped.Load()
+	for _, p := range t.peers {
+		n += p.Dropped.Load()
+	}
+	return n
+}
+
 func (t *TCPTransport) refuse(why Refusal, c net.Conn, node NodeID, err error) {
-	t.refused.add(&t.lg, why, func(e *zerolog.Event) {
+	t.refused.Add(int(why), func(e *zerolog.Event) {
 		e.Str("remote", c.RemoteAddr().String()).Int32("peer", int32(node)).AnErr("error", err)
 	})
 }
@@ -144,10 +157,17 @@ func (t *TCPTransport) Send(to NodeID, msgs []Envelope) {
 	}
 	p := t.peers[to]
 	if p == nil {
-		p = &tcpPeer{t: t, id: to, q: make(chan encoded, t.cfg.QueueLen)}
+		p = peerlink.NewStream(peerlink.StreamConfig{
+			QueueLen: t.cfg.QueueLen,
+			Dial:     func(ctx context.Context) (net.Conn, error) { return t.dial(ctx, to) },
+			Encode:   encodeItems,
+			Down: func(err error) {
+				if t.ctx.Err() == nil {
+					t.lg.Debug().Err(err).Int32("peer", int32(to)).Msg("raft transport: peer unreachable or connection lost")
+				}
+			},
+		})
 		t.peers[to] = p
-		t.wg.Add(1)
-		go p.run()
 	}
 	t.mu.Unlock()
 	// Encode now, in the caller's goroutine: raft's doc.go asks that
@@ -157,17 +177,18 @@ func (t *TCPTransport) Send(to NodeID, msgs []Envelope) {
 		t.lg.Error().Err(err).Msg("raft transport: encoding messages")
 		return
 	}
-	select {
-	case p.q <- encoded{n: len(msgs), b: b}:
-	default:
-		t.Dropped.Add(int64(len(msgs)))
-	}
+	p.Send(peerlink.Item{N: len(msgs), B: b})
 }
 
-// encoded is a batch of envelopes in wire form, waiting for a peer's writer.
-type encoded struct {
-	n int
-	b []byte
+// encodeItems makes one frame of every queued batch (see encodeFrame).
+func encodeItems(dst []byte, items []peerlink.Item) ([]byte, error) {
+	bodies := make([][]byte, len(items))
+	count := 0
+	for i, it := range items {
+		bodies[i] = it.B
+		count += it.N
+	}
+	return appendFrame(dst, bodies, count)
 }
 
 // Close implements Transport: it stops accepting, closes every connection
@@ -179,60 +200,24 @@ func (t *TCPTransport) Close() error {
 		return nil
 	}
 	t.closed = true
-	for c := range t.conns {
-		c.Close()
-	}
+	peers := t.peers
 	t.mu.Unlock()
 	t.cancel()
-	err := t.ln.Close()
-	t.wg.Wait()
-	return err
-}
-
-func (t *TCPTransport) track(c net.Conn) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		c.Close()
-		return false
+	for _, p := range peers {
+		p.Close()
+		t.dropped.Add(p.Dropped.Load())
 	}
-	t.conns[c] = struct{}{}
-	return true
-}
-
-func (t *TCPTransport) untrack(c net.Conn) {
 	t.mu.Lock()
-	delete(t.conns, c)
+	t.peers = map[NodeID]*peerlink.Stream{}
 	t.mu.Unlock()
-	c.Close()
-}
-
-func (t *TCPTransport) accept() {
-	defer t.wg.Done()
-	for {
-		c, err := t.ln.Accept()
-		if err != nil {
-			return
-		}
-		if t.handshaking.Add(1) > maxHandshaking {
-			t.handshaking.Add(-1)
-			t.refuse(RefusedBusy, c, -1, nil)
-			c.Close()
-			continue
-		}
-		if !t.track(c) {
-			t.handshaking.Add(-1)
-			return
-		}
-		t.wg.Add(1)
-		go t.read(c)
-	}
+	return t.ln.Close()
 }
 
 // hello runs the TLS handshake when configured, reads and checks a new
 // connection's hello and returns the peer and the connection to read.
-func (t *TCPTransport) hello(c net.Conn) (NodeID, net.Conn, *bufio.Reader, bool) {
-	defer t.handshaking.Add(-1)
+func (t *TCPTransport) hello(a *peerlink.Accepted) (NodeID, net.Conn, *bufio.Reader, bool) {
+	defer a.Ready()
+	var c net.Conn = a.Conn
 	var tc *tls.Conn
 	if t.cfg.TLS != nil {
 		var err error
@@ -281,7 +266,7 @@ func (t *TCPTransport) checkHello(c net.Conn, br *bufio.Reader) (NodeID, bool) {
 		t.refuse(RefusedUnknownNode, c, from, nil)
 		return from, false
 	}
-	if !peeraddr.FromHost(c.RemoteAddr(), addr) {
+	if !peerlink.FromHost(c.RemoteAddr(), addr) {
 		t.refuse(RefusedAddress, c, from, fmt.Errorf("registered at %s", addr))
 		return from, false
 	}
@@ -309,10 +294,10 @@ func (t *TCPTransport) disown(from NodeID, c net.Conn) {
 	t.mu.Unlock()
 }
 
-func (t *TCPTransport) read(c net.Conn) {
-	defer t.wg.Done()
-	defer t.untrack(c)
-	from, rc, br, ok := t.hello(c)
+// read serves one inbound connection: the hello, then frames.
+func (t *TCPTransport) read(a *peerlink.Accepted) {
+	c := a.Conn
+	from, rc, br, ok := t.hello(a)
 	if !ok {
 		return
 	}
@@ -322,25 +307,17 @@ func (t *TCPTransport) read(c net.Conn) {
 		// Close the TLS connection too, so the alert goes out.
 		defer rc.Close()
 	}
-	var lenb [4]byte
 	var buf []byte
 	for {
-		if _, err := io.ReadFull(br, lenb[:]); err != nil {
+		b, err := peerlink.ReadFrame(br, buf, maxFrameBytes)
+		if err != nil {
+			if errors.Is(err, peerlink.ErrFrameTooLarge) {
+				t.refuse(RefusedFrame, c, from, err)
+			}
 			return
 		}
-		n := binary.BigEndian.Uint32(lenb[:])
-		if n > maxFrameBytes {
-			t.refuse(RefusedFrame, c, from, fmt.Errorf("frame of %d bytes", n))
-			return
-		}
-		if cap(buf) < int(n) {
-			buf = make([]byte, n)
-		}
-		buf = buf[:n]
-		if _, err := io.ReadFull(br, buf); err != nil {
-			return
-		}
-		msgs, err := decodeFrame(buf)
+		buf = b
+		msgs, err := decodeFrame(b)
 		if err != nil {
 			t.refuse(RefusedFrame, c, from, err)
 			return
@@ -351,77 +328,26 @@ func (t *TCPTransport) read(c net.Conn) {
 	}
 }
 
-type tcpPeer struct {
-	t  *TCPTransport
-	id NodeID
-	q  chan encoded
-}
-
-// run dials the peer, then writes whatever is queued as one frame per
-// round; on an error it drops what it holds, waits and redials.
-func (p *tcpPeer) run() {
-	t := p.t
-	defer t.wg.Done()
-	backoff := 50 * time.Millisecond
-	for {
-		if t.ctx.Err() != nil {
-			return
-		}
-		c, raw, err := p.dial()
-		if err != nil {
-			// Messages queued while the peer is down are stale by the time
-			// it returns; raft resends what matters.
-			p.drain()
-			select {
-			case <-t.ctx.Done():
-				return
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 2*time.Second)
-			continue
-		}
-		backoff = 50 * time.Millisecond
-		err = p.write(c)
-		c.Close()
-		t.untrack(raw)
-		if err != nil && t.ctx.Err() == nil {
-			t.lg.Debug().Err(err).Int32("peer", int32(p.id)).Msg("raft transport: connection lost")
-		}
-	}
-}
-
-// dial returns the connection to write to and the TCP connection under
-// it (the same one without TLS), which is what the transport tracks.
-func (p *tcpPeer) dial() (net.Conn, net.Conn, error) {
-	t := p.t
+// dial connects to a peer broker: TCP from the listening IP, mutual TLS
+// when configured (the peer's certificate must name the node dialled),
+// then the hello.
+func (t *TCPTransport) dial(ctx context.Context, to NodeID) (net.Conn, error) {
 	addr := ""
 	if t.cfg.Resolve != nil {
-		addr = t.cfg.Resolve(p.id)
+		addr = t.cfg.Resolve(to)
 	}
 	if addr == "" {
-		return nil, nil, fmt.Errorf("no address for node %d", p.id)
+		return nil, fmt.Errorf("no address for node %d", to)
 	}
-	d := net.Dialer{Timeout: 2 * time.Second}
-	if t.local != nil {
-		// From the address peers know this broker by (see peeraddr.FromHost).
-		d.LocalAddr = &net.TCPAddr{IP: t.local}
-	}
-	c, err := d.DialContext(t.ctx, "tcp", addr)
+	c, err := peerlink.Dial(ctx, addr, t.local, 2*time.Second)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if tc, ok := c.(*net.TCPConn); ok {
-		tc.SetNoDelay(true)
-	}
-	if !t.track(c) {
-		return nil, nil, errors.New("transport closed")
-	}
-	raw := c
 	if t.cfg.TLS != nil {
-		tc, err := t.cfg.TLS.DialPeer(c, int64(p.id), helloTimeout)
+		tc, err := t.cfg.TLS.DialPeer(c, int64(to), helloTimeout)
 		if err != nil {
-			t.untrack(raw)
-			return nil, nil, fmt.Errorf("TLS with node %d: %w", p.id, err)
+			c.Close()
+			return nil, fmt.Errorf("TLS with node %d: %w", to, err)
 		}
 		c = tc
 	}
@@ -431,59 +357,8 @@ func (p *tcpPeer) dial() (net.Conn, net.Conn, error) {
 	binary.BigEndian.PutUint32(hello[6:], uint32(t.cfg.Self))
 	c.SetWriteDeadline(time.Now().Add(helloTimeout))
 	if _, err := c.Write(hello[:]); err != nil {
-		t.untrack(raw)
-		return nil, nil, err
+		c.Close()
+		return nil, err
 	}
-	return c, raw, nil
-}
-
-func (p *tcpPeer) drain() {
-	for {
-		select {
-		case e := <-p.q:
-			p.t.Dropped.Add(int64(e.n))
-		default:
-			return
-		}
-	}
-}
-
-func (p *tcpPeer) write(c net.Conn) error {
-	var buf []byte
-	var bodies [][]byte
-	for {
-		var first encoded
-		select {
-		case <-p.t.ctx.Done():
-			return nil
-		case first = <-p.q:
-		}
-		// Coalesce everything else already queued for this peer, every
-		// group's messages, into one frame and one write.
-		bodies = append(bodies[:0], first.b)
-		count, size := first.n, len(first.b)
-	more:
-		for size < 4<<20 {
-			select {
-			case e := <-p.q:
-				bodies = append(bodies, e.b)
-				count += e.n
-				size += len(e.b)
-			default:
-				break more
-			}
-		}
-		var err error
-		buf, err = appendFrame(buf[:0], bodies, count)
-		if err != nil {
-			p.t.lg.Error().Err(err).Msg("raft transport: frame too large; dropped")
-			p.t.Dropped.Add(int64(count))
-			continue
-		}
-		c.SetWriteDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write(buf); err != nil {
-			p.t.Dropped.Add(int64(count))
-			return err
-		}
-	}
+	return c, nil
 }

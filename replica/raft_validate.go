@@ -3,14 +3,14 @@ package replica
 import (
 	"errors"
 	"slices"
-	"sync/atomic"
-	"time"
 
 	"github.com/rs/zerolog"
 	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
 	"go.etcd.io/raft/v3/tracker"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/peerlink"
 )
 
 // What a peer sends is checked before raft sees it. etcd raft trusts its
@@ -64,40 +64,12 @@ func (r Refusal) String() string {
 	return refusalNames[r]
 }
 
-// refusals counts refusals by reason and logs the first of each burst:
-// a hostile peer must not be able to fill the log.
-type refusals struct {
-	n       [numRefusals]atomic.Int64
-	lastLog atomic.Int64 // unix nanos of the last warning
-}
-
-// refuseLogEvery is the least time between two warnings about refusals.
-const refuseLogEvery = 10 * time.Second
-
-func (c *refusals) add(lg *zerolog.Logger, why Refusal, fn func(e *zerolog.Event)) {
-	c.n[why].Add(1)
-	now := time.Now().UnixNano()
-	last := c.lastLog.Load()
-	if now-last < int64(refuseLogEvery) || !c.lastLog.CompareAndSwap(last, now) {
-		return
-	}
-	e := lg.Warn().Stringer("reason", why)
-	if fn != nil {
-		fn(e)
-	}
-	e.Msg("raft: refused a peer's connection, frame or message (further refusals for 10s are only counted)")
-}
-
-// count counts without logging: for refusals that are routine (a group
-// not open yet while a broker starts).
-func (c *refusals) count(why Refusal) { c.n[why].Add(1) }
-
-func (c *refusals) snapshot(into map[string]int64) {
-	for i := range c.n {
-		if v := c.n[i].Load(); v != 0 {
-			into[Refusal(i).String()] += v
-		}
-	}
+// newRefusals counts refusals by this package's reasons (Refusal) and
+// logs the first of each burst: a hostile peer must not be able to fill
+// the log.
+func newRefusals(lg zerolog.Logger) *peerlink.Refusals {
+	return peerlink.NewRefusals(lg, "raft: refused a peer's connection, frame or message (further refusals for 10s are only counted)",
+		refusalNames[:]...)
 }
 
 // peerMsgType: the message types one raft node sends another here.

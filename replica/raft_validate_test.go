@@ -333,7 +333,7 @@ func TestTCPTransportBoundsHandshakes(t *testing.T) {
 		idle = append(idle, c)
 	}
 	checkFor(t, 5*time.Second, func() error {
-		if n := a.handshaking.Load(); n != maxHandshaking {
+		if n := a.ln.Handshaking(); n != maxHandshaking {
 			return fmt.Errorf("%d connections in their hello", n)
 		}
 		return nil

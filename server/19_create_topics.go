@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -39,6 +41,7 @@ func init() { register(19, handleCreateTopics) }
 func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.CreateTopicsRequest)
 	resp := req.ResponseKind().(*kmsg.CreateTopicsResponse)
+	s.awaitOwnRegistration(rc.ctx(), 5*time.Second)
 
 	seen := make(map[string]int)
 	for _, rt := range req.Topics {
@@ -221,4 +224,28 @@ func (s *Server) topicSpec(rt kmsg.CreateTopicsRequestTopic) (metastore.TopicSpe
 		}
 	}
 	return spec, 0, ""
+}
+
+// awaitOwnRegistration waits, at most max, until this broker's own
+// registration is in its view of the metastore. Metadata lists a broker
+// from the moment its listener is up (views.go), so a client may ask it
+// to create a topic before the broker registered, or before the
+// registration reached its view; the topic's replicas are counted among
+// the registered brokers, and the request would fail with
+// INVALID_REPLICATION_FACTOR on a broker that is about to count itself.
+func (s *Server) awaitOwnRegistration(ctx context.Context, max time.Duration) {
+	if !s.cfg.HasRole("write") {
+		return
+	}
+	for deadline := time.Now().Add(max); ; {
+		for _, b := range s.catalog.Brokers() {
+			if b.ID == s.cfg.NodeID {
+				return
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -27,6 +27,11 @@ import (
 //     new master never received; a broker opening such a partition
 //     follows instead of opening (openReplica), so a returning old master
 //     never campaigns.
+//   - A master in its controlled shutdown hands its place over
+//     (HandOffAsyncMasters): it stops acknowledging, waits until a write
+//     replica holds its whole log, closes its replica and records the
+//     handover; that replica claims and is promoted at once, without
+//     waiting for the lease, and nothing is cut.
 
 // masterFenced says whether a write to partition of t must be refused,
 // or its acknowledgement withheld, because this broker may have been
@@ -40,9 +45,12 @@ import (
 // acknowledgement: a write made durable while the lease held but answered
 // after it lapsed would otherwise be acknowledged by a master that may be
 // replaced by then. The producer retries at the leader Metadata names.
-func (s *Server) masterFenced(t metastore.Topic, partition int32) bool {
+func (s *Server) masterFenced(t metastore.Topic, index int32) bool {
 	if s.leaseValid == nil || !s.asyncMode(t) {
 		return false
+	}
+	if _, ok := s.handingOver.Load(partition.Key{TopicID: t.ID, Index: index}); ok {
+		return true
 	}
 	if !s.leaseValid() {
 		return true
@@ -59,8 +67,8 @@ func (s *Server) masterFenced(t metastore.Topic, partition int32) bool {
 			return true
 		}
 	}
-	if partition >= 0 && int(partition) < len(t.Partitions) {
-		if m := t.Partitions[partition].AsyncMaster; m != nil && *m != s.cfg.NodeID {
+	if index >= 0 && int(index) < len(t.Partitions) {
+		if m := t.Partitions[index].AsyncMaster; m != nil && *m != s.cfg.NodeID {
 			return true
 		}
 	}
@@ -85,6 +93,7 @@ type asyncRecorder interface {
 	SetAsyncMaster(ctx context.Context, topic string, partition, master int32) error
 	ClaimAsyncMaster(ctx context.Context, topic string, partition, master, broker int32, claim metastore.AsyncClaim) error
 	PromoteAsyncMaster(ctx context.Context, topic string, partition, master, broker int32) error
+	HandOverAsyncMaster(ctx context.Context, topic string, partition, master int32, inc uint64, to int32) error
 }
 
 // asyncClaimWait is how long a claimant waits for the other live write
@@ -209,6 +218,27 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 		return time.Time{}
 	}
 	master := int32(m.Voters[0])
+	if p.AsyncHandover != nil && *p.AsyncHandover == self && p.AsyncMaster != nil && *p.AsyncMaster == master {
+		// The master handed its place to this replica, which holds its
+		// whole log: claim and take it now, without waiting for a lease.
+		c := r.Claim(uint64(max(p.LeaderEpoch, 0)))
+		claim := metastore.AsyncClaim{Term: c.Term, Index: c.Index, Offset: c.Offset}
+		if err := rec.ClaimAsyncMaster(ctx, tp.Name, p.ID, master, self, claim); err != nil {
+			lg.Warn().Err(err).Int32("master", master).Msg("async handover: claiming the master's place")
+			return time.Time{}
+		}
+		if err := rec.PromoteAsyncMaster(ctx, tp.Name, p.ID, master, self); err != nil {
+			lg.Warn().Err(err).Int32("master", master).Msg("async handover: recording the promotion")
+			return time.Time{}
+		}
+		if err := s.raft.Promote(k, takeoverOf(claim)); err != nil {
+			lg.Warn().Err(err).Msg("async handover: promoting this replica")
+			return time.Time{}
+		}
+		lg.Info().Int32("old_master", master).Uint64("index", claim.Index).Int64("offset", claim.Offset).
+			Msg("async handover: promoted to master; the old master handed its whole log over")
+		return time.Time{}
+	}
 	if master == self || p.AsyncMaster == nil || *p.AsyncMaster != master || alive[master] {
 		return time.Time{}
 	}
@@ -256,4 +286,96 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 	lg.Warn().Int32("old_master", master).Uint64("index", claim.Index).Int64("offset", claim.Offset).
 		Msg("async failover: promoted to master; what the old master wrote after this offset is lost")
 	return time.Time{}
+}
+
+// HandOffAsyncMasters is the async part of a controlled shutdown: for every
+// partition this broker is the async master of, it stops acknowledging
+// writes (producers get NOT_LEADER_OR_FOLLOWER and retry at the leader
+// Metadata names), waits, up to wait, until a live write replica holds its
+// whole log, closes its own replica (so it can never campaign again as the
+// group's sole voter) and records the handover; the replica promotes
+// itself (asyncStep). A partition it cannot hand over in time stays
+// fenced, and fails over as for a crash once the lease is released. It
+// returns how many it handed over and how many it could not. Call it after
+// marking the broker as shutting down.
+func (s *Server) HandOffAsyncMasters(ctx context.Context, wait time.Duration) (handed, failed int) {
+	rec, ok := s.catalog.(asyncRecorder)
+	if s.cfg.ReplicaListen == "" || !ok || s.leaseIncarnation == nil {
+		return 0, 0
+	}
+	self := s.cfg.NodeID
+	type job struct {
+		tp metastore.Topic
+		p  metastore.Partition
+		r  partition.Replica
+	}
+	var jobs []job
+	for _, tp := range s.catalog.Topics() {
+		if !s.asyncMode(tp) {
+			continue
+		}
+		for _, p := range tp.Partitions {
+			if p.AsyncMaster == nil || *p.AsyncMaster != self {
+				continue
+			}
+			k := partition.Key{TopicID: tp.ID, Index: p.ID}
+			r, ok := s.raft.Get(k)
+			if !ok || r.Failed() != nil || !r.IsLeader() {
+				continue
+			}
+			if m := r.Members(); len(m.Voters) != 1 || int32(m.Voters[0]) != self {
+				continue
+			}
+			s.handingOver.Store(k, struct{}{})
+			jobs = append(jobs, job{tp, p, r})
+		}
+	}
+	deadline := time.Now().Add(wait)
+	for _, j := range jobs {
+		lg := s.log.With().Str("topic", j.tp.Name).Int32("partition", j.p.ID).Logger()
+		to := s.handoverTarget(ctx, j.p, j.r, deadline)
+		if to < 0 {
+			lg.Warn().Msg("async handover: no write replica caught up in time; the partition fails over when the lease is released")
+			failed++
+			continue
+		}
+		k := j.r.Key()
+		if err := s.raft.Remove(k, false); err != nil {
+			lg.Warn().Err(err).Msg("async handover: closing this replica")
+			failed++
+			continue
+		}
+		if err := rec.HandOverAsyncMaster(ctx, j.tp.Name, j.p.ID, self, s.leaseIncarnation(), to); err != nil {
+			lg.Warn().Err(err).Int32("to", to).Msg("async handover: recording it")
+			failed++
+			continue
+		}
+		lg.Info().Int32("to", to).Msg("async handover: handed the master's place over")
+		handed++
+	}
+	return handed, failed
+}
+
+// handoverTarget waits until a live, not shutting down write replica of p
+// holds r's whole log and returns it; -1 at the deadline.
+func (s *Server) handoverTarget(ctx context.Context, p metastore.Partition, r partition.Replica, deadline time.Time) int32 {
+	for {
+		live := map[int32]bool{}
+		for _, b := range s.catalog.Brokers() {
+			live[b.ID] = !b.ShuttingDown
+		}
+		lags := r.MemberLags()
+		for _, v := range p.Voters {
+			if v == s.cfg.NodeID || !live[v] {
+				continue
+			}
+			if l, ok := lags[partition.NodeID(v)]; ok && l.Entries == 0 {
+				return v
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return -1
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -44,6 +43,26 @@ func startBroker(t testing.TB, mutate func(*configs.Config)) *testBroker {
 // (a group coordinator, say) once the metastore is up.
 func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Options, *metastore.Node)) *testBroker {
 	t.Helper()
+	b := startUnregistered(t, mutate, opts)
+	b.register(t)
+	return b
+}
+
+// register registers the broker in its metastore, as its lease does.
+func (b *testBroker) register(t testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mb := metastore.Broker{ID: b.srv.cfg.NodeID, Role: metastore.RoleCombined,
+		Endpoints: []metastore.Endpoint{{Name: "PLAINTEXT", View: "mixed", Host: "127.0.0.1"}}}
+	if _, err := b.meta.Client().RegisterBroker(ctx, mb); err != nil {
+		t.Error(err)
+	}
+}
+
+// startUnregistered is startBrokerWith up to its listener serving, before
+// the broker registers in the metastore.
+func startUnregistered(t testing.TB, mutate func(*configs.Config), opts func(*Options, *metastore.Node)) *testBroker {
+	t.Helper()
 	dir := t.TempDir()
 	lg := testLog(t)
 	cfg := configs.Default()
@@ -54,8 +73,6 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 		mutate(&cfg)
 	}
 	meta := openTestMeta(t, dir, lg)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
 	policy := log.FlushNever
 	if cfg.LogFsync == "group" {
 		policy = log.FlushGroup
@@ -100,16 +117,7 @@ func startBrokerWith(t testing.TB, mutate func(*configs.Config), opts func(*Opti
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	addr := srv.Addrs()[0]
-	host, port, _ := net.SplitHostPort(addr)
-	_ = host
-	_ = port
-	b := metastore.Broker{ID: cfg.NodeID, Role: metastore.RoleCombined,
-		Endpoints: []metastore.Endpoint{{Name: "PLAINTEXT", View: "mixed", Host: "127.0.0.1"}}}
-	if _, err := meta.Client().RegisterBroker(ctx, b); err != nil {
-		t.Fatal(err)
-	}
-	return &testBroker{srv: srv, meta: meta, addr: addr, host: rh}
+	return &testBroker{srv: srv, meta: meta, addr: srv.Addrs()[0], host: rh}
 }
 
 func (b *testBroker) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {

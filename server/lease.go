@@ -37,6 +37,13 @@ type Lease struct {
 	// lapsed (before registering again): what this broker owned under
 	// it (groups) may belong to another broker now.
 	OnLapse func()
+	// Recorded, when set, returns the cluster's recorded broker lease
+	// (metastore.Client.BrokerLease; 0 while unknown). The lease is held
+	// for the shorter of it and the configured duration, so a broker
+	// configured longer than the metastore never believes in a lease the
+	// metastore has already expired.
+	Recorded func() time.Duration
+	warned   atomic.Bool
 
 	incarnation atomic.Uint64
 	mu          sync.Mutex
@@ -64,9 +71,27 @@ func (l *Lease) Valid() bool {
 	return time.Now().Before(l.validUntil)
 }
 
+// held is how long a renewal holds the lease: the configured duration, or
+// the cluster's recorded one when that is shorter.
+func (l *Lease) held() time.Duration {
+	d := l.duration
+	if l.Recorded == nil {
+		return d
+	}
+	if r := l.Recorded(); r > 0 && r != d {
+		if l.warned.CompareAndSwap(false, true) {
+			l.log.Warn().Dur("configured", d).Dur("recorded", r).Dur("held_for", min(d, r)).
+				Msg("broker.session.timeout.ms differs from the cluster's recorded broker lease; the lease is held for the shorter")
+		}
+		d = min(d, r)
+	}
+	return d
+}
+
 func (l *Lease) renewed(sent time.Time) {
+	d := l.held()
 	l.mu.Lock()
-	if v := sent.Add(l.duration); v.After(l.validUntil) {
+	if v := sent.Add(d); v.After(l.validUntil) {
 		l.validUntil = v
 	}
 	l.mu.Unlock()
@@ -87,15 +112,21 @@ func (l *Lease) Register(ctx context.Context) error {
 
 // Run heartbeats until ctx ends.
 func (l *Lease) Run(ctx context.Context) {
-	t := time.NewTicker(l.every)
-	defer t.Stop()
 	for {
+		// Three heartbeats per lease, of the length the lease is held
+		// for (shorter than configured when the cluster records less).
+		every := l.every
+		if h := l.held(); h/3 < every {
+			every = h / 3
+		}
+		t := time.NewTimer(every)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return
 		case <-t.C:
 		}
-		hctx, cancel := context.WithTimeout(ctx, l.every)
+		hctx, cancel := context.WithTimeout(ctx, every)
 		sent := time.Now()
 		err := l.reg.Heartbeat(hctx, l.broker.ID, l.incarnation.Load())
 		cancel()

@@ -50,6 +50,11 @@ func (s *Server) assigned(p metastore.Partition) bool {
 // and replays the configuration changes in the log from there
 // (replica.Host.OpenJoining).
 func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Replica, error) {
+	if _, ok := s.handingOver.Load(k); ok {
+		// Closed for an async handover (HandOffAsyncMasters): opened
+		// again it would campaign as the sole voter it was.
+		return nil, errNotHosted
+	}
 	iv, il := t.Partitions[k.Index].Initial()
 	initial := members(metastore.Partition{Voters: iv, Learners: il})
 	if slices.Contains(iv, s.cfg.NodeID) || slices.Contains(il, s.cfg.NodeID) {

@@ -77,9 +77,12 @@ type Server struct {
 	raft             partition.Host
 	leaseValid       func() bool
 	leaseIncarnation func() uint64
-	log              zerolog.Logger
-	metrics          *Metrics
-	producers        *producerIDs
+	// handingOver holds the async partitions (partition.Key) this broker
+	// is handing its master's place over for: they take no writes.
+	handingOver sync.Map
+	log         zerolog.Logger
+	metrics     *Metrics
+	producers   *producerIDs
 
 	// Topic config defaults from this broker's static config and from
 	// Sluice's built-in defaults, computed once: they are consulted on

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -59,6 +60,7 @@ type opts struct {
 	compCodecs  string
 	section     string // -section: one section of the report only (sections.go)
 	certs       string // directory of the CA and server certificate both brokers serve (secure workloads)
+	shareRecs   int64  // -share-records: records prefilled for a share-group drain (sections.go)
 
 	isolation       bool // -isolation: make bench-isolation (isolation.go)
 	isoGroups       string
@@ -113,6 +115,9 @@ type workload struct {
 	// PLAINTEXT, SSL and SASL_SSL listeners (sections.go); "" is the
 	// usual broker with one PLAINTEXT listener.
 	Proto string
+	// Share: the generator drains a prefilled topic with share-group
+	// consumers (-share-consumers in Args); the figures are the drain's.
+	Share bool
 }
 
 func allWorkloads() []workload {
@@ -169,6 +174,7 @@ func main() {
 	flag.Int64Var(&o.compKeys, "compaction-keys", 32768, "key cardinality of those records (-compaction)")
 	flag.StringVar(&o.compCodecs, "compaction-codecs", "none,lz4", "producer compression codecs, one comparison each (-compaction)")
 	flag.StringVar(&o.section, "section", "", "run only the workloads of one section and replace just that section of -out: "+sectionNames())
+	flag.Int64Var(&o.shareRecs, "share-records", 200000, "records of 1 KiB prefilled and then drained by the share-group consumers (-section share)")
 	flag.BoolVar(&o.isolation, "isolation", false, "instead of the workloads, run the read/write isolation comparison on a Sluice split cluster and a 3-broker Kafka cluster (make bench-isolation) and write its section of -out")
 	flag.StringVar(&o.isoGroups, "iso-groups", "1,4,8", "reader counts N: N tailing consumers, then N replaying consumer groups (-isolation)")
 	flag.StringVar(&o.isoSystems, "iso-systems", "sluice,kafka,kafka-follower", "systems compared (-isolation)")
@@ -538,6 +544,23 @@ type genResult struct {
 	Backlog struct {
 		MBPerS float64 `json:"mb_per_s"`
 	} `json:"backlog"`
+	Share struct {
+		Records          int64   `json:"records"`
+		Bytes            int64   `json:"bytes"`
+		Redelivered      int64   `json:"redelivered"`
+		Duplicates       int64   `json:"duplicates"`
+		FirstRecordS     float64 `json:"first_record_s"`
+		DrainS           float64 `json:"drain_s"`
+		RecordsPerS      float64 `json:"records_per_s"`
+		MBPerS           float64 `json:"mb_per_s"`
+		PerConsumer      []int64 `json:"per_consumer"`
+		Fetch            lat     `json:"sharefetch_with_records"`
+		FetchEmpty       int64   `json:"sharefetch_empty"`
+		FetchRequests    int64   `json:"sharefetch_requests"`
+		BrokerJoinCPUS   float64 `json:"broker_join_cpu_s"`
+		BrokerCPUS       float64 `json:"broker_cpu_s"`
+		BrokerPeakRSSMiB float64 `json:"broker_peak_rss_mib"`
+	} `json:"share"`
 }
 
 type lat struct {
@@ -559,8 +582,12 @@ type runResult struct {
 	DiskWriteB int64     `json:"broker_disk_write_bytes"`
 	SysCalls   int64     `json:"broker_rw_syscalls"`
 	StartS     float64   `json:"broker_start_s"`
-	WallS      float64   `json:"gen_wall_s"`
-	Load       string    `json:"load_avg"` // at the start of the run
+	// Sluice's metastore writes during a share run (prefill included):
+	// how many, and their summed latency (sluice_metastore_write_seconds).
+	MetaWrites float64 `json:"broker_metastore_writes,omitempty"`
+	MetaWriteS float64 `json:"broker_metastore_write_s,omitempty"`
+	WallS      float64 `json:"gen_wall_s"`
+	Load       string  `json:"load_avg"` // at the start of the run
 }
 
 type procStat struct {
@@ -837,6 +864,9 @@ func genArgs(o *opts, w workload, b *broker) []string {
 	if o.quiet {
 		args = append(args, "-quiet")
 	}
+	if w.Share {
+		args = append(args, "-prefill", strconv.FormatInt(o.shareRecs, 10), "-broker-pid", strconv.Itoa(b.pid()))
+	}
 	if w.Name == "W5" && o.w5Groups {
 		args = append(args, "-backlog-groups")
 	}
@@ -853,6 +883,10 @@ func runOnce(o *opts, w workload, kind string) (*runResult, error) {
 	before, err := readProc(b.pid())
 	if err != nil {
 		return nil, err
+	}
+	var metaBefore []byte
+	if w.Share && kind == "sluice" {
+		metaBefore = scrape(b.admin)
 	}
 	gen := exec.Command("taskset", genArgs(o, w, b)...)
 	var out bytes.Buffer
@@ -885,6 +919,26 @@ func runOnce(o *opts, w workload, kind string) (*runResult, error) {
 	r.SysCalls = after.syscalls - before.syscalls
 	if ps := gen.ProcessState; ps != nil && wall > 0 {
 		r.GenCPUUtil = (ps.UserTime() + ps.SystemTime()).Seconds() / wall
+	}
+	if w.Share {
+		// The drain's figures only, without the prefill before it: the
+		// broker's CPU from the first record delivered to the last
+		// acknowledgement, per GB drained, and its peak RSS from the
+		// consumers' start to that end.
+		sh := r.Gen.Share
+		if sh.Records != o.shareRecs || sh.Duplicates != 0 {
+			return nil, fmt.Errorf("share drain accepted %d distinct records of %d prefilled, %d delivered twice", sh.Records, o.shareRecs, sh.Duplicates)
+		}
+		r.CPUSec, r.CPUPerGB, r.PeakRSSMiB = sh.BrokerCPUS, 0, sh.BrokerPeakRSSMiB
+		if metaBefore != nil {
+			if after := scrape(b.admin); after != nil {
+				r.MetaWrites = metric(after, "sluice_metastore_write_seconds_count") - metric(metaBefore, "sluice_metastore_write_seconds_count")
+				r.MetaWriteS = metric(after, "sluice_metastore_write_seconds_sum") - metric(metaBefore, "sluice_metastore_write_seconds_sum")
+			}
+		}
+		if gb := float64(sh.Bytes) / 1e9; gb > 0 {
+			r.CPUPerGB = sh.BrokerCPUS / gb
+		}
 	}
 	return r, nil
 }
@@ -980,6 +1034,21 @@ func profile(o *opts) error {
 			"cpu_s %.2f\nrw_syscalls %d\ndisk_write_bytes %d\n", after.cpu-before.cpu, after.syscalls-before.syscalls, after.writeB-before.writeB)), 0o644)
 	}
 	return nil
+}
+
+// scrape is a Sluice broker's /metrics page (nil if it cannot be read).
+func scrape(admin string) []byte {
+	cl := http.Client{Timeout: 5 * time.Second}
+	resp, err := cl.Get("http://" + admin + "/metrics")
+	if err != nil {
+		return nil
+	}
+	defer resp.Body.Close()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil
+	}
+	return text
 }
 
 // metric sums the samples of one Prometheus metric (all label sets).
@@ -1238,6 +1307,7 @@ func report(o *opts, m machine, wls []workload, res map[string][]pair) string {
 	p("bash bench/run.sh -profile /tmp/prof         # pprof CPU and allocation profiles of Sluice under W1 and W3\n")
 	p("make bench BENCH_ARGS='-section tls'         # only the section 'W1 over TLS' (also: -section txn), the rest of this file kept\n")
 	p("make bench-isolation                         # the section on producers under heavy readers (split cluster and 3 Kafka brokers)\n")
+	p("make bench BENCH_ARGS='-section share'       # only the section on share-group consumers (8 share consumers draining 1 and 8 partitions)\n")
 	p("go run ./cmd/sluice-bench -help              # the load generator on its own, against any Kafka-compatible broker\n")
 	p("```\n")
 

@@ -58,3 +58,47 @@ func TestSectionsReplacedAndKept(t *testing.T) {
 		t.Fatalf("kept sections after Reproduce:\n%s", rep)
 	}
 }
+
+// The share section: per-pair ratios of the drain figures, each broker's
+// 1-partition run over its 8-partition run, Sluice's metastore writes in
+// the table of runs, and the loaded-machine warning.
+func TestRenderShare(t *testing.T) {
+	var s section
+	for _, x := range sections() {
+		if x.name == "share" {
+			s = x
+		}
+	}
+	if len(s.workloads) != 2 {
+		t.Fatalf("share section workloads: %+v", s.workloads)
+	}
+	run := func(broker string, recPerS float64, meta float64) *runResult {
+		r := &runResult{Broker: broker, Load: "1.00 1.00 1.00", CPUPerGB: 10, PeakRSSMiB: 100, MetaWrites: meta, MetaWriteS: meta / 100}
+		r.Gen.Share.RecordsPerS = recPerS
+		r.Gen.Share.MBPerS = recPerS * 1024 / 1e6
+		r.Gen.Share.PerConsumer = []int64{10, 30}
+		r.Gen.Share.Fetch.P50 = 5
+		r.Gen.Share.Fetch.Count = 4
+		return r
+	}
+	r := sectionRun{o: &opts{command: "make bench", pairs: 1, shareRecs: 40}, loadStart: "99.0 1 1", loadEnd: "1 1 1",
+		res: map[string][]*pair{
+			"S-1p": {{S: run("sluice", 1000, 50), K: run("kafka", 4000, 0)}},
+			"S-8p": {{S: run("sluice", 2000, 60), K: run("kafka", 4000, 0)}},
+		}}
+	var b strings.Builder
+	renderShare(&b, s, r)
+	out := b.String()
+	for _, want := range []string{
+		"| S-1p | drained (records/s) | 1,000 | 4,000 | 0.25x | 0.25-0.25 | 0.50x | 1.00x |",
+		"| S-8p | drained (records/s) | 2,000 | 4,000 | 0.50x | 0.50-0.50 | 1 | 1 |",
+		"| 10-30 | 0 | 0.00 | 10.0 | 100 | 50 / 0.5 |",
+		"| 10-30 | 0 | 0.00 | 10.0 | 100 | — |",
+		"a loaded machine",
+		"prefills 40 records",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in:\n%s", want, out)
+		}
+	}
+}

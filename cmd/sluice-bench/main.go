@@ -24,6 +24,12 @@
 // committed transactions and their latency. -isolation read_committed makes
 // the consumers read only committed records.
 //
+// -share-consumers N drains instead: the topic is prefilled with -prefill
+// records, then N share-group consumers (KIP-932, kgo.ShareGroup) accept
+// every record; the result's share object has the drain throughput, the
+// ShareFetch round trip and, with -broker-pid, the broker's CPU time and
+// peak RSS over the drain (share.go).
+//
 // Two helper modes measure the loopback TCP ceiling without a broker:
 //
 //	sluice-bench tcp-sink -addr 127.0.0.1:7000 -duration 5s
@@ -92,6 +98,12 @@ type config struct {
 	// transaction.
 	TxnRecords int    `json:"txn_records,omitempty"`
 	Isolation  string `json:"isolation"`
+	// ShareConsumers > 0: instead of producing and tailing, drain the
+	// prefilled topic with this many share-group consumers (share.go).
+	ShareConsumers int `json:"share_consumers,omitempty"`
+	// BrokerPID is a local broker's process, whose CPU time and resident
+	// set a share drain reports (0: none).
+	BrokerPID int `json:"broker_pid,omitempty"`
 	// clientOpts are the TLS and SASL options of CommandConfig.
 	clientOpts []kgo.Opt
 }
@@ -152,6 +164,8 @@ func main() {
 	fs.BoolVar(&c.Quiet, "quiet", false, "no progress lines")
 	fs.IntVar(&c.TxnRecords, "txn-records", 0, "transactional producers (one transactional id each), this many records per transaction (0 = no transactions)")
 	fs.StringVar(&c.Isolation, "isolation", "read_uncommitted", "consumers' isolation level: read_uncommitted or read_committed")
+	fs.IntVar(&c.ShareConsumers, "share-consumers", 0, "drain the topic (filled by -prefill) with this many share-group consumers (kgo.ShareGroup, every record accepted) instead of producing and tailing; the result's share object")
+	fs.IntVar(&c.BrokerPID, "broker-pid", 0, "with -share-consumers: a local broker's pid, whose CPU time and peak RSS over the drain are reported")
 	fs.StringVar(&c.CommandConfig, "command-config", "", "Kafka client properties file for a TLS or SASL listener (security.protocol, sasl.mechanism, sasl.jaas.config, ssl.truststore.location, ssl.keystore.location; PEM)")
 	fs.Parse(os.Args[1:])
 
@@ -161,7 +175,13 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	res, err := run(ctx, &c)
+	var res *result
+	var err error
+	if c.ShareConsumers > 0 {
+		res, err = runShare(ctx, &c)
+	} else {
+		res, err = run(ctx, &c)
+	}
 	if res != nil {
 		b, _ := json.Marshal(res)
 		fmt.Println(string(b))
@@ -201,6 +221,12 @@ func (c *config) validate() error {
 	}
 	if _, err := isolation(c.Isolation); err != nil {
 		return err
+	}
+	if c.ShareConsumers < 0 || c.BrokerPID < 0 {
+		return errors.New("-share-consumers and -broker-pid must not be negative")
+	}
+	if c.ShareConsumers > 0 && c.TxnRecords > 0 {
+		return errors.New("-share-consumers drains a prefilled topic: no -txn-records")
 	}
 	if c.TxnRecords < 0 {
 		return errors.New("-txn-records must not be negative")
@@ -328,6 +354,7 @@ type result struct {
 		RecordsPerS float64 `json:"records_per_s"`
 		MBPerS      float64 `json:"mb_per_s"`
 	} `json:"backlog"`
+	Share shareResult `json:"share"`
 }
 
 func run(ctx context.Context, c *config) (*result, error) {

@@ -55,24 +55,7 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	// Every partition in the async configuration, its master recorded.
-	recorded := func() int {
-		n := 0
-		for _, w := range c.writers {
-			b, _ := os.ReadFile(w.logf.Name())
-			for _, line := range strings.Split(string(b), "\n") {
-				if strings.Contains(line, "async master recorded") && strings.Contains(line, `"topic":"`+topic+`"`) && !strings.Contains(line, `"master":-1`) {
-					n++
-				}
-			}
-		}
-		return n
-	}
-	for deadline := time.Now().Add(60 * time.Second); recorded() < parts; time.Sleep(200 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d partitions recorded an async master within 60 s", recorded(), parts)
-		}
-	}
+	waitAsyncMasters(t, c, topic, parts)
 	masters := electedLeaders(t, adm, topic, parts)
 
 	var mu sync.Mutex
@@ -166,18 +149,28 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 		t.Errorf("masters before the lapse %v, after %v", masters, now)
 	}
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumeTopics(topic),
+	mu.Lock()
+	found := readAckedOnce(ctx, t, c.readAddrs, topic, acked)
+	mu.Unlock()
+	t.Logf("all %d acknowledged records read once; every master kept its place through the lapse", found)
+}
+
+// readAckedOnce reads topic from the read brokers from the start and checks
+// that every acknowledged record is read exactly once, at the partition and
+// offset it was acknowledged at, with offsets rising per partition; it
+// returns how many acknowledged records it read.
+func readAckedOnce(ctx context.Context, t *testing.T, readAddrs []string, topic string, acked []ackedRecord) int {
+	t.Helper()
+	cons, err := kgo.NewClient(kgo.SeedBrokers(readAddrs...), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(500*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
-	mu.Lock()
 	want := make(map[string]ackedRecord, len(acked))
 	for _, a := range acked {
 		want[a.value] = a
 	}
-	mu.Unlock()
 	seen := map[string]bool{}
 	last := map[int32]int64{}
 	found := 0
@@ -215,5 +208,28 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 		}
 		t.Fatalf("read %d of %d acknowledged records; %d lost", found, len(want), lost)
 	}
-	t.Logf("all %d acknowledged records read once; every master kept its place through the lapse", found)
+	return found
+}
+
+// waitAsyncMasters waits until every partition of topic has moved to the
+// async configuration with its master recorded (the writers' logs say so).
+func waitAsyncMasters(t *testing.T, c *testCluster, topic string, parts int) {
+	t.Helper()
+	recorded := func() int {
+		n := 0
+		for _, w := range c.writers {
+			b, _ := os.ReadFile(w.logf.Name())
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.Contains(line, "async master recorded") && strings.Contains(line, `"topic":"`+topic+`"`) && !strings.Contains(line, `"master":-1`) {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	for deadline := time.Now().Add(60 * time.Second); recorded() < parts; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d partitions recorded an async master within 60 s", recorded(), parts)
+		}
+	}
 }

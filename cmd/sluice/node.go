@@ -292,6 +292,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: replicationEndpoint, View: "internal", Host: h, Port: int32(port)})
 	}
 	lease := server.NewLease(catalog, reg_, leaseDuration, lg)
+	lease.Recorded = catalog.BrokerLease
 	lapses := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "sluice_lease_lapses_total",
 		Help: "Times the metastore said this broker's lease had lapsed (expired unrenewed) and it registered again.",
@@ -372,9 +373,11 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 
 // controlledShutdown runs before the servers close (they still serve
 // meanwhile): the broker is marked shutting down in the metastore, hands
-// the leadership of its partitions to other voters, and releases its
-// lease, so that producers move after a leadership transfer instead of an
-// election timeout and its groups move at once. Each step is bounded.
+// the leadership of its partitions to other voters, hands its place as
+// async master to a write replica that holds its whole log, and releases
+// its lease, so that producers move after a leadership transfer instead of
+// an election timeout, an async partition loses nothing, and its groups
+// move at once. Each step is bounded.
 func controlledShutdown(cfg configs.Config, srv *server.Server, lease *server.Lease, lg zerolog.Logger) {
 	start := time.Now()
 	backoff := time.Duration(cfg.ControlledShutdownRetryBackoffMs) * time.Millisecond
@@ -384,6 +387,9 @@ func controlledShutdown(cfg configs.Config, srv *server.Server, lease *server.Le
 		lg.Warn().Err(err).Msg("controlled shutdown: marking the broker shutting down")
 	}
 	left := srv.HandOffLeadership(ctx, int(cfg.ControlledShutdownMaxRetries), backoff)
+	if handed, failed := srv.HandOffAsyncMasters(ctx, backoff*time.Duration(cfg.ControlledShutdownMaxRetries)); handed+failed > 0 {
+		lg.Info().Int("handed_over", handed).Int("not_handed_over", failed).Msg("controlled shutdown: async master handover")
+	}
 	if err := lease.Release(ctx); err != nil {
 		lg.Warn().Err(err).Msg("controlled shutdown: releasing the lease")
 	}

@@ -1,7 +1,4 @@
-// Package peeraddr holds the one rule the replication and metastore ports
-// share for peers without certificates: a connection that declares a
-// member must come from the host that member is registered at.
-package peeraddr
+package peerlink
 
 import (
 	"net"

@@ -1,4 +1,4 @@
-package peeraddr
+package peerlink
 
 import (
 	"net"

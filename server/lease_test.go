@@ -1,0 +1,68 @@
+package server
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluice-broker/sluice/metastore"
+)
+
+// TestLeaseHeldForRecordedLength: a broker configured with a longer lease
+// than the cluster recorded holds its lease only for the recorded length
+// (the metastore may expire it then), and heartbeats often enough for
+// that length to stay valid while it runs.
+func TestLeaseHeldForRecordedLength(t *testing.T) {
+	mc := metastore.Default()
+	mc.DataDir = filepath.Join(t.TempDir(), "meta")
+	mc.TickInterval = 10 * time.Millisecond
+	mc.Logger = zerolog.Nop()
+	mc.LeaseDuration = 3 * time.Second
+	meta, err := metastore.Open(mc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer meta.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := meta.WaitReady(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cl := meta.Client()
+	for cl.BrokerLease() != mc.LeaseDuration {
+		if ctx.Err() != nil {
+			t.Fatalf("recorded broker lease %v, want %v", cl.BrokerLease(), mc.LeaseDuration)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	l := NewLease(cl, metastore.Broker{ID: 3, Role: metastore.RoleWrite}, 30*time.Second, zerolog.Nop())
+	l.Recorded = cl.BrokerLease
+	if err := l.Register(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Running, it heartbeats by the recorded length and stays valid.
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); l.Run(rctx) }()
+	for end := time.Now().Add(4 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !l.Valid() {
+			t.Fatal("lease invalid while heartbeating")
+		}
+	}
+	// Stopped (a paused or cut-off broker), it is invalid within the
+	// recorded length, not the configured 30 s.
+	stop()
+	<-done
+	start := time.Now()
+	for l.Valid() {
+		if time.Since(start) > 2*mc.LeaseDuration {
+			t.Fatalf("lease still valid %v after the last heartbeat; the cluster's lease is %v", time.Since(start), mc.LeaseDuration)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("invalid %v after the heartbeats stopped", time.Since(start).Round(time.Millisecond))
+}
