@@ -33,9 +33,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
-	"net/http"
 	"os"
 	"os/signal"
 	"regexp"
@@ -331,7 +329,7 @@ func modeMeasure(o *opts, c *isoCluster, mode string, round int, r *modeRun) err
 		l.stop()
 		return fmt.Errorf("partition 0 of %s led by %d, not a write broker", topic, victim)
 	}
-	for _, s := range scrape(vn.admin) {
+	for _, s := range scrapeSamples(vn.admin) {
 		if s.name == "sluice_partition_follower_lag_offsets" && s.labels["topic"] == topic {
 			if id, _ := strconv.Atoi(s.labels["replica"]); id >= 1 && id <= 3 {
 				r.LagAtKill = math.Max(r.LagAtKill, s.value)
@@ -353,7 +351,7 @@ func modeMeasure(o *opts, c *isoCluster, mode string, round int, r *modeRun) err
 		return fmt.Errorf("%s after its restart: %v", vn.name, err)
 	}
 	r.Acked, r.Lost, r.ReadAll = l.verify(c.seeds, topic, adm)
-	r.Truncated = metric(scrapeRaw(vn.admin), "sluice_truncated_records_total")
+	r.Truncated = metric(scrape(vn.admin), "sluice_truncated_records_total")
 
 	// 4. Two write brokers killed: partition 0's leader of a new topic
 	// and the next write broker.
@@ -724,21 +722,10 @@ type sample struct {
 
 var labelRE = regexp.MustCompile(`(\w+)="([^"]*)"`)
 
-func scrapeRaw(admin string) []byte {
-	cl := http.Client{Timeout: 3 * time.Second}
-	resp, err := cl.Get("http://" + admin + "/metrics")
-	if err != nil {
-		return nil
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return b
-}
-
-// scrape is the partition-labelled samples of one broker's /metrics.
-func scrape(admin string) []sample {
+// scrapeSamples is the labelled samples of one broker's /metrics.
+func scrapeSamples(admin string) []sample {
 	var out []sample
-	for _, line := range strings.Split(string(scrapeRaw(admin)), "\n") {
+	for _, line := range strings.Split(string(scrape(admin)), "\n") {
 		if !strings.HasPrefix(line, "sluice_") {
 			continue
 		}
@@ -772,7 +759,7 @@ func fetchedBytes(c *isoCluster, topic string) map[string]float64 {
 		if strings.HasPrefix(n.name, "m") {
 			continue
 		}
-		for _, s := range scrape(n.admin) {
+		for _, s := range scrapeSamples(n.admin) {
 			if s.name == "sluice_fetched_bytes_total" && s.labels["topic"] == topic {
 				out[n.name] += s.value
 			}
