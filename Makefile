@@ -209,7 +209,7 @@ bench-isolation:
 # modes in rotating order): acks=all throughput and ack latency, end-to-end
 # latency through a read broker, read staleness, writes with one and two
 # write brokers killed, records lost on a leader kill -9 (bench/runner
-# -modes; about 15 minutes with the defaults; BENCH_MODES_ARGS, e.g.
+# -modes; about 10 minutes with the defaults; BENCH_MODES_ARGS, e.g.
 # "-modes-rounds 1 -modes-outage 15s"): writes the measured table of
 # docs/replication-modes.md.
 bench-modes:
