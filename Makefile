@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-tls lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-modes bench-tls lint verify clean cluster cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -203,6 +203,17 @@ bench-cluster:
 # writes the isolation section of BENCHMARKS.md.
 bench-isolation:
 	BENCH_COMMAND="make bench-isolation$(if $(BENCH_ISOLATION_ARGS), BENCH_ISOLATION_ARGS='$(BENCH_ISOLATION_ARGS)')" bash bench/run.sh -isolation $(BENCH_ISOLATION_ARGS)
+
+# The replication modes raft, semi-sync and async side by side on the
+# split cluster (3 meta + 3 write + 2 read, a fresh one per mode and round,
+# modes in rotating order): acks=all throughput and ack latency, end-to-end
+# latency through a read broker, read staleness, writes with one and two
+# write brokers killed, records lost on a leader kill -9 (bench/runner
+# -modes; about 10 minutes with the defaults; BENCH_MODES_ARGS, e.g.
+# "-modes-rounds 1 -modes-outage 15s"): writes the measured table of
+# docs/replication-modes.md.
+bench-modes:
+	BENCH_COMMAND="make bench-modes$(if $(BENCH_MODES_ARGS), BENCH_MODES_ARGS='$(BENCH_MODES_ARGS)')" bash bench/run.sh -modes -out docs/replication-modes.md $(BENCH_MODES_ARGS)
 
 # The cost of TLS: PLAINTEXT, SSL and SASL_SSL listeners of one node in
 # rotating paired runs (bench/tls.sh; about 4 minutes; BENCH_TLS_ARGS,

@@ -5,6 +5,7 @@
 # writes BENCHMARKS.md. Arguments go to the runner, e.g.
 #   bash bench/run.sh -pairs 5 -duration 15s
 #   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
+#   bash bench/run.sh -modes -out docs/replication-modes.md   # the replication modes (no Kafka)
 #   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
 #   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn, share, cluster)
 set -euo pipefail
@@ -15,12 +16,19 @@ KAFKA_VERSION=4.4.0
 CACHE=${SLUICE_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 LIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
 
-for tool in java mvn taskset dd findmnt; do
+# -modes compares Sluice's replication modes with each other: no Kafka.
+NEED_KAFKA=1
+for a in "$@"; do [ "$a" = -modes ] && NEED_KAFKA=0; done
+tools="taskset dd findmnt"
+[ $NEED_KAFKA = 1 ] && tools="java mvn $tools"
+for tool in $tools; do
   command -v "$tool" >/dev/null || { echo "bench: $tool is required" >&2; exit 1; }
 done
-java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
-if [ "${java_major:-0}" -lt 17 ]; then
-  echo "bench: Kafka $KAFKA_VERSION needs Java 17 or later (found ${java_major:-none})" >&2; exit 1
+if [ $NEED_KAFKA = 1 ]; then
+  java_major=$(java -version 2>&1 | sed -n 's/.*version "\([0-9]*\).*/\1/p' | head -1)
+  if [ "${java_major:-0}" -lt 17 ]; then
+    echo "bench: Kafka $KAFKA_VERSION needs Java 17 or later (found ${java_major:-none})" >&2; exit 1
+  fi
 fi
 if [ "$(nproc)" -lt 2 ]; then
   echo "bench: needs 2 cores (broker and generator are pinned apart)" >&2; exit 1
@@ -46,7 +54,7 @@ fi
 "$GO" build -o "$BIN/sluice-bench" ./cmd/sluice-bench
 "$GO" build -o "$BIN/runner" ./bench/runner
 
-if [ ! -f "$LIBS/.complete" ]; then
+if [ $NEED_KAFKA = 1 ] && [ ! -f "$LIBS/.complete" ]; then
   echo "bench: fetching Apache Kafka $KAFKA_VERSION and its runtime dependencies into $LIBS" >&2
   rm -rf "$LIBS"
   mvn -q -B -f bench/pom.xml dependency:copy-dependencies \

@@ -91,8 +91,10 @@ type isoNode struct {
 	cmd   *exec.Cmd
 	admin string // Sluice: admin HTTP address
 	read  string // Sluice read brokers: the read listener
+	mixed string // Sluice write brokers: the mixed listener
 	kafka string // Kafka: its PLAINTEXT listener
 	log   *os.File
+	args  []string // the taskset command line, for a restart (-modes)
 }
 
 type isoCluster struct {
@@ -103,6 +105,9 @@ type isoCluster struct {
 	// keepLogs: stop removes the data directories but keeps the
 	// processes' logs and configs (a cluster that failed to start).
 	keepLogs bool
+	// extra: YAML lines added to every Sluice broker's config, metaExtra
+	// to every metastore node's (-modes: replication.mode, the lease).
+	extra, metaExtra string
 }
 
 // isoRun is one generator run and the CPU of every node during it.
@@ -473,14 +478,21 @@ func freePorts(n int) ([]int, error) {
 // startIsoCluster starts a cluster of kind (sluice: the split cluster;
 // kafka: 3 brokers in KRaft combined mode) with RF 3 and
 // min.insync.replicas=2 by default. fsync is Sluice's log.fsync; Kafka
-// flushes every message unless it is "never". The isolation runs and the
-// cluster section (cluster.go) both start their clusters here.
+// flushes every message unless it is "never". The isolation runs, the
+// cluster section (cluster.go) and the modes (modes.go) all start their
+// clusters here.
 func startIsoCluster(o *opts, kind, fsync string) (*isoCluster, error) {
+	return startIsoClusterWith(o, kind, fsync, "", "")
+}
+
+// startIsoClusterWith is startIsoCluster whose Sluice brokers get the
+// YAML lines extra in their config, its metastore nodes metaExtra.
+func startIsoClusterWith(o *opts, kind, fsync, extra, metaExtra string) (*isoCluster, error) {
 	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-iso-"+kind+"-")
 	if err != nil {
 		return nil, err
 	}
-	c := &isoCluster{kind: kind, dir: dir}
+	c := &isoCluster{kind: kind, dir: dir, extra: extra, metaExtra: metaExtra}
 	// A signal during the start stops what has started so far.
 	setIsoCurrent(c)
 	if kind == "sluice" {
@@ -494,19 +506,34 @@ func startIsoCluster(o *opts, kind, fsync string) (*isoCluster, error) {
 }
 
 func (c *isoCluster) spawn(name, cpu string, args ...string) (*isoNode, error) {
-	n := &isoNode{name: name}
-	var err error
-	if n.log, err = os.Create(filepath.Join(c.dir, name+".log")); err != nil {
-		return nil, err
-	}
-	n.cmd = exec.Command("taskset", append([]string{"-c", cpu}, args...)...)
-	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
-	n.cmd.Dir = c.dir
-	if err := n.cmd.Start(); err != nil {
+	n := &isoNode{name: name, args: append([]string{"-c", cpu}, args...)}
+	if err := c.start(n); err != nil {
 		return nil, err
 	}
 	c.nodes = append(c.nodes, n)
 	return n, nil
+}
+
+// start runs n's process (again, after a kill: its log is appended to).
+func (c *isoCluster) start(n *isoNode) error {
+	var err error
+	if n.log, err = os.OpenFile(filepath.Join(c.dir, n.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return err
+	}
+	n.cmd = exec.Command("taskset", n.args...)
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	n.cmd.Dir = c.dir
+	return n.cmd.Start()
+}
+
+// kill9 ends n's process with SIGKILL, as a crash would.
+func kill9(n *isoNode) {
+	if n == nil || n.cmd == nil || n.cmd.Process == nil || n.cmd.ProcessState != nil {
+		return
+	}
+	n.cmd.Process.Kill()
+	n.cmd.Wait()
+	n.log.Close()
 }
 
 func (c *isoCluster) startSluice(o *opts, fsync string) error {
@@ -541,7 +568,7 @@ meta.id: %d
 meta.listen: %s
 meta.peers: [%s]
 listeners: []
-`, 101+i, filepath.Join(c.dir, name), metaAdmin[i], i+1, strings.Trim(metaListen[i], `"`), strings.Join(metaPeers, ", ")))
+%s`, 101+i, filepath.Join(c.dir, name), metaAdmin[i], i+1, strings.Trim(metaListen[i], `"`), strings.Join(metaPeers, ", "), c.metaExtra))
 		if err != nil {
 			return err
 		}
@@ -581,8 +608,8 @@ listeners:
 default.replication.factor: 3
 min.insync.replicas: 2
 log.fsync: %s
-`, id, role, filepath.Join(c.dir, name), admin, strings.Join(metaListen, ", "), repl,
-			strings.ToUpper(view), view, own, mixed, fsync))
+%s`, id, role, filepath.Join(c.dir, name), admin, strings.Join(metaListen, ", "), repl,
+			strings.ToUpper(view), view, own, mixed, fsync, c.extra))
 		if err != nil {
 			return err
 		}
@@ -593,7 +620,8 @@ log.fsync: %s
 		n.admin = fmt.Sprintf("127.0.0.1:%d", admin)
 		ready = append(ready, n.admin)
 		if role == "write" {
-			seeds = append(seeds, fmt.Sprintf("127.0.0.1:%d", mixed))
+			n.mixed = fmt.Sprintf("127.0.0.1:%d", mixed)
+			seeds = append(seeds, n.mixed)
 		} else {
 			n.read = fmt.Sprintf("127.0.0.1:%d", own)
 		}

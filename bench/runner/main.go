@@ -76,6 +76,14 @@ type opts struct {
 	clusterPairs   int // the cluster section (cluster.go)
 	clusterRecords int64
 	clusterMaxDur  time.Duration
+	modes          bool // -modes: make bench-modes (modes.go)
+	modesList      string
+	modesRounds    int
+	modesRecords   int64
+	modesRate      float64
+	modesLoadRate  float64
+	modesOutage    time.Duration
+	modesSession   time.Duration
 }
 
 // durability names a matched pair of settings.
@@ -183,6 +191,14 @@ func main() {
 	flag.IntVar(&o.clusterPairs, "cluster-pairs", 2, "Sluice/Kafka cluster pairs of the cluster section (-section cluster, and part of a whole run; 0 leaves it out of a whole run)")
 	flag.Int64Var(&o.clusterRecords, "cluster-records", 1000000, "records of 1 KiB per run of the cluster section")
 	flag.DurationVar(&o.clusterMaxDur, "cluster-max-duration", 90*time.Second, "bound on a cluster section run's sending time")
+	flag.BoolVar(&o.modes, "modes", false, "instead of the workloads, compare the replication modes on a Sluice split cluster (make bench-modes) and write its section of -out")
+	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async", "replication modes compared (-modes)")
+	flag.IntVar(&o.modesRounds, "modes-rounds", 2, "rounds; each runs every mode on a fresh cluster, the order rotating (-modes)")
+	flag.Int64Var(&o.modesRecords, "modes-records", 100000, "records of 1 KiB in the throughput run (-modes)")
+	flag.Float64Var(&o.modesRate, "modes-rate", 1000, "records/s of the end-to-end and staleness run, which lasts -duration (-modes)")
+	flag.Float64Var(&o.modesLoadRate, "modes-load-rate", 500, "records/s of the load under which write brokers are killed (-modes)")
+	flag.DurationVar(&o.modesOutage, "modes-outage", 25*time.Second, "how long the load goes on after a kill (-modes)")
+	flag.DurationVar(&o.modesSession, "modes-session", 10*time.Second, "broker.session.timeout.ms of the cluster: the async failover waits for it (-modes)")
 	flag.Parse()
 	if err := mainErr(&o); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
@@ -232,6 +248,9 @@ func mainErr(o *opts) error {
 	}
 	if o.compaction {
 		return compaction(o)
+	}
+	if o.modes {
+		return modes(o)
 	}
 	if o.pairs < 1 {
 		return errors.New("-pairs must be at least 1")
