@@ -98,11 +98,11 @@ func modesList(s string) ([]string, error) {
 	for _, f := range strings.Split(s, ",") {
 		f = strings.TrimSpace(f)
 		switch f {
-		case "raft", "semi-sync", "async":
+		case "raft", "semi-sync", "async", "shared":
 			m = append(m, f)
 		case "":
 		default:
-			return nil, fmt.Errorf("bad -modes-list entry %q (raft, semi-sync, async)", f)
+			return nil, fmt.Errorf("bad -modes-list entry %q (raft, semi-sync, async, shared)", f)
 		}
 	}
 	if len(m) == 0 {
@@ -186,7 +186,19 @@ func summarizeMode(r modeRun) string {
 func runMode(o *opts, mode string, round int) modeRun {
 	r := modeRun{Mode: mode, Round: round, Load: loadavg()}
 	session := fmt.Sprintf("broker.session.timeout.ms: %d\n", o.modesSession.Milliseconds())
-	c, err := startIsoClusterWith(o, "sluice", o.isoFsync, "replication.mode: "+mode+"\n"+session, session)
+	extra := "replication.mode: " + mode + "\n" + session
+	if mode == "shared" {
+		// Every broker on one shared directory (docs/shared-storage.md),
+		// a stand-in for an NFS mount on this one machine.
+		dir, err := os.MkdirTemp(o.tmp, "sluice-bench-shared-")
+		if err != nil {
+			r.Err = err.Error()
+			return r
+		}
+		defer os.RemoveAll(dir)
+		extra += "shared.storage.type: dir\nshared.storage.dir: " + dir + "\n"
+	}
+	c, err := startIsoClusterWith(o, "sluice", o.isoFsync, extra, session)
 	if err != nil {
 		// One retry on a fresh cluster: on a loaded machine a start
 		// can miss its deadline.
@@ -194,7 +206,7 @@ func runMode(o *opts, mode string, round int) modeRun {
 		if c != nil {
 			c.stop()
 		}
-		c, err = startIsoClusterWith(o, "sluice", o.isoFsync, "replication.mode: "+mode+"\n"+session, session)
+		c, err = startIsoClusterWith(o, "sluice", o.isoFsync, extra, session)
 	}
 	setIsoCurrent(c)
 	defer func() {
