@@ -107,7 +107,7 @@ type clusterLayout struct {
 	brokerExtra func(id int) string
 	// metaExtra, when set, is appended to meta node metaID's config file.
 	metaExtra func(metaID int) string
-	// dataDir, when set and not "", is broker name's data directory (a
+	// dataDir, when set and not "", is process name's data directory (a
 	// small file system, say) instead of one in the test's directory.
 	dataDir func(name string) string
 }
@@ -166,8 +166,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 		if layout.metaExtra != nil {
 			metaExtra += layout.metaExtra(i)
 		}
+		data := filepath.Join(dir, fmt.Sprint("meta-", i))
+		if layout.dataDir != nil && layout.dataDir(fmt.Sprint("meta-", i)) != "" {
+			data = layout.dataDir(fmt.Sprint("meta-", i))
+		}
 		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n%s",
-			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", "), metaExtra))
+			100+i, data, admin, i, metaInternal[i-1], strings.Join(peers, ", "), metaExtra))
 		p.admin = admin
 		c.meta = append(c.meta, p)
 	}
