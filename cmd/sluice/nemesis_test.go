@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -40,7 +41,14 @@ import (
 //     (out), or what they send to it (in), dropped, 5-9 s;
 //   - reassign-crash: a partition of a replication-factor-2 topic moved
 //     to another write broker, and one broker of the move killed (-9) and
-//     restarted while it runs; the move must then finish.
+//     restarted while it runs; the move must then finish;
+//   - power: kill -9 and the process's own file system shut down without
+//     writing back its page cache or committing its journal (a power
+//     cut; nemesis_disk_test.go), restarted 0.5-2.5 s later;
+//   - diskfull / slowdisk: a write broker's file system filled, or its
+//     writes throttled to 20 a second, for 5-9 s;
+//   - clockjump (with SLUICE_NEMESIS_CLOCK=1): one process's wall clock
+//     stepped 1 min to 2 h either way for 5-9 s (nemesis_clock_test.go).
 //
 // After every round the cluster must serve again within 90 s of the
 // healing (every process ready, every partition led, taking acknowledged
@@ -150,6 +158,9 @@ type nemesis struct {
 	// disks: each process's own file system (power, diskfull, slowdisk);
 	// nil when this machine cannot make them.
 	disks map[string]*nemDisk
+	// clocks: each process's wall clock offset (clockjump); nil when the
+	// fault is not in the mix.
+	clocks map[string]nemClock
 
 	mu        sync.Mutex
 	acked     map[nemTP][]nemRecord
@@ -238,6 +249,28 @@ func (n *nemesis) run(rounds int) {
 		}
 	} else {
 		noteMissing(t, "not root: no network namespaces, so the nemesis runs without partitions or disk faults")
+	}
+	// Clock jumps need a second build of the binary (a minute or two), so
+	// they are in the mix only when asked for.
+	if os.Getenv("SLUICE_NEMESIS_CLOCK") != "" || slices.Contains(strings.Split(os.Getenv("SLUICE_NEMESIS_FAULTS"), ","), "clockjump") {
+		dir := t.TempDir()
+		bin, err := buildClockBinary(t, dir)
+		if err != nil {
+			t.Fatalf("clockjump: %v", err)
+		}
+		layout.bin = bin
+		n.clocks = map[string]nemClock{}
+		inner := layout.prefix
+		layout.prefix = func(name string) []string {
+			c := nemClock{path: filepath.Join(dir, name+".clock")}
+			n.clocks[name] = c
+			var pre []string
+			if inner != nil {
+				pre = inner(name)
+			}
+			return append(pre, "env", "SLUICE_TEST_CLOCK_FILE="+c.path)
+		}
+		n.kinds = append(n.kinds, "clockjump")
 	}
 	if only := os.Getenv("SLUICE_NEMESIS_FAULTS"); only != "" {
 		n.kinds = slices.DeleteFunc(n.kinds, func(k string) bool { return !slices.Contains(strings.Split(only, ","), k) })
@@ -615,6 +648,22 @@ func (n *nemesis) oneRound(r int) {
 		detail += fmt.Sprintf(": a 4 KiB fsync took %v", n.disks[victim].fsyncTime(n.t, p).Round(time.Millisecond))
 		time.Sleep(hold - hold/2)
 		n.disks[victim].throttle(n.t, false)
+	case "clockjump":
+		// A step of 1 min to 2 h either way, then back (as an NTP step
+		// would correct it).
+		off := time.Minute + time.Duration(n.rng.Int64N(int64(119*time.Minute)))
+		if n.rng.IntN(2) == 0 {
+			off = -off
+		}
+		off = off.Round(time.Second)
+		n.clocks[victim].jump(n.t, off)
+		sign := "+"
+		if off < 0 {
+			sign = ""
+		}
+		detail += ": wall clock " + sign + off.String()
+		time.Sleep(hold)
+		n.clocks[victim].jump(n.t, 0)
 	case "reassign-crash":
 		detail, hold = n.reassignCrash()
 	}
