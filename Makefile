@@ -132,10 +132,11 @@ test-faults:
 # split cluster in network namespaces (root; otherwise without network
 # faults); make test runs it with 8 rounds. NEMESIS_SEED replays a seed.
 # About 10 s a round on two loaded cores: 1,000 rounds take some three hours.
+# Clock jumps are in this mix (they need a second build of the binary).
 ROUNDS ?= 100
 .PHONY: nemesis
 nemesis:
-	SLUICE_NEMESIS_ROUNDS=$(ROUNDS) $(if $(NEMESIS_SEED),SLUICE_NEMESIS_SEED=$(NEMESIS_SEED)) \
+	SLUICE_NEMESIS_ROUNDS=$(ROUNDS) SLUICE_NEMESIS_CLOCK=1 $(if $(NEMESIS_SEED),SLUICE_NEMESIS_SEED=$(NEMESIS_SEED)) \
 	  $(GO) test -count=1 -v -timeout 0 -run '^TestClusterNemesis$$' ./cmd/sluice
 
 # Most compat tests run in parallel, COMPAT_PARALLEL at a time: they spend

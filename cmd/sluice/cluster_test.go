@@ -30,16 +30,22 @@ type proc struct {
 	// entering the process's network namespace; it must exec the binary
 	// (not fork it) so that kill reaches sluice itself.
 	prefix []string
+	// bin, when set, is the binary to run instead of binPath.
+	bin string
 }
 
 func (p *proc) start(t *testing.T) {
 	t.Helper()
+	bin := binPath
+	if p.bin != "" {
+		bin = p.bin
+	}
 	args := []string{"serve", "--config", p.cfg, "--log-format", "json"}
 	if len(p.prefix) > 0 {
-		args = append(append(append([]string{}, p.prefix[1:]...), binPath), args...)
+		args = append(append(append([]string{}, p.prefix[1:]...), bin), args...)
 		p.cmd = exec.Command(p.prefix[0], args...)
 	} else {
-		p.cmd = exec.Command(binPath, args...)
+		p.cmd = exec.Command(bin, args...)
 	}
 	p.cmd.Stdout, p.cmd.Stderr = p.logf, p.logf
 	if err := p.cmd.Start(); err != nil {
@@ -107,9 +113,11 @@ type clusterLayout struct {
 	brokerExtra func(id int) string
 	// metaExtra, when set, is appended to meta node metaID's config file.
 	metaExtra func(metaID int) string
-	// dataDir, when set and not "", is broker name's data directory (a
+	// dataDir, when set and not "", is process name's data directory (a
 	// small file system, say) instead of one in the test's directory.
 	dataDir func(name string) string
+	// bin, when set, is the binary every process runs instead of binPath.
+	bin string
 }
 
 // startTestClusterLayout is startTestClusterN with the processes placed
@@ -154,7 +162,7 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 		if err != nil {
 			t.Fatal(err)
 		}
-		p := &proc{name: name, cfg: cfg, logf: lf}
+		p := &proc{name: name, cfg: cfg, logf: lf, bin: layout.bin}
 		if layout.prefix != nil {
 			p.prefix = layout.prefix(name)
 		}
@@ -166,8 +174,12 @@ func startTestClusterLayout(t *testing.T, mode string, readers int, layout clust
 		if layout.metaExtra != nil {
 			metaExtra += layout.metaExtra(i)
 		}
+		data := filepath.Join(dir, fmt.Sprint("meta-", i))
+		if layout.dataDir != nil && layout.dataDir(fmt.Sprint("meta-", i)) != "" {
+			data = layout.dataDir(fmt.Sprint("meta-", i))
+		}
 		p := mk(fmt.Sprintf("meta-%d", i), fmt.Sprintf("node.id: %d\nprocess.roles: [meta]\ndata.dir: %s\nadmin.addr: %s\nmeta.id: %d\nmeta.listen: %s\nmeta.peers: [%s]\nlisteners: []\n%s",
-			100+i, filepath.Join(dir, fmt.Sprint("meta-", i)), admin, i, metaInternal[i-1], strings.Join(peers, ", "), metaExtra))
+			100+i, data, admin, i, metaInternal[i-1], strings.Join(peers, ", "), metaExtra))
 		p.admin = admin
 		c.meta = append(c.meta, p)
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -40,7 +41,14 @@ import (
 //     (out), or what they send to it (in), dropped, 5-9 s;
 //   - reassign-crash: a partition of a replication-factor-2 topic moved
 //     to another write broker, and one broker of the move killed (-9) and
-//     restarted while it runs; the move must then finish.
+//     restarted while it runs; the move must then finish;
+//   - power: kill -9 and the process's own file system shut down without
+//     writing back its page cache or committing its journal (a power
+//     cut; nemesis_disk_test.go), restarted 0.5-2.5 s later;
+//   - diskfull / slowdisk: a write broker's file system filled, or its
+//     writes throttled to 20 a second, for 5-9 s;
+//   - clockjump (with SLUICE_NEMESIS_CLOCK=1): one process's wall clock
+//     stepped 1 min to 2 h either way for 5-9 s (nemesis_clock_test.go).
 //
 // After every round the cluster must serve again within 90 s of the
 // healing (every process ready, every partition led, taking acknowledged
@@ -90,7 +98,8 @@ func TestClusterNemesis(t *testing.T) {
 	if v := os.Getenv("SLUICE_NEMESIS_MODE"); v != "" {
 		mode = v
 	}
-	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{}}
+	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{},
+		kinds: []string{"kill", "kill", "pause", "reassign-crash"}}
 	n.run(rounds)
 }
 
@@ -145,6 +154,13 @@ type nemesis struct {
 	radm  *kadm.Client // on the read listeners
 
 	faults map[string]int
+	kinds  []string // the faults a round picks from (a fault listed twice is picked twice as often)
+	// disks: each process's own file system (power, diskfull, slowdisk);
+	// nil when this machine cannot make them.
+	disks map[string]*nemDisk
+	// clocks: each process's wall clock offset (clockjump); nil when the
+	// fault is not in the mix.
+	clocks map[string]nemClock
 
 	mu        sync.Mutex
 	acked     map[nemTP][]nemRecord
@@ -163,6 +179,21 @@ type nemesis struct {
 	// commitErrs counts the group's failed commits this round, by error.
 	commitErrs map[string]int
 	tps        []nemTP
+}
+
+// wants says whether SLUICE_NEMESIS_FAULTS (unset: every fault) allows
+// any of faults.
+func (n *nemesis) wants(faults ...string) bool {
+	only := os.Getenv("SLUICE_NEMESIS_FAULTS")
+	if only == "" {
+		return true
+	}
+	for _, f := range faults {
+		if slices.Contains(strings.Split(only, ","), f) {
+			return true
+		}
+	}
+	return false
 }
 
 // failf reports a failure with what replays it.
@@ -196,8 +227,56 @@ func (n *nemesis) run(rounds int) {
 		ports := map[string]string{"meta": "9391", "kafka": "9092", "admin": "9644", "replica": "9491"}
 		layout.addr = func(name, socket string) string { return net.JoinHostPort(n.lab.hosts[name].addr, ports[socket]) }
 		layout.prefix = n.lab.exec
+		n.kinds = append(n.kinds, "isolate", "unplug", "oneway-out", "oneway-in")
+		// Each process on a file system of its own, for the disk faults.
+		if n.wants("power", "diskfull", "slowdisk") {
+			dir := t.TempDir()
+			n.disks = map[string]*nemDisk{}
+			for _, name := range names {
+				d, why := newNemDisk(t, dir, name)
+				if d == nil {
+					noteMissing(t, "no file system per process ("+why+"), so the nemesis runs without disk faults")
+					n.disks = nil
+					break
+				}
+				n.disks[name] = d
+			}
+		}
+		if n.disks != nil {
+			n.kinds = append(n.kinds, "power", "power", "diskfull", "slowdisk")
+			layout.dataDir = func(name string) string { return n.disks[name].dataDir() }
+			layout.prefix = func(name string) []string { return n.disks[name].prefix(n.lab.exec(name)) }
+		}
 	} else {
-		noteMissing(t, "not root: no network namespaces, so the nemesis runs without partitions")
+		noteMissing(t, "not root: no network namespaces, so the nemesis runs without partitions or disk faults")
+	}
+	// Clock jumps need a second build of the binary (a minute or two), so
+	// they are in the mix only when asked for.
+	if os.Getenv("SLUICE_NEMESIS_CLOCK") != "" || slices.Contains(strings.Split(os.Getenv("SLUICE_NEMESIS_FAULTS"), ","), "clockjump") {
+		dir := t.TempDir()
+		bin, err := buildClockBinary(t, dir)
+		if err != nil {
+			t.Fatalf("clockjump: %v", err)
+		}
+		layout.bin = bin
+		n.clocks = map[string]nemClock{}
+		inner := layout.prefix
+		layout.prefix = func(name string) []string {
+			c := nemClock{path: filepath.Join(dir, name+".clock")}
+			n.clocks[name] = c
+			var pre []string
+			if inner != nil {
+				pre = inner(name)
+			}
+			return append(pre, "env", "SLUICE_TEST_CLOCK_FILE="+c.path)
+		}
+		n.kinds = append(n.kinds, "clockjump")
+	}
+	if only := os.Getenv("SLUICE_NEMESIS_FAULTS"); only != "" {
+		n.kinds = slices.DeleteFunc(n.kinds, func(k string) bool { return !slices.Contains(strings.Split(only, ","), k) })
+		if len(n.kinds) == 0 {
+			n.fatalf("SLUICE_NEMESIS_FAULTS=%s names no fault this run can make", only)
+		}
 	}
 	n.c = startTestClusterLayout(t, n.mode, 2, layout)
 	n.procs = map[string]*proc{}
@@ -500,18 +579,11 @@ func maps2(m map[nemTP]int64) map[nemTP]int64 {
 // oneRound applies one fault the PRNG picks, heals it, and waits for the
 // cluster to serve again.
 func (n *nemesis) oneRound(r int) {
-	kinds := []string{"kill", "kill", "pause", "reassign-crash"}
-	if n.lab != nil {
-		kinds = append(kinds, "isolate", "unplug", "oneway-out", "oneway-in")
-	}
-	if only := os.Getenv("SLUICE_NEMESIS_FAULTS"); only != "" {
-		kinds = slices.DeleteFunc(kinds, func(k string) bool { return !slices.Contains(strings.Split(only, ","), k) })
-		if len(kinds) == 0 {
-			n.fatalf("SLUICE_NEMESIS_FAULTS=%s names no fault this run can make", only)
-		}
-	}
-	kind := kinds[n.rng.IntN(len(kinds))]
+	kind := n.kinds[n.rng.IntN(len(n.kinds))]
 	victims := n.names
+	if kind == "diskfull" || kind == "slowdisk" {
+		victims = []string{"write-1", "write-2", "write-3"}
+	}
 	if only := os.Getenv("SLUICE_NEMESIS_VICTIMS"); only != "" {
 		victims = slices.DeleteFunc(slices.Clone(victims), func(v string) bool { return !slices.Contains(strings.Split(only, ","), v) })
 		if len(victims) == 0 {
@@ -560,6 +632,38 @@ func (n *nemesis) oneRound(r int) {
 		n.oneWay(victim, kind == "oneway-out", true)
 		time.Sleep(hold)
 		n.oneWay(victim, kind == "oneway-out", false)
+	case "power":
+		hold = 500*time.Millisecond + time.Duration(n.rng.IntN(2000))*time.Millisecond
+		detail += ": " + n.disks[victim].powerCut(n.t, p)
+		time.Sleep(hold)
+		p.start(n.t)
+	case "diskfull":
+		ballast, left := n.disks[victim].fill(n.t, p)
+		detail += fmt.Sprintf(": %d bytes left free", left)
+		time.Sleep(hold)
+		n.disks[victim].free(n.t, ballast)
+	case "slowdisk":
+		n.disks[victim].throttle(n.t, true)
+		time.Sleep(hold / 2)
+		detail += fmt.Sprintf(": a 4 KiB fsync took %v", n.disks[victim].fsyncTime(n.t, p).Round(time.Millisecond))
+		time.Sleep(hold - hold/2)
+		n.disks[victim].throttle(n.t, false)
+	case "clockjump":
+		// A step of 1 min to 2 h either way, then back (as an NTP step
+		// would correct it).
+		off := time.Minute + time.Duration(n.rng.Int64N(int64(119*time.Minute)))
+		if n.rng.IntN(2) == 0 {
+			off = -off
+		}
+		off = off.Round(time.Second)
+		n.clocks[victim].jump(n.t, off)
+		sign := "+"
+		if off < 0 {
+			sign = ""
+		}
+		detail += ": wall clock " + sign + off.String()
+		time.Sleep(hold)
+		n.clocks[victim].jump(n.t, 0)
 	case "reassign-crash":
 		detail, hold = n.reassignCrash()
 	}
