@@ -205,12 +205,12 @@ bench-cluster:
 bench-isolation:
 	BENCH_COMMAND="make bench-isolation$(if $(BENCH_ISOLATION_ARGS), BENCH_ISOLATION_ARGS='$(BENCH_ISOLATION_ARGS)')" bash bench/run.sh -isolation $(BENCH_ISOLATION_ARGS)
 
-# The replication modes raft, semi-sync and async side by side on the
-# split cluster (3 meta + 3 write + 2 read, a fresh one per mode and round,
+# The replication modes raft, semi-sync, async and shared (every broker
+# on one shared directory) side by side on the split cluster (3 meta + 3 write + 2 read, a fresh one per mode and round,
 # modes in rotating order): acks=all throughput and ack latency, end-to-end
 # latency through a read broker, read staleness, writes with one and two
 # write brokers killed, records lost on a leader kill -9 (bench/runner
-# -modes; about 10 minutes with the defaults; BENCH_MODES_ARGS, e.g.
+# -modes; about 13 minutes with the defaults; BENCH_MODES_ARGS, e.g.
 # "-modes-rounds 1 -modes-outage 15s"): writes the measured table of
 # docs/replication-modes.md.
 bench-modes:

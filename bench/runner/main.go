@@ -192,7 +192,7 @@ func main() {
 	flag.Int64Var(&o.clusterRecords, "cluster-records", 1000000, "records of 1 KiB per run of the cluster section")
 	flag.DurationVar(&o.clusterMaxDur, "cluster-max-duration", 90*time.Second, "bound on a cluster section run's sending time")
 	flag.BoolVar(&o.modes, "modes", false, "instead of the workloads, compare the replication modes on a Sluice split cluster (make bench-modes) and write its section of -out")
-	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async", "replication modes compared (-modes)")
+	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async,shared", "replication modes compared (-modes; shared runs every broker on one shared directory)")
 	flag.IntVar(&o.modesRounds, "modes-rounds", 2, "rounds; each runs every mode on a fresh cluster, the order rotating (-modes)")
 	flag.Int64Var(&o.modesRecords, "modes-records", 100000, "records of 1 KiB in the throughput run (-modes)")
 	flag.Float64Var(&o.modesRate, "modes-rate", 1000, "records/s of the end-to-end and staleness run, which lasts -duration (-modes)")
