@@ -73,8 +73,10 @@ type TCPTransport struct {
 
 	refused *peerlink.Refusals
 	// local is the IP members are dialled from: the listening IP when
-	// that is a specific one (see peerlink.FromHost).
-	local net.IP
+	// that is a specific one (see peerlink.FromHost). Atomic, not under
+	// mu: a peer's stream dials while RemovePeer holds mu and waits for
+	// that stream to stop.
+	local atomic.Pointer[net.IP]
 
 	ln     *peerlink.Listener
 	h      Handler
@@ -161,9 +163,10 @@ func (t *TCPTransport) Addr() string {
 }
 
 func (t *TCPTransport) localIP() net.IP {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.local
+	if ip := t.local.Load(); ip != nil {
+		return *ip
+	}
+	return nil
 }
 
 // Start implements Transport.
@@ -175,7 +178,7 @@ func (t *TCPTransport) Start(h Handler) error {
 	}
 	t.mu.Lock()
 	t.ln = ln
-	t.local = peerlink.LocalIP(ln.Addr())
+	t.local.Store(new(peerlink.LocalIP(ln.Addr())))
 	t.mu.Unlock()
 	ln.Serve(t.serve)
 	t.mu.Lock()
@@ -352,7 +355,7 @@ func (t *TCPTransport) AddPeer(id uint64, addr string) {
 		if p.addr == addr {
 			return
 		}
-		p.stop()
+		go p.stop() // waits for its stream, which must not wait for mu
 	}
 	p := &tcpPeer{t: t, id: id, addr: addr}
 	p.calls = &caller{id: id, addr: addr, tls: t.tls, local: t.localIP, stopc: make(chan struct{})}
@@ -365,10 +368,11 @@ func (t *TCPTransport) AddPeer(id uint64, addr string) {
 // RemovePeer implements Transport.
 func (t *TCPTransport) RemovePeer(id uint64) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if p, ok := t.peers[id]; ok {
+	p, ok := t.peers[id]
+	delete(t.peers, id)
+	t.mu.Unlock()
+	if ok {
 		p.stop()
-		delete(t.peers, id)
 	}
 }
 
