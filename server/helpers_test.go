@@ -134,10 +134,19 @@ func (b *testBroker) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 // test ends, and waits until it serves.
 func openTestMeta(t testing.TB, dir string, lg zerolog.Logger) *metastore.Node {
 	t.Helper()
+	return openTestMetaWith(t, dir, lg, nil)
+}
+
+// openTestMetaWith is openTestMeta with mod adjusting the configuration.
+func openTestMetaWith(t testing.TB, dir string, lg zerolog.Logger, mod func(*metastore.Config)) *metastore.Node {
+	t.Helper()
 	mc := metastore.Default()
 	mc.DataDir = filepath.Join(dir, "meta")
 	mc.TickInterval = 10 * time.Millisecond
 	mc.Logger = lg
+	if mod != nil {
+		mod(&mc)
+	}
 	meta, err := metastore.Open(mc)
 	if err != nil {
 		t.Fatal(err)

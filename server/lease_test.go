@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -16,25 +15,14 @@ import (
 // (the metastore may expire it then), and heartbeats often enough for
 // that length to stay valid while it runs.
 func TestLeaseHeldForRecordedLength(t *testing.T) {
-	mc := metastore.Default()
-	mc.DataDir = filepath.Join(t.TempDir(), "meta")
-	mc.TickInterval = 10 * time.Millisecond
-	mc.Logger = zerolog.Nop()
-	mc.LeaseDuration = 3 * time.Second
-	meta, err := metastore.Open(mc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer meta.Close()
+	const lease = 3 * time.Second
+	meta := openTestMetaWith(t, t.TempDir(), zerolog.Nop(), func(mc *metastore.Config) { mc.LeaseDuration = lease })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := meta.WaitReady(ctx); err != nil {
-		t.Fatal(err)
-	}
 	cl := meta.Client()
-	for cl.BrokerLease() != mc.LeaseDuration {
+	for cl.BrokerLease() != lease {
 		if ctx.Err() != nil {
-			t.Fatalf("recorded broker lease %v, want %v", cl.BrokerLease(), mc.LeaseDuration)
+			t.Fatalf("recorded broker lease %v, want %v", cl.BrokerLease(), lease)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -59,8 +47,8 @@ func TestLeaseHeldForRecordedLength(t *testing.T) {
 	<-done
 	start := time.Now()
 	for l.Valid() {
-		if time.Since(start) > 2*mc.LeaseDuration {
-			t.Fatalf("lease still valid %v after the last heartbeat; the cluster's lease is %v", time.Since(start), mc.LeaseDuration)
+		if time.Since(start) > 2*lease {
+			t.Fatalf("lease still valid %v after the last heartbeat; the cluster's lease is %v", time.Since(start), lease)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -410,7 +410,7 @@ func TestSharedTimestamps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	wait(batch(3, "early", -1, 0, 0)) // offsets 0-2, timestamps now
+	wait(batch(3, "early", -1, 0, 0))     // offsets 0-2, timestamps now
 	const base = int64(4_000_000_000_000) // after now
 	var recs []byte
 	for i := 0; i < 10; i++ {

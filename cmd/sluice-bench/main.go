@@ -360,22 +360,34 @@ type result struct {
 	Share shareResult `json:"share"`
 }
 
-func run(ctx context.Context, c *config) (*result, error) {
+// connect waits for the brokers to answer and creates the topic when
+// asked; the caller closes the admin client.
+func connect(ctx context.Context, c *config) ([]string, *kgo.Client, *kadm.Client, error) {
 	seeds := strings.Split(c.Brokers, ",")
 	admCl, err := kgo.NewClient(c.base(seeds)...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	adm := kadm.NewClient(admCl)
+	if err := waitBroker(ctx, adm, time.Minute); err != nil {
+		admCl.Close()
+		return nil, nil, nil, err
+	}
+	if c.CreateTopic {
+		if err := createTopic(ctx, adm, c); err != nil {
+			admCl.Close()
+			return nil, nil, nil, err
+		}
+	}
+	return seeds, admCl, adm, nil
+}
+
+func run(ctx context.Context, c *config) (*result, error) {
+	seeds, admCl, adm, err := connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	if err := waitBroker(ctx, adm, time.Minute); err != nil {
-		return nil, err
-	}
-	if c.CreateTopic {
-		if err := createTopic(ctx, adm, c); err != nil {
-			return nil, err
-		}
-	}
 	res := &result{Config: *c}
 	var firstErr atomic.Value
 

@@ -123,21 +123,11 @@ func (s *seenOffsets) add(p int32, off int64) bool {
 }
 
 func runShare(ctx context.Context, c *config) (*result, error) {
-	seeds := strings.Split(c.Brokers, ",")
-	admCl, err := kgo.NewClient(c.base(seeds)...)
+	seeds, admCl, adm, err := connect(ctx, c)
 	if err != nil {
 		return nil, err
 	}
 	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
-	if err := waitBroker(ctx, adm, time.Minute); err != nil {
-		return nil, err
-	}
-	if c.CreateTopic {
-		if err := createTopic(ctx, adm, c); err != nil {
-			return nil, err
-		}
-	}
 	res := &result{Config: *c}
 	sr := &res.Share
 	sr.Consumers = c.ShareConsumers

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -42,34 +40,7 @@ func TestClusterAsyncControlledShutdownHandsOver(t *testing.T) {
 	waitAsyncMasters(t, c, topic, parts)
 	masters := electedLeaders(t, adm, topic, parts)
 
-	var mu sync.Mutex
-	var acked []ackedRecord
-	ackedAt := map[int32]time.Time{} // last acknowledgement per partition
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("h%07d", i))}, func(r *kgo.Record, err error) {
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				acked = append(acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
-				ackedAt[r.Partition] = time.Now()
-				mu.Unlock()
-			})
-			if i%50 == 49 {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
+	load := startAckedLoad(ctx, prod, "h")
 	time.Sleep(3 * time.Second)
 
 	// Shut down the master of partition 0 (and of whatever else it leads).
@@ -88,14 +59,7 @@ func TestClusterAsyncControlledShutdownHandsOver(t *testing.T) {
 	// Writes go on at the new masters: every partition takes an
 	// acknowledged write after the shutdown.
 	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
-		mu.Lock()
-		n := 0
-		for p := int32(0); p < parts; p++ {
-			if ackedAt[p].After(stopped) {
-				n++
-			}
-		}
-		mu.Unlock()
+		n := load.ackedSince(stopped, parts)
 		if n == parts {
 			t.Logf("every partition acknowledged writes again %v after the old master exited", time.Since(stopped).Round(time.Millisecond))
 			break
@@ -105,8 +69,7 @@ func TestClusterAsyncControlledShutdownHandsOver(t *testing.T) {
 		}
 	}
 	time.Sleep(2 * time.Second)
-	close(stop)
-	wg.Wait()
+	load.halt()
 	if err := prod.Flush(ctx); err != nil {
 		t.Logf("flush: %v", err)
 	}
@@ -133,8 +96,6 @@ func TestClusterAsyncControlledShutdownHandsOver(t *testing.T) {
 		t.Errorf("%d promotions through a handover, want %d", promoted, led)
 	}
 
-	mu.Lock()
-	found := readAckedOnce(ctx, t, c.readAddrs, topic, acked)
-	mu.Unlock()
+	found := readAckedOnce(ctx, t, c.readAddrs, topic, load.records())
 	t.Logf("all %d acknowledged records read once after the handover", found)
 }

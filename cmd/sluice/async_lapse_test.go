@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -58,32 +59,7 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 	waitAsyncMasters(t, c, topic, parts)
 	masters := electedLeaders(t, adm, topic, parts)
 
-	var mu sync.Mutex
-	var acked []ackedRecord
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for i := 0; ; i++ {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("l%07d", i))}, func(r *kgo.Record, err error) {
-				if err != nil {
-					return
-				}
-				mu.Lock()
-				acked = append(acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
-				mu.Unlock()
-			})
-			if i%50 == 49 {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
-	}()
+	load := startAckedLoad(ctx, prod, "l")
 	lapses := func() float64 {
 		n := 0.0
 		for _, w := range c.writers {
@@ -115,13 +91,9 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 	}
 	t.Logf("broker leases lapsed %v times", lapses())
 	// Writes go on once the masters registered again.
-	mu.Lock()
-	before := len(acked)
-	mu.Unlock()
+	before := load.count()
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
-		mu.Lock()
-		n := len(acked)
-		mu.Unlock()
+		n := load.count()
 		if n > before+1000 {
 			break
 		}
@@ -130,8 +102,7 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 		}
 	}
 	time.Sleep(3 * time.Second)
-	close(stop)
-	wg.Wait()
+	load.halt()
 	if err := prod.Flush(ctx); err != nil {
 		t.Logf("flush: %v", err)
 	}
@@ -149,9 +120,7 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 		t.Errorf("masters before the lapse %v, after %v", masters, now)
 	}
 
-	mu.Lock()
-	found := readAckedOnce(ctx, t, c.readAddrs, topic, acked)
-	mu.Unlock()
+	found := readAckedOnce(ctx, t, c.readAddrs, topic, load.records())
 	t.Logf("all %d acknowledged records read once; every master kept its place through the lapse", found)
 }
 
@@ -232,4 +201,75 @@ func waitAsyncMasters(t *testing.T, c *testCluster, topic string, parts int) {
 			t.Fatalf("%d of %d partitions recorded an async master within 60 s", recorded(), parts)
 		}
 	}
+}
+
+// ackedLoad produces records prefix%07d through prod, 50 at a time with a
+// pause, until halted, and keeps every acknowledgement.
+type ackedLoad struct {
+	mu      sync.Mutex
+	acked   []ackedRecord
+	ackedAt map[int32]time.Time // the last acknowledgement per partition
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+func startAckedLoad(ctx context.Context, prod *kgo.Client, prefix string) *ackedLoad {
+	l := &ackedLoad{ackedAt: map[int32]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		for i := 0; ; i++ {
+			select {
+			case <-l.stop:
+				return
+			default:
+			}
+			prod.Produce(ctx, &kgo.Record{Value: []byte(fmt.Sprintf("%s%07d", prefix, i))}, func(r *kgo.Record, err error) {
+				if err != nil {
+					return
+				}
+				l.mu.Lock()
+				l.acked = append(l.acked, ackedRecord{r.Partition, r.Offset, string(r.Value)})
+				l.ackedAt[r.Partition] = time.Now()
+				l.mu.Unlock()
+			})
+			if i%50 == 49 {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+	}()
+	return l
+}
+
+// halt stops producing (records already handed to the client may still
+// be acknowledged: flush the client before reading records).
+func (l *ackedLoad) halt() {
+	close(l.stop)
+	<-l.done
+}
+
+func (l *ackedLoad) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.acked)
+}
+
+// records is a copy of the acknowledgements so far.
+func (l *ackedLoad) records() []ackedRecord {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.acked)
+}
+
+// ackedSince counts the partitions among parts that acknowledged a record
+// after t.
+func (l *ackedLoad) ackedSince(t time.Time, parts int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for p := int32(0); p < int32(parts); p++ {
+		if l.ackedAt[p].After(t) {
+			n++
+		}
+	}
+	return n
 }
