@@ -95,6 +95,13 @@ func TestRaftTransferLeadership(t *testing.T) {
 	}
 	checkFor(t, 5*time.Second, func() error {
 		if !c.rep(to).IsLeader() {
+			// An election under load (seen once under -race in CI)
+			// ends a transfer in flight: ask the leader of the new
+			// term, as the controlled shutdown's retries do.
+			if n, r := c.leader(); n != to && r.Term() > lr.Term() {
+				lr = r
+				_ = r.TransferLeadership(to)
+			}
 			return fmt.Errorf("node %d not leader", to)
 		}
 		return nil
