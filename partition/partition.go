@@ -147,6 +147,9 @@ type Host interface {
 	// master, cutting what it holds past t; it returns the replica and
 	// how many records were cut.
 	Follow(topic string, k Key, m Members, o Options, master NodeID, t Takeover) (Replica, int64, error)
+	// FollowJoining is Follow for a broker outside the group's initial
+	// configuration (as OpenJoining is Open).
+	FollowJoining(topic string, k Key, initial Members, o Options, master NodeID, t Takeover) (Replica, int64, error)
 }
 
 // LocalLog is a plain partition log of this broker alone (no raft), as

@@ -70,6 +70,14 @@ func (v hosted) Follow(topic string, k Key, m Members, o ReplicaOptions, master 
 	return r, cut, nil
 }
 
+func (v hosted) FollowJoining(topic string, k Key, m Members, o ReplicaOptions, master NodeID, t Takeover) (partition.Replica, int64, error) {
+	r, cut, err := v.h.FollowJoining(topic, k, m, o, master, t)
+	if err != nil {
+		return nil, cut, err
+	}
+	return r, cut, nil
+}
+
 // Local returns m as the partition.LocalLogs a server keeps its
 // __consumer_offsets view in.
 func (m *Manager) Local() partition.LocalLogs { return local{m} }

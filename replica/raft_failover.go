@@ -98,7 +98,7 @@ func (h *Host) Promote(key Key, t Takeover) error {
 	if h.openAnd(key, done) {
 		return nil
 	}
-	_, err := h.rewrite(key, "", Members{}, ReplicaOptions{}, func(st *raftStorage) error {
+	_, err := h.rewrite(key, "", Members{}, ReplicaOptions{}, false, func(st *raftStorage) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		cs := st.cs
@@ -140,6 +140,20 @@ func (h *Host) Promote(key Key, t Takeover) error {
 // this replica's log, which are also counted in TruncatedRecords. On a
 // replica already following master from t it changes nothing.
 func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOptions, master NodeID, t Takeover) (*Replica, int64, error) {
+	return h.follow(topic, key, members, opts, master, t, false)
+}
+
+// FollowJoining is Follow for a broker outside the group's initial
+// configuration (as OpenJoining is Open): a read broker registered, or a
+// replica reassigned here, after a promotion. Its replica starts from the
+// new master's configuration as of the takeover, not from the initial
+// one: the configuration changes the log holds up to the takeover are
+// superseded, and the master it names leads.
+func (h *Host) FollowJoining(topic string, key Key, initial Members, opts ReplicaOptions, master NodeID, t Takeover) (*Replica, int64, error) {
+	return h.follow(topic, key, initial, opts, master, t, true)
+}
+
+func (h *Host) follow(topic string, key Key, members Members, opts ReplicaOptions, master NodeID, t Takeover, join bool) (*Replica, int64, error) {
 	if master == h.cfg.Node {
 		return nil, 0, fmt.Errorf("replica: node %d cannot follow itself", master)
 	}
@@ -153,7 +167,7 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 		return r, 0, nil
 	}
 	var cut int64
-	r, err := h.rewrite(key, topic, members, opts, func(st *raftStorage) error {
+	r, err := h.rewrite(key, topic, members, opts, join, func(st *raftStorage) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
 		cs := st.cs
@@ -187,7 +201,7 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 				commit, applied = min(commit, t.Index), min(applied, t.Index)
 			}
 		}
-		return st.rewriteLocked(soleVoter(mid, cs), t.Index, max(st.hs.GetTerm(), t.Term), commit, applied)
+		return st.rewriteLocked(soleVoter(mid, cs, raftID(h.cfg.Node)), t.Index, max(st.hs.GetTerm(), t.Term), commit, applied)
 	})
 	return r, cut, err
 }
@@ -196,11 +210,11 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 // an error stops it there, as a crash would.
 var failoverHook func(step string) error
 
-// soleVoter is cs with voter as its only voter and every other member a
-// learner.
-func soleVoter(voter uint64, cs *raftpb.ConfState) *raftpb.ConfState {
+// soleVoter is cs with voter as its only voter and every other member,
+// and also, a learner.
+func soleVoter(voter uint64, cs *raftpb.ConfState, also ...uint64) *raftpb.ConfState {
 	var learners []uint64
-	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext()} {
+	for _, ids := range [][]uint64{cs.GetVoters(), cs.GetLearners(), cs.GetVotersOutgoing(), cs.GetLearnersNext(), also} {
 		for _, id := range ids {
 			if id != voter && !slices.Contains(learners, id) {
 				learners = append(learners, id)
@@ -258,12 +272,12 @@ func (h *Host) openAnd(key Key, fn func(st *raftStorage) bool) bool {
 // rewrite closes key's replica if it is open, runs fn on its raft storage
 // with no group running over it, and opens the replica again from its
 // files in its place (a replica not open is opened with topic, members and
-// opts). Open replicas keep how they were opened. If fn fails, the replica
+// opts, as OpenJoining if join). Open replicas keep how they were opened. If fn fails, the replica
 // is not opened (a replica that was open stays in the table, closed: its
 // writes fail with ErrReplicaClosed): its files may be part-way through the
 // change, which only the caller's next call finishes, and opened so a
 // former master would campaign.
-func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptions, fn func(st *raftStorage) error) (*Replica, error) {
+func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptions, join bool, fn func(st *raftStorage) error) (*Replica, error) {
 	h.removeMu.Lock()
 	defer h.removeMu.Unlock()
 	h.mu.Lock()
@@ -291,7 +305,6 @@ func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptio
 		}()
 	}
 	h.mu.Unlock()
-	join := false
 	if open {
 		topic, members, opts, join = old.topic, old.openMembers, *old.opts.Load(), old.openJoin
 		if err := old.close(); err != nil && old.Failed() == nil {

@@ -42,8 +42,10 @@ func (c *testCluster) startFollowing(n, master NodeID, t Takeover) (*Replica, in
 //     what came after it: it leads a new term with everything up to the
 //     claim committed and takes writes. Node 3 follows it,
 //     cutting nothing. Node 4, not told yet, stays intact and online
-//     (raft answers the new master's appends with its commit index, which
-//     the master refuses) and serves nothing new; following, it cuts the
+//     (it refuses the new master's messages: in async mode only its
+//     configuration's voter leads, and raft would answer the new
+//     master's appends with its commit index, a match the master would
+//     keep after the cut) and serves nothing new; following, it cuts the
 //     records node 2 never had and counts them.
 //   - The old master returns following node 2: it cuts exactly the records
 //     node 2 never received, counts them (TruncatedRecords, and Follow's
@@ -193,10 +195,26 @@ func TestRaftAsyncMaster(t *testing.T) {
 	if after.BaseOffset != base+8 {
 		t.Fatalf("new master wrote at %d, want %d", after.BaseOffset, base+8)
 	}
+	// Its log passes node 4's (which ends at index tk.Index+3), so that an
+	// acknowledgement of node 4's commit index would not be refused as
+	// past its log.
+	for i := range 3 {
+		after = c.produce(testBatch(fmt.Sprint("more", i), 1, -1, 0, 0), AcksAll)
+	}
 	c.converged(after.LastOffset+1, 10*time.Second) // 2, 3
 	time.Sleep(300 * time.Millisecond)
 	if err := ahead.Failed(); err != nil || ahead.HighWatermark() != base+8+lostRecords || ahead.LogEndOffset() != base+8+lostRecords {
 		t.Fatalf("read broker before following: failed %v, high watermark %d, log end %d, want both %d", err, ahead.HighWatermark(), ahead.LogEndOffset(), base+8+lostRecords)
+	}
+	// Its log holds, committed, what the new master never received: it
+	// refused the new master's messages, which raft would have answered
+	// with an acknowledgement of its commit index, a match the master
+	// keeps after the cut below (it would never send node 4 its entries).
+	nm.raftMu.Lock()
+	pr := nm.rn.Status().Progress[raftID(4)]
+	nm.raftMu.Unlock()
+	if pr.Match > tk.Index {
+		t.Fatalf("the new master took node 4 to hold index %d before it followed, past the takeover at %d", pr.Match, tk.Index)
 	}
 	follow(4, lostRecords)
 	c.converged(after.LastOffset+1, 10*time.Second) // 2, 3, 4
@@ -226,6 +244,84 @@ func TestRaftAsyncMaster(t *testing.T) {
 	c.reps[1], _ = c.hosts[1].Get(c.key)
 	c.mu.Unlock()
 	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+}
+
+// TestRaftAsyncJoinAfterPromotion: a broker that joins an async group
+// after a promotion (a read broker registered later) starts from the new
+// master's configuration (Host.FollowJoining): the log's configuration
+// changes up to the takeover name the old master, whom the joiner would
+// otherwise take for the only one who may lead. It receives the whole
+// log from the new master, byte for byte, and the old master, returning
+// with a log the joiner never saw, cannot lead it.
+func TestRaftAsyncJoinAfterPromotion(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, []NodeID{2, 3}, ReplicaOptions{Mode: ModeAsync})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// A configuration change in the log before the takeover: 3 leaves
+	// and comes back, both by the old master.
+	c.produce(testBatch("warm", 3, -1, 0, 0), AcksAll)
+	for _, m := range []Members{{Voters: []NodeID{1}, Learners: []NodeID{2}}, {Voters: []NodeID{1}, Learners: []NodeID{2, 3}}} {
+		if err := c.rep(1).ChangeMembership(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c.produce(testBatch("before", 2, -1, 0, 0), AcksAll)
+	c.converged(5, 10*time.Second)
+	tk := c.rep(2).Claim(c.rep(1).Term())
+	c.stop(1)
+	if err := c.hosts[2].Promote(c.key, tk); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.reps[2], _ = c.hosts[2].Get(c.key)
+	c.mu.Unlock()
+	r3, _, err := c.hosts[3].Follow(c.topic, c.key, c.members, c.opts, 2, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.reps[3] = r3
+	c.mu.Unlock()
+	if ln, _ := c.leader(); ln != 2 {
+		t.Fatalf("leader %d after promoting 2", ln)
+	}
+	c.mu.Lock()
+	c.joining = map[NodeID]bool{5: true}
+	c.mu.Unlock()
+	if err := c.rep(2).ChangeMembership(ctx, Members{Voters: []NodeID{2}, Learners: []NodeID{1, 3, 5}}); err != nil {
+		t.Fatal(err)
+	}
+	after := c.produce(testBatch("after", 4, -1, 0, 0), AcksAll)
+	h := c.newHost(5)
+	r5, cut, err := h.FollowJoining(c.topic, c.key, c.members, c.opts, 2, tk)
+	if err != nil || cut != 0 {
+		t.Fatalf("joining: cut %d, %v", cut, err)
+	}
+	c.mu.Lock()
+	c.hosts[5], c.reps[5] = h, r5
+	c.mu.Unlock()
+	c.converged(after.LastOffset+1, 10*time.Second)
+	c.sameBytes()
+	if got := r5.Members(); !sameMembers(got.Voters, []NodeID{2}) || !sameMembers(got.Learners, []NodeID{1, 3, 5}) {
+		t.Fatalf("the joiner's members %+v, want the new master's", got)
+	}
+	// The old master comes back with its old configuration, as a broker
+	// that missed the promotion would: the followers refuse to be led by
+	// it, and it cannot lead a group whose voter it no longer is (the
+	// joiner is not in its configuration: it hears nothing from it).
+	c.start(1)
+	time.Sleep(500 * time.Millisecond)
+	if ln, _ := c.leader(1); ln != 2 {
+		t.Fatalf("leader %d, want 2", ln)
+	}
+	if got := c.hosts[3].Refused()[RefusedNotLeader.String()]; got == 0 {
+		t.Fatal("node 3 refused no leader message from the returning old master")
+	}
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.mu.Lock()
+	delete(c.reps, 1)
+	c.mu.Unlock()
 	c.converged(final.LastOffset+1, 10*time.Second)
 }
 

@@ -90,9 +90,18 @@ func TestRaftTransferLeadership(t *testing.T) {
 	if err := lr.TransferLeadership(4); err == nil {
 		t.Fatal("transfer to a learner accepted")
 	}
-	if err := lr.TransferLeadership(to); err != nil {
-		t.Fatal(err)
-	}
+	// A leader that has not heard from the target within an election
+	// timeout (a new leader, a loaded machine: seen in CI) refuses with
+	// "not active" until it does.
+	checkFor(t, 5*time.Second, func() error {
+		if c.rep(to).IsLeader() {
+			return nil
+		}
+		if n, r := c.leader(); n != to && r != lr {
+			lr = r
+		}
+		return lr.TransferLeadership(to)
+	})
 	checkFor(t, 5*time.Second, func() error {
 		if !c.rep(to).IsLeader() {
 			// An election under load (seen once under -race in CI)

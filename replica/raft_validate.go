@@ -129,6 +129,9 @@ func (r *Replica) checkLocked(m *raftpb.Message, mayDefer bool) (Refusal, bool, 
 		if m.GetType() == raftpb.MsgTimeoutNow && (m.GetTerm() != bs.GetTerm() || bs.Lead != m.GetFrom()) {
 			return RefusedNotLeader, false, nil
 		}
+		if r.opts.Load().Mode == ModeAsync && !r.mayLead(m.GetFrom()) {
+			return RefusedNotLeader, false, nil
+		}
 	}
 	switch m.GetType() {
 	case raftpb.MsgHeartbeat:
@@ -210,6 +213,26 @@ func (r *Replica) isMember(id uint64) bool {
 		return a(r.key, nodeOf(id))
 	}
 	return false
+}
+
+// mayLead: in async mode only the voter of the replica's configuration
+// leads. A promotion changes the master below raft (raft_failover.go):
+// until this replica follows the new master (Host.Follow), its log may
+// hold, committed, what the new master never received, and raft would
+// answer the new master's probe under that commit index with an
+// acknowledgement of it (handleAppendEntries), a match the new master
+// then keeps after the replica cut its log: it would never send the
+// replica its entries again. After following, the old master, in the
+// term the takeover kept, would be taken for the leader. A replica with
+// no voter in its configuration yet (raft's initial state) accepts any.
+func (r *Replica) mayLead(id uint64) bool {
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	cs := r.st.cs
+	if len(cs.GetVoters()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
+		return true
+	}
+	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id)
 }
 
 // validEntries: a MsgApp's entries follow its index one by one, their

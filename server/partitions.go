@@ -69,19 +69,26 @@ func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Repl
 	}
 	iv, il := t.Partitions[k.Index].Initial()
 	initial := members(metastore.Partition{Voters: iv, Learners: il})
-	if slices.Contains(iv, s.cfg.NodeID) || slices.Contains(il, s.cfg.NodeID) {
-		if p := t.Partitions[k.Index]; p.AsyncMaster != nil && p.AsyncTakeover != nil && *p.AsyncMaster != s.cfg.NodeID {
-			// Another broker was promoted async master: follow it before
-			// raft runs here (async_master.go). A returning old master
-			// cuts what its successor never received, and never
-			// campaigns as the sole voter it was.
-			r, cut, err := s.raft.Follow(t.Name, k, initial, s.replicaOptions(t), partition.NodeID(*p.AsyncMaster), takeoverOf(*p.AsyncTakeover))
-			if err == nil && cut > 0 {
-				s.log.Warn().Str("topic", t.Name).Int32("partition", k.Index).Int32("master", *p.AsyncMaster).Int64("records_cut", cut).
-					Msg("async failover: following the new master; records it never received were cut")
-			}
-			return r, err
+	founder := slices.Contains(iv, s.cfg.NodeID) || slices.Contains(il, s.cfg.NodeID)
+	if p := t.Partitions[k.Index]; p.AsyncMaster != nil && p.AsyncTakeover != nil && *p.AsyncMaster != s.cfg.NodeID {
+		// Another broker was promoted async master: follow it before
+		// raft runs here (async_master.go). A returning old master cuts
+		// what its successor never received, and never campaigns as the
+		// sole voter it was; a joining broker starts from the new
+		// master's configuration (the log's changes before the takeover
+		// name the old master).
+		follow := s.raft.FollowJoining
+		if founder {
+			follow = s.raft.Follow
 		}
+		r, cut, err := follow(t.Name, k, initial, s.replicaOptions(t), partition.NodeID(*p.AsyncMaster), takeoverOf(*p.AsyncTakeover))
+		if err == nil && cut > 0 {
+			s.log.Warn().Str("topic", t.Name).Int32("partition", k.Index).Int32("master", *p.AsyncMaster).Int64("records_cut", cut).
+				Msg("async failover: following the new master; records it never received were cut")
+		}
+		return r, err
+	}
+	if founder {
 		return s.raft.Open(t.Name, k, initial, s.replicaOptions(t))
 	}
 	return s.raft.OpenJoining(t.Name, k, initial, s.replicaOptions(t))
