@@ -77,11 +77,13 @@ func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Repl
 		// sole voter it was; a joining broker starts from the new
 		// master's configuration (the log's changes before the takeover
 		// name the old master).
-		follow := s.raft.FollowJoining
+		// The joiner's members are the assignment's: the new master's
+		// configuration holds every member added before the takeover.
+		follow, from := s.raft.FollowJoining, members(metastore.Partition{Voters: p.Voters, Learners: p.Learners})
 		if founder {
-			follow = s.raft.Follow
+			follow, from = s.raft.Follow, initial
 		}
-		r, cut, err := follow(t.Name, k, initial, s.replicaOptions(t), partition.NodeID(*p.AsyncMaster), takeoverOf(*p.AsyncTakeover))
+		r, cut, err := follow(t.Name, k, from, s.replicaOptions(t), partition.NodeID(*p.AsyncMaster), takeoverOf(*p.AsyncTakeover))
 		if err == nil && cut > 0 {
 			s.log.Warn().Str("topic", t.Name).Int32("partition", k.Index).Int32("master", *p.AsyncMaster).Int64("records_cut", cut).
 				Msg("async failover: following the new master; records it never received were cut")
