@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -47,6 +48,26 @@ type Security struct {
 	// the connection is closed at its next request. 0: sessions do not
 	// expire.
 	ConnectionsMaxReauthMs int64 `mapstructure:"connections.max.reauth.ms"`
+
+	// Inter-broker traffic (docs/security.md, "Between brokers"): the
+	// requests a broker sends on to another broker over the Kafka
+	// protocol (forwarded Produce, transaction markers, forwarded
+	// ElectLeaders and DeleteRecords). InterBrokerListenerName is Kafka's
+	// inter.broker.listener.name: the peer's listener of that name is
+	// dialled; empty, the peer's first listener of the write or mixed view
+	// (the view that serves its partitions' leadership). Either way the
+	// protocol spoken is the one the peer registered for that listener.
+	// SecurityInterBrokerProtocol is Kafka's security.inter.broker.protocol:
+	// the listener named like the protocol (SSL, SASL_SSL, ...), as Kafka
+	// reads it; only one of the two may be set.
+	// SASLMechanismInterBrokerProtocol is the mechanism used on a SASL_*
+	// listener: PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (Kafka's default,
+	// GSSAPI, is not served, so it must be set when the peer's listener is
+	// SASL), with the credentials of
+	// listener.name.<listener>.<mechanism>.sasl.jaas.config.
+	InterBrokerListenerName          string `mapstructure:"inter.broker.listener.name"`
+	SecurityInterBrokerProtocol      string `mapstructure:"security.inter.broker.protocol"`
+	SASLMechanismInterBrokerProtocol string `mapstructure:"sasl.mechanism.inter.broker.protocol"`
 
 	// BootstrapUser is "name:password" (usually from the environment,
 	// SLUICE_BOOTSTRAP_USER, as Redpanda's RP_BOOTSTRAP_USER): at start,
@@ -113,6 +134,14 @@ func securityKeyNames() []string {
 		"sasl.oauthbearer.clock.skew.seconds", "connections.max.reauth.ms")
 }
 
+// jaasMechanisms are the mechanisms a listener's
+// listener.name.<name>.<mechanism>.sasl.jaas.config may name: the ones a
+// broker can authenticate with to another broker.
+var jaasMechanisms = []string{"plain", "scram-sha-256", "scram-sha-512"}
+
+// jaasSuffix ends a listener's per-mechanism JAAS key.
+const jaasSuffix = ".sasl.jaas.config"
+
 // splitOverride splits "listener.name.<name>.[<mechanism>.]<key>" into
 // the upper-cased listener name and the key. Kafka also prefixes a
 // mechanism's own settings with the mechanism
@@ -130,6 +159,9 @@ func splitOverride(full string) (listener, key string, ok bool) {
 	if k, mech := strings.CutPrefix(key, "oauthbearer."); mech && strings.HasPrefix(k, "sasl.oauthbearer.") {
 		key = k
 	}
+	if mech, ok := strings.CutSuffix(key, jaasSuffix); ok && slices.Contains(jaasMechanisms, mech) {
+		return strings.ToUpper(name), key, true
+	}
 	return strings.ToUpper(name), key, listenerKeys[key]
 }
 
@@ -137,7 +169,7 @@ func splitOverride(full string) (listener, key string, ok bool) {
 // Sluice knows (the config loader accepts only those).
 func CheckListenerOverride(key string) error {
 	if _, _, ok := splitOverride(key); !ok {
-		return fmt.Errorf("unknown config key %q (a listener.name.<listener>. prefix takes one of: %s)", key, strings.Join(sortedKeys(listenerKeys), ", "))
+		return fmt.Errorf("unknown config key %q (a listener.name.<listener>. prefix takes one of: %s, <mechanism>%s)", key, strings.Join(sortedKeys(listenerKeys), ", "), jaasSuffix)
 	}
 	return nil
 }
@@ -160,6 +192,10 @@ type ListenerSecurity struct {
 	OAuth      sasl.OAuthConfig
 	// MaxReauth is connections.max.reauth.ms (0: sessions never expire).
 	MaxReauth time.Duration
+	// JAAS holds listener.name.<name>.<mechanism>.sasl.jaas.config by
+	// upper-case mechanism: the credentials this broker presents when it
+	// dials another broker's listener of this name (InterBroker).
+	JAAS map[string]string
 }
 
 // UsesTLS and UsesSASL say what the protocol asks for.
@@ -176,6 +212,10 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 	s := c.Security
 	name := strings.ToUpper(l.Name)
 	var errs []error
+	out := ListenerSecurity{Protocol: l.Protocol, MaxReauth: time.Duration(c.ConnectionsMaxReauthMs) * time.Millisecond}
+	if out.Protocol == "" {
+		out.Protocol = ProtocolPlaintext
+	}
 	keys := make([]string, 0, len(c.ListenerOverrides))
 	for k := range c.ListenerOverrides {
 		keys = append(keys, k)
@@ -186,13 +226,16 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 		if !ok || ln != name {
 			continue
 		}
+		if mech, ok := strings.CutSuffix(key, jaasSuffix); ok {
+			if out.JAAS == nil {
+				out.JAAS = map[string]string{}
+			}
+			out.JAAS[strings.ToUpper(mech)] = c.ListenerOverrides[full]
+			continue
+		}
 		if err := s.set(key, c.ListenerOverrides[full]); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", full, err))
 		}
-	}
-	out := ListenerSecurity{Protocol: l.Protocol, MaxReauth: time.Duration(c.ConnectionsMaxReauthMs) * time.Millisecond}
-	if out.Protocol == "" {
-		out.Protocol = ProtocolPlaintext
 	}
 	out.TLS = s.Keys.Options()
 	for _, m := range splitList(s.SASLEnabledMechanisms) {
@@ -282,7 +325,9 @@ func (c Config) validateSecurity() error {
 			errs = append(errs, CheckListenerOverride(k))
 			continue
 		}
-		found := false
+		// The inter-broker listener's keys may be set on a broker that
+		// does not serve it (a read broker dialling write brokers).
+		found := strings.EqualFold(ln, c.interBrokerListener())
 		for _, l := range c.Listeners {
 			found = found || strings.EqualFold(l.Name, ln)
 		}
@@ -294,6 +339,9 @@ func (c Config) validateSecurity() error {
 		if _, err := c.ListenerSecurity(l); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if err := c.validateInterBroker(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, _, _, err := c.BootstrapCredentials(); err != nil {
 		errs = append(errs, err)

@@ -1,7 +1,9 @@
 package metastore
 
 import (
+	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -59,4 +61,31 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("mismatch %+v %+v", b, b2)
 		}
 	})
+}
+
+// TestEndpointProtocolCompatible: a broker registration carries each
+// listener's security protocol through the log; one written before
+// endpoints had it (no Protocol field) decodes as PLAINTEXT, and a
+// PLAINTEXT-less registration encodes as before.
+func TestEndpointProtocolCompatible(t *testing.T) {
+	b := &proposalBatch{Node: 1, Nonce: 2, Cmds: []command{{Seq: 1, Op: opRegisterBroker, Broker: &Broker{ID: 4, Role: RoleRead,
+		Endpoints: []Endpoint{{Name: "CLIENT", View: "read", Host: "h", Port: 9093, Protocol: "SASL_SSL"}, {Name: "PLAIN", View: "mixed", Host: "h", Port: 9092}}}}}}
+	got, err := decodeBatch(encodeBatch(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := got.Cmds[0].Broker.Endpoints
+	if eps[0].SecurityProtocol() != "SASL_SSL" || eps[1].SecurityProtocol() != "PLAINTEXT" {
+		t.Fatalf("round trip: %+v", eps)
+	}
+	if js, _ := json.Marshal(eps[1]); strings.Contains(string(js), "Protocol") {
+		t.Fatalf("an endpoint without a protocol encodes one: %s", js)
+	}
+	var old Broker
+	if err := json.Unmarshal([]byte(`{"ID":1,"Role":"write","Endpoints":[{"Name":"KAFKA","View":"write","Host":"10.0.0.1","Port":9092}],"Incarnation":3}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if ep := old.Endpoints[0]; ep.Protocol != "" || ep.SecurityProtocol() != "PLAINTEXT" || ep.Port != 9092 {
+		t.Fatalf("old registration: %+v", ep)
+	}
 }

@@ -145,12 +145,25 @@ const (
 )
 
 // Endpoint is one Kafka listener of a broker. View is "write", "read" or
-// "mixed" and decides what Metadata answers on that listener.
+// "mixed" and decides what Metadata answers on that listener. Protocol is
+// the listener's security protocol (PLAINTEXT, SSL, SASL_PLAINTEXT,
+// SASL_SSL), what another broker must speak to reach it; a registration
+// made before brokers recorded it has none, and means PLAINTEXT
+// (SecurityProtocol).
 type Endpoint struct {
-	Name string
-	View string
-	Host string
-	Port int32
+	Name     string
+	View     string
+	Host     string
+	Port     int32
+	Protocol string `json:",omitempty"`
+}
+
+// SecurityProtocol is e's security protocol, PLAINTEXT when unrecorded.
+func (e Endpoint) SecurityProtocol() string {
+	if e.Protocol == "" {
+		return "PLAINTEXT"
+	}
+	return e.Protocol
 }
 
 // Broker is a registered broker.

@@ -16,8 +16,10 @@ import (
 // A produce that a read broker forwards to the partition's leader is
 // checked here, for the producer's principal, before it leaves; the leader
 // then checks it again for the forwarding connection's principal (the read
-// broker's, ANONYMOUS on a PLAINTEXT listener), so the brokers' own
-// principal needs WRITE on forwarded topics (or to be a super user). Admin
+// broker's own: its SASL user or its certificate's subject on the
+// inter-broker listener, ANONYMOUS on a PLAINTEXT one; forward.go), so the
+// brokers' principal needs WRITE on forwarded topics (or to be a super
+// user). Admin
 // requests that the metastore applies are checked here too: the metastore
 // API is internal and trusts its brokers.
 

@@ -2,25 +2,35 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/internal/clientconfig"
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/partition"
 )
 
 // A read broker that receives a Produce (a producer bootstrapped on the
 // wrong listener) forwards it to the partition's leader rather than
-// refusing it, and counts it (docs/architecture.md, "Routing"). It
-// reaches the write brokers as any Kafka client would, through their
-// write (or mixed) listeners, with one client per broker process.
+// refusing it, and counts it (docs/architecture.md, "Routing"). Write
+// brokers send transaction markers to the leaders of other partitions,
+// and ElectLeaders and DeleteRecords travel on to the partitions' leaders
+// the same way. All of it goes through one Kafka client per broker
+// process that reaches the write brokers as any Kafka client would,
+// through their inter-broker listener (forwardTarget), speaking the
+// security protocol the peer registered for it: TLS with this broker's
+// certificate, SASL with its inter-broker credentials
+// (docs/security.md, "Between brokers").
 type forwarder struct {
 	mu sync.Mutex
 	cl *kgo.Client
@@ -32,33 +42,103 @@ func (s *Server) shouldForward(err error) bool {
 	return !s.cfg.HasRole("write") && (errors.Is(err, partition.ErrNotLeader) || errors.Is(err, errNotHosted))
 }
 
+// forwardTarget is the listener of broker b that inter-broker requests go
+// to: the one named inter.broker.listener.name (or by
+// security.inter.broker.protocol) if set, else b's first listener of the
+// write or mixed view, in the order b lists its listeners. Only those
+// views answer Metadata with the write brokers, which the client follows
+// to the partitions' leaders; false when b has no such listener.
+func forwardTarget(b metastore.Broker, name string) (metastore.Endpoint, bool) {
+	for _, ep := range b.Endpoints {
+		if ep.View != "write" && ep.View != "mixed" {
+			continue
+		}
+		if name == "" || strings.EqualFold(ep.Name, name) {
+			return ep, true
+		}
+	}
+	return metastore.Endpoint{}, false
+}
+
 func (s *Server) forwardClient() (*kgo.Client, error) {
 	s.fwd.mu.Lock()
 	defer s.fwd.mu.Unlock()
 	if s.fwd.cl != nil {
 		return s.fwd.cl, nil
 	}
+	name := s.cfg.InterBrokerListener()
 	var seeds []string
+	var target metastore.Endpoint
 	for _, b := range s.catalog.Brokers() {
 		if b.Role == metastore.RoleRead {
 			continue
 		}
-		for _, ep := range b.Endpoints {
-			if ep.View == "write" || ep.View == "mixed" {
-				seeds = append(seeds, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))))
-				break
-			}
+		ep, ok := forwardTarget(b, name)
+		if !ok {
+			continue
 		}
+		if len(seeds) == 0 {
+			target = ep
+		} else if ep.SecurityProtocol() != target.SecurityProtocol() {
+			// One client speaks one protocol; a peer registered
+			// otherwise (mid-migration) is reached through the others'
+			// Metadata instead.
+			s.log.Warn().Int32("broker", b.ID).Str("listener", ep.Name).Str("protocol", ep.SecurityProtocol()).
+				Str("want", target.SecurityProtocol()).Msg("inter-broker listener protocols differ between brokers; not a seed")
+			continue
+		}
+		seeds = append(seeds, net.JoinHostPort(ep.Host, strconv.Itoa(int(ep.Port))))
 	}
 	if len(seeds) == 0 {
+		if name != "" {
+			return nil, fmt.Errorf("no write broker is registered with a write or mixed listener named %s", name)
+		}
 		return nil, errors.New("no write broker is registered")
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-forward-"+strconv.Itoa(int(s.cfg.NodeID))))
+	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-forward-" + strconv.Itoa(int(s.cfg.NodeID)))}
+	sec, err := s.interBrokerOpts(target)
+	if err != nil {
+		s.log.Error().Err(err).Str("listener", target.Name).Str("protocol", target.SecurityProtocol()).Msg("inter-broker client")
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append(opts, sec...)...)
 	if err != nil {
 		return nil, err
 	}
 	s.fwd.cl = cl
 	return cl, nil
+}
+
+// interBrokerOpts are the franz-go options that speak ep's protocol: TLS
+// whose client certificate is the key store of this broker's ssl.* keys
+// for that listener (reloaded from disk as the listeners' are), and the
+// peer's certificate verified against the trust store and the host
+// dialled; SASL with sasl.mechanism.inter.broker.protocol.
+func (s *Server) interBrokerOpts(ep metastore.Endpoint) ([]kgo.Opt, error) {
+	ib, err := s.cfg.InterBroker(ep.Name, ep.SecurityProtocol())
+	if err != nil {
+		return nil, err
+	}
+	var opts []kgo.Opt
+	if ib.UsesTLS() {
+		var tc *tls.Config
+		if ib.TLS.KeystoreLocation != "" || ib.TLS.KeystoreKey != "" {
+			ld, err := tlsconfig.NewLoader(ib.TLS)
+			if err != nil {
+				return nil, fmt.Errorf("inter-broker listener %s: %w", ib.Listener, err)
+			}
+			// No server name: franz-go sets each connection's to the
+			// host it dials.
+			tc = ld.ClientConfig("")
+		} else if tc, err = ib.TLS.Client(true); err != nil {
+			return nil, fmt.Errorf("inter-broker listener %s: %w", ib.Listener, err)
+		}
+		opts = append(opts, kgo.DialTLSConfig(tc))
+	}
+	if ib.UsesSASL() {
+		opts = append(opts, kgo.SASL(clientconfig.SASLMechanism(ib.Mechanism, ib.Username, ib.Password)))
+	}
+	return opts, nil
 }
 
 func (s *Server) closeForwarder() {

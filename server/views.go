@@ -55,17 +55,14 @@ func (s *Server) viewOf(rc *reqCtx) brokerView {
 		if !v.wants(b.ID) {
 			continue
 		}
-		for _, ep := range b.Endpoints {
-			if ep.View == l.cfg.View {
-				mb := kmsg.NewMetadataResponseBroker()
-				mb.NodeID, mb.Host, mb.Port = b.ID, ep.Host, ep.Port
-				if b.Rack != "" {
-					mb.Rack = kmsg.StringPtr(b.Rack)
-				}
-				v.brokers = append(v.brokers, mb)
-				v.listed[b.ID] = true
-				break
+		if ep, ok := viewEndpoint(b, l.cfg.Name, l.cfg.View); ok {
+			mb := kmsg.NewMetadataResponseBroker()
+			mb.NodeID, mb.Host, mb.Port = b.ID, ep.Host, ep.Port
+			if b.Rack != "" {
+				mb.Rack = kmsg.StringPtr(b.Rack)
 			}
+			v.brokers = append(v.brokers, mb)
+			v.listed[b.ID] = true
 		}
 	}
 	if _, known := v.writers[s.cfg.NodeID]; !known {
@@ -85,6 +82,28 @@ func (s *Server) viewOf(rc *reqCtx) brokerView {
 	// to the metastore, which is every broker: name the lowest id.
 	v.controller = v.brokers[0].NodeID
 	return v
+}
+
+// viewEndpoint is the endpoint of b that a Metadata answer on listener
+// name (of view view) names: b's listener of the same name and view, as
+// Kafka answers with the listener the request came in on, else b's first
+// listener of that view. Brokers that dial each other on their
+// inter-broker listener are thereby sent on through the same listener,
+// with the same security protocol.
+func viewEndpoint(b metastore.Broker, name, view string) (metastore.Endpoint, bool) {
+	first, found := metastore.Endpoint{}, false
+	for _, ep := range b.Endpoints {
+		if ep.View != view {
+			continue
+		}
+		if ep.Name == name {
+			return ep, true
+		}
+		if !found {
+			first, found = ep, true
+		}
+	}
+	return first, found
 }
 
 // wants reports whether broker id belongs in this view.

@@ -165,6 +165,55 @@ connections.max.reauth.ms=60000
 	}
 }
 
+// TestLoadConfigInterBroker: Kafka's inter-broker keys in
+// server.properties form, the JAAS value as Kafka writes it.
+func TestLoadConfigInterBroker(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "server.properties")
+	props := `log.dirs=` + filepath.Join(dir, "data") + `
+listeners=CLIENT://127.0.0.1:19093
+listener.security.protocol.map=CLIENT:SASL_SSL
+ssl.keystore.location=/etc/sluice/broker.pem
+inter.broker.listener.name=CLIENT
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256
+listener.name.client.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+    username="broker" \
+    password="broker-secret";
+`
+	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(file, overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ib, err := cfg.InterBroker(cfg.InterBrokerListener(), cfg.Listeners[0].Protocol)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ib.Listener != "CLIENT" || ib.Protocol != "SASL_SSL" || ib.Mechanism != "SCRAM-SHA-256" || ib.Username != "broker" ||
+		ib.Password != "broker-secret" || ib.TLS.KeystoreLocation != "/etc/sluice/broker.pem" {
+		t.Errorf("inter-broker: %+v", ib)
+	}
+	for _, bad := range []string{
+		"security.inter.broker.protocol=SASL_SSL",                  // with inter.broker.listener.name
+		"listener.name.client.gssapi.sasl.jaas.config=x required;", // not a mechanism Sluice speaks
+	} {
+		if err := os.WriteFile(file, []byte(props+bad+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := loadConfig(file, overrides{}); err == nil {
+			t.Errorf("%s: loaded without error", bad)
+		}
+	}
+	if err := os.WriteFile(file, []byte(strings.Replace(props, "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256\n", "", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadConfig(file, overrides{}); err == nil || !strings.Contains(err.Error(), "sasl.mechanism.inter.broker.protocol") {
+		t.Errorf("a SASL inter-broker listener without a mechanism: %v", err)
+	}
+}
+
 // sluice dev --secure: one SASL_SSL listener at plain dev's address, its
 // key store the certificate generated under the data directory, SCRAM
 // only unless --set says otherwise.

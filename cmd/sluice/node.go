@@ -304,7 +304,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		}
 		h, portStr, _ := net.SplitHostPort(adv)
 		port, _ := strconv.Atoi(portStr)
-		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: h, Port: int32(port)})
+		reg_.Endpoints = append(reg_.Endpoints, metastore.Endpoint{Name: l.Name, View: l.View, Host: h, Port: int32(port), Protocol: l.Protocol})
 	}
 	if tcp != nil {
 		h, p, _ := net.SplitHostPort(tcp.Addr())

@@ -193,16 +193,10 @@ func parse(text string) (Config, error) {
 		if c.Username != "" || c.Password != "" {
 			return c, errors.New("set sasl.jaas.config or sasl.username/sasl.password, not both")
 		}
-		module, opts, err := parseJAAS(jaas)
-		if err != nil {
+		var err error
+		if c.Username, c.Password, err = JAASCredentials(jaas); err != nil {
 			return c, fmt.Errorf("sasl.jaas.config: %w", err)
 		}
-		switch module {
-		case "org.apache.kafka.common.security.scram.ScramLoginModule", "org.apache.kafka.common.security.plain.PlainLoginModule":
-		default:
-			return c, fmt.Errorf("sasl.jaas.config: login module %s: want ScramLoginModule or PlainLoginModule", module)
-		}
-		c.Username, c.Password = opts["username"], opts["password"]
 	}
 	if c.Username == "" {
 		return c, fmt.Errorf("sasl.mechanism %s needs a user: sasl.jaas.config with username and password (or sasl.username and sasl.password)", c.Mechanism)
@@ -230,18 +224,40 @@ func (c Config) Opts() ([]kgo.Opt, error) {
 		opts = append(opts, kgo.DialTLSConfig(tc))
 	}
 	if c.usesSASL() {
-		var m sasl.Mechanism
-		switch c.Mechanism {
-		case "PLAIN":
-			m = plain.Auth{User: c.Username, Pass: c.Password}.AsMechanism()
-		case "SCRAM-SHA-256":
-			m = scram.Auth{User: c.Username, Pass: c.Password}.AsSha256Mechanism()
-		case "SCRAM-SHA-512":
-			m = scram.Auth{User: c.Username, Pass: c.Password}.AsSha512Mechanism()
-		}
-		opts = append(opts, kgo.SASL(m))
+		opts = append(opts, kgo.SASL(SASLMechanism(c.Mechanism, c.Username, c.Password)))
 	}
 	return opts, nil
+}
+
+// JAASCredentials reads the username and password options of a
+// sasl.jaas.config value naming Kafka's ScramLoginModule or
+// PlainLoginModule, as those modules read them (other options are left
+// alone). Brokers read their inter-broker credentials with it too.
+func JAASCredentials(jaas string) (username, password string, err error) {
+	module, opts, err := parseJAAS(jaas)
+	if err != nil {
+		return "", "", err
+	}
+	switch module {
+	case "org.apache.kafka.common.security.scram.ScramLoginModule", "org.apache.kafka.common.security.plain.PlainLoginModule":
+	default:
+		return "", "", fmt.Errorf("login module %s: want ScramLoginModule or PlainLoginModule", module)
+	}
+	return opts["username"], opts["password"], nil
+}
+
+// SASLMechanism is franz-go's client of mechanism (PLAIN, SCRAM-SHA-256
+// or SCRAM-SHA-512) for user and password; nil for another mechanism.
+func SASLMechanism(mechanism, user, password string) sasl.Mechanism {
+	switch mechanism {
+	case "PLAIN":
+		return plain.Auth{User: user, Pass: password}.AsMechanism()
+	case "SCRAM-SHA-256":
+		return scram.Auth{User: user, Pass: password}.AsSha256Mechanism()
+	case "SCRAM-SHA-512":
+		return scram.Auth{User: user, Pass: password}.AsSha512Mechanism()
+	}
+	return nil
 }
 
 // parseJAAS reads the one login module of a sasl.jaas.config value:

@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"testing"
@@ -58,10 +59,20 @@ func (ca *CA) PEM() []byte {
 }
 
 // Issue returns a key store (PKCS#8 key, then the certificate) for a
-// certificate with common name cn and the DNS names dns, usable as a
-// server and as a client.
+// certificate with common name cn and the DNS names dns (a name that is
+// an IP address goes in as an IP address), usable as a server and as a
+// client.
 func (ca *CA) Issue(t testing.TB, cn string, dns ...string) []byte {
 	t.Helper()
+	var names []string
+	var ips []net.IP
+	for _, n := range dns {
+		if ip := net.ParseIP(n); ip != nil {
+			ips = append(ips, ip)
+		} else {
+			names = append(names, n)
+		}
+	}
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +80,8 @@ func (ca *CA) Issue(t testing.TB, cn string, dns ...string) []byte {
 	tmpl := &x509.Certificate{
 		SerialNumber: serial(t),
 		Subject:      pkix.Name{CommonName: cn},
-		DNSNames:     dns,
+		DNSNames:     names,
+		IPAddresses:  ips,
 		NotBefore:    time.Now().Add(-time.Hour),
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
