@@ -1,9 +1,12 @@
 package compat
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,5 +157,44 @@ func TestTransactionsTimeoutAbort(t *testing.T) {
 	want := "[next timed-out-0 timed-out-1 timed-out-2 timed-out-3 timed-out-4]"
 	if got := readOutput(ctx, t, addr, topic, kgo.ReadUncommitted(), 6); fmt.Sprint(got) != want {
 		t.Errorf("read_uncommitted: %v, want %s", got, want)
+	}
+}
+
+// TestTransactionsTimeoutAbortJava is TestTransactionsTimeoutAbort's
+// producer side with the Java client (kafka-clients 4.4, compat-tests/java
+// TxnTimeout): transaction.timeout.ms=2000, five records, 4 s idle while
+// the broker aborts; its next send fails, abortTransaction() succeeds
+// (transaction version 2: the coordinator's abort at the bumped epoch is
+// taken as done) and a new transaction commits. read_committed shows only
+// that one record.
+func TestTransactionsTimeoutAbortJava(t *testing.T) {
+	t.Parallel()
+	requireTool(t, "java")
+	requireTool(t, "mvn")
+	classpath := buildJava(t)
+	const topic = "txn-timeout-java"
+	b := startBroker(t, "--set", "auto.create.topics.enable=false",
+		"--set", "transaction.abort.timed.out.transaction.cleanup.interval.ms=200")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	createTopic(ctx, t, newAdmin(t, b.KafkaAddr), topic, 1, nil)
+	cmd := exec.CommandContext(ctx, "java", jvm(classpath, "dev.sluice.compat.TxnTimeout", b.KafkaAddr, topic, "java-timeout", "4000")...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	t.Logf("java TxnTimeout: %v\nstdout:\n%s", err, out.String())
+	if err != nil || !strings.HasSuffix(out.String(), "RESULT OK\n") {
+		t.Fatalf("java TxnTimeout failed (%v)\nstderr (tail):\n%s", err, tail(errb.String(), 8<<10))
+	}
+	if got := readOutput(ctx, t, b.KafkaAddr, topic, kgo.ReadCommitted(), 1); fmt.Sprint(got) != "[next]" {
+		t.Errorf("read_committed: %v, want only [next]", got)
+	}
+	want := "[java-timed-out-0 java-timed-out-1 java-timed-out-2 java-timed-out-3 java-timed-out-4 next]"
+	if got := readOutput(ctx, t, b.KafkaAddr, topic, kgo.ReadUncommitted(), 6); fmt.Sprint(got) != want {
+		t.Errorf("read_uncommitted: %v, want %s", got, want)
+	}
+	cl := newClient(t, b.KafkaAddr)
+	if hw, lso := stableEnd(ctx, t, cl, topic, 0, 0), stableEnd(ctx, t, cl, topic, 0, 1); hw != lso {
+		t.Errorf("high watermark %d, last stable offset %d; want equal", hw, lso)
 	}
 }
