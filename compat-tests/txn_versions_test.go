@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"testing"
 	"time"
 
@@ -163,6 +164,25 @@ func TestTransactionAPIsEveryVersion(t *testing.T) {
 			if s.TransactionState != "CompleteCommit" {
 				t.Errorf("ListTransactions v%d: state %s through a CompleteCommit filter", v, s.TransactionState)
 			}
+		}
+		if v < 2 {
+			continue
+		}
+		// v2 (KIP-1152): the pattern matches the whole id, as Kafka's
+		// re2j matches(); a prefix of the id alone matches nothing.
+		lt = kmsg.NewPtrListTransactionsRequest()
+		lt.TransactionalIDPattern = kmsg.StringPtr(regexp.QuoteMeta(last))
+		r = rt(lt, v).(*kmsg.ListTransactionsResponse)
+		if r.ErrorCode != 0 || len(r.TransactionStates) != 1 || r.TransactionStates[0].TransactionalID != last {
+			t.Errorf("ListTransactions v%d pattern %q: %+v", v, last, r)
+		}
+		lt.TransactionalIDPattern = kmsg.StringPtr(regexp.QuoteMeta(last[:len(last)-1]))
+		if r = rt(lt, v).(*kmsg.ListTransactionsResponse); r.ErrorCode != 0 || len(r.TransactionStates) != 0 {
+			t.Errorf("ListTransactions v%d pattern of a prefix: %+v", v, r)
+		}
+		lt.TransactionalIDPattern = kmsg.StringPtr("txn-(")
+		if r = rt(lt, v).(*kmsg.ListTransactionsResponse); r.ErrorCode != kerr.InvalidRegularExpression.Code {
+			t.Errorf("ListTransactions v%d invalid pattern: %v, want INVALID_REGULAR_EXPRESSION", v, kerr.ErrorForCode(r.ErrorCode))
 		}
 	}
 }

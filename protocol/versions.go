@@ -67,7 +67,7 @@ var versions = map[int16]VersionRange{
 	60: {0, 2},  // DescribeCluster
 	61: {0, 0},  // DescribeProducers
 	65: {0, 0},  // DescribeTransactions
-	66: {0, 1},  // ListTransactions
+	66: {0, 2},  // ListTransactions
 	68: {0, 1},  // ConsumerGroupHeartbeat
 	69: {0, 1},  // ConsumerGroupDescribe
 	75: {0, 0},  // DescribeTopicPartitions

@@ -507,7 +507,11 @@ func (c *Coordinator) EndTxn(ctx context.Context, id string, pid int64, epoch in
 	// Kafka's TransactionCoordinator.endTransaction: with version 2 the
 	// state's epoch is one past the request's once the decision is made,
 	// so a retry is told apart from the next transaction's EndTxn.
-	v2 := st.TxnVersion >= 2
+	// Kafka's handleEndTransaction picks the version 1 rules (the
+	// request's epoch must be the state's) for a request before v5
+	// whatever the state's version (a timed-out transaction's abort
+	// leaves version 2, abortTimedOut).
+	v2 := st.TxnVersion >= 2 && tv >= 2
 	retryBump := v2 && st.ProducerID == pid && int(st.Epoch) == int(epoch)+1 && !st.HasNext
 	retryOverflow := v2 && st.LastProducerID == pid && st.LastEpoch == epoch+1 && epoch >= maxEpoch && st.Epoch == 0
 	current := st.ProducerID == pid && st.Epoch == epoch
@@ -726,13 +730,27 @@ func (c *Coordinator) Sweep(ctx context.Context, expire bool) {
 	}
 }
 
+// abortTimedOut aborts a transaction past its timeout as Kafka 4.4's
+// abortTimedOutTransactions does with transaction version 2 finalized
+// (it ends the transaction at the cluster's version, not the client's):
+// the abort bumps the epoch by one (to 32767 at most, no new producer id)
+// and keeps the epoch before it as the last epoch, the markers carry the
+// bumped epoch at version 2. The producer's batches at its old epoch are
+// then refused by the partitions (INVALID_PRODUCER_EPOCH), and its EndTxn
+// is answered as EndTxn answers after a version 2 bump: from v5 an abort
+// at the old epoch is the retry of that abort (answered with the bumped
+// epoch, so the producer goes on) and a commit INVALID_TXN_STATE; before
+// v5 PRODUCER_FENCED (Kafka's endTransactionWithTV1 wants the epoch
+// itself).
 func (c *Coordinator) abortTimedOut(ctx context.Context, st metastore.TxnState) {
 	defer c.lock(st.TransactionalID)()
 	next := st
-	if next.Epoch < maxEpoch {
+	next.LastProducerID, next.LastEpoch = st.ProducerID, st.Epoch
+	if next.Epoch < math.MaxInt16 {
 		next.Epoch++
 	}
-	next.Status, next.UpdateMs, next.TxnVersion = metastore.TxnPrepareAbort, c.nowMs(), 0 // a fence, as in InitProducerID
+	next.HasNext, next.NextProducerID = false, 0
+	next.Status, next.UpdateMs, next.TxnVersion = metastore.TxnPrepareAbort, c.nowMs(), 2
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.CompleteTimeout)
 	v, err := c.cfg.Store.PutTxn(wctx, next, st.Version, metastore.TxnDiscardOffsets)
 	cancel()

@@ -83,8 +83,11 @@ func TestTransactionV2(t *testing.T) {
 		}
 	}
 
-	// A timed-out transaction is fenced: the epoch goes up once, and the
-	// producer's EndTxn at its old epoch is PRODUCER_FENCED, not a retry.
+	// A timed-out transaction is aborted as a version 2 abort (Kafka
+	// 4.4): the epoch goes up once, the markers carry it; the producer's
+	// EndTxn v5 at its old epoch is a commit refused with
+	// INVALID_TXN_STATE or an abort taken as the retry of that abort
+	// (answered with the new epoch); before v5 it is PRODUCER_FENCED.
 	e4 := e0 + 3
 	if c := AddImplicit(ctx, e.store, id, pid, e4, []metastore.TopicPartition{tpA}, "", now()); c != 0 {
 		t.Fatal(code(c))
@@ -92,12 +95,23 @@ func TestTransactionV2(t *testing.T) {
 	e.now.Add(11_000)
 	e.c.Sweep(ctx, false)
 	st := e.waitStatus(t, id, metastore.TxnCompleteAbort)
-	if st.Epoch != e4+1 {
-		t.Errorf("after the timeout: epoch %d, want %d", st.Epoch, e4+1)
+	if st.Epoch != e4+1 || st.TxnVersion != 2 || st.LastEpoch != e4 {
+		t.Errorf("after the timeout: epoch %d version %d last epoch %d, want %d, 2, %d", st.Epoch, st.TxnVersion, st.LastEpoch, e4+1, e4)
 	}
-	e.markers.take()
-	if r := e.c.EndTxn(ctx, id, pid, e4, false, 2); r.Code != kerr.ProducerFenced.Code {
-		t.Errorf("EndTxn v5 of the timed-out producer: %s, want PRODUCER_FENCED", code(r.Code))
+	if m := e.markers.take(); !slices.Equal(m, []string{fmt.Sprintf("a-0:%d/%d:false", pid, e4+1)}) {
+		t.Errorf("timed-out abort: markers %v", m)
+	}
+	if r := e.c.EndTxn(ctx, id, pid, e4, true, 0); r.Code != kerr.ProducerFenced.Code {
+		t.Errorf("EndTxn v4 commit of the timed-out producer: %s, want PRODUCER_FENCED", code(r.Code))
+	}
+	if r := e.c.EndTxn(ctx, id, pid, e4, true, 2); r.Code != kerr.InvalidTxnState.Code {
+		t.Errorf("EndTxn v5 commit of the timed-out producer: %s, want INVALID_TXN_STATE", code(r.Code))
+	}
+	if r := e.c.EndTxn(ctx, id, pid, e4, false, 2); r.Code != 0 || r.ProducerID != pid || r.Epoch != e4+1 {
+		t.Errorf("EndTxn v5 abort of the timed-out producer: %s producer %d epoch %d, want OK with %d epoch %d", code(r.Code), r.ProducerID, r.Epoch, pid, e4+1)
+	}
+	if m := e.markers.take(); len(m) != 0 {
+		t.Errorf("the abort's retry wrote markers %v", m)
 	}
 
 	// VerifyEach (AddPartitionsToTxn v4+ VerifyOnly).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -243,4 +244,121 @@ func readCommitted(ctx context.Context, t *testing.T, addrs []string, topic stri
 	}
 	sort.Strings(vals)
 	return vals
+}
+
+// TestClusterTransactionTimeoutAfterCoordinatorKill: transaction.timeout.ms
+// across the loss of the coordinator. A franz-go producer with a 6 s
+// TransactionTimeout leaves a transaction open over three raft
+// partitions; the write broker that coordinates it is SIGKILLed well
+// before the timeout, so only the broker that owns the id next can abort
+// it (its sweep every 200 ms,
+// transaction.abort.timed.out.transaction.cleanup.interval.ms). It must:
+// the read broker's last stable offsets reach its high watermarks,
+// read_committed there shows none of the records, the state is
+// CompleteAbort with the epoch bumped, a surviving write broker counts
+// the timed-out abort (sluice_transactions_timed_out_total), and the
+// producer's EndTxn v5 commit at its old epoch is INVALID_TXN_STATE, as
+// Kafka 4.4 answers after a timed-out abort.
+func TestClusterTransactionTimeoutAfterCoordinatorKill(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	c := startTestClusterLayout(t, "raft", 1, clusterLayout{extra: "transaction.abort.timed.out.transaction.cleanup.interval.ms: 200\n"})
+	const topic, parts, id, n = "txn-timeout-kill", 3, "cluster-txn-timeout", 30
+	const timeout = 6 * time.Second
+	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	defer cancel()
+	fillTopic(ctx, t, c.writeAddrs, topic, parts, 0, "")
+
+	p, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.TransactionalID(id), kgo.TransactionTimeout(timeout), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if err := p.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	var recs []*kgo.Record
+	for _, v := range values("t", n) {
+		recs = append(recs, kgo.StringRecord(v))
+	}
+	if err := p.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorType = id, 1
+	fr, err := fc.RequestWith(ctx, p)
+	if err != nil || fr.ErrorCode != 0 || fr.NodeID < 1 || fr.NodeID > 3 {
+		t.Fatalf("FindCoordinator %s: %v %+v", id, err, fr)
+	}
+	ds, err := kadm.NewClient(p).DescribeTransactions(ctx, id)
+	if err != nil || ds[id].Err != nil || ds[id].State != "Ongoing" {
+		t.Fatalf("DescribeTransactions %s: %v %+v", id, err, ds[id])
+	}
+	pid, epoch := ds[id].ProducerID, ds[id].ProducerEpoch
+	c.writers[fr.NodeID-1].kill()
+	killedAt := time.Since(start)
+	t.Logf("killed write broker %d, the coordinator of %s, %v after the transaction started", fr.NodeID, id, killedAt.Round(time.Millisecond))
+	if killedAt > timeout-time.Second {
+		t.Fatalf("the coordinator was killed %v after the transaction started, too close to its %v timeout for the takeover to be the one aborting it", killedAt, timeout)
+	}
+	var live []string
+	var liveAdmins []string
+	for i, a := range c.writeAddrs {
+		if i != int(fr.NodeID-1) {
+			live = append(live, a)
+			liveAdmins = append(liveAdmins, c.writers[i].admin)
+		}
+	}
+
+	// Released at the read broker once another write broker aborted it.
+	for {
+		hw, lso := ends(ctx, t, c.readAddrs, topic)
+		total := int64(0)
+		for _, o := range hw {
+			total += o
+		}
+		// n records and one ABORT marker per partition.
+		if fmt.Sprint(hw) == fmt.Sprint(lso) && total == n+parts {
+			t.Logf("read broker: last stable offsets %v at the high watermarks %v after %v", lso, hw, time.Since(start).Round(time.Millisecond))
+			break
+		}
+		if time.Since(start) > 90*time.Second {
+			t.Fatalf("read broker 90 s on: last stable offsets %v, high watermarks %v; want equal, %d records and %d markers", lso, hw, n, parts)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if since := time.Since(start); since < timeout {
+		t.Errorf("aborted %v after the transaction started, before its %v timeout", since, timeout)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(live...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ds, err = kadm.NewClient(cl).DescribeTransactions(ctx, id)
+	if err != nil || ds[id].Err != nil || ds[id].State != "CompleteAbort" || ds[id].ProducerID != pid || ds[id].ProducerEpoch != epoch+1 {
+		t.Fatalf("DescribeTransactions after the timeout: %v %+v; want CompleteAbort, producer %d epoch %d", err, ds[id], pid, epoch+1)
+	}
+	if ds[id].Coordinator == fr.NodeID {
+		t.Errorf("DescribeTransactions answered by coordinator %d, the killed broker", ds[id].Coordinator)
+	}
+	timedOut := 0.0
+	for _, a := range liveAdmins {
+		timedOut += metricValue(t, a, "sluice_transactions_timed_out_total")
+	}
+	if timedOut != 1 {
+		t.Errorf("surviving write brokers counted %v timed-out aborts, want 1", timedOut)
+	}
+	if got := readCommitted(ctx, t, c.readAddrs, topic, 0); len(got) != 0 {
+		t.Errorf("read_committed at the read broker after the abort: %d records %v, want none", len(got), got)
+	}
+	et := kmsg.NewPtrEndTxnRequest()
+	et.TransactionalID, et.ProducerID, et.ProducerEpoch, et.Commit = id, pid, epoch, true
+	er, err := et.RequestWith(ctx, cl)
+	if err != nil || er.Version < 5 || er.ErrorCode != kerr.InvalidTxnState.Code {
+		t.Errorf("EndTxn commit at the timed-out epoch: %v %+v; want v5 INVALID_TXN_STATE", err, er)
+	}
 }

@@ -84,6 +84,7 @@ var toolRows = []struct{ name, what string }{
 	{"tool-consumer-perf", "kafka-consumer-perf-test reads the 20,000 records"},
 	{"tool-consumer-groups-describe", "kafka-consumer-groups --describe: committed offsets and lag 0"},
 	{"tool-share-groups", "kafka-share-groups (ShareGroupCommand) --describe (start offset and lag), --reset-offsets --to-earliest --execute (the records are delivered again), --delete-offsets"},
+	{"tool-transactions", "kafka-transactions (TransactionsCommand): list (and --transactional-id-pattern), describe, describe-producers of an open transaction (its start offset and coordinator epoch), find-hanging finds a transaction no coordinator will end and abort --start-offset ends it (the last stable offset reaches the high watermark)"},
 }
 
 var clients = []struct{ name, what string }{
@@ -147,6 +148,7 @@ var coverage = map[string]map[string][]string{
 	},
 	"java-tools": {
 		"tool-share-groups": {"TestShareGroupOffsetsTool"},
+		"tool-transactions": {"TestTransactionsTool"},
 	},
 }
 
