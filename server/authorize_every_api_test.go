@@ -907,6 +907,104 @@ func TestAuthorizationEveryAPI(t *testing.T) {
 		return
 	}
 
+	// Allowed on the group, refused on the topic: the refusal moves to
+	// the topic (a topic u that no ACL ever names).
+	if _, err := mc.CreateTopic(ctx, metastore.TopicSpec{Name: "u", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	u, _ := mc.TopicByName("u")
+	uid := [16]byte(u.ID)
+	topicRefusals := []struct {
+		key   int16
+		grant acl.Binding
+		req   func() kmsg.Request
+		codes func(kmsg.Response) []int16
+	}{
+		{8, allow(acl.ResourceGroup, "g2", acl.OpRead), func() kmsg.Request {
+			r := cases[8].req().(*kmsg.OffsetCommitRequest)
+			r.Group, r.Topics[0].Topic, r.Topics[0].TopicID = "g2", "u", uid
+			return r
+		}, cases[8].codes},
+		{47, allow(acl.ResourceGroup, "g2", acl.OpDelete), func() kmsg.Request {
+			r := cases[47].req().(*kmsg.OffsetDeleteRequest)
+			r.Group, r.Topics[0].Topic = "g2", "u"
+			return r
+		}, func(r kmsg.Response) []int16 {
+			od := r.(*kmsg.OffsetDeleteResponse)
+			return []int16{od.Topics[0].Partitions[0].ErrorCode}
+		}},
+		{68, allow(acl.ResourceGroup, "cg2", acl.OpRead), func() kmsg.Request {
+			r := cases[68].req().(*kmsg.ConsumerGroupHeartbeatRequest)
+			r.Group, r.SubscribedTopicNames = "cg2", []string{"u"}
+			return r
+		}, cases[68].codes},
+		{76, allow(acl.ResourceGroup, "sg2", acl.OpRead), func() kmsg.Request {
+			r := cases[76].req().(*kmsg.ShareGroupHeartbeatRequest)
+			r.GroupID, r.SubscribedTopicNames = "sg2", []string{"u"}
+			return r
+		}, cases[76].codes},
+		{78, allow(acl.ResourceGroup, "sg2", acl.OpRead), func() kmsg.Request {
+			r := cases[78].req().(*kmsg.ShareFetchRequest)
+			r.GroupID, r.Topics[0].TopicID = kmsg.StringPtr("sg2"), uid
+			return r
+		}, func(r kmsg.Response) []int16 {
+			sf := r.(*kmsg.ShareFetchResponse)
+			if sf.ErrorCode != 0 || len(sf.Topics) == 0 {
+				return []int16{sf.ErrorCode}
+			}
+			return []int16{sf.Topics[0].Partitions[0].ErrorCode}
+		}},
+		{90, allow(acl.ResourceGroup, "sg2", acl.OpDescribe), func() kmsg.Request {
+			r := cases[90].req().(*kmsg.DescribeShareGroupOffsetsRequest)
+			r.Groups[0].GroupID = "sg2"
+			r.Groups[0].Topics = []kmsg.DescribeShareGroupOffsetsRequestGroupTopic{{Topic: "u", Partitions: []int32{0}}}
+			return r
+		}, func(r kmsg.Response) []int16 {
+			g := r.(*kmsg.DescribeShareGroupOffsetsResponse).Groups[0]
+			if g.ErrorCode != 0 || len(g.Topics) == 0 {
+				return []int16{g.ErrorCode}
+			}
+			return []int16{g.Topics[0].Partitions[0].ErrorCode}
+		}},
+		{91, allow(acl.ResourceGroup, "sg2", acl.OpRead), func() kmsg.Request {
+			r := cases[91].req().(*kmsg.AlterShareGroupOffsetsRequest)
+			r.GroupID, r.Topics[0].Topic = "sg2", "u"
+			return r
+		}, func(r kmsg.Response) []int16 {
+			ar := r.(*kmsg.AlterShareGroupOffsetsResponse)
+			if ar.ErrorCode != 0 || len(ar.Topics) == 0 {
+				return []int16{ar.ErrorCode}
+			}
+			return []int16{ar.Topics[0].Partitions[0].ErrorCode}
+		}},
+		{92, allow(acl.ResourceGroup, "sg2", acl.OpDelete), func() kmsg.Request {
+			r := cases[92].req().(*kmsg.DeleteShareGroupOffsetsRequest)
+			r.GroupID, r.Topics[0].Topic = "sg2", "u"
+			return r
+		}, func(r kmsg.Response) []int16 {
+			dr := r.(*kmsg.DeleteShareGroupOffsetsResponse)
+			if dr.ErrorCode != 0 || len(dr.Topics) == 0 {
+				return []int16{dr.ErrorCode}
+			}
+			return []int16{dr.Topics[0].ErrorCode}
+		}},
+	}
+	var groupGrants []acl.Binding
+	for _, tr := range topicRefusals {
+		groupGrants = append(groupGrants, tr.grant)
+	}
+	if err := mc.CreateACLs(ctx, groupGrants); err != nil {
+		t.Fatal(err)
+	}
+	for _, tr := range topicRefusals {
+		resp, v := send(tr.key, authzCase{req: tr.req})
+		for _, code := range tr.codes(resp) {
+			if code != kerr.TopicAuthorizationFailed.Code {
+				t.Errorf("%s v%d with %v, without ACLs on the topic: %v, want TOPIC_AUTHORIZATION_FAILED", apiName(tr.key), v, tr.grant, kerr.ErrorForCode(code))
+			}
+		}
+	}
+
 	// The same principal, with the ACLs each API needs.
 	if err := mc.CreateACLs(ctx, grants); err != nil {
 		t.Fatal(err)
