@@ -37,6 +37,14 @@ type Source interface {
 	ACLs() (gen uint64, bindings []Binding)
 }
 
+// SuperUserSource is a Source that also stores super users (the
+// metastore: the bootstrap user). The authorizer combines them with
+// Config.SuperUsers; a change of the stored set must move ACLGeneration.
+type SuperUserSource interface {
+	Source
+	StoredSuperUsers() []string
+}
+
 // Authorizer decides requests against the bindings of its Source. Safe for
 // concurrent use. A decision reads an immutable index, rebuilt on the first
 // decision after the source's generation moved, so a change committed to
@@ -74,11 +82,17 @@ type index struct {
 	prefixed  map[ResourceType]map[string][]Binding
 	maxPrefix map[ResourceType]int // the longest prefix of each type bounds the lookups
 	all       []Binding
+	// super are the source's stored super users (SuperUserSource).
+	super map[string]bool
 }
 
-func buildIndex(gen uint64, bs []Binding) *index {
+func buildIndex(gen uint64, bs []Binding, super []string) *index {
 	ix := &index{gen: gen, literal: map[ResourceType]map[string][]Binding{},
-		prefixed: map[ResourceType]map[string][]Binding{}, maxPrefix: map[ResourceType]int{}, all: bs}
+		prefixed: map[ResourceType]map[string][]Binding{}, maxPrefix: map[ResourceType]int{}, all: bs,
+		super: make(map[string]bool, len(super))}
+	for _, u := range super {
+		ix.super[u] = true
+	}
 	for _, b := range bs {
 		m := ix.literal
 		switch b.PatternType {
@@ -107,7 +121,13 @@ func (a *Authorizer) index() *index {
 	if ix := a.cur.Load(); ix != nil && ix.gen == gen {
 		return ix
 	}
-	ix := buildIndex(gen, bs)
+	var super []string
+	if ss, ok := a.src.(SuperUserSource); ok {
+		// Read after the bindings: a generation moved in between
+		// only makes the next decision rebuild again.
+		super = ss.StoredSuperUsers()
+	}
+	ix := buildIndex(gen, bs, super)
 	a.cur.Store(ix)
 	return ix
 }
@@ -167,7 +187,8 @@ func applies(b Binding, r Request) bool {
 }
 
 // Authorize decides whether r may perform op on the resource (rt, name),
-// with Kafka's rules: a super user may; else a matching DENY (its
+// with Kafka's rules: a super user (super.users, or stored in the source)
+// may; else a matching DENY (its
 // operation op itself or ALL) refuses, whatever allows; else a matching
 // ALLOW (op, ALL, or an operation implying op: READ, WRITE, DELETE and
 // ALTER imply DESCRIBE, ALTER_CONFIGS implies DESCRIBE_CONFIGS) allows;
@@ -177,8 +198,12 @@ func (a *Authorizer) Authorize(r Request, op Operation, rt ResourceType, name st
 	if a.super[r.Principal] {
 		return true
 	}
+	ix := a.index()
+	if ix.super[r.Principal] {
+		return true
+	}
 	found, allowed, denied := false, false, false
-	a.index().forEach(rt, name, func(b Binding) bool {
+	ix.forEach(rt, name, func(b Binding) bool {
 		found = true
 		if !applies(b, r) {
 			return true

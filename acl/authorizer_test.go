@@ -339,3 +339,47 @@ func BenchmarkAuthorize(b *testing.B) {
 		}
 	}
 }
+
+// superSource is a staticSource that also stores super users.
+type superSource struct {
+	staticSource
+	super []string
+}
+
+func (s *superSource) StoredSuperUsers() []string { return s.super }
+
+// The stored super users (SuperUserSource) join super.users: allowed
+// whatever the ACLs say, DENY included; a change reaches decisions with
+// the next generation.
+func TestStoredSuperUsers(t *testing.T) {
+	src := &superSource{staticSource: staticSource{bs: []Binding{deny(ResourceTopic, PatternLiteral, "t", alice, "*", OpAll)}}}
+	a := New(Config{SuperUsers: []string{bob}}, src)
+	r := Request{Principal: alice, Host: ip1}
+	if a.Authorize(r, OpRead, ResourceTopic, "t") || a.Authorize(r, OpAlter, ResourceCluster, ClusterName) {
+		t.Fatal("alice allowed before she is a stored super user")
+	}
+	src.super = []string{alice}
+	if a.Authorize(r, OpAlter, ResourceCluster, ClusterName) {
+		t.Fatal("the stored set changed without a new generation, yet the decision did")
+	}
+	src.gen.Add(1)
+	for _, op := range []Operation{OpRead, OpWrite, OpDelete} {
+		if !a.Authorize(r, op, ResourceTopic, "t") {
+			t.Errorf("stored super user alice refused %v on t despite the DENY", op)
+		}
+	}
+	if !a.Authorize(r, OpAlter, ResourceCluster, ClusterName) || !a.AuthorizeAny(r, OpWrite, ResourceTopic) {
+		t.Error("stored super user alice refused on the cluster")
+	}
+	if got, want := a.AuthorizedOps(r, ResourceCluster, ClusterName, ClusterOps), OpsBits(ClusterOps); got != want {
+		t.Errorf("authorized operations %b, want %b", got, want)
+	}
+	if !a.Authorize(Request{Principal: bob, Host: ip2}, OpAlter, ResourceCluster, ClusterName) {
+		t.Error("super.users' bob refused")
+	}
+	src.super = nil
+	src.gen.Add(1)
+	if a.Authorize(r, OpAlter, ResourceCluster, ClusterName) {
+		t.Error("alice still a super user once removed from the stored set")
+	}
+}

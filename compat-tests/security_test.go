@@ -441,7 +441,8 @@ func TestSecureProtocol(t *testing.T) {
 // TestSecurePrincipalACLs: the authenticated principal is what the
 // authorizer sees. `sluice dev --secure` turns it on with the bootstrap
 // user as super user; an OAUTHBEARER subject with an ACL on a topic
-// writes to it, another subject without one is refused.
+// writes to it, another subject without one is refused; a SCRAM user
+// reads only once it may READ its group too.
 func TestSecurePrincipalACLs(t *testing.T) {
 	t.Parallel()
 	sb := startSecure(t, "--set", "allow.everyone.if.no.acl.found=false")
@@ -473,5 +474,42 @@ func TestSecurePrincipalACLs(t *testing.T) {
 	}
 	if err := produce("svc-other"); !errors.Is(err, kerr.TopicAuthorizationFailed) {
 		t.Fatalf("User:svc-other without an ACL: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+
+	// A SCRAM user with READ on the topic but no ACL on its group: a
+	// group consumer gets GROUP_AUTHORIZATION_FAILED, and is served once
+	// READ on the group is granted.
+	up, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "reader", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "reader-pw"}})
+	if err != nil || up["reader"].Err != nil {
+		t.Fatalf("creating User:reader: %v %v", err, up)
+	}
+	if res, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:reader").Topics("acl-orders").Operations(kadm.OpRead)); err != nil || res[0].Err != nil {
+		t.Fatalf("READ on acl-orders for User:reader: %v %+v", err, res)
+	}
+	consume := func() error {
+		cl := sb.client(t, scramAuth("reader", "reader-pw", true), kgo.ConsumeTopics("acl-orders"), kgo.ConsumerGroup("acl-readers"),
+			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		defer cl.Close()
+		for ctx.Err() == nil {
+			pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
+			fs := cl.PollFetches(pctx)
+			pcancel()
+			if err := fs.Err0(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+				return err
+			}
+			if fs.NumRecords() > 0 {
+				return nil
+			}
+		}
+		return ctx.Err()
+	}
+	if err := consume(); !errors.Is(err, kerr.GroupAuthorizationFailed) {
+		t.Fatalf("User:reader's group consumer without READ on the group: %v, want GROUP_AUTHORIZATION_FAILED", err)
+	}
+	if res, err := adm.CreateACLs(ctx, kadm.NewACLs().Allow("User:reader").Groups("acl-readers").Operations(kadm.OpRead)); err != nil || res[0].Err != nil {
+		t.Fatalf("READ on acl-readers for User:reader: %v %+v", err, res)
+	}
+	if err := consume(); err != nil {
+		t.Fatalf("User:reader's group consumer with READ on the group and the topic: %v", err)
 	}
 }

@@ -72,8 +72,9 @@ type Security struct {
 	// BootstrapUser is "name:password" (usually from the environment,
 	// SLUICE_BOOTSTRAP_USER, as Redpanda's RP_BOOTSTRAP_USER): at start,
 	// if that user has no SCRAM credential yet, SCRAM-SHA-256 and
-	// SCRAM-SHA-512 credentials are created for it, and it is a super
-	// user (super.users). Sluice's own key.
+	// SCRAM-SHA-512 credentials are created for it, and the metastore
+	// records it as a super user of every broker (besides super.users).
+	// Sluice's own key.
 	BootstrapUser string `mapstructure:"bootstrap.user"`
 	// DevSecure is set by `sluice dev --secure` (not a config key).
 	DevSecure bool `mapstructure:"-"`

@@ -270,6 +270,8 @@ func (a *applier) apply(c *command) (r result) {
 			return fail(err)
 		}
 		return result{Visible: true}
+	case opAddSuperUser, opRemoveSuperUser:
+		return a.applySuperUser(c)
 	case opDecommissionBroker:
 		if err := a.decommission(c.BrokerID); err != nil {
 			return fail(err)
@@ -781,6 +783,9 @@ func loadImage(tx *bolt.Tx) *image {
 	})
 	if v := m.Get(keyDecommissioned); v != nil {
 		mustUnmarshal(v, &img.Decommissioned)
+	}
+	if v := m.Get(keySuperUsers); v != nil {
+		mustUnmarshal(v, &img.SuperUsers)
 	}
 	return img
 }

@@ -30,6 +30,8 @@ import (
 //	               "producer_id"  -> u64 next producer id to hand out
 //	               "members"      -> JSON map[id]addr of raft members
 //	               "decommissioned" -> JSON []int32, sorted (decommission.go)
+//	               "super_users"  -> JSON []string of principals, sorted:
+//	                                 the stored super users (superusers.go)
 //	topics         topic id (16 bytes) -> JSON Topic
 //	topic_names    name -> topic id
 //	brokers        broker id (u32) -> JSON Broker

@@ -47,11 +47,13 @@ func (a *applier) applyAlterScram(c *command) result {
 		}
 	}
 	b := a.tx.Bucket(bucketCredentials)
+	var emptied []string // users whose credentials this command deleted
 	for _, cr := range c.Scram {
 		k := scramKey(cr.User, cr.Mechanism)
 		if cr.Delete {
 			if b.Get(k) != nil {
 				a.del(b, k)
+				emptied = append(emptied, cr.User)
 			}
 			a.events = append(a.events, event{Rev: a.index, Kind: "scram", Scram: &ScramCredential{User: cr.User, Mechanism: cr.Mechanism}, Deleted: true})
 			continue
@@ -59,6 +61,15 @@ func (a *applier) applyAlterScram(c *command) result {
 		cr := cr
 		a.put(b, k, mustJSON(cr))
 		a.events = append(a.events, event{Rev: a.index, Kind: "scram", Scram: &cr})
+	}
+	// A user left without any credential stops being a stored super
+	// user (superusers.go): one created later under the same name is
+	// not the bootstrap user.
+	for _, u := range emptied {
+		prefix := scramKey(u, "")
+		if k, _ := b.Cursor().Seek(prefix); k == nil || !bytes.HasPrefix(k, prefix) {
+			a.removeSuperUser("User:" + u)
+		}
 	}
 	return result{Visible: true}
 }

@@ -39,6 +39,9 @@ type view struct {
 
 	// scram: user -> mechanism -> credential (scram.go).
 	scram map[string]map[string]ScramCredential
+	// superUsers: the stored super users, sorted (superusers.go); a
+	// change moves aclGen too.
+	superUsers []string
 }
 
 func newView() *view {
@@ -56,6 +59,7 @@ func (v *view) resetLocked() {
 	v.scram = map[string]map[string]ScramCredential{}
 	v.storeQuotasLocked(nil)
 	v.acls = map[string]acl.Binding{}
+	v.superUsers = nil
 	v.aclGen.Add(1)
 	v.decommissioned = nil
 }
@@ -79,6 +83,8 @@ type event struct {
 	Decommissioned []int32 `json:"decom,omitempty"`
 	// Group names the group of a "gconf" event.
 	Group string `json:"g,omitempty"`
+	// SuperUsers is the whole stored set after a "super" event.
+	SuperUsers []string `json:"super,omitempty"`
 }
 
 // histMaxWeight bounds the memory of a node's watch history besides its
@@ -114,6 +120,9 @@ type image struct {
 	Decommissioned []int32 `json:"decom,omitempty"`
 	// GroupConfigs: absent from images of nodes that predate it.
 	GroupConfigs map[string]map[string]string `json:"gconfs,omitempty"`
+	// SuperUsers: the stored super users (superusers.go); absent from
+	// images of nodes that predate them.
+	SuperUsers []string `json:"super,omitempty"`
 }
 
 func (v *view) apply(evs []event, rev uint64) {
@@ -200,6 +209,9 @@ func (v *view) applyEventLocked(e *event) {
 		}
 	case "decom":
 		v.decommissioned = slices.Clone(e.Decommissioned)
+	case "super":
+		v.superUsers = slices.Clone(e.SuperUsers)
+		v.aclGen.Add(1)
 	case "gconf":
 		if len(e.Configs) == 0 {
 			delete(v.groupConfigs, e.Group)
@@ -241,6 +253,7 @@ func (v *view) loadImage(img *image) {
 		v.acls[b.Key()] = b
 	}
 	v.decommissioned = slices.Clone(img.Decommissioned)
+	v.superUsers = slices.Clone(img.SuperUsers)
 	v.advanceLocked(img.Rev)
 	v.contentChangedLocked()
 	v.mu.Unlock()
@@ -279,6 +292,7 @@ func (v *view) imageLocked() *image {
 		img.ACLs = append(img.ACLs, b)
 	}
 	img.Decommissioned = slices.Clone(v.decommissioned)
+	img.SuperUsers = slices.Clone(v.superUsers)
 	return img
 }
 

@@ -22,12 +22,11 @@ func init() { register(23, handleOffsetForLeaderEpoch) }
 func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.OffsetForLeaderEpochRequest)
 	resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
-	// Authorization, as Kafka: a follower (a replica id, v3+) needs
-	// CLUSTER_ACTION on the cluster (every partition
-	// CLUSTER_AUTHORIZATION_FAILED), a consumer DESCRIBE on each topic
-	// (TOPIC_AUTHORIZATION_FAILED).
-	follower := req.Version >= 3 && req.ReplicaID >= 0
-	followerRefused := follower && !s.authorizeCluster(rc, acl.OpClusterAction)
+	// Authorization, as Kafka's KafkaApis: CLUSTER_ACTION on the cluster
+	// (the API began as inter-broker) or else DESCRIBE on each topic
+	// (consumers since KIP-320), whatever replica id the request gives;
+	// refused partitions get TOPIC_AUTHORIZATION_FAILED.
+	clusterAction := s.authorizeCluster(rc, acl.OpClusterAction)
 	for _, rt := range req.Topics {
 		st := kmsg.NewOffsetForLeaderEpochResponseTopic()
 		st.Topic = rt.Topic
@@ -41,10 +40,7 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 				epochFence = rp.CurrentLeaderEpoch
 			}
 			p, code := s.readablePartition(t, ok, rp.Partition, epochFence)
-			switch {
-			case followerRefused:
-				code = kerr.ClusterAuthorizationFailed.Code
-			case !follower && !s.authorizeTopic(rc, acl.OpDescribe, rt.Topic):
+			if !clusterAction && !s.authorizeTopic(rc, acl.OpDescribe, rt.Topic) {
 				code = kerr.TopicAuthorizationFailed.Code
 			}
 			if code != 0 {

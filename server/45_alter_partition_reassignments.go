@@ -38,10 +38,22 @@ func handleAlterPartitionReassignments(s *Server, rc *reqCtx, kreq kmsg.Request)
 	resp := req.ResponseKind().(*kmsg.AlterPartitionAssignmentsResponse)
 	resp.AllowReplicationFactorChange = req.Version < 1 || req.AllowReplicationFactorChange
 	fixedRF := !resp.AllowReplicationFactorChange
-	// Kafka: ALTER on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+	// Kafka: ALTER on the cluster, else CLUSTER_AUTHORIZATION_FAILED at
+	// the top and for every partition named (the request's error
+	// response).
 	if !s.authorizeCluster(rc, acl.OpAlter) {
-		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
-		resp.ErrorMessage = kmsg.StringPtr("ALTER on the cluster is required")
+		msg := kmsg.StringPtr("ALTER on the cluster is required")
+		resp.ErrorCode, resp.ErrorMessage = kerr.ClusterAuthorizationFailed.Code, msg
+		for _, rt := range req.Topics {
+			st := kmsg.NewAlterPartitionAssignmentsResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewAlterPartitionAssignmentsResponseTopicPartition()
+				sp.Partition, sp.ErrorCode, sp.ErrorMessage = rp.Partition, kerr.ClusterAuthorizationFailed.Code, msg
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
 		return resp, nil
 	}
 	ra, ok := s.catalog.(reassigner)

@@ -26,10 +26,23 @@ func init() { register(46, handleListPartitionReassignments) }
 func handleListPartitionReassignments(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ListPartitionReassignmentsRequest)
 	resp := req.ResponseKind().(*kmsg.ListPartitionReassignmentsResponse)
-	// Kafka: DESCRIBE on the cluster (CLUSTER_AUTHORIZATION_FAILED).
+	// Kafka: DESCRIBE on the cluster, else CLUSTER_AUTHORIZATION_FAILED,
+	// the named partitions echoed without replicas (the request's error
+	// response).
 	if !s.authorizeCluster(rc, acl.OpDescribe) {
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		resp.ErrorMessage = kmsg.StringPtr("DESCRIBE on the cluster is required")
+		for _, rt := range req.Topics {
+			st := kmsg.NewListPartitionReassignmentsResponseTopic()
+			st.Topic = rt.Topic
+			for _, idx := range rt.Partitions {
+				sp := kmsg.NewListPartitionReassignmentsResponseTopicPartition()
+				sp.Partition = idx
+				sp.Replicas, sp.AddingReplicas, sp.RemovingReplicas = []int32{}, []int32{}, []int32{}
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
 		return resp, nil
 	}
 	add := func(t metastore.Topic, ids []int32) {

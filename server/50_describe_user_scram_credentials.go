@@ -25,8 +25,16 @@ func handleDescribeUserScramCredentials(s *Server, rc *reqCtx, kreq kmsg.Request
 	req := kreq.(*kmsg.DescribeUserSCRAMCredentialsRequest)
 	resp := req.ResponseKind().(*kmsg.DescribeUserSCRAMCredentialsResponse)
 	if !s.authorizeCluster(rc, acl.OpDescribe) {
+		// As Kafka's error response: the error at the top and in one
+		// result per user named, which it leaves without the name.
 		resp.ErrorCode = kerr.ClusterAuthorizationFailed.Code
 		resp.ErrorMessage = kmsg.StringPtr("DESCRIBE on the cluster is required")
+		for range req.Users {
+			res := kmsg.NewDescribeUserSCRAMCredentialsResponseResult()
+			res.ErrorCode, res.ErrorMessage = resp.ErrorCode, resp.ErrorMessage
+			res.CredentialInfos = []kmsg.DescribeUserSCRAMCredentialsResponseResultCredentialInfo{}
+			resp.Results = append(resp.Results, res)
+		}
 		return resp, nil
 	}
 	cc, ok := s.catalog.(credentialCatalog)

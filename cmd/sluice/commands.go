@@ -222,17 +222,8 @@ func loadConfig(file string, o overrides) (configs.Config, error) {
 	if o.secure {
 		setDevSecure(v, o, defaults)
 	}
-	if user, _, ok := strings.Cut(v.GetString("bootstrap.user"), ":"); ok && user != "" {
-		// The bootstrap user is a super user; the key exists once
-		// authorization does.
-		if _, known := defaults["super.users"]; known {
-			su := v.GetString("super.users")
-			if su != "" {
-				su += ";"
-			}
-			v.Set("super.users", su+"User:"+user)
-		}
-	}
+	// The bootstrap user's super-user status is not a local setting: the
+	// metastore stores it with the user (bootstrapUser), for every broker.
 	var cfg configs.Config
 	// kafkaForm: listeners came as Kafka's "NAME://host:port,..." string
 	// (server.properties, SLUICE_LISTENERS, --listeners), not the YAML list.

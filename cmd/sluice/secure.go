@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -80,8 +81,14 @@ func prepareDevSecure(cmd *cobra.Command, cfg *configs.Config) error {
 }
 
 // bootstrapUser creates the SCRAM-SHA-256 and -512 credentials of
-// bootstrap.user if the user has none yet (the first start). A secure dev
-// node without any user at all refuses to start: nobody could connect.
+// bootstrap.user if the user has none yet (the first start), and records
+// User:<name> among the metastore's stored super users, which every
+// broker's authorizer adds to its super.users: the user stays a super user
+// on brokers that never had the variable and after it is removed. A start
+// with the variable on a cluster that has the credentials but not the
+// record (one bootstrapped before the record existed) adds the record. A
+// secure dev node without any user at all refuses to start: nobody could
+// connect.
 func bootstrapUser(ctx context.Context, cfg configs.Config, catalog *metastore.Client, lg zerolog.Logger) error {
 	user, password, ok, err := cfg.BootstrapCredentials()
 	if err != nil || cfg.MetaJoin {
@@ -106,14 +113,24 @@ func bootstrapUser(ctx context.Context, cfg configs.Config, catalog *metastore.C
 		}
 		creds = append(creds, metastore.ScramCredential{User: user, Mechanism: mech, Salt: c.Salt, StoredKey: c.StoredKey, ServerKey: c.ServerKey, Iterations: c.Iterations})
 	}
-	if len(creds) == 0 {
+	principal := "User:" + user
+	stored := slices.Contains(catalog.StoredSuperUsers(), principal)
+	if len(creds) == 0 && stored {
 		return nil
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	if err := catalog.AlterScramCredentials(wctx, creds); err != nil {
-		return fmt.Errorf("bootstrap.user: creating %s's credentials: %w", user, err)
+	if len(creds) > 0 {
+		if err := catalog.AlterScramCredentials(wctx, creds); err != nil {
+			return fmt.Errorf("bootstrap.user: creating %s's credentials: %w", user, err)
+		}
+		lg.Info().Str("user", user).Msg("bootstrap user created (SCRAM-SHA-256, SCRAM-SHA-512)")
 	}
-	lg.Info().Str("user", user).Msg("bootstrap user created (SCRAM-SHA-256, SCRAM-SHA-512)")
+	if !stored {
+		if err := catalog.AddSuperUser(wctx, principal); err != nil {
+			return fmt.Errorf("bootstrap.user: recording %s as a super user: %w", principal, err)
+		}
+		lg.Info().Str("principal", principal).Msg("bootstrap user recorded as a super user in the metastore")
+	}
 	return nil
 }
