@@ -75,7 +75,9 @@ type Config struct {
 	// that grows as its bytes arrive.
 	// A frame is admitted while any room is left, and one partly read
 	// frame at a time may go past the bound, so one larger than the
-	// bound still passes. The buffers compressed records inflate into
+	// bound still passes. Frames over 64 KiB still arriving hold at most
+	// seven eighths of the bound, each at most
+	// queued.max.request.bytes.per.connection. The buffers compressed records inflate into
 	// while a produce is validated count too (one inflation may always
 	// proceed, so that requests holding frames cannot wait on each
 	// other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
@@ -109,8 +111,9 @@ type Config struct {
 	// room, and their bytes are given back at once. Two clients that
 	// send most of a 100 MiB frame each and stop would otherwise make
 	// every other client wait until socket.request.timeout.ms. A frame
-	// whose bytes keep arriving, however slowly, and a request read
-	// whole (being handled) are never closed this way. Default 500;
+	// whose bytes keep arriving (queued.min.request.bytes.per.second
+	// bounds how slowly) and a request read whole (being handled) are
+	// never closed this way. Default 500;
 	// -1: never (only socket.request.timeout.ms closes them).
 	QueuedMaxRequestStallMs int64 `mapstructure:"queued.max.request.stall.ms"`
 	// QueuedMaxRequestBytesPerConnection bounds what the frame one

@@ -410,7 +410,8 @@ func (s *Server) ListenerError() error {
 // a frame still arriving after socket.request.timeout.ms, or nothing read
 // or written for connections.max.idle.ms while no request is pending; and,
 // while frames wait for room under queued.max.request.bytes, frames that
-// stalled for queued.max.request.stall.ms (evictStalled). Closing the
+// stalled for queued.max.request.stall.ms or arrive slower than
+// queued.min.request.bytes.per.second (evictStalled). Closing the
 // socket ends the connection's reads and writes at once, and with them
 // its claim on queued.max.request.bytes.
 func (s *Server) reapConns() {
