@@ -131,9 +131,9 @@ type Config struct {
 	// producer's default max.request.size arrive without waiting for any
 	// other; -1: no cap.
 	QueuedMaxRequestBytesPerConnection int64 `mapstructure:"queued.max.request.bytes.per.connection"`
-	// QueuedMinRequestBytesPerSecond is the slowest rate, averaged since
-	// the frame began and then over each following second, at which an
-	// incomplete request frame holding part of queued.max.request.bytes
+	// QueuedMinRequestBytesPerSecond is the slowest rate, averaged over
+	// about the last second of its reading (time it waited for room
+	// excluded), at which an incomplete request frame holding part of queued.max.request.bytes
 	// may arrive while other frames wait for room (Sluice's own key):
 	// slower ones are closed, the largest first, until there is room, and
 	// their bytes are given back at once. A client that sends a byte now

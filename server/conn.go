@@ -312,15 +312,14 @@ type conn struct {
 	// connection's frames spent waiting for budget room (not the
 	// client's time); frameSeq counts the frames begun, frameBaseT and
 	// frameBaseP are the time (now less waited) and progress when the
-	// last one began. The reaper alone keeps rateSeq, rateT and rateP,
-	// where it last began measuring (Server.evictStalled).
+	// last one began. The reaper alone keeps rateSeq, the frame its
+	// samples are of, and the samples (Server.evictStalled).
 	waited     atomic.Int64
 	frameSeq   atomic.Int64
 	frameBaseT atomic.Int64
 	frameBaseP atomic.Int64
 	rateSeq    int64
-	rateT      int64
-	rateP      int64
+	rate       rateSamples
 
 	ctx    context.Context
 	cancel context.CancelFunc

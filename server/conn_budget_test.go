@@ -216,6 +216,34 @@ func TestRequestBudgetLargeShareAndCap(t *testing.T) {
 	mustTake("c past its cap once a's frame ended", n, err)
 }
 
+// A frame's rate is averaged over about its last second: 50 MiB sent in
+// its first 100 ms stop counting about a second after, while a frame
+// arriving steadily at 2 KiB/s is never found slower than 1 KiB/s.
+func TestRateSamples(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var burst, steady rateSamples
+	burst.reset(0, 0)
+	steady.reset(0, 0)
+	slowAt := int64(-1)
+	for now := int64(0); now <= 5000*ms; now += 125 * ms {
+		p := int64(50 << 20)
+		if now < 100*ms {
+			p = now * (50 << 20) / (100 * ms)
+		}
+		p += now / (400 * ms) // then a byte every 400 ms
+		if rate, ok := burst.add(now, p); ok && rate < 1024 && slowAt < 0 {
+			slowAt = now
+		}
+		if rate, ok := steady.add(now, now*2048/int64(time.Second)); ok && rate < 1024 {
+			t.Fatalf("a frame at 2 KiB/s measured %v B/s at %v", rate, time.Duration(now))
+		}
+	}
+	if slowAt < 0 || slowAt > 1500*ms {
+		t.Fatalf("burst then trickle found slow at %v, want within about a second of the burst", time.Duration(slowAt))
+	}
+	t.Logf("burst then trickle found slow at %v", time.Duration(slowAt))
+}
+
 // A client that sends a huge size prefix and then stops holds one window of
 // queued.max.request.bytes, not the size it announced; other clients go on
 // (here with a budget that the announced size alone would fill), and the

@@ -488,9 +488,46 @@ func (s *Server) reapConns() {
 }
 
 // slowFrameWindow is the time over which a frame's rate is averaged for
-// queued.min.request.bytes.per.second: since the frame began, then each
-// such window since the last measure it passed.
+// queued.min.request.bytes.per.second: about its last second of reading.
 const slowFrameWindow = time.Second
+
+// rateSamples are a frame's progress samples (in Server.now units, time
+// waiting for room excluded), at least a quarter of slowFrameWindow apart,
+// the last few kept: enough to average over the last window or a little
+// more, so that what a frame sent in a burst stops counting a window
+// after the burst.
+type rateSamples struct {
+	t, p [5]int64
+	n    int // samples taken; the last len(t) are kept, at n%len(t) the oldest
+}
+
+func (r *rateSamples) reset(t, p int64) {
+	r.n = 0
+	r.push(t, p)
+}
+
+func (r *rateSamples) push(t, p int64) {
+	i := r.n % len(r.t)
+	r.t[i], r.p[i] = t, p
+	r.n++
+}
+
+// add samples progress p at t and returns the rate, bytes a second, since
+// the oldest sample kept, once that is at least slowFrameWindow old.
+func (r *rateSamples) add(t, p int64) (float64, bool) {
+	if last := (r.n - 1) % len(r.t); time.Duration(t-r.t[last]) >= slowFrameWindow/4 {
+		r.push(t, p)
+	}
+	oldest := 0
+	if r.n > len(r.t) {
+		oldest = r.n % len(r.t)
+	}
+	el := time.Duration(t - r.t[oldest])
+	if el < slowFrameWindow {
+		return 0, false
+	}
+	return float64(p-r.p[oldest]) / el.Seconds(), true
+}
 
 // evictStalled runs while frames wait for room under
 // queued.max.request.bytes: it appends to victims the connections to close
@@ -518,7 +555,6 @@ func (s *Server) evictStalled(victims []*conn, now int64, stall time.Duration, m
 		start, held, p := c.frameStart.Load(), c.frameHeld.Load(), c.progress.Load()
 		if start <= 0 || held == 0 {
 			c.stallSeen, c.stallSince = p, now
-			c.rateSeq = 0
 			continue
 		}
 		if p != c.stallSeen {
@@ -532,15 +568,11 @@ func (s *Server) evictStalled(victims []*conn, now int64, stall time.Duration, m
 		}
 		active := now - c.waited.Load()
 		if seq := c.frameSeq.Load(); seq != c.rateSeq {
-			c.rateSeq, c.rateT, c.rateP = seq, c.frameBaseT.Load(), c.frameBaseP.Load()
+			c.rateSeq = seq
+			c.rate.reset(c.frameBaseT.Load(), c.frameBaseP.Load())
 		}
-		if el := time.Duration(active - c.rateT); el >= slowFrameWindow {
-			rate := float64(p-c.rateP) / el.Seconds()
-			if rate < float64(minRate) {
-				found = append(found, candidate{c: c, held: held, slow: true, rate: rate})
-			} else {
-				c.rateT, c.rateP = active, p
-			}
+		if rate, ok := c.rate.add(active, p); ok && rate < float64(minRate) {
+			found = append(found, candidate{c: c, held: held, slow: true, rate: rate})
 		}
 	}
 	s.mu.Unlock()
