@@ -78,6 +78,101 @@ func TestStalledFramesDoNotStall(t *testing.T) {
 	requireHealthy(t, b)
 }
 
+// TestTricklingFramesDoNotStall: two connections each announce a 100 MiB
+// request (socket.request.max.bytes, all of queued.max.request.bytes),
+// send about 50 MiB of it and then one byte every 400 ms. They never stall
+// for queued.max.request.stall.ms, so before
+// queued.max.request.bytes.per.connection and
+// queued.min.request.bytes.per.second they filled the budget between them
+// and every other client waited for socket.request.timeout.ms (30 s).
+// Now a franz-go client's produce and fetch complete within a second
+// while they trickle, a 40 MiB produce (more than a connection's cap,
+// so it waits for the frame past the bound) completes within a few, and
+// the trickling frames that kept it waiting are closed and counted.
+func TestTricklingFramesDoNotStall(t *testing.T) {
+	const (
+		announced = 100 << 20
+		sent      = 50 << 20
+	)
+	b := startBroker(t, "--set", "message.max.bytes=67108864")
+	before := vmHWM(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	var trickling []net.Conn
+	inFull := make(chan int, 2) // a connection whose 50 MiB the broker took
+	for i := range 2 {
+		c, err := dialTimeout(b.KafkaAddr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		trickling = append(trickling, c)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := make([]byte, sent)
+			copy(body, []byte{0, 0, 0, 9}) // Produce v9, correlation id follows
+			if _, err := c.Write(sizePrefixed(announced, body)); err != nil {
+				return
+			}
+			inFull <- i
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(400 * time.Millisecond):
+				}
+				if _, err := c.Write([]byte{0}); err != nil {
+					return // closed by the broker
+				}
+			}
+		}()
+	}
+	// One frame is read whole before the other's: by then both hold
+	// their share of the budget (the other one its cap, waiting).
+	select {
+	case <-inFull:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the broker did not read 50 MiB of either frame in 30 s")
+	}
+	time.Sleep(200 * time.Millisecond)
+	attack := time.Now()
+
+	roundTrip(t, b.KafkaAddr, "trickling-frames", time.Second)
+
+	big := newClient(t, b.KafkaAddr, kgo.DefaultProduceTopic("trickling-frames"),
+		kgo.ProducerBatchMaxBytes(64<<20), kgo.MaxBufferedBytes(128<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	pctx, pcancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer pcancel()
+	start := time.Now()
+	if err := big.ProduceSync(pctx, &kgo.Record{Value: make([]byte, 40<<20)}).FirstErr(); err != nil {
+		t.Fatalf("a 40 MiB produce beside the trickling frames: %v", err)
+	}
+	took := time.Since(start)
+	if took > 5*time.Second {
+		t.Errorf("a 40 MiB produce took %v beside the trickling frames", took)
+	}
+	closed := 0
+	for _, c := range trickling {
+		c.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		if _, err := c.Read(make([]byte, 1)); errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			closed++
+		}
+	}
+	slow := metricValue(t, b, `sluice_connections_dropped_total{reason="slow_frame"}`)
+	if closed == 0 || slow < float64(closed) {
+		t.Errorf("%d trickling connections closed, sluice_connections_dropped_total{reason=\"slow_frame\"} = %v; want at least one closed and each counted", closed, slow)
+	}
+	if n := metricValue(t, b, `sluice_connections_dropped_total{reason="request_timeout"}`); n != 0 {
+		t.Errorf("%v connections closed by socket.request.timeout.ms: the rate, not the timeout, must close them", n)
+	}
+	t.Logf("a 40 MiB produce took %v; %d trickling connections closed %v after the attack began; broker VmHWM %d MiB before, %d MiB after",
+		took.Round(time.Millisecond), closed, time.Since(attack).Round(10*time.Millisecond), before>>20, vmHWM(t, b)>>20)
+	requireHealthy(t, b)
+}
+
 // TestThousandsOfIdleConnections: 3,000 connections that send nothing, from
 // three loopback addresses, plus more than max.connections.per.ip allows.
 // The excess is closed at once, a real client is still served within a

@@ -75,7 +75,9 @@ type Config struct {
 	// that grows as its bytes arrive.
 	// A frame is admitted while any room is left, and one partly read
 	// frame at a time may go past the bound, so one larger than the
-	// bound still passes. The buffers compressed records inflate into
+	// bound still passes. Frames over 64 KiB still arriving hold at most
+	// seven eighths of the bound, each at most
+	// queued.max.request.bytes.per.connection. The buffers compressed records inflate into
 	// while a produce is validated count too (one inflation may always
 	// proceed, so that requests holding frames cannot wait on each
 	// other). Default 100 MiB; -1 (Kafka's default) or 0: unbounded.
@@ -109,10 +111,36 @@ type Config struct {
 	// room, and their bytes are given back at once. Two clients that
 	// send most of a 100 MiB frame each and stop would otherwise make
 	// every other client wait until socket.request.timeout.ms. A frame
-	// whose bytes keep arriving, however slowly, and a request read
-	// whole (being handled) are never closed this way. Default 500;
+	// whose bytes keep arriving (queued.min.request.bytes.per.second
+	// bounds how slowly) and a request read whole (being handled) are
+	// never closed this way. Default 500;
 	// -1: never (only socket.request.timeout.ms closes them).
 	QueuedMaxRequestStallMs int64 `mapstructure:"queued.max.request.stall.ms"`
+	// QueuedMaxRequestBytesPerConnection bounds what the frame one
+	// connection is reading may hold of queued.max.request.bytes (Sluice's
+	// own key; Kafka has none). Past it the frame goes on only as the one
+	// frame at a time allowed past the bound, whose further bytes are
+	// counted outside the budget, so that two or three clients that send
+	// most of a 100 MiB frame each and then trickle cannot fill the budget
+	// between them. Large frames together may also hold at most seven
+	// eighths of the budget: the last eighth is kept for frames up to
+	// 64 KiB and their decoding, so small requests of other clients
+	// (Metadata, a Produce of a few records, a Fetch) are admitted while
+	// large frames wait. Default 0: a quarter of queued.max.request.bytes
+	// (25 MiB; at least 64 KiB), which lets a frame of 25 times a Kafka
+	// producer's default max.request.size arrive without waiting for any
+	// other; -1: no cap.
+	QueuedMaxRequestBytesPerConnection int64 `mapstructure:"queued.max.request.bytes.per.connection"`
+	// QueuedMinRequestBytesPerSecond is the slowest rate, averaged over
+	// about the last second of its reading (time it waited for room
+	// excluded), at which an incomplete request frame holding part of queued.max.request.bytes
+	// may arrive while other frames wait for room (Sluice's own key):
+	// slower ones are closed, the largest first, until there is room, and
+	// their bytes are given back at once. A client that sends a byte now
+	// and then makes progress, so queued.max.request.stall.ms never
+	// closes it; this does. Default 1024 (8 kbit/s, below any link a
+	// client would use); -1: never.
+	QueuedMinRequestBytesPerSecond int64 `mapstructure:"queued.min.request.bytes.per.second"`
 	// ConnectionsMaxIdleMs closes a connection that has read and written
 	// nothing for this long while no request of it is being handled
 	// (Kafka's setting of this name; -1: never). A response that takes
@@ -466,6 +494,7 @@ func Default() Config {
 		OffsetsTopicNumPartitions:        50,
 		SocketRequestTimeoutMs:           30000,
 		QueuedMaxRequestStallMs:          500,
+		QueuedMinRequestBytesPerSecond:   1024,
 		ConnectionsMaxIdleMs:             600000,
 		MaxConnections:                   math.MaxInt32,
 		MaxConnectionsPerIP:              math.MaxInt32,
@@ -677,6 +706,12 @@ func (c Config) Validate() error {
 	}
 	if c.QueuedMaxRequestStallMs < -1 || c.QueuedMaxRequestStallMs == 0 {
 		errs = append(errs, fmt.Errorf("queued.max.request.stall.ms must be -1 (never) or positive"))
+	}
+	if c.QueuedMaxRequestBytesPerConnection < -1 {
+		errs = append(errs, fmt.Errorf("queued.max.request.bytes.per.connection must be -1 (no cap), 0 (a quarter of queued.max.request.bytes) or positive"))
+	}
+	if c.QueuedMinRequestBytesPerSecond < -1 || c.QueuedMinRequestBytesPerSecond == 0 {
+		errs = append(errs, fmt.Errorf("queued.min.request.bytes.per.second must be -1 (never) or positive"))
 	}
 	if c.ConnectionsMaxIdleMs < -1 || c.ConnectionsMaxIdleMs == 0 {
 		errs = append(errs, fmt.Errorf("connections.max.idle.ms must be -1 (never) or positive"))

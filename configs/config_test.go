@@ -158,6 +158,10 @@ func TestValidateConnectionLimits(t *testing.T) {
 		{"request timeout unbounded", func(c *Config) { c.SocketRequestTimeoutMs = -1 }, true},
 		{"request stall 0", func(c *Config) { c.QueuedMaxRequestStallMs = 0 }, false},
 		{"request stall never", func(c *Config) { c.QueuedMaxRequestStallMs = -1 }, true},
+		{"per-connection cap none", func(c *Config) { c.QueuedMaxRequestBytesPerConnection = -1 }, true},
+		{"per-connection cap -2", func(c *Config) { c.QueuedMaxRequestBytesPerConnection = -2 }, false},
+		{"min request rate 0", func(c *Config) { c.QueuedMinRequestBytesPerSecond = 0 }, false},
+		{"min request rate never", func(c *Config) { c.QueuedMinRequestBytesPerSecond = -1 }, true},
 		{"bad overrides", func(c *Config) { c.MaxConnectionsPerIPOverrides = "nohost" }, false},
 	} {
 		c := Default()

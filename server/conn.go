@@ -33,9 +33,19 @@ const maxInFlight = 64
 // reading sockets rather than growing memory. Produce requests on local
 // partitions give their bytes back as soon as their batches are written
 // (before the acks=all wait); other requests when they are answered.
+//
+// Large frames still arriving share at most largeShare of the bound, and
+// each at most its connection's cap (queued.max.request.bytes.per.connection):
+// the rest is kept for small frames (up to firstWindow) and decoding, so
+// that clients that announce large frames and trickle their bytes cannot
+// keep others' small requests out. A large frame past its cap or the
+// share goes on only as the one frame past the bound (over), and what it
+// takes then is counted in past as well as used: outside the bound, which
+// admissions compare used-past with.
 type requestBudget struct {
 	mu   sync.Mutex
 	used int64
+	past int64
 	room chan struct{} // closed and replaced when bytes are released; nil until someone waits
 	// inflating counts compressed batches holding inflation bytes
 	// (inflate.go).
@@ -55,12 +65,26 @@ type requestBudget struct {
 	blocked chan struct{}
 }
 
-// full reports the bytes held and whether anyone waits for room.
+// full reports the bytes held within the bound (what the frame past the
+// bound took past it excluded) and whether anyone waits for room.
 func (b *requestBudget) full() (used int64, waiting bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.used, b.waiting > 0
+	return b.used - b.past, b.waiting > 0
 }
+
+// pastBound reports the frame going past the bound, if any, and what it
+// holds outside the bound.
+func (b *requestBudget) pastBound() (*conn, int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.over, b.past
+}
+
+// largeShare is the part of the bound limit that large frames still
+// arriving may hold between them: all but an eighth, which is kept for
+// small frames and decoding.
+func largeShare(limit int64) int64 { return limit - limit/8 }
 
 // promise reports whether a large frame of n bytes may take a buffer of its
 // whole size now, before its bytes arrive: when n is at most an eighth of
@@ -101,12 +125,12 @@ func (b *requestBudget) acquire(ctx context.Context, n, limit int64) (int64, err
 	return b.take(ctx, n, limit, nil)
 }
 
-// grow counts n more bytes of a frame c is reading and already holds
-// bytes for. Past the bound one such frame at a time, the first to ask,
-// may go on (it holds b.over until it is read whole) while the others
-// wait: reading goes past the bound by one frame at a time, as with
-// Kafka's memory pool, plus what finished frames still hold until they
-// are handled.
+// grow counts n more bytes of a request c has read (its decoding). Past
+// the bound one connection at a time, the first to ask, may go on (it
+// holds b.over until its frame or decoding ends) while the others wait:
+// reading goes past the bound by one frame at a time, as with Kafka's
+// memory pool, plus what finished frames still hold until they are
+// handled.
 func (b *requestBudget) grow(ctx context.Context, n, limit int64, c *conn) (int64, error) {
 	return b.take(ctx, n, limit, c)
 }
@@ -116,11 +140,44 @@ func (b *requestBudget) take(ctx context.Context, n, limit int64, c *conn) (int6
 		return 0, nil
 	}
 	err := b.await(ctx, func() bool {
-		if b.used < limit || (c != nil && (b.over == nil || b.over == c)) {
-			if b.used >= limit {
+		used := b.used - b.past
+		if used < limit || (c != nil && (b.over == nil || b.over == c)) {
+			if used >= limit {
 				b.over = c
 			}
 			b.used += n
+			return true
+		}
+		return false
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// window counts the n bytes of a large frame's next window, c's frame
+// holding held already (0: its first window). It is admitted while it
+// fits in largeShare of limit with what is held (or nothing is) and the
+// frame stays within perConn (<= 0: no cap); otherwise a frame that holds
+// bytes already may go on as the one frame past the bound, whose windows
+// then count in b.past too, while the others wait. A first window waits
+// for room.
+func (b *requestBudget) window(ctx context.Context, n, held, limit, perConn int64, c *conn) (int64, error) {
+	if limit <= 0 {
+		return 0, nil
+	}
+	share := largeShare(limit)
+	err := b.await(ctx, func() bool {
+		used := b.used - b.past
+		if (used+n <= share || used == 0) && (perConn <= 0 || held == 0 || held+n <= perConn) {
+			b.used += n
+			return true
+		}
+		if held > 0 && (b.over == nil || b.over == c) {
+			b.over = c
+			b.used += n
+			b.past += n
 			return true
 		}
 		return false
@@ -168,11 +225,14 @@ func (b *requestBudget) await(ctx context.Context, admit func() bool) error {
 	}
 }
 
-// endFrame ends c's frame's claim to go past the bound, if it had one.
+// endFrame ends c's frame's claim to go past the bound, if it had one:
+// what it took past the bound counts within it from now on (until the
+// request gives it back).
 func (b *requestBudget) endFrame(c *conn) {
 	b.mu.Lock()
 	if b.over == c {
 		b.over = nil
+		b.past = 0
 		b.wakeLocked()
 	}
 	b.mu.Unlock()
@@ -248,6 +308,18 @@ type conn struct {
 	frameHeld  atomic.Int64
 	stallSeen  int64
 	stallSince int64
+	// For queued.min.request.bytes.per.second: waited is the time the
+	// connection's frames spent waiting for budget room (not the
+	// client's time); frameSeq counts the frames begun, frameBaseT and
+	// frameBaseP are the time (now less waited) and progress when the
+	// last one began. The reaper alone keeps rateSeq, the frame its
+	// samples are of, and the samples (Server.evictStalled).
+	waited     atomic.Int64
+	frameSeq   atomic.Int64
+	frameBaseT atomic.Int64
+	frameBaseP atomic.Int64
+	rateSeq    int64
+	rate       rateSamples
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -354,7 +426,11 @@ func (c *conn) readLoop() error {
 		if err != nil {
 			return err
 		}
-		c.frameStart.Store(c.srv.now())
+		now := c.srv.now()
+		c.frameBaseT.Store(now - c.waited.Load())
+		c.frameBaseP.Store(c.progress.Load())
+		c.frameSeq.Add(1)
+		c.frameStart.Store(now)
 		frame, held, err := c.readFrame(br, n)
 		if err != nil {
 			return err
@@ -465,7 +541,7 @@ const (
 func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err error) {
 	budget := &c.srv.requestBytes
 	if n <= firstWindow {
-		if held, err = c.reserve(int64(n), false); err != nil {
+		if held, err = c.reserve(int64(n), -1); err != nil {
 			return nil, 0, err
 		}
 		c.frameHeld.Store(held)
@@ -505,7 +581,7 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 	got := 0
 	for got < n {
 		w := min(n-got, max(firstWindow, min(got, maxWindow)))
-		h, err := c.reserve(int64(w), got > 0)
+		h, err := c.reserve(int64(w), held)
 		held += h
 		c.frameHeld.Store(held)
 		if err == nil && cap(frame) < got+w {
@@ -530,6 +606,9 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 			if pooled {
 				protocol.PutFrameBuffer(frame)
 			}
+			// What it took past the bound counts within it again
+			// before it is given back, not after.
+			budget.endFrame(c)
 			budget.release(held)
 			return nil, 0, err
 		}
@@ -539,22 +618,26 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 }
 
 // reserve counts n bytes of the frame being read against
-// queued.max.request.bytes (more: the frame already holds some), waiting
-// for room. The wait does not count towards socket.request.timeout.ms.
-func (c *conn) reserve(n int64, more bool) (int64, error) {
+// queued.max.request.bytes, waiting for room: a small frame whole (held
+// < 0), or a large frame's window, the frame holding held already
+// (requestBudget.window). The wait does not count towards
+// socket.request.timeout.ms nor the frame's rate.
+func (c *conn) reserve(n, held int64) (int64, error) {
 	b, limit := &c.srv.requestBytes, c.srv.cfg.QueuedMaxRequestBytes
 	start := c.frameStart.Swap(-1)
 	t0 := c.srv.now()
-	var held int64
+	var got int64
 	var err error
-	if more {
-		held, err = b.grow(c.ctx, n, limit, c)
+	if held < 0 {
+		got, err = b.acquire(c.ctx, n, limit)
 	} else {
-		held, err = b.acquire(c.ctx, n, limit)
+		got, err = b.window(c.ctx, n, held, limit, c.srv.perConnBytes, c)
 	}
 	c.progress.Add(1) // granted room (or closing): not the client's stall
-	c.frameStart.Store(start + c.srv.now() - t0)
-	return held, err
+	waited := c.srv.now() - t0
+	c.waited.Add(waited)
+	c.frameStart.Store(start + waited)
+	return got, err
 }
 
 // handle runs one request's first stage. A returned error closes the

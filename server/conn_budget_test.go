@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,6 +153,97 @@ func TestRequestBudgetOneFramePastTheBound(t *testing.T) {
 	}
 }
 
+// Large frames still arriving hold at most seven eighths of the bound and
+// each at most its connection's cap; past either, one frame at a time goes
+// on past the bound, and what it takes there does not keep small frames
+// out: the last eighth stays theirs.
+func TestRequestBudgetLargeShareAndCap(t *testing.T) {
+	var b requestBudget
+	ctx := context.Background()
+	const limit, perConn = 800, 200 // large frames' share: 700
+	a, c, d := &conn{}, &conn{}, &conn{}
+	mustTake := func(what string, n int64, err error) {
+		t.Helper()
+		if err != nil || n == 0 {
+			t.Fatalf("%s: %d, %v", what, n, err)
+		}
+	}
+	n, err := b.window(ctx, 200, 0, limit, perConn, a)
+	mustTake("a's first window", n, err)
+	n, err = b.window(ctx, 200, 0, limit, perConn, c)
+	mustTake("c's first window", n, err)
+	// a at its cap goes on past the bound; so does nobody else.
+	n, err = b.window(ctx, 100, 200, limit, perConn, a)
+	mustTake("a past its cap", n, err)
+	if over, past := b.pastBound(); over != a || past != 100 {
+		t.Fatalf("past the bound: %p holding %d, want a holding 100", over, past)
+	}
+	blocked := func(what string, take func(ctx context.Context) (int64, error)) {
+		t.Helper()
+		cctx, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+		defer cancel()
+		if n, err := take(cctx); err == nil {
+			b.release(n)
+			t.Fatalf("%s admitted", what)
+		}
+	}
+	blocked("c past its cap while a is past the bound", func(ctx context.Context) (int64, error) {
+		return b.window(ctx, 100, 200, limit, perConn, c)
+	})
+	// Within the share: 400 held within the bound, room for 300 more.
+	n, err = b.window(ctx, 200, 0, limit, perConn, d)
+	mustTake("d's first window", n, err)
+	blocked("a window past the large frames' share", func(ctx context.Context) (int64, error) {
+		return b.window(ctx, 200, 0, limit, perConn, &conn{})
+	})
+	// Small frames fill the rest, past what a holds past the bound.
+	for i := range 2 {
+		n, err = b.acquire(ctx, 100, limit)
+		mustTake(fmt.Sprintf("small frame %d", i), n, err)
+	}
+	if used, _ := b.full(); used != 800 {
+		t.Fatalf("%d held within the bound, want 800", used)
+	}
+	blocked("a small frame with the bound full", func(ctx context.Context) (int64, error) {
+		return b.acquire(ctx, 1, limit)
+	})
+	// a's frame ends: what it took past the bound now counts within it.
+	b.endFrame(a)
+	if used, _ := b.full(); used != 900 {
+		t.Fatalf("%d held within the bound after a's frame ended, want 900", used)
+	}
+	n, err = b.window(ctx, 100, 200, limit, perConn, c)
+	mustTake("c past its cap once a's frame ended", n, err)
+}
+
+// A frame's rate is averaged over about its last second: 50 MiB sent in
+// its first 100 ms stop counting about a second after, while a frame
+// arriving steadily at 2 KiB/s is never found slower than 1 KiB/s.
+func TestRateSamples(t *testing.T) {
+	ms := int64(time.Millisecond)
+	var burst, steady rateSamples
+	burst.reset(0, 0)
+	steady.reset(0, 0)
+	slowAt := int64(-1)
+	for now := int64(0); now <= 5000*ms; now += 125 * ms {
+		p := int64(50 << 20)
+		if now < 100*ms {
+			p = now * (50 << 20) / (100 * ms)
+		}
+		p += now / (400 * ms) // then a byte every 400 ms
+		if rate, ok := burst.add(now, p); ok && rate < 1024 && slowAt < 0 {
+			slowAt = now
+		}
+		if rate, ok := steady.add(now, now*2048/int64(time.Second)); ok && rate < 1024 {
+			t.Fatalf("a frame at 2 KiB/s measured %v B/s at %v", rate, time.Duration(now))
+		}
+	}
+	if slowAt < 0 || slowAt > 1500*ms {
+		t.Fatalf("burst then trickle found slow at %v, want within about a second of the burst", time.Duration(slowAt))
+	}
+	t.Logf("burst then trickle found slow at %v", time.Duration(slowAt))
+}
+
 // A client that sends a huge size prefix and then stops holds one window of
 // queued.max.request.bytes, not the size it announced; other clients go on
 // (here with a budget that the announced size alone would fill), and the
@@ -216,20 +308,25 @@ func TestStalledFrameHoldsOneWindow(t *testing.T) {
 }
 
 // Two clients that send most of a frame each and stop fill
-// queued.max.request.bytes between them; once other clients wait for room
-// and the frames have received nothing for queued.max.request.stall.ms,
-// the broker closes them, largest first, and the others are answered at
-// once rather than after socket.request.timeout.ms. A client whose frame
-// keeps arriving, slowly, is left alone.
+// queued.max.request.bytes between them (one within its cap and past the
+// bound, the other at its cap, waiting for its turn past it); once a
+// large request waits for room too and the frames have received nothing
+// for queued.max.request.stall.ms, the broker closes them, largest first,
+// and the request is answered at once rather than after
+// socket.request.timeout.ms. A client whose frame
+// keeps arriving, slowly but faster than
+// queued.min.request.bytes.per.second, is left alone.
 func TestStalledFramesEvicted(t *testing.T) {
 	b := startBroker(t, func(c *configs.Config) {
 		c.QueuedMaxRequestBytes = 4 << 20
 		c.QueuedMaxRequestStallMs = 300
 		c.SocketRequestTimeoutMs = 20000 // the stall, not this, must free the room
+		c.MessageMaxBytes = 8 << 20
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	cl := b.client(t, kgo.DefaultProduceTopic("evict"), kgo.AllowAutoTopicCreation())
+	cl := b.client(t, kgo.DefaultProduceTopic("evict"), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchMaxBytes(8<<20), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +343,8 @@ func TestStalledFramesEvicted(t *testing.T) {
 		}
 		return nc
 	}
-	// A slow client: a byte of its frame every 50 ms.
+	// A slow client: 256 bytes of its frame every 50 ms (5 KiB/s, above
+	// queued.min.request.bytes.per.second).
 	slow := dial(1 << 20)
 	slowDone := make(chan struct{})
 	var slowErr error
@@ -258,7 +356,7 @@ func TestStalledFramesEvicted(t *testing.T) {
 				return
 			case <-time.After(50 * time.Millisecond):
 			}
-			if _, err := slow.Write([]byte{byte(i)}); err != nil {
+			if _, err := slow.Write(bytes.Repeat([]byte{byte(i)}, 256)); err != nil {
 				slowErr = err
 				return
 			}
@@ -280,13 +378,15 @@ func TestStalledFramesEvicted(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	// Closing the largest frame may be enough: the other then gets room,
-	// reads what the kernel holds of it and stalls again, and is closed
-	// in turn only if it fills the budget again. Two produces in a row
-	// are each answered soon either way.
+	// A 2 MiB produce is more than a connection's cap (1 MiB): it waits
+	// for its turn past the bound, which the first stalled frame holds.
+	// Closing it may be enough: the other then gets the turn, reads what
+	// the kernel holds of it and stalls again, and is closed in turn only
+	// if another waits for the turn. Two produces in a row are each
+	// answered soon either way.
 	for i := range 2 {
 		start := time.Now()
-		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 100<<10)}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 2<<20)}).FirstErr(); err != nil {
 			t.Fatalf("produce %d beside the stalled frames: %v", i, err)
 		}
 		d := time.Since(start)
@@ -315,6 +415,128 @@ func TestStalledFramesEvicted(t *testing.T) {
 	if _, err := slow.Read(make([]byte, 1)); !errors.Is(err, os.ErrDeadlineExceeded) {
 		t.Errorf("slow connection: read %v, want it open", err)
 	}
+}
+
+// Two clients that each send half of a frame twice queued.max.request.bytes
+// and then trickle a byte every 400 ms (the issue's attack, scaled to an
+// 8 MiB budget) make progress, so queued.max.request.stall.ms never closes
+// them. Each holds at most queued.max.request.bytes.per.connection (a
+// quarter) within the budget, and the last eighth of it is kept for small
+// frames, so a fresh client's produce and fetch are answered within a
+// second; and a large request that has to wait for room gets it once the
+// trickling frames, slower than queued.min.request.bytes.per.second, are
+// closed: their bytes are given back and they are counted.
+func TestTricklingFramesEvicted(t *testing.T) {
+	const budget = 8 << 20
+	b := startBroker(t, func(c *configs.Config) {
+		c.QueuedMaxRequestBytes = budget
+		c.SocketRequestTimeoutMs = 60000 // the rate, not this, must free the room
+		c.MessageMaxBytes = 8 << 20
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	warm := b.client(t, kgo.DefaultProduceTopic("trickle"), kgo.AllowAutoTopicCreation())
+	if err := warm.ProduceSync(ctx, &kgo.Record{Value: []byte("warm")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	warm.Close()
+	var trickling []net.Conn
+	trickleDone := make(chan struct{})
+	defer func() { <-trickleDone }()
+	defer cancel()
+	for range 2 {
+		nc, err := net.Dial("tcp", b.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer nc.Close()
+		trickling = append(trickling, nc)
+	}
+	go func() {
+		defer close(trickleDone)
+		var wg sync.WaitGroup
+		for _, nc := range trickling {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				var size [4]byte
+				binary.BigEndian.PutUint32(size[:], 2*budget)
+				if _, err := nc.Write(append(size[:], make([]byte, budget)...)); err != nil {
+					return
+				}
+				for {
+					select {
+					case <-ctx.Done():
+						return
+					case <-time.After(400 * time.Millisecond):
+					}
+					if _, err := nc.Write([]byte{1}); err != nil {
+						return // closed by the broker
+					}
+				}
+			}()
+		}
+		wg.Wait()
+	}()
+	// The frames hold the budget's large share once their bytes are in.
+	deadline := time.Now().Add(10 * time.Second)
+	for b.heldBytes() < budget/2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("trickling frames hold %d bytes, want at least half the budget", b.heldBytes())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	// A fresh client: its small requests are admitted at once.
+	start := time.Now()
+	cl := b.client(t, kgo.DefaultProduceTopic("trickle"), kgo.ConsumeTopics("trickle"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err := cl.ProduceSync(ctx, &kgo.Record{Value: []byte("served")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	for got := 0; got < 2; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("fetch beside the trickling frames: %v", err)
+		}
+		got += len(fs.Records())
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("a fresh client's produce and fetch took %v beside the trickling frames", d)
+	} else {
+		t.Logf("a fresh client's produce and fetch took %v", d)
+	}
+	// A 3 MiB produce needs more than its connection's cap: it waits for
+	// the frame past the bound, a trickling one, to be closed. Two in a
+	// row: the first may get past the bound before the second trickling
+	// frame does, which then goes on alone until the second waits.
+	big := b.client(t, kgo.DefaultProduceTopic("trickle"), kgo.ProducerBatchMaxBytes(8<<20),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+	for i := range 2 {
+		start = time.Now()
+		if err := big.ProduceSync(ctx, &kgo.Record{Value: make([]byte, 3<<20)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("3 MiB produce %d took %v", i, time.Since(start))
+	}
+	for i, nc := range trickling {
+		nc.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := nc.Read(make([]byte, 1)); err == nil || errors.Is(err, os.ErrDeadlineExceeded) {
+			t.Errorf("trickling connection %d: read %v, want it closed", i, err)
+		}
+	}
+	// A trickling frame receives a byte every 400 ms, so the stall time
+	// (500 ms) cannot close it, unless the machine delays the writes.
+	slow := counterValue(b.srv.metrics.connsDropped.WithLabelValues("slow_frame"))
+	stalled := counterValue(b.srv.metrics.connsDropped.WithLabelValues("stalled_frame"))
+	if slow < 1 || slow+stalled != 2 {
+		t.Errorf(`sluice_connections_dropped_total{reason="slow_frame"} = %v, {reason="stalled_frame"} = %v; want the 2 trickling frames counted, at least one as slow`, slow, stalled)
+	}
+	if n := counterValue(b.srv.metrics.connsDropped.WithLabelValues("request_timeout")); n != 0 {
+		t.Errorf("%v connections closed by socket.request.timeout.ms", n)
+	}
+	cl.Close()
+	big.Close()
+	b.requestBytesIdle(t)
 }
 
 // A large frame that arrives in pieces is read whole, through the windows

@@ -29,7 +29,7 @@ type inflateCharge struct {
 func (c *inflateCharge) Reserve(n int) error {
 	b := c.b
 	return b.await(c.ctx, func() bool {
-		if b.used < c.limit || b.inflating == 0 || (b.inflating == 1 && c.held > 0) {
+		if b.used-b.past < c.limit || b.inflating == 0 || (b.inflating == 1 && c.held > 0) {
 			if c.held == 0 {
 				b.inflating++
 			}

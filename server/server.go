@@ -113,6 +113,9 @@ type Server struct {
 	conns     map[*conn]struct{}
 
 	requestBytes requestBudget // queued.max.request.bytes (conn.go)
+	// perConnBytes is what one connection's frame may hold of it
+	// (queued.max.request.bytes.per.connection resolved; 0: no cap).
+	perConnBytes int64
 	// largeDecode is held by the one request being decoded whose
 	// decoding may take more than an eighth of queued.max.request.bytes
 	// (decode_budget.go).
@@ -157,6 +160,20 @@ func (s *Server) closeConns() {
 		c.cancel()
 		c.nc.Close()
 	}
+}
+
+// perConnectionBytes resolves queued.max.request.bytes.per.connection: 0
+// is a quarter of queued.max.request.bytes, at least firstWindow; -1, or
+// an unbounded budget, no cap (0).
+func perConnectionBytes(c configs.Config) int64 {
+	limit, n := c.QueuedMaxRequestBytes, c.QueuedMaxRequestBytesPerConnection
+	switch {
+	case limit <= 0 || n < 0:
+		return 0
+	case n == 0:
+		return max(limit/4, firstWindow)
+	}
+	return n
 }
 
 // New creates a server; Start binds its listeners.
@@ -214,6 +231,7 @@ func New(opts Options) (*Server, error) {
 	s.clock.Store(s.since())
 	s.cfg.Config = opts.Config
 	s.cfg.MaxFrameBytes = opts.Config.SocketRequestMaxBytes
+	s.perConnBytes = perConnectionBytes(opts.Config)
 	s.producers = newProducerIDs(opts.Catalog)
 	s.fetchSessions = newFetchSessionCache(int(opts.Config.FetchSessionCacheSlots), int64(opts.Config.FetchSessionEvictionMs))
 	s.quotas = newClientQuotas(s)
@@ -392,7 +410,8 @@ func (s *Server) ListenerError() error {
 // a frame still arriving after socket.request.timeout.ms, or nothing read
 // or written for connections.max.idle.ms while no request is pending; and,
 // while frames wait for room under queued.max.request.bytes, frames that
-// stalled for queued.max.request.stall.ms (evictStalled). Closing the
+// stalled for queued.max.request.stall.ms or arrive slower than
+// queued.min.request.bytes.per.second (evictStalled). Closing the
 // socket ends the connection's reads and writes at once, and with them
 // its claim on queued.max.request.bytes.
 func (s *Server) reapConns() {
@@ -400,8 +419,16 @@ func (s *Server) reapConns() {
 	frameLimit := time.Duration(s.cfg.SocketRequestTimeoutMs) * time.Millisecond
 	idleLimit := time.Duration(s.cfg.ConnectionsMaxIdleMs) * time.Millisecond
 	stall := time.Duration(s.cfg.QueuedMaxRequestStallMs) * time.Millisecond
+	minRate := s.cfg.QueuedMinRequestBytesPerSecond
 	if s.cfg.QueuedMaxRequestBytes <= 0 {
-		stall = 0 // nothing ever waits for room
+		stall, minRate = 0, 0 // nothing ever waits for room
+	}
+	stall, minRate = max(stall, 0), max(minRate, 0)
+	// While someone waits for room, stalled and slow frames are looked
+	// for every quarter of the stall time (or of the rate's window).
+	evictEvery := slowFrameWindow / 4
+	if stall > 0 {
+		evictEvery = max(stall/4, time.Millisecond)
 	}
 	tick := time.Second
 	for _, d := range []time.Duration{frameLimit, idleLimit} {
@@ -411,10 +438,8 @@ func (s *Server) reapConns() {
 	}
 	t := time.NewTicker(tick)
 	defer t.Stop()
-	// While someone waits for room, stalled frames are looked for every
-	// quarter of the stall time; otherwise not at all.
 	var stallTick <-chan time.Time
-	dropLog, stallLog := everyFewSeconds(), everyFewSeconds()
+	dropLog, stallLog := everyFewSeconds(), [2]*logLimiter{everyFewSeconds(), everyFewSeconds()}
 	var victims []*conn
 	for {
 		timeouts := false
@@ -429,11 +454,11 @@ func (s *Server) reapConns() {
 		s.clock.Store(s.since())
 		now := s.now()
 		victims = victims[:0]
-		if stall > 0 {
+		if stall > 0 || minRate > 0 {
 			stallTick = nil
 			if _, waiting := s.requestBytes.full(); waiting {
-				victims = s.evictStalled(victims, now, stall, stallLog)
-				stallTick = time.After(max(stall/4, time.Millisecond))
+				victims = s.evictStalled(victims, now, stall, minRate, stallLog)
+				stallTick = time.After(evictEvery)
 			}
 		}
 		if timeouts {
@@ -462,49 +487,130 @@ func (s *Server) reapConns() {
 	}
 }
 
+// slowFrameWindow is the time over which a frame's rate is averaged for
+// queued.min.request.bytes.per.second: about its last second of reading.
+const slowFrameWindow = time.Second
+
+// rateSamples are a frame's progress samples (in Server.now units, time
+// waiting for room excluded), at least a quarter of slowFrameWindow apart,
+// the last few kept: enough to average over the last window or a little
+// more, so that what a frame sent in a burst stops counting a window
+// after the burst.
+type rateSamples struct {
+	t, p [5]int64
+	n    int // samples taken; the last len(t) are kept, at n%len(t) the oldest
+}
+
+func (r *rateSamples) reset(t, p int64) {
+	r.n = 0
+	r.push(t, p)
+}
+
+func (r *rateSamples) push(t, p int64) {
+	i := r.n % len(r.t)
+	r.t[i], r.p[i] = t, p
+	r.n++
+}
+
+// add samples progress p at t and returns the rate, bytes a second, since
+// the oldest sample kept, once that is at least slowFrameWindow old.
+func (r *rateSamples) add(t, p int64) (float64, bool) {
+	if last := (r.n - 1) % len(r.t); time.Duration(t-r.t[last]) >= slowFrameWindow/4 {
+		r.push(t, p)
+	}
+	oldest := 0
+	if r.n > len(r.t) {
+		oldest = r.n % len(r.t)
+	}
+	el := time.Duration(t - r.t[oldest])
+	if el < slowFrameWindow {
+		return 0, false
+	}
+	return float64(p-r.p[oldest]) / el.Seconds(), true
+}
+
 // evictStalled runs while frames wait for room under
 // queued.max.request.bytes: it appends to victims the connections to close
 // so that the budget has room again, among those reading a frame that
-// holds part of the budget and has received no byte for stall (seen over
-// the reaper's samples since the wait began), the largest holding first.
-// A frame whose bytes keep arriving, one waiting for room itself, and a
-// request read whole are never chosen. Closing the socket ends the frame's
-// read, which gives its bytes back at once.
-func (s *Server) evictStalled(victims []*conn, now int64, stall time.Duration, lg *logLimiter) []*conn {
-	first := len(victims)
+// holds part of the budget and either has received no byte for stall
+// (seen over the reaper's samples since the wait began) or has arrived
+// slower than minRate bytes a second over its last slowFrameWindow of
+// reading (waits for room excluded; 0: no rate bound), the largest
+// holding first, then the slowest. It closes them until large frames
+// have room again (under largeShare) and the frame past the bound, if
+// it is one of them, is closed too. A frame whose bytes keep arriving
+// fast enough, one waiting for room itself, and a request read whole are
+// never chosen. Closing the socket ends the frame's read, which gives its
+// bytes back at once.
+func (s *Server) evictStalled(victims []*conn, now int64, stall time.Duration, minRate int64, lg [2]*logLimiter) []*conn {
+	type candidate struct {
+		c    *conn
+		held int64
+		slow bool    // too slow, not stalled
+		rate float64 // bytes a second, when slow
+	}
+	var found []candidate
 	s.mu.Lock()
 	for c := range s.conns {
 		start, held, p := c.frameStart.Load(), c.frameHeld.Load(), c.progress.Load()
-		if start <= 0 || held == 0 || p != c.stallSeen {
+		if start <= 0 || held == 0 {
 			c.stallSeen, c.stallSince = p, now
 			continue
 		}
-		if time.Duration(now-c.stallSince) >= stall {
-			victims = append(victims, c)
+		if p != c.stallSeen {
+			c.stallSeen, c.stallSince = p, now
+		} else if stall > 0 && time.Duration(now-c.stallSince) >= stall {
+			found = append(found, candidate{c: c, held: held})
+			continue
+		}
+		if minRate <= 0 {
+			continue
+		}
+		active := now - c.waited.Load()
+		if seq := c.frameSeq.Load(); seq != c.rateSeq {
+			c.rateSeq = seq
+			c.rate.reset(c.frameBaseT.Load(), c.frameBaseP.Load())
+		}
+		if rate, ok := c.rate.add(active, p); ok && rate < float64(minRate) {
+			found = append(found, candidate{c: c, held: held, slow: true, rate: rate})
 		}
 	}
 	s.mu.Unlock()
-	stalled := victims[first:]
-	if len(stalled) == 0 {
+	if len(found) == 0 {
 		return victims
 	}
-	sort.Slice(stalled, func(i, j int) bool { return stalled[i].frameHeld.Load() > stalled[j].frameHeld.Load() })
-	used, _ := s.requestBytes.full()
-	limit := s.cfg.QueuedMaxRequestBytes
-	n := 0
-	for _, c := range stalled {
-		if used < limit {
-			break // room again: the rest may still resume
+	sort.Slice(found, func(i, j int) bool {
+		if found[i].held != found[j].held {
+			return found[i].held > found[j].held
 		}
-		held := c.frameHeld.Load()
+		return found[i].slow && (!found[j].slow || found[i].rate < found[j].rate)
+	})
+	used, _ := s.requestBytes.full()
+	over, past := s.requestBytes.pastBound()
+	share := largeShare(s.cfg.QueuedMaxRequestBytes)
+	for _, f := range found {
+		if used < share && f.c != over {
+			continue // room again: the rest may still resume
+		}
+		held := f.held
+		if f.c == over {
+			held -= past // what it holds within the bound
+		}
 		used -= held
-		n++
+		victims = append(victims, f.c)
+		if f.slow {
+			s.metrics.connsDropped.WithLabelValues("slow_frame").Inc()
+			if d, ok := lg[1].allow(); ok {
+				f.c.log.Info().Int64("held", f.held).Int64("bytes_per_second", int64(f.rate)).Int("dropped", d).Msg("closing connection: its incomplete request arrived slower than queued.min.request.bytes.per.second while others waited for queued.max.request.bytes")
+			}
+			continue
+		}
 		s.metrics.connsDropped.WithLabelValues("stalled_frame").Inc()
-		if d, ok := lg.allow(); ok {
-			c.log.Info().Int64("held", held).Int("dropped", d).Msg("closing connection: its incomplete request received nothing for queued.max.request.stall.ms while queued.max.request.bytes was full")
+		if d, ok := lg[0].allow(); ok {
+			f.c.log.Info().Int64("held", f.held).Int("dropped", d).Msg("closing connection: its incomplete request received nothing for queued.max.request.stall.ms while others waited for queued.max.request.bytes")
 		}
 	}
-	return victims[:first+n]
+	return victims
 }
 
 // logLimiter lets a repeated log line through once per period, counting
