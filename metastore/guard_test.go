@@ -262,3 +262,84 @@ func FuzzMetaReceive(f *testing.F) {
 		}
 	})
 }
+
+// TestTCPBoundsConnections: connections that send nothing count against
+// the handshake bound (more are closed at once) until the first-frame
+// timeout closes them; the port's connection bound closes more at once;
+// connections idle after their first frame are closed; and the node
+// serves a client again.
+func TestTCPBoundsConnections(t *testing.T) {
+	cfg := testConfig(t, 1, t.TempDir())
+	tr := NewTCPTransport(1, "127.0.0.1:0", cfg.Logger)
+	tr.bounds = portBounds{maxConns: 8, maxHandshaking: 3, firstFrame: 300 * time.Millisecond, idle: 600 * time.Millisecond}
+	cfg.Transport = tr
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	addr := tr.Addr()
+	dial := func() net.Conn {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	closedWithin := func(c net.Conn, d time.Duration) time.Duration {
+		t.Helper()
+		start := time.Now()
+		c.SetReadDeadline(start.Add(d))
+		if _, err := io.Copy(io.Discard, c); err != nil { // nil at EOF
+			t.Fatalf("connection not closed within %v: %v", d, err)
+		}
+		return time.Since(start)
+	}
+	var silent []net.Conn
+	for range 3 {
+		silent = append(silent, dial())
+	}
+	time.Sleep(50 * time.Millisecond)
+	if d := closedWithin(dial(), time.Second); d > 200*time.Millisecond {
+		t.Fatalf("a connection over the handshake bound was closed after %v", d)
+	}
+	for _, c := range silent {
+		closedWithin(c, 2*time.Second)
+	}
+	waitRefused(t, n, map[string]int64{"busy": 1, "handshake": 3})
+
+	// Up to the connection bound, each past its first frame (a request
+	// frame that decodes: a status call).
+	req := func(c net.Conn) {
+		body := append(binary.BigEndian.AppendUint64(nil, 1), `{"k":"status"}`...)
+		f := append(binary.BigEndian.AppendUint32(nil, uint32(1+len(body))), frameRequest)
+		if _, err := c.Write(append(f, body...)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var open []net.Conn
+	for range 8 {
+		c := dial()
+		req(c)
+		open = append(open, c)
+	}
+	time.Sleep(100 * time.Millisecond)
+	closedWithin(dial(), time.Second)
+	waitRefused(t, n, map[string]int64{"busy": 2})
+	// A single node has no peers: these are strangers, closed once idle
+	// (a member's address would be exempt).
+	for _, c := range open {
+		closedWithin(c, 3*time.Second)
+	}
+	ctx := ctxT(t)
+	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {
+		rc, err := Dial(ctx, ClientConfig{Addrs: []string{addr}})
+		if err != nil {
+			return err
+		}
+		defer rc.Close()
+		_, err = rc.CreateTopic(ctx, TopicSpec{Name: "after-bounds", Partitions: 1})
+		return err
+	})
+}

@@ -42,7 +42,9 @@ import (
 // request up to 64 MiB; and a body's memory is taken as its bytes arrive
 // (peerlink.ReadBody). The port accepts at most 1024 connections, at most
 // 64 of them before their first frame (or TLS handshake), which must come
-// within 10 s; a connection that sends no frame for 10 minutes is closed.
+// within 10 s (a member sends an empty raft frame as soon as it has
+// dialled); a connection that sends no frame for 10 minutes is closed,
+// unless it comes from a member's address (or certificate).
 //
 // A connection is used in both directions: the dialer sends raft batches
 // or requests, the acceptor answers requests on the same connection. A
@@ -103,11 +105,20 @@ type TCPTransport struct {
 	// that stream to stop.
 	local atomic.Pointer[net.IP]
 
+	// bounds are the port's connection bounds (the exported constants;
+	// tests shorten them before Start).
+	bounds portBounds
+
 	ln     *peerlink.Listener
 	h      Handler
 	mu     sync.Mutex
 	peers  map[uint64]*tcpPeer
 	closed chan struct{}
+}
+
+type portBounds struct {
+	maxConns, maxHandshaking int
+	firstFrame, idle         time.Duration
 }
 
 // The reasons Refused reports, in peerlink.Refusals' order.
@@ -129,6 +140,7 @@ func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport 
 		refused: peerlink.NewRefusals(lg, "metastore: refused a connection (further refusals for 10s are only counted)", connRefusalNames...),
 		peers:   map[uint64]*tcpPeer{},
 		closed:  make(chan struct{}),
+		bounds:  portBounds{MaxConns, MaxHandshaking, FirstFrameTimeout, IdleTimeout},
 	}
 }
 
@@ -206,8 +218,8 @@ func (t *TCPTransport) localIP() net.IP {
 func (t *TCPTransport) Start(h Handler) error {
 	t.h = h
 	ln, err := peerlink.Listen(t.listen, peerlink.ListenConfig{
-		MaxConns:       MaxConns,
-		MaxHandshaking: MaxHandshaking,
+		MaxConns:       t.bounds.maxConns,
+		MaxHandshaking: t.bounds.maxHandshaking,
 		OnBusy:         func(c net.Conn) { t.refuse(refusedBusy, c, errors.New("too many connections")) },
 		Logger:         t.lg,
 	})
@@ -305,14 +317,40 @@ func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate, ready fun
 		}
 		return -1
 	}
-	serveFrames(wc, t.h, t.lg, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready)
+	idle := t.bounds.idle
+	if t.fromMemberHost(wc.c, peer) {
+		idle = 0
+	}
+	serveFrames(wc, t.h, t.lg, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready, t.bounds.firstFrame, idle)
+}
+
+// fromMemberHost: the connection comes from a member's registered
+// address (peerlink.FromHost) or, with TLS, carries a member's
+// certificate. Its members' raft streams may stay idle for long (two
+// followers have nothing to tell each other) and a stream learns of a
+// close only when its next message is lost: such a connection is not
+// closed for idleness.
+func (t *TCPTransport) fromMemberHost(c net.Conn, peer *x509.Certificate) bool {
+	if peer != nil {
+		return tlsconfig.CertNamesMeta(peer) == nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, p := range t.peers {
+		if id != t.id && peerlink.FromHost(c.RemoteAddr(), p.addr) {
+			return true
+		}
+	}
+	return false
 }
 
 // serveFrames is the acceptor's side of a connection. limit gives each
 // kind's frame limit (-1: a kind an acceptor does not take); check
 // judges the sender of a raft message; refuse counts what is
-// refused. A refused frame or raft message closes the connection.
-func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}, limit func(kind byte, n int) int, check func(uint64) bool, refuse func(int, error), ready func()) {
+// refused. A refused frame or raft message closes the connection. The
+// first frame must come within firstFrame; each next one, when idle is
+// not 0, within idle of the previous one.
+func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}, limit func(kind byte, n int) int, check func(uint64) bool, refuse func(int, error), ready func(), firstFrame, idle time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -324,11 +362,14 @@ func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struc
 	}()
 	first := true
 	for {
-		timeout := IdleTimeout
-		if first {
-			timeout = FirstFrameTimeout
+		switch {
+		case first:
+			_ = wc.c.SetReadDeadline(time.Now().Add(firstFrame))
+		case idle > 0:
+			_ = wc.c.SetReadDeadline(time.Now().Add(idle))
+		default:
+			_ = wc.c.SetReadDeadline(time.Time{})
 		}
-		_ = wc.c.SetReadDeadline(time.Now().Add(timeout))
 		kind, payload, err := wc.readFrame(limit)
 		if err != nil {
 			switch {
@@ -614,8 +655,25 @@ func (c *caller) dial(ctx context.Context) (net.Conn, error) {
 		}
 		conn = tc
 	}
+	if c.id != 0 {
+		// A member's first frame at once, an empty raft batch (nothing
+		// for the acceptor to step, in any version): the acceptor counts
+		// a connection that has sent no frame against its handshake
+		// bound and closes it after FirstFrameTimeout, and a member's
+		// raft stream may have nothing to send for long.
+		_ = conn.SetWriteDeadline(time.Now().Add(tlsHandshakeTimeout))
+		_, err := conn.Write(emptyRaftFrame)
+		_ = conn.SetWriteDeadline(time.Time{})
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+	}
 	return conn, nil
 }
+
+// emptyRaftFrame is a raft frame without messages.
+var emptyRaftFrame = []byte{0, 0, 0, 1, frameRaft}
 
 // conn returns the live connection for calls, dialling if needed.
 func (c *caller) conn(ctx context.Context) (*wireConn, error) {
