@@ -38,9 +38,8 @@ import (
 // one) only once the connection speaks for a member (a raft message on
 // it passed the member check below; for a large first frame, its first
 // message's sender, read from the message's first bytes, did), 4 MiB
-// before; a
-// request up to 64 MiB; and a body's memory is taken as its bytes arrive
-// (peerlink.ReadBody). The port accepts at most 1024 connections, at most
+// before; a request up to 64 MiB; and a body's memory is taken as its
+// bytes arrive (peerlink.ReadBody). The port accepts at most 1024 connections, at most
 // 64 of them before their first frame (or TLS handshake), which must come
 // within 10 s (a member sends an empty raft frame as soon as it has
 // dialled); a connection that sends no frame for 10 minutes is closed,
