@@ -136,6 +136,13 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metastore: init db: %w", err)
 	}
 	fsutil.Synced(dbPath)
+	// Images a crash left behind while a peer's snapshot was checked
+	// (guard.go).
+	if left, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshot.check-*")); len(left) > 0 {
+		for _, f := range left {
+			_ = os.Remove(f)
+		}
+	}
 	// bbolt syncs the file it creates but not its directory entry: without
 	// this a power cut after the first start could lose the database while
 	// raft had already voted from it.
