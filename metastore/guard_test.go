@@ -271,7 +271,7 @@ func FuzzMetaReceive(f *testing.F) {
 func TestTCPBoundsConnections(t *testing.T) {
 	cfg := testConfig(t, 1, t.TempDir())
 	tr := NewTCPTransport(1, "127.0.0.1:0", cfg.Logger)
-	tr.bounds = portBounds{maxConns: 8, maxHandshaking: 3, firstFrame: 300 * time.Millisecond, idle: 600 * time.Millisecond}
+	tr.bounds = portBounds{maxConns: 8, maxHandshaking: 3, firstFrame: 2 * time.Second, idle: 2 * time.Second}
 	cfg.Transport = tr
 	n, err := Open(cfg)
 	if err != nil {
@@ -301,11 +301,11 @@ func TestTCPBoundsConnections(t *testing.T) {
 		silent = append(silent, dial())
 	}
 	time.Sleep(50 * time.Millisecond)
-	if d := closedWithin(dial(), time.Second); d > 200*time.Millisecond {
-		t.Fatalf("a connection over the handshake bound was closed after %v", d)
+	if d := closedWithin(dial(), 5*time.Second); d > time.Second {
+		t.Fatalf("a connection over the handshake bound was closed after %v, not at once", d)
 	}
 	for _, c := range silent {
-		closedWithin(c, 2*time.Second)
+		closedWithin(c, 10*time.Second)
 	}
 	waitRefused(t, n, map[string]int64{"busy": 1, "handshake": 3})
 
@@ -325,12 +325,14 @@ func TestTCPBoundsConnections(t *testing.T) {
 		open = append(open, c)
 	}
 	time.Sleep(100 * time.Millisecond)
-	closedWithin(dial(), time.Second)
+	if d := closedWithin(dial(), 5*time.Second); d > time.Second {
+		t.Fatalf("a connection over the connection bound was closed after %v, not at once", d)
+	}
 	waitRefused(t, n, map[string]int64{"busy": 2})
 	// A single node has no peers: these are strangers, closed once idle
 	// (a member's address would be exempt).
 	for _, c := range open {
-		closedWithin(c, 3*time.Second)
+		closedWithin(c, 10*time.Second)
 	}
 	ctx := ctxT(t)
 	checkFor(t, 5*time.Second, 20*time.Millisecond, func() error {

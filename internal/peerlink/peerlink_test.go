@@ -331,7 +331,7 @@ func TestReadFrameGrowsAsBytesArrive(t *testing.T) {
 	if !errors.Is(err, io.ErrUnexpectedEOF) {
 		t.Fatalf("error %v, want unexpected EOF", err)
 	}
-	if got := after.TotalAlloc - before.TotalAlloc; got > 1<<20 {
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 { // far below the declared length; room for other goroutines
 		t.Fatalf("a %d-byte declared frame with 1000 bytes sent allocated %d bytes", declared, got)
 	}
 	body := make([]byte, 3<<20+7)
