@@ -194,6 +194,15 @@ func TestClusterSnapshotCatchUp(t *testing.T) {
 	if got := offsetsOn(n, "g"); !reflect.DeepEqual(got, want) {
 		t.Fatalf("after restart %v, want %v", got, want)
 	}
+	// Honest members' messages, the snapshot included, pass the checks
+	// before Step (guard.go).
+	for _, id := range c.ids() {
+		for why, v := range c.node(id).Refused() {
+			if v != 0 {
+				t.Errorf("node %d refused %d honest messages as %s", id, v, why)
+			}
+		}
+	}
 }
 
 func TestClusterAddRemoveVoter(t *testing.T) {

@@ -82,6 +82,7 @@ type Node struct {
 	readStatec chan raft.ReadState
 
 	leases leaseTracker
+	guard  guard // checks of peers' raft messages (guard.go)
 	stats  nodeStats
 	confMu sync.Mutex // one membership change at a time (handle.go)
 
@@ -135,6 +136,13 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metastore: init db: %w", err)
 	}
 	fsutil.Synced(dbPath)
+	// Images a crash left behind while a peer's snapshot was checked
+	// (guard.go).
+	if left, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshot.check-*")); len(left) > 0 {
+		for _, f := range left {
+			_ = os.Remove(f)
+		}
+	}
 	// bbolt syncs the file it creates but not its directory entry: without
 	// this a power cut after the first start could lose the database while
 	// raft had already voted from it.
@@ -174,6 +182,14 @@ func Open(cfg Config) (*Node, error) {
 		stopc:      make(chan struct{}),
 	}
 	n.leases.init()
+	{
+		last, _ := ms.LastIndex()
+		var commit uint64
+		if disk.hs != nil {
+			commit = disk.hs.GetCommit()
+		}
+		n.guard.init(n.lg, last, commit)
+	}
 
 	// State machine image and members from disk.
 	var img *image
@@ -321,13 +337,18 @@ func (n *Node) Addr() string {
 // ID is this node's raft id.
 func (n *Node) ID() uint64 { return n.id }
 
-// Refused returns the connections the TCP transport refused, by reason
-// (TCPTransport.Refused); nil with another transport.
+// Refused returns what this node refused from peers, by reason
+// (RefusalReasons): raft messages (guard.go) and, with the TCP
+// transport, connections and frames (TCPTransport.Refused).
 func (n *Node) Refused() map[string]int64 {
+	out := map[string]int64{}
+	n.guard.refused.Snapshot(out, true)
 	if t, ok := n.tr.(*TCPTransport); ok {
-		return t.Refused()
+		for k, v := range t.Refused() {
+			out[k] += v
+		}
 	}
-	return nil
+	return out
 }
 
 // Leader is the raft leader this node knows of (0: none).
@@ -543,13 +564,6 @@ func (n *Node) deliver(seq uint64, r result) {
 	if ok {
 		ch <- r
 	}
-}
-
-// HandleRaft implements Handler.
-func (n *Node) HandleRaft(m *pb.Message) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	_ = n.rn.Step(ctx, m)
 }
 
 // ReportUnreachable implements Handler.

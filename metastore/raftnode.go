@@ -46,13 +46,20 @@ func (n *Node) run() {
 	ticker := time.NewTicker(n.cfg.TickInterval)
 	defer ticker.Stop()
 	for {
+		// Loaded before waiting for a Ready (guard.go): a peer message
+		// that may cut raft's log stepped since then may not be in it.
+		cuts := n.guard.cuts.Load()
 		select {
 		case <-ticker.C:
 			n.rn.Tick()
 		case rd := <-n.rn.Ready():
+			n.guard.readyReceived(&rd, cuts)
 			t0 := time.Now()
 			if !n.handleReady(rd) {
 				return // stopped while the disk was full: nothing persisted
+			}
+			if last, err := n.ms.LastIndex(); err == nil {
+				n.guard.raise(last, cuts) // the stored log is raft's as of rd
 			}
 			n.rn.Advance()
 			n.stats.readies.Add(1)

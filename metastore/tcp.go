@@ -15,6 +15,7 @@ import (
 
 	"github.com/rs/zerolog"
 	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/internal/peerlink"
@@ -31,6 +32,19 @@ import (
 //	kind 2 request:    u64 call id, JSON Request
 //	kind 3 response:   u64 call id, JSON Response
 //
+// The acceptor reads a frame's length and kind before anything else and
+// refuses (closing the connection) a frame above the kind's limit before
+// allocating: a raft frame up to 256 MiB (a snapshot image travels in
+// one) only once the connection speaks for a member (a raft message on
+// it passed the member check below; for a large first frame, its first
+// message's sender, read from the message's first bytes, did), 4 MiB
+// before; a request up to 64 MiB; and a body's memory is taken as its
+// bytes arrive (peerlink.ReadBody). The port accepts at most 1024 connections, at most
+// 64 of them before their first frame (or TLS handshake), which must come
+// within 10 s (a member sends an empty raft frame as soon as it has
+// dialled); a connection that sends no frame for 10 minutes is closed,
+// unless it comes from a member's address (or certificate).
+//
 // A connection is used in both directions: the dialer sends raft batches
 // or requests, the acceptor answers requests on the same connection. A
 // member streams its raft messages to a peer on one connection and makes
@@ -45,6 +59,18 @@ const (
 
 	maxFrame     = 256 << 20 // a snapshot image travels in one frame
 	peerQueueLen = 4096
+
+	// MaxUnboundRaftFrame bounds a raft frame from a connection not yet
+	// bound to a member; MaxRequestFrame a request frame from anyone.
+	MaxUnboundRaftFrame = 4 << 20
+	MaxRequestFrame     = 64 << 20
+	// MaxConns bounds the port's connections, MaxHandshaking those that
+	// sent no frame yet (or are in their TLS handshake); FirstFrameTimeout
+	// bounds the wait for the first frame, IdleTimeout for any next one.
+	MaxConns          = 1024
+	MaxHandshaking    = 64
+	FirstFrameTimeout = 10 * time.Second
+	IdleTimeout       = 10 * time.Minute
 )
 
 // With TLS (SetTLS, internal.ssl.*) every connection is mutual TLS: both
@@ -78,11 +104,20 @@ type TCPTransport struct {
 	// that stream to stop.
 	local atomic.Pointer[net.IP]
 
+	// bounds are the port's connection bounds (the exported constants;
+	// tests shorten them before Start).
+	bounds portBounds
+
 	ln     *peerlink.Listener
 	h      Handler
 	mu     sync.Mutex
 	peers  map[uint64]*tcpPeer
 	closed chan struct{}
+}
+
+type portBounds struct {
+	maxConns, maxHandshaking int
+	firstFrame, idle         time.Duration
 }
 
 // The reasons Refused reports, in peerlink.Refusals' order.
@@ -91,6 +126,9 @@ const (
 	refusedIdentity
 	refusedUnknown
 	refusedAddress
+	refusedBusy      // over MaxConns or MaxHandshaking
+	refusedFrame     // a frame over its kind's limit, of no known kind, or that does not decode
+	refusedHandshake // no first frame within FirstFrameTimeout
 )
 
 // NewTCPTransport makes a transport listening on listen once started.
@@ -98,9 +136,10 @@ func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport 
 	lg = lg.With().Str("component", "metastore_transport").Uint64("meta_id", id).Logger()
 	return &TCPTransport{
 		id: id, listen: listen, lg: lg,
-		refused: peerlink.NewRefusals(lg, "metastore: refused a connection (further refusals for 10s are only counted)", RefusalReasons...),
+		refused: peerlink.NewRefusals(lg, "metastore: refused a connection (further refusals for 10s are only counted)", connRefusalNames...),
 		peers:   map[uint64]*tcpPeer{},
 		closed:  make(chan struct{}),
+		bounds:  portBounds{MaxConns, MaxHandshaking, FirstFrameTimeout, IdleTimeout},
 	}
 }
 
@@ -111,22 +150,27 @@ func (t *TCPTransport) SetTLS(l *tlsconfig.Loader) { t.tls = l }
 // Refused returns the connections refused, by reason: "tls" (a failed
 // handshake: no certificate, or one the trust store did not sign),
 // "identity" (raft messages from another member than the certificate
-// names), and without TLS "unknown_node" (raft messages from a sender
-// that is not a member, or from this member) and "address" (from a
-// member registered at another IP than the connection's).
+// names, or than the connection already spoke for), without TLS
+// "unknown_node" (raft messages from a sender that is not a member, or
+// from this member) and "address" (from a member registered at another
+// IP than the connection's), "busy" (MaxConns or MaxHandshaking
+// reached), "frame" (a frame over its limit, of no known kind, or that
+// does not decode) and "handshake" (no first frame in time).
 func (t *TCPTransport) Refused() map[string]int64 {
 	out := map[string]int64{}
 	t.refused.Snapshot(out, true)
 	return out
 }
 
-// RefusalReasons are the keys Refused reports.
-var RefusalReasons = []string{"tls", "identity", "unknown_node", "address"}
+var connRefusalNames = []string{"tls", "identity", "unknown_node", "address", "busy", "frame", "handshake"}
+
+// RefusalReasons are the keys Node.Refused reports: the transport's
+// (TCPTransport.Refused) and the raft messages' (guard.go).
+var RefusalReasons = append(append([]string{}, connRefusalNames...), msgRefusalNames...)
 
 // checkMember refuses a raft message a connection without TLS carries
 // unless its sender is a known member dialling from its registered IP.
-func (t *TCPTransport) checkMember(wc *wireConn, m *pb.Message) bool {
-	from := m.GetFrom()
+func (t *TCPTransport) checkMember(wc *wireConn, from uint64) bool {
 	t.mu.Lock()
 	p, ok := t.peers[from]
 	addr := ""
@@ -172,7 +216,12 @@ func (t *TCPTransport) localIP() net.IP {
 // Start implements Transport.
 func (t *TCPTransport) Start(h Handler) error {
 	t.h = h
-	ln, err := peerlink.Listen(t.listen, peerlink.ListenConfig{Logger: t.lg})
+	ln, err := peerlink.Listen(t.listen, peerlink.ListenConfig{
+		MaxConns:       t.bounds.maxConns,
+		MaxHandshaking: t.bounds.maxHandshaking,
+		OnBusy:         func(c net.Conn) { t.refuse(refusedBusy, c, errors.New("too many connections")) },
+		Logger:         t.lg,
+	})
 	if err != nil {
 		return err
 	}
@@ -206,34 +255,101 @@ func (t *TCPTransport) serve(a *peerlink.Accepted) {
 		peer = tc.ConnectionState().PeerCertificates[0]
 		c = tc
 	}
-	a.Ready()
-	t.serveConn(newWireConn(c), peer)
+	t.serveConn(newWireConn(c), peer, a.Ready)
 }
 
 // tlsHandshakeTimeout bounds a TLS handshake on the metastore port.
 const tlsHandshakeTimeout = 10 * time.Second
 
 // serveConn reads frames from an inbound connection; peer is the
-// client's verified certificate (nil without TLS).
-func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate) {
+// client's verified certificate (nil without TLS); ready (optional) is
+// told once the first frame arrived.
+func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate, ready func()) {
 	defer wc.close()
-	check := func(m *pb.Message) bool { return t.checkMember(wc, m) }
-	if peer != nil {
-		check = func(m *pb.Message) bool {
-			if err := tlsconfig.CertNames(peer, tlsconfig.MetaName(m.GetFrom())); err != nil {
-				t.refuse(refusedIdentity, wc.c, err)
+	// bound is the member this connection speaks for, once its hello or
+	// first raft message passed the check: later raft messages must come
+	// from it.
+	var bound uint64
+	member := func(from uint64) bool {
+		if peer == nil {
+			return t.checkMember(wc, from)
+		}
+		if err := tlsconfig.CertNames(peer, tlsconfig.MetaName(from)); err != nil || from == t.id || from == 0 {
+			if err == nil {
+				err = fmt.Errorf("raft message from %d", from)
+			}
+			t.refuse(refusedIdentity, wc.c, err)
+			return false
+		}
+		return true
+	}
+	check := func(from uint64) bool {
+		if bound != 0 {
+			if from != bound {
+				t.refuse(refusedIdentity, wc.c, fmt.Errorf("raft message from %d on member %d's connection", from, bound))
 				return false
 			}
 			return true
 		}
+		if !member(from) {
+			return false
+		}
+		bound = from
+		return true
 	}
-	serveFrames(wc, t.h, t.lg, t.closed, check)
+	limit := func(kind byte, n int) int {
+		switch kind {
+		case frameRaft:
+			if bound == 0 && n > MaxUnboundRaftFrame {
+				// A large first frame (a snapshot): its sender must
+				// pass the check before the body is read.
+				if from, ok := peekRaftFrom(wc.r); ok {
+					check(from)
+				}
+			}
+			if bound != 0 {
+				return maxFrame
+			}
+			return MaxUnboundRaftFrame
+		case frameRequest:
+			return MaxRequestFrame
+		}
+		return -1
+	}
+	idle := t.bounds.idle
+	if t.fromMemberHost(wc.c, peer) {
+		idle = 0
+	}
+	serveFrames(wc, t.h, t.lg, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready, t.bounds.firstFrame, idle)
 }
 
-// serveFrames is the acceptor's side of a connection; it is shared with
-// nothing else but kept apart for clarity.
-// A raft message check refuses closes the connection.
-func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}, check func(*pb.Message) bool) {
+// fromMemberHost: the connection comes from a member's registered
+// address (peerlink.FromHost) or, with TLS, carries a member's
+// certificate. Its members' raft streams may stay idle for long (two
+// followers have nothing to tell each other) and a stream learns of a
+// close only when its next message is lost: such a connection is not
+// closed for idleness.
+func (t *TCPTransport) fromMemberHost(c net.Conn, peer *x509.Certificate) bool {
+	if peer != nil {
+		return tlsconfig.CertNamesMeta(peer) == nil
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for id, p := range t.peers {
+		if id != t.id && peerlink.FromHost(c.RemoteAddr(), p.addr) {
+			return true
+		}
+	}
+	return false
+}
+
+// serveFrames is the acceptor's side of a connection. limit gives each
+// kind's frame limit (-1: a kind an acceptor does not take); check
+// judges the sender of a raft message; refuse counts what is
+// refused. A refused frame or raft message closes the connection. The
+// first frame must come within firstFrame; each next one, when idle is
+// not 0, within idle of the previous one.
+func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}, limit func(kind byte, n int) int, check func(uint64) bool, refuse func(int, error), ready func(), firstFrame, idle time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -243,20 +359,41 @@ func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struc
 		case <-ctx.Done():
 		}
 	}()
+	first := true
 	for {
-		kind, payload, err := wc.readFrame()
+		switch {
+		case first:
+			_ = wc.c.SetReadDeadline(time.Now().Add(firstFrame))
+		case idle > 0:
+			_ = wc.c.SetReadDeadline(time.Now().Add(idle))
+		default:
+			_ = wc.c.SetReadDeadline(time.Time{})
+		}
+		kind, payload, err := wc.readFrame(limit)
 		if err != nil {
+			switch {
+			case errors.Is(err, peerlink.ErrFrameTooLarge), errors.Is(err, errFrameKind):
+				refuse(refusedFrame, err)
+			case first && isTimeout(err):
+				refuse(refusedHandshake, err)
+			}
 			return
+		}
+		if first {
+			first = false
+			if ready != nil {
+				ready()
+			}
 		}
 		switch kind {
 		case frameRaft:
 			msgs, err := decodeRaftBatch(payload)
 			if err != nil {
-				lg.Warn().Err(err).Msg("bad raft frame; closing connection")
+				refuse(refusedFrame, err)
 				return
 			}
 			for _, m := range msgs {
-				if check != nil && !check(m) {
+				if !check(m.GetFrom()) {
 					return
 				}
 			}
@@ -265,12 +402,13 @@ func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struc
 			}
 		case frameRequest:
 			if len(payload) < 8 {
+				refuse(refusedFrame, errors.New("short request frame"))
 				return
 			}
 			id := binary.BigEndian.Uint64(payload)
 			var req Request
 			if err := json.Unmarshal(payload[8:], &req); err != nil {
-				lg.Warn().Err(err).Msg("bad request frame; closing connection")
+				refuse(refusedFrame, fmt.Errorf("request frame: %w", err))
 				return
 			}
 			go func() {
@@ -278,11 +416,45 @@ func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struc
 				body, _ := json.Marshal(resp)
 				_ = wc.writeFrame(frameResponse, id, body)
 			}()
-		default:
-			lg.Warn().Uint8("kind", kind).Msg("unknown frame; closing connection")
-			return
 		}
 	}
+}
+
+// peekRaftFrom reads, without consuming it, the sender (From) of the
+// first message of a raft frame whose kind byte was just read: protobuf
+// writes fields in number order, and From (3) comes before anything
+// large (entries 7, snapshot 9).
+func peekRaftFrom(r *bufio.Reader) (uint64, bool) {
+	b, _ := r.Peek(64)
+	if len(b) < 4 {
+		return 0, false
+	}
+	b = b[4:]
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+		if num == 3 && typ == protowire.VarintType {
+			v, n := protowire.ConsumeVarint(b)
+			return v, n > 0
+		}
+		if num > 3 {
+			return 0, false
+		}
+		n = protowire.ConsumeFieldValue(num, typ, b)
+		if n < 0 {
+			return 0, false
+		}
+		b = b[n:]
+	}
+	return 0, false
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // Send implements Transport.
@@ -482,8 +654,25 @@ func (c *caller) dial(ctx context.Context) (net.Conn, error) {
 		}
 		conn = tc
 	}
+	if c.id != 0 {
+		// A member's first frame at once, an empty raft batch (nothing
+		// for the acceptor to step, in any version): the acceptor counts
+		// a connection that has sent no frame against its handshake
+		// bound and closes it after FirstFrameTimeout, and a member's
+		// raft stream may have nothing to send for long.
+		_ = conn.SetWriteDeadline(time.Now().Add(tlsHandshakeTimeout))
+		_, err := conn.Write(emptyRaftFrame)
+		_ = conn.SetWriteDeadline(time.Time{})
+		if err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
+		}
+	}
 	return conn, nil
 }
+
+// emptyRaftFrame is a raft frame without messages.
+var emptyRaftFrame = []byte{0, 0, 0, 1, frameRaft}
 
 // conn returns the live connection for calls, dialling if needed.
 func (c *caller) conn(ctx context.Context) (*wireConn, error) {
@@ -569,15 +758,37 @@ func (w *wireConn) failPending() {
 	}
 }
 
-func (w *wireConn) readFrame() (byte, []byte, error) {
-	b, err := peerlink.ReadFrame(w.r, nil, maxFrame)
+// errFrameKind: a frame of a kind the reader does not take.
+var errFrameKind = errors.New("metastore: unexpected frame kind")
+
+// readFrame reads one frame; limit gives the largest frame (kind byte
+// included) of each kind, -1 for a kind not taken. The length and kind
+// are read first: a frame over its limit is refused before its body is
+// allocated.
+func (w *wireConn) readFrame(limit func(kind byte, n int) int) (byte, []byte, error) {
+	n, err := peerlink.ReadHeader(w.r)
 	if err != nil {
 		return 0, nil, err
 	}
-	if len(b) < 1 {
-		return 0, nil, errors.New("empty frame")
+	if n < 1 {
+		return 0, nil, fmt.Errorf("%w: empty frame", errFrameKind)
 	}
-	return b[0], b[1:], nil
+	kind, err := w.r.ReadByte()
+	if err != nil {
+		return 0, nil, err
+	}
+	max := limit(kind, n)
+	if max < 0 {
+		return 0, nil, fmt.Errorf("%w: %d", errFrameKind, kind)
+	}
+	if n > max {
+		return 0, nil, fmt.Errorf("%w: kind %d, %d bytes, limit %d", peerlink.ErrFrameTooLarge, kind, n, max)
+	}
+	b, err := peerlink.ReadBody(w.r, nil, n-1)
+	if err != nil {
+		return 0, nil, err
+	}
+	return kind, b, nil
 }
 
 func (w *wireConn) writeRaw(kind byte, payload []byte) error {
@@ -634,11 +845,19 @@ func (w *wireConn) call(ctx context.Context, req *Request) (*Response, error) {
 	}
 }
 
+// responseLimit: a dialer takes responses, from the node it dialled.
+func responseLimit(kind byte, _ int) int {
+	if kind == frameResponse {
+		return maxFrame
+	}
+	return -1
+}
+
 // readResponses is the dialer's reader: it routes responses to callers.
 func (w *wireConn) readResponses() {
 	defer w.close()
 	for {
-		kind, payload, err := w.readFrame()
+		kind, payload, err := w.readFrame(responseLimit)
 		if err != nil {
 			return
 		}

@@ -5,15 +5,14 @@ import (
 	"slices"
 
 	"github.com/rs/zerolog"
-	"go.etcd.io/raft/v3/confchange"
 	"go.etcd.io/raft/v3/raftpb"
-	"go.etcd.io/raft/v3/tracker"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/internal/peerlink"
+	"github.com/sluice-broker/sluice/internal/raftcheck"
 )
 
-// What a peer sends is checked before raft sees it. etcd raft trusts its
+// What a peer sends is checked before raft sees it (the rules both raft
+// groups share are internal/raftcheck's). etcd raft trusts its
 // messages: a heartbeat whose commit index is past the receiver's log
 // panics (raftLog.commitTo), a message with term 0 is taken for a local
 // one and skips the term checks, and any node that names itself as From
@@ -90,14 +89,17 @@ func peerMsgType(t raftpb.MessageType) bool {
 // type, the addressee, that From is the peer the connection belongs to,
 // and the term every message between nodes carries.
 func checkEnvelope(self uint64, from NodeID, m *raftpb.Message) (Refusal, bool) {
-	switch {
-	case !peerMsgType(m.GetType()):
-		return RefusedType, false
-	case m.GetTo() != self:
-		return RefusedTo, false
-	case from < 0 || m.GetFrom() != raftID(from) || m.GetFrom() == self:
+	if from < 0 {
 		return RefusedFrom, false
-	case m.GetTerm() == 0:
+	}
+	switch raftcheck.Envelope(self, raftID(from), m, peerMsgType) {
+	case raftcheck.Type:
+		return RefusedType, false
+	case raftcheck.To:
+		return RefusedTo, false
+	case raftcheck.From:
+		return RefusedFrom, false
+	case raftcheck.Term:
 		return RefusedTerm, false
 	}
 	return 0, true
@@ -123,10 +125,7 @@ func (r *Replica) checkLocked(m *raftpb.Message, mayDefer bool) (Refusal, bool, 
 		// would take another sender for the leader (and TimeoutNow makes
 		// this replica campaign at once, even from a higher term).
 		bs := r.rn.BasicStatus()
-		if m.GetTerm() == bs.GetTerm() && bs.Lead != 0 && bs.Lead != m.GetFrom() {
-			return RefusedNotLeader, false, nil
-		}
-		if m.GetType() == raftpb.MsgTimeoutNow && (m.GetTerm() != bs.GetTerm() || bs.Lead != m.GetFrom()) {
+		if !raftcheck.FromLeader(m, bs.GetTerm(), bs.Lead) {
 			return RefusedNotLeader, false, nil
 		}
 		if r.opts.Load().Mode == ModeAsync && !r.mayLead(m.GetFrom()) {
@@ -235,70 +234,25 @@ func (r *Replica) mayLead(id uint64) bool {
 	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id)
 }
 
-// validEntries: a MsgApp's entries follow its index one by one, their
-// terms do not decrease from its log term and none is past its term, and
-// each decodes as the storage will need it (a record batch, an empty
-// entry, or a configuration change).
+// validEntries: a MsgApp's entries are in sequence and of no future term
+// (raftcheck.Entries), and each normal entry decodes as the storage will
+// need it (a record batch, an empty entry, or a command).
 func validEntries(m *raftpb.Message) bool {
-	term, prev := m.GetTerm(), m.GetLogTerm()
-	if prev > term {
-		return false
-	}
-	idx := m.GetIndex()
-	for _, e := range m.GetEntries() {
-		idx++
-		if idx == 0 || e.GetIndex() != idx || e.GetTerm() < prev || e.GetTerm() > term || e.GetTerm() == 0 {
-			return false
+	return raftcheck.Entries(m, func(data []byte) error {
+		if isCommand(data) {
+			return nil
 		}
-		prev = e.GetTerm()
-		switch e.GetType() {
-		case raftpb.EntryNormal:
-			if len(e.GetData()) > 0 && !isCommand(e.GetData()) {
-				if _, err := parseBatch(e.GetData(), true); err != nil {
-					return false
-				}
-			}
-		case raftpb.EntryConfChange:
-			if err := proto.Unmarshal(e.GetData(), &raftpb.ConfChange{}); err != nil {
-				return false
-			}
-		case raftpb.EntryConfChangeV2:
-			if err := proto.Unmarshal(e.GetData(), &raftpb.ConfChangeV2{}); err != nil {
-				return false
-			}
-		default:
-			return false
-		}
-	}
-	return true
+		_, err := parseBatch(data, true)
+		return err
+	})
 }
 
-// validSnapshot: the snapshot's data is ours, its configuration is one
-// raft can restore (it panics on one it cannot) and holds this replica,
-// and it is not from a future term.
+// validSnapshot: the snapshot's metadata is one raft can install here
+// (raftcheck.Snapshot) and its data is ours.
 func (r *Replica) validSnapshot(m *raftpb.Message) bool {
-	s := m.GetSnapshot()
-	md := s.GetMetadata()
-	if s == nil || md.GetIndex() == 0 || md.GetTerm() == 0 || md.GetTerm() > m.GetTerm() {
+	if !raftcheck.Snapshot(m, raftID(r.host.cfg.Node)) {
 		return false
 	}
-	if _, _, err := decodeSnapshotData(s.GetData()); err != nil {
-		return false
-	}
-	cs := md.GetConfState()
-	self := raftID(r.host.cfg.Node)
-	if !slices.Contains(cs.GetVoters(), self) && !slices.Contains(cs.GetLearners(), self) && !slices.Contains(cs.GetVotersOutgoing(), self) {
-		return false
-	}
-	// What raft does with it (raft.restore), which panics where this
-	// returns false: rebuild the configuration and compare.
-	cfg, prs, err := confchange.Restore(confchange.Changer{
-		Tracker:   tracker.MakeProgressTracker(1, 0),
-		LastIndex: md.GetIndex(),
-	}, cs)
-	if err != nil {
-		return false
-	}
-	pt := tracker.ProgressTracker{Config: cfg, Progress: prs}
-	return raftpb.EnsureConfState(cs).Equivalent(pt.ConfState()) == nil
+	_, _, err := decodeSnapshotData(m.GetSnapshot().GetData())
+	return err == nil
 }

@@ -69,10 +69,13 @@ func (a *adminServer) handleMetaStatus(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	st := meta.Status()
 	json.NewEncoder(w).Encode(map[string]any{
 		"id":      meta.ID(),
 		"leader":  meta.Leader(),
 		"members": meta.Members(),
+		"term":    st.Term,
+		"commit":  st.Commit,
 	})
 }
 

@@ -16,7 +16,10 @@ type ListenConfig struct {
 	// handshake (TLS, a hello); more are closed at once, after OnBusy
 	// (optional) is told. 0 means no bound.
 	MaxHandshaking int
-	OnBusy         func(c net.Conn)
+	// MaxConns bounds the accepted connections open at once; more are
+	// closed at once, after OnBusy is told. 0 means no bound.
+	MaxConns int
+	OnBusy   func(c net.Conn)
 	// Logger gets a warning when Accept fails (at most one per 10 s).
 	Logger zerolog.Logger
 }
@@ -32,6 +35,7 @@ type Listener struct {
 	cfg ListenConfig
 
 	handshaking atomic.Int32
+	open        atomic.Int32 // accepted connections not yet closed
 	// AcceptErrors counts failed Accepts.
 	AcceptErrors atomic.Int64
 	lastLog      atomic.Int64
@@ -54,6 +58,9 @@ func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 
 // Addr is the bound address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
+
+// Open is the number of accepted connections not yet closed.
+func (l *Listener) Open() int { return int(l.open.Load()) }
 
 // Handshaking is the number of accepted connections in their handshake.
 func (l *Listener) Handshaking() int { return int(l.handshaking.Load()) }
@@ -108,6 +115,13 @@ func (l *Listener) accept(serve func(*Accepted)) {
 		}
 		b.Reset()
 		_ = SetAckTimeout(c, AckTimeout) // answers written back are bounded too
+		if max := l.cfg.MaxConns; max > 0 && int(l.open.Load()) >= max {
+			if l.cfg.OnBusy != nil {
+				l.cfg.OnBusy(c)
+			}
+			c.Close()
+			continue
+		}
 		if max := l.cfg.MaxHandshaking; max > 0 && int(l.handshaking.Add(1)) > max {
 			l.handshaking.Add(-1)
 			if l.cfg.OnBusy != nil {
@@ -123,9 +137,11 @@ func (l *Listener) accept(serve func(*Accepted)) {
 			return
 		}
 		a := &Accepted{Conn: c, l: l}
+		l.open.Add(1)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
+			defer l.open.Add(-1)
 			defer l.Untrack(c)
 			defer a.Ready()
 			serve(a)

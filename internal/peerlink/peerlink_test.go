@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -314,4 +315,31 @@ func TestListenerSurvivesEMFILE(t *testing.T) {
 		return nil
 	})
 	t.Logf("accept errors: %d", srv.l.AcceptErrors.Load())
+}
+
+// TestReadFrameGrowsAsBytesArrive: a frame declaring far more than it
+// sends costs what arrived, not the declared length; a whole large body
+// still reads back intact.
+func TestReadFrameGrowsAsBytesArrive(t *testing.T) {
+	const declared = 200 << 20
+	in := append(AppendHeader(nil, declared), make([]byte, 1000)...)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := ReadFrame(bytes.NewReader(in), nil, 256<<20)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, io.ErrUnexpectedEOF) {
+		t.Fatalf("error %v, want unexpected EOF", err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > 16<<20 { // far below the declared length; room for other goroutines
+		t.Fatalf("a %d-byte declared frame with 1000 bytes sent allocated %d bytes", declared, got)
+	}
+	body := make([]byte, 3<<20+7)
+	for i := range body {
+		body[i] = byte(i * 7)
+	}
+	got, err := ReadFrame(bytes.NewReader(append(AppendHeader(nil, len(body)), body...)), nil, 4<<20)
+	if err != nil || !bytes.Equal(got, body) {
+		t.Fatalf("large body: %v, equal %v", err, bytes.Equal(got, body))
+	}
 }
