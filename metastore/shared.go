@@ -260,35 +260,44 @@ func (a *applier) advanceSharedStart(c *command) result {
 // an object at or below it is refused, fenced), and they may be deleted.
 // Keys not of the writers' form are left out.
 func (a *applier) condemnSharedObjects(c *command) result {
+	out := unreferencedObjects(a.tx, c.Keys)
+	fence := a.tx.Bucket(bucketSharedFence)
+	for _, k := range out {
+		w, seq, _ := sharedObjectWriter(k)
+		if seq > getU64(fence.Get([]byte(w))) {
+			a.put(fence, []byte(w), u64(seq))
+		}
+	}
+	return result{Keys: out}
+}
+
+// unreferencedObjects returns, in their order and once each, the keys of
+// the writers' form that no chunk entry references. It scans the whole
+// chunk index.
+func unreferencedObjects(tx *bolt.Tx, keys []string) []string {
 	want := map[string]bool{}
-	for _, k := range c.Keys {
+	for _, k := range keys {
 		if _, _, ok := sharedObjectWriter(k); ok {
 			want[k] = true
 		}
 	}
 	if len(want) == 0 {
-		return result{}
+		return nil
 	}
-	cur := a.tx.Bucket(bucketSharedChunks).Cursor()
-	for k, v := cur.First(); k != nil; k, v = cur.Next() {
+	cur := tx.Bucket(bucketSharedChunks).Cursor()
+	for k, v := cur.First(); k != nil && len(want) > 0; k, v = cur.Next() {
 		var ch SharedChunk
 		mustUnmarshal(v, &ch)
 		delete(want, ch.Key)
 	}
-	fence := a.tx.Bucket(bucketSharedFence)
 	var out []string
-	for _, k := range c.Keys {
-		if !want[k] {
-			continue
+	for _, k := range keys {
+		if want[k] {
+			delete(want, k) // once, if listed twice
+			out = append(out, k)
 		}
-		delete(want, k) // once, if listed twice
-		w, seq, _ := sharedObjectWriter(k)
-		if seq > getU64(fence.Get([]byte(w))) {
-			a.put(fence, []byte(w), u64(seq))
-		}
-		out = append(out, k)
 	}
-	return result{Keys: out}
+	return out
 }
 
 // deleteSharedTopic drops every chunk entry and end offset of topic id.
@@ -407,6 +416,17 @@ func (c *Client) CondemnSharedObjects(ctx context.Context, keys []string) ([]str
 		return nil, err
 	}
 	return r.Keys, nil
+}
+
+// UnreferencedSharedObjects reads linearizably which of the objects keys
+// no chunk entry references now (without condemning them: one may be
+// committed right after; CondemnSharedObjects decides).
+func (c *Client) UnreferencedSharedObjects(ctx context.Context, keys []string) ([]string, error) {
+	resp, err := c.read(ctx, &readRequest{What: "shared_unreferenced", Keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Keys, nil
 }
 
 // SharedChunks reads a shared-mode partition linearizably: its start and

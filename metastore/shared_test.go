@@ -375,6 +375,10 @@ func TestSharedStartAndCondemn(t *testing.T) {
 	}
 	// Object 1 still holds partition 1's chunk; object 3 (a writer died
 	// before committing it) and object 2's sibling are not referenced.
+	unref, err := c.UnreferencedSharedObjects(ctx, []string{key(1), key(2), key(3), "data/x", key(3)})
+	if err != nil || fmt.Sprint(unref) != fmt.Sprint([]string{key(3)}) {
+		t.Fatalf("unreferenced: %v %v", unref, err)
+	}
 	got, err := c.CondemnSharedObjects(ctx, []string{key(1), key(2), key(3), "data/x", "other/1/1/1", key(3)})
 	if err != nil || fmt.Sprint(got) != fmt.Sprint([]string{key(3)}) {
 		t.Fatalf("condemn: %v %v", got, err)

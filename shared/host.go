@@ -25,6 +25,7 @@ type Catalog interface {
 	SharedChunks(ctx context.Context, topic metastore.TopicID, partition int32, from int64, max int) (metastore.SharedPartition, error)
 	AdvanceSharedStart(ctx context.Context, f metastore.Fence, topic metastore.TopicID, partition, epoch int32, offset int64) (int64, []string, error)
 	CondemnSharedObjects(ctx context.Context, keys []string) ([]string, error)
+	UnreferencedSharedObjects(ctx context.Context, keys []string) ([]string, error)
 }
 
 // Config wires a Host.

@@ -23,8 +23,12 @@ import (
 // referenced: neither by a partition that still holds another chunk of it
 // nor by a writer's commit still in flight.
 
-// gcPage bounds the object keys one condemn_shared_objects command carries.
-const gcPage = 1000
+// gcPage bounds the object keys one condemn_shared_objects command
+// carries, gcReadPage those one shared_unreferenced read asks about.
+const (
+	gcPage     = 1000
+	gcReadPage = 10000
+)
 
 // DeleteRecords moves the partition's start offset to offset (DeleteRecords;
 // the caller checked it against the high watermark) and returns the start
@@ -195,8 +199,20 @@ func (h *Host) CollectGarbage(ctx context.Context, now time.Time) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A read first, so the condemn commands (raft entries) carry only
+	// the objects unreferenced now, not every committed one.
+	var dead []string
+	for len(old) > 0 {
+		page := old[:min(len(old), gcReadPage)]
+		old = old[len(page):]
+		d, err := h.cfg.Catalog.UnreferencedSharedObjects(ctx, page)
+		if err != nil {
+			return 0, err
+		}
+		dead = append(dead, d...)
+	}
 	before := h.deletes.Load()
-	h.deleteUnreferenced(ctx, old)
+	h.deleteUnreferenced(ctx, dead)
 	return int(h.deletes.Load() - before), nil
 }
 
