@@ -202,7 +202,8 @@ func TestSharedRetention(t *testing.T) {
 // TestSharedGarbageCollection: an object a writer uploaded but never
 // committed (killed between its PUT and its commit) is deleted once it is
 // older than the grace period; committed objects and keys outside data/
-// stay, and an object once condemned can never be committed.
+// stay, and an object once condemned can never be committed; a deleted
+// topic's objects are collected.
 func TestSharedGarbageCollection(t *testing.T) {
 	e := newEnv(t)
 	h := e.host(1, 20*time.Millisecond)
@@ -241,5 +242,19 @@ func TestSharedGarbageCollection(t *testing.T) {
 	e.produceObject(1, "y", p0)
 	if got := values(t, p0); fmt.Sprint(got) != "[x x y]" {
 		t.Fatalf("partition after collection: %v", got)
+	}
+	// A deleted topic's objects are collected too.
+	if err := e.cat.DeleteTopic(e.ctx(), e.topic.ID); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := h.CollectGarbage(e.ctx(), time.Now().Add(2*time.Hour)); err != nil || n != 2 {
+		t.Fatalf("after deleting the topic: %d deleted, %v; want its 2 objects", n, err)
+	}
+	var left []string
+	if err := e.store.List(e.ctx(), "", func(o objstore.ObjectInfo) error { left = append(left, o.Key); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(left) != "[other/probe]" {
+		t.Fatalf("objects left: %v", left)
 	}
 }
