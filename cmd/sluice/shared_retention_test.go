@@ -241,3 +241,144 @@ func consumeFrom(t *testing.T, ctx context.Context, addr string, from map[int32]
 	}
 	return out
 }
+
+// TestSharedClusterRetention: the split cluster (3 meta, 3 write brokers,
+// 1 read broker) on one shared directory. DeleteRecords through the read
+// view is forwarded to the partition's writer and moves the low watermark
+// the read broker answers; retention.ms set small moves every partition's
+// earliest offset, as the read broker answers it, to its end, each writer
+// deleting its own objects; a consumer of the read view from offset 0 is
+// reset to the start and reads what is produced next.
+func TestSharedClusterRetention(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	shared := t.TempDir()
+	c := startTestClusterLayout(t, "shared", 1, clusterLayout{extra: fmt.Sprintf(
+		"shared.storage.type: dir\nshared.storage.dir: %s\nshared.upload.linger.ms: 20\nlog.retention.check.interval.ms: 500\nshared.gc.grace.ms: 3000\n", shared)})
+	const topic, parts = "ret", 3
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wcl, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wcl.Close()
+	wadm := kadm.NewClient(wcl)
+	if _, err := wadm.CreateTopic(ctx, parts, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitLeaders(t, wadm, topic, parts)
+	produce := func(from, n int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := from; i < from+n; i++ {
+			recs = append(recs, &kgo.Record{Partition: int32(i % parts), Value: []byte(fmt.Sprintf("r-%05d", i))})
+		}
+		if err := wcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, 600)
+	rcl, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rcl.Close()
+	radm := kadm.NewClient(rcl)
+	ends, err := radm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(p int32) int64 { o, _ := ends.Lookup(topic, p); return o.Offset }
+	if end(0) != 200 || end(1) != 200 || end(2) != 200 {
+		t.Fatalf("end offsets through the read view: %v", ends)
+	}
+	waitStarts := func(what string, want func(p int32) int64) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			starts, err := radm.ListStartOffsets(ctx, topic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ok := true
+			for p := int32(0); p < parts; p++ {
+				if o, _ := starts.Lookup(topic, p); o.Err != nil || o.Offset != want(p) {
+					ok = false
+				}
+			}
+			if ok {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: earliest offsets through the read view %v", what, starts)
+			}
+			time.Sleep(250 * time.Millisecond)
+		}
+	}
+
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: topic, Partition: 0, At: 50})
+	dr, err := radm.DeleteRecords(ctx, del)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, _ := dr.Lookup(topic, 0); r.Err != nil || r.LowWatermark != 50 {
+		t.Fatalf("DeleteRecords through the read view: %+v", r)
+	}
+	waitStarts("after DeleteRecords", func(p int32) int64 {
+		if p == 0 {
+			return 50
+		}
+		return 0
+	})
+
+	ms := "1000"
+	if _, err := wadm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Op: kadm.SetConfig, Name: "retention.ms", Value: &ms}}, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitStarts("after retention.ms=1000", end)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		left, _ := filepath.Glob(filepath.Join(shared, "data", "*", "*", "*"))
+		if len(left) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("objects left after retention: %v", left)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+
+	cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		topic: {0: kgo.NewOffset().At(0), 1: kgo.NewOffset().At(0), 2: kgo.NewOffset().At(0)}}),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cons.Close()
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	if fs := cons.PollFetches(pctx); fs.NumRecords() != 0 {
+		t.Fatalf("read %d records from an emptied topic", fs.NumRecords())
+	}
+	pcancel()
+	produce(600, 6)
+	got := map[int32][]int64{}
+	for n := 0; n < 6; {
+		fs := cons.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			got[r.Partition] = append(got[r.Partition], r.Offset)
+			n++
+		})
+	}
+	for p := int32(0); p < parts; p++ {
+		if len(got[p]) != 2 || got[p][0] != end(p) {
+			t.Fatalf("partition %d: read offsets %v after the reset, want 2 from %d", p, got[p], end(p))
+		}
+	}
+}
