@@ -33,6 +33,10 @@ type SharedStorage struct {
 	// SharedCacheMemoryBytes bounds the in-memory cache of chunk bytes
 	// Fetch reads from.
 	SharedCacheMemoryBytes int64 `mapstructure:"shared.cache.memory.bytes"`
+	// SharedGCGraceMs is how old an object of shared storage must be
+	// before garbage collection deletes it when no committed chunk
+	// references it (an upload whose commit never happened).
+	SharedGCGraceMs int64 `mapstructure:"shared.gc.grace.ms"`
 }
 
 // DefaultSharedStorage is no shared storage, with the upload and cache
@@ -43,6 +47,7 @@ func DefaultSharedStorage() SharedStorage {
 		SharedUploadBytes:         8 << 20,
 		SharedUploadLingerMs:      250,
 		SharedCacheMemoryBytes:    64 << 20,
+		SharedGCGraceMs:           3600000,
 	}
 }
 
@@ -71,6 +76,9 @@ func (s SharedStorage) validate() error {
 	}
 	if s.SharedCacheMemoryBytes < 1<<20 {
 		return fmt.Errorf("shared.cache.memory.bytes must be at least 1 MiB")
+	}
+	if s.SharedGCGraceMs < 1000 {
+		return fmt.Errorf("shared.gc.grace.ms must be at least 1000")
 	}
 	return nil
 }

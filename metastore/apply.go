@@ -245,6 +245,10 @@ func (a *applier) apply(c *command) (r result) {
 		return a.claimSharedLeader(c)
 	case opCommitSharedChunks:
 		return a.commitSharedChunks(c)
+	case opAdvanceSharedStart:
+		return a.advanceSharedStart(c)
+	case opCondemnSharedObjects:
+		return a.condemnSharedObjects(c)
 	case opAsyncPromote:
 		if err := a.asyncPromote(c); err != nil {
 			return fail(err)

@@ -135,6 +135,8 @@ type command struct {
 	Claim *AsyncClaim `json:"claim,omitempty"`
 	// Chunks is commit_shared_chunks' chunks (shared.go).
 	Chunks []SharedChunk `json:"chunks,omitempty"`
+	// Keys is condemn_shared_objects' object keys (shared.go).
+	Keys []string `json:"keys,omitempty"`
 }
 
 // result is what applying one command produced.
@@ -155,6 +157,9 @@ type result struct {
 	// Errs is commit_shared_chunks' answer: an error code per chunk, ""
 	// for a committed one.
 	Errs []string `json:"errs,omitempty"`
+	// Keys is advance_shared_start's and condemn_shared_objects'
+	// answer: object keys (shared.go).
+	Keys []string `json:"keys,omitempty"`
 }
 
 func encodeBatch(b *proposalBatch) []byte { return encodeBatchBinary(b) }

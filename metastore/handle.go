@@ -309,6 +309,8 @@ func (n *Node) read(r *readRequest) *Response {
 			return readTxns(tx, r, resp)
 		case "shared_chunks":
 			return readSharedChunks(tx, r, resp)
+		case "shared_unreferenced":
+			resp.Keys = unreferencedObjects(tx, r.Keys)
 		case "topic":
 			a := &applier{tx: tx}
 			if t, ok := a.topicByName(r.Name); ok {

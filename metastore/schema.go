@@ -60,7 +60,12 @@ import (
 //	               -> JSON SharedChunk: which object holds which offsets of
 //	               a shared-mode partition (shared.go)
 //	shared_ends    topic id (16 bytes) partition(u32) -> u64 the
-//	               partition's end offset (high watermark)
+//	               partition's end offset (high watermark), then u64 its
+//	               start offset once retention or DeleteRecords moved it
+//	               (8 bytes before that)
+//	shared_condemned  "data/<node>/<incarnation>" -> u64 sequence: the
+//	               writer's objects up to it were condemned (deleted or
+//	               about to be) and are never committed again
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -83,6 +88,7 @@ var (
 	bucketSharedChunks  = []byte("shared_chunks")
 	bucketSharedEnds    = []byte("shared_ends")
 	bucketShareOwners   = []byte("share_owners")
+	bucketSharedFence   = []byte("shared_condemned")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -103,7 +109,7 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 // written by a version before it existed (restored, it starts empty).
 func laterBucket(name []byte) bool {
 	return string(name) == string(bucketSharedChunks) || string(name) == string(bucketSharedEnds) ||
-		string(name) == string(bucketShareOwners)
+		string(name) == string(bucketShareOwners) || string(name) == string(bucketSharedFence)
 }
 
 // stateBuckets are the state machine; a snapshot replaces exactly these.
@@ -111,7 +117,7 @@ var stateBuckets = [][]byte{
 	bucketMeta, bucketTopics, bucketTopicNames, bucketBrokers, bucketBrokerConfigs,
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
 	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
-	bucketGroupConfigs, bucketSharedChunks, bucketSharedEnds, bucketShareOwners,
+	bucketGroupConfigs, bucketSharedChunks, bucketSharedEnds, bucketShareOwners, bucketSharedFence,
 }
 
 func shareStateKey(id TopicID, partition int32) []byte {

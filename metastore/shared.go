@@ -6,6 +6,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	bolt "go.etcd.io/bbolt"
 )
@@ -21,8 +23,10 @@ import (
 // writer may still upload but never commit.
 
 const (
-	opClaimSharedLeader  op = "claim_shared_leader"
-	opCommitSharedChunks op = "commit_shared_chunks"
+	opClaimSharedLeader    op = "claim_shared_leader"
+	opCommitSharedChunks   op = "commit_shared_chunks"
+	opAdvanceSharedStart   op = "advance_shared_start"
+	opCondemnSharedObjects op = "condemn_shared_objects"
 )
 
 // SharedChunk is one partition's contiguous run of record batches inside
@@ -125,21 +129,180 @@ func (a *applier) commitSharedChunks(c *command) result {
 			errs[i] = errCode(ErrFenced)
 			continue
 		}
+		if a.condemned(ch.Key) {
+			// Garbage collection or retention condemned the object:
+			// it may be gone already, so it is never referenced.
+			errs[i] = errCode(fmt.Errorf("%w: object %s was condemned", ErrFenced, ch.Key))
+			continue
+		}
 		pk := sharedPartKey(ch.TopicID, ch.Partition)
-		end := int64(getU64(ends.Get(pk)))
+		end, start := sharedOffsets(ends.Get(pk))
 		if ch.BaseOffset != end || ch.LastOffset < ch.BaseOffset || ch.Len <= 0 || ch.Pos < 0 || ch.Key == "" {
 			errs[i] = errCode(fmt.Errorf("%w: chunk %d..%d of %s-%d, end offset %d", ErrInvalidRequest, ch.BaseOffset, ch.LastOffset, t.Name, ch.Partition, end))
 			continue
 		}
 		a.put(chunks, sharedChunkKey(ch.TopicID, ch.Partition, ch.BaseOffset), mustJSON(ch))
-		a.put(ends, pk, u64(uint64(ch.LastOffset+1)))
+		a.put(ends, pk, sharedOffsetsValue(ch.LastOffset+1, start))
 	}
 	return result{Errs: errs}
 }
 
+// sharedOffsets decodes a shared_ends value: the end offset, then the
+// start offset a retention or DeleteRecords stored (-1 when none did: the
+// start is then the first chunk's base offset, or 0).
+func sharedOffsets(v []byte) (end, start int64) {
+	if len(v) == 16 {
+		return int64(binary.BigEndian.Uint64(v)), int64(binary.BigEndian.Uint64(v[8:]))
+	}
+	return int64(getU64(v)), -1
+}
+
+func sharedOffsetsValue(end, start int64) []byte {
+	if start < 0 {
+		return u64(uint64(end))
+	}
+	return binary.BigEndian.AppendUint64(u64(uint64(end)), uint64(start))
+}
+
+// sharedObjectWriter splits an object key of shared storage,
+// "data/<node>/<incarnation>/<sequence>", into its writer's prefix and
+// its sequence; ok is false for any other key.
+func sharedObjectWriter(key string) (writer string, seq uint64, ok bool) {
+	parts := strings.Split(key, "/")
+	if len(parts) != 4 || parts[0] != "data" {
+		return "", 0, false
+	}
+	for _, p := range parts[1:3] {
+		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
+			return "", 0, false
+		}
+	}
+	seq, err := strconv.ParseUint(parts[3], 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return strings.Join(parts[:3], "/"), seq, true
+}
+
+// condemned says whether object key is at or below its writer's
+// condemned sequence.
+func (a *applier) condemned(key string) bool {
+	w, seq, ok := sharedObjectWriter(key)
+	if !ok {
+		return false
+	}
+	v := a.tx.Bucket(bucketSharedFence).Get([]byte(w))
+	return v != nil && seq <= getU64(v)
+}
+
+// advanceSharedStart moves the start offset of partition c.TopicID /
+// c.Partition to c.Count (retention, DeleteRecords), provided c.BrokerID,
+// registered with c.Inc, is its write leader in epoch c.Epoch (ErrFenced
+// otherwise: compare-and-set on the epoch, as a commit). An offset past
+// the end offset is ErrInvalidRequest; one at or below the start
+// changes nothing. The chunk entries wholly below the new start are
+// dropped (a chunk holding the start stays). The result's Int is the
+// start afterwards and its Keys the objects of the dropped chunks, which
+// the caller offers to condemn_shared_objects.
+func (a *applier) advanceSharedStart(c *command) result {
+	if b, ok := a.broker(c.BrokerID); !ok || b.Incarnation != c.Inc {
+		return result{Err: errCode(ErrFenced)}
+	}
+	if c.TopicID == nil {
+		return result{Err: errCode(ErrInvalidRequest)}
+	}
+	t, ok := a.topicByID(*c.TopicID)
+	if !ok || c.Partition < 0 || int(c.Partition) >= len(t.Partitions) {
+		return result{Err: errCode(ErrUnknownTopic)}
+	}
+	p := t.Partitions[c.Partition]
+	if c.Epoch != p.LeaderEpoch || c.BrokerID != p.Leader {
+		return result{Err: errCode(ErrFenced)}
+	}
+	ends := a.tx.Bucket(bucketSharedEnds)
+	pk := sharedPartKey(*c.TopicID, c.Partition)
+	end, stored := sharedOffsets(ends.Get(pk))
+	cur := a.tx.Bucket(bucketSharedChunks).Cursor()
+	start := max(stored, 0)
+	if k, _ := cur.Seek(pk); k != nil && bytes.HasPrefix(k, pk) {
+		start = max(start, int64(binary.BigEndian.Uint64(k[len(pk):])))
+	}
+	if c.Count > end {
+		return result{Err: errCode(fmt.Errorf("%w: offset %d past the end offset %d of %s-%d", ErrInvalidRequest, c.Count, end, t.Name, c.Partition))}
+	}
+	if c.Count <= start {
+		return result{Int: start}
+	}
+	var drop [][]byte
+	var keys []string
+	for k, v := cur.Seek(pk); k != nil && bytes.HasPrefix(k, pk); k, v = cur.Next() {
+		var ch SharedChunk
+		mustUnmarshal(v, &ch)
+		if ch.LastOffset >= c.Count {
+			break
+		}
+		drop = append(drop, slices.Clone(k))
+		if !slices.Contains(keys, ch.Key) {
+			keys = append(keys, ch.Key)
+		}
+	}
+	chunks := a.tx.Bucket(bucketSharedChunks)
+	for _, k := range drop {
+		a.del(chunks, k)
+	}
+	a.put(ends, pk, sharedOffsetsValue(end, c.Count))
+	return result{Int: c.Count, Keys: keys}
+}
+
+// condemnSharedObjects answers which of the objects c.Keys no chunk entry
+// references, and condemns them: their writers' condemned sequence moves
+// up to them, so no commit references them afterwards (a commit naming
+// an object at or below it is refused, fenced), and they may be deleted.
+// Keys not of the writers' form are left out.
+func (a *applier) condemnSharedObjects(c *command) result {
+	out := unreferencedObjects(a.tx, c.Keys)
+	fence := a.tx.Bucket(bucketSharedFence)
+	for _, k := range out {
+		w, seq, _ := sharedObjectWriter(k)
+		if seq > getU64(fence.Get([]byte(w))) {
+			a.put(fence, []byte(w), u64(seq))
+		}
+	}
+	return result{Keys: out}
+}
+
+// unreferencedObjects returns, in their order and once each, the keys of
+// the writers' form that no chunk entry references. It scans the whole
+// chunk index.
+func unreferencedObjects(tx *bolt.Tx, keys []string) []string {
+	want := map[string]bool{}
+	for _, k := range keys {
+		if _, _, ok := sharedObjectWriter(k); ok {
+			want[k] = true
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	cur := tx.Bucket(bucketSharedChunks).Cursor()
+	for k, v := cur.First(); k != nil && len(want) > 0; k, v = cur.Next() {
+		var ch SharedChunk
+		mustUnmarshal(v, &ch)
+		delete(want, ch.Key)
+	}
+	var out []string
+	for _, k := range keys {
+		if want[k] {
+			delete(want, k) // once, if listed twice
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // deleteSharedTopic drops every chunk entry and end offset of topic id.
-// The objects stay in shared storage until garbage collection (not built
-// yet) finds them unreferenced.
+// The objects stay in shared storage until garbage collection finds them
+// unreferenced.
 func (a *applier) deleteSharedTopic(id TopicID) {
 	for _, name := range [][]byte{bucketSharedChunks, bucketSharedEnds} {
 		b := a.tx.Bucket(name)
@@ -161,10 +324,11 @@ func readSharedChunks(tx *bolt.Tx, r *readRequest, resp *Response) error {
 		return ErrInvalidRequest
 	}
 	pk := sharedPartKey(*r.TopicID, r.Partition)
-	sp := &SharedPartition{EndOffset: int64(getU64(tx.Bucket(bucketSharedEnds).Get(pk)))}
+	end, stored := sharedOffsets(tx.Bucket(bucketSharedEnds).Get(pk))
+	sp := &SharedPartition{EndOffset: end, StartOffset: max(stored, 0)}
 	cur := tx.Bucket(bucketSharedChunks).Cursor()
 	if k, _ := cur.Seek(pk); k != nil && bytes.HasPrefix(k, pk) {
-		sp.StartOffset = int64(binary.BigEndian.Uint64(k[len(pk):]))
+		sp.StartOffset = max(sp.StartOffset, int64(binary.BigEndian.Uint64(k[len(pk):])))
 	}
 	max := r.Max
 	if max <= 0 {
@@ -226,6 +390,43 @@ func (c *Client) CommitSharedChunks(ctx context.Context, f Fence, chunks []Share
 		out[i] = codeErr(e)
 	}
 	return out, nil
+}
+
+// AdvanceSharedStart moves a shared-mode partition's start offset to
+// offset, fenced by the write leadership of broker f.Broker in epoch
+// (ErrFenced when another claim or a new incarnation came since; an
+// offset past the end is ErrInvalidRequest). It returns the start
+// afterwards and the objects whose chunks it dropped, for
+// CondemnSharedObjects.
+func (c *Client) AdvanceSharedStart(ctx context.Context, f Fence, topic TopicID, partition, epoch int32, offset int64) (int64, []string, error) {
+	r, err := c.write(ctx, command{Op: opAdvanceSharedStart, TopicID: &topic, Partition: partition, Epoch: epoch,
+		Count: offset, BrokerID: f.Broker, Inc: f.Incarnation})
+	if err != nil {
+		return 0, nil, err
+	}
+	return r.Int, r.Keys, nil
+}
+
+// CondemnSharedObjects returns which of the objects keys no chunk entry
+// references and makes sure none ever will (a commit naming one is
+// refused): those may be deleted from shared storage.
+func (c *Client) CondemnSharedObjects(ctx context.Context, keys []string) ([]string, error) {
+	r, err := c.write(ctx, command{Op: opCondemnSharedObjects, Keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	return r.Keys, nil
+}
+
+// UnreferencedSharedObjects reads linearizably which of the objects keys
+// no chunk entry references now (without condemning them: one may be
+// committed right after; CondemnSharedObjects decides).
+func (c *Client) UnreferencedSharedObjects(ctx context.Context, keys []string) ([]string, error) {
+	resp, err := c.read(ctx, &readRequest{What: "shared_unreferenced", Keys: keys})
+	if err != nil {
+		return nil, err
+	}
+	return resp.Keys, nil
 }
 
 // SharedChunks reads a shared-mode partition linearizably: its start and

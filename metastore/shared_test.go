@@ -301,3 +301,128 @@ func TestSharedCommitRace(t *testing.T) {
 	}
 	t.Logf("old leader committed %d before it was fenced, fenced %d times; new leader committed %d", out[0].committed, out[0].fenced, out[1].committed)
 }
+
+// TestSharedStartAndCondemn: advance_shared_start moves a partition's
+// start offset only for its write leader in its current epoch, refuses an
+// offset past the end, drops the chunk entries wholly below the new start
+// and names their objects; condemn_shared_objects answers the objects no
+// chunk references (an object still holding another partition's live
+// chunk is not one) and refuses every later commit naming one of them,
+// or an older object of the same writer. State survives a restart, and an
+// old end-offset value (no stored start) still decodes.
+func TestSharedStartAndCondemn(t *testing.T) {
+	dir := t.TempDir()
+	n, c, id, f1, f2 := sharedSetup(t, dir)
+	ctx := ctxT(t)
+	epoch := func(p int32) int32 {
+		top, _ := c.TopicByName("sh")
+		return top.Partitions[p].LeaderEpoch
+	}
+	ep0, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, epoch(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep1, err := c.ClaimSharedLeader(ctx, f1, "sh", 1, epoch(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(seq int) string { return fmt.Sprintf("data/1/%d/%020d", f1.Incarnation, seq) }
+	commit := func(chs ...SharedChunk) []error {
+		t.Helper()
+		errs, err := c.CommitSharedChunks(ctx, f1, chs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return errs
+	}
+	// Object 1 holds partition 0's 0..9 and partition 1's 0..4; object 2
+	// partition 0's 10..19.
+	if errs := commit(chunk(id, 0, ep0, 0, 9, key(1)), chunk(id, 1, ep1, 0, 4, key(1))); errs[0] != nil || errs[1] != nil {
+		t.Fatal(errs)
+	}
+	if errs := commit(chunk(id, 0, ep0, 10, 19, key(2))); errs[0] != nil {
+		t.Fatal(errs)
+	}
+	// An old state: partition 0's end offset stored as 8 bytes decodes
+	// with the start at the first chunk.
+	if sp, err := c.SharedChunks(ctx, id, 0, 0, 10); err != nil || sp.StartOffset != 0 || sp.EndOffset != 20 || len(sp.Chunks) != 2 {
+		t.Fatalf("before: %+v %v", sp, err)
+	}
+
+	for _, tc := range []struct {
+		name  string
+		f     Fence
+		epoch int32
+		off   int64
+		want  error
+	}{
+		{"not the leader", f2, ep0, 5, ErrFenced},
+		{"an old epoch", f1, ep0 - 1, 5, ErrFenced},
+		{"a stale incarnation", Fence{Broker: 1, Incarnation: f1.Incarnation + 1}, ep0, 5, ErrFenced},
+		{"past the end", f1, ep0, 21, ErrInvalidRequest},
+	} {
+		if _, _, err := c.AdvanceSharedStart(ctx, tc.f, id, 0, tc.epoch, tc.off); !errors.Is(err, tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	start, keys, err := c.AdvanceSharedStart(ctx, f1, id, 0, ep0, 15)
+	if err != nil || start != 15 || fmt.Sprint(keys) != fmt.Sprint([]string{key(1)}) {
+		t.Fatalf("advance to 15: %d %v %v", start, keys, err)
+	}
+	if sp, err := c.SharedChunks(ctx, id, 0, 0, 10); err != nil || sp.StartOffset != 15 || sp.EndOffset != 20 ||
+		len(sp.Chunks) != 1 || sp.Chunks[0].BaseOffset != 10 {
+		t.Fatalf("after advancing to 15: %+v %v", sp, err)
+	}
+	// Object 1 still holds partition 1's chunk; object 3 (a writer died
+	// before committing it) and object 2's sibling are not referenced.
+	unref, err := c.UnreferencedSharedObjects(ctx, []string{key(1), key(2), key(3), "data/x", key(3)})
+	if err != nil || fmt.Sprint(unref) != fmt.Sprint([]string{key(3)}) {
+		t.Fatalf("unreferenced: %v %v", unref, err)
+	}
+	got, err := c.CondemnSharedObjects(ctx, []string{key(1), key(2), key(3), "data/x", "other/1/1/1", key(3)})
+	if err != nil || fmt.Sprint(got) != fmt.Sprint([]string{key(3)}) {
+		t.Fatalf("condemn: %v %v", got, err)
+	}
+	// A commit naming a condemned object, or an older one of the same
+	// writer, is fenced; a newer one commits.
+	if errs := commit(chunk(id, 0, ep0, 20, 21, key(3))); !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("commit of a condemned object: %v", errs)
+	}
+	if errs := commit(chunk(id, 1, ep1, 5, 6, fmt.Sprintf("data/1/%d/%d", f1.Incarnation, 2))); !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("commit of an older object: %v", errs)
+	}
+	if errs := commit(chunk(id, 0, ep0, 20, 29, key(4))); errs[0] != nil {
+		t.Fatal(errs)
+	}
+	// Partition 1 moves past object 1: now no chunk references it.
+	if _, keys, err := c.AdvanceSharedStart(ctx, f1, id, 1, ep1, 5); err != nil || fmt.Sprint(keys) != fmt.Sprint([]string{key(1)}) {
+		t.Fatalf("advance partition 1: %v %v", keys, err)
+	}
+	if got, err := c.CondemnSharedObjects(ctx, []string{key(1)}); err != nil || fmt.Sprint(got) != fmt.Sprint([]string{key(1)}) {
+		t.Fatalf("condemn object 1: %v %v", got, err)
+	}
+	if sp, err := c.SharedChunks(ctx, id, 1, 0, 10); err != nil || sp.StartOffset != 5 || sp.EndOffset != 5 || len(sp.Chunks) != 0 {
+		t.Fatalf("partition 1 emptied: %+v %v", sp, err)
+	}
+	// The start stays where it was moved after the partition emptied
+	// and after later commits; an offset below it changes nothing.
+	if start, keys, err := c.AdvanceSharedStart(ctx, f1, id, 0, ep0, 30); err != nil || start != 30 || len(keys) != 2 {
+		t.Fatalf("advance to the end: %d %v %v", start, keys, err)
+	}
+	if errs := commit(chunk(id, 0, ep0, 30, 31, key(5))); errs[0] != nil {
+		t.Fatal(errs)
+	}
+	n.Close()
+	n = openSingle(t, dir)
+	c = n.Client()
+	if start, keys, err := c.AdvanceSharedStart(ctx, f1, id, 0, ep0, 12); err != nil || start != 30 || len(keys) != 0 {
+		t.Fatalf("advance below the start: %d %v %v", start, keys, err)
+	}
+	if sp, err := c.SharedChunks(ctx, id, 0, 0, 10); err != nil || sp.StartOffset != 30 || sp.EndOffset != 32 || len(sp.Chunks) != 1 {
+		t.Fatalf("after restart: %+v %v", sp, err)
+	}
+	if errs := commit(chunk(id, 1, ep1, 5, 6, key(3))); !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("condemned after restart: %v", errs)
+	}
+	n.Close()
+}

@@ -93,6 +93,8 @@ type readRequest struct {
 	TopicID   *TopicID `json:"tid,omitempty"`
 	Partition int32    `json:"p,omitempty"`
 	From      int64    `json:"from,omitempty"`
+	// Keys are the objects "shared_unreferenced" asks about.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Response answers a Request.
@@ -112,6 +114,8 @@ type Response struct {
 	ShareStates []ShareState `json:"shares,omitempty"`
 	// Shared answers "shared_chunks".
 	Shared *SharedPartition `json:"shared,omitempty"`
+	// Keys answers "shared_unreferenced".
+	Keys []string `json:"keys,omitempty"`
 
 	Events []event `json:"events,omitempty"`
 	Image  *image  `json:"image,omitempty"`

@@ -83,6 +83,6 @@ var (
 // Shared-storage errors (package shared).
 var (
 	// ErrSharedUnsupported: the request needs what shared-mode partitions
-	// do not do yet (transactions, DeleteRecords).
+	// do not do yet (transactions).
 	ErrSharedUnsupported = errors.New("shared: not supported on a shared-storage partition yet")
 )

@@ -176,4 +176,8 @@ type SharedHost interface {
 	Remove(k Key) error
 	// Keys lists the open partitions.
 	Keys() []Key
+	// ApplyRetention applies cfg's retention.ms and retention.bytes to
+	// partition k if this broker writes it; it returns how many chunks
+	// went.
+	ApplyRetention(k Key, cfg LogConfig, now time.Time) (int, error)
 }

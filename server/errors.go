@@ -80,9 +80,9 @@ func errorCode(err error) int16 {
 	case errors.Is(err, partition.ErrProposalDropped), errors.Is(err, partition.ErrBusy):
 		return kerr.RequestTimedOut.Code
 	case errors.Is(err, partition.ErrSharedUnsupported):
-		// Transactions and DeleteRecords on a shared-storage topic are
-		// not built: a request Kafka would serve, refused as invalid
-		// here rather than retried forever.
+		// Transactions on a shared-storage topic are not built: a
+		// request Kafka would serve, refused as invalid here rather
+		// than retried forever.
 		return kerr.InvalidRequest.Code
 	case errors.Is(err, partition.ErrReplicaFailed), errors.Is(err, partition.ErrLostCommitted), errors.Is(err, partition.ErrOldFormat), errors.Is(err, errNoSharedStorage):
 		return kerr.KafkaStorageError.Code

@@ -94,6 +94,27 @@ func (s *Server) RunRetention(ctx context.Context, every time.Duration) {
 					s.log.Info().Int("segments", n).Int64("log_start", p.LogStartOffset()).Msg("retention deleted segments")
 				}
 			}
+			s.applySharedRetention(now)
+		}
+	}
+}
+
+// applySharedRetention applies the topics' retention to the shared-mode
+// partitions this broker writes, with the same resolved configs a log
+// gets (logConfig).
+func (s *Server) applySharedRetention(now time.Time) {
+	if s.shared == nil {
+		return
+	}
+	for _, k := range s.shared.Keys() {
+		t, ok := s.catalog.TopicByID(k.TopicID)
+		if !ok || !isShared(t) {
+			continue
+		}
+		if n, err := s.shared.ApplyRetention(k, s.logConfig(t), now); err != nil {
+			s.log.Warn().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("shared retention")
+		} else if n > 0 {
+			s.log.Info().Str("topic", t.Name).Int32("partition", k.Index).Int("chunks", n).Msg("shared retention moved the start offset")
 		}
 	}
 }

@@ -51,9 +51,16 @@
 // (linearizable reads, at most one per partition every refreshEvery, and
 // a poll while fetches wait).
 //
+// Retention and DeleteRecords (retention.go) move the partition's start
+// offset in the metastore, on its writer only and fenced by its leader
+// epoch, and then delete the objects no chunk references any more; the
+// registered write broker with the lowest id sweeps the objects that were
+// uploaded but never committed once they are older than a grace period.
+// An object is condemned in the metastore before it is deleted, so no
+// commit can reference it afterwards.
+//
 // Not built yet: a disk cache and read-ahead, transactions (transactional
-// batches and markers are refused), DeleteRecords and retention,
-// compaction of small objects, garbage collection of uncommitted objects,
-// and a producer table rebuilt from more than the partition's last
+// batches and markers are refused), compaction of small objects, and a
+// producer table rebuilt from more than the partition's last
 // rebuildOffsets offsets.
 package shared

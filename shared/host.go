@@ -23,6 +23,9 @@ type Catalog interface {
 	ClaimSharedLeader(ctx context.Context, f metastore.Fence, topic string, partition, current int32) (int32, error)
 	CommitSharedChunks(ctx context.Context, f metastore.Fence, chunks []metastore.SharedChunk) ([]error, error)
 	SharedChunks(ctx context.Context, topic metastore.TopicID, partition int32, from int64, max int) (metastore.SharedPartition, error)
+	AdvanceSharedStart(ctx context.Context, f metastore.Fence, topic metastore.TopicID, partition, epoch int32, offset int64) (int64, []string, error)
+	CondemnSharedObjects(ctx context.Context, keys []string) ([]string, error)
+	UnreferencedSharedObjects(ctx context.Context, keys []string) ([]string, error)
 }
 
 // Config wires a Host.
@@ -43,7 +46,12 @@ type Config struct {
 	CacheBytes int64
 	// OpTimeout bounds one upload, commit or metastore read; 0: 30 s.
 	OpTimeout time.Duration
-	Logger    zerolog.Logger
+	// GCGrace is how old an object must be before garbage collection
+	// deletes it when no chunk references it (shared.gc.grace.ms); 0: an
+	// hour. The sweeping broker sweeps every quarter of it, from a second
+	// to five minutes.
+	GCGrace time.Duration
+	Logger  zerolog.Logger
 }
 
 // Host is one broker's shared partitions and their upload buffer. It
@@ -67,7 +75,7 @@ type Host struct {
 	wg   sync.WaitGroup
 
 	// Counters, for tests and metrics.
-	puts, commits, gets, putBytes atomic.Int64
+	puts, commits, gets, putBytes, deletes atomic.Int64
 }
 
 var _ partition.SharedHost = (*Host)(nil)
@@ -98,6 +106,9 @@ func NewHost(cfg Config) *Host {
 	if cfg.CacheBytes <= 0 {
 		cfg.CacheBytes = 64 << 20
 	}
+	if cfg.GCGrace <= 0 {
+		cfg.GCGrace = time.Hour
+	}
 	h := &Host{
 		cfg:   cfg,
 		cache: newCache(cfg.CacheBytes),
@@ -105,9 +116,10 @@ func NewHost(cfg Config) *Host {
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
-	h.wg.Add(2)
+	h.wg.Add(3)
 	go h.uploader()
 	go h.leadership()
+	go h.gc()
 	return h
 }
 
@@ -186,14 +198,15 @@ func (h *Host) Keys() []partition.Key {
 
 // Stats are the Host's counters since it started: objects written (one
 // PUT each), metastore commits that applied, ranged reads of chunks
-// (one GET each) and the bytes uploaded; CacheBytes is what the chunk
-// cache holds now.
-type Stats struct{ Puts, Commits, Gets, PutBytes, CacheBytes int64 }
+// (one GET each), the bytes uploaded and the objects deleted (retention,
+// DeleteRecords, garbage collection); CacheBytes is what the chunk cache
+// holds now.
+type Stats struct{ Puts, Commits, Gets, PutBytes, Deletes, CacheBytes int64 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
-		PutBytes: h.putBytes.Load(), CacheBytes: h.cache.bytes()}
+		PutBytes: h.putBytes.Load(), Deletes: h.deletes.Load(), CacheBytes: h.cache.bytes()}
 }
 
 func (h *Host) fence() metastore.Fence {

@@ -173,11 +173,6 @@ func (p *Partition) ProposeMarker(batch []byte, txnVersion int8, acks partition.
 	return nil, fmt.Errorf("%w: transaction marker", partition.ErrSharedUnsupported)
 }
 
-// DeleteRecords is not built for shared partitions.
-func (p *Partition) DeleteRecords(ctx context.Context, offset int64) (int64, error) {
-	return 0, fmt.Errorf("%w: DeleteRecords", partition.ErrSharedUnsupported)
-}
-
 // tryClaim claims the partition if it is not written here yet (Open, and
 // the leadership check).
 func (p *Partition) tryClaim() {
@@ -238,7 +233,8 @@ func (p *Partition) claimLocked() error {
 	p.gen++
 	p.writer, p.epoch, p.next, p.producers = true, epoch, sp.EndOffset, producers
 	p.mu.Lock()
-	p.start, p.end, p.refreshed = sp.StartOffset, sp.EndOffset, time.Now()
+	p.end, p.refreshed = sp.EndOffset, time.Now()
+	p.setStartLocked(sp.StartOffset)
 	p.mu.Unlock()
 	h.cfg.Logger.Info().Str("topic", p.topic).Int32("partition", p.key.Index).Int32("epoch", epoch).
 		Int64("end_offset", sp.EndOffset).Msg("leading shared partition")
@@ -381,7 +377,8 @@ func (p *Partition) refresh(maxAge time.Duration) {
 	if moved {
 		p.end = sp.EndOffset
 	}
-	p.start, p.refreshed = sp.StartOffset, time.Now()
+	p.refreshed = time.Now()
+	p.setStartLocked(sp.StartOffset)
 	if moved {
 		for w := range p.watchers {
 			select {

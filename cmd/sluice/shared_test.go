@@ -22,12 +22,16 @@ type sharedDev struct {
 	data, shared, kafka, admin string
 	cmd                        *exec.Cmd
 	log                        *os.File
+	extra                      []string // more --set flags
 }
 
 func (d *sharedDev) start(t *testing.T) {
 	t.Helper()
 	d.cmd = exec.Command(binPath, "dev", "--data-dir", d.data, "--kafka-addr", d.kafka, "--admin-addr", d.admin, "--log-format", "json",
 		"--set", "shared.storage.type=dir", "--set", "shared.storage.dir="+d.shared, "--set", "shared.upload.linger.ms=20")
+	for _, kv := range d.extra {
+		d.cmd.Args = append(d.cmd.Args, "--set", kv)
+	}
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	if err := d.cmd.Start(); err != nil {
 		t.Fatal(err)
