@@ -257,6 +257,13 @@ type Config struct {
 	// often expiry runs (offsets.retention.check.interval.ms).
 	OffsetsRetentionMinutes         int32 `mapstructure:"offsets.retention.minutes"`
 	OffsetsRetentionCheckIntervalMs int64 `mapstructure:"offsets.retention.check.interval.ms"`
+	// ProducerIDExpirationMs: a replica forgets an idempotent producer
+	// whose last batch in the partition is older, unless it has a
+	// transaction open there (Kafka's producer.id.expiration.ms);
+	// ProducerIDExpirationCheckIntervalMs is how often each broker checks
+	// (producer.id.expiration.check.interval.ms).
+	ProducerIDExpirationMs              int32 `mapstructure:"producer.id.expiration.ms"`
+	ProducerIDExpirationCheckIntervalMs int32 `mapstructure:"producer.id.expiration.check.interval.ms"`
 	// OffsetsCommitTimeoutMs bounds an offset commit's metastore write;
 	// past it the commit answers COORDINATOR_NOT_AVAILABLE and the client
 	// retries (Kafka's offsets.commit.timeout.ms, default 5000).
@@ -549,6 +556,9 @@ func Default() Config {
 		RaftEntryCacheMaxBytes:           32 << 20,
 		ReplicaLagTimeMaxMs:              30000,
 		Security:                         DefaultSecurity(),
+
+		ProducerIDExpirationMs:              86400000,
+		ProducerIDExpirationCheckIntervalMs: 600000,
 	}
 }
 
@@ -685,6 +695,12 @@ func (c Config) Validate() error {
 	}
 	if c.OffsetsRetentionCheckIntervalMs < 1 {
 		errs = append(errs, fmt.Errorf("offsets.retention.check.interval.ms must be at least 1"))
+	}
+	if c.ProducerIDExpirationMs < 1 {
+		errs = append(errs, fmt.Errorf("producer.id.expiration.ms must be at least 1"))
+	}
+	if c.ProducerIDExpirationCheckIntervalMs < 1 {
+		errs = append(errs, fmt.Errorf("producer.id.expiration.check.interval.ms must be at least 1"))
 	}
 	if c.OffsetsCommitTimeoutMs < 1 {
 		errs = append(errs, fmt.Errorf("offsets.commit.timeout.ms must be at least 1"))

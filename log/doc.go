@@ -245,12 +245,12 @@ only remove batches below the log end offset, which replay never touches.
 Close syncs the active segment and its indexes, then writes .clean-shutdown
 (temporary file, fsync, rename, directory fsync) holding a snapshot:
 
-	"SLCS" | version uint16 (3) | crc uint32 (CRC-32C of the rest)
+	"SLCS" | version uint16 (4) | crc uint32 (CRC-32C of the rest)
 	segments uint32, each: base, size, next, firstBatchMaxTs, maxTs,
 	                       maxTsBase, maxTsLast int64
 	epochs uint32, each:   epoch int32 | start int64
 	producers uint32, each: id int64 | epoch int16 | coordinator epoch int32 |
-	                       batches uint8, each:
+	                       last timestamp int64 | batches uint8, each:
 	                       firstSeq, lastSeq int32 | firstOffset, lastOffset int64
 	open txns uint32, each: producer id int64 | first offset int64
 	aborted uint32, each:  producer id, first offset, marker offset int64
@@ -308,14 +308,25 @@ and the aborted transactions (producer, first offset, ABORT marker
 offset), the content of Kafka's .txnindex. A marker's type is read from
 its first record. FirstUnstableOffset bounds the last stable offset the
 replica layer reports; AbortedTxns answers a read_committed fetch. Both
-follow TruncateTo, are in the clean-shutdown snapshot (version 3; an
+follow TruncateTo, are in the clean-shutdown snapshot (version 4; an
 older snapshot is not used and the log is walked instead) and are
 rebuilt from the log after a crash.
 Replicated batches update the state without checks, so every replica dedupes
 alike. The state comes from the clean-shutdown snapshot, or is rebuilt from batch
-headers after a crash and after TruncateTo. Not done yet: producer expiry
-(producer.id.expiration.ms; entries are never dropped)
-and periodic snapshots: after a crash Open reads every segment's headers,
+headers after a crash and after TruncateTo.
+
+Producer expiry (Kafka's producer.id.expiration.ms): each entry keeps the
+max timestamp of the producer's last batch, data or marker
+(ProducerEntry.LastTimestamp, in the snapshot and rebuilt from the headers
+like the rest). ProducerEntry.Expired is the rule, Kafka's
+isProducerExpired: no transaction open here and now - last timestamp >=
+the expiration. ExpireProducers drops such entries; the caller runs it
+periodically (producer.id.expiration.check.interval.ms) with its own
+clock, and after Open, so that a producer expired before a restart, whose
+entry the snapshot or the walk rebuilds with the same old timestamp, is
+dropped again before it serves anything. An expired producer's next
+batch is accepted at any sequence, as a producer never seen (KIP-360);
+nothing is checked per append. Not done yet: periodic snapshots: after a crash Open reads every segment's headers,
 and the state of a producer whose batches were all deleted by retention is
 then lost, so the producer is accepted as unknown.
 
@@ -510,7 +521,7 @@ each producer's next sequence. SLUICE_POWERLOSS_SEED=N replays a failure.
 
 An on-disk transaction index (the aborted transactions are kept in memory
 and in the clean-shutdown snapshot, see txn.go),
-producer expiry and periodic snapshots, tiered storage, and a
+periodic snapshots, tiered storage, and a
 fault-injecting file system: fault tests use real files, truncating and corrupting them between a
 simulated crash and the next Open, or rebuilding power-loss images from the
 recorded sync points (internal/powerloss); the only seams are syncFile and writeAt

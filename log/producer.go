@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
@@ -27,6 +28,22 @@ type ProducerEntry struct {
 	// ProducerStateEntry.coordinatorEpoch).
 	CoordEpoch int32
 	Batches    []ProducerBatch // oldest first, at most ProducerWindow
+	// LastTimestamp is the max timestamp of the producer's last batch
+	// here, data or marker (Kafka's ProducerStateEntry.lastTimestamp):
+	// what Expired compares with the clock.
+	LastTimestamp int64
+}
+
+// Expired is Kafka's ProducerStateManager.isProducerExpired, the one rule
+// every producer table applies: a producer with no transaction open here
+// (txnOpen false) whose last batch's timestamp is expiration or more
+// before now is forgotten. Its next batch is then taken at any sequence,
+// as from a producer never seen (Check). expiration <= 0 never expires.
+func (e *ProducerEntry) Expired(now time.Time, expiration time.Duration, txnOpen bool) bool {
+	if e == nil || expiration <= 0 || txnOpen {
+		return false
+	}
+	return now.UnixMilli()-e.LastTimestamp >= expiration.Milliseconds()
 }
 
 // ProducerState is what the log knows about one idempotent producer.
@@ -36,8 +53,8 @@ type ProducerState = partition.ProducerState
 type ProducerBatch = partition.ProducerBatch
 
 // producers is the per-partition idempotence state, a map from producer id.
-// It is rebuilt from batch headers on Open and after truncation, and entries
-// never expire (Kafka's producer.id.expiration.ms is not implemented).
+// It is rebuilt from batch headers on Open and after truncation; entries
+// leave it when ExpireProducers finds them expired (ProducerEntry.Expired).
 type producers map[int64]*ProducerEntry
 
 // Check applies Kafka's ProducerAppendInfo rules to a client batch h before
@@ -145,6 +162,7 @@ func (e *ProducerEntry) Update(h *protocol.BatchHeader, markerCoordEpoch int32) 
 		e.Epoch = h.ProducerEpoch
 		e.Batches = e.Batches[:0]
 	}
+	e.LastTimestamp = h.MaxTimestamp
 	if h.IsControl() {
 		if markerCoordEpoch >= 0 {
 			e.CoordEpoch = markerCoordEpoch
@@ -167,7 +185,7 @@ func (e *ProducerEntry) Clone() *ProducerEntry {
 	if e == nil {
 		return nil
 	}
-	return &ProducerEntry{Epoch: e.Epoch, CoordEpoch: e.CoordEpoch, Batches: slices.Clone(e.Batches)}
+	return &ProducerEntry{Epoch: e.Epoch, CoordEpoch: e.CoordEpoch, Batches: slices.Clone(e.Batches), LastTimestamp: e.LastTimestamp}
 }
 
 // check is Check (CheckMarker for a control batch, m its marker) against
@@ -198,7 +216,7 @@ func (p producers) state(id int64) (ProducerState, bool) {
 	if e == nil {
 		return ProducerState{}, false
 	}
-	s := ProducerState{Epoch: e.Epoch, LastSequence: -1, LastOffset: -1, CoordinatorEpoch: e.CoordEpoch}
+	s := ProducerState{Epoch: e.Epoch, LastSequence: -1, LastOffset: -1, CoordinatorEpoch: e.CoordEpoch, LastTimestamp: e.LastTimestamp}
 	if n := len(e.Batches); n > 0 {
 		s.LastSequence, s.LastOffset = e.Batches[n-1].LastSequence, e.Batches[n-1].LastOffset
 		s.Batches = slices.Clone(e.Batches)
@@ -210,10 +228,8 @@ func (p producers) state(id int64) (ProducerState, bool) {
 // DescribeProducers reports it.
 type ActiveProducer = partition.ActiveProducer
 
-// ActiveProducers returns every producer the log holds state for, by id.
-// The timestamps are read from the last batches' headers (one index
-// lookup and a few header reads each), so the clean-shutdown snapshot
-// needs no field for them.
+// ActiveProducers returns every producer the log holds state for, by id,
+// with the timestamp of its last batch as the table keeps it.
 func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
@@ -222,25 +238,37 @@ func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
 	}
 	out := make([]ActiveProducer, 0, len(l.producers))
 	for id, e := range l.producers {
-		ap := ActiveProducer{ID: id, Epoch: e.Epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1, CoordinatorEpoch: e.CoordEpoch}
+		ap := ActiveProducer{ID: id, Epoch: e.Epoch, LastSequence: -1, LastTimestamp: e.LastTimestamp, CurrentTxnStartOffset: -1, CoordinatorEpoch: e.CoordEpoch}
 		if first, open := l.txns.ongoing[id]; open {
 			ap.CurrentTxnStartOffset = first
 		}
 		if n := len(e.Batches); n > 0 {
-			last := e.Batches[n-1]
-			ap.LastSequence = last.LastSequence
-			if last.LastOffset >= l.logStart && last.LastOffset < l.leo {
-				_, _, h, found, err := l.locateLocked(last.LastOffset)
-				if err != nil {
-					return nil, err
-				}
-				if found && h.ProducerID == id {
-					ap.LastTimestamp = h.MaxTimestamp
-				}
-			}
+			ap.LastSequence = e.Batches[n-1].LastSequence
 		}
 		out = append(out, ap)
 	}
 	slices.SortFunc(out, func(a, b ActiveProducer) int { return cmp.Compare(a.ID, b.ID) })
 	return out, nil
+}
+
+// ExpireProducers forgets the producers ProducerEntry.Expired finds
+// expired at now (a producer with a transaction open here is kept) and
+// returns how many. It is the periodic sweep of
+// producer.id.expiration.check.interval.ms, and runs by the caller's clock:
+// each replica expires on its own. Closed or failed: none.
+func (l *Log) ExpireProducers(now time.Time, expiration time.Duration) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.usableLocked() != nil {
+		return 0
+	}
+	n := 0
+	for id, e := range l.producers {
+		_, open := l.txns.ongoing[id]
+		if e.Expired(now, expiration, open) {
+			delete(l.producers, id)
+			n++
+		}
+	}
+	return n
 }

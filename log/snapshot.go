@@ -18,22 +18,24 @@ import (
 // and no other does; otherwise Open falls back to the full recovery walk,
 // treating the shutdown as unclean. Correctness never depends on it.
 //
-//	"SLCS" | version uint16 (3) | crc uint32 (CRC-32C of everything after it)
+//	"SLCS" | version uint16 (4) | crc uint32 (CRC-32C of everything after it)
 //	segments uint32, each:  base, size, next, firstBatchMaxTs, maxTs,
 //	                        maxTsBase, maxTsLast int64
 //	epochs uint32, each:    epoch int32 | start int64
 //	producers uint32, each: id int64 | epoch int16 | coordinator epoch int32
-//	                        (version 3) | batches uint8, each:
+//	                        (version 3) | last timestamp int64 (version 4) |
+//	                        batches uint8, each:
 //	                        firstSeq, lastSeq int32 | firstOffset, lastOffset int64
 //	open txns uint32, each: producer id int64 | first offset int64 (version 2)
 //	aborted uint32, each:   producer id, first offset, marker offset int64 (version 2)
 //
 // A snapshot of an earlier version (1: before transactions, 2: before
-// the producers' coordinator epochs) is not used: Open walks the log
+// the producers' coordinator epochs, 3: before their last timestamps,
+// which producer expiry needs) is not used: Open walks the log
 // instead and finds the same state.
 const (
 	snapshotMagic   = "SLCS"
-	snapshotVersion = 3
+	snapshotVersion = 4
 )
 
 var errSnapshot = errors.New("log: clean-shutdown snapshot unusable")
@@ -58,6 +60,7 @@ func (l *Log) encodeSnapshotLocked() []byte {
 		b = binary.BigEndian.AppendUint64(b, uint64(id))
 		b = binary.BigEndian.AppendUint16(b, uint16(p.Epoch))
 		b = binary.BigEndian.AppendUint32(b, uint32(p.CoordEpoch))
+		b = binary.BigEndian.AppendUint64(b, uint64(p.LastTimestamp))
 		b = append(b, byte(len(p.Batches)))
 		for _, m := range p.Batches {
 			b = binary.BigEndian.AppendUint32(b, uint32(m.FirstSequence))
@@ -163,11 +166,11 @@ func (l *Log) loadSnapshot(bases []int64, now time.Time) error {
 	}
 	prods := producers{}
 	for n := int(r.u32()); n > 0 && !r.bad; n-- {
-		id, epoch, coordEpoch, nb := r.i64(), r.i16(), r.i32(), int(r.u8())
+		id, epoch, coordEpoch, ts, nb := r.i64(), r.i16(), r.i32(), r.i64(), int(r.u8())
 		if nb > ProducerWindow {
 			return fail("producer %d has %d batches", id, nb)
 		}
-		p := &ProducerEntry{Epoch: epoch, CoordEpoch: coordEpoch}
+		p := &ProducerEntry{Epoch: epoch, CoordEpoch: coordEpoch, LastTimestamp: ts}
 		for ; nb > 0; nb-- {
 			p.Batches = append(p.Batches, ProducerBatch{FirstSequence: r.i32(), LastSequence: r.i32(), FirstOffset: r.i64(), LastOffset: r.i64()})
 		}

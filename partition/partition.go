@@ -109,6 +109,10 @@ type Replica interface {
 	// ApplyRetention deletes the segments retention.ms and
 	// retention.bytes let go and returns how many.
 	ApplyRetention(now time.Time) (int, error)
+	// ExpireProducers forgets the idempotent producers idle longer than
+	// producer.id.expiration.ms by now, without a transaction open here,
+	// and returns how many.
+	ExpireProducers(now time.Time) int
 
 	// Async master/replica (replication.mode=async).
 

@@ -155,6 +155,9 @@ type ProducerState struct {
 	// CoordinatorEpoch is the coordinator epoch of the producer's last
 	// transaction marker in this log, -1 before one.
 	CoordinatorEpoch int32
+	// LastTimestamp is the max timestamp of the producer's last batch in
+	// this log (data or marker), what producer expiry compares.
+	LastTimestamp int64
 }
 
 // ProducerBatch is one retained batch of an idempotent producer.
@@ -171,8 +174,8 @@ type ActiveProducer struct {
 	// LastSequence is the last sequence of the producer's last batch in
 	// its current epoch, -1 if none.
 	LastSequence int32
-	// LastTimestamp is the max timestamp of that batch (Kafka's
-	// ProducerStateEntry.lastTimestamp), -1 if none or no longer stored.
+	// LastTimestamp is the max timestamp of the producer's last batch,
+	// data or marker (Kafka's ProducerStateEntry.lastTimestamp).
 	LastTimestamp int64
 	// CurrentTxnStartOffset is the first offset of the producer's open
 	// transaction in this log, -1 if none.

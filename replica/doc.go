@@ -247,6 +247,11 @@
 // (log.ErrCoordinatorFenced) and, sent with transaction version 2, one
 // whose producer epoch is not above the producer's, unless it is the
 // retry of the marker that bumped it (log.ProducerEntry.CheckMarker).
+// Producer expiry (Replica.ExpireProducers, every
+// producer.id.expiration.check.interval.ms, and when the replica opens,
+// truncates or installs a snapshot) drops entries log.ProducerEntry's
+// Expired finds idle from the log's state and the table under the
+// storage lock, by this replica's clock.
 //
 // # Files
 //
@@ -296,7 +301,10 @@
 // lastOffset i64), the table as of snapOffset; then "SLCE" | count u32 |
 // count x (id i64 | coordinator epoch i32) for the producers whose markers
 // set one (absent in snapshots of earlier versions, which decode with none;
-// earlier versions ignore it). The snapshot's metadata holds
+// earlier versions ignore it); then "SLTS" | count u32 | count x (id i64 |
+// last timestamp i64), each producer's last batch timestamp for expiry
+// (absent before: decoded with the decoding time, so such a producer
+// expires a full producer.id.expiration.ms later). The snapshot's metadata holds
 // the index, term and ConfState. It is a few hundred bytes: a replica behind
 // the leader's first index resets its log to start at snapOffset and gets
 // the entries after it by ordinary appends.

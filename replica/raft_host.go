@@ -55,6 +55,10 @@ type HostConfig struct {
 	// last) count in it too: over it, a group keeps only its last record
 	// and reads the others from raft.index.
 	EntryCacheBytes int64
+	// ProducerIDExpiration is producer.id.expiration.ms: a producer whose
+	// last batch in a partition is older, with no transaction open there,
+	// is forgotten by that replica (Replica.ExpireProducers); 0 never.
+	ProducerIDExpiration time.Duration
 	// OnLeaderChange is called by a worker (raftMu held) when a replica
 	// learns of a new leader or term; it must not block or call back into
 	// the Replica.
@@ -287,6 +291,8 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	}
 	st.budget = &h.cache
 	st.budget.add(st.metaBytes) // counted before the budget was known
+	st.prodExpiry = h.cfg.ProducerIDExpiration
+	st.expireProducers(time.Now())
 	hs := st.hs
 	applied := st.state.cur.applied &^ stateFlagPendingBit
 	applied = max(min(applied, hs.GetCommit()), st.snapIndex)

@@ -312,7 +312,7 @@ func TestRaftMarkerEpochs(t *testing.T) {
 		t.Fatalf("decoded %+v %+v, rest %d, %v", got[pid], got[5], len(rest), err)
 	}
 	old := tab.encode(100)
-	old = old[:len(old)-8-12] // without the section (magic, count, one entry)
+	old = old[:len(old)-(8+2*16)-(8+12)] // without the timestamps (magic, count, two entries) and this section (one entry)
 	got, rest, err = decodeProducers(old)
 	if err != nil || len(rest) != 0 || got[pid].CoordEpoch != -1 || got[pid].Epoch != 0 {
 		t.Fatalf("an old table decoded to %+v, rest %d, %v", got[pid], len(rest), err)

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/protocol"
@@ -42,7 +43,7 @@ func (p producerTable) seed(l *log.Log, id int64) *prodEntry {
 	if !ok {
 		return nil
 	}
-	e := &prodEntry{Epoch: st.Epoch, CoordEpoch: st.CoordinatorEpoch, Batches: st.Batches}
+	e := &prodEntry{Epoch: st.Epoch, CoordEpoch: st.CoordinatorEpoch, Batches: st.Batches, LastTimestamp: st.LastTimestamp}
 	p[id] = e
 	return e
 }
@@ -115,9 +116,13 @@ func (p producerTable) update(h *batchInfo, mk txnMarker) {
 // rest from the log. Format: count u32, then per producer id i64 | epoch
 // i16 | n u8 | n × (firstSeq i32 | lastSeq i32 | firstOffset i64 | lastOffset i64);
 // then the coordinator epochs of the producers whose markers set one:
-// "SLCE" | count u32 | count × (id i64 | coordinator epoch i32). A
-// snapshot from before the coordinator epochs ends after the producers
-// (decoded with none), and a decoder from before ignores the section.
+// "SLCE" | count u32 | count × (id i64 | coordinator epoch i32); then the
+// producers' last timestamps, for expiry: "SLTS" | count u32 | count ×
+// (id i64 | last timestamp i64). A snapshot from before a section ends
+// without it (decoded with no coordinator epochs, and with the decoding
+// time as every last timestamp: such a producer expires a full
+// producer.id.expiration.ms later, never earlier), and a decoder from
+// before ignores the sections it does not know.
 func (p producerTable) encode(upTo int64) []byte {
 	b := binary.BigEndian.AppendUint32(nil, uint32(len(p)))
 	for id, e := range p {
@@ -149,10 +154,19 @@ func (p producerTable) encode(upTo int64) []byte {
 		}
 	}
 	binary.BigEndian.PutUint32(b[n:], count)
+	b = binary.BigEndian.AppendUint32(b, timestampsMagic)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(p)))
+	for id, e := range p {
+		b = binary.BigEndian.AppendUint64(b, uint64(id))
+		b = binary.BigEndian.AppendUint64(b, uint64(e.LastTimestamp))
+	}
 	return b
 }
 
-const coordEpochsMagic = 0x534c4345 // "SLCE"
+const (
+	coordEpochsMagic = 0x534c4345 // "SLCE"
+	timestampsMagic  = 0x534c5453 // "SLTS"
+)
 
 var errBadSnapshot = errors.New("replica: malformed snapshot data")
 
@@ -163,12 +177,13 @@ func decodeProducers(b []byte) (producerTable, []byte, error) {
 	n := binary.BigEndian.Uint32(b)
 	b = b[4:]
 	p := producerTable{}
+	now := time.Now().UnixMilli()
 	for range n {
 		if len(b) < 11 {
 			return nil, nil, errBadSnapshot
 		}
 		id := int64(binary.BigEndian.Uint64(b))
-		e := &prodEntry{Epoch: int16(binary.BigEndian.Uint16(b[8:])), CoordEpoch: -1}
+		e := &prodEntry{Epoch: int16(binary.BigEndian.Uint16(b[8:])), CoordEpoch: -1, LastTimestamp: now}
 		k := int(b[10])
 		b = b[11:]
 		if len(b) < k*24 || k > log.ProducerWindow {
@@ -199,5 +214,33 @@ func decodeProducers(b []byte) (producerTable, []byte, error) {
 			}
 		}
 	}
+	if len(b) >= 8 && binary.BigEndian.Uint32(b) == timestampsMagic {
+		n := binary.BigEndian.Uint32(b[4:])
+		b = b[8:]
+		if uint64(len(b)) < uint64(n)*16 {
+			return nil, nil, errBadSnapshot
+		}
+		for range n {
+			id, ts := int64(binary.BigEndian.Uint64(b)), int64(binary.BigEndian.Uint64(b[8:]))
+			b = b[16:]
+			if e := p[id]; e != nil {
+				e.LastTimestamp = ts
+			}
+		}
+	}
 	return p, b, nil
+}
+
+// expire drops the entries log.ProducerEntry's Expired finds expired at
+// now (inOpenTxn says whether the producer has a transaction open in the
+// log) and returns how many.
+func (p producerTable) expire(now time.Time, expiration time.Duration, inOpenTxn func(int64) bool) int {
+	n := 0
+	for id, e := range p {
+		if e.Expired(now, expiration, inOpenTxn(id)) {
+			delete(p, id)
+			n++
+		}
+	}
+	return n
 }

@@ -1331,6 +1331,15 @@ func (r *Replica) ApplyRetention(now time.Time) (int, error) {
 	return n, r.st.compact(r.applied)
 }
 
+// ExpireProducers forgets the producers whose last batch here is older
+// than producer.id.expiration.ms (HostConfig.ProducerIDExpiration) at now,
+// by this replica's clock, unless they have a transaction open here, and
+// returns how many entries were dropped. The broker runs it every
+// producer.id.expiration.check.interval.ms; a closed replica drops none.
+func (r *Replica) ExpireProducers(now time.Time) int {
+	return r.st.expireProducers(now)
+}
+
 // DeleteRecordsBefore moves this replica's log start to offset (at most the
 // high watermark) and compacts the raft log to match. It is local: only
 // this replica moves (DeleteRecords moves every replica).

@@ -71,6 +71,9 @@ type raftStorage struct {
 
 	producers producerTable
 	snapProds []byte // producer table of the last installed snapshot
+	// prodExpiry is producer.id.expiration.ms (0: producers never
+	// expire); set once after openStorage.
+	prodExpiry time.Duration
 
 	// cache holds the most recently stored entries (contiguous, ending at
 	// the last index), as CockroachDB's raft entry cache does, so raft's
@@ -987,7 +990,30 @@ func (s *raftStorage) resetProducers() error {
 		}
 		s.producers[id] = e
 	}
+	s.expireProducersLocked(time.Now())
 	return nil
+}
+
+// expireProducersLocked applies producer expiry (log.ProducerEntry's
+// Expired) to the log's producer state and to the table at once, so that
+// seeding the table from the log never brings back what the table
+// expired. It returns how many entries left the table and the log. The
+// table is rebuilt with the old timestamps after Open, a truncation or a
+// snapshot, so each of them runs it too: a producer expired before is
+// dropped again before the replica checks a batch against it.
+func (s *raftStorage) expireProducersLocked(now time.Time) int {
+	if s.prodExpiry <= 0 {
+		return 0
+	}
+	n := s.log.ExpireProducers(now, s.prodExpiry)
+	return n + s.producers.expire(now, s.prodExpiry, s.log.InOpenTxn)
+}
+
+// expireProducers is expireProducersLocked for the periodic sweep.
+func (s *raftStorage) expireProducers(now time.Time) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.expireProducersLocked(now)
 }
 
 // saveHardState persists hs when its term or vote changed (MustSync); a
@@ -1085,6 +1111,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	s.cs = cloneCS(md.GetConfState())
 	s.snapProds = snap.GetData()
 	s.producers = prods
+	s.expireProducersLocked(time.Now())
 	return nil
 }
 

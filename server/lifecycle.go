@@ -119,6 +119,28 @@ func (s *Server) applySharedRetention(now time.Time) {
 	}
 }
 
+// RunProducerExpiry applies producer expiry (producer.id.expiration.ms) to
+// every hosted partition each interval until ctx ends: a periodic sweep, so
+// the write path checks nothing per batch.
+func (s *Server) RunProducerExpiry(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			n := 0
+			for _, r := range s.raft.Replicas() {
+				n += r.ExpireProducers(now)
+			}
+			if n > 0 {
+				s.log.Debug().Int("entries", n).Msg("expired idle producers")
+			}
+		}
+	}
+}
+
 // Cleaner is the log cleaner, which compacts the hosted partitions whose
 // topic has cleanup.policy=compact (the log package's Cleaner, given the
 // raft host's and the offsets logs' clean targets).

@@ -182,13 +182,14 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	})
 	reg.MustRegister(leaderChanges)
 	host, err = replica.NewHost(replica.HostConfig{
-		Node:            replica.NodeID(cfg.NodeID),
-		Dir:             filepath.Join(cfg.DataDir, "logs"),
-		Transport:       transport,
-		Flusher:         flusher,
-		Logger:          lg,
-		EntryCacheBytes: cfg.RaftEntryCacheMaxBytes,
-		MaxFollowerLag:  time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		Node:                 replica.NodeID(cfg.NodeID),
+		Dir:                  filepath.Join(cfg.DataDir, "logs"),
+		Transport:            transport,
+		Flusher:              flusher,
+		Logger:               lg,
+		EntryCacheBytes:      cfg.RaftEntryCacheMaxBytes,
+		MaxFollowerLag:       time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		ProducerIDExpiration: time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
 			leaderChanges.Inc()
 			publisher.publish(key, int32(leader), int32(term))
@@ -353,6 +354,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	go lease.Run(ctx)
 	go srv.RunRetention(ctx, time.Duration(cfg.LogRetentionCheckInterval)*time.Millisecond)
 	go groups.RunOffsetExpiry(ctx, time.Duration(cfg.OffsetsRetentionCheckIntervalMs)*time.Millisecond)
+	go srv.RunProducerExpiry(ctx, time.Duration(cfg.ProducerIDExpirationCheckIntervalMs)*time.Millisecond)
 	if cfg.LogCleanerEnable {
 		// The raft replicas, cleaned below their high watermarks keeping
 		// every batch (they are raft entries), and the compacted
