@@ -104,9 +104,9 @@ func TestSecureJava(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kafka-configs --alter --add-config: %v", toolErr(err, stderr))
 		}
-		// kafka-configs --describe of users also asks for client quotas
-		// (DescribeClientQuotas), which Sluice does not serve; the
-		// credentials are checked with DescribeUserScramCredentials.
+		// The credentials are checked with DescribeUserScramCredentials
+		// directly (kafka-configs' own --describe is in TestToolsClientQuotas'
+		// territory: it also asks for the users' client quotas).
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 		defer cancel()
 		d, err := kadm.NewClient(sb.client(t, scramAuth(secureAdmin, secureAdminPass, true))).DescribeUserSCRAMs(ctx, "carol")
