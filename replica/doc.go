@@ -240,8 +240,11 @@
 // inside the write); the table (raft_producers.go) is updated by every
 // replica from the batches it stores, in log order, so a follower that
 // becomes leader dedupes as the old leader did, and it travels in
-// snapshots. A producer the table has not seen since Open is seeded from
-// log.ProducerState, the log's window of its last five batches. The table
+// snapshots. A producer the table has not seen since Open or a truncation
+// is seeded from log.ProducerState, the log's window of its last five
+// batches, when the leader checks its batch or any replica stores one (a
+// follower that restarted and then stored only a producer's later batches
+// must still know the earlier ones when it leads). The table
 // also keeps the coordinator epoch of each producer's last transaction
 // marker: ProposeMarker refuses a marker with a lower one
 // (log.ErrCoordinatorFenced) and, sent with transaction version 2, one

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sluice-broker/sluice/partition"
+	"go.etcd.io/raft/v3/raftpb"
 )
 
 // copyTree copies a node's directory while its host runs: what a kill -9
@@ -314,6 +315,112 @@ func TestRaftIdempotenceFailover(t *testing.T) {
 	}
 	c.start(old)
 	c.converged(r.LastOffset+1, 10*time.Second)
+}
+
+// TestRaftIdempotenceFollowerRestart: a follower restarted while a
+// producer had batches in flight keeps the producer's whole window. It
+// opens with an empty producer table and then stores the producer's later
+// batches from the leader; its table must start from the log's window of
+// the earlier ones, not from those later batches alone, or, once it leads,
+// a retry of an earlier batch is refused as out of sequence (and clients
+// answer that by bumping their epoch and writing the batch again).
+func TestRaftIdempotenceFollowerRestart(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft}, slowElections)
+	batch := func(i int) []byte { return testBatch(fmt.Sprint("f", i), 2, 7, 3, int32(2*i)) }
+	var res []ProduceResult
+	for i := range 3 {
+		res = append(res, c.produce(batch(i), AcksAll))
+	}
+	c.converged(res[2].LastOffset+1, 10*time.Second)
+	ln, _ := c.leader()
+	f := NodeID(1)
+	for f == ln {
+		f++
+	}
+	c.stop(f)
+	for i := 3; i < 5; i++ {
+		res = append(res, c.produce(batch(i), AcksAll))
+	}
+	fr := c.start(f)
+	c.converged(res[4].LastOffset+1, 15*time.Second)
+	// The restarted follower's table, as it would check a retry if it led.
+	fr.st.mu.Lock()
+	fr.st.producers.seed(fr.log, 7)
+	pe := fr.st.producers.clone(7)
+	fr.st.mu.Unlock()
+	for i := range res {
+		h, _ := parseBatch(batch(i), true)
+		var dup *errDuplicate
+		if err := checkProducer(pe, &h, txnMarker{coordEpoch: -1}, 0); !errors.As(err, &dup) || dup.base != res[i].BaseOffset || dup.last != res[i].LastOffset {
+			t.Fatalf("restarted follower %d: retry of batch %d (offsets %d..%d): %v, want a duplicate", f, i, res[i].BaseOffset, res[i].LastOffset, err)
+		}
+	}
+	// Once it leads, the retries are answered with the original offsets.
+	checkFor(t, 15*time.Second, func() error {
+		_, lr := c.leader()
+		if lr == fr {
+			return nil
+		}
+		if err := lr.TransferLeadership(f); err != nil {
+			return err
+		}
+		return errors.New("transfer pending")
+	})
+	for _, i := range []int{0, 2, 4} {
+		r := c.produce(batch(i), AcksAll)
+		if !r.Duplicate || r.BaseOffset != res[i].BaseOffset || r.LastOffset != res[i].LastOffset {
+			t.Fatalf("retry of batch %d at the restarted follower, now leader: %+v, want a duplicate of %+v", i, r, res[i])
+		}
+	}
+	if r := c.produce(batch(5), AcksAll); r.Duplicate || r.BaseOffset <= res[4].LastOffset {
+		t.Fatalf("next batch: %+v", r)
+	}
+}
+
+// TestRaftIdempotenceAfterTruncation: storage that cuts a divergent tail
+// and then stores a new leader's entries with batches of a producer keeps
+// the producer's window of the batches before the cut (the table is reset
+// by the truncation and starts again from the log's window).
+func TestRaftIdempotenceAfterTruncation(t *testing.T) {
+	c := oneNode(t)
+	batch := func(i int, v string) []byte { return testBatch(fmt.Sprint(v, i), 2, 7, 3, int32(2*i)) }
+	var res []ProduceResult
+	for i := range 5 {
+		res = append(res, c.produce(batch(i, "t"), AcksAll))
+	}
+	r := c.rep(1)
+	r.raftMu.Lock()
+	s := r.st
+	s.mu.Lock()
+	last := s.lastIndexLocked()
+	lm, err := s.metaAtLocked(last)
+	s.mu.Unlock()
+	if err != nil || lm.base != res[4].BaseOffset {
+		r.raftMu.Unlock()
+		t.Fatalf("last entry %+v (%v), want the last batch at %d", lm, err, res[4].BaseOffset)
+	}
+	// The last two batches are replaced by the same producer's batches
+	// 3 and 4 of a later term, as a new leader's log would have them.
+	var ents []*raftpb.Entry
+	for k, i := range []int{3, 4} {
+		ents = append(ents, &raftpb.Entry{Index: new(last - 1 + uint64(k)), Term: new(lm.term + 1), Type: new(raftpb.EntryNormal), Data: batch(i, "u")})
+	}
+	err = s.append(ents, nil)
+	s.mu.Lock()
+	s.producers.seed(r.log, 7)
+	pe := s.producers.clone(7)
+	s.mu.Unlock()
+	r.raftMu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		h, _ := parseBatch(batch(i, "t"), true)
+		var dup *errDuplicate
+		if err := checkProducer(pe, &h, txnMarker{coordEpoch: -1}, 0); !errors.As(err, &dup) || dup.base != res[i].BaseOffset {
+			t.Fatalf("after the truncation: retry of batch %d (offset %d): %v, want a duplicate", i, res[i].BaseOffset, err)
+		}
+	}
 }
 
 // Index records round-trip, raft's own entries with their kind and no

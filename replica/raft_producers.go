@@ -18,13 +18,18 @@ import (
 // it stores, in log order, and applies the log's rules to it
 // (log.ProducerEntry's Check and Update: one implementation of them).
 //
-// The table starts empty at Open and is seeded from log.ProducerState for a
-// producer it has not seen: the log's own window of the producer's last five
-// batches, rebuilt from the segments (or its snapshot) at open, so a retry
-// of any of them after a restart is answered as the duplicate it is. (With
-// only the last batch, an older retry was answered OUT_OF_ORDER_SEQUENCE,
-// on which clients bump their epoch and send the batch again: written
-// twice.)
+// The table starts empty at Open (and after a truncation) and is seeded
+// from log.ProducerState for a producer it has not seen: the log's own
+// window of the producer's last five batches, rebuilt from the segments (or
+// its snapshot) at open, so a retry of any of them after a restart is
+// answered as the duplicate it is. (With only the last batch, an older
+// retry was answered OUT_OF_ORDER_SEQUENCE, on which clients bump their
+// epoch and send the batch again: written twice.) It is seeded both where
+// the leader checks a batch and where any replica stores one, before the
+// log has it: a follower restarted while a producer had batches in flight
+// that then stored the producer's later batches from the leader would
+// otherwise hold those alone, and, once leader, refuse a retry of an
+// earlier one as out of sequence.
 
 // prodEntry is one producer's state; the rules are log.ProducerEntry's
 // Check and Update, the same the log applies inside Append.

@@ -851,6 +851,17 @@ func (s *raftStorage) append(ents []*raftpb.Entry, ref func([]byte) ([]byte, err
 			stamp(b, next, int32(term))
 			h.BaseOffset, h.LeaderEpoch = next, int32(term)
 		}
+		if h.ProducerID >= 0 {
+			// Before the log has the batch: a producer the table has not
+			// seen since Open, a truncation or a snapshot starts from the
+			// log's window of its earlier batches, not from this one
+			// alone. Otherwise a replica restarted (or truncated) while
+			// the producer had batches in flight, once leader, finds its
+			// older retries out of sequence and answers
+			// OUT_OF_ORDER_SEQUENCE, on which clients bump their epoch
+			// and write them again.
+			s.producers.seed(s.log, h.ProducerID)
+		}
 		if err := s.log.AppendReplicated(b); err != nil {
 			return fmt.Errorf("replica: storing raft entry %d at offset %d: %w", e.GetIndex(), next, err)
 		}
