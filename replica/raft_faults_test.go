@@ -501,3 +501,34 @@ func TestRaftWipedReplicaRefusesCommitPastLog(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftSnapshotCarriesIdleProducers: a raft snapshot carries every
+// producer the log holds state for, not only those the replica's table
+// has seen since it opened. A producer idle since a restart was missing
+// from it, and a replica caught up by that snapshot, once leader, would
+// have taken a late retry of that producer's batch for a new one.
+func TestRaftSnapshotCarriesIdleProducers(t *testing.T) {
+	c := oneNode(t)
+	for i := range 3 {
+		c.produce(testBatch(fmt.Sprint("idle", i), 2, 7, 3, int32(2*i)), AcksAll)
+	}
+	c.stop(1)
+	c.start(1)
+	c.leader()
+	c.produce(c.idem("busy", 2), AcksAll) // a producer the table has seen since
+	r := c.rep(1)
+	snap, err := r.st.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, prods, err := decodeSnapshotData(snap.GetData())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := prods[7]; e == nil || e.Epoch != 3 {
+		t.Fatalf("the snapshot's producer 7: %+v, want epoch 3 (idle since the restart)", e)
+	}
+	if prods[1000] == nil {
+		t.Fatal("the snapshot lacks the producer that wrote since the restart")
+	}
+}

@@ -681,6 +681,22 @@ func (s *raftStorage) FirstIndex() (uint64, error) {
 	return s.snapIndex + 1, nil
 }
 
+// seedProducersLocked loads into the table every producer the log holds
+// state for: the table only has those seen since Open, a truncation or a
+// snapshot, and a snapshot encodes the table. A producer idle since then
+// would otherwise be missing from the snapshot, and a replica caught up by
+// it, once leader, would take a late retry of one of its batches for a
+// new batch.
+func (s *raftStorage) seedProducersLocked() {
+	ps, err := s.log.ActiveProducers()
+	if err != nil {
+		return // a closed or failed log: the table is what there is
+	}
+	for _, p := range ps {
+		s.producers.seed(s.log, p.ID)
+	}
+}
+
 // Snapshot implements raft.Storage. A partition snapshot is small: where the
 // log starts (snapIndex+1 is the batch at snapOffset) and the producer table
 // as of that offset; the receiver resets its log there and gets the entries
@@ -692,6 +708,7 @@ func (s *raftStorage) Snapshot() (*raftpb.Snapshot, error) {
 }
 
 func (s *raftStorage) snapshotLocked() *raftpb.Snapshot {
+	s.seedProducersLocked()
 	data := binary.BigEndian.AppendUint32(nil, snapMagic)
 	data = binary.BigEndian.AppendUint64(data, uint64(s.snapOffset))
 	data = append(data, s.producers.encode(s.snapOffset)...)
@@ -1147,6 +1164,7 @@ func (s *raftStorage) compact(applied uint64) error {
 	rest := append([]entryMeta(nil), s.metas[k:]...)
 	next := gone.last + 1
 	// The snapshot's producer table is the table as of the new start.
+	s.seedProducersLocked()
 	snapData := binary.BigEndian.AppendUint32(nil, snapMagic)
 	snapData = binary.BigEndian.AppendUint64(snapData, uint64(next))
 	snapData = append(snapData, s.producers.encode(next)...)
