@@ -244,7 +244,8 @@
 // is seeded from log.ProducerState, the log's window of its last five
 // batches, when the leader checks its batch or any replica stores one (a
 // follower that restarted and then stored only a producer's later batches
-// must still know the earlier ones when it leads). The table
+// must still know the earlier ones when it leads), and every producer the
+// log holds state for is loaded before a snapshot encodes the table. The table
 // also keeps the coordinator epoch of each producer's last transaction
 // marker: ProposeMarker refuses a marker with a lower one
 // (log.ErrCoordinatorFenced) and, sent with transaction version 2, one
