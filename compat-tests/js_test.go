@@ -10,7 +10,8 @@ import (
 
 // kafkajs (2.2.4, from npm; js/package-lock.json), driven through
 // js/scenarios.js, one node process per scenario group (see matrix_test.go).
-// Install with `npm ci` in compat-tests/js, as .ci/run does.
+// `make test-setup` (run by `make test`) installs it with `npm ci` in
+// compat-tests/js.
 
 const jsClient = "kafkajs"
 

@@ -10,6 +10,8 @@ import (
 
 	pb "go.etcd.io/raft/v3/raftpb"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluice-broker/sluice/internal/peerlink"
 )
 
 // openTCPCluster opens a three-member group over the real TCP transport
@@ -45,16 +47,19 @@ func openTCPCluster(t *testing.T) map[uint64]*Node {
 // raftFrame encodes msgs as the TCP transport frames a raft batch.
 func raftFrame(t testing.TB, msgs ...*pb.Message) []byte {
 	t.Helper()
-	body := []byte{frameRaft}
+	var items []peerlink.Item
 	for _, m := range msgs {
 		b, err := proto.Marshal(m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		body = binary.BigEndian.AppendUint32(body, uint32(len(b)))
-		body = append(body, b...)
+		items = append(items, peerlink.Item{B: b})
 	}
-	return append(binary.BigEndian.AppendUint32(nil, uint32(len(body))), body...)
+	f, err := encodeRaftItems(nil, items)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
 }
 
 // forge dials addr and writes b.

@@ -67,23 +67,9 @@ func TestBootstrapUserPersists(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	adm := func(user, pass string) *kadm.Client {
-		t.Helper()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
-			kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
+		return scramAdmin(t, kafka, user, pass, kgo.DialTLSConfig(&tls.Config{RootCAs: pool}))
 	}
-	createACL := func(a *kadm.Client, group string) error {
-		t.Helper()
-		res, err := a.CreateACLs(ctx, kadm.NewACLs().Groups(group).Allow("User:app").Operations(kadm.OpRead))
-		if err != nil {
-			return err
-		}
-		return res[0].Err
-	}
+	createACL := func(a *kadm.Client, group string) error { return createGroupACL(ctx, a, group) }
 	if err := createACL(adm("root", "root-pw"), "before-restart"); err != nil {
 		t.Fatalf("the bootstrap user's CreateAcls: %v", err)
 	}
@@ -127,23 +113,8 @@ func TestClusterBootstrapUser(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	adm := func(addr, user, pass string) *kadm.Client {
-		t.Helper()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(cl.Close)
-		return kadm.NewClient(cl)
-	}
-	createACL := func(a *kadm.Client, group string) error {
-		t.Helper()
-		res, err := a.CreateACLs(ctx, kadm.NewACLs().Groups(group).Allow("User:app").Operations(kadm.OpRead))
-		if err != nil {
-			return err
-		}
-		return res[0].Err
-	}
+	adm := func(addr, user, pass string) *kadm.Client { return scramAdmin(t, addr, user, pass) }
+	createACL := func(a *kadm.Client, group string) error { return createGroupACL(ctx, a, group) }
 	up, err := adm(c.writeAddrs[0], "root", "root-pw").AlterUserSCRAMs(ctx, nil,
 		[]kadm.UpsertSCRAM{{User: "app", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "app-pw"}})
 	if err != nil || up["app"].Err != nil {
@@ -157,4 +128,25 @@ func TestClusterBootstrapUser(t *testing.T) {
 			t.Errorf("CreateAcls by a user without ACLs at %s: %v, want CLUSTER_AUTHORIZATION_FAILED", addr, err)
 		}
 	}
+}
+
+// scramAdmin is an admin client of addr authenticated as user with
+// SCRAM-SHA-512 (opts: TLS, say), closed when the test ends.
+func scramAdmin(t *testing.T, addr, user, pass string, opts ...kgo.Opt) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addr), kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism())}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+// createGroupACL allows User:app to read group, answering the ACL's own error.
+func createGroupACL(ctx context.Context, a *kadm.Client, group string) error {
+	res, err := a.CreateACLs(ctx, kadm.NewACLs().Groups(group).Allow("User:app").Operations(kadm.OpRead))
+	if err != nil {
+		return err
+	}
+	return res[0].Err
 }

@@ -181,35 +181,7 @@ func TestSharedDevRetention(t *testing.T) {
 
 	// A consumer from offset 0 is out of range: it resets to the start
 	// and reads the records produced next, at the old end offsets.
-	cons, err := kgo.NewClient(kgo.SeedBrokers(d.kafka), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-		"ret": {0: kgo.NewOffset().At(0), 1: kgo.NewOffset().At(0)}}),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cons.Close()
-	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
-	if fs := cons.PollFetches(pctx); fs.NumRecords() != 0 {
-		t.Fatalf("read %d records from an emptied topic", fs.NumRecords())
-	}
-	pcancel()
-	produce(1000, 10)
-	got := map[int32][]int64{}
-	for n := 0; n < 10; {
-		fs := cons.PollFetches(ctx)
-		if err := fs.Err0(); err != nil {
-			t.Fatal(err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			got[r.Partition] = append(got[r.Partition], r.Offset)
-			n++
-		})
-	}
-	for p := int32(0); p < 2; p++ {
-		if len(got[p]) != 5 || got[p][0] != end(p) {
-			t.Fatalf("partition %d: read offsets %v after the reset, want 5 from %d", p, got[p], end(p))
-		}
-	}
+	checkResetToStart(t, ctx, []string{d.kafka}, "ret", 2, func() { produce(1000, 10) }, 5, end)
 }
 
 // consumeFrom reads n records from the given partitions of "ret" and
@@ -352,8 +324,20 @@ func TestSharedClusterRetention(t *testing.T) {
 		time.Sleep(250 * time.Millisecond)
 	}
 
-	cons, err := kgo.NewClient(kgo.SeedBrokers(c.readAddrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
-		topic: {0: kgo.NewOffset().At(0), 1: kgo.NewOffset().At(0), 2: kgo.NewOffset().At(0)}}),
+	checkResetToStart(t, ctx, c.readAddrs, topic, parts, func() { produce(600, 6) }, 2, end)
+}
+
+// checkResetToStart: a consumer of topic's partitions from offset 0, out
+// of range once retention moved their start, reads nothing until produce
+// writes more; then it reads perPart records of each partition, the first
+// at the partition's end offset before (end): it reset to the start.
+func checkResetToStart(t *testing.T, ctx context.Context, addrs []string, topic string, parts int32, produce func(), perPart int, end func(int32) int64) {
+	t.Helper()
+	from := map[int32]kgo.Offset{}
+	for p := int32(0); p < parts; p++ {
+		from[p] = kgo.NewOffset().At(0)
+	}
+	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		t.Fatal(err)
@@ -364,9 +348,9 @@ func TestSharedClusterRetention(t *testing.T) {
 		t.Fatalf("read %d records from an emptied topic", fs.NumRecords())
 	}
 	pcancel()
-	produce(600, 6)
+	produce()
 	got := map[int32][]int64{}
-	for n := 0; n < 6; {
+	for n := 0; n < perPart*int(parts); {
 		fs := cons.PollFetches(ctx)
 		if err := fs.Err0(); err != nil {
 			t.Fatal(err)
@@ -377,8 +361,8 @@ func TestSharedClusterRetention(t *testing.T) {
 		})
 	}
 	for p := int32(0); p < parts; p++ {
-		if len(got[p]) != 2 || got[p][0] != end(p) {
-			t.Fatalf("partition %d: read offsets %v after the reset, want 2 from %d", p, got[p], end(p))
+		if len(got[p]) != perPart || got[p][0] != end(p) {
+			t.Fatalf("partition %d: read offsets %v after the reset, want %d from %d", p, got[p], perPart, end(p))
 		}
 	}
 }
