@@ -13,20 +13,17 @@ import (
 // with to another broker.
 var interBrokerMechanisms = map[string]bool{"PLAIN": true, "SCRAM-SHA-256": true, "SCRAM-SHA-512": true}
 
-// interBrokerListener is the listener name inter-broker requests go to:
+// InterBrokerListener is the listener name inter-broker requests go to
+// (docs/security.md, "Between brokers"):
 // inter.broker.listener.name, else the listener Kafka's
 // security.inter.broker.protocol names (the one named like the protocol),
 // else "" (each peer's first listener of the write or mixed view).
-func (c Config) interBrokerListener() string {
+func (c Config) InterBrokerListener() string {
 	if c.InterBrokerListenerName != "" {
 		return strings.ToUpper(strings.TrimSpace(c.InterBrokerListenerName))
 	}
 	return strings.ToUpper(strings.TrimSpace(c.SecurityInterBrokerProtocol))
 }
-
-// InterBrokerListener is the listener name set for inter-broker requests,
-// "" when none is (docs/security.md, "Between brokers").
-func (c Config) InterBrokerListener() string { return c.interBrokerListener() }
 
 // InterBroker is how this broker dials a peer's listener: the protocol the
 // peer registered for it, the TLS settings (the listener's ssl.* keys,
@@ -113,7 +110,7 @@ func (c Config) validateInterBroker() error {
 			}
 		}
 	}
-	if name := c.interBrokerListener(); name != "" {
+	if name := c.InterBrokerListener(); name != "" {
 		for _, l := range c.Listeners {
 			if strings.EqualFold(l.Name, name) {
 				if _, err := c.InterBroker(l.Name, l.Protocol); err != nil {

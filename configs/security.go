@@ -328,7 +328,7 @@ func (c Config) validateSecurity() error {
 		}
 		// The inter-broker listener's keys may be set on a broker that
 		// does not serve it (a read broker dialling write brokers).
-		found := strings.EqualFold(ln, c.interBrokerListener())
+		found := strings.EqualFold(ln, c.InterBrokerListener())
 		for _, l := range c.Listeners {
 			found = found || strings.EqualFold(l.Name, ln)
 		}

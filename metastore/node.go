@@ -138,10 +138,9 @@ func Open(cfg Config) (*Node, error) {
 	fsutil.Synced(dbPath)
 	// Images a crash left behind while a peer's snapshot was checked
 	// (guard.go).
-	if left, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshot.check-*")); len(left) > 0 {
-		for _, f := range left {
-			_ = os.Remove(f)
-		}
+	left, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshot.check-*"))
+	for _, f := range left {
+		_ = os.Remove(f)
 	}
 	// bbolt syncs the file it creates but not its directory entry: without
 	// this a power cut after the first start could lose the database while
@@ -344,9 +343,7 @@ func (n *Node) Refused() map[string]int64 {
 	out := map[string]int64{}
 	n.guard.refused.Snapshot(out, true)
 	if t, ok := n.tr.(*TCPTransport); ok {
-		for k, v := range t.Refused() {
-			out[k] += v
-		}
+		t.refused.Snapshot(out, true)
 	}
 	return out
 }

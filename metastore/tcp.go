@@ -320,7 +320,7 @@ func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate, ready fun
 	if t.fromMemberHost(wc.c, peer) {
 		idle = 0
 	}
-	serveFrames(wc, t.h, t.lg, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready, t.bounds.firstFrame, idle)
+	serveFrames(wc, t.h, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready, t.bounds.firstFrame, idle)
 }
 
 // fromMemberHost: the connection comes from a member's registered
@@ -349,7 +349,7 @@ func (t *TCPTransport) fromMemberHost(c net.Conn, peer *x509.Certificate) bool {
 // refused. A refused frame or raft message closes the connection. The
 // first frame must come within firstFrame; each next one, when idle is
 // not 0, within idle of the previous one.
-func serveFrames(wc *wireConn, h Handler, lg zerolog.Logger, closed <-chan struct{}, limit func(kind byte, n int) int, check func(uint64) bool, refuse func(int, error), ready func(), firstFrame, idle time.Duration) {
+func serveFrames(wc *wireConn, h Handler, closed <-chan struct{}, limit func(kind byte, n int) int, check func(uint64) bool, refuse func(int, error), ready func(), firstFrame, idle time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

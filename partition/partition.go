@@ -152,8 +152,8 @@ type Host interface {
 	// how many records were cut.
 	Follow(topic string, k Key, m Members, o Options, master NodeID, t Takeover) (Replica, int64, error)
 	// FollowJoining is Follow for a broker outside the group's initial
-	// configuration (as OpenJoining is Open).
-	FollowJoining(topic string, k Key, initial Members, o Options, master NodeID, t Takeover) (Replica, int64, error)
+	// configuration (as OpenJoining is Open); m is the current assignment.
+	FollowJoining(topic string, k Key, m Members, o Options, master NodeID, t Takeover) (Replica, int64, error)
 }
 
 // LocalLog is a plain partition log of this broker alone (no raft), as

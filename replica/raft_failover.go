@@ -148,9 +148,11 @@ func (h *Host) Follow(topic string, key Key, members Members, opts ReplicaOption
 // replica reassigned here, after a promotion. Its replica starts from the
 // new master's configuration as of the takeover, not from the initial
 // one: the configuration changes the log holds up to the takeover are
-// superseded, and the master it names leads.
-func (h *Host) FollowJoining(topic string, key Key, initial Members, opts ReplicaOptions, master NodeID, t Takeover) (*Replica, int64, error) {
-	return h.follow(topic, key, initial, opts, master, t, true)
+// superseded, and the master it names leads. members are the partition's
+// members now (the assignment), used when the replica is not open: the new
+// master's configuration holds those it added before the takeover.
+func (h *Host) FollowJoining(topic string, key Key, members Members, opts ReplicaOptions, master NodeID, t Takeover) (*Replica, int64, error) {
+	return h.follow(topic, key, members, opts, master, t, true)
 }
 
 func (h *Host) follow(topic string, key Key, members Members, opts ReplicaOptions, master NodeID, t Takeover, join bool) (*Replica, int64, error) {

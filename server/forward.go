@@ -32,8 +32,9 @@ import (
 // certificate, SASL with its inter-broker credentials
 // (docs/security.md, "Between brokers").
 type forwarder struct {
-	mu sync.Mutex
-	cl *kgo.Client
+	mu     sync.Mutex
+	cl     *kgo.Client
+	errLog *logLimiter // a client that cannot be built is built again at every forward
 }
 
 // shouldForward says whether a produce that failed with err here goes to
@@ -98,7 +99,12 @@ func (s *Server) forwardClient() (*kgo.Client, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(seeds...), kgo.ClientID("sluice-forward-" + strconv.Itoa(int(s.cfg.NodeID)))}
 	sec, err := s.interBrokerOpts(target)
 	if err != nil {
-		s.log.Error().Err(err).Str("listener", target.Name).Str("protocol", target.SecurityProtocol()).Msg("inter-broker client")
+		if s.fwd.errLog == nil {
+			s.fwd.errLog = everyFewSeconds()
+		}
+		if n, ok := s.fwd.errLog.allow(); ok {
+			s.log.Error().Err(err).Int("times", n).Str("listener", target.Name).Str("protocol", target.SecurityProtocol()).Msg("inter-broker client")
+		}
 		return nil, err
 	}
 	cl, err := kgo.NewClient(append(opts, sec...)...)

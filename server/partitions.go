@@ -79,7 +79,7 @@ func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Repl
 		// name the old master).
 		// The joiner's members are the assignment's: the new master's
 		// configuration holds every member added before the takeover.
-		follow, from := s.raft.FollowJoining, members(metastore.Partition{Voters: p.Voters, Learners: p.Learners})
+		follow, from := s.raft.FollowJoining, members(p)
 		if founder {
 			follow, from = s.raft.Follow, initial
 		}

@@ -4,6 +4,7 @@ import (
 	"hash/fnv"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -96,7 +97,7 @@ func viewEndpoint(b metastore.Broker, name, view string) (metastore.Endpoint, bo
 		if ep.View != view {
 			continue
 		}
-		if ep.Name == name {
+		if strings.EqualFold(ep.Name, name) {
 			return ep, true
 		}
 		if !found {

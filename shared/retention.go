@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
@@ -147,14 +146,15 @@ func (h *Host) ApplyRetention(k partition.Key, cfg partition.LogConfig, now time
 
 // deleteUnreferenced condemns keys in the metastore and deletes those no
 // chunk references. A failure leaves the rest to garbage collection.
-func (h *Host) deleteUnreferenced(ctx context.Context, keys []string) {
+func (h *Host) deleteUnreferenced(ctx context.Context, keys []string) int {
+	n := 0
 	for len(keys) > 0 {
 		page := keys[:min(len(keys), gcPage)]
 		keys = keys[len(page):]
 		dead, err := h.cfg.Catalog.CondemnSharedObjects(ctx, page)
 		if err != nil {
 			h.cfg.Logger.Warn().Err(err).Msg("condemning shared objects")
-			return
+			return n
 		}
 		for _, k := range dead {
 			if err := h.cfg.Store.Delete(ctx, k); err != nil {
@@ -162,8 +162,10 @@ func (h *Host) deleteUnreferenced(ctx context.Context, keys []string) {
 				continue
 			}
 			h.deletes.Add(1)
+			n++
 		}
 	}
+	return n
 }
 
 // gcSweeper says whether this broker sweeps shared storage: the registered
@@ -191,7 +193,7 @@ func (h *Host) gcSweeper() bool {
 func (h *Host) CollectGarbage(ctx context.Context, now time.Time) (int, error) {
 	var old []string
 	err := h.cfg.Store.List(ctx, "data/", func(o objstore.ObjectInfo) error {
-		if strings.HasPrefix(o.Key, "data/") && now.Sub(o.ModTime) > h.cfg.GCGrace {
+		if now.Sub(o.ModTime) > h.cfg.GCGrace {
 			old = append(old, o.Key)
 		}
 		return nil
@@ -211,12 +213,11 @@ func (h *Host) CollectGarbage(ctx context.Context, now time.Time) (int, error) {
 		}
 		dead = append(dead, d...)
 	}
-	before := h.deletes.Load()
-	h.deleteUnreferenced(ctx, dead)
-	return int(h.deletes.Load() - before), nil
+	return h.deleteUnreferenced(ctx, dead), nil
 }
 
-// gc sweeps shared storage on the sweeping broker every gcEvery.
+// gc sweeps shared storage on the sweeping broker every quarter of the
+// grace period (1 s to 5 min).
 func (h *Host) gc() {
 	defer h.wg.Done()
 	every := min(max(h.cfg.GCGrace/4, time.Second), 5*time.Minute)

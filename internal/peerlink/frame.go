@@ -42,14 +42,17 @@ func ReadHeader(r io.Reader) (int, error) {
 	return int(binary.BigEndian.Uint32(h[:])), nil
 }
 
-// growStep is the first allocation for a body that does not fit the
-// caller's buffer; it doubles from there as bytes arrive.
+// growStep is the smallest first allocation for a body that does not fit
+// the caller's buffer; it doubles from there as bytes arrive.
 const growStep = 64 << 10
 
 // ReadBody reads a frame's body of n bytes into buf when it is large
-// enough, and otherwise into a buffer that grows (doubling from 64 KiB)
-// as the bytes arrive: a peer that declares a huge frame and sends
-// nothing more holds 64 KiB, not the declared length.
+// enough, and otherwise into a buffer that grows as the bytes arrive,
+// doubling from twice buf's capacity (at least 64 KiB): a peer that
+// declares a huge frame and sends nothing more holds that much, not the
+// declared length, and a reader that reuses its buffer for a stream of
+// frames growing a little (a replication stream) allocates once per
+// doubling, not from 64 KiB again each time.
 func ReadBody(r io.Reader, buf []byte, n int) ([]byte, error) {
 	if cap(buf) >= n {
 		buf = buf[:n]
@@ -58,7 +61,7 @@ func ReadBody(r io.Reader, buf []byte, n int) ([]byte, error) {
 		}
 		return buf, nil
 	}
-	buf = make([]byte, 0, min(n, growStep))
+	buf = make([]byte, 0, min(n, max(growStep, 2*cap(buf))))
 	for len(buf) < n {
 		if len(buf) == cap(buf) {
 			nb := make([]byte, len(buf), min(n, 2*cap(buf)))
