@@ -104,6 +104,8 @@ func BrokerConfigs(c Config) []BrokerConfig {
 		{Name: "log.fsync", Value: c.LogFsync, Default: d.LogFsync, Type: TypeString,
 			Doc: "group: acks=all waits for a shared fdatasync; interval: flush every log.flush.interval.ms; never: page cache only."},
 		{Name: "log.flush.interval.ms", Value: itoa(c.LogFlushIntervalMs), Default: itoa(d.LogFlushIntervalMs), Type: TypeLong},
+		{Name: "log.cache.tail.bytes", Value: itoa(c.LogCacheTailBytes), Default: itoa(d.LogCacheTailBytes), Type: TypeLong,
+			Doc: "Bytes of each partition's synced active segment kept in the page cache; older synced bytes are dropped from it after each sync. 0 keeps everything cached."},
 		{Name: "log.wal.enable", Value: strconv.FormatBool(c.LogWAL), Default: strconv.FormatBool(d.LogWAL), Type: TypeBoolean,
 			Doc: "Make writes durable through one broker-wide write-ahead log rather than per-partition segment syncs."},
 		{Name: "log.cleaner.enable", Value: strconv.FormatBool(c.LogCleanerEnable), Default: strconv.FormatBool(d.LogCleanerEnable), Type: TypeBoolean,

@@ -350,6 +350,11 @@ type Config struct {
 	// p50 8 ms vs 25 ms), although the log package's micro-benchmarks
 	// favour the WAL for small batches; see log/doc.go.
 	LogWAL bool `mapstructure:"log.wal.enable"`
+	// LogCacheTailBytes is how much of each partition's synced active
+	// segment stays in the page cache; older synced bytes are dropped from
+	// it after each sync (drop-behind). 0 keeps everything cached, as
+	// Kafka does. See log.FlusherConfig.CacheTailBytes.
+	LogCacheTailBytes int64 `mapstructure:"log.cache.tail.bytes"`
 
 	// Metastore: this node's id in the metadata quorum and its peers
 	// ("id=host:port"), and the internal listener for raft and brokers.
@@ -550,6 +555,7 @@ func Default() Config {
 		LeaderImbalanceCheckSeconds:      300,
 		LogFsync:                         "group",
 		LogFlushIntervalMs:               1000,
+		LogCacheTailBytes:                16 << 20,
 		MetaID:                           1,
 		MetaLearnerGraceMs:               int64(15 * time.Minute / time.Millisecond),
 		BrokerSessionTimeoutMs:           10000,
@@ -780,6 +786,9 @@ func (c Config) Validate() error {
 	case "group", "interval", "never":
 	default:
 		errs = append(errs, fmt.Errorf("log.fsync %q is not group, interval or never", c.LogFsync))
+	}
+	if c.LogCacheTailBytes < 0 {
+		errs = append(errs, fmt.Errorf("log.cache.tail.bytes %d must not be negative", c.LogCacheTailBytes))
 	}
 	if err := c.validateSecurity(); err != nil {
 		errs = append(errs, err)

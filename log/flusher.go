@@ -61,6 +61,15 @@ type FlusherConfig struct {
 	// WALFileBytes is the size at which the WAL file is rotated (default
 	// 64 MiB); rotated files are deleted once checkpointed.
 	WALFileBytes int64
+	// CacheTailBytes, when positive, is how much of each log's synced
+	// active segment stays in the page cache: after a sync, the segment's
+	// bytes further than that behind the synced end are dropped from the
+	// cache (drop-behind, POSIX_FADV_DONTNEED), so appends reuse the pages
+	// just freed instead of growing the cache with data nobody reads soon.
+	// Readers within the tail (consumers keeping up, followers) still read
+	// from memory; older data is read from disk. Zero keeps everything
+	// cached. It takes effect only where logs are synced (not FlushNever).
+	CacheTailBytes int64
 }
 
 // Flusher is the broker-wide group-commit flusher shared by every Log opened

@@ -53,6 +53,10 @@ type Log struct {
 	// anything that closes or removes segment files, so a file is never
 	// closed under a sync. Lock order: syncMu, then mu.
 	syncMu sync.Mutex
+	// dropSeg and dropPos (under syncMu): the active segment's bytes below
+	// dropPos were synced and dropped from the page cache (drop-behind).
+	dropSeg *segment
+	dropPos int64
 
 	mu        sync.RWMutex
 	cfg       Config
@@ -762,7 +766,8 @@ func (l *Log) flush() {
 		}
 		return
 	}
-	target, f := l.leo, l.active().log
+	seg := l.active()
+	target, f, pos := l.leo, seg.log, seg.size
 	l.mu.RUnlock()
 	// Everything below target is in f or in a segment synced when it
 	// rolled, so syncing f alone makes target durable.
@@ -774,6 +779,33 @@ func (l *Log) flush() {
 		l.segmentSyncedLocked(target)
 	}
 	l.mu.Unlock()
+	if err == nil {
+		l.dropBehind(seg, pos)
+	}
+}
+
+// dropBehind drops from the page cache the bytes of seg, synced up to pos,
+// that lie more than the flusher's CacheTailBytes behind pos. Called with
+// syncMu held, which also keeps seg's file open. Dropping is advice: a
+// failure changes nothing but the cache, and is ignored.
+func (l *Log) dropBehind(seg *segment, pos int64) {
+	if l.flusher == nil || l.flusher.cfg.CacheTailBytes <= 0 {
+		return
+	}
+	if l.dropSeg != seg {
+		l.dropSeg, l.dropPos = seg, 0
+	}
+	// Drop whole 2 MiB-aligned steps: the page cache keeps a file in
+	// naturally aligned folios (up to 2 MiB), and a folio straddling the
+	// range's edge would stay; one call per sync would also drop only a few
+	// pages at a time.
+	const step = 2 << 20
+	end := (pos - l.flusher.cfg.CacheTailBytes) &^ (step - 1)
+	if end <= l.dropPos {
+		return
+	}
+	dropCache(seg.log, l.dropPos, end-l.dropPos)
+	l.dropPos = end
 }
 
 // WaitDurable blocks until every offset below offset is synced to disk under

@@ -465,6 +465,8 @@ func newFlusher(ctx context.Context, cfg configs.Config, lg zerolog.Logger) (*lo
 	fc := log.FlusherConfig{
 		Logger:   lg,
 		Interval: time.Duration(cfg.LogFlushIntervalMs) * time.Millisecond,
+		// Drop-behind: see log.FlusherConfig.CacheTailBytes.
+		CacheTailBytes: cfg.LogCacheTailBytes,
 	}
 	if cfg.LogWAL {
 		fc.Dir = filepath.Join(cfg.DataDir, "wal")
