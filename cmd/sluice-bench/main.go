@@ -520,7 +520,10 @@ func run(ctx context.Context, c *config) (*result, error) {
 			prod.errors.Add(1)
 			firstErr.CompareAndSwap(nil, "produce: "+err.Error())
 		} else {
-			sent := sentAt(r.Value)
+			// The send time is in the value too (consumers read it there),
+			// but the record's own timestamp is in memory the client just
+			// touched, while the value was last written when it was sent.
+			sent := int64(r.Timestamp.Sub(base))
 			if sent >= warmEndNs {
 				ackH.record(time.Duration(now() - sent))
 			}
@@ -568,7 +571,10 @@ func run(ctx context.Context, c *config) (*result, error) {
 					sched = int64(due.Sub(base))
 				}
 				v := pool.Get().([]byte)
-				sent := now()
+				sent := int64(t.Sub(base))
+				if perRate > 0 {
+					sent = now() // t is from before the wait
+				}
 				if sched == 0 {
 					sched = sent
 				} else if sent >= warmEndNs {
@@ -579,7 +585,10 @@ func run(ctx context.Context, c *config) (*result, error) {
 				binary.LittleEndian.PutUint64(v[8:], uint64(sched))
 				n := seq.Add(1) - 1
 				fillValue(c, v, n)
-				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Key: keyFor(c, n), Value: v}, promise)
+				// The timestamp is the send time (the client would read the
+				// clock again for it).
+				ts := base.Add(time.Duration(sent))
+				cl.Produce(ctx, &kgo.Record{Topic: c.Topic, Key: keyFor(c, n), Value: v, Timestamp: ts}, promise)
 				i++
 				if tx.produced(sent) {
 					start := tx.start
