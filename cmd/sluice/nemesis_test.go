@@ -98,7 +98,7 @@ func TestClusterNemesis(t *testing.T) {
 	if v := os.Getenv("SLUICE_NEMESIS_MODE"); v != "" {
 		mode = v
 	}
-	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{},
+	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{}, lin: newNemLin(),
 		kinds: []string{"kill", "kill", "pause", "reassign-crash"}}
 	n.run(rounds)
 }
@@ -179,6 +179,9 @@ type nemesis struct {
 	// commitErrs counts the group's failed commits this round, by error.
 	commitErrs map[string]int
 	tps        []nemTP
+	// lin: the group's commits and fetches, checked for linearizability
+	// at the end (nemesis_lin_test.go).
+	lin *nemLin
 }
 
 // wants says whether SLUICE_NEMESIS_FAULTS (unset: every fault) allows
@@ -418,6 +421,11 @@ func (n *nemesis) run(rounds int) {
 	n.checkCommits()
 	final := n.readAll(tps, end)
 	n.check(tps, final)
+	if ops, err := n.lin.check(2 * time.Minute); err != nil {
+		n.failf("%v", err)
+	} else {
+		t.Logf("NEMESIS committed offsets linearizable: %d commits and fetches checked", ops)
+	}
 }
 
 // onAck records a producer's outcome for one record.
@@ -502,20 +510,31 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 			continue
 		}
 		cctx, ccancel := context.WithTimeout(n.ctx, 5*time.Second)
+		call := n.lin.clock()
 		cl.CommitOffsetsSync(cctx, unc, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
 			if err != nil || resp == nil {
 				n.commitErrs[fmt.Sprint(err)]++
+				if req != nil {
+					for _, rt := range req.Topics {
+						for _, rp := range rt.Partitions {
+							n.lin.commit(id, nemTP{rt.Topic, rp.Partition}, rp.Offset, call, fmt.Errorf("commit: %v", err))
+						}
+					}
+				}
 				return
 			}
 			for _, rt := range resp.Topics {
 				for _, rp := range rt.Partitions {
+					tp := nemTP{rt.Topic, rp.Partition}
+					if o, ok := unc[rt.Topic][rp.Partition]; ok {
+						n.lin.commit(id, tp, o.Offset, call, kerr.ErrorForCode(rp.ErrorCode))
+					}
 					if rp.ErrorCode != 0 {
 						n.commitErrs[kerr.ErrorForCode(rp.ErrorCode).Error()]++
 						continue
 					}
-					tp := nemTP{rt.Topic, rp.Partition}
 					if o := unc[rt.Topic][rp.Partition].Offset; o > n.commitAcked[tp] {
 						n.commitAcked[tp] = o
 						if _, ok := n.firstCommit[tp]; !ok {
@@ -538,8 +557,10 @@ func (n *nemesis) checkCommits() {
 	n.mu.Unlock()
 	var resp kadm.OffsetResponses
 	var err error
+	var call int64
 	for range 10 {
 		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		call = n.lin.clock()
 		resp, err = n.radm.FetchOffsets(ctx, nemGroup)
 		cancel()
 		if err == nil {
@@ -558,6 +579,7 @@ func (n *nemesis) checkCommits() {
 			return
 		}
 		tp := nemTP{o.Topic, o.Partition}
+		n.lin.fetch(nemLinFetcher, tp, o.At, call)
 		if o.At < floor[tp] {
 			n.failf("group %s: %s committed offset %d, below the commit of %d acknowledged earlier", nemGroup, tp, o.At, floor[tp])
 		}

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// nemLin records the nemesis group's offset commits and fetches with their
+// call and return times, for a linearizability check of committed offsets
+// (each partition's committed offset a register: a commit writes it, a fetch
+// reads it) once the run ends. A commit whose outcome is unknown (a timeout,
+// a lost connection, an error that does not say the write was refused)
+// returns at +infinity: the checker may place it anywhere after its call,
+// including after everything else, that is never.
+type nemLin struct {
+	start time.Time
+	mu    sync.Mutex
+	ops   []porcupine.Operation
+}
+
+type nemLinIn struct {
+	fetch bool
+	tp    nemTP
+	value int64 // commit: the offset written
+}
+
+type nemLinOut struct {
+	value int64 // fetch: the offset read
+}
+
+// nemLinFetcher is the client id of the checker's own fetches (consumers
+// are 0, 1, ...).
+const nemLinFetcher = 100
+
+func newNemLin() *nemLin { return &nemLin{start: time.Now()} }
+
+func (l *nemLin) clock() int64 { return int64(time.Since(l.start)) }
+
+// commitRefused: errors with which the coordinator refuses a commit without
+// writing it (Kafka's group coordinator checks these before the write).
+// Anything else, timeouts and COORDINATOR_NOT_AVAILABLE included, may have
+// been written.
+func commitRefused(err error) bool {
+	for _, e := range []error{kerr.IllegalGeneration, kerr.UnknownMemberID, kerr.RebalanceInProgress,
+		kerr.FencedInstanceID, kerr.StaleMemberEpoch, kerr.GroupAuthorizationFailed, kerr.TopicAuthorizationFailed,
+		kerr.UnknownTopicOrPartition, kerr.OffsetMetadataTooLarge, kerr.InvalidCommitOffsetSize} {
+		if errors.Is(err, e) {
+			return true
+		}
+	}
+	return false
+}
+
+// commit records one partition's commit of offset, called at call: err nil
+// is a commit the coordinator acknowledged.
+func (l *nemLin) commit(client int, tp nemTP, offset, call int64, err error) {
+	if err != nil && commitRefused(err) {
+		return // not written: not an operation on the register
+	}
+	ret := l.clock()
+	if err != nil {
+		ret = math.MaxInt64
+	}
+	l.mu.Lock()
+	l.ops = append(l.ops, porcupine.Operation{ClientId: client, Input: nemLinIn{tp: tp, value: offset},
+		Call: call, Output: nemLinOut{}, Return: ret})
+	l.mu.Unlock()
+}
+
+// fetch records a successful fetch of tp's committed offset, called at call.
+func (l *nemLin) fetch(client int, tp nemTP, value, call int64) {
+	ret := l.clock()
+	l.mu.Lock()
+	l.ops = append(l.ops, porcupine.Operation{ClientId: client, Input: nemLinIn{fetch: true, tp: tp},
+		Call: call, Output: nemLinOut{value: value}, Return: ret})
+	l.mu.Unlock()
+}
+
+var nemLinModel = porcupine.Model{
+	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
+		by := map[nemTP][]porcupine.Operation{}
+		for _, op := range h {
+			tp := op.Input.(nemLinIn).tp
+			by[tp] = append(by[tp], op)
+		}
+		keys := make([]nemTP, 0, len(by))
+		for tp := range by {
+			keys = append(keys, tp)
+		}
+		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
+		out := make([][]porcupine.Operation, 0, len(keys))
+		for _, k := range keys {
+			out = append(out, by[k])
+		}
+		return out
+	},
+	// A partition with no commit yet is fetched as nothing, which the
+	// recorder leaves out, so the first state is "no value".
+	Init: func() any { return int64(-1) },
+	Step: func(state, input, output any) (bool, any) {
+		s, in := state.(int64), input.(nemLinIn)
+		if !in.fetch {
+			return true, in.value
+		}
+		return output.(nemLinOut).value == s, s
+	},
+	DescribeOperation: func(input, output any) string {
+		in := input.(nemLinIn)
+		if in.fetch {
+			return fmt.Sprintf("fetch %s -> %d", in.tp, output.(nemLinOut).value)
+		}
+		return fmt.Sprintf("commit %s %d", in.tp, in.value)
+	},
+}
+
+// check runs porcupine over the history (bounded by timeout): an error
+// names the partitions whose history no order explains; a check that ran
+// out of time is reported as such, not as a pass.
+func (l *nemLin) check(timeout time.Duration) (ops int, err error) {
+	l.mu.Lock()
+	h := append([]porcupine.Operation(nil), l.ops...)
+	l.mu.Unlock()
+	res := porcupine.CheckOperationsTimeout(nemLinModel, h, timeout)
+	switch res {
+	case porcupine.Ok:
+		return len(h), nil
+	case porcupine.Unknown:
+		return len(h), fmt.Errorf("the linearizability check of %d offset operations did not finish within %v", len(h), timeout)
+	}
+	var bad []string
+	// Name the partitions whose own history fails, each checked alone.
+	for _, part := range nemLinModel.Partition(h) {
+		if porcupine.CheckOperationsTimeout(nemLinModel, part, timeout) == porcupine.Illegal {
+			tp := part[0].Input.(nemLinIn).tp
+			var ops []string
+			for _, op := range part[max(0, len(part)-12):] {
+				ret := "?"
+				if op.Return != math.MaxInt64 {
+					ret = time.Duration(op.Return).String()
+				}
+				ops = append(ops, fmt.Sprintf("[%v,%s] client %d %s", time.Duration(op.Call), ret, op.ClientId,
+					nemLinModel.DescribeOperation(op.Input, op.Output)))
+			}
+			bad = append(bad, fmt.Sprintf("%s (%d operations; the last: %v)", tp, len(part), ops))
+		}
+	}
+	return len(h), fmt.Errorf("committed offsets are not linearizable: %v", bad)
+}
+
+// TestNemesisLinearizabilityChecker: the nemesis's offset checker passes
+// histories some order explains and fails one where a fetch, after an
+// acknowledged commit, returns an older offset; unknown outcomes and
+// refused commits are handled as documented above.
+func TestNemesisLinearizabilityChecker(t *testing.T) {
+	tp := nemTP{"t", 0}
+	at := func(_ *nemLin, d time.Duration) int64 { return int64(d) }
+	for _, tc := range []struct {
+		name string
+		ops  func(l *nemLin)
+		ok   bool
+	}{
+		{"acknowledged then read", func(l *nemLin) {
+			l.ops = append(l.ops,
+				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 5}, Call: at(l, 1), Output: nemLinOut{}, Return: at(l, 2)},
+				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 3), Output: nemLinOut{value: 5}, Return: at(l, 4)})
+		}, true},
+		{"read goes back after an acknowledged commit", func(l *nemLin) {
+			l.ops = append(l.ops,
+				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 3}, Call: at(l, 1), Output: nemLinOut{}, Return: at(l, 2)},
+				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 5}, Call: at(l, 3), Output: nemLinOut{}, Return: at(l, 4)},
+				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 5), Output: nemLinOut{value: 3}, Return: at(l, 6)})
+		}, false},
+		{"unknown commit seen later", func(l *nemLin) {
+			l.ops = append(l.ops,
+				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 7}, Call: at(l, 1), Output: nemLinOut{}, Return: math.MaxInt64},
+				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 5), Output: nemLinOut{value: 7}, Return: at(l, 6)})
+		}, true},
+		{"unknown commit never seen", func(l *nemLin) {
+			l.ops = append(l.ops,
+				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 2}, Call: at(l, 1), Output: nemLinOut{}, Return: at(l, 2)},
+				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 7}, Call: at(l, 3), Output: nemLinOut{}, Return: math.MaxInt64},
+				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 5), Output: nemLinOut{value: 2}, Return: at(l, 6)})
+		}, true},
+		{"refused commits are no writes", func(l *nemLin) {
+			l.commit(0, tp, 4, l.clock(), nil)
+			l.commit(1, tp, 9, l.clock(), kerr.IllegalGeneration)
+			l.fetch(100, tp, 9, l.clock()) // a refused commit was read back
+		}, false},
+		{"a timed-out commit may have been written", func(l *nemLin) {
+			l.commit(0, tp, 4, l.clock(), nil)
+			l.commit(1, tp, 9, l.clock(), kerr.CoordinatorNotAvailable)
+			l.fetch(100, tp, 9, l.clock())
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newNemLin()
+			tc.ops(l)
+			_, err := l.check(10 * time.Second)
+			if (err == nil) != tc.ok {
+				t.Fatalf("check: %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
