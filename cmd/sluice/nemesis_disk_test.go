@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -165,19 +166,13 @@ func (d *nemDisk) powerCut(t *testing.T, p *proc) string {
 	}
 	fsys.Close()
 	d.waitReleased(t)
-	// Mount it once here to see what survived (the journal replays now,
-	// as it would at the process's next mount), then let go of it.
-	look := d.mnt + ".look"
-	if err := os.MkdirAll(look, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := unix.Mount(d.loop, look, "ext4", 0, ""); err != nil {
-		t.Fatalf("%s: mounting %s after the power cut: %v", d.name, d.loop, err)
-	}
-	after := readTree(filepath.Join(look, "data"))
-	if err := unix.Unmount(look, 0); err != nil {
-		t.Fatalf("%s: unmount: %v", d.name, err)
-	}
+	// Mount it once to see what survived (the journal replays now, as it
+	// would at the process's next mount), then let go of it. The mount is
+	// made by a child in a mount namespace of its own: mounted in this
+	// process's namespace, it would be copied into the namespace of any
+	// process started meanwhile (ip netns exec makes one from it), which
+	// would then hold the file system for as long as it lives.
+	after := d.look(t)
 	d.waitReleased(t)
 	gone, shorter, changed, lost := 0, 0, 0, int64(0)
 	for path, b := range before {
@@ -210,6 +205,43 @@ func (d *nemDisk) powerCut(t *testing.T, p *proc) string {
 
 // readTree is the contents of every file, and every directory (empty),
 // under root.
+// look mounts the file system in a child's own mount namespace, reads its
+// data directory through /proc/<child>/root, and ends the child, which
+// takes the mount with it.
+func (d *nemDisk) look(t *testing.T) map[string][]byte {
+	t.Helper()
+	look := d.mnt + ".look"
+	if err := os.MkdirAll(look, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err != nil {
+		t.Fatalf("%s: %v", d.name, err)
+	}
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c",
+		`mount -t ext4 "$1" "$2" && echo mounted && exec sleep 600`, "sh", d.loop, look)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("%s: %v", d.name, err)
+	}
+	defer func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	}()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "mounted" {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("%s: mounting %s after the power cut: %s", d.name, d.loop, stderr.String())
+	}
+	return readTree(fmt.Sprintf("/proc/%d/root%s/data", cmd.Process.Pid, look))
+}
+
 func readTree(root string) map[string][]byte {
 	out := map[string][]byte{}
 	filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
