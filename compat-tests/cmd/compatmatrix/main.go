@@ -195,8 +195,8 @@ var notExpressible = map[string]map[string]string{
 	},
 	"java-tools": {
 		"txn-commit-abort": "Kafka's command-line tools have no producer that both commits and aborts transactions on request (kafka-producer-perf-test commits its transactions and never aborts one; kafka-transactions lists, describes and aborts other producers' hanging transactions); the java-client column is the same library",
-		"txn-offsets":      "Kafka's command-line tools never send consumed offsets with a transaction (no tool is a consume-transform-produce loop); the java-client column is the same library",
-		"txn-fencing":      "Kafka's command-line tools cannot hold a transaction open while a second producer of the same transactional.id starts (kafka-producer-perf-test ends each transaction itself); the java-client column is the same library",
+		"txn-offsets":      "no command-line tool commits one transaction and aborts the next on request: the only one that sends consumed offsets with its transactions, TransactionalMessageCopier (a class of the tools jar for Kafka's system tests, without a script), commits every batch it polls, or aborts one in three at random with --enable-random-aborts; the java-client column is the same library",
+		"txn-fencing":      "no command-line tool holds a transaction open until told to end it (kafka-producer-perf-test and TransactionalMessageCopier end each transaction as soon as its records are sent), so a second producer cannot start in the middle of one; the java-client column is the same library",
 	},
 }
 
