@@ -14,15 +14,17 @@ import (
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
-// TestKcatMatrix runs the basic scenarios and txn-commit-abort of the
-// matrix with kcat 1.7.1 (librdkafka 2.0.2), one kcat process per step.
-// kcat has no admin commands; its groups are covered by
+// TestKcatMatrix runs the basic scenarios, txn-commit-abort and
+// txn-fencing of the matrix with kcat 1.7.1 (librdkafka 2.0.2), one kcat
+// process per step. kcat has no admin commands; its groups are covered by
 // groups_kcat_test.go.
 func TestKcatMatrix(t *testing.T) {
 	t.Parallel()
 	const client = "kcat"
 	_, err := exec.LookPath("kcat")
-	requireToolMatrix(t, client, slices.Concat(basicScenarios, txnScenarios), err == nil, "kcat")
+	// txn-offsets is not expressible with kcat (compatmatrix).
+	kcatTxn := []string{"txn-commit-abort", "txn-fencing"}
+	requireToolMatrix(t, client, slices.Concat(basicScenarios, kcatTxn), err == nil, "kcat")
 	b := harness.Start(t, autoCreateOff())
 	addr := b.KafkaAddr
 	const p = "kc"
@@ -283,5 +285,73 @@ func TestKcatMatrix(t *testing.T) {
 		}
 		return nil
 	})
-	recordResults(t, client, txnScenarios, r.res, checkTxn(t, addr, p))
+	// txn-fencing (prepareTxn): kcat A (-P with transactional.id
+	// p-txf-tid) sends f-a-0 and keeps its transaction open (its input
+	// is still open); once the broker holds the record, kcat B with the
+	// same transactional.id writes f-b-0 and commits: its InitProducerId
+	// fences A and aborts A's transaction. A's input then ends; its rest
+	// goes out as one more record with A's old epoch, which the broker
+	// refuses with INVALID_PRODUCER_EPOCH, as Kafka does, and librdkafka
+	// turns that into its fatal fenced error ("fenced by a newer
+	// instance"): A exits non-zero without committing. kcat -C
+	// read_committed reads f-b-0 only (and the broker check finds no
+	// record of A's but f-a-0).
+	r.do("txn-fencing", func() error {
+		topic := p + "-txf"
+		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
+		defer cancel()
+		txnArgs := []string{"-P", "-t", topic, "-p", "0", "-X", "transactional.id=" + p + "-txf-tid"}
+		cl := newClient(t, addr)
+		waitEnd := func(what string, isolation int8, want int64) error {
+			for listEnd(ctx, t, cl, topic, isolation) != want {
+				if ctx.Err() != nil {
+					return fmt.Errorf("%s: end offset (isolation %d) not %d in time", what, isolation, want)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			return nil
+		}
+		a := exec.CommandContext(ctx, "kcat", append([]string{"-b", addr}, txnArgs...)...)
+		stdin, err := a.StdinPipe()
+		if err != nil {
+			return err
+		}
+		var errb bytes.Buffer
+		a.Stderr = &errb
+		if err := a.Start(); err != nil {
+			return err
+		}
+		// As in txn-commit-abort: a line without an end fills kcat's
+		// input block, so f-a-0 is sent now.
+		fmt.Fprint(stdin, "f-a-0\n"+strings.Repeat("x", 256<<10))
+		if err := waitEnd("A's record", 0, 1); err != nil {
+			a.Process.Kill()
+			a.Wait()
+			return err
+		}
+		_, stderr, err := run("f-b-0\n", txnArgs...)
+		if err == nil && strings.Contains(stderr, "ERROR") {
+			err = fmt.Errorf("%s", tail(stderr, 300))
+		}
+		if err != nil {
+			a.Process.Kill()
+			a.Wait()
+			return fmt.Errorf("B: %w", err)
+		}
+		stdin.Close()
+		werr := a.Wait()
+		t.Logf("kcat A %s after B: %v\nstderr (tail): %s", strings.Join(txnArgs, " "), werr, tail(errb.String(), 600))
+		if werr == nil || !strings.Contains(errb.String(), "fenced by a newer instance") {
+			return fmt.Errorf("A after B initialized: exit %v, stderr %q; want a failure with the fenced error", werr, tail(errb.String(), 300))
+		}
+		out, stderr, err := run("", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-X", "isolation.level=read_committed", "-f", "%s\n")
+		if err != nil {
+			return fmt.Errorf("kcat -C: %w (%s)", err, tail(stderr, 300))
+		}
+		if got := strings.Fields(out); !slices.Equal(got, []string{"f-b-0"}) {
+			return fmt.Errorf("read_committed read %q, want f-b-0", got)
+		}
+		return nil
+	})
+	recordResults(t, client, kcatTxn, r.res, checkTxn(t, addr, p))
 }

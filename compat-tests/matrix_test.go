@@ -48,8 +48,10 @@ var (
 	}
 	groupScenarios = []string{"group-commit-resume", "group-rebalance"}
 	// txnScenarios run in the basic group's process of the clients that
-	// have a transactional producer (prepareTxn, checkTxn).
-	txnScenarios = []string{"txn-commit-abort"}
+	// have a transactional producer (prepareTxn, checkTxn); txn-offsets
+	// and txn-fencing where the client can also send offsets with a
+	// transaction (all of them but kcat).
+	txnScenarios = []string{"txn-commit-abort", "txn-offsets", "txn-fencing"}
 	codecNames   = []string{"none", "gzip", "snappy", "lz4", "zstd"}
 )
 
@@ -251,16 +253,54 @@ func checkBasic(t *testing.T, addr, p string) func(string) string {
 	return func(s string) string { return problems[s] }
 }
 
-// prepareTxn creates p-txn (1 partition) for txn-commit-abort: the client
-// writes c-0..c-4 in a committed transaction, a-0..a-4 in an aborted one
-// and c-5..c-9 in a committed one, and reads c-0..c-9 back with a
-// read_committed consumer.
+// prepareTxn creates the topics of the transaction scenarios, which
+// every client runs the same way:
+//
+// txn-commit-abort, on p-txn (1 partition): the client writes c-0..c-4
+// in a committed transaction, a-0..a-4 in an aborted one and c-5..c-9 in
+// a committed one, and reads c-0..c-9 back with a read_committed
+// consumer.
+//
+// txn-offsets (consume, transform, produce), from p-txo-in (1 partition,
+// holding i-0..i-9, written here) to p-txo-out (1 partition): a consumer
+// of group p-txo-g (assigned partition 0, not subscribed) reads
+// i-0..i-9; a producer with transactional id p-txo-tid writes o-0..o-4
+// to p-txo-out and sends offset 5 of p-txo-in for the group with the
+// transaction (the client's sendOffsetsToTransaction, or AddOffsetsToTxn
+// and TxnOffsetCommit), and commits; then writes o-5..o-9 with offset 10
+// and aborts. The group's committed offset is then 5, and a
+// read_committed consumer of p-txo-out reads o-0..o-4.
+//
+// txn-fencing, on p-txf (1 partition): producer A (transactional id
+// p-txf-tid) begins a transaction and writes f-a-0 (flushed, so it is in
+// the log); producer B with the same transactional id initializes, which
+// fences A and aborts its open transaction; A's commit then fails with
+// the client's fenced error (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH
+// for request versions from before KIP-588); B writes f-b-0 and commits.
+// A read_committed consumer reads f-b-0 only.
 func prepareTxn(t *testing.T, addr, p string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	createTopic(ctx, t, newAdmin(t, addr), p+"-txn", 1, nil)
+	adm := newAdmin(t, addr)
+	for _, s := range []string{"txn", "txo-in", "txo-out", "txf"} {
+		createTopic(ctx, t, adm, p+"-"+s, 1, nil)
+	}
+	var rs []*kgo.Record
+	for i := range txoInputRecords {
+		rs = append(rs, &kgo.Record{Topic: p + "-txo-in", Value: []byte(fmt.Sprintf("i-%d", i))})
+	}
+	if err := newClient(t, addr).ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("producing to %s-txo-in: %v", p, err)
+	}
 }
+
+const (
+	txoGroupSuffix   = "-txo-g" // txn-offsets' group
+	txoCommitted     = 5        // the committed transaction's offset
+	txoInputRecords  = 10       // i-0..i-9; the aborted transaction's offset
+	txnSentinelValue = "sentinel"
+)
 
 // txnStep is one transaction of txn-commit-abort: its values, and
 // whether it commits.
@@ -289,23 +329,24 @@ func txnScenario() (steps []txnStep, want []string) {
 	return steps, want
 }
 
-// checkTxn checks on the broker what txn-commit-abort wrote: a
-// read_committed franz-go consumer reads exactly c-0..c-9, and a
-// read_uncommitted one also the aborted a-0..a-4 between them (so the
-// abort really wrote records for read_committed to drop), all in
-// transactional batches.
+// checkTxn checks on the broker what the transaction scenarios wrote,
+// each when the client passed it.
+// txn-commit-abort: a read_committed franz-go consumer reads exactly
+// c-0..c-9, and a read_uncommitted one also the aborted a-0..a-4 between
+// them (so the abort really wrote records for read_committed to drop),
+// all in transactional batches. txn-offsets and txn-fencing: after a
+// non-transactional sentinel record is appended to the output topic, a
+// read_committed consumer reads exactly the committed values and then
+// the sentinel (so nothing aborted or undecided slipped through), a
+// read_uncommitted one every value written, transactional; and group
+// p-txo-g's committed offset of p-txo-in partition 0 is 5, the committed
+// transaction's (the aborted one sent 10).
 func checkTxn(t *testing.T, addr, p string) func(string) string {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	topic := p + "-txn"
-	var committed, all []string
-	for i := range 10 {
-		committed = append(committed, fmt.Sprintf("c-%d", i))
-	}
-	all = slices.Concat(committed[:5], []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, committed[5:])
-	read := func(isolation kgo.IsolationLevel, n int) ([]string, error) {
+	// read reads n values of partition 0 of topic from the start.
+	read := func(ctx context.Context, topic string, isolation kgo.IsolationLevel, n int) ([]string, error) {
 		cl := newClient(t, addr, kgo.FetchIsolationLevel(isolation),
 			kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+		defer cl.Close()
 		var got []string
 		for len(got) < n && ctx.Err() == nil {
 			fs := cl.PollFetches(ctx)
@@ -313,7 +354,7 @@ func checkTxn(t *testing.T, addr, p string) func(string) string {
 				return got, err
 			}
 			for _, r := range fs.Records() {
-				if r.Attrs.IsTransactional() {
+				if r.Attrs.IsTransactional() || string(r.Value) == txnSentinelValue {
 					got = append(got, string(r.Value))
 				} else {
 					got = append(got, "non-transactional "+string(r.Value))
@@ -322,17 +363,78 @@ func checkTxn(t *testing.T, addr, p string) func(string) string {
 		}
 		return got, nil
 	}
-	problem := ""
-	if got, err := read(kgo.ReadCommitted(), len(committed)); err != nil || !slices.Equal(got, committed) {
-		problem = fmt.Sprintf("read_committed read %q (%v), want c-0..c-9", got, err)
-	} else if got, err := read(kgo.ReadUncommitted(), len(all)); err != nil || !slices.Equal(got, all) {
-		problem = fmt.Sprintf("read_uncommitted read %q (%v), want c-0..c-4, a-0..a-4, c-5..c-9", got, err)
-	}
-	return func(s string) string {
-		if s == "txn-commit-abort" {
-			return problem
+	// checkOutput appends the sentinel to topic and reads it back both ways.
+	checkOutput := func(ctx context.Context, topic string, committed, all []string) string {
+		if err := newClient(t, addr).ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte(txnSentinelValue)}).FirstErr(); err != nil {
+			return fmt.Sprintf("appending the sentinel to %s: %v", topic, err)
+		}
+		wantRC := append(slices.Clone(committed), txnSentinelValue)
+		if got, err := read(ctx, topic, kgo.ReadCommitted(), len(wantRC)); err != nil || !slices.Equal(got, wantRC) {
+			return fmt.Sprintf("%s read_committed read %q (%v), want %q", topic, got, err, wantRC)
+		}
+		wantRU := append(slices.Clone(all), txnSentinelValue)
+		if got, err := read(ctx, topic, kgo.ReadUncommitted(), len(wantRU)); err != nil || !slices.Equal(got, wantRU) {
+			return fmt.Sprintf("%s read_uncommitted read %q (%v), want %q", topic, got, err, wantRU)
 		}
 		return ""
+	}
+	checks := map[string]func(context.Context) string{
+		"txn-commit-abort": func(ctx context.Context) string {
+			var committed []string
+			for i := range 10 {
+				committed = append(committed, fmt.Sprintf("c-%d", i))
+			}
+			all := slices.Concat(committed[:5], []string{"a-0", "a-1", "a-2", "a-3", "a-4"}, committed[5:])
+			topic := p + "-txn"
+			if got, err := read(ctx, topic, kgo.ReadCommitted(), len(committed)); err != nil || !slices.Equal(got, committed) {
+				return fmt.Sprintf("read_committed read %q (%v), want c-0..c-9", got, err)
+			}
+			if got, err := read(ctx, topic, kgo.ReadUncommitted(), len(all)); err != nil || !slices.Equal(got, all) {
+				return fmt.Sprintf("read_uncommitted read %q (%v), want c-0..c-4, a-0..a-4, c-5..c-9", got, err)
+			}
+			return ""
+		},
+		"txn-offsets": func(ctx context.Context) string {
+			var committed, all []string
+			for i := range txoInputRecords {
+				v := fmt.Sprintf("o-%d", i)
+				if i < txoCommitted {
+					committed = append(committed, v)
+				}
+				all = append(all, v)
+			}
+			if s := checkOutput(ctx, p+"-txo-out", committed, all); s != "" {
+				return s
+			}
+			group := p + txoGroupSuffix
+			offs, err := newAdmin(t, addr).FetchOffsets(ctx, group)
+			if err != nil {
+				return fmt.Sprintf("OffsetFetch of group %s: %v", group, err)
+			}
+			if o, ok := offs.Lookup(p+"-txo-in", 0); !ok || o.Err != nil || o.At != txoCommitted {
+				return fmt.Sprintf("group %s: committed offset of %s-txo-in/0 is %+v (found %v), want %d (the committed transaction's, not the aborted one's %d)",
+					group, p, o, ok, txoCommitted, txoInputRecords)
+			}
+			return ""
+		},
+		"txn-fencing": func(ctx context.Context) string {
+			return checkOutput(ctx, p+"-txf", []string{"f-b-0"}, []string{"f-a-0", "f-b-0"})
+		},
+	}
+	// Each check runs once, when the client passed its scenario.
+	done := map[string]string{}
+	return func(s string) string {
+		if r, ok := done[s]; ok {
+			return r
+		}
+		check, ok := checks[s]
+		if !ok {
+			return ""
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done[s] = check(ctx)
+		return done[s]
 	}
 }
 

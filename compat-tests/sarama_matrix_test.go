@@ -286,6 +286,123 @@ func TestSaramaMatrix(t *testing.T) {
 		}
 		return nil
 	})
+	// txn-offsets (prepareTxn): sarama's consumer reads i-0..i-9 of
+	// p-txo-in (ConsumePartition, no group membership); the
+	// transactional producer writes o-0..o-4, adds the offset after i-4
+	// for group p-txo-g with AddMessageToTxn (AddOffsetsToTxn and
+	// TxnOffsetCommit) and commits, then o-5..o-9 with the offset after
+	// i-9 and aborts (sarama sends a transaction's offsets only when it
+	// commits, so offset 10 never reaches the broker). The group's
+	// committed offset (OffsetFetch through ClusterAdmin) is 5, and a
+	// ReadCommitted consumer of p-txo-out reads o-0..o-4.
+	r.do("txn-offsets", func() error {
+		in, out, group := p+"-txo-in", p+"-txo-out", p+txoGroupSuffix
+		input, err := consume(in, sarama.OffsetOldest, txoInputRecords)
+		if err != nil {
+			return fmt.Errorf("reading %s: %w", in, err)
+		}
+		cfg := config()
+		cfg.Producer.Idempotent = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Net.MaxOpenRequests = 1
+		cfg.Producer.Transaction.ID = p + "-txo-tid"
+		pr, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		if err != nil {
+			return err
+		}
+		defer pr.Close()
+		for i, commit := range []bool{true, false} {
+			if err := pr.BeginTxn(); err != nil {
+				return fmt.Errorf("BeginTxn: %w", err)
+			}
+			batch := input[txoCommitted*i : txoCommitted*(i+1)]
+			var msgs []*sarama.ProducerMessage
+			for _, m := range batch {
+				msgs = append(msgs, &sarama.ProducerMessage{Topic: out, Partition: 0,
+					Value: sarama.StringEncoder("o-" + strings.TrimPrefix(string(m.Value), "i-"))})
+			}
+			if err := pr.SendMessages(msgs); err != nil {
+				return fmt.Errorf("transaction %d: %w", i, err)
+			}
+			if err := pr.AddMessageToTxn(batch[len(batch)-1], group, nil); err != nil {
+				return fmt.Errorf("transaction %d: AddMessageToTxn: %w", i, err)
+			}
+			if commit {
+				err = pr.CommitTxn()
+			} else {
+				err = pr.AbortTxn()
+			}
+			if err != nil {
+				return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+			}
+		}
+		offs, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{in: {0}})
+		if err != nil {
+			return fmt.Errorf("ListConsumerGroupOffsets: %w", err)
+		}
+		if b := offs.GetBlock(in, 0); b == nil || b.Err != sarama.ErrNoError || b.Offset != txoCommitted {
+			return fmt.Errorf("committed offset of %s/0: %+v, want %d", in, b, txoCommitted)
+		}
+		rc := config()
+		rc.Consumer.IsolationLevel = sarama.ReadCommitted
+		got, err := consumeWith(rc, out, sarama.OffsetOldest, txoCommitted)
+		var vals []string
+		for _, m := range got {
+			vals = append(vals, string(m.Value))
+		}
+		if want := []string{"o-0", "o-1", "o-2", "o-3", "o-4"}; err != nil || !slices.Equal(vals, want) {
+			return fmt.Errorf("read_committed read %q (%v), want %q", vals, err, want)
+		}
+		return nil
+	})
+	// txn-fencing (prepareTxn): sarama's transactional producer sends
+	// InitProducerId when it is created, so creating B fences A, whose
+	// CommitTxn (EndTxn v3 with Version 2.8) then fails with
+	// PRODUCER_FENCED.
+	r.do("txn-fencing", func() error {
+		topic := p + "-txf"
+		cfg := config()
+		cfg.Producer.Idempotent = true
+		cfg.Producer.RequiredAcks = sarama.WaitForAll
+		cfg.Net.MaxOpenRequests = 1
+		cfg.Producer.Transaction.ID = p + "-txf-tid"
+		cfg.Producer.Transaction.Retry.Max = 5
+		a, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		if err != nil {
+			return err
+		}
+		defer a.Close()
+		if err := a.BeginTxn(); err != nil {
+			return fmt.Errorf("A BeginTxn: %w", err)
+		}
+		if err := a.SendMessages([]*sarama.ProducerMessage{{Topic: topic, Partition: 0, Value: sarama.StringEncoder("f-a-0")}}); err != nil {
+			return fmt.Errorf("A send: %w", err)
+		}
+		bp, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		if err != nil {
+			return fmt.Errorf("creating B: %w", err)
+		}
+		defer bp.Close()
+		if err := a.CommitTxn(); !errors.Is(err, sarama.ErrProducerFenced) {
+			return fmt.Errorf("A's commit after B initialized: %v, want PRODUCER_FENCED", err)
+		}
+		if err := bp.BeginTxn(); err != nil {
+			return fmt.Errorf("B BeginTxn: %w", err)
+		}
+		if err := bp.SendMessages([]*sarama.ProducerMessage{{Topic: topic, Partition: 0, Value: sarama.StringEncoder("f-b-0")}}); err != nil {
+			return fmt.Errorf("B send: %w", err)
+		}
+		if err := bp.CommitTxn(); err != nil {
+			return fmt.Errorf("B commit: %w", err)
+		}
+		rc := config()
+		rc.Consumer.IsolationLevel = sarama.ReadCommitted
+		got, err := consumeWith(rc, topic, sarama.OffsetOldest, 1)
+		if err != nil || len(got) != 1 || string(got[0].Value) != "f-b-0" {
+			return fmt.Errorf("read_committed read %v (%v), want f-b-0", got, err)
+		}
+		return nil
+	})
 	recordResults(t, client, txnScenarios, r.res, checkTxn(t, addr, p))
 
 	r = &toolRun{res: map[string]scenarioResult{}}

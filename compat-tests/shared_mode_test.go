@@ -44,7 +44,9 @@ func TestSharedModeJavaMatrix(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("txn-commit-abort on a shared topic (not built, not checked): %+v", res["txn-commit-abort"])
+	for _, s := range txnScenarios {
+		t.Logf("%s on a shared topic (not built, not checked): %+v", s, res[s])
+	}
 	objects, _ := filepath.Glob(filepath.Join(dir, "data", "*", "*", "*"))
 	if len(objects) == 0 {
 		t.Fatal("no objects in the shared directory: the topics were not in shared mode")

@@ -84,7 +84,7 @@ func TestToolsJava(t *testing.T) {
 		requireTool(t, "mvn")
 		cp = buildJava(t)
 	})
-	// txn-commit-abort is not expressible with the tools (compatmatrix).
+	// The transaction scenarios are not expressible with the tools (compatmatrix).
 	requireToolMatrix(t, toolsClient, slices.Concat(basicScenarios, adminScenarios, groupScenarios, toolScenarios), cp != "", "java, mvn and the compat-tests/java dependencies")
 
 	b := startBroker(t, autoCreateOff().ExtraArgs...)

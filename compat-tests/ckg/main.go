@@ -362,6 +362,181 @@ func basic(p string) {
 		return "", nil
 	})
 	run("txn-commit-abort", func() (string, error) { return "", transactions(p + "-txn") })
+	run("txn-offsets", func() (string, error) { return "", txnOffsets(p) })
+	run("txn-fencing", func() (string, error) { return txnFencing(p) })
+}
+
+// produceWait produces values to partition 0 of topic with p and waits for
+// every delivery report.
+func produceWait(ctx context.Context, p *kafka.Producer, topic string, values ...string) error {
+	dc := make(chan kafka.Event, len(values))
+	for _, v := range values {
+		if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Value: []byte(v)}, dc); err != nil {
+			return err
+		}
+	}
+	for range values {
+		select {
+		case ev := <-dc:
+			if err := ev.(*kafka.Message).TopicPartition.Error; err != nil {
+				return fmt.Errorf("delivery: %w", err)
+			}
+		case <-ctx.Done():
+			return errors.New("no delivery report in time")
+		}
+	}
+	return nil
+}
+
+// txnOffsets is txn-offsets (the Go test's prepareTxn): a consumer of
+// group p-txo-g (assigned partition 0 of p-txo-in, not subscribed, so its
+// GetConsumerGroupMetadata has generation -1) reads i-0..i-9; a
+// transaction writes o-0..o-4 to p-txo-out, sends offset 5 with
+// SendOffsetsToTransaction and commits, the next o-5..o-9 with offset 10
+// and aborts. The consumer's Committed offset is then 5 and a
+// read_committed consumer reads o-0..o-4.
+func txnOffsets(p string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in, out := p+"-txo-in", p+"-txo-out"
+	c, err := newConsumer("group.id", p+"-txo-g", "isolation.level", "read_committed")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Assign([]kafka.TopicPartition{{Topic: &in, Partition: 0, Offset: kafka.OffsetBeginning}}); err != nil {
+		return err
+	}
+	var input []*kafka.Message
+	deadline := time.Now().Add(20 * time.Second)
+	for len(input) < 10 && time.Now().Before(deadline) {
+		m, err := c.ReadMessage(500 * time.Millisecond)
+		if err != nil {
+			if err.(kafka.Error).IsTimeout() {
+				continue
+			}
+			return err
+		}
+		input = append(input, m)
+	}
+	if len(input) != 10 {
+		return fmt.Errorf("read %d of 10 records of %s in 20 s", len(input), in)
+	}
+	pr, err := kafka.NewProducer(conf("transactional.id", p+"-txo-tid", "message.timeout.ms", 20000))
+	if err != nil {
+		return err
+	}
+	defer pr.Close()
+	if err := pr.InitTransactions(ctx); err != nil {
+		return fmt.Errorf("InitTransactions: %w", err)
+	}
+	for i, commit := range []bool{true, false} {
+		batch := input[5*i : 5*i+5]
+		if err := pr.BeginTransaction(); err != nil {
+			return fmt.Errorf("BeginTransaction: %w", err)
+		}
+		var vals []string
+		for _, m := range batch {
+			vals = append(vals, "o-"+strings.TrimPrefix(string(m.Value), "i-"))
+		}
+		if err := produceWait(ctx, pr, out, vals...); err != nil {
+			return fmt.Errorf("transaction %d: %w", i, err)
+		}
+		md, err := c.GetConsumerGroupMetadata()
+		if err != nil {
+			return fmt.Errorf("GetConsumerGroupMetadata: %w", err)
+		}
+		next := batch[len(batch)-1].TopicPartition.Offset + 1
+		if err := pr.SendOffsetsToTransaction(ctx, []kafka.TopicPartition{{Topic: &in, Partition: 0, Offset: next}}, md); err != nil {
+			return fmt.Errorf("transaction %d: SendOffsetsToTransaction: %w", i, err)
+		}
+		if commit {
+			err = pr.CommitTransaction(ctx)
+		} else {
+			err = pr.AbortTransaction(ctx)
+		}
+		if err != nil {
+			return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+		}
+	}
+	got, err := c.Committed([]kafka.TopicPartition{{Topic: &in, Partition: 0}}, 20000)
+	if err != nil {
+		return fmt.Errorf("Committed: %w", err)
+	}
+	if len(got) != 1 || got[0].Error != nil || got[0].Offset != 5 {
+		return fmt.Errorf("committed offset of %s/0: %v, want 5", in, got)
+	}
+	recs, err := consume(out, 0, kafka.OffsetBeginning, 5, nil, "isolation.level", "read_committed")
+	if err != nil {
+		return err
+	}
+	var vals []string
+	for _, r := range recs {
+		vals = append(vals, string(r.value))
+	}
+	if want := []string{"o-0", "o-1", "o-2", "o-3", "o-4"}; !slices.Equal(vals, want) {
+		return fmt.Errorf("read_committed read %q, want %q", vals, want)
+	}
+	return nil
+}
+
+// txnFencing is txn-fencing (prepareTxn): producer A (p-txf-tid) writes
+// f-a-0 in an open transaction; B initializes with the same transactional
+// id, fencing A; A's CommitTransaction fails with librdkafka's fatal
+// fenced error (ERR__FENCED, from PRODUCER_FENCED); B writes f-b-0 and
+// commits; read_committed reads f-b-0 only.
+func txnFencing(p string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	topic := p + "-txf"
+	mk := func() (*kafka.Producer, error) {
+		return kafka.NewProducer(conf("transactional.id", p+"-txf-tid", "message.timeout.ms", 20000))
+	}
+	a, err := mk()
+	if err != nil {
+		return "", err
+	}
+	defer a.Close()
+	if err := a.InitTransactions(ctx); err != nil {
+		return "", fmt.Errorf("A InitTransactions: %w", err)
+	}
+	if err := a.BeginTransaction(); err != nil {
+		return "", err
+	}
+	if err := produceWait(ctx, a, topic, "f-a-0"); err != nil {
+		return "", fmt.Errorf("A: %w", err)
+	}
+	b, err := mk()
+	if err != nil {
+		return "", err
+	}
+	defer b.Close()
+	if err := b.InitTransactions(ctx); err != nil {
+		return "", fmt.Errorf("B InitTransactions: %w", err)
+	}
+	err = a.CommitTransaction(ctx)
+	var ke kafka.Error
+	if !errors.As(err, &ke) || ke.Code() != kafka.ErrFenced || !ke.IsFatal() {
+		return "", fmt.Errorf("A's commit after B initialized: %v, want the fatal %v", err, kafka.ErrFenced)
+	}
+	detail := fmt.Sprintf("A's commit: %v (%v, fatal)", ke, ke.Code())
+	if err := b.BeginTransaction(); err != nil {
+		return "", err
+	}
+	if err := produceWait(ctx, b, topic, "f-b-0"); err != nil {
+		return "", fmt.Errorf("B: %w", err)
+	}
+	if err := b.CommitTransaction(ctx); err != nil {
+		return "", fmt.Errorf("B commit: %w", err)
+	}
+	recs, err := consume(topic, 0, kafka.OffsetBeginning, 1, nil, "isolation.level", "read_committed")
+	if err != nil {
+		return "", err
+	}
+	if len(recs) != 1 || string(recs[0].value) != "f-b-0" {
+		return "", fmt.Errorf("read_committed read %d records, want f-b-0", len(recs))
+	}
+	return detail, nil
 }
 
 // transactions is txn-commit-abort on topic (1 partition, created by the

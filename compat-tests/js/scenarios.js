@@ -245,6 +245,71 @@ async function basic (p) {
     const vals = got.map(r => r.value.toString())
     check(JSON.stringify(vals) === JSON.stringify([...Array(10).keys()].map(i => `c-${i}`)), `read_committed read ${vals}, want c-0..c-9`)
   })
+  // txn-offsets (the Go test's prepareTxn): read i-0..i-9 of PREFIX-txo-in
+  // (through a throw-away group, as every read here), then a transaction
+  // writes o-0..o-4 to PREFIX-txo-out, sends offset 5 for group
+  // PREFIX-txo-g (transaction.sendOffsets: AddOffsetsToTxn and
+  // TxnOffsetCommit) and commits; the next writes o-5..o-9 with offset 10
+  // and aborts. The group's committed offset (admin.fetchOffsets) is 5
+  // and a read_committed consumer reads o-0..o-4.
+  await run('txn-offsets', async () => {
+    const tin = `${p}-txo-in`; const tout = `${p}-txo-out`; const group = `${p}-txo-g`
+    const input = (await consume(tin, 0, 'earliest', 10)).map(r => r.value.toString())
+    check(JSON.stringify(input) === JSON.stringify([...Array(10).keys()].map(i => `i-${i}`)), `read ${input} from ${tin}, want i-0..i-9`)
+    const prod = kafka.producer({ transactionalId: `${p}-txo-tid`, idempotent: true, maxInFlightRequests: 1 })
+    await prod.connect()
+    try {
+      for (const [i, commit] of [[0, true], [1, false]]) {
+        const batch = input.slice(5 * i, 5 * i + 5)
+        const txn = await prod.transaction()
+        await txn.send({ topic: tout, messages: batch.map(v => ({ value: v.replace(/^i-/, 'o-'), partition: 0 })) })
+        await txn.sendOffsets({ consumerGroupId: group, topics: [{ topic: tin, partitions: [{ partition: 0, offset: String(5 * i + 5) }] }] })
+        if (commit) await txn.commit()
+        else await txn.abort()
+      }
+    } finally {
+      await prod.disconnect()
+    }
+    const offs = await admin.fetchOffsets({ groupId: group, topics: [tin] })
+    const o = offs[0].partitions.find(x => x.partition === 0)
+    check(o && o.offset === '5', `committed offset of ${tin}/0: ${JSON.stringify(offs)}, want 5`)
+    const got = (await consume(tout, 0, 'earliest', 5)).map(r => r.value.toString())
+    check(JSON.stringify(got) === '["o-0","o-1","o-2","o-3","o-4"]', `read_committed read ${got}, want o-0..o-4`)
+  })
+  // txn-fencing (prepareTxn): producer A (transactional id PREFIX-txf-tid)
+  // writes f-a-0 in an open transaction; B with the same id begins a
+  // transaction, fencing A (kafkajs' connect sends InitProducerId without
+  // the transactional id; producer.transaction() sends it with the id);
+  // A's commit fails with INVALID_PRODUCER_EPOCH (kafkajs sends EndTxn
+  // v1, from before KIP-588's PRODUCER_FENCED, which the broker converts
+  // as Kafka does); B writes f-b-0 and commits; read_committed reads
+  // f-b-0 only.
+  await run('txn-fencing', async () => {
+    const t = `${p}-txf`
+    const mk = () => kafka.producer({ transactionalId: `${p}-txf-tid`, idempotent: true, maxInFlightRequests: 1 })
+    const a = mk(); const b = mk()
+    await a.connect()
+    try {
+      const ta = await a.transaction()
+      await ta.send({ topic: t, messages: [{ value: 'f-a-0', partition: 0 }] })
+      await b.connect()
+      const tb = await b.transaction()
+      let err
+      try {
+        await ta.commit()
+      } catch (e) {
+        err = e
+      }
+      check(err && errorCode(err) === 47, `A's commit after B began: ${err ? err.name + ' ' + err.type + ' code ' + errorCode(err) : 'succeeded'}, want INVALID_PRODUCER_EPOCH (47)`)
+      await tb.send({ topic: t, messages: [{ value: 'f-b-0', partition: 0 }] })
+      await tb.commit()
+    } finally {
+      await a.disconnect()
+      await b.disconnect()
+    }
+    const got = (await consume(t, 0, 'earliest', 1)).map(r => r.value.toString())
+    check(JSON.stringify(got) === '["f-b-0"]', `read_committed read ${got}, want f-b-0`)
+  })
   await admin.disconnect()
 }
 

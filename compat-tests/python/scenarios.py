@@ -10,7 +10,7 @@ one scenario group, run in this one process:
                  headers/timestamps, records near and over max.message.bytes,
                  consume from earliest/latest/a timestamp, unknown topic,
                  a transactional producer's commits and abort read back
-                 read_committed
+                 read_committed, offsets sent with a transaction, fencing
     admin        create, describe configs, alter configs, create partitions,
                  delete; a bad config value
     group        a consumer group: commit and resume, rebalance of two members
@@ -164,6 +164,8 @@ class Confluent:
             c.close()
 
     read_committed = {"isolation.level": "read_committed"}
+    # librdkafka turns PRODUCER_FENCED from EndTxn into a fatal error.
+    fenced_error = "_FENCED fatal=True"
 
     def transactions(self, topic, txns):
         """Runs each (values, commit) of txns as one transaction of one
@@ -182,6 +184,65 @@ class Confluent:
                 p.commit_transaction(30)
             else:
                 p.abort_transaction(30)
+
+    def txn_offsets(self, tin, tout, group, txn_id):
+        """txn-offsets (see group_basic) with send_offsets_to_transaction
+        and the consumer's consumer_group_metadata() (assigned, not
+        subscribed: generation -1); returns the values read from tin and
+        the group's committed offset of tin partition 0 afterwards."""
+        TP = self.ck.TopicPartition
+        c = self._consumer(group=group, **{"isolation.level": "read_committed"})
+        p = self.ck.Producer(self.conf(**{"transactional.id": txn_id, "message.timeout.ms": 20000}))
+        try:
+            c.assign([TP(tin, 0, self.ck.OFFSET_BEGINNING)])
+            msgs = []
+            deadline = time.time() + 20
+            while len(msgs) < 10 and time.time() < deadline:
+                m = c.poll(0.5)
+                if m is not None and not m.error():
+                    msgs.append(m)
+            p.init_transactions(30)
+            for i, commit in enumerate([True, False]):
+                batch = msgs[5 * i:5 * i + 5]
+                p.begin_transaction()
+                for m in batch:
+                    p.produce(tout, value=m.value().replace(b"i-", b"o-"), partition=0)
+                left = p.flush(30)
+                if left:
+                    raise RuntimeError("%d records not delivered after 30 s" % left)
+                p.send_offsets_to_transaction([TP(tin, 0, batch[-1].offset() + 1)], c.consumer_group_metadata(), 30)
+                if commit:
+                    p.commit_transaction(30)
+                else:
+                    p.abort_transaction(30)
+            committed = c.committed([TP(tin, 0)], timeout=20)[0]
+            return [m.value() for m in msgs], committed.offset
+        finally:
+            c.close()
+
+    def txn_fencing(self, topic, txn_id):
+        """txn-fencing (see group_basic); returns the error of A's commit
+        after B initialized, as a string, or None."""
+        conf = self.conf(**{"transactional.id": txn_id, "message.timeout.ms": 20000})
+        a, b = self.ck.Producer(conf), self.ck.Producer(conf)
+        a.init_transactions(30)
+        a.begin_transaction()
+        a.produce(topic, value=b"f-a-0", partition=0)
+        if a.flush(30):
+            raise RuntimeError("f-a-0 not delivered after 30 s")
+        b.init_transactions(30)
+        err = None
+        try:
+            a.commit_transaction(30)
+        except self.ck.KafkaException as e:
+            ke = e.args[0]
+            err = "%s fatal=%s" % (ke.name(), ke.fatal())
+        b.begin_transaction()
+        b.produce(topic, value=b"f-b-0", partition=0)
+        if b.flush(30):
+            raise RuntimeError("f-b-0 not delivered after 30 s")
+        b.commit_transaction(30)
+        return err
 
     # admin
     def _wait(self, futs):
@@ -341,6 +402,7 @@ class KafkaPython:
         return self.k.KafkaAdminClient(bootstrap_servers=self.bootstrap, client_id="sluice-compat-kafka-python")
 
     read_committed = {"isolation_level": "read_committed"}
+    fenced_error = "ProducerFencedError"
 
     def transactions(self, topic, txns):
         """As Confluent.transactions, with kafka-python's transactional
@@ -361,6 +423,66 @@ class KafkaPython:
                     p.abort_transaction()
         finally:
             p.close(10)
+
+    def txn_offsets(self, tin, tout, group, txn_id):
+        """As Confluent.txn_offsets, with send_offsets_to_transaction and
+        KafkaConsumer.group_metadata() (3.0+)."""
+        TP, OAM = self.k.TopicPartition, self.k.structs.OffsetAndMetadata
+        tp = TP(tin, 0)
+        c = self._consumer(group_id=group, isolation_level="read_committed")
+        p = self.k.KafkaProducer(bootstrap_servers=self.bootstrap, client_id="sluice-compat-kafka-python",
+                                 transactional_id=txn_id, enable_idempotence=True, acks="all")
+        try:
+            c.assign([tp])
+            c.seek_to_beginning(tp)
+            msgs = []
+            deadline = time.time() + 20
+            while len(msgs) < 10 and time.time() < deadline:
+                for _, ms in c.poll(500).items():
+                    msgs.extend(ms)
+            p.init_transactions()
+            for i, commit in enumerate([True, False]):
+                batch = msgs[5 * i:5 * i + 5]
+                p.begin_transaction()
+                futs = [p.send(tout, value=m.value.replace(b"i-", b"o-"), partition=0) for m in batch]
+                p.flush(30)
+                for f in futs:
+                    f.get(timeout=30)
+                p.send_offsets_to_transaction({tp: OAM(batch[-1].offset + 1, "", -1)}, c.group_metadata())
+                if commit:
+                    p.commit_transaction()
+                else:
+                    p.abort_transaction()
+            return [m.value for m in msgs], c.committed(tp, timeout_ms=20000)
+        finally:
+            p.close(10)
+            c.close()
+
+    def txn_fencing(self, topic, txn_id):
+        """As Confluent.txn_fencing."""
+        mk = lambda: self.k.KafkaProducer(bootstrap_servers=self.bootstrap, client_id="sluice-compat-kafka-python",  # noqa: E731
+                                          transactional_id=txn_id, enable_idempotence=True, acks="all")
+        a = mk()
+        b = None
+        try:
+            a.init_transactions()
+            a.begin_transaction()
+            a.send(topic, value=b"f-a-0", partition=0).get(timeout=30)
+            b = mk()
+            b.init_transactions()
+            err = None
+            try:
+                a.commit_transaction()
+            except self.k.errors.KafkaError as e:
+                err = type(e).__name__
+            b.begin_transaction()
+            b.send(topic, value=b"f-b-0", partition=0).get(timeout=30)
+            b.commit_transaction()
+            return err
+        finally:
+            a.close(10)
+            if b is not None:
+                b.close(10)
 
     def _admin_call(self, fn):
         a = self.admin()
@@ -550,6 +672,35 @@ def group_basic(cl, p):
         check([r.value for r in got] == [b"c-%d" % i for i in range(10)],
               "read_committed read %r, want c-0..c-9" % [r.value for r in got])
     run("txn-commit-abort", txn)
+
+    def txn_offsets():
+        # txn-offsets (the Go test's prepareTxn): a consumer of group
+        # PREFIX-txo-g reads i-0..i-9 of PREFIX-txo-in; a transaction
+        # writes o-0..o-4 to PREFIX-txo-out with offset 5 for the group
+        # and commits, the next o-5..o-9 with offset 10 and aborts. The
+        # group's committed offset is then 5 and a read_committed consumer
+        # reads o-0..o-4.
+        tin, tout = p + "-txo-in", p + "-txo-out"
+        read, committed = cl.txn_offsets(tin, tout, p + "-txo-g", p + "-txo-tid")
+        check(read == [b"i-%d" % i for i in range(10)], "read %r from %s, want i-0..i-9" % (read, tin))
+        check(committed == 5, "committed offset of %s/0: %r, want 5" % (tin, committed))
+        got = cl.consume(tout, 0, "earliest", 5, **cl.read_committed)
+        check([r.value for r in got] == [b"o-%d" % i for i in range(5)],
+              "read_committed read %r, want o-0..o-4" % [r.value for r in got])
+    run("txn-offsets", txn_offsets)
+
+    def txn_fencing():
+        # txn-fencing (prepareTxn): producer A (PREFIX-txf-tid) writes
+        # f-a-0 in an open transaction; B initializes with the same id,
+        # fencing A, whose commit fails with the client's fenced error; B
+        # writes f-b-0 and commits; read_committed reads f-b-0 only.
+        t = p + "-txf"
+        err = cl.txn_fencing(t, p + "-txf-tid")
+        check(err == cl.fenced_error, "A's commit after B initialized: %r, want %s" % (err, cl.fenced_error))
+        got = cl.consume(t, 0, "earliest", 1, **cl.read_committed)
+        check([r.value for r in got] == [b"f-b-0"], "read_committed read %r, want f-b-0" % [r.value for r in got])
+        return err
+    run("txn-fencing", txn_fencing)
 
 
 def group_admin(cl, p):

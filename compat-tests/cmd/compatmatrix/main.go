@@ -62,6 +62,8 @@ var scenarios = []struct{ name, what string }{
 	{"group-commit-resume", "a group member reads 40 records and commits; a new member of the group gets only the 4 written later"},
 	{"group-rebalance", "a second member joins (2+2 partitions), then leaves (4 again)"},
 	{"txn-commit-abort", "a transactional producer commits c-0..c-4, aborts a-0..a-4 and commits c-5..c-9; a read_committed consumer reads exactly c-0..c-9 (and the broker holds the aborted records between them)"},
+	{"txn-offsets", "consume, transform, produce: i-0..i-9 read from one topic; a transaction writes o-0..o-4 to another and sends offset 5 for a group with it (sendOffsetsToTransaction: AddOffsetsToTxn, TxnOffsetCommit) and commits, the next writes o-5..o-9 with offset 10 and aborts (franz-go's GroupTransactSession and sarama send a transaction's offsets only when it commits, so theirs never reach the broker); the group's committed offset is 5 and a read_committed consumer reads o-0..o-4 (the broker also holds o-5..o-9, aborted)"},
+	{"txn-fencing", "producer A writes a record in an open transaction; producer B initializes with the same transactional.id, which fences A and aborts its transaction; A's commit fails with the client's fenced error (PRODUCER_FENCED, or INVALID_PRODUCER_EPOCH for requests from before KIP-588); B commits; a read_committed consumer reads only B's record"},
 	{"share-consume", "share group (KIP-932): eight consumers of one group on one partition each get records and accept each record once (none delivered again); records given back (released, or held by a consumer stopped until their acquisition lock expired) come back to the others with delivery count 2"},
 	{"codec-none", "writes an uncompressed topic read intact by every other client, and reads theirs"},
 	{"codec-gzip", "the same with gzip (the broker keeps the writer's codec)"},
@@ -174,10 +176,13 @@ var notExpressible = map[string]map[string]string{
 		"admin-create":  "kcat has no admin commands", "admin-describe-configs": "kcat has no admin commands",
 		"admin-alter-configs": "kcat has no admin commands", "admin-create-partitions": "kcat has no admin commands",
 		"admin-delete": "kcat has no admin commands", "error-bad-config": "kcat has no admin commands",
+		"txn-offsets": "kcat -P cannot send consumed offsets with its transaction (it never sends AddOffsetsToTxn or TxnOffsetCommit), and kcat -C commits offsets outside any transaction",
 	},
 	"kafka-go": {
 		"share-consume":    "kafka-go has no share consumer (KIP-932)",
 		"txn-commit-abort": "kafka-go has no transactional producer (it never sends InitProducerId, AddPartitionsToTxn or EndTxn)",
+		"txn-offsets":      "kafka-go has no transactional producer (it never sends InitProducerId, AddPartitionsToTxn or EndTxn)",
+		"txn-fencing":      "kafka-go has no transactional producer (it never sends InitProducerId, AddPartitionsToTxn or EndTxn)",
 	},
 	"confluent-kafka-go": {
 		"share-consume": "confluent-kafka-go 2.11.1 (librdkafka 2.11.1) has no share consumer",
@@ -190,6 +195,8 @@ var notExpressible = map[string]map[string]string{
 	},
 	"java-tools": {
 		"txn-commit-abort": "Kafka's command-line tools have no producer that both commits and aborts transactions on request (kafka-producer-perf-test commits its transactions and never aborts one; kafka-transactions lists, describes and aborts other producers' hanging transactions); the java-client column is the same library",
+		"txn-offsets":      "no command-line tool commits one transaction and aborts the next on request: the only one that sends consumed offsets with its transactions, TransactionalMessageCopier (a class of the tools jar for Kafka's system tests, without a script), commits every batch it polls, or aborts one in three at random with --enable-random-aborts; the java-client column is the same library",
+		"txn-fencing":      "no command-line tool holds a transaction open until told to end it (kafka-producer-perf-test and TransactionalMessageCopier end each transaction as soon as its records are sent), so a second producer cannot start in the middle of one; the java-client column is the same library",
 	},
 }
 
@@ -265,10 +272,10 @@ func main() {
 	w("**skip** (the covering test was skipped: its toolchain was missing on the machine that generated this file), ")
 	w("or **—** (no test covers it yet). ")
 	w("python-confluent-kafka, kafka-python, kafkajs, confluent-kafka-go and java-tools run every scenario through a runner of their own ")
-	w("(compat-tests/python, js, ckg, tools_test.go; txn-commit-abort in the process of the basic scenarios), kcat the produce, consume, error and transaction scenarios (kcat_matrix_test.go), ")
-	w("sarama and kafka-go those, the admin ones and group-rebalance (sarama_matrix_test.go, kafkago_matrix_test.go), and sarama txn-commit-abort, ")
+	w("(compat-tests/python, js, ckg, tools_test.go; the transaction scenarios in the process of the basic ones), kcat the produce, consume, error and transaction scenarios (kcat_matrix_test.go), ")
+	w("sarama and kafka-go those, the admin ones and group-rebalance (sarama_matrix_test.go, kafkago_matrix_test.go), and sarama the transaction scenarios, ")
 	w("java-client the produce, consume, error, transaction, admin and group scenarios in one JVM (java_matrix_test.go, compat-tests/java Matrix.java), ")
-	w("franz-go near-max-message-bytes and txn-commit-abort (franzgo_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
+	w("franz-go near-max-message-bytes and the transaction scenarios (franzgo_matrix_test.go); the codec rows come from one cross-client test (codecs_matrix_test.go) ")
 	w("for every client that takes part in it. The other cells of franz-go, sarama, kafka-go, kcat and java-client come from the existing tests ")
 	w("that exercise the scenario with that client (listed under the table).\n\n")
 

@@ -26,6 +26,7 @@ import org.apache.kafka.clients.admin.TopicDescription;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.OffsetAndTimestamp;
 import org.apache.kafka.clients.consumer.RangeAssignor;
 import org.apache.kafka.clients.producer.KafkaProducer;
@@ -35,6 +36,7 @@ import org.apache.kafka.clients.producer.RecordMetadata;
 import org.apache.kafka.common.Node;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.errors.ProducerFencedException;
 import org.apache.kafka.common.header.Header;
 import org.apache.kafka.common.header.internals.RecordHeader;
 import org.apache.kafka.common.protocol.Errors;
@@ -50,8 +52,8 @@ import org.apache.kafka.common.serialization.ByteArraySerializer;
  * (PREFIX-meta with 3 partitions; PREFIX-acks0, -acks1, -acksall, -idem,
  * -fields, -cons with 1; PREFIX-big with max.message.bytes=100000; 10
  * records c-0..c-9 in PREFIX-cons, timestamps BASE+i*1000; PREFIX-grp with
- * 4 partitions of 10 records; PREFIX-txn with 1) and checks what the producers wrote
- * afterwards.
+ * 4 partitions of 10 records; PREFIX-txn, -txo-in with i-0..i-9, -txo-out and -txf
+ * with 1) and checks what the producers wrote afterwards.
  *
  * Usage: Matrix BOOTSTRAP PREFIX
  *
@@ -103,6 +105,16 @@ public final class Matrix {
         p.put(ProducerConfig.ACKS_CONFIG, acks);
         p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, Boolean.toString(idempotent));
         p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        return new KafkaProducer<>(p);
+    }
+
+    static KafkaProducer<byte[], byte[]> transactional(String id) {
+        Properties p = common();
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, id);
         p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
         p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "20000");
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
@@ -324,6 +336,91 @@ public final class Matrix {
             List<String> got = new ArrayList<>();
             for (ConsumerRecord<byte[], byte[]> r : read(topic, -2, want.size(), "read_committed")) got.add(s(r.value()));
             check(got.equals(want), "read_committed read " + got + ", want c-0..c-9");
+        });
+
+        /*
+         * txn-offsets (the Go side's prepareTxn): a consumer of group
+         * PREFIX-txo-g (assigned partition 0 of PREFIX-txo-in, not
+         * subscribed, so its group metadata has generation -1) reads
+         * i-0..i-9; the transactional producer writes o-0..o-4 to
+         * PREFIX-txo-out, sends offset 5 with sendOffsetsToTransaction and
+         * commits, then o-5..o-9 with offset 10 and aborts. The consumer's
+         * committed() offset is then 5 and a read_committed consumer reads
+         * o-0..o-4.
+         */
+        scenario("txn-offsets", () -> {
+            String in = prefix + "-txo-in", out = prefix + "-txo-out", group = prefix + "-txo-g";
+            TopicPartition tp = new TopicPartition(in, 0);
+            Properties cp = common();
+            cp.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+            cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+            cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+            cp.put(ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "200");
+            cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+            try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp);
+                 KafkaProducer<byte[], byte[]> pr = transactional(prefix + "-txo-tid")) {
+                c.assign(List.of(tp));
+                c.seekToBeginning(List.of(tp));
+                List<ConsumerRecord<byte[], byte[]>> input = new ArrayList<>();
+                long deadline = System.currentTimeMillis() + 20_000;
+                while (input.size() < 10 && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(Duration.ofMillis(200))) input.add(r);
+                }
+                check(input.size() == 10, in + ": read " + input.size() + " of 10 records in 20 s");
+                pr.initTransactions();
+                boolean[] commits = {true, false};
+                for (int i = 0; i < commits.length; i++) {
+                    pr.beginTransaction();
+                    List<Future<RecordMetadata>> fs = new ArrayList<>();
+                    for (ConsumerRecord<byte[], byte[]> r : input.subList(5 * i, 5 * i + 5)) {
+                        fs.add(pr.send(new ProducerRecord<>(out, 0, null, b(s(r.value()).replace("i-", "o-")))));
+                    }
+                    pr.flush();
+                    for (Future<RecordMetadata> f : fs) f.get(30, TimeUnit.SECONDS);
+                    long next = input.get(5 * i + 4).offset() + 1;
+                    pr.sendOffsetsToTransaction(Map.of(tp, new OffsetAndMetadata(next)), c.groupMetadata());
+                    if (commits[i]) pr.commitTransaction();
+                    else pr.abortTransaction();
+                }
+                OffsetAndMetadata committed = c.committed(Set.of(tp), Duration.ofSeconds(20)).get(tp);
+                check(committed != null && committed.offset() == 5, "committed offset of " + tp + ": " + committed + ", want 5");
+            }
+            List<String> got = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : read(out, -2, 5, "read_committed")) got.add(s(r.value()));
+            check(got.equals(List.of("o-0", "o-1", "o-2", "o-3", "o-4")), "read_committed read " + got + ", want o-0..o-4");
+        });
+
+        /*
+         * txn-fencing (prepareTxn): producer A (PREFIX-txf-tid) writes
+         * f-a-0 in an open transaction; B initializes with the same
+         * transactional id, fencing A; A's commitTransaction throws
+         * ProducerFencedException (PRODUCER_FENCED); B writes f-b-0 and
+         * commits; read_committed reads f-b-0 only.
+         */
+        scenario("txn-fencing", () -> {
+            String t = prefix + "-txf";
+            try (KafkaProducer<byte[], byte[]> a = transactional(prefix + "-txf-tid");
+                 KafkaProducer<byte[], byte[]> bp = transactional(prefix + "-txf-tid")) {
+                a.initTransactions();
+                a.beginTransaction();
+                a.send(new ProducerRecord<>(t, 0, null, b("f-a-0"))).get(30, TimeUnit.SECONDS);
+                bp.initTransactions();
+                Throwable err = null;
+                try {
+                    a.commitTransaction();
+                } catch (Exception e) {
+                    err = e;
+                }
+                check(err instanceof ProducerFencedException,
+                    "A's commit after B initialized: " + err + ", want ProducerFencedException (PRODUCER_FENCED)");
+                bp.beginTransaction();
+                bp.send(new ProducerRecord<>(t, 0, null, b("f-b-0"))).get(30, TimeUnit.SECONDS);
+                bp.commitTransaction();
+            }
+            List<String> got = new ArrayList<>();
+            for (ConsumerRecord<byte[], byte[]> r : read(t, -2, 1, "read_committed")) got.add(s(r.value()));
+            check(got.equals(List.of("f-b-0")), "read_committed read " + got + ", want f-b-0");
         });
     }
 
