@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
@@ -467,22 +468,54 @@ func loadBlob(dir, name string) ([]byte, error) {
 	return b[4:], nil
 }
 
-func saveConfState(dir string, cs *raftpb.ConfState) error {
+// confIndexField is the protobuf field number under which raft.conf
+// carries, after the ConfState, the index of the log entry the
+// configuration is as of (the last configuration change applied, or the
+// snapshot or forced configuration it came from). ConfState does not use
+// it; a binary that does not know it keeps it as an unknown field.
+const confIndexField = 1000
+
+// saveConfState writes cs, the configuration as of log entry index.
+// Written in one file with it, so that a restart, which hands out again
+// the committed entries after the last saved applied index, knows which
+// configuration changes cs already holds (Replica.applyConfChangeLocked).
+func saveConfState(dir string, cs *raftpb.ConfState, index uint64) error {
 	b, err := proto.Marshal(cs)
 	if err != nil {
 		return err
 	}
+	b = protowire.AppendTag(b, confIndexField, protowire.VarintType)
+	b = protowire.AppendVarint(b, index)
 	return saveBlob(dir, confFileName, b)
 }
 
-func loadConfState(dir string) (*raftpb.ConfState, error) {
+// loadConfState reads raft.conf: the configuration and the index it is as
+// of (0 in files written before the index was kept).
+func loadConfState(dir string) (*raftpb.ConfState, uint64, error) {
 	b, err := loadBlob(dir, confFileName)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cs := &raftpb.ConfState{}
 	if err := proto.Unmarshal(b, cs); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return cs, nil
+	var index uint64
+	unknown := cs.ProtoReflect().GetUnknown()
+	for len(unknown) > 0 {
+		num, typ, n := protowire.ConsumeTag(unknown)
+		if n < 0 {
+			return nil, 0, fmt.Errorf("replica: %s: %w", confFileName, protowire.ParseError(n))
+		}
+		m := protowire.ConsumeFieldValue(num, typ, unknown[n:])
+		if m < 0 {
+			return nil, 0, fmt.Errorf("replica: %s: %w", confFileName, protowire.ParseError(m))
+		}
+		if num == confIndexField && typ == protowire.VarintType {
+			index, _ = protowire.ConsumeVarint(unknown[n:])
+		}
+		unknown = unknown[n+m:]
+	}
+	cs.ProtoReflect().SetUnknown(nil)
+	return cs, index, nil
 }
