@@ -1084,10 +1084,23 @@ func (s *raftStorage) maybeCheckpoint(applied uint64, now time.Time) error {
 	s.mu.Lock()
 	saved := s.state.cur.applied &^ stateFlagPendingBit
 	due := applied > saved && (applied-saved >= checkpointEntries || now.Sub(s.savedAt) >= checkpointInterval)
-	s.mu.Unlock()
 	if !due {
-		return nil
+		// The commit index, as far as it is durable here, goes to the
+		// page cache at every advance, so that after a kill Open knows
+		// how far the log was committed and refuses a log that lost part
+		// of that (a damaged tail cut back by recovery) instead of voting
+		// on it. Synced only with the next save: after a power cut it is
+		// the last synced one.
+		err := error(nil)
+		if c := min(s.hs.GetCommit(), s.durIdx); c > s.state.cur.commit {
+			cur := s.state.cur
+			cur.commit = c
+			err = s.state.saveUnsynced(cur)
+		}
+		s.mu.Unlock()
+		return err
 	}
+	s.mu.Unlock()
 	return s.saveHardState(nil, applied, true)
 }
 
