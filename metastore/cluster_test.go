@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	pb "go.etcd.io/raft/v3/raftpb"
 )
 
 func TestClusterReplicatesAndForwards(t *testing.T) {
@@ -590,4 +593,60 @@ func TestClusterWriteOnFollowerAfterLeaderDies(t *testing.T) {
 		t.Fatalf("committed offsets: %+v %v, want offset 7", offs, err)
 	}
 	t.Logf("commit through follower %d answered %v after leader %d died", f, took.Round(time.Millisecond), lead)
+}
+
+// TestClusterMemberChangeRightAfterElection: a membership change that
+// reaches a leader elected a moment ago, before it applied an entry of its
+// own term. raft takes every entry of its log at election for a possible
+// configuration change and turns a change proposed before it applied that
+// far into an empty entry, silently: the change was lost and its caller
+// waited out its whole timeout. (The nemesis's meta-change fault showed
+// it: a voter change right after a meta node was killed took 30 s and
+// answered "outcome unknown".) The leader now waits until it applied an
+// entry of its own term before proposing.
+func TestClusterMemberChangeRightAfterElection(t *testing.T) {
+	c := newTestCluster(t, 3, nil)
+	lead := c.waitLeader()
+	// The leader's last entry reaches the followers but is never
+	// acknowledged, so they hold it uncommitted: the next leader finds
+	// an entry it has not applied in its log at election.
+	c.hub.OnSend(func(_, _ uint64, m *pb.Message) bool { return m.GetType() != pb.MsgAppResp })
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		c.node(lead).Client().CreateTopic(ctx, TopicSpec{Name: "uncommitted", Partitions: 1})
+	}()
+	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
+		for _, id := range c.ids() {
+			if n := c.node(id); id != lead {
+				if last, _ := n.ms.LastIndex(); last <= n.appliedIndex() {
+					return fmt.Errorf("node %d: last index %d, applied %d", id, last, n.appliedIndex())
+				}
+			}
+		}
+		return nil
+	})
+	// And no appends from the next leader until the change is proposed.
+	c.hub.OnSend(func(_, _ uint64, m *pb.Message) bool { return m.GetType() != pb.MsgApp })
+	c.stop(lead)
+	next := c.waitLeader()
+	if next == lead {
+		t.Fatalf("node %d, stopped, still leads", lead)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 8*time.Second)
+		defer cancel()
+		errc <- c.node(next).RemoveVoter(ctx, lead)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	c.hub.OnSend(nil)
+	start := time.Now()
+	if err := <-errc; err != nil {
+		t.Fatalf("removing node %d through the new leader %d: %v after %v", lead, next, err, time.Since(start).Round(time.Millisecond))
+	}
+	t.Logf("node %d removed %v after the appends resumed", lead, time.Since(start).Round(time.Millisecond))
+	if st := c.node(next).Status(); len(st.Voters) != 2 || slices.Contains(st.Voters, lead) {
+		t.Fatalf("voters after the removal: %v", st.Voters)
+	}
 }

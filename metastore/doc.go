@@ -97,6 +97,9 @@
 //
 // Node.AddVoter and Node.RemoveVoter change the quorum at run time (`sluice
 // meta add-voter`; a node started with Config.Join waits to be added).
+// Changes are single-node (never joint), one at a time, proposed by the
+// leader once it applied an entry of its own term (raft drops a change a
+// new leader proposes before that).
 //
 // # Snapshots
 //

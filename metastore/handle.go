@@ -176,10 +176,23 @@ func (n *Node) changeMember(ctx context.Context, t pb.ConfChangeType, id uint64,
 	// raft accepts one conf change at a time: a new one proposed before
 	// raft saw the previous one applied (Advance) is silently replaced by
 	// an empty entry. Serialize, and wait for raft's applied index to catch
-	// up with ours before proposing.
+	// up with ours before proposing. A new leader takes every entry in its
+	// log at election for a possible conf change, so it also waits until
+	// it applied an entry of its own term (the empty one it appended when
+	// elected, or later): before that a change it proposes is dropped the
+	// same way, and its caller would wait out the whole timeout.
 	n.confMu.Lock()
 	defer n.confMu.Unlock()
-	for n.rn.Status().Applied < n.appliedIndex() {
+	for {
+		st := n.rn.Status()
+		if st.Applied >= n.appliedIndex() {
+			if t, err := n.ms.Term(st.Applied); err == nil && t == st.GetTerm() {
+				break
+			}
+		}
+		if n.leader.Load() != n.id {
+			return ErrNotLeader
+		}
 		select {
 		case <-ctx.Done():
 			return ErrTimeout

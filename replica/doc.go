@@ -157,8 +157,11 @@
 //	        written to the log's page cache (raft's own entries to
 //	        raft.index and raft.confs only, synced at once); then
 //	        HardState, fdatasynced whenever term or vote changed (a
-//	        commit-only change is written with the next sync or at Close,
-//	        never past the last entry known durable). The Responses, raft's
+//	        commit-only change is written, never past the last entry
+//	        known durable, to the page cache at each apply (step 3) and
+//	        synced with the next sync or at Close: after a kill Open knows
+//	        the commit index the replica had reached, after a power cut
+//	        the last synced one). The Responses, raft's
 //	        own MsgStorageAppendResp among them, wait in the group's
 //	        durQueue (raft_durable.go) until the log is durable past the
 //	        append: one goroutine per group with appends pending waits on
@@ -290,13 +293,21 @@
 //	            crc32c u32 of the rest. Flag bit 1 marks dense offsets
 //	            (bit 0 was written by earlier versions). lastRaft is the
 //	            index of the last of raft's own entries known durable.
-//	            Every write is fdatasynced before the
-//	            caller goes on; the valid slot with the higher seq wins, so a
-//	            torn write leaves the previous state. snapIndex/snapTerm name
+//	            Every write goes to the slot not holding the last synced
+//	            state and, but for a commit index that advanced, is
+//	            fdatasynced before the caller goes on (Open syncs the
+//	            file once); the valid slot with the higher seq wins, so a
+//	            torn or lost write leaves the last synced state. snapIndex/snapTerm name
 //	            the entry before the first one the log holds, which starts at
 //	            snapOffset. Bit 62 of applied marks a snapshot install whose
 //	            log reset may not have finished.
-//	raft.conf   crc32c u32 | raftpb.ConfState, rewritten durably when it changes.
+//	raft.conf   crc32c u32 | raftpb.ConfState with, as field 1000 (a
+//	            varint ConfState does not use), the index of the entry it is
+//	            as of; rewritten durably when it changes. A configuration
+//	            change at or below that index, handed out again after a
+//	            restart (the applied index is saved only at checkpoints), is
+//	            in it already and is not applied again: entering a joint
+//	            configuration twice makes raft panic.
 //	raft.snap   crc32c u32 | the last snapshot's data (below), for the
 //	            producer table after a restart.
 //

@@ -243,10 +243,10 @@ func (s *raftStorage) rewriteLocked(cs *raftpb.ConfState, at, term, commit, appl
 		}
 		s.forcedAt = at
 	}
-	if err := saveConfState(s.dir, cs); err != nil {
+	if err := saveConfState(s.dir, cs, at); err != nil {
 		return err
 	}
-	s.cs = cloneCS(cs)
+	s.cs, s.confIndex = cloneCS(cs), at
 	return nil
 }
 

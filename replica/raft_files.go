@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluice-broker/sluice/internal/fsutil"
@@ -372,12 +373,18 @@ const stateFlagDenseOffsets = 1 << 1
 // stateFile is raft.state: two 128-byte slots written alternately, each
 // "SLRS" | version u16 | flags u16 | seq | term | vote | commit | applied |
 // snapIndex | snapTerm | snapOffset | lastRaft (u64 each) | zero padding | crc32c of the
-// slot before it (last 4 bytes). Every write is fdatasynced before it
-// returns. The slot with the highest seq and a good CRC wins, so a torn
-// write leaves the previous state readable.
+// slot before it (last 4 bytes). The slot with the highest seq and a good
+// CRC wins. Every write goes to the slot that does not hold the last
+// synced state, so a torn write, or one that a power cut never let reach
+// the disk, leaves that state readable. save fdatasyncs before it returns;
+// saveUnsynced (a commit index that advanced) leaves the write to the
+// page cache: it survives a kill, not a power cut.
 type stateFile struct {
 	f   *os.File
 	cur persistentState
+	// synced is the slot holding the last synced state (the one read at
+	// open, which openStateFile syncs).
+	synced int
 }
 
 func openStateFile(dir string) (*stateFile, bool, error) {
@@ -397,14 +404,22 @@ func openStateFile(dir string) (*stateFile, bool, error) {
 			return nil, false, err
 		}
 	}
-	s := &stateFile{f: f}
+	s := &stateFile{f: f, synced: 1}
 	buf := make([]byte, 2*stateSlotSize)
 	n, _ := f.ReadAt(buf, 0)
 	found := false
 	for i := 0; i+stateSlotSize <= n; i += stateSlotSize {
 		st, ok := decodeState(buf[i : i+stateSlotSize])
 		if ok && (!found || st.seq > s.cur.seq) {
-			s.cur, found = st, true
+			s.cur, s.synced, found = st, i/stateSlotSize, true
+		}
+	}
+	if found {
+		// After a kill the winning slot may be an unsynced write still in
+		// the page cache: make it the synced state the next writes keep.
+		if err := fsutil.Fdatasync(f); err != nil {
+			f.Close()
+			return nil, false, err
 		}
 	}
 	return s, found, nil
@@ -426,8 +441,27 @@ func decodeState(b []byte) (persistentState, bool) {
 	return s, true
 }
 
-// save writes st into the slot not holding the current state and syncs it.
+// save writes st into the slot not holding the last synced state and
+// syncs it.
 func (s *stateFile) save(st persistentState) error {
+	if err := s.write(st); err != nil {
+		return err
+	}
+	if err := fsutil.Fdatasync(s.f); err != nil {
+		return err
+	}
+	s.synced = 1 - s.synced
+	return nil
+}
+
+// saveUnsynced writes st like save without syncing it: the slot it goes to
+// is the one the next save writes again, so the last synced state stays
+// whole whatever becomes of this write.
+func (s *stateFile) saveUnsynced(st persistentState) error {
+	return s.write(st)
+}
+
+func (s *stateFile) write(st persistentState) error {
 	st.seq = s.cur.seq + 1
 	b := make([]byte, stateSlotSize)
 	binary.BigEndian.PutUint32(b, stateMagic)
@@ -437,10 +471,7 @@ func (s *stateFile) save(st persistentState) error {
 		binary.BigEndian.PutUint64(b[8+8*i:], v)
 	}
 	binary.BigEndian.PutUint32(b[stateSlotSize-4:], crc32.Checksum(b[:stateSlotSize-4], crc32c))
-	if _, err := s.f.WriteAt(b, int64(st.seq%2)*stateSlotSize); err != nil {
-		return err
-	}
-	if err := fsutil.Fdatasync(s.f); err != nil {
+	if _, err := s.f.WriteAt(b, int64(1-s.synced)*stateSlotSize); err != nil {
 		return err
 	}
 	s.cur = st
@@ -467,22 +498,54 @@ func loadBlob(dir, name string) ([]byte, error) {
 	return b[4:], nil
 }
 
-func saveConfState(dir string, cs *raftpb.ConfState) error {
+// confIndexField is the protobuf field number under which raft.conf
+// carries, after the ConfState, the index of the log entry the
+// configuration is as of (the last configuration change applied, or the
+// snapshot or forced configuration it came from). ConfState does not use
+// it; a binary that does not know it keeps it as an unknown field.
+const confIndexField = 1000
+
+// saveConfState writes cs, the configuration as of log entry index.
+// Written in one file with it, so that a restart, which hands out again
+// the committed entries after the last saved applied index, knows which
+// configuration changes cs already holds (Replica.applyConfChangeLocked).
+func saveConfState(dir string, cs *raftpb.ConfState, index uint64) error {
 	b, err := proto.Marshal(cs)
 	if err != nil {
 		return err
 	}
+	b = protowire.AppendTag(b, confIndexField, protowire.VarintType)
+	b = protowire.AppendVarint(b, index)
 	return saveBlob(dir, confFileName, b)
 }
 
-func loadConfState(dir string) (*raftpb.ConfState, error) {
+// loadConfState reads raft.conf: the configuration and the index it is as
+// of (0 in files written before the index was kept).
+func loadConfState(dir string) (*raftpb.ConfState, uint64, error) {
 	b, err := loadBlob(dir, confFileName)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	cs := &raftpb.ConfState{}
 	if err := proto.Unmarshal(b, cs); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return cs, nil
+	var index uint64
+	unknown := cs.ProtoReflect().GetUnknown()
+	for len(unknown) > 0 {
+		num, typ, n := protowire.ConsumeTag(unknown)
+		if n < 0 {
+			return nil, 0, fmt.Errorf("replica: %s: %w", confFileName, protowire.ParseError(n))
+		}
+		m := protowire.ConsumeFieldValue(num, typ, unknown[n:])
+		if m < 0 {
+			return nil, 0, fmt.Errorf("replica: %s: %w", confFileName, protowire.ParseError(m))
+		}
+		if num == confIndexField && typ == protowire.VarintType {
+			index, _ = protowire.ConsumeVarint(unknown[n:])
+		}
+		unknown = unknown[n+m:]
+	}
+	cs.ProtoReflect().SetUnknown(nil)
+	return cs, index, nil
 }

@@ -8,8 +8,12 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestRaftMembershipChange: a learner joins (a read broker added), another
@@ -373,4 +377,94 @@ func TestRaftProposeDuringJointChange(t *testing.T) {
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 10*time.Second)
 	c.checkAcked(acked)
 	t.Logf("%d batches acknowledged during 4 joint changes", len(acked))
+}
+
+// TestRaftCrashInJointConfiguration: a voter is killed (-9) after it
+// applied a joint configuration and before it applied the leaving of it.
+// Its raft.conf holds the joint configuration, while the applied index it
+// saved (a checkpoint, every minute) is below the entry that entered it, so
+// at restart raft hands that entry out again. Applying it to a
+// configuration that is already joint made raft panic ("config is already
+// joint") at every restart. The voter must restart, leave the joint
+// configuration with the group and serve the group's writes.
+func TestRaftCrashInJointConfiguration(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft})
+	var acked []ackedBatch
+	produceN := func(prefix string, n int) {
+		for i := range n {
+			b := c.idem(fmt.Sprint(prefix, i), 2)
+			acked = append(acked, ackedBatch{c.produce(b, AcksAll), append([]byte(nil), body(b)...)})
+		}
+	}
+	produceN("a", 10)
+	ln, lr := c.leader()
+	// f stays a voter and is the one killed; gone leaves; learner 4 is
+	// promoted: two voters change, so raft goes through a joint
+	// configuration.
+	f := NodeID(1 + int(ln)%3)
+	gone := NodeID(1 + int(f)%3)
+	want := Members{Voters: slices.Sorted(slices.Values([]NodeID{ln, f, 4}))}
+
+	// f gets every entry up to the one that leaves the joint
+	// configuration, and is told the one that entered it is committed
+	// (heartbeats carry the commit index up to what f holds), but never
+	// gets the leaving: the appends carrying it are dropped. The old and
+	// the new configuration each have a majority without f.
+	var blocked atomic.Bool
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool {
+		m := e.Msg
+		if to != f || (m.GetType() != raftpb.MsgApp && m.GetType() != raftpb.MsgSnap) {
+			return true
+		}
+		if m.GetType() == raftpb.MsgSnap && blocked.Load() {
+			return false
+		}
+		for _, ent := range m.GetEntries() {
+			if ent.GetType() != raftpb.EntryConfChangeV2 {
+				continue
+			}
+			var cc raftpb.ConfChangeV2
+			if err := proto.Unmarshal(ent.GetData(), &cc); err == nil && cc.LeaveJoint() {
+				blocked.Store(true)
+				return false
+			}
+		}
+		return true
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := lr.ChangeMembership(ctx, want); err != nil {
+		t.Fatalf("change to %+v: %v", want, err)
+	}
+	c.members = want
+	fr := c.rep(f)
+	checkFor(t, 10*time.Second, func() error {
+		fr.st.mu.Lock()
+		defer fr.st.mu.Unlock()
+		if len(fr.st.cs.GetVotersOutgoing()) == 0 {
+			return fmt.Errorf("node %d has not applied the joint configuration: %v", f, fr.st.cs)
+		}
+		return nil
+	})
+	c.crash(f)
+	c.stop(gone)
+	c.net.OnSend(nil)
+	produceN("b", 5)
+	c.start(f)
+	produceN("c", 5)
+	checkFor(t, 15*time.Second, func() error {
+		r := c.rep(f)
+		r.raftMu.Lock()
+		failed := r.failed
+		r.raftMu.Unlock()
+		if failed != nil {
+			return fmt.Errorf("node %d failed after its restart: %v", f, failed)
+		}
+		if got, settled := r.MembershipSettled(); !settled || !slices.Equal(got.Voters, want.Voters) || len(got.Learners) != 0 {
+			return fmt.Errorf("node %d has members %+v (settled %v), want %+v", f, got, settled, want)
+		}
+		return nil
+	})
+	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
+	c.checkAcked(acked)
 }

@@ -1073,6 +1073,8 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 	r.endSoloLocked()
 	r.st.mu.Lock()
 	forced := e.GetIndex() <= r.st.forcedAt
+	held := e.GetIndex() <= r.st.confIndex
+	cs := cloneCS(r.st.cs)
 	r.st.mu.Unlock()
 	if forced {
 		// Superseded by the configuration an async failover forced
@@ -1080,10 +1082,17 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		// wrong.
 		return nil
 	}
-	cs := r.rn.ApplyConfChange(cc)
-	if err := r.st.setConfState(cs); err != nil {
-		return err
+	if !held {
+		cs = r.rn.ApplyConfChange(cc)
+		if err := r.st.setConfState(cs, e.GetIndex()); err != nil {
+			return err
+		}
 	}
+	// Otherwise the saved configuration, which raft restarted from,
+	// holds this change already: raft hands out again, after a restart,
+	// the committed entries after the last applied index saved (a
+	// checkpoint), and applying a change twice is wrong (entering a joint
+	// configuration twice makes raft panic).
 	if len(cs.GetVotersOutgoing()) == 0 {
 		r.confPending = false
 	}

@@ -65,6 +65,11 @@ type raftStorage struct {
 	// raft_failover.go) as of this index; the configuration changes of the
 	// log up to it are superseded and not applied.
 	forcedAt uint64
+	// confIndex: cs (and raft.conf) is the configuration as of this
+	// index; the configuration changes of the log up to it are in it
+	// already (raft hands them out again after a restart: the applied
+	// index is saved only at checkpoints) and are not applied again.
+	confIndex uint64
 	// truncated, when set, counts the data offsets a divergent tail cut
 	// from the log (Host.TruncatedRecords).
 	truncated *atomic.Int64
@@ -192,19 +197,19 @@ func openStorage(dir string, l *log.Log, initial *raftpb.ConfState, lg zerolog.L
 		st.close()
 		return nil, fmt.Errorf("%w: %s was written by an earlier sluice, in which raft's own entries took Kafka offsets; this one keeps offsets dense and does not read it: empty the broker's data directory (the partition's data is lost) or copy the topic to a new cluster with a Kafka client first", ErrOldFormat, dir)
 	}
-	cs, err := loadConfState(dir)
+	cs, confIndex, err := loadConfState(dir)
 	if errors.Is(err, os.ErrNotExist) {
 		if found {
 			return nil, fmt.Errorf("replica: %s exists but %s is missing", stateFileName, confFileName)
 		}
 		cs = initial
-		if err := saveConfState(dir, cs); err != nil {
+		if err := saveConfState(dir, cs, 0); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
 		return nil, err
 	}
-	s.cs = cs
+	s.cs, s.confIndex = cs, confIndex
 	if !found {
 		if l.LogEndOffset() != l.LogStartOffset() {
 			return nil, fmt.Errorf("replica: log in %s holds data but no raft state", dir)
@@ -1079,10 +1084,23 @@ func (s *raftStorage) maybeCheckpoint(applied uint64, now time.Time) error {
 	s.mu.Lock()
 	saved := s.state.cur.applied &^ stateFlagPendingBit
 	due := applied > saved && (applied-saved >= checkpointEntries || now.Sub(s.savedAt) >= checkpointInterval)
-	s.mu.Unlock()
 	if !due {
-		return nil
+		// The commit index, as far as it is durable here, goes to the
+		// page cache at every advance, so that after a kill Open knows
+		// how far the log was committed and refuses a log that lost part
+		// of that (a damaged tail cut back by recovery) instead of voting
+		// on it. Synced only with the next save: after a power cut it is
+		// the last synced one.
+		err := error(nil)
+		if c := min(s.hs.GetCommit(), s.durIdx); c > s.state.cur.commit {
+			cur := s.state.cur
+			cur.commit = c
+			err = s.state.saveUnsynced(cur)
+		}
+		s.mu.Unlock()
+		return err
 	}
+	s.mu.Unlock()
 	return s.saveHardState(nil, applied, true)
 }
 
@@ -1101,7 +1119,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	if err := saveBlob(s.dir, snapFileName, snap.GetData()); err != nil {
 		return err
 	}
-	if err := saveConfState(s.dir, md.GetConfState()); err != nil {
+	if err := saveConfState(s.dir, md.GetConfState(), md.GetIndex()); err != nil {
 		return err
 	}
 	if hs != nil {
@@ -1136,7 +1154,7 @@ func (s *raftStorage) applySnapshot(snap *raftpb.Snapshot, hs *raftpb.HardState)
 	clear(s.cache)
 	s.budget.add(-s.cacheBytes)
 	s.cache, s.cacheBytes = nil, 0
-	s.cs = cloneCS(md.GetConfState())
+	s.cs, s.confIndex = cloneCS(md.GetConfState()), md.GetIndex()
 	s.snapProds = snap.GetData()
 	s.producers = prods
 	s.expireProducersLocked(time.Now())
@@ -1190,14 +1208,15 @@ func (s *raftStorage) compact(applied uint64) error {
 	return nil
 }
 
-// setConfState persists the configuration after a conf change was applied.
-func (s *raftStorage) setConfState(cs *raftpb.ConfState) error {
+// setConfState persists the configuration after the conf change at index
+// was applied.
+func (s *raftStorage) setConfState(cs *raftpb.ConfState, index uint64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := saveConfState(s.dir, cs); err != nil {
+	if err := saveConfState(s.dir, cs, index); err != nil {
 		return err
 	}
-	s.cs = cloneCS(cs)
+	s.cs, s.confIndex = cloneCS(cs), index
 	return nil
 }
 

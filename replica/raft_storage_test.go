@@ -333,3 +333,52 @@ func TestRaftCompactionInterrupted(t *testing.T) {
 		})
 	}
 }
+
+// TestRaftLostCommittedTailAfterKill: a follower is killed (-9) while the
+// group writes, and its log then loses its tail of committed, acknowledged
+// batches (a damaged last segment that recovery cuts back). Its raft.state
+// must know the commit index it had reached, so that Open refuses the
+// replica instead of letting it vote (and help elect a leader lacking those
+// batches) on the shortened log. The commit index was saved only with a
+// term or vote change or an applied checkpoint (once a minute), so here it
+// was the one of the election and the loss went unnoticed.
+func TestRaftLostCommittedTailAfterKill(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, nil, ReplicaOptions{Mode: ModeRaft})
+	var last ProduceResult
+	for i := range 20 {
+		last = c.produce(testBatch(fmt.Sprint("k", i), 2, -1, 0, 0), AcksAll)
+	}
+	c.converged(last.LastOffset+1, 10*time.Second)
+	ln, _ := c.leader()
+	f := NodeID(1 + int(ln)%3)
+	image := c.kill(f)
+	c.bury(f, image)
+	// The damage: the last 3 batches of the segment lost.
+	segs, _ := filepath.Glob(filepath.Join(c.nodeDir(f), "*", "*.log"))
+	if len(segs) == 0 {
+		segs, _ = filepath.Glob(filepath.Join(c.nodeDir(f), "*.log"))
+	}
+	if len(segs) == 0 {
+		t.Fatalf("no segment under %s", c.nodeDir(f))
+	}
+	seg := segs[len(segs)-1]
+	fi, err := os.Stat(seg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bl := int64(len(testBatch("k19", 2, -1, 0, 0)))
+	if err := os.Truncate(seg, fi.Size()-3*bl+bl/2); err != nil {
+		t.Fatal(err)
+	}
+	cfg := c.cfg
+	cfg.Node, cfg.Dir, cfg.Transport = f, c.nodeDir(f), c.net.Transport(f)
+	cfg.Logger = testLogger(t)
+	h, err := NewHost(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	if _, err := h.Open(c.topic, c.key, c.members, c.opts); !errors.Is(err, ErrLostCommitted) {
+		t.Fatalf("Open after a kill and the loss of committed batches: %v, want ErrLostCommitted", err)
+	}
+}

@@ -42,6 +42,10 @@ import (
 //   - reassign-crash: a partition of a replication-factor-2 topic moved
 //     to another write broker, and one broker of the move killed (-9) and
 //     restarted while it runs; the move must then finish;
+//   - meta-change: a meta node removed from the metastore's quorum and
+//     added back empty through the admin API, another meta node killed
+//     (-9) right after each change is proposed (nemesis_meta_test.go);
+//     the three must end agreeing on the members and the leader;
 //   - power: kill -9 and the process's own file system shut down without
 //     writing back its page cache or committing its journal (a power
 //     cut; nemesis_disk_test.go), restarted 0.5-2.5 s later;
@@ -99,7 +103,7 @@ func TestClusterNemesis(t *testing.T) {
 		mode = v
 	}
 	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{}, lin: newNemLin(),
-		kinds: []string{"kill", "kill", "pause", "reassign-crash"}}
+		kinds: []string{"kill", "kill", "pause", "reassign-crash", "meta-change"}}
 	n.run(rounds)
 }
 
@@ -230,6 +234,9 @@ func (n *nemesis) run(rounds int) {
 		ports := map[string]string{"meta": "9391", "kafka": "9092", "admin": "9644", "replica": "9491"}
 		layout.addr = func(name, socket string) string { return net.JoinHostPort(n.lab.hosts[name].addr, ports[socket]) }
 		layout.prefix = n.lab.exec
+		// meta-change calls the meta nodes' admin API, which on a
+		// non-loopback address takes mutating calls only with a token.
+		layout.metaExtra = func(int) string { return "admin.http.token: " + nemAdminToken + "\n" }
 		n.kinds = append(n.kinds, "isolate", "unplug", "oneway-out", "oneway-in")
 		// Each process on a file system of its own, for the disk faults.
 		if n.wants("power", "diskfull", "slowdisk") {
@@ -688,6 +695,8 @@ func (n *nemesis) oneRound(r int) {
 		n.clocks[victim].jump(n.t, 0)
 	case "reassign-crash":
 		detail, hold = n.reassignCrash()
+	case "meta-change":
+		detail, hold = n.metaChange(r)
 	}
 	n.faults[kind]++
 	n.t.Logf("NEMESIS seed=%d round %d: %s %s (held %v)", n.seed, r, kind, detail, hold.Round(time.Millisecond))
