@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // sharedSetup opens a one-node metastore with topic "sh" (two partitions,
@@ -603,6 +605,43 @@ func TestSharedReferenceCountsRebuilt(t *testing.T) {
 	defer r.Close()
 	if stored, _ := sharedRefs(t, r); fmt.Sprint(stored) != fmt.Sprint(want) {
 		t.Fatalf("restored: %v, want %v", stored, want)
+	}
+
+	// A snapshot image from such a version, installed (the backup is a
+	// copy of the database, as an image is).
+	image, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ReadBackup(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idir := t.TempDir()
+	idb, err := bolt.Open(filepath.Join(idir, "meta.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idb.Close()
+	inst := &Node{cfg: Config{DataDir: idir}}
+	if err := idb.Update(func(tx *bolt.Tx) error {
+		if err := ensureBuckets(tx); err != nil {
+			return err
+		}
+		_, err := inst.installSnapshot(tx, &pb.Snapshot{Data: image,
+			Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(info.Applied), Term: proto.Uint64(1)}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	if err := idb.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSharedRefs).ForEach(func(k, v []byte) error { got[string(k)] = getU64(v); return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("installed image: %v, want %v", got, want)
 	}
 }
 
