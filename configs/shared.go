@@ -37,6 +37,15 @@ type SharedStorage struct {
 	// before garbage collection deletes it when no committed chunk
 	// references it (an upload whose commit never happened).
 	SharedGCGraceMs int64 `mapstructure:"shared.gc.grace.ms"`
+	// The compactor of a write broker merges, in each partition it
+	// writes, every run of more than SharedCompactChunks consecutive
+	// chunks smaller than SharedCompactChunkBytes into one object of at
+	// most SharedCompactObjectBytes, checking every
+	// SharedCompactIntervalMs (0: never).
+	SharedCompactIntervalMs  int64 `mapstructure:"shared.compact.interval.ms"`
+	SharedCompactChunks      int64 `mapstructure:"shared.compact.chunks"`
+	SharedCompactChunkBytes  int64 `mapstructure:"shared.compact.chunk.bytes"`
+	SharedCompactObjectBytes int64 `mapstructure:"shared.compact.object.bytes"`
 }
 
 // DefaultSharedStorage is no shared storage, with the upload and cache
@@ -48,6 +57,10 @@ func DefaultSharedStorage() SharedStorage {
 		SharedUploadLingerMs:      250,
 		SharedCacheMemoryBytes:    64 << 20,
 		SharedGCGraceMs:           3600000,
+		SharedCompactIntervalMs:   60000,
+		SharedCompactChunks:       8,
+		SharedCompactChunkBytes:   1 << 20,
+		SharedCompactObjectBytes:  32 << 20,
 	}
 }
 
@@ -79,6 +92,18 @@ func (s SharedStorage) validate() error {
 	}
 	if s.SharedGCGraceMs < 1000 {
 		return fmt.Errorf("shared.gc.grace.ms must be at least 1000")
+	}
+	if s.SharedCompactIntervalMs < 0 {
+		return fmt.Errorf("shared.compact.interval.ms must not be negative (0 turns the compactor off)")
+	}
+	if s.SharedCompactChunks < 1 {
+		return fmt.Errorf("shared.compact.chunks must be at least 1")
+	}
+	if s.SharedCompactChunkBytes < 1 {
+		return fmt.Errorf("shared.compact.chunk.bytes must be at least 1")
+	}
+	if s.SharedCompactObjectBytes < s.SharedCompactChunkBytes {
+		return fmt.Errorf("shared.compact.object.bytes must be at least shared.compact.chunk.bytes")
 	}
 	return nil
 }

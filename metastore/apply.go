@@ -249,6 +249,8 @@ func (a *applier) apply(c *command) (r result) {
 		return a.advanceSharedStart(c)
 	case opCondemnSharedObjects:
 		return a.condemnSharedObjects(c)
+	case opReplaceSharedChunks:
+		return a.replaceSharedChunks(c)
 	case opAsyncPromote:
 		if err := a.asyncPromote(c); err != nil {
 			return fail(err)

@@ -184,6 +184,12 @@ func Restore(backup, dataDir string, id uint64, listen string) (BackupInfo, erro
 					return err
 				}
 			}
+			if stx.Bucket(bucketSharedRefs) == nil {
+				// A backup from a version without reference counts.
+				if err := rebuildSharedRefs(tx); err != nil {
+					return err
+				}
+			}
 			term := max(info.Term, 1)
 			rb := tx.Bucket(bucketRaft)
 			if err := rb.Put(keyNodeID, u64(id)); err != nil {

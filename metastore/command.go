@@ -137,6 +137,9 @@ type command struct {
 	Chunks []SharedChunk `json:"chunks,omitempty"`
 	// Keys is condemn_shared_objects' object keys (shared.go).
 	Keys []string `json:"keys,omitempty"`
+	// Replace is replace_shared_chunks' chunks that Chunks' one merged
+	// chunk replaces (shared.go).
+	Replace []SharedChunk `json:"rpl,omitempty"`
 }
 
 // result is what applying one command produced.

@@ -122,8 +122,16 @@ func Open(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("metastore: open db: %w", err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
+		// A database written before the object reference counts
+		// existed gets them from its chunk entries, once.
+		noRefs := tx.Bucket(bucketSharedRefs) == nil
 		if err := ensureBuckets(tx); err != nil {
 			return err
+		}
+		if noRefs {
+			if err := rebuildSharedRefs(tx); err != nil {
+				return err
+			}
 		}
 		// The data dir belongs to one raft id forever.
 		rb := tx.Bucket(bucketRaft)

@@ -521,6 +521,12 @@ func (n *Node) installSnapshot(tx *bolt.Tx, snap *pb.Snapshot) (uint64, error) {
 				}
 			}
 		}
+		if stx.Bucket(bucketSharedRefs) == nil {
+			// An image from a version without reference counts.
+			if err := rebuildSharedRefs(tx); err != nil {
+				return err
+			}
+		}
 		applied = getU64(stx.Bucket(bucketMeta).Get(keyApplied))
 		return nil
 	})

@@ -66,6 +66,11 @@ import (
 //	shared_condemned  "data/<node>/<incarnation>" -> u64 sequence: the
 //	               writer's objects up to it were condemned (deleted or
 //	               about to be) and are never committed again
+//	shared_refs    object key -> u64 how many shared_chunks entries name
+//	               it (no entry: none does). Kept in the same transaction
+//	               as every change of shared_chunks; rebuilt from
+//	               shared_chunks when a database, snapshot image or
+//	               backup written before it existed is opened
 var (
 	bucketRaft          = []byte("raft")
 	bucketRaftLog       = []byte("raft_log")
@@ -89,6 +94,7 @@ var (
 	bucketSharedEnds    = []byte("shared_ends")
 	bucketShareOwners   = []byte("share_owners")
 	bucketSharedFence   = []byte("shared_condemned")
+	bucketSharedRefs    = []byte("shared_refs")
 
 	keyNodeID      = []byte("node_id")
 	keyHardState   = []byte("hardstate")
@@ -109,7 +115,8 @@ var raftBuckets = [][]byte{bucketRaft, bucketRaftLog}
 // written by a version before it existed (restored, it starts empty).
 func laterBucket(name []byte) bool {
 	return string(name) == string(bucketSharedChunks) || string(name) == string(bucketSharedEnds) ||
-		string(name) == string(bucketShareOwners) || string(name) == string(bucketSharedFence)
+		string(name) == string(bucketShareOwners) || string(name) == string(bucketSharedFence) ||
+		string(name) == string(bucketSharedRefs)
 }
 
 // stateBuckets are the state machine; a snapshot replaces exactly these.
@@ -118,6 +125,7 @@ var stateBuckets = [][]byte{
 	bucketOffsets, bucketGroups, bucketGroupOwners, bucketACLs, bucketCredentials,
 	bucketTxnState, bucketClientQuotas, bucketBrokerDirs, bucketTxnOffsets, bucketShareState,
 	bucketGroupConfigs, bucketSharedChunks, bucketSharedEnds, bucketShareOwners, bucketSharedFence,
+	bucketSharedRefs,
 }
 
 func shareStateKey(id TopicID, partition int32) []byte {

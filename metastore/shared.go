@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -27,6 +28,7 @@ const (
 	opCommitSharedChunks   op = "commit_shared_chunks"
 	opAdvanceSharedStart   op = "advance_shared_start"
 	opCondemnSharedObjects op = "condemn_shared_objects"
+	opReplaceSharedChunks  op = "replace_shared_chunks"
 )
 
 // SharedChunk is one partition's contiguous run of record batches inside
@@ -141,7 +143,7 @@ func (a *applier) commitSharedChunks(c *command) result {
 			errs[i] = errCode(fmt.Errorf("%w: chunk %d..%d of %s-%d, end offset %d", ErrInvalidRequest, ch.BaseOffset, ch.LastOffset, t.Name, ch.Partition, end))
 			continue
 		}
-		a.put(chunks, sharedChunkKey(ch.TopicID, ch.Partition, ch.BaseOffset), mustJSON(ch))
+		a.putSharedChunk(chunks, ch)
 		a.put(ends, pk, sharedOffsetsValue(ch.LastOffset+1, start))
 	}
 	return result{Errs: errs}
@@ -165,14 +167,19 @@ func sharedOffsetsValue(end, start int64) []byte {
 }
 
 // sharedObjectWriter splits an object key of shared storage,
-// "data/<node>/<incarnation>/<sequence>", into its writer's prefix and
-// its sequence; ok is false for any other key.
+// "data/<node>/<incarnation>/<sequence>" (a broker's uploads) or
+// "data/<node>/<incarnation>-c/<sequence>" (its compactor's merged
+// objects, a sequence of their own), into its writer's prefix and its
+// sequence; ok is false for any other key.
 func sharedObjectWriter(key string) (writer string, seq uint64, ok bool) {
 	parts := strings.Split(key, "/")
 	if len(parts) != 4 || parts[0] != "data" {
 		return "", 0, false
 	}
-	for _, p := range parts[1:3] {
+	for i, p := range parts[1:3] {
+		if i == 1 {
+			p = strings.TrimSuffix(p, "-c")
+		}
 		if _, err := strconv.ParseUint(p, 10, 64); err != nil {
 			return "", 0, false
 		}
@@ -233,7 +240,7 @@ func (a *applier) advanceSharedStart(c *command) result {
 	if c.Count <= start {
 		return result{Int: start}
 	}
-	var drop [][]byte
+	var drop []SharedChunk
 	var keys []string
 	for k, v := cur.Seek(pk); k != nil && bytes.HasPrefix(k, pk); k, v = cur.Next() {
 		var ch SharedChunk
@@ -241,14 +248,14 @@ func (a *applier) advanceSharedStart(c *command) result {
 		if ch.LastOffset >= c.Count {
 			break
 		}
-		drop = append(drop, slices.Clone(k))
+		drop = append(drop, ch)
 		if !slices.Contains(keys, ch.Key) {
 			keys = append(keys, ch.Key)
 		}
 	}
 	chunks := a.tx.Bucket(bucketSharedChunks)
-	for _, k := range drop {
-		a.del(chunks, k)
+	for _, ch := range drop {
+		a.delSharedChunk(chunks, ch)
 	}
 	a.put(ends, pk, sharedOffsetsValue(end, c.Count))
 	return result{Int: c.Count, Keys: keys}
@@ -272,49 +279,164 @@ func (a *applier) condemnSharedObjects(c *command) result {
 }
 
 // unreferencedObjects returns, in their order and once each, the keys of
-// the writers' form that no chunk entry references. It scans the whole
-// chunk index.
+// the writers' form that no chunk entry references: one lookup in the
+// reference counts per key.
 func unreferencedObjects(tx *bolt.Tx, keys []string) []string {
-	want := map[string]bool{}
-	for _, k := range keys {
-		if _, _, ok := sharedObjectWriter(k); ok {
-			want[k] = true
-		}
-	}
-	if len(want) == 0 {
-		return nil
-	}
-	cur := tx.Bucket(bucketSharedChunks).Cursor()
-	for k, v := cur.First(); k != nil && len(want) > 0; k, v = cur.Next() {
-		var ch SharedChunk
-		mustUnmarshal(v, &ch)
-		delete(want, ch.Key)
-	}
+	refs := tx.Bucket(bucketSharedRefs)
+	seen := map[string]bool{}
 	var out []string
 	for _, k := range keys {
-		if want[k] {
-			delete(want, k) // once, if listed twice
+		if _, _, ok := sharedObjectWriter(k); !ok || seen[k] {
+			continue
+		}
+		seen[k] = true
+		if refs.Get([]byte(k)) == nil {
 			out = append(out, k)
 		}
 	}
 	return out
 }
 
+// putSharedChunk stores chunk entry ch and counts the reference to its
+// object (replacing an entry at the same base offset drops that one's).
+func (a *applier) putSharedChunk(b *bolt.Bucket, ch SharedChunk) {
+	k := sharedChunkKey(ch.TopicID, ch.Partition, ch.BaseOffset)
+	if v := b.Get(k); v != nil {
+		var old SharedChunk
+		mustUnmarshal(v, &old)
+		a.refSharedObject(old.Key, -1)
+	}
+	a.put(b, k, mustJSON(ch))
+	a.refSharedObject(ch.Key, 1)
+}
+
+// delSharedChunk drops chunk entry ch and its reference to its object.
+func (a *applier) delSharedChunk(b *bolt.Bucket, ch SharedChunk) {
+	a.del(b, sharedChunkKey(ch.TopicID, ch.Partition, ch.BaseOffset))
+	a.refSharedObject(ch.Key, -1)
+}
+
+// refSharedObject adds d to object key's reference count; a count that
+// reaches zero is removed.
+func (a *applier) refSharedObject(key string, d int64) {
+	refs := a.tx.Bucket(bucketSharedRefs)
+	n := int64(getU64(refs.Get([]byte(key)))) + d
+	if n <= 0 {
+		a.del(refs, []byte(key))
+		return
+	}
+	a.put(refs, []byte(key), u64(uint64(n)))
+}
+
+// rebuildSharedRefs recomputes the reference counts from the chunk
+// entries (a database from before they were kept).
+func rebuildSharedRefs(tx *bolt.Tx) error {
+	if tx.Bucket(bucketSharedRefs) != nil {
+		if err := tx.DeleteBucket(bucketSharedRefs); err != nil {
+			return err
+		}
+	}
+	refs, err := tx.CreateBucket(bucketSharedRefs)
+	if err != nil {
+		return err
+	}
+	counts := map[string]uint64{}
+	if err := tx.Bucket(bucketSharedChunks).ForEach(func(_, v []byte) error {
+		var ch SharedChunk
+		if err := json.Unmarshal(v, &ch); err != nil {
+			return fmt.Errorf("shared chunk entry: %w", err)
+		}
+		counts[ch.Key]++
+		return nil
+	}); err != nil {
+		return err
+	}
+	for k, n := range counts {
+		if err := refs.Put([]byte(k), u64(n)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // deleteSharedTopic drops every chunk entry and end offset of topic id.
 // The objects stay in shared storage until garbage collection finds them
 // unreferenced.
 func (a *applier) deleteSharedTopic(id TopicID) {
-	for _, name := range [][]byte{bucketSharedChunks, bucketSharedEnds} {
-		b := a.tx.Bucket(name)
-		cur := b.Cursor()
-		var keys [][]byte
-		for k, _ := cur.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, _ = cur.Next() {
-			keys = append(keys, slices.Clone(k))
+	chunks := a.tx.Bucket(bucketSharedChunks)
+	var drop []SharedChunk
+	cur := chunks.Cursor()
+	for k, v := cur.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, v = cur.Next() {
+		var ch SharedChunk
+		mustUnmarshal(v, &ch)
+		drop = append(drop, ch)
+	}
+	for _, ch := range drop {
+		a.delSharedChunk(chunks, ch)
+	}
+	ends := a.tx.Bucket(bucketSharedEnds)
+	var keys [][]byte
+	cur = ends.Cursor()
+	for k, _ := cur.Seek(id[:]); k != nil && bytes.HasPrefix(k, id[:]); k, _ = cur.Next() {
+		keys = append(keys, slices.Clone(k))
+	}
+	for _, k := range keys {
+		a.del(ends, k)
+	}
+}
+
+// replaceSharedChunks swaps the partition's consecutive chunk entries
+// c.Replace for the one chunk c.Chunks[0] holding the same offsets (the
+// compactor's merged object), all or nothing: refused (ErrFenced) unless
+// c.BrokerID, registered with c.Inc, leads the partition in the merged
+// chunk's epoch and the merged object was not condemned; refused
+// (ErrInvalidRequest) unless every chunk of c.Replace is still stored as
+// given, they are consecutive and the merged chunk spans exactly their
+// offsets. The old objects lose a reference each; garbage collection
+// deletes them once unreferenced and past the grace period.
+func (a *applier) replaceSharedChunks(c *command) result {
+	if b, ok := a.broker(c.BrokerID); !ok || b.Incarnation != c.Inc {
+		return result{Err: errCode(ErrFenced)}
+	}
+	if len(c.Chunks) != 1 || len(c.Replace) == 0 {
+		return result{Err: errCode(fmt.Errorf("%w: a replacement is one chunk for one or more", ErrInvalidRequest))}
+	}
+	m := c.Chunks[0]
+	t, ok := a.topicByID(m.TopicID)
+	if !ok || m.Partition < 0 || int(m.Partition) >= len(t.Partitions) {
+		return result{Err: errCode(ErrUnknownTopic)}
+	}
+	p := t.Partitions[m.Partition]
+	if m.LeaderEpoch != p.LeaderEpoch || c.BrokerID != p.Leader {
+		return result{Err: errCode(ErrFenced)}
+	}
+	if a.condemned(m.Key) {
+		return result{Err: errCode(fmt.Errorf("%w: object %s was condemned", ErrFenced, m.Key))}
+	}
+	if m.Key == "" || m.Pos < 0 || m.Len <= 0 || m.BaseOffset != c.Replace[0].BaseOffset ||
+		m.LastOffset != c.Replace[len(c.Replace)-1].LastOffset {
+		return result{Err: errCode(fmt.Errorf("%w: merged chunk %d..%d does not span the chunks it replaces", ErrInvalidRequest, m.BaseOffset, m.LastOffset))}
+	}
+	chunks := a.tx.Bucket(bucketSharedChunks)
+	for i, old := range c.Replace {
+		if old.TopicID != m.TopicID || old.Partition != m.Partition ||
+			i > 0 && old.BaseOffset != c.Replace[i-1].LastOffset+1 {
+			return result{Err: errCode(fmt.Errorf("%w: replaced chunks not consecutive at %d", ErrInvalidRequest, old.BaseOffset))}
 		}
-		for _, k := range keys {
-			a.del(b, k)
+		v := chunks.Get(sharedChunkKey(old.TopicID, old.Partition, old.BaseOffset))
+		var cur SharedChunk
+		if v != nil {
+			mustUnmarshal(v, &cur)
+		}
+		if v == nil || cur != old {
+			return result{Err: errCode(fmt.Errorf("%w: chunk %d..%d of %s-%d is no longer stored as read", ErrInvalidRequest, old.BaseOffset, old.LastOffset, t.Name, m.Partition))}
 		}
 	}
+	for _, old := range c.Replace {
+		a.delSharedChunk(chunks, old)
+	}
+	a.putSharedChunk(chunks, m)
+	return result{}
 }
 
 // readSharedChunks answers "shared_chunks": the partition's offsets and
@@ -390,6 +512,18 @@ func (c *Client) CommitSharedChunks(ctx context.Context, f Fence, chunks []Share
 		out[i] = codeErr(e)
 	}
 	return out, nil
+}
+
+// ReplaceSharedChunks swaps a shared-mode partition's consecutive chunks
+// old for merged, holding the same offsets in one object, in one
+// command: all of them or none (ErrFenced: broker f.Broker no longer
+// leads the partition in merged's epoch, or merged's object was
+// condemned; ErrInvalidRequest: old are no longer the partition's chunks
+// as given, after a retention or another replacement).
+func (c *Client) ReplaceSharedChunks(ctx context.Context, f Fence, old []SharedChunk, merged SharedChunk) error {
+	_, err := c.write(ctx, command{Op: opReplaceSharedChunks, Chunks: []SharedChunk{merged}, Replace: old,
+		BrokerID: f.Broker, Inc: f.Incarnation})
+	return err
 }
 
 // AdvanceSharedStart moves a shared-mode partition's start offset to

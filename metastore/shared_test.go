@@ -3,8 +3,14 @@ package metastore
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // sharedSetup opens a one-node metastore with topic "sh" (two partitions,
@@ -425,4 +431,318 @@ func TestSharedStartAndCondemn(t *testing.T) {
 		t.Fatalf("condemned after restart: %v", errs)
 	}
 	n.Close()
+}
+
+// sharedRefs reads the stored reference counts and recounts them from the
+// chunk entries.
+func sharedRefs(t *testing.T, n *Node) (stored, counted map[string]uint64) {
+	t.Helper()
+	stored, counted = map[string]uint64{}, map[string]uint64{}
+	err := n.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bucketSharedRefs).ForEach(func(k, v []byte) error {
+			stored[string(k)] = getU64(v)
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketSharedChunks).ForEach(func(_, v []byte) error {
+			var ch SharedChunk
+			mustUnmarshal(v, &ch)
+			counted[ch.Key]++
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stored, counted
+}
+
+// TestSharedReferenceCounts: every command that adds or drops chunk
+// entries (commit, retention's start move, a replacement, deleting the
+// topic) keeps each object's reference count equal to the number of
+// entries naming it, in the same apply; an object whose count reached
+// zero has none and is answered unreferenced by a lookup of its own key.
+func TestSharedReferenceCounts(t *testing.T) {
+	dir := t.TempDir()
+	n, c, id, f1, _ := sharedSetup(t, dir)
+	defer func() { n.Close() }()
+	ctx := ctxT(t)
+	epoch := func(p int32) int32 {
+		top, _ := c.TopicByName("sh")
+		return top.Partitions[p].LeaderEpoch
+	}
+	ep0, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, epoch(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ep1, err := c.ClaimSharedLeader(ctx, f1, "sh", 1, epoch(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(seq int) string { return fmt.Sprintf("data/1/%d/%020d", f1.Incarnation, seq) }
+	merged := func(seq int) string { return fmt.Sprintf("data/1/%d-c/%020d", f1.Incarnation, seq) }
+	commit := func(chs ...SharedChunk) error {
+		errs, err := c.CommitSharedChunks(ctx, f1, chs)
+		if err != nil {
+			return err
+		}
+		return errors.Join(errs...)
+	}
+	c0 := func(base, last int64, k string) SharedChunk { return chunk(id, 0, ep0, base, last, k) }
+	steps := []struct {
+		name string
+		do   func() error
+		want map[string]uint64
+	}{
+		{"two partitions in one object", func() error { return commit(c0(0, 9, key(1)), chunk(id, 1, ep1, 0, 4, key(1))) },
+			map[string]uint64{key(1): 2}},
+		{"more objects", func() error {
+			if err := commit(c0(10, 19, key(2))); err != nil {
+				return err
+			}
+			return commit(c0(20, 29, key(3)), chunk(id, 1, ep1, 5, 9, key(3)))
+		}, map[string]uint64{key(1): 2, key(2): 1, key(3): 2}},
+		{"a refused commit counts nothing", func() error {
+			if err := commit(c0(5, 40, key(4))); !errors.Is(err, ErrInvalidRequest) {
+				return fmt.Errorf("commit below the end: %v", err)
+			}
+			return nil
+		}, map[string]uint64{key(1): 2, key(2): 1, key(3): 2}},
+		{"retention drops partition 0's first chunk", func() error {
+			_, _, err := c.AdvanceSharedStart(ctx, f1, id, 0, ep0, 10)
+			return err
+		}, map[string]uint64{key(1): 1, key(2): 1, key(3): 2}},
+		{"a replacement moves the references", func() error {
+			return c.ReplaceSharedChunks(ctx, f1, []SharedChunk{c0(10, 19, key(2)), c0(20, 29, key(3))},
+				SharedChunk{TopicID: id, Partition: 0, LeaderEpoch: ep0, BaseOffset: 10, LastOffset: 29, Key: merged(1), Len: 200})
+		}, map[string]uint64{key(1): 1, key(3): 1, merged(1): 1}},
+		{"deleting the topic drops every reference", func() error { return c.DeleteTopic(ctx, id) },
+			map[string]uint64{}},
+	}
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		stored, counted := sharedRefs(t, n)
+		if fmt.Sprint(stored) != fmt.Sprint(counted) || fmt.Sprint(stored) != fmt.Sprint(st.want) {
+			t.Fatalf("%s: stored %v, counted from the chunks %v, want %v", st.name, stored, counted, st.want)
+		}
+	}
+	unref, err := c.UnreferencedSharedObjects(ctx, []string{key(1), merged(1), key(9)})
+	if err != nil || fmt.Sprint(unref) != fmt.Sprint([]string{key(1), merged(1), key(9)}) {
+		t.Fatalf("unreferenced after the delete: %v %v", unref, err)
+	}
+}
+
+// TestSharedReferenceCountsRebuilt: a database from before the reference
+// counts (no shared_refs bucket) gets them from its chunk entries when it
+// is opened, and garbage collection's lookups answer from them.
+func TestSharedReferenceCountsRebuilt(t *testing.T) {
+	dir := t.TempDir()
+	n, c, id, f1, _ := sharedSetup(t, dir)
+	ctx := ctxT(t)
+	top, _ := c.TopicByName("sh")
+	ep0, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, top.Partitions[0].LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(seq int) string { return fmt.Sprintf("data/1/%d/%020d", f1.Incarnation, seq) }
+	for i := range 5 {
+		if errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{chunk(id, 0, ep0, int64(i*10), int64(i*10+9), key(1+i/2))}); err != nil || errs[0] != nil {
+			t.Fatal(errs, err)
+		}
+	}
+	want := map[string]uint64{key(1): 2, key(2): 2, key(3): 1}
+	if stored, _ := sharedRefs(t, n); fmt.Sprint(stored) != fmt.Sprint(want) {
+		t.Fatalf("before: %v", stored)
+	}
+	// Make it an old database: no reference counts.
+	if err := n.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSharedRefs) }); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+	n = openSingle(t, dir)
+	defer n.Close()
+	c = n.Client()
+	stored, counted := sharedRefs(t, n)
+	if fmt.Sprint(stored) != fmt.Sprint(want) || fmt.Sprint(counted) != fmt.Sprint(want) {
+		t.Fatalf("rebuilt: %v, counted %v, want %v", stored, counted, want)
+	}
+	unref, err := c.UnreferencedSharedObjects(ctx, []string{key(1), key(3), key(4)})
+	if err != nil || fmt.Sprint(unref) != fmt.Sprint([]string{key(4)}) {
+		t.Fatalf("unreferenced: %v %v", unref, err)
+	}
+
+	// A backup taken by such a version, restored: the counts are
+	// rebuilt by the restore (which creates every bucket, so the open
+	// that follows finds one).
+	backup := filepath.Join(t.TempDir(), "meta.backup")
+	f, err := os.Create(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.Backup(f); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	db, err := bolt.Open(backup, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSharedRefs) }); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	rdir := filepath.Join(t.TempDir(), "restored")
+	if _, err := Restore(backup, rdir, 7, "127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Open(testConfig(t, 7, rdir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if stored, _ := sharedRefs(t, r); fmt.Sprint(stored) != fmt.Sprint(want) {
+		t.Fatalf("restored: %v, want %v", stored, want)
+	}
+
+	// A snapshot image from such a version, installed (the backup is a
+	// copy of the database, as an image is).
+	image, err := os.ReadFile(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := ReadBackup(backup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idir := t.TempDir()
+	idb, err := bolt.Open(filepath.Join(idir, "meta.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idb.Close()
+	inst := &Node{cfg: Config{DataDir: idir}}
+	if err := idb.Update(func(tx *bolt.Tx) error {
+		if err := ensureBuckets(tx); err != nil {
+			return err
+		}
+		_, err := inst.installSnapshot(tx, &pb.Snapshot{Data: image,
+			Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(info.Applied), Term: proto.Uint64(1)}})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	if err := idb.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSharedRefs).ForEach(func(k, v []byte) error { got[string(k)] = getU64(v); return nil })
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("installed image: %v, want %v", got, want)
+	}
+}
+
+// TestSharedReplace: replace_shared_chunks swaps consecutive chunk
+// entries for one merged chunk holding the same offsets, all or nothing,
+// only for the partition's write leader in its epoch, only while the
+// replaced entries are still stored as read, and never for a condemned
+// object; readers' floor lookups then find the merged chunk, the end
+// offset does not move and later commits go on.
+func TestSharedReplace(t *testing.T) {
+	dir := t.TempDir()
+	n, c, id, f1, f2 := sharedSetup(t, dir)
+	defer n.Close()
+	ctx := ctxT(t)
+	top, _ := c.TopicByName("sh")
+	ep, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, top.Partitions[0].LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := func(seq int) string { return fmt.Sprintf("data/1/%d/%020d", f1.Incarnation, seq) }
+	mkey := func(seq int) string { return fmt.Sprintf("data/1/%d-c/%020d", f1.Incarnation, seq) }
+	var olds []SharedChunk
+	for i := range 6 {
+		ch := chunk(id, 0, ep, int64(i*10), int64(i*10+9), key(i+1))
+		if errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{ch}); err != nil || errs[0] != nil {
+			t.Fatal(errs, err)
+		}
+		olds = append(olds, ch)
+	}
+	// Chunks 1..3 (offsets 10..39) merged into one object.
+	m := SharedChunk{TopicID: id, Partition: 0, LeaderEpoch: ep, BaseOffset: 10, LastOffset: 39, Key: mkey(1), Len: 300, MaxTimestamp: 1039}
+	changed := olds[2]
+	changed.Len++
+	for _, tc := range []struct {
+		name string
+		f    Fence
+		old  []SharedChunk
+		m    func(SharedChunk) SharedChunk
+		want error
+	}{
+		{"a stale incarnation", Fence{Broker: 1, Incarnation: f1.Incarnation + 1}, olds[1:4], nil, ErrFenced},
+		{"not the leader", f2, olds[1:4], nil, ErrFenced},
+		{"an old epoch", f1, olds[1:4], func(m SharedChunk) SharedChunk { m.LeaderEpoch--; return m }, ErrFenced},
+		{"short of the last chunk", f1, olds[1:3], nil, ErrInvalidRequest},
+		{"not starting at the first", f1, olds[2:4], nil, ErrInvalidRequest},
+		{"a gap", f1, []SharedChunk{olds[1], olds[3]}, func(m SharedChunk) SharedChunk { return m }, ErrInvalidRequest},
+		{"a chunk not as stored", f1, []SharedChunk{olds[1], changed, olds[3]}, nil, ErrInvalidRequest},
+		{"no chunks", f1, nil, nil, ErrInvalidRequest},
+		{"an empty merged chunk", f1, olds[1:4], func(m SharedChunk) SharedChunk { m.Len = 0; return m }, ErrInvalidRequest},
+		{"another partition", f1, olds[1:4], func(m SharedChunk) SharedChunk { m.Partition = 1; return m }, ErrFenced},
+	} {
+		mm := m
+		if tc.m != nil {
+			mm = tc.m(m)
+		}
+		if err := c.ReplaceSharedChunks(ctx, tc.f, tc.old, mm); !errors.Is(err, tc.want) {
+			t.Fatalf("%s: %v, want %v", tc.name, err, tc.want)
+		}
+		if sp, _ := c.SharedChunks(ctx, id, 0, 0, 10); fmt.Sprint(sp.Chunks) != fmt.Sprint(olds) {
+			t.Fatalf("%s changed the chunks: %v", tc.name, sp.Chunks)
+		}
+	}
+	if err := c.ReplaceSharedChunks(ctx, f1, olds[1:4], m); err != nil {
+		t.Fatal(err)
+	}
+	want := []SharedChunk{olds[0], m, olds[4], olds[5]}
+	if sp, err := c.SharedChunks(ctx, id, 0, 0, 10); err != nil || fmt.Sprint(sp.Chunks) != fmt.Sprint(want) || sp.EndOffset != 60 {
+		t.Fatalf("after the swap: %+v %v", sp, err)
+	}
+	for _, off := range []int64{10, 25, 39} {
+		if sp, err := c.SharedChunks(ctx, id, 0, off, 1); err != nil || len(sp.Chunks) != 1 || sp.Chunks[0] != m {
+			t.Fatalf("floor of %d: %+v %v", off, sp, err)
+		}
+	}
+	// The same swap again: its chunks are gone.
+	if err := c.ReplaceSharedChunks(ctx, f1, olds[1:4], m); !errors.Is(err, ErrInvalidRequest) {
+		t.Fatalf("second swap: %v", err)
+	}
+	unref, err := c.UnreferencedSharedObjects(ctx, []string{key(1), key(2), key(3), key(4), mkey(1)})
+	if err != nil || fmt.Sprint(unref) != fmt.Sprint([]string{key(2), key(3), key(4)}) {
+		t.Fatalf("unreferenced after the swap: %v %v", unref, err)
+	}
+	// A condemned merged object is never swapped in, and the
+	// compactor's condemned sequence is its own: the uploads' commits
+	// go on.
+	if got, err := c.CondemnSharedObjects(ctx, []string{mkey(2)}); err != nil || len(got) != 1 {
+		t.Fatalf("condemn: %v %v", got, err)
+	}
+	m2 := SharedChunk{TopicID: id, Partition: 0, LeaderEpoch: ep, BaseOffset: 40, LastOffset: 59, Key: mkey(2), Len: 200}
+	if err := c.ReplaceSharedChunks(ctx, f1, olds[4:6], m2); !errors.Is(err, ErrFenced) {
+		t.Fatalf("condemned merged object: %v", err)
+	}
+	if errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{chunk(id, 0, ep, 60, 69, key(7))}); err != nil || errs[0] != nil {
+		t.Fatalf("commit after the compactor's object was condemned: %v %v", errs, err)
+	}
+	m2.Key = mkey(3)
+	if err := c.ReplaceSharedChunks(ctx, f1, olds[4:6], m2); err != nil {
+		t.Fatal(err)
+	}
+	stored, counted := sharedRefs(t, n)
+	if fmt.Sprint(stored) != fmt.Sprint(counted) {
+		t.Fatalf("reference counts %v, chunk entries %v", stored, counted)
+	}
 }

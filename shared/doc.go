@@ -57,10 +57,21 @@
 // registered write broker with the lowest id sweeps the objects that were
 // uploaded but never committed once they are older than a grace period.
 // An object is condemned in the metastore before it is deleted, so no
-// commit can reference it afterwards.
+// commit can reference it afterwards. The metastore keeps a reference
+// count per object, so the question "does any chunk name this object" is
+// one lookup.
+//
+// # Compaction
+//
+// The writer's compactor (compact.go) merges runs of more than
+// shared.compact.chunks consecutive chunks smaller than
+// shared.compact.chunk.bytes into one object of at most
+// shared.compact.object.bytes, with the batches' bytes unchanged, and
+// swaps the chunk entries in one fenced metastore command
+// (replace_shared_chunks). Readers that still know the old chunks read
+// them until they are collected, then look the offsets up again.
 //
 // Not built yet: a disk cache and read-ahead, transactions (transactional
-// batches and markers are refused), compaction of small objects, and a
-// producer table rebuilt from more than the partition's last
-// rebuildOffsets offsets.
+// batches and markers are refused), and a producer table rebuilt from
+// more than the partition's last rebuildOffsets offsets.
 package shared

@@ -26,6 +26,7 @@ type Catalog interface {
 	AdvanceSharedStart(ctx context.Context, f metastore.Fence, topic metastore.TopicID, partition, epoch int32, offset int64) (int64, []string, error)
 	CondemnSharedObjects(ctx context.Context, keys []string) ([]string, error)
 	UnreferencedSharedObjects(ctx context.Context, keys []string) ([]string, error)
+	ReplaceSharedChunks(ctx context.Context, f metastore.Fence, old []metastore.SharedChunk, merged metastore.SharedChunk) error
 }
 
 // Config wires a Host.
@@ -51,6 +52,8 @@ type Config struct {
 	// hour. The sweeping broker sweeps every quarter of it, from a second
 	// to five minutes.
 	GCGrace time.Duration
+	// Compact bounds the compactor (compact.go).
+	Compact CompactConfig
 	Logger  zerolog.Logger
 }
 
@@ -74,8 +77,15 @@ type Host struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
+	// compactMu makes one compaction pass at a time; compactSeq numbers
+	// the merged objects; compactFault, set by tests, runs between a
+	// merged object's upload and its swap.
+	compactMu    sync.Mutex
+	compactSeq   atomic.Uint64
+	compactFault func(key string) error
+
 	// Counters, for tests and metrics.
-	puts, commits, gets, putBytes, deletes atomic.Int64
+	puts, commits, gets, putBytes, deletes, compactions, compactedChunks atomic.Int64
 }
 
 var _ partition.SharedHost = (*Host)(nil)
@@ -109,6 +119,7 @@ func NewHost(cfg Config) *Host {
 	if cfg.GCGrace <= 0 {
 		cfg.GCGrace = time.Hour
 	}
+	cfg.Compact.defaults()
 	h := &Host{
 		cfg:   cfg,
 		cache: newCache(cfg.CacheBytes),
@@ -116,10 +127,11 @@ func NewHost(cfg Config) *Host {
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 	}
-	h.wg.Add(3)
+	h.wg.Add(4)
 	go h.uploader()
 	go h.leadership()
 	go h.gc()
+	go h.compactor()
 	return h
 }
 
@@ -199,14 +211,18 @@ func (h *Host) Keys() []partition.Key {
 // Stats are the Host's counters since it started: objects written (one
 // PUT each), metastore commits that applied, ranged reads of chunks
 // (one GET each), the bytes uploaded and the objects deleted (retention,
-// DeleteRecords, garbage collection); CacheBytes is what the chunk cache
-// holds now.
-type Stats struct{ Puts, Commits, Gets, PutBytes, Deletes, CacheBytes int64 }
+// DeleteRecords, garbage collection), the merged objects the compactor
+// swapped in and the chunks they replaced (its PUTs and GETs are in Puts
+// and Gets); CacheBytes is what the chunk cache holds now.
+type Stats struct {
+	Puts, Commits, Gets, PutBytes, Deletes, Compactions, CompactedChunks, CacheBytes int64
+}
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
-		PutBytes: h.putBytes.Load(), Deletes: h.deletes.Load(), CacheBytes: h.cache.bytes()}
+		PutBytes: h.putBytes.Load(), Deletes: h.deletes.Load(), Compactions: h.compactions.Load(),
+		CompactedChunks: h.compactedChunks.Load(), CacheBytes: h.cache.bytes()}
 }
 
 func (h *Host) fence() metastore.Fence {

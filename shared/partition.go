@@ -11,6 +11,7 @@ import (
 
 	"github.com/sluice-broker/sluice/log"
 	"github.com/sluice-broker/sluice/metastore"
+	"github.com/sluice-broker/sluice/objstore"
 	"github.com/sluice-broker/sluice/partition"
 	"github.com/sluice-broker/sluice/protocol"
 )
@@ -46,6 +47,10 @@ type Partition struct {
 	producers map[int64]*log.ProducerEntry
 	inflight  []*pending // accepted, not committed, in offset order
 	dups      []dupWait  // retries answered once their original commits
+	// compactFrom is where the compactor's next pass starts, for writer
+	// generation compactGen (compact.go).
+	compactGen  uint64
+	compactFrom int64
 
 	// mu guards the read state.
 	mu        sync.Mutex
@@ -524,12 +529,23 @@ func (p *Partition) read(offset int64, maxBytes int, bound int64) ([]byte, int64
 	next := offset
 	ctx, cancel := p.h.ctx()
 	defer cancel()
+	retried := false
 	for next < bound {
 		ch, err := p.chunkAt(ctx, next)
 		if err != nil {
 			return nil, offset, err
 		}
 		data, err := p.h.chunkBytes(ctx, ch)
+		if errors.Is(err, objstore.ErrNotFound) && !retried {
+			// The chunk known here was compacted into another object
+			// since and its object collected: forget the known chunks
+			// and look the offset up again, once.
+			retried = true
+			p.mu.Lock()
+			p.chunks = nil
+			p.mu.Unlock()
+			continue
+		}
 		if err != nil {
 			return nil, offset, err
 		}
@@ -600,13 +616,20 @@ func (p *Partition) floorLocked(offset int64) (metastore.SharedChunk, bool) {
 	return ch, offset <= ch.LastOffset
 }
 
+// addChunksLocked adds chunks the metastore answered (or this broker just
+// committed). A known chunk overlapping one of them was replaced by it
+// (the compactor merged it) and is forgotten.
 func (p *Partition) addChunksLocked(chs []metastore.SharedChunk) {
 	for _, ch := range chs {
-		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].BaseOffset >= ch.BaseOffset })
-		if i < len(p.chunks) && p.chunks[i].BaseOffset == ch.BaseOffset {
+		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].LastOffset >= ch.BaseOffset })
+		j := i
+		for j < len(p.chunks) && p.chunks[j].BaseOffset <= ch.LastOffset {
+			j++
+		}
+		if j == i+1 && p.chunks[i] == ch {
 			continue
 		}
-		p.chunks = slices.Insert(p.chunks, i, ch)
+		p.chunks = slices.Replace(p.chunks, i, j, ch)
 	}
 }
 
@@ -616,6 +639,9 @@ func (h *Host) chunkBytes(ctx context.Context, ch metastore.SharedChunk) ([]byte
 		return b, nil
 	}
 	b, err := h.cfg.Store.GetRange(ctx, ch.Key, ch.Pos, ch.Len)
+	if errors.Is(err, objstore.ErrNotFound) {
+		return nil, fmt.Errorf("%w: reading %s from shared storage: %w", partition.ErrNotLeader, ch.Key, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading %s from shared storage: %v", partition.ErrNotLeader, ch.Key, err)
 	}

@@ -50,7 +50,13 @@ func openSharedStorage(cfg configs.Config, catalog *metastore.Client, incarnatio
 		Linger:      time.Duration(cfg.SharedUploadLingerMs) * time.Millisecond,
 		CacheBytes:  cfg.SharedCacheMemoryBytes,
 		GCGrace:     time.Duration(cfg.SharedGCGraceMs) * time.Millisecond,
-		Logger:      lg.With().Str("component", "shared").Logger(),
+		Compact: shared.CompactConfig{
+			Interval:    time.Duration(cfg.SharedCompactIntervalMs) * time.Millisecond,
+			Chunks:      int(cfg.SharedCompactChunks),
+			ChunkBytes:  cfg.SharedCompactChunkBytes,
+			ObjectBytes: cfg.SharedCompactObjectBytes,
+		},
+		Logger: lg.With().Str("component", "shared").Logger(),
 	})
 	lg.Info().Str("type", cfg.SharedStorageType).Msg("shared storage configured")
 	return h, store, nil
@@ -67,6 +73,8 @@ func sharedMetrics(reg prometheus.Registerer, h *shared.Host) {
 		{"sluice_shared_put_bytes_total", "Bytes of the objects this broker wrote to shared storage.", true, func(s shared.Stats) int64 { return s.PutBytes }},
 		{"sluice_shared_commits_total", "commit_shared_chunks commands of this broker that the metastore applied (one per object; refused chunks included).", true, func(s shared.Stats) int64 { return s.Commits }},
 		{"sluice_shared_deletes_total", "Objects this broker deleted from shared storage (retention, DeleteRecords, garbage collection).", true, func(s shared.Stats) int64 { return s.Deletes }},
+		{"sluice_shared_compactions_total", "Merged objects this broker's compactor committed in place of runs of small chunks.", true, func(s shared.Stats) int64 { return s.Compactions }},
+		{"sluice_shared_compacted_chunks_total", "Chunks this broker's compactor replaced by merged ones.", true, func(s shared.Stats) int64 { return s.CompactedChunks }},
 		{"sluice_shared_gets_total", "Ranged reads of chunks from shared storage (cache misses; one GET each).", true, func(s shared.Stats) int64 { return s.Gets }},
 		{"sluice_shared_cache_bytes", "Bytes of chunks the in-memory chunk cache holds (bounded by shared.cache.memory.bytes).", false, func(s shared.Stats) int64 { return s.CacheBytes }},
 	} {
