@@ -26,7 +26,9 @@ import (
 //  1. a rebalance: a second member joins mid-stream, then the first
 //     leaves;
 //  2. kill -9 of the write broker that coordinates the remaining member's
-//     transactional id (FindCoordinator key type 1), then its restart;
+//     transactional id (FindCoordinator key type 1), in PrepareCommit
+//     when the test catches it there, then its restart; then kill -9 and
+//     restart of the read broker that coordinates the group;
 //  3. kill -9 of a partition leader of the output topic, then its restart.
 //
 // A session is one kgo client, which must reach the group coordinator (a
@@ -90,16 +92,17 @@ func TestClusterExactlyOncePipeline(t *testing.T) {
 
 	// Where the pipeline's client fetched and produced, by node.
 	var routeMu sync.Mutex
-	fetchedFrom, producedTo := map[int32]int{}, map[int32]int{}
+	fetchedFrom, producedTo, outWrites := map[int32]int{}, map[int32]int{}, map[int32]int{}
 	hooks := []kgo.Hook{
 		fetchFrom(func(node int32, records int) {
 			routeMu.Lock()
 			fetchedFrom[node] += records
 			routeMu.Unlock()
 		}),
-		batchWritten(func(meta kgo.BrokerMetadata, _ string, _ int32, m kgo.ProduceBatchMetrics) {
+		batchWritten(func(meta kgo.BrokerMetadata, _ string, partition int32, m kgo.ProduceBatchMetrics) {
 			routeMu.Lock()
 			producedTo[meta.NodeID] += m.NumRecords
+			outWrites[partition] += m.NumRecords
 			routeMu.Unlock()
 		}),
 	}
@@ -233,7 +236,7 @@ func TestClusterExactlyOncePipeline(t *testing.T) {
 	}()
 
 	pipelineStart := time.Now()
-	const pipelineLimit = 100 * time.Second
+	const pipelineLimit = 120 * time.Second
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
 		for !cond() {
@@ -272,11 +275,19 @@ func TestClusterExactlyOncePipeline(t *testing.T) {
 		t.Fatalf("FindCoordinator eos-b: %v %+v", err, fr)
 	}
 	coord := fr.NodeID
-	state := "?"
-	if ds, err := adm.DescribeTransactions(ctx, "eos-b"); err == nil && ds["eos-b"].Err == nil {
-		state = ds["eos-b"].State
-	}
+	// Killed in PrepareCommit if caught there within 15 s (the decision
+	// is written, the markers and the offsets are the next owner's to
+	// finish), else in whatever state it was last seen.
 	budget.Store(2300)
+	state := "?"
+	for dl := time.Now().Add(15 * time.Second); time.Now().Before(dl); {
+		if ds, err := adm.DescribeTransactions(ctx, "eos-b"); err == nil && ds["eos-b"].Err == nil {
+			state = ds["eos-b"].State
+			if state == "PrepareCommit" {
+				break
+			}
+		}
+	}
 	at := progress.Load()
 	c.writers[coord-1].kill()
 	t.Logf("killed write broker %d, the coordinator of eos-b (transaction %s just before)", coord, state)
@@ -284,6 +295,21 @@ func TestClusterExactlyOncePipeline(t *testing.T) {
 	c.writers[coord-1].start(t)
 	waitReady(t, c.writers[coord-1].admin, 60*time.Second)
 	waitFor("coordinator restarted", func() bool { return true })
+
+	// And kill -9 the read broker coordinating the group, which holds
+	// the transactions' offsets pending until their commit.
+	gfc := kmsg.NewPtrFindCoordinatorRequest()
+	gfc.CoordinatorKey, gfc.CoordinatorType = group, 0
+	gfr, err := gfc.RequestWith(ctx, admin)
+	if err != nil || gfr.ErrorCode != 0 || gfr.NodeID < 4 {
+		t.Fatalf("FindCoordinator group: %v %+v", err, gfr)
+	}
+	at = progress.Load()
+	c.readers[gfr.NodeID-4].kill()
+	t.Logf("killed read broker %d, the coordinator of %s", gfr.NodeID, group)
+	waitFor("b goes on without its group coordinator", func() bool { return progress.Load() >= at+300 })
+	c.readers[gfr.NodeID-4].start(t)
+	waitReady(t, c.readers[gfr.NodeID-4].admin, 60*time.Second)
 
 	// 3. kill -9 the leader of an output partition: one that is not
 	// eos-b's coordinator (which may be the restarted broker again), so
@@ -303,11 +329,18 @@ func TestClusterExactlyOncePipeline(t *testing.T) {
 	if leader == fr.NodeID {
 		t.Logf("write broker %d leads every output partition and coordinates eos-b", leader)
 	}
-	budget.Store(2900)
+	budget.Store(2950)
 	at = progress.Load()
+	routeMu.Lock()
+	written := outWrites[victim]
+	routeMu.Unlock()
 	c.writers[leader-1].kill()
 	t.Logf("killed write broker %d, leader of %s/%d (leaders %v; eos-b's coordinator %d)", leader, out, victim, leaders, fr.NodeID)
-	waitFor("b goes on without the output leader", func() bool { return progress.Load() >= at+300 })
+	waitFor("b goes on without the output leader, the partition at a new one", func() bool {
+		routeMu.Lock()
+		defer routeMu.Unlock()
+		return progress.Load() >= at+300 && outWrites[victim] > written
+	})
 	c.writers[leader-1].start(t)
 	waitReady(t, c.writers[leader-1].admin, 60*time.Second)
 	budget.Store(1 << 62)
