@@ -126,7 +126,7 @@ test-s3: $(WEED)
 # and the deploy/monitoring files checked against a real cluster.
 # The nemesis (docs/reliability.md) runs here with 8 fault rounds.
 test-faults:
-	PROMTOOL=$(abspath $(PROMTOOL)) $(GO) test -count=1 -p 1 -timeout 15m ./cmd/sluice/...
+	PROMTOOL=$(abspath $(PROMTOOL)) $(GO) test -count=1 -p 1 -timeout 20m ./cmd/sluice/...
 
 # The nemesis (TestClusterNemesis) for ROUNDS fault rounds against the
 # split cluster in network namespaces (root; otherwise without network
