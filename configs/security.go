@@ -33,6 +33,11 @@ type Security struct {
 	// SCRAM-SHA-512 and OAUTHBEARER. Kafka's default is GSSAPI, which
 	// Sluice does not serve; its default is the two SCRAM mechanisms.
 	SASLEnabledMechanisms string `mapstructure:"sasl.enabled.mechanisms"`
+	// SSLPrincipalMappingRules is Kafka's ssl.principal.mapping.rules: how
+	// an SSL listener turns a client certificate's subject into the
+	// principal's name (tlsconfig.PrincipalMapper); DEFAULT keeps the
+	// subject as it is.
+	SSLPrincipalMappingRules string `mapstructure:"ssl.principal.mapping.rules"`
 	// OAUTHBEARER token validation (Kafka's names and defaults).
 	SASLOAuthBearerJWKSEndpointURL          string `mapstructure:"sasl.oauthbearer.jwks.endpoint.url"`
 	SASLOAuthBearerJWKSEndpointRefreshMs    int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.refresh.ms"`
@@ -103,6 +108,7 @@ func DefaultSecurity() Security {
 			SSLEnabledProtocols: "TLSv1.2,TLSv1.3",
 		},
 		SASLEnabledMechanisms:                   "SCRAM-SHA-256,SCRAM-SHA-512",
+		SSLPrincipalMappingRules:                "DEFAULT",
 		SASLOAuthBearerJWKSEndpointRefreshMs:    3600000,
 		SASLOAuthBearerJWKSEndpointRetryBackoff: 100,
 		SASLOAuthBearerScopeClaimName:           "scope",
@@ -128,7 +134,7 @@ var listenerKeys = func() map[string]bool {
 }()
 
 func securityKeyNames() []string {
-	return append(tlsconfig.KeyNames(), "sasl.enabled.mechanisms",
+	return append(tlsconfig.KeyNames(), "sasl.enabled.mechanisms", "ssl.principal.mapping.rules",
 		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
 		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
 		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
@@ -193,6 +199,9 @@ type ListenerSecurity struct {
 	OAuth      sasl.OAuthConfig
 	// MaxReauth is connections.max.reauth.ms (0: sessions never expire).
 	MaxReauth time.Duration
+	// PrincipalMapper is ssl.principal.mapping.rules, parsed: it names
+	// the principal of a client certificate on an SSL listener.
+	PrincipalMapper *tlsconfig.PrincipalMapper
 	// JAAS holds listener.name.<name>.<mechanism>.sasl.jaas.config by
 	// upper-case mechanism: the credentials this broker presents when it
 	// dials another broker's listener of this name (InterBroker).
@@ -239,6 +248,11 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 		}
 	}
 	out.TLS = s.Keys.Options()
+	pm, err := tlsconfig.ParsePrincipalMappingRules(s.SSLPrincipalMappingRules)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listener %s: ssl.principal.mapping.rules: %w", name, err))
+	}
+	out.PrincipalMapper = pm
 	for _, m := range splitList(s.SASLEnabledMechanisms) {
 		m = strings.ToUpper(m)
 		if !sasl.Known(m) {
@@ -288,6 +302,8 @@ func (s *Security) set(key, val string) error {
 	switch key {
 	case "sasl.enabled.mechanisms":
 		s.SASLEnabledMechanisms = val
+	case "ssl.principal.mapping.rules":
+		s.SSLPrincipalMappingRules = val
 	case "sasl.oauthbearer.jwks.endpoint.url":
 		s.SASLOAuthBearerJWKSEndpointURL = val
 	case "sasl.oauthbearer.expected.audience":
