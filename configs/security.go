@@ -42,6 +42,7 @@ type Security struct {
 	SASLOAuthBearerJWKSEndpointURL          string `mapstructure:"sasl.oauthbearer.jwks.endpoint.url"`
 	SASLOAuthBearerJWKSEndpointRefreshMs    int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.refresh.ms"`
 	SASLOAuthBearerJWKSEndpointRetryBackoff int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"`
+	SASLOAuthBearerJWKSEndpointRetryMax     int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"`
 	SASLOAuthBearerExpectedAudience         string `mapstructure:"sasl.oauthbearer.expected.audience"`
 	SASLOAuthBearerExpectedIssuer           string `mapstructure:"sasl.oauthbearer.expected.issuer"`
 	SASLOAuthBearerScopeClaimName           string `mapstructure:"sasl.oauthbearer.scope.claim.name"`
@@ -111,6 +112,7 @@ func DefaultSecurity() Security {
 		SSLPrincipalMappingRules:                "DEFAULT",
 		SASLOAuthBearerJWKSEndpointRefreshMs:    3600000,
 		SASLOAuthBearerJWKSEndpointRetryBackoff: 100,
+		SASLOAuthBearerJWKSEndpointRetryMax:     10000,
 		SASLOAuthBearerScopeClaimName:           "scope",
 		SASLOAuthBearerSubClaimName:             "sub",
 		SASLOAuthBearerClockSkewSeconds:         30,
@@ -136,7 +138,8 @@ var listenerKeys = func() map[string]bool {
 func securityKeyNames() []string {
 	return append(tlsconfig.KeyNames(), "sasl.enabled.mechanisms", "ssl.principal.mapping.rules",
 		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
+		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+		"sasl.oauthbearer.expected.audience",
 		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
 		"sasl.oauthbearer.clock.skew.seconds", "connections.max.reauth.ms")
 }
@@ -262,14 +265,15 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 		out.Mechanisms = append(out.Mechanisms, m)
 	}
 	out.OAuth = sasl.OAuthConfig{
-		JWKSURL:          s.SASLOAuthBearerJWKSEndpointURL,
-		JWKSRefresh:      time.Duration(s.SASLOAuthBearerJWKSEndpointRefreshMs) * time.Millisecond,
-		JWKSRetryBackoff: time.Duration(s.SASLOAuthBearerJWKSEndpointRetryBackoff) * time.Millisecond,
-		ExpectedAudience: splitList(s.SASLOAuthBearerExpectedAudience),
-		ExpectedIssuer:   s.SASLOAuthBearerExpectedIssuer,
-		ScopeClaimName:   s.SASLOAuthBearerScopeClaimName,
-		SubClaimName:     s.SASLOAuthBearerSubClaimName,
-		ClockSkew:        time.Duration(s.SASLOAuthBearerClockSkewSeconds) * time.Second,
+		JWKSURL:             s.SASLOAuthBearerJWKSEndpointURL,
+		JWKSRefresh:         time.Duration(s.SASLOAuthBearerJWKSEndpointRefreshMs) * time.Millisecond,
+		JWKSRetryBackoff:    time.Duration(s.SASLOAuthBearerJWKSEndpointRetryBackoff) * time.Millisecond,
+		JWKSRetryBackoffMax: time.Duration(s.SASLOAuthBearerJWKSEndpointRetryMax) * time.Millisecond,
+		ExpectedAudience:    splitList(s.SASLOAuthBearerExpectedAudience),
+		ExpectedIssuer:      s.SASLOAuthBearerExpectedIssuer,
+		ScopeClaimName:      s.SASLOAuthBearerScopeClaimName,
+		SubClaimName:        s.SASLOAuthBearerSubClaimName,
+		ClockSkew:           time.Duration(s.SASLOAuthBearerClockSkewSeconds) * time.Second,
 	}
 	if out.UsesTLS() {
 		if err := out.TLS.Validate(); err != nil {
@@ -314,7 +318,8 @@ func (s *Security) set(key, val string) error {
 		s.SASLOAuthBearerScopeClaimName = val
 	case "sasl.oauthbearer.sub.claim.name":
 		s.SASLOAuthBearerSubClaimName = val
-	case "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.clock.skew.seconds":
+	case "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+		"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.clock.skew.seconds":
 		if err := parseInt(); err != nil {
 			return fmt.Errorf("not an integer: %q", val)
 		}
@@ -323,6 +328,8 @@ func (s *Security) set(key, val string) error {
 			s.SASLOAuthBearerJWKSEndpointRefreshMs = n
 		case "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms":
 			s.SASLOAuthBearerJWKSEndpointRetryBackoff = n
+		case "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms":
+			s.SASLOAuthBearerJWKSEndpointRetryMax = n
 		default:
 			s.SASLOAuthBearerClockSkewSeconds = n
 		}
