@@ -445,6 +445,12 @@ type Config struct {
 	AdminHTTPToken     string `mapstructure:"admin.http.token"`
 	AdminHTTPTokenFile string `mapstructure:"admin.http.token.file"`
 	PprofListen        string `mapstructure:"pprof.listen"`
+	// AdminHTTPRequireAuth (Redpanda's admin_api_require_auth): the
+	// admin port's guarded endpoints and pprof.listen take only
+	// authenticated requests, the bearer token or HTTP basic credentials
+	// of a SCRAM user who is a super user, also on a loopback address.
+	// `sluice dev --secure` turns it on.
+	AdminHTTPRequireAuth bool `mapstructure:"admin.http.require.auth"`
 }
 
 // Kafka's authorizer class names that turn the ACL authorizer on.

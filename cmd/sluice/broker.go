@@ -172,9 +172,7 @@ func brokerCall(cmd *cobra.Command, method, admin, token, id string) (decommissi
 	if err != nil {
 		return st, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	setAdminAuth(req, token)
 	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
 	if err != nil {
 		return st, err

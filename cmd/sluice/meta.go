@@ -175,9 +175,7 @@ func metaBackup(cmd *cobra.Command, admin, token, file string) error {
 	if err != nil {
 		return err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	setAdminAuth(req, token)
 	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
 	if err != nil {
 		return err
@@ -230,9 +228,7 @@ func adminCall(cmd *cobra.Command, method, admin, token, path string, form url.V
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
+	setAdminAuth(req, token)
 	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
 	if err != nil {
 		return err
