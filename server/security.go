@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509/pkix"
-	"encoding/asn1"
 	"errors"
 	"fmt"
 	"net"
@@ -113,15 +111,9 @@ func (s *Server) handshakeTLS(l *listener, nc net.Conn) (*tls.Conn, string, erro
 // ssl.principal.mapping.rules rule maps.
 var errPrincipalMapping = errors.New("ssl.principal.mapping.rules")
 
-// subjectName is a certificate subject in RFC 2253 form (most specific
-// attribute first), as Java's X500Principal.getName() gives it.
-func subjectName(raw []byte) string {
-	var seq pkix.RDNSequence
-	if _, err := asn1.Unmarshal(raw, &seq); err != nil {
-		return ""
-	}
-	return seq.String()
-}
+// subjectName is tlsconfig.SubjectName: the subject as Kafka's default
+// principal builder names it.
+func subjectName(raw []byte) string { return tlsconfig.SubjectName(raw) }
 
 // saslState is where a SASL connection is in its authentication (Kafka's
 // SaslServerAuthenticator states): waiting for SaslHandshake (ApiVersions

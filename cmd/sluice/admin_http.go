@@ -2,6 +2,8 @@ package main
 
 import (
 	"crypto/subtle"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -17,6 +19,7 @@ import (
 	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/internal/sasl"
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 	"github.com/sluice-broker/sluice/metastore"
 )
 
@@ -44,6 +47,10 @@ type adminGuard struct {
 	// super.users.
 	catalog    func() *metastore.Client
 	superUsers []string
+	// tls is the admin port's own TLS (admin.http.ssl.*; nil: plain
+	// HTTP). A verified client certificate whose subject names a super
+	// user (User:<subject>) authenticates under requireAuth.
+	tls *tls.Config
 }
 
 // adminToken reads the configured token: admin.http.token, or the first
@@ -110,13 +117,22 @@ func (g adminGuard) authenticate(r *http.Request) (int, string) {
 	if g.bearerOK(r) {
 		return 0, ""
 	}
-	user, pass, ok := r.BasicAuth()
-	if !ok {
-		return http.StatusUnauthorized, "unauthorized: HTTP basic credentials of a super user (or the bearer token) are required"
-	}
 	var cat *metastore.Client
 	if g.catalog != nil {
 		cat = g.catalog()
+	}
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		principal := "User:" + tlsconfig.SubjectName(r.TLS.PeerCertificates[0].RawSubject)
+		if slices.Contains(g.superUsers, principal) || (cat != nil && slices.Contains(cat.StoredSuperUsers(), principal)) {
+			return 0, ""
+		}
+		if _, _, ok := r.BasicAuth(); !ok {
+			return http.StatusForbidden, "forbidden: " + principal + " is not a super user"
+		}
+	}
+	user, pass, ok := r.BasicAuth()
+	if !ok {
+		return http.StatusUnauthorized, "unauthorized: HTTP basic credentials of a super user (or the bearer token) are required"
 	}
 	if cat == nil {
 		return http.StatusServiceUnavailable, "starting: not connected to the metastore yet"
@@ -184,6 +200,9 @@ func startPprof(addr string, guard adminGuard, lg zerolog.Logger) (string, func(
 	if err != nil {
 		return "", nil, fmt.Errorf("pprof listener: %w", err)
 	}
+	if guard.tls != nil {
+		ln = tls.NewListener(ln, guard.tls)
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -196,3 +215,35 @@ func startPprof(addr string, guard adminGuard, lg zerolog.Logger) (string, func(
 
 // parseSuperUsers is super.users as the authorizer reads it.
 func parseSuperUsers(s string) []string { return acl.ParseSuperUsers(s) }
+
+// adminClient is how Sluice's commands reach an admin port: admin is
+// host:port (plain HTTP) or https://host:port, then trusting the CA file
+// SLUICE_ADMIN_HTTP_CA (else the system's roots) and presenting
+// SLUICE_ADMIN_HTTP_CERT (a PEM file with key and certificate) when set.
+// It returns the base URL and the client.
+func adminClient(admin string, timeout time.Duration) (string, *http.Client, error) {
+	cl := &http.Client{Timeout: timeout}
+	if !strings.HasPrefix(admin, "https://") {
+		return "http://" + strings.TrimPrefix(admin, "http://"), cl, nil
+	}
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if ca := os.Getenv("SLUICE_ADMIN_HTTP_CA"); ca != "" {
+		b, err := os.ReadFile(ca)
+		if err != nil {
+			return "", nil, fmt.Errorf("SLUICE_ADMIN_HTTP_CA: %w", err)
+		}
+		tc.RootCAs = x509.NewCertPool()
+		if !tc.RootCAs.AppendCertsFromPEM(b) {
+			return "", nil, fmt.Errorf("SLUICE_ADMIN_HTTP_CA %s holds no certificate", ca)
+		}
+	}
+	if f := os.Getenv("SLUICE_ADMIN_HTTP_CERT"); f != "" {
+		cert, err := tls.LoadX509KeyPair(f, f)
+		if err != nil {
+			return "", nil, fmt.Errorf("SLUICE_ADMIN_HTTP_CERT: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	cl.Transport = &http.Transport{TLSClientConfig: tc}
+	return strings.TrimSuffix(admin, "/"), cl, nil
+}

@@ -168,12 +168,16 @@ func brokerCommand() *cobra.Command {
 
 func brokerCall(cmd *cobra.Command, method, admin, token, id string) (decommissionStatus, error) {
 	var st decommissionStatus
-	req, err := http.NewRequestWithContext(cmd.Context(), method, "http://"+admin+"/brokers/"+url.PathEscape(id)+"/decommission", nil)
+	base, hc, err := adminClient(admin, 40*time.Second)
+	if err != nil {
+		return st, err
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, base+"/brokers/"+url.PathEscape(id)+"/decommission", nil)
 	if err != nil {
 		return st, err
 	}
 	setAdminAuth(req, token)
-	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return st, err
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -69,6 +70,13 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		return err
 	}
 	guard := adminGuard{token: token, requireAuth: cfg.AdminHTTPRequireAuth, superUsers: parseSuperUsers(cfg.SuperUsers)}
+	if o, ok := cfg.AdminTLS(); ok {
+		ld, err := tlsconfig.NewLoader(o)
+		if err != nil {
+			return fmt.Errorf("admin.http.ssl: %w", err)
+		}
+		guard.tls = ld.ServerConfig()
+	}
 	admin, err := startAdmin(cfg.AdminAddr, guard, reg, &ready, lg)
 	if err != nil {
 		return err
@@ -535,6 +543,9 @@ func startAdmin(addr string, guard adminGuard, reg *prometheus.Registry, ready *
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
 	a := &adminServer{ln: ln, lg: lg}
+	if guard.tls != nil {
+		ln = tls.NewListener(ln, guard.tls)
+	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)

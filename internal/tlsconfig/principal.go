@@ -1,6 +1,8 @@
 package tlsconfig
 
 import (
+	"crypto/x509/pkix"
+	"encoding/asn1"
 	"errors"
 	"fmt"
 	"regexp"
@@ -301,4 +303,14 @@ func escapeLiteralBackReferences(unescaped string, groups int) string {
 		}
 	}
 	return value
+}
+
+// SubjectName is a certificate subject in RFC 2253 form (most specific
+// attribute first), as Java's X500Principal.getName() gives it.
+func SubjectName(raw []byte) string {
+	var seq pkix.RDNSequence
+	if _, err := asn1.Unmarshal(raw, &seq); err != nil {
+		return ""
+	}
+	return seq.String()
 }
