@@ -60,6 +60,9 @@ type secPKI struct {
 	ClientPEM  string // client key and certificate in one file (Kafka's PEM key store)
 	pool       *x509.CertPool
 	client     tls.Certificate
+	// issueClient writes a client certificate for subject, signed by the
+	// CA, and returns its certificate and key files.
+	issueClient func(subject pkix.Name) (cert, key string)
 }
 
 func newSecPKI(t *testing.T) *secPKI {
@@ -86,9 +89,9 @@ func newSecPKI(t *testing.T) *secPKI {
 		t.Fatal(err)
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
-	issue := func(cn string, server bool) (certPEM, keyPEM []byte) {
+	issue := func(subject pkix.Name, server bool) (certPEM, keyPEM []byte) {
 		k := newKey()
-		tmpl := &x509.Certificate{SerialNumber: serial(), Subject: pkix.Name{CommonName: cn},
+		tmpl := &x509.Certificate{SerialNumber: serial(), Subject: subject,
 			NotBefore: now.Add(-time.Hour), NotAfter: now.Add(24 * time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
 			ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 		if server {
@@ -118,14 +121,20 @@ func newSecPKI(t *testing.T) *secPKI {
 		return p
 	}
 	caPEM := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER})
-	srvCert, srvKey := issue("sluice", true)
-	cliCert, cliKey := issue("matrix-client", false)
+	srvCert, srvKey := issue(pkix.Name{CommonName: "sluice"}, true)
+	cliCert, cliKey := issue(pkix.Name{CommonName: "matrix-client"}, false)
 	p := &secPKI{CA: write("ca.crt", caPEM), Server: write("server.pem", srvKey, srvCert, caPEM),
 		ClientCert: write("client.crt", cliCert), ClientKey: write("client.key", cliKey), ClientPEM: write("client.pem", cliKey, cliCert)}
 	p.pool = x509.NewCertPool()
 	p.pool.AddCert(caCert)
 	if p.client, err = tls.X509KeyPair(cliCert, cliKey); err != nil {
 		t.Fatal(err)
+	}
+	issued := 0
+	p.issueClient = func(subject pkix.Name) (string, string) {
+		issued++
+		c, k := issue(subject, false)
+		return write(fmt.Sprintf("client-%d.crt", issued), c), write(fmt.Sprintf("client-%d.key", issued), k)
 	}
 	return p
 }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
 // Listener is one Kafka listener. View decides what Metadata and
@@ -450,6 +452,36 @@ type Config struct {
 	AdminHTTPToken     string `mapstructure:"admin.http.token"`
 	AdminHTTPTokenFile string `mapstructure:"admin.http.token.file"`
 	PprofListen        string `mapstructure:"pprof.listen"`
+	// AdminHTTPRequireAuth (Redpanda's admin_api_require_auth): the
+	// admin port's guarded endpoints and pprof.listen take only
+	// authenticated requests, the bearer token or HTTP basic credentials
+	// of a SCRAM user who is a super user, also on a loopback address.
+	// `sluice dev --secure` turns it on.
+	AdminHTTPRequireAuth bool `mapstructure:"admin.http.require.auth"`
+	// The admin port's own TLS (Redpanda's admin_api_tls): a PEM key
+	// store turns it (and pprof.listen) into HTTPS; with a trust store and
+	// admin.http.ssl.client.auth requested or required, a client
+	// certificate whose subject names a super user authenticates as the
+	// basic credentials do.
+	AdminHTTPSSLKeystoreLocation   string `mapstructure:"admin.http.ssl.keystore.location"`
+	AdminHTTPSSLKeyPassword        string `mapstructure:"admin.http.ssl.key.password"`
+	AdminHTTPSSLTruststoreLocation string `mapstructure:"admin.http.ssl.truststore.location"`
+	AdminHTTPSSLClientAuth         string `mapstructure:"admin.http.ssl.client.auth"`
+}
+
+// AdminTLS returns the admin port's TLS options, and false when
+// admin.http.ssl.keystore.location is not set (plain HTTP).
+func (c Config) AdminTLS() (tlsconfig.Options, bool) {
+	if c.AdminHTTPSSLKeystoreLocation == "" {
+		return tlsconfig.Options{}, false
+	}
+	auth := c.AdminHTTPSSLClientAuth
+	if auth == "" {
+		auth = "none"
+	}
+	return tlsconfig.Options{KeystoreType: "PEM", KeystoreLocation: c.AdminHTTPSSLKeystoreLocation,
+		KeyPassword: c.AdminHTTPSSLKeyPassword, TruststoreType: "PEM", TruststoreLocation: c.AdminHTTPSSLTruststoreLocation,
+		ClientAuth: auth, EnabledProtocols: []string{"TLSv1.2", "TLSv1.3"}}, true
 }
 
 // Kafka's authorizer class names that turn the ACL authorizer on.
@@ -798,6 +830,13 @@ func (c Config) Validate() error {
 	}
 	if n := strings.TrimSpace(c.AuthorizerClassName); n != "" && !authorizerClassNames[n] {
 		errs = append(errs, fmt.Errorf("authorizer.class.name %q: Sluice's authorizer answers to org.apache.kafka.metadata.authorizer.StandardAuthorizer (or authorizer.enable=true); no other class can be loaded", n))
+	}
+	if o, ok := c.AdminTLS(); ok {
+		if err := o.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("admin.http.ssl.*: %w", err))
+		}
+	} else if c.AdminHTTPSSLTruststoreLocation != "" || c.AdminHTTPSSLClientAuth != "" || c.AdminHTTPSSLKeyPassword != "" {
+		errs = append(errs, errors.New("admin.http.ssl.*: admin.http.ssl.keystore.location is required with the other admin.http.ssl keys"))
 	}
 	if c.PprofListen != "" {
 		if _, _, err := net.SplitHostPort(c.PprofListen); err != nil {

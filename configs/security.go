@@ -33,10 +33,16 @@ type Security struct {
 	// SCRAM-SHA-512 and OAUTHBEARER. Kafka's default is GSSAPI, which
 	// Sluice does not serve; its default is the two SCRAM mechanisms.
 	SASLEnabledMechanisms string `mapstructure:"sasl.enabled.mechanisms"`
+	// SSLPrincipalMappingRules is Kafka's ssl.principal.mapping.rules: how
+	// an SSL listener turns a client certificate's subject into the
+	// principal's name (tlsconfig.PrincipalMapper); DEFAULT keeps the
+	// subject as it is.
+	SSLPrincipalMappingRules string `mapstructure:"ssl.principal.mapping.rules"`
 	// OAUTHBEARER token validation (Kafka's names and defaults).
 	SASLOAuthBearerJWKSEndpointURL          string `mapstructure:"sasl.oauthbearer.jwks.endpoint.url"`
 	SASLOAuthBearerJWKSEndpointRefreshMs    int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.refresh.ms"`
 	SASLOAuthBearerJWKSEndpointRetryBackoff int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms"`
+	SASLOAuthBearerJWKSEndpointRetryMax     int64  `mapstructure:"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms"`
 	SASLOAuthBearerExpectedAudience         string `mapstructure:"sasl.oauthbearer.expected.audience"`
 	SASLOAuthBearerExpectedIssuer           string `mapstructure:"sasl.oauthbearer.expected.issuer"`
 	SASLOAuthBearerScopeClaimName           string `mapstructure:"sasl.oauthbearer.scope.claim.name"`
@@ -103,8 +109,10 @@ func DefaultSecurity() Security {
 			SSLEnabledProtocols: "TLSv1.2,TLSv1.3",
 		},
 		SASLEnabledMechanisms:                   "SCRAM-SHA-256,SCRAM-SHA-512",
+		SSLPrincipalMappingRules:                "DEFAULT",
 		SASLOAuthBearerJWKSEndpointRefreshMs:    3600000,
 		SASLOAuthBearerJWKSEndpointRetryBackoff: 100,
+		SASLOAuthBearerJWKSEndpointRetryMax:     10000,
 		SASLOAuthBearerScopeClaimName:           "scope",
 		SASLOAuthBearerSubClaimName:             "sub",
 		SASLOAuthBearerClockSkewSeconds:         30,
@@ -128,9 +136,10 @@ var listenerKeys = func() map[string]bool {
 }()
 
 func securityKeyNames() []string {
-	return append(tlsconfig.KeyNames(), "sasl.enabled.mechanisms",
+	return append(tlsconfig.KeyNames(), "sasl.enabled.mechanisms", "ssl.principal.mapping.rules",
 		"sasl.oauthbearer.jwks.endpoint.url", "sasl.oauthbearer.jwks.endpoint.refresh.ms",
-		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.expected.audience",
+		"sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms",
+		"sasl.oauthbearer.expected.audience",
 		"sasl.oauthbearer.expected.issuer", "sasl.oauthbearer.scope.claim.name", "sasl.oauthbearer.sub.claim.name",
 		"sasl.oauthbearer.clock.skew.seconds", "connections.max.reauth.ms")
 }
@@ -193,6 +202,9 @@ type ListenerSecurity struct {
 	OAuth      sasl.OAuthConfig
 	// MaxReauth is connections.max.reauth.ms (0: sessions never expire).
 	MaxReauth time.Duration
+	// PrincipalMapper is ssl.principal.mapping.rules, parsed: it names
+	// the principal of a client certificate on an SSL listener.
+	PrincipalMapper *tlsconfig.PrincipalMapper
 	// JAAS holds listener.name.<name>.<mechanism>.sasl.jaas.config by
 	// upper-case mechanism: the credentials this broker presents when it
 	// dials another broker's listener of this name (InterBroker).
@@ -239,6 +251,11 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 		}
 	}
 	out.TLS = s.Keys.Options()
+	pm, err := tlsconfig.ParsePrincipalMappingRules(s.SSLPrincipalMappingRules)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("listener %s: ssl.principal.mapping.rules: %w", name, err))
+	}
+	out.PrincipalMapper = pm
 	for _, m := range splitList(s.SASLEnabledMechanisms) {
 		m = strings.ToUpper(m)
 		if !sasl.Known(m) {
@@ -248,14 +265,15 @@ func (c Config) ListenerSecurity(l Listener) (ListenerSecurity, error) {
 		out.Mechanisms = append(out.Mechanisms, m)
 	}
 	out.OAuth = sasl.OAuthConfig{
-		JWKSURL:          s.SASLOAuthBearerJWKSEndpointURL,
-		JWKSRefresh:      time.Duration(s.SASLOAuthBearerJWKSEndpointRefreshMs) * time.Millisecond,
-		JWKSRetryBackoff: time.Duration(s.SASLOAuthBearerJWKSEndpointRetryBackoff) * time.Millisecond,
-		ExpectedAudience: splitList(s.SASLOAuthBearerExpectedAudience),
-		ExpectedIssuer:   s.SASLOAuthBearerExpectedIssuer,
-		ScopeClaimName:   s.SASLOAuthBearerScopeClaimName,
-		SubClaimName:     s.SASLOAuthBearerSubClaimName,
-		ClockSkew:        time.Duration(s.SASLOAuthBearerClockSkewSeconds) * time.Second,
+		JWKSURL:             s.SASLOAuthBearerJWKSEndpointURL,
+		JWKSRefresh:         time.Duration(s.SASLOAuthBearerJWKSEndpointRefreshMs) * time.Millisecond,
+		JWKSRetryBackoff:    time.Duration(s.SASLOAuthBearerJWKSEndpointRetryBackoff) * time.Millisecond,
+		JWKSRetryBackoffMax: time.Duration(s.SASLOAuthBearerJWKSEndpointRetryMax) * time.Millisecond,
+		ExpectedAudience:    splitList(s.SASLOAuthBearerExpectedAudience),
+		ExpectedIssuer:      s.SASLOAuthBearerExpectedIssuer,
+		ScopeClaimName:      s.SASLOAuthBearerScopeClaimName,
+		SubClaimName:        s.SASLOAuthBearerSubClaimName,
+		ClockSkew:           time.Duration(s.SASLOAuthBearerClockSkewSeconds) * time.Second,
 	}
 	if out.UsesTLS() {
 		if err := out.TLS.Validate(); err != nil {
@@ -288,6 +306,8 @@ func (s *Security) set(key, val string) error {
 	switch key {
 	case "sasl.enabled.mechanisms":
 		s.SASLEnabledMechanisms = val
+	case "ssl.principal.mapping.rules":
+		s.SSLPrincipalMappingRules = val
 	case "sasl.oauthbearer.jwks.endpoint.url":
 		s.SASLOAuthBearerJWKSEndpointURL = val
 	case "sasl.oauthbearer.expected.audience":
@@ -298,7 +318,8 @@ func (s *Security) set(key, val string) error {
 		s.SASLOAuthBearerScopeClaimName = val
 	case "sasl.oauthbearer.sub.claim.name":
 		s.SASLOAuthBearerSubClaimName = val
-	case "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms", "sasl.oauthbearer.clock.skew.seconds":
+	case "sasl.oauthbearer.jwks.endpoint.refresh.ms", "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms",
+		"sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms", "sasl.oauthbearer.clock.skew.seconds":
 		if err := parseInt(); err != nil {
 			return fmt.Errorf("not an integer: %q", val)
 		}
@@ -307,6 +328,8 @@ func (s *Security) set(key, val string) error {
 			s.SASLOAuthBearerJWKSEndpointRefreshMs = n
 		case "sasl.oauthbearer.jwks.endpoint.retry.backoff.ms":
 			s.SASLOAuthBearerJWKSEndpointRetryBackoff = n
+		case "sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms":
+			s.SASLOAuthBearerJWKSEndpointRetryMax = n
 		default:
 			s.SASLOAuthBearerClockSkewSeconds = n
 		}

@@ -361,6 +361,11 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		tc, p, err := s.handshakeTLS(l, nc)
 		if err != nil {
 			s.metrics.saslAuth(l.cfg.Name, "TLS", false)
+			if errors.Is(err, errPrincipalMapping) {
+				s.log.Warn().Err(err).Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Msg("client certificate refused")
+				nc.Close()
+				return
+			}
 			s.log.Debug().Err(err).Str("conn", nc.RemoteAddr().String()).Str("listener", l.cfg.Name).Msg("TLS handshake failed")
 			nc.Close()
 			return

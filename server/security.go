@@ -3,8 +3,6 @@ package server
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509/pkix"
-	"encoding/asn1"
 	"errors"
 	"fmt"
 	"net"
@@ -78,8 +76,9 @@ func (c credentials) ScramCredential(user, mech string) (sasl.ScramCredential, b
 // handshakeTLS runs the TLS handshake of a new connection within
 // socket.request.timeout.ms (10 s when unbounded), and returns the
 // connection's principal: the client certificate's subject, as Kafka's
-// default principal builder gives it ("User:CN=...,OU=..."), or
-// ANONYMOUS without one.
+// default principal builder gives it ("User:CN=...,OU=..."), mapped by the
+// listener's ssl.principal.mapping.rules, or ANONYMOUS without one. A
+// subject no rule maps fails the connection, as in Kafka.
 func (s *Server) handshakeTLS(l *listener, nc net.Conn) (*tls.Conn, string, error) {
 	tc := tls.Server(nc, l.sec.tls)
 	limit := 10 * time.Second
@@ -95,18 +94,26 @@ func (s *Server) handshakeTLS(l *listener, nc net.Conn) (*tls.Conn, string, erro
 	if len(st.PeerCertificates) == 0 {
 		return tc, acl.Anonymous, nil
 	}
-	return tc, "User:" + subjectName(st.PeerCertificates[0].RawSubject), nil
+	dn := subjectName(st.PeerCertificates[0].RawSubject)
+	if pm := l.sec.cfg.PrincipalMapper; pm != nil && !l.sec.cfg.UsesSASL() {
+		name, err := pm.Name(dn)
+		if err != nil {
+			// Kafka fails the connection: "Failed to map name ... based
+			// on SSL principal mapping rules".
+			return nil, "", fmt.Errorf("%w: %w", errPrincipalMapping, err)
+		}
+		dn = name
+	}
+	return tc, "User:" + dn, nil
 }
 
-// subjectName is a certificate subject in RFC 2253 form (most specific
-// attribute first), as Java's X500Principal.getName() gives it.
-func subjectName(raw []byte) string {
-	var seq pkix.RDNSequence
-	if _, err := asn1.Unmarshal(raw, &seq); err != nil {
-		return ""
-	}
-	return seq.String()
-}
+// errPrincipalMapping fails a connection whose certificate subject no
+// ssl.principal.mapping.rules rule maps.
+var errPrincipalMapping = errors.New("ssl.principal.mapping.rules")
+
+// subjectName is tlsconfig.SubjectName: the subject as Kafka's default
+// principal builder names it.
+func subjectName(raw []byte) string { return tlsconfig.SubjectName(raw) }
 
 // saslState is where a SASL connection is in its authentication (Kafka's
 // SaslServerAuthenticator states): waiting for SaslHandshake (ApiVersions

@@ -71,7 +71,7 @@ func TestAdminToken(t *testing.T) {
 // endpoints of a token-protected admin port refuse an anonymous caller.
 func TestAdminServesNoPprof(t *testing.T) {
 	var ready atomic.Bool
-	a, err := startAdmin("127.0.0.1:0", "s3cret", prometheus.NewRegistry(), &ready, zerolog.Nop())
+	a, err := startAdmin("127.0.0.1:0", adminGuard{token: "s3cret"}, prometheus.NewRegistry(), &ready, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestAdminServesNoPprof(t *testing.T) {
 	if code := get(http.MethodPost, "http://"+a.Addr()+"/meta/voters"); code != http.StatusUnauthorized {
 		t.Fatalf("POST /meta/voters without a token: %d", code)
 	}
-	addr, stop, err := startPprof("127.0.0.1:0", zerolog.Nop())
+	addr, stop, err := startPprof("127.0.0.1:0", adminGuard{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}

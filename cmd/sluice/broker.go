@@ -168,14 +168,16 @@ func brokerCommand() *cobra.Command {
 
 func brokerCall(cmd *cobra.Command, method, admin, token, id string) (decommissionStatus, error) {
 	var st decommissionStatus
-	req, err := http.NewRequestWithContext(cmd.Context(), method, "http://"+admin+"/brokers/"+url.PathEscape(id)+"/decommission", nil)
+	base, hc, err := adminClient(admin, 40*time.Second)
 	if err != nil {
 		return st, err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	req, err := http.NewRequestWithContext(cmd.Context(), method, base+"/brokers/"+url.PathEscape(id)+"/decommission", nil)
+	if err != nil {
+		return st, err
 	}
-	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
+	setAdminAuth(req, token)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return st, err
 	}

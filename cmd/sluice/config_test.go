@@ -129,6 +129,8 @@ listener.name.secure.ssl.client.auth=requested
 listener.name.secure.ssl.truststore.location=/etc/sluice/ca.crt
 listener.name.secure.sasl.enabled.mechanisms=SCRAM-SHA-512,PLAIN
 listener.name.secure.oauthbearer.sasl.oauthbearer.expected.issuer=https://issuer.example.com
+listener.name.secure.ssl.principal.mapping.rules=RULE:^CN=(.*?),OU=ServiceUsers.*$/$1/L,\
+    DEFAULT
 connections.max.reauth.ms=60000
 `
 	if err := os.WriteFile(file, []byte(props), 0o644); err != nil {
@@ -147,6 +149,9 @@ connections.max.reauth.ms=60000
 		sec.OAuth.ExpectedIssuer != "https://issuer.example.com" || sec.MaxReauth.Milliseconds() != 60000 {
 		t.Errorf("SECURE listener: %+v", sec)
 	}
+	if name, err := sec.PrincipalMapper.Name("CN=Duke,OU=ServiceUsers,O=Org,C=US"); err != nil || name != "duke" {
+		t.Errorf("SECURE listener's ssl.principal.mapping.rules %s: %q, %v", sec.PrincipalMapper, name, err)
+	}
 	plain, err := cfg.ListenerSecurity(cfg.Listeners[0])
 	if err != nil || plain.Protocol != "PLAINTEXT" || plain.TLS.ClientAuth != "none" {
 		t.Errorf("PLAIN listener: %+v, %v", plain, err)
@@ -155,6 +160,8 @@ connections.max.reauth.ms=60000
 		"listener.name.secure.ssl.keystore.colour=red",
 		"listener.name.other.ssl.client.auth=required",
 		"listener.name.secure.sasl.enabled.mechanisms=GSSAPI",
+		"ssl.principal.mapping.rules=DEFAULT/L",
+		"listener.name.plain.ssl.principal.mapping.rules=RULE:^CN=(a)\\\\1$/$1/",
 	} {
 		if err := os.WriteFile(file, []byte(props+bad+"\n"), 0o644); err != nil {
 			t.Fatal(err)

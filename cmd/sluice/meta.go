@@ -171,14 +171,16 @@ func metaCommand() *cobra.Command {
 
 // metaBackup downloads the backup next to file, checks it and renames it.
 func metaBackup(cmd *cobra.Command, admin, token, file string) error {
-	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, "http://"+admin+"/meta/backup", nil)
+	base, hc, err := adminClient(admin, 10*time.Minute)
 	if err != nil {
 		return err
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+	req, err := http.NewRequestWithContext(cmd.Context(), http.MethodGet, base+"/meta/backup", nil)
+	if err != nil {
+		return err
 	}
-	resp, err := (&http.Client{Timeout: 10 * time.Minute}).Do(req)
+	setAdminAuth(req, token)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}
@@ -223,17 +225,19 @@ func adminCall(cmd *cobra.Command, method, admin, token, path string, form url.V
 	if form != nil {
 		body = strings.NewReader(form.Encode())
 	}
-	req, err := http.NewRequestWithContext(cmd.Context(), method, "http://"+admin+path, body)
+	base, hc, err := adminClient(admin, 40*time.Second)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(cmd.Context(), method, base+path, body)
 	if err != nil {
 		return err
 	}
 	if form != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := (&http.Client{Timeout: 40 * time.Second}).Do(req)
+	setAdminAuth(req, token)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

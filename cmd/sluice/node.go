@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -68,12 +69,20 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	if err != nil {
 		return err
 	}
-	admin, err := startAdmin(cfg.AdminAddr, token, reg, &ready, lg)
+	guard := adminGuard{token: token, requireAuth: cfg.AdminHTTPRequireAuth, superUsers: parseSuperUsers(cfg.SuperUsers)}
+	if o, ok := cfg.AdminTLS(); ok {
+		ld, err := tlsconfig.NewLoader(o)
+		if err != nil {
+			return fmt.Errorf("admin.http.ssl: %w", err)
+		}
+		guard.tls = ld.ServerConfig()
+	}
+	admin, err := startAdmin(cfg.AdminAddr, guard, reg, &ready, lg)
 	if err != nil {
 		return err
 	}
 	defer admin.Close()
-	_, stopPprof, err := startPprof(cfg.PprofListen, lg)
+	_, stopPprof, err := startPprof(cfg.PprofListen, admin.guard, lg)
 	if err != nil {
 		return err
 	}
@@ -513,6 +522,9 @@ type adminServer struct {
 	catalog atomic.Pointer[metastore.Client]
 	cfg     atomic.Pointer[configs.Config]
 	lg      zerolog.Logger
+	// guard protects the mutating endpoints, and pprof.listen under
+	// admin.http.require.auth.
+	guard adminGuard
 }
 
 func (a *adminServer) Addr() string { return a.ln.Addr().String() }
@@ -524,7 +536,7 @@ func (a *adminServer) Close() error { return a.srv.Close() }
 // valid) and the metastore's membership endpoints, the mutating ones
 // behind adminGuard (admin_http.go). pprof has its own address
 // (pprof.listen).
-func startAdmin(addr, token string, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
+func startAdmin(addr string, guard adminGuard, reg *prometheus.Registry, ready *atomic.Bool, lg zerolog.Logger) (*adminServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
@@ -533,6 +545,9 @@ func startAdmin(addr, token string, reg *prometheus.Registry, ready *atomic.Bool
 		return nil, fmt.Errorf("admin listener: %w", err)
 	}
 	a := &adminServer{ln: ln, lg: lg}
+	if guard.tls != nil {
+		ln = tls.NewListener(ln, guard.tls)
+	}
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready.Load() {
 			http.Error(w, "not ready", http.StatusServiceUnavailable)
@@ -550,7 +565,9 @@ func startAdmin(addr, token string, reg *prometheus.Registry, ready *atomic.Bool
 		}
 		fmt.Fprintln(w, "ready")
 	})
-	guard := adminGuard{token: token, loopback: isLoopback(ln.Addr())}
+	guard.loopback = isLoopback(ln.Addr())
+	guard.catalog = a.catalog.Load
+	a.guard = guard
 	mux.HandleFunc("POST /meta/voters", guard.wrap(a.handleAddVoter))
 	mux.HandleFunc("DELETE /meta/voters/{id}", guard.wrap(a.handleRemoveVoter))
 	mux.HandleFunc("GET /meta/status", a.handleMetaStatus)

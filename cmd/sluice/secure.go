@@ -52,6 +52,9 @@ func setDevSecure(v *viper.Viper, o overrides, defaults map[string]any) {
 	if !given["sasl.enabled.mechanisms"] {
 		v.Set("sasl.enabled.mechanisms", sasl.ScramSHA256+","+sasl.ScramSHA512)
 	}
+	if !given["admin.http.require.auth"] {
+		v.Set("admin.http.require.auth", true)
+	}
 	if _, known := defaults["authorizer.class.name"]; known {
 		v.Set("authorizer.class.name", "org.apache.kafka.metadata.authorizer.StandardAuthorizer")
 	}

@@ -31,8 +31,14 @@ type OAuthConfig struct {
 	// JWKSRefresh is sasl.oauthbearer.jwks.endpoint.refresh.ms: how often
 	// the key set is fetched again (a key id not in the set fetches it at
 	// once, at most every JWKSRetryBackoff).
-	JWKSRefresh      time.Duration
-	JWKSRetryBackoff time.Duration
+	JWKSRefresh time.Duration
+	// JWKSRetryBackoff and JWKSRetryBackoffMax are
+	// sasl.oauthbearer.jwks.endpoint.retry.backoff.ms and .max.ms: a
+	// failed fetch is retried after JWKSRetryBackoff, doubling, until
+	// JWKSRetryBackoffMax has passed since the first attempt (Kafka's
+	// Retry).
+	JWKSRetryBackoff    time.Duration
+	JWKSRetryBackoffMax time.Duration
 	// ExpectedAudience (sasl.oauthbearer.expected.audience): when set, the
 	// token's aud must name one of them.
 	ExpectedAudience []string
@@ -71,6 +77,29 @@ type Validator struct {
 	fetched   time.Time
 	fileStamp time.Time
 	lastErr   error
+	// inflight is closed when the fetch under way ends: concurrent
+	// authentications share one fetch (Kafka's refreshInProgressFlag).
+	inflight chan struct{}
+	// missing is Kafka's missing key id cache: a key id no key of the set
+	// carries, and when it may next cause a fetch. At most
+	// missingKeyIDMaxEntries ids, the least recently asked dropped first.
+	missing map[string]missingKeyID
+	// fetches counts fetches of the set (tests).
+	fetches int
+}
+
+// Kafka's RefreshingHttpsJwks limits on fetching the set for an unknown
+// key id: once per id per minute, at most 16 ids remembered, and an id
+// longer than 1000 characters never causes a fetch.
+const (
+	missingKeyIDInFlight   = time.Minute
+	missingKeyIDMaxEntries = 16
+	missingKeyIDMaxLength  = 1000
+)
+
+type missingKeyID struct {
+	nextCheck time.Time
+	used      time.Time
 }
 
 // NewValidator checks cfg and fetches the key set once: a broker with a
@@ -95,10 +124,13 @@ func NewValidator(cfg OAuthConfig) (*Validator, error) {
 	if cfg.JWKSRetryBackoff <= 0 {
 		cfg.JWKSRetryBackoff = 100 * time.Millisecond
 	}
+	if cfg.JWKSRetryBackoffMax <= 0 {
+		cfg.JWKSRetryBackoffMax = 10 * time.Second
+	}
 	if cfg.HTTPClient == nil {
 		cfg.HTTPClient = &http.Client{Timeout: 10 * time.Second}
 	}
-	v := &Validator{cfg: cfg, now: time.Now}
+	v := &Validator{cfg: cfg, now: time.Now, missing: map[string]missingKeyID{}}
 	if err := v.refresh(context.Background()); err != nil {
 		return nil, err
 	}
@@ -176,6 +208,10 @@ func (v *Validator) refresh(ctx context.Context) error {
 				v.mu.Lock()
 				v.keys, v.anonymous, v.fileStamp, v.lastErr = keys, anon, stamp, nil
 				v.fetched = v.now()
+				v.fetches++
+				for kid := range keys {
+					delete(v.missing, kid)
+				}
 				v.mu.Unlock()
 				return nil
 			}
@@ -185,8 +221,76 @@ func (v *Validator) refresh(ctx context.Context) error {
 	v.mu.Lock()
 	v.lastErr = err
 	v.fetched = v.now()
+	v.fetches++
 	v.mu.Unlock()
 	return err
+}
+
+// fetch refreshes the set once, shared: a caller that finds a fetch under
+// way waits for it instead of starting another. A failed attempt is
+// retried with Kafka's backoff (JWKSRetryBackoff doubling, for at most
+// JWKSRetryBackoffMax); when every attempt failed the keys held stay in
+// use.
+func (v *Validator) fetch() {
+	v.mu.Lock()
+	if ch := v.inflight; ch != nil {
+		v.mu.Unlock()
+		<-ch
+		return
+	}
+	ch := make(chan struct{})
+	v.inflight = ch
+	v.mu.Unlock()
+	defer func() {
+		v.mu.Lock()
+		v.inflight = nil
+		v.mu.Unlock()
+		close(ch)
+	}()
+	end := time.Now().Add(v.cfg.JWKSRetryBackoffMax)
+	wait := v.cfg.JWKSRetryBackoff
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := v.refresh(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		left := time.Until(end)
+		if left <= 0 {
+			return
+		}
+		time.Sleep(min(wait, left))
+		wait *= 2
+	}
+}
+
+// expedite is Kafka's maybeExpediteRefresh: whether an unknown key id may
+// cause a fetch now. Each id may once a minute; an id too long to be real
+// never does.
+func (v *Validator) expedite(kid string) bool {
+	if kid == "" || len(kid) > missingKeyIDMaxLength {
+		return false
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := v.now()
+	if m, ok := v.missing[kid]; ok && now.Before(m.nextCheck) {
+		m.used = now
+		v.missing[kid] = m
+		return false
+	}
+	v.missing[kid] = missingKeyID{nextCheck: now.Add(missingKeyIDInFlight), used: now}
+	for len(v.missing) > missingKeyIDMaxEntries {
+		oldest := ""
+		for id, m := range v.missing {
+			if oldest == "" || m.used.Before(v.missing[oldest].used) {
+				oldest = id
+			}
+		}
+		delete(v.missing, oldest)
+	}
+	return true
 }
 
 func (k jwk) publicKey() (crypto.PublicKey, error) {
@@ -232,15 +336,18 @@ func leftPad(b []byte, n int) []byte {
 	return append(make([]byte, n-len(b)), b...)
 }
 
-// key finds the verification key for kid, fetching the set again when the
-// refresh interval passed, when a file: set changed, or when kid is
-// unknown (at most every JWKSRetryBackoff).
+// key finds the verification key for kid. The set is fetched again
+// first when sasl.oauthbearer.jwks.endpoint.refresh.ms has passed since
+// the last fetch, or when a file: set changed; and, as Kafka's
+// RefreshingHttpsJwks does, when kid is not in the set and expedite allows
+// it (once per id per minute). Unlike Kafka, which fails the
+// authentication that asked and lets the client retry, the authentication
+// waits for that fetch and uses the keys it brought.
 func (v *Validator) key(kid string) (crypto.PublicKey, []crypto.PublicKey) {
 	v.mu.Lock()
 	age := v.now().Sub(v.fetched)
-	pk, ok := v.keys[kid]
 	v.mu.Unlock()
-	stale := age >= v.cfg.JWKSRefresh || (kid != "" && !ok && age >= v.cfg.JWKSRetryBackoff)
+	stale := age >= v.cfg.JWKSRefresh
 	if !stale && strings.HasPrefix(v.cfg.JWKSURL, "file:") && age >= time.Second {
 		u, _ := url.Parse(v.cfg.JWKSURL)
 		if fi, err := os.Stat(u.Path); err == nil {
@@ -250,19 +357,25 @@ func (v *Validator) key(kid string) (crypto.PublicKey, []crypto.PublicKey) {
 		}
 	}
 	if stale {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		_ = v.refresh(ctx) // a failed fetch keeps the keys held
-		cancel()
+		v.fetch()
 	}
 	v.mu.Lock()
-	defer v.mu.Unlock()
+	pk, ok := v.keys[kid]
+	v.mu.Unlock()
 	if kid != "" {
-		pk, ok = v.keys[kid]
+		if !ok && v.expedite(kid) {
+			v.fetch()
+			v.mu.Lock()
+			pk, ok = v.keys[kid]
+			v.mu.Unlock()
+		}
 		if ok {
 			return pk, nil
 		}
 		return nil, nil
 	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	all := append([]crypto.PublicKey(nil), v.anonymous...)
 	for _, k := range v.keys {
 		all = append(all, k)
