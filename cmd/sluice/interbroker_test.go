@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
@@ -215,4 +218,131 @@ func testInterBroker(t *testing.T, protocol string) {
 			seen[string(r.Value)] = true
 		})
 	}
+	if protocol == "SASL_SSL" {
+		testInterBrokerACLs(ctx, t, c, adm, pool)
+	}
+}
+
+// testInterBrokerACLs: users and ACLs created through a write broker hold
+// on the write and the read brokers alike. alice may write and read one
+// topic and use one group: she produces through the write view and
+// consumes in the group through the read view, committing offsets there;
+// bob, with no ACL, is refused the topic on both kinds of broker
+// (TOPIC_AUTHORIZATION_FAILED) and the group on the read broker
+// (GROUP_AUTHORIZATION_FAILED).
+func testInterBrokerACLs(ctx context.Context, t *testing.T, c *testCluster, adm *kadm.Client, pool *x509.CertPool) {
+	const topic, group = "interbroker-acl", "interbroker-acl-group"
+	if _, err := adm.CreateTopic(ctx, 2, 3, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	waitPreferredLeaders(ctx, t, adm, topic, 2)
+	res, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{
+		{User: "alice", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "alice-pw"},
+		{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-pw"}})
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil {
+		t.Fatalf("creating users: %v", err)
+	}
+	acls := kadm.NewACLs().Allow("User:alice").AllowHosts().
+		Topics(topic).Groups(group).ResourcePatternType(kadm.ACLPatternLiteral).
+		Operations(kadm.OpRead, kadm.OpWrite, kadm.OpDescribe)
+	cres, err := adm.CreateACLs(ctx, acls)
+	if err != nil {
+		t.Fatalf("creating ACLs: %v", err)
+	}
+	for _, r := range cres {
+		if r.Err != nil {
+			t.Fatalf("creating ACL %+v: %v", r, r.Err)
+		}
+	}
+	user := func(name, pw string, seeds []string, opts ...kgo.Opt) *kgo.Client {
+		t.Helper()
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(seeds...),
+			kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
+			kgo.SASL(scram.Auth{User: name, Pass: pw}.AsSha512Mechanism())}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		return cl
+	}
+
+	// alice writes through the write view (the ACLs may take a moment to
+	// reach every broker's view of the metastore: retry the first).
+	const n = 20
+	alice := user("alice", "alice-pw", c.writeAddrs, kgo.DefaultProduceTopic(topic),
+		kgo.RequiredAcks(kgo.AllISRAcks()), kgo.RecordDeliveryTimeout(20*time.Second))
+	for i := range n {
+		rec := kgo.StringRecord(fmt.Sprintf("acl-%03d", i))
+		for {
+			err := alice.ProduceSync(ctx, rec).FirstErr()
+			if err == nil {
+				break
+			}
+			if i > 0 || ctx.Err() != nil {
+				t.Fatalf("alice's produce %d through the write view: %v", i, err)
+			}
+			time.Sleep(300 * time.Millisecond)
+			rec = kgo.StringRecord(fmt.Sprintf("acl-%03d", i))
+		}
+	}
+	// alice reads in her group through the read view and commits there.
+	ac := user("alice", "alice-pw", c.readAddrs, kgo.ConsumerGroup(group), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit())
+	got := 0
+	for got < n {
+		if ctx.Err() != nil {
+			t.Fatalf("alice read %d of %d records through the read view", got, n)
+		}
+		fs := ac.PollFetches(ctx)
+		fs.EachError(func(tp string, p int32, err error) { t.Logf("alice's fetch %s/%d: %v", tp, p, err) })
+		got += fs.NumRecords()
+	}
+	if err := ac.CommitUncommittedOffsets(ctx); err != nil {
+		t.Fatalf("alice's commit through the read view: %v", err)
+	}
+	offs, err := kadm.NewClient(ac).FetchOffsets(ctx, group)
+	if err != nil || offs.Error() != nil {
+		t.Fatalf("alice's offsets: %v %v", err, offs.Error())
+	}
+	committed := int64(0)
+	offs.Each(func(o kadm.OffsetResponse) { committed += o.At })
+	if committed != n {
+		t.Fatalf("alice's group committed %d offsets in all, want %d", committed, n)
+	}
+
+	// bob: refused the topic on a write broker and on the read broker,
+	// and the group on the read broker.
+	bobW := user("bob", "bob-pw", c.writeAddrs, kgo.DefaultProduceTopic(topic), kgo.RecordDeliveryTimeout(10*time.Second))
+	if err := bobW.ProduceSync(ctx, kgo.StringRecord("bob")).FirstErr(); !errors.Is(err, kerr.TopicAuthorizationFailed) {
+		t.Fatalf("bob's produce through the write view: %v, want TOPIC_AUTHORIZATION_FAILED", err)
+	}
+	bobR := user("bob", "bob-pw", c.readAddrs)
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, bobR)
+	if err != nil {
+		t.Fatalf("bob's metadata on the read broker: %v", err)
+	}
+	if len(mresp.Topics) != 1 || mresp.Topics[0].ErrorCode != kerr.TopicAuthorizationFailed.Code {
+		t.Fatalf("bob's metadata for %s on the read broker: %+v, want TOPIC_AUTHORIZATION_FAILED", topic, mresp.Topics)
+	}
+	fc := kmsg.NewPtrFindCoordinatorRequest()
+	fc.CoordinatorKey, fc.CoordinatorKeys = group, []string{group}
+	fresp, err := fc.RequestWith(ctx, bobR)
+	if err != nil {
+		t.Fatalf("bob's FindCoordinator on the read broker: %v", err)
+	}
+	code := fresp.ErrorCode
+	if len(fresp.Coordinators) > 0 {
+		code = fresp.Coordinators[0].ErrorCode
+	}
+	if code != kerr.GroupAuthorizationFailed.Code {
+		t.Fatalf("bob's FindCoordinator for %s on the read broker: error %v, want GROUP_AUTHORIZATION_FAILED", group, kerr.ErrorForCode(code))
+	}
+	t.Logf("alice wrote %d records through the write view and read and committed them through the read view; bob was refused on both", n)
 }
