@@ -94,6 +94,19 @@ type cleanPlan struct {
 	cfg     Config
 }
 
+// inflateLimit is what a compressed batch's records may inflate to in a
+// pass: the topic's max.message.bytes, the bound the produce path puts
+// on them, so that a batch stored before that bound (or written to disk
+// some other way) cannot make the cleaner allocate up to protocol's
+// 256 MiB ceiling per batch. Such a batch fails to decode and is kept as
+// it is, with a warning.
+func (p *cleanPlan) inflateLimit() int {
+	if p.cfg.MaxMessageBytes > 0 {
+		return p.cfg.MaxMessageBytes
+	}
+	return math.MaxInt32
+}
+
 // cleanable reports whether a pass at now, limited to offsets below
 // limit, would clean anything, and the dirty ratio and max-lag flag it
 // would have (Kafka's LogCleanerManager.cleanableOffsets and grabFilthiestLog).
@@ -304,7 +317,7 @@ func (l *Log) buildMap(p *cleanPlan, o cleanOptions, st *CleanStats) (int64, err
 				return full
 			}
 			if !h.IsControl() && !abortedBatch(p.aborted, h) {
-				err := protocol.Batch(b).EachRecord(math.MaxInt32, nil, func(r *protocol.Record) error {
+				err := protocol.Batch(b).EachRecord(p.inflateLimit(), nil, func(r *protocol.Record) error {
 					if off := h.BaseOffset + int64(r.OffsetDelta); r.Key != nil && off >= p.firstDirty {
 						o.m.put(r.Key, off)
 					}
@@ -416,7 +429,7 @@ func (l *Log) cleanGroup(p *cleanPlan, i, j int, end, horizon int64, o cleanOpti
 			var res protocol.FilterResult
 			if !keepAll {
 				var ferr error
-				res, ferr = protocol.Batch(b).Filter(out, math.MaxInt32, horizon, func(off int64, r *protocol.Record) bool {
+				res, ferr = protocol.Batch(b).Filter(out, p.inflateLimit(), horizon, func(off int64, r *protocol.Record) bool {
 					if abortedTxn {
 						return false // Kafka removes aborted transactions' records
 					}

@@ -1,7 +1,6 @@
 package log
 
 import (
-	"math"
 	"slices"
 
 	"github.com/sluice-broker/sluice/protocol"
@@ -151,7 +150,7 @@ func cleanMarker(p *cleanPlan, b []byte, h *batchHeader, horizon int64, o cleanO
 		}
 		return markerResult{}, nil
 	case !pb.HasDeleteHorizon():
-		res, err := pb.StampDeleteHorizon(dst, math.MaxInt32, horizon)
+		res, err := pb.StampDeleteHorizon(dst, p.inflateLimit(), horizon)
 		if err != nil || !res.Changed {
 			return keep, err
 		}
@@ -164,7 +163,7 @@ func cleanMarker(p *cleanPlan, b []byte, h *batchHeader, horizon int64, o cleanO
 		r.ended = &AbortedTxn{ProducerID: h.ProducerID, LastOffset: h.BaseOffset}
 	}
 	if keepHeader {
-		res, err := pb.Filter(dst, math.MaxInt32, -1, func(int64, *protocol.Record) bool { return false })
+		res, err := pb.Filter(dst, p.inflateLimit(), -1, func(int64, *protocol.Record) bool { return false })
 		if err != nil {
 			return keep, err
 		}

@@ -93,6 +93,9 @@ func (a *applier) apply(c *command) (r result) {
 		if c.Total <= have {
 			return fail(ErrInvalidPartitions)
 		}
+		if err := a.checkPartitionLimit(c.MaxPartitions, int64(c.Total-have)); err != nil {
+			return fail(err)
+		}
 		rf := int16(1)
 		if have > 0 {
 			rf = int16(len(t.Partitions[0].Voters))
@@ -458,6 +461,9 @@ func (a *applier) createTopic(c *command) (*Topic, error) {
 	if n <= 0 {
 		return nil, ErrInvalidPartitions
 	}
+	if err := a.checkPartitionLimit(c.MaxPartitions, int64(n)); err != nil {
+		return nil, err
+	}
 	parts, err := placePartitions(a.placeable(), 0, n, s.ReplicationFactor, s.Assignment, *c.TopicID, a.readReplicas(s.Configs))
 	if err != nil {
 		return nil, err
@@ -617,6 +623,33 @@ func (a *applier) topicByName(name string) (*Topic, bool) {
 	var tid TopicID
 	copy(tid[:], id)
 	return a.topicByID(tid)
+}
+
+// checkPartitionLimit fails with ErrPartitionLimit when adding n
+// partitions would make the cluster hold more than limit (0: no limit).
+// It reads every topic: creations are rare, and the count then needs no
+// state of its own to keep right across snapshots.
+func (a *applier) checkPartitionLimit(limit, n int64) error {
+	if limit <= 0 {
+		return nil
+	}
+	total := n
+	var t struct{ Partitions []json.RawMessage }
+	err := a.tx.Bucket(bucketTopics).ForEach(func(_, v []byte) error {
+		t.Partitions = t.Partitions[:0]
+		if err := json.Unmarshal(v, &t); err != nil {
+			return err
+		}
+		total += int64(len(t.Partitions))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if total > limit {
+		return ErrPartitionLimit
+	}
+	return nil
 }
 
 func (a *applier) putTopic(t *Topic) {

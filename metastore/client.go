@@ -3,6 +3,7 @@ package metastore
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -16,11 +17,14 @@ import (
 // All methods are safe for concurrent use. Many concurrent CommitOffsets
 // calls are grouped into one raft proposal by the node (group commit).
 type Client struct {
-	b        backend
-	v        *view
-	timeout  time.Duration
-	stopOnce sync.Once
-	stop     func()
+	// partitionLimit is stamped on the topic and partition creations this
+	// client proposes (SetPartitionLimit).
+	partitionLimit atomic.Int64
+	b              backend
+	v              *view
+	timeout        time.Duration
+	stopOnce       sync.Once
+	stop           func()
 	// pull, for a remote client, fetches the watch events up to now into
 	// the cache at once (Sync) instead of waiting for the long-poll.
 	pull func(ctx context.Context) error
@@ -147,7 +151,7 @@ func (c *Client) TopicByID(id TopicID) (Topic, bool) { return c.v.TopicByID(id) 
 // registered brokers (apply.go placePartitions). ErrTopicExists if taken.
 func (c *Client) CreateTopic(ctx context.Context, spec TopicSpec) (Topic, error) {
 	id := newTopicID()
-	r, err := c.write(ctx, command{Op: opCreateTopic, Spec: &spec, TopicID: &id, NowMs: now()})
+	r, err := c.write(ctx, command{Op: opCreateTopic, Spec: &spec, TopicID: &id, NowMs: now(), MaxPartitions: c.partitionLimit.Load()})
 	if err != nil {
 		return Topic{}, err
 	}
@@ -160,9 +164,17 @@ func (c *Client) DeleteTopic(ctx context.Context, id TopicID) error {
 	return err
 }
 
+// SetPartitionLimit bounds the partitions of the whole cluster for the
+// topics and partitions this client creates from now on (0: unbounded):
+// the bound travels in each command and is checked where it is applied,
+// against the partitions the metastore holds then, so that creations
+// racing from several brokers cannot pass it together
+// (ErrPartitionLimit).
+func (c *Client) SetPartitionLimit(n int64) { c.partitionLimit.Store(n) }
+
 // CreatePartitions grows a topic to total partitions.
 func (c *Client) CreatePartitions(ctx context.Context, name string, total int32) (Topic, error) {
-	r, err := c.write(ctx, command{Op: opCreatePartitions, Name: name, Total: total})
+	r, err := c.write(ctx, command{Op: opCreatePartitions, Name: name, Total: total, MaxPartitions: c.partitionLimit.Load()})
 	if err != nil {
 		return Topic{}, err
 	}

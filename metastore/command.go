@@ -110,6 +110,12 @@ type command struct {
 	Target  []int32 `json:"tgt,omitempty"`
 	Cancel  bool    `json:"cancel,omitempty"`
 	FixedRF bool    `json:"frf,omitempty"`
+	// MaxPartitions is the proposer's max.partitions on create_topic
+	// and create_partitions: the command fails with ErrPartitionLimit
+	// when the cluster would then hold more partitions (0: no bound, as
+	// a command from before it). Carried in the command so that every
+	// member applies it alike, whatever its own configuration.
+	MaxPartitions int64 `json:"maxp,omitempty"`
 	// NowMs is the proposer's wall clock (unix ms). It is informational
 	// (commit times, LeaseExpiry shown to operators); no decision compares
 	// it with another node's clock.
@@ -202,6 +208,7 @@ var errCodes = map[string]error{
 	"topic_exists":      ErrTopicExists,
 	"unknown_topic":     ErrUnknownTopic,
 	"invalid_parts":     ErrInvalidPartitions,
+	"partition_limit":   ErrPartitionLimit,
 	"invalid_rf":        ErrInvalidReplicationFactor,
 	"fenced":            ErrFenced,
 	"not_leader":        ErrNotLeader,

@@ -22,6 +22,7 @@ type catalog interface {
 	CreateTopic(ctx context.Context, spec TopicSpec) (Topic, error)
 	DeleteTopic(ctx context.Context, id TopicID) error
 	CreatePartitions(ctx context.Context, name string, total int32) (Topic, error)
+	SetPartitionLimit(n int64)
 	AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error
 	BrokerConfigs(broker int32) map[string]string
 	AlterBrokerConfigs(ctx context.Context, broker int32, set map[string]string, del []string) error

@@ -12,6 +12,10 @@ var (
 	// ErrInvalidPartitions: a partition count that is not positive, or a
 	// CreatePartitions that does not increase the count.
 	ErrInvalidPartitions = errors.New("metastore: invalid partition count")
+	// ErrPartitionLimit: CreateTopic or CreatePartitions would make the
+	// cluster hold more partitions than the proposer's limit
+	// (Client.SetPartitionLimit).
+	ErrPartitionLimit = errors.New("metastore: the cluster's partitions would pass max.partitions")
 	// ErrInvalidReplicationFactor: more replicas asked than brokers exist.
 	ErrInvalidReplicationFactor = errors.New("metastore: invalid replication factor")
 	// ErrFenced: a broker heartbeat with a stale incarnation or a lapsed lease.

@@ -22,6 +22,12 @@ type LogConfig struct {
 	MinCleanableDirtyRatio float64       // min.cleanable.dirty.ratio
 	MinCompactionLagMs     time.Duration // min.compaction.lag.ms: younger records are not cleaned
 	MaxCompactionLagMs     time.Duration // max.compaction.lag.ms: older dirty records are cleaned whatever the ratio
+
+	// MaxMessageBytes is max.message.bytes: the log cleaner inflates a
+	// compressed batch's records to at most this, as the produce path
+	// does (protocol's maxInflated); a stored batch that inflates
+	// further is kept as it is, uncleaned. 0: protocol's own ceiling.
+	MaxMessageBytes int
 }
 
 // DefaultLogConfig returns Kafka's defaults.
@@ -38,6 +44,7 @@ func DefaultLogConfig() LogConfig {
 		DeleteRetentionMs:      24 * time.Hour,
 		MinCleanableDirtyRatio: 0.5,
 		MaxCompactionLagMs:     math.MaxInt64,
+		MaxMessageBytes:        1048588,
 	}
 }
 

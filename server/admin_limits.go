@@ -14,9 +14,11 @@ import (
 // brokers, and config names and values (config.value.max.bytes).
 
 // clusterPartitions counts the partitions of every topic, as this
-// broker's catalog sees them. Two brokers creating at once may both pass
-// max.partitions by what the other adds: the bound is on what one request
-// can do, not a quota kept in the metastore.
+// broker's catalog sees them. Two creations at once (two brokers, or two
+// requests to one) may both pass this check by what the other adds; the
+// metastore checks max.partitions again where it applies each
+// (Catalog.SetPartitionLimit), and the later one fails there with
+// POLICY_VIOLATION.
 func (s *Server) clusterPartitions() int64 {
 	var n int64
 	for _, t := range s.catalog.Topics() {

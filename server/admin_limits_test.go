@@ -2,11 +2,14 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/sluice-broker/sluice/configs"
@@ -164,5 +167,77 @@ func TestAdminLimits(t *testing.T) {
 	wantCode("APPEND of 3,000 bytes", ir.ErrorCode, ir.ErrorMessage, kerr.InvalidConfig.Code)
 	if ir = inc("retention.ms", kmsg.IncrementalAlterConfigOpSet, "60000"); ir.ErrorCode != 0 {
 		t.Fatalf("a normal SET: %d %v", ir.ErrorCode, ir.ErrorMessage)
+	}
+}
+
+// TestConcurrentCreateTopicsPastClusterCap sends CreateTopics requests at
+// once, from separate clients, each of which fits under max.partitions
+// and any two of which pass it: the handler's own check sees the catalog
+// before any of them is applied, so only the check where the metastore
+// applies them keeps the cap. Exactly one wins; the others get
+// POLICY_VIOLATION with a message, and the cluster holds no more than the
+// cap.
+func TestConcurrentCreateTopicsPastClusterCap(t *testing.T) {
+	const cap, each, racers = 10, 6, 6
+	b := startBroker(t, func(c *configs.Config) { c.MaxPartitions = cap })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	clients := make([]*kgo.Client, racers)
+	for i := range clients {
+		clients[i] = b.client(t)
+		// Connected before the race, so the requests leave together.
+		if _, err := kmsg.NewPtrApiVersionsRequest().RequestWith(ctx, clients[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := make(chan struct{})
+	results := make([]kmsg.CreateTopicsResponseTopic, racers)
+	errs := make([]error, racers)
+	var wg sync.WaitGroup
+	for i, cl := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req := kmsg.NewPtrCreateTopicsRequest()
+			req.TimeoutMillis = 10000
+			rt := kmsg.NewCreateTopicsRequestTopic()
+			rt.Topic, rt.NumPartitions, rt.ReplicationFactor = fmt.Sprintf("race-%d", i), each, -1
+			req.Topics = append(req.Topics, rt)
+			<-start
+			resp, err := req.RequestWith(ctx, cl)
+			if err == nil && len(resp.Topics) != 1 {
+				err = fmt.Errorf("%d topics answered", len(resp.Topics))
+			}
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			results[i] = resp.Topics[0]
+		}()
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for i, st := range results {
+		if errs[i] != nil {
+			t.Fatal(errs[i])
+		}
+		switch st.ErrorCode {
+		case 0:
+			won++
+		case kerr.PolicyViolation.Code:
+			if st.ErrorMessage == nil || !strings.Contains(*st.ErrorMessage, "max.partitions") {
+				t.Fatalf("%s: POLICY_VIOLATION without a message naming max.partitions: %v", st.Topic, st.ErrorMessage)
+			}
+		default:
+			t.Fatalf("%s: error %d (%v)", st.Topic, st.ErrorCode, st.ErrorMessage)
+		}
+	}
+	total := 0
+	for _, tp := range b.srv.catalog.Topics() {
+		total += len(tp.Partitions)
+	}
+	if won != 1 || total > cap {
+		t.Fatalf("%d of %d CreateTopics of %d partitions won under max.partitions=%d; the cluster holds %d partitions", won, racers, each, cap, total)
 	}
 }

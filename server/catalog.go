@@ -27,6 +27,12 @@ type Catalog interface {
 	// CreatePartitions grows the topic to total partitions;
 	// metastore.ErrInvalidPartitions if total is not larger than now.
 	CreatePartitions(ctx context.Context, name string, total int32) (metastore.Topic, error)
+	// SetPartitionLimit makes the two above fail with
+	// metastore.ErrPartitionLimit, where they are applied, when the
+	// cluster would hold more partitions than n: the server sets it to
+	// max.partitions, so that creations racing past its own check (two
+	// brokers, or two requests at once) are refused all the same.
+	SetPartitionLimit(n int64)
 	// AlterTopicConfigs sets the keys in set and removes those in del.
 	AlterTopicConfigs(ctx context.Context, name string, set map[string]string, del []string) error
 

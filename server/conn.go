@@ -260,6 +260,9 @@ type slot struct {
 	done   chan struct{}
 	corrID int32
 	skip   bool // nothing to send: acks=0 produce
+	// close, set before the slot finishes, closes the connection once
+	// the responses before it are written (a panicked second stage).
+	close bool
 	// raw, with rawToken set, is sent as a bare size-prefixed SASL token
 	// (SaslHandshake v0's exchange, security.go) instead of resp.
 	raw      []byte
@@ -714,7 +717,12 @@ func (c *conn) handle(frame []byte, held int64) error {
 	c.srv.quotas.recordRequestTime(rc, key, time.Since(sl.start))
 	if err != nil {
 		if !rc.async {
-			rc.releaseBytes() // nothing will finish it
+			// Nothing will finish it: its slot ends unanswered so
+			// the writer, which waits for it, lets the connection
+			// close.
+			rc.releaseBytes()
+			sl.skip = true
+			c.answer(sl, nil)
 		}
 		return err
 	}
@@ -886,6 +894,12 @@ func (c *conn) writeLoop() {
 			flush()
 			<-sl.done // second stages watch ctx and finish promptly
 		}
+		if sl.close && !failed {
+			flush()
+			failed = true
+			c.cancel()
+			c.nc.Close() // unblock the reader
+		}
 		if sl.skip || failed || sl.out == nil {
 			if sl.spliced != nil {
 				sl.spliced.release()
@@ -1021,6 +1035,20 @@ func (rc *reqCtx) later(fn func() kmsg.Response) {
 	rc.conn.wg.Add(1)
 	go func() {
 		defer rc.conn.wg.Done()
-		rc.finish(fn())
+		rc.finish(rc.contain(fn))
 	}()
+}
+
+// contain runs a second stage, and when it panics logs and counts it as
+// dispatch does a first stage's and returns nil: the request ends
+// unanswered, and the writer closes the connection when it reaches it.
+func (rc *reqCtx) contain(fn func() kmsg.Response) (resp kmsg.Response) {
+	defer func() {
+		if p := recover(); p != nil {
+			rc.conn.handlerPanicked(rc.hdr.Key, p)
+			rc.slot.close = true
+			resp = nil
+		}
+	}()
+	return fn()
 }

@@ -92,6 +92,8 @@ func errorCode(err error) int16 {
 		return kerr.UnknownTopicOrPartition.Code
 	case errors.Is(err, metastore.ErrInvalidPartitions):
 		return kerr.InvalidPartitions.Code
+	case errors.Is(err, metastore.ErrPartitionLimit):
+		return kerr.PolicyViolation.Code
 	case errors.Is(err, metastore.ErrInvalidReplicationFactor):
 		return kerr.InvalidReplicationFactor.Code
 	case errors.Is(err, metastore.ErrNotLeader), errors.Is(err, context.DeadlineExceeded):

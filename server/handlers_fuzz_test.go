@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/coordinator"
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/protocol"
@@ -19,7 +22,9 @@ import (
 // FuzzHandlers sends arbitrary request frames, one per connection, to a
 // running broker, end to end: decoding, dispatch and every handler. Each
 // must be answered with its correlation id or have its connection closed,
-// and the broker must go on serving other clients. The seeds are one
+// an answer must decode with kmsg as the response of the request's API and
+// version, the broker must go on serving other clients, and its state must
+// hold its invariants after every request (checkBrokerInvariants). The seeds are one
 // request of every advertised API at its lowest and highest version, and
 // at each the hostile requests of hostileRequests (arrays of 300 minimal
 // elements, 300 unknown tags), so the plain test run sends each of those
@@ -27,7 +32,12 @@ import (
 // and acknowledging), since the broker has a group coordinator and serves
 // them.
 func FuzzHandlers(f *testing.F) {
-	b := startBrokerWith(f, nil, func(o *Options, meta *metastore.Node) {
+	b := startBrokerWith(f, func(c *configs.Config) {
+		// Low, so that fuzzed CreateTopics and CreatePartitions meet
+		// the caps (checkBrokerInvariants checks the cluster's).
+		c.MaxPartitionsPerRequest = 100
+		c.MaxPartitions = fuzzMaxPartitions
+	}, func(o *Options, meta *metastore.Node) {
 		g, err := coordinator.New(coordinator.Config{BrokerID: o.Config.NodeID, Store: meta.Client(), Logger: zerolog.Nop()})
 		if err != nil {
 			f.Fatal(err)
@@ -85,6 +95,12 @@ func FuzzHandlers(f *testing.F) {
 			if got != want && got != probe {
 				t.Fatalf("answered correlation id %d to a request with %d", got, want)
 			}
+			if got == want && want != probe {
+				key, version, _ := protocol.PeekHeader(frame)
+				if err := decodeAnswer(key, version, resp[4:]); err != nil {
+					t.Fatalf("answer to %s v%d (frame %x) does not decode: %v", apiName(key), version, frame[:min(len(frame), 64)], err)
+				}
+			}
 		}
 		// Whatever happened to that connection, another client is served.
 		c := dialRaw(t, b.addr)
@@ -93,7 +109,59 @@ func FuzzHandlers(f *testing.F) {
 		if _, err := c.recv(kmsg.NewPtrApiVersionsResponse(), false); err != nil {
 			t.Fatalf("broker stopped serving after frame %x: %v", frame[:min(len(frame), 64)], err)
 		}
+		if err := checkBrokerInvariants(b); err != nil {
+			t.Fatalf("after frame %x: %v", frame[:min(len(frame), 64)], err)
+		}
 	})
+}
+
+const fuzzMaxPartitions = 300
+
+// decodeAnswer decodes body, a response frame after its correlation id,
+// as the response to API key at version: a version we do not serve is
+// answered only for ApiVersions, in a v0 body (KIP-511).
+func decodeAnswer(key, version int16, body []byte) error {
+	resp := kmsg.ResponseForKey(key)
+	if resp == nil {
+		return fmt.Errorf("answered an unknown API key %d", key)
+	}
+	if key == protocol.ApiVersionsKey && !protocol.Supported(key, version) {
+		version = 0
+	}
+	resp.SetVersion(version)
+	if resp.IsFlexible() && key != protocol.ApiVersionsKey {
+		if len(body) == 0 || body[0] != 0 {
+			return errors.New("flexible response header without an empty tag section")
+		}
+		body = body[1:]
+	}
+	return resp.ReadFrom(body)
+}
+
+// checkBrokerInvariants checks what no request may break: the cluster
+// holds at most max.partitions partitions, and every replica the broker
+// hosts runs, with its log start <= high watermark <= log end.
+func checkBrokerInvariants(b *testBroker) error {
+	total := 0
+	for _, tp := range b.srv.catalog.Topics() {
+		if len(tp.Partitions) == 0 {
+			return fmt.Errorf("topic %s has no partitions", tp.Name)
+		}
+		total += len(tp.Partitions)
+	}
+	if total > fuzzMaxPartitions {
+		return fmt.Errorf("the cluster holds %d partitions, more than max.partitions (%d)", total, fuzzMaxPartitions)
+	}
+	for _, r := range b.srv.raft.Replicas() {
+		if err := r.Failed(); err != nil {
+			return fmt.Errorf("replica %s/%d failed: %v", r.Topic(), r.Key().Index, err)
+		}
+		start, hw, end := r.LogStartOffset(), r.HighWatermark(), r.LogEndOffset()
+		if start > hw || hw > end {
+			return fmt.Errorf("replica %s/%d: log start %d, high watermark %d, log end %d", r.Topic(), r.Key().Index, start, hw, end)
+		}
+	}
+	return nil
 }
 
 // shareSeeds are share group requests with content for FuzzHandlers: a

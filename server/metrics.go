@@ -17,10 +17,12 @@ type Metrics struct {
 	latency     *prometheus.HistogramVec
 	connections *prometheus.GaugeVec
 	badRequests prometheus.Counter
-	produced    *prometheus.CounterVec
-	records     *prometheus.CounterVec
-	fetched     *prometheus.CounterVec
-	forwarded   prometheus.Counter
+	// panics counts handlers that panicked, by API (dispatch.go).
+	panics    *prometheus.CounterVec
+	produced  *prometheus.CounterVec
+	records   *prometheus.CounterVec
+	fetched   *prometheus.CounterVec
+	forwarded prometheus.Counter
 
 	acceptErrors  *prometheus.CounterVec
 	acceptBlocked *prometheus.CounterVec
@@ -57,6 +59,9 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		badRequests: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_bad_requests_total", Help: "Requests that closed their connection: malformed, unknown key or version.",
 		}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "sluice_request_panics_total", Help: "Requests whose handler panicked, by API: the connection that sent it is closed, the broker goes on.",
+		}, []string{"api"}),
 		produced: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "sluice_produced_bytes_total", Help: "Record batch bytes appended, by topic.",
 		}, []string{"topic"}),
@@ -88,7 +93,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_quota_throttled_total", Help: "Requests throttled for a client quota, by quota: producer_byte_rate, consumer_byte_rate, request_percentage, controller_mutation_rate.",
 		}, []string{"quota"}),
 	}
-	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.produced, m.records, m.fetched, m.forwarded,
+	reg.MustRegister(m.requests, m.latency, m.connections, m.badRequests, m.panics, m.produced, m.records, m.fetched, m.forwarded,
 		m.acceptErrors, m.acceptBlocked, m.connsRefused, m.connsDropped, m.responseWaits, m.throttled)
 	m.authentications = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "sluice_authentications_total", Help: "SASL authentications (and re-authentications) and TLS handshakes on Kafka listeners, by listener, mechanism (SCRAM-SHA-256, PLAIN, ..., or TLS) and result (success, failure); Kafka's successful-/failed-authentication-total.",

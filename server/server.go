@@ -194,6 +194,7 @@ func New(opts Options) (*Server, error) {
 		groups:           opts.Groups,
 		acls:             opts.ACLs,
 	}
+	s.catalog.SetPartitionLimit(int64(opts.Config.MaxPartitions))
 	if opts.Config.AuthorizerEnabled() {
 		if opts.ACLs == nil {
 			return nil, errors.New("server: the authorizer is on but no ACL store was given")

@@ -87,6 +87,7 @@ func (s *Server) logConfig(t metastore.Topic) partition.LogConfig {
 	c.DeleteRetentionMs = msDuration(s.topicInt(t, "delete.retention.ms"))
 	c.MinCompactionLagMs = msDuration(s.topicInt(t, "min.compaction.lag.ms"))
 	c.MaxCompactionLagMs = msDuration(s.topicInt(t, "max.compaction.lag.ms"))
+	c.MaxMessageBytes = int(min(s.topicInt(t, "max.message.bytes"), math.MaxInt32))
 	ratio, _ := s.topicConfig(t, "min.cleanable.dirty.ratio")
 	if f, err := strconv.ParseFloat(strings.TrimSpace(ratio.value), 64); err == nil {
 		c.MinCleanableDirtyRatio = f
