@@ -376,7 +376,11 @@ func testCompressionType(t *testing.T, cp string, b *harness.Broker) {
 		}
 		for v := range want {
 			if !got[v] {
-				t.Fatalf("%s did not read %q back (%d of %d records)", who, v[:min(len(v), 20)], len(got), len(want))
+				per := map[string]int{}
+				for g := range got {
+					per[strings.SplitN(g, "-", 2)[0]]++
+				}
+				t.Fatalf("%s did not read %q back (%d of %d records; per codec %v)", who, v[:min(len(v), 20)], len(got), len(want), per)
 			}
 		}
 	}
