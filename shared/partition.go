@@ -677,19 +677,7 @@ func walkBatches(data []byte, fn func(hd *protocol.BatchHeader, b []byte) bool) 
 
 // allChunks lists every committed chunk, in pages from the metastore.
 func (p *Partition) allChunks(ctx context.Context) ([]metastore.SharedChunk, error) {
-	var out []metastore.SharedChunk
-	from := int64(0)
-	for {
-		page, err := p.h.cfg.Catalog.SharedChunks(ctx, p.key.TopicID, p.key.Index, from, 1024)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, page.Chunks...)
-		if len(page.Chunks) == 0 || page.Chunks[len(page.Chunks)-1].LastOffset+1 >= page.EndOffset {
-			return out, nil
-		}
-		from = page.Chunks[len(page.Chunks)-1].LastOffset + 1
-	}
+	return p.chunksFrom(ctx, 0)
 }
 
 // MaxTimestamp is the largest timestamp and the offset of the first record
