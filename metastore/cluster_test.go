@@ -611,10 +611,13 @@ func TestClusterMemberChangeRightAfterElection(t *testing.T) {
 	// acknowledged, so they hold it uncommitted: the next leader finds
 	// an entry it has not applied in its log at election.
 	c.hub.OnSend(func(_, _ uint64, m *pb.Message) bool { return m.GetType() != pb.MsgAppResp })
+	// The client is taken here: the node is stopped below, maybe before
+	// the goroutine runs.
+	leadClient := c.node(lead).Client()
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
-		c.node(lead).Client().CreateTopic(ctx, TopicSpec{Name: "uncommitted", Partitions: 1})
+		leadClient.CreateTopic(ctx, TopicSpec{Name: "uncommitted", Partitions: 1})
 	}()
 	checkFor(t, 10*time.Second, 10*time.Millisecond, func() error {
 		for _, id := range c.ids() {
