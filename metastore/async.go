@@ -10,8 +10,8 @@ import (
 // Async master/replica (docs/replication-modes.md): a partition in async
 // mode whose raft group has one voter, the master, records it here, and a
 // replacement of a master whose lease lapsed is decided here, once, by
-// compare-and-set on the master it replaces: each live write replica
-// records its claim (the last raft entry it holds durably, the offset after
+// compare-and-set on the master it replaces: each live write replica in
+// the ISR the master last reported records its claim (the last raft entry it holds durably, the offset after
 // it, and a term at least the old master's), and the claim with the highest
 // index (ties to the lowest broker id) is promoted. The brokers act on the
 // record (package replica: Claim, Host.Promote, Host.Follow).
@@ -95,6 +95,13 @@ func (a *applier) asyncClaim(c *command) error {
 	}
 	if c.Claim == nil || c.BrokerID == c.Leader || !slices.Contains(p.Voters, c.BrokerID) {
 		return fmt.Errorf("%w: broker %d cannot claim %s-%d", ErrInvalidRequest, c.BrokerID, c.Name, c.Partition)
+	}
+	if !handedTo(p, c.BrokerID) && !slices.Contains(p.InSync(), c.BrokerID) {
+		// Kafka elects only a replica in the ISR (a clean election): one
+		// the master last counted out of sync, or that was down when it
+		// last reported, may miss what the master acknowledged since,
+		// and a better replica may still come back.
+		return fmt.Errorf("%w: broker %d is not in the ISR %v the master of %s-%d last reported", ErrNotInSync, c.BrokerID, p.ISR, c.Name, c.Partition)
 	}
 	if p.AsyncClaims == nil {
 		p.AsyncClaims = map[int32]AsyncClaim{}

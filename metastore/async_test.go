@@ -220,3 +220,58 @@ func TestAsyncHandover(t *testing.T) {
 		t.Fatalf("claim on a dropped handover: %v", err)
 	}
 }
+
+// TestAsyncClaimNeedsISR: only a write replica in the ISR the master last
+// reported may claim its place (ErrNotInSync otherwise), as Kafka elects
+// only from the ISR; a partition whose master never reported an ISR counts
+// every replica in sync; the master's handover target claims whatever the
+// ISR says (it holds the master's whole log).
+func TestAsyncClaimNeedsISR(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "am", Partitions: 2, ReplicationFactor: -1, Assignment: [][]int32{{1, 2, 3}, {1, 2, 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	claim := AsyncClaim{Term: 3, Index: 10, Offset: 100}
+	for p := int32(0); p < 2; p++ {
+		if err := c.SetAsyncMaster(ctx, "am", p, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Partition 0: broker 2 had been down when the master last reported.
+	if err := c.SetPartitionLeader(ctx, "am", 0, 1, 3, []int32{1, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 2, claim); !errors.Is(err, ErrNotInSync) {
+		t.Fatalf("a replica out of the ISR claimed: %v", err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 0, 1, 3, claim); err != nil {
+		t.Fatalf("a replica in the ISR: %v", err)
+	}
+	if err := c.PromoteAsyncMaster(ctx, "am", 0, 1, 3); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 1: no ISR reported, every replica counts.
+	if err := c.ClaimAsyncMaster(ctx, "am", 1, 1, 2, claim); err != nil {
+		t.Fatalf("no ISR reported: %v", err)
+	}
+	// A handover goes to its target whatever the ISR.
+	inc, err := c.RegisterBroker(ctx, Broker{ID: 1, Role: RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.RegisterBroker(ctx, Broker{ID: 2, Role: RoleWrite}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetPartitionLeader(ctx, "am", 1, 1, 4, []int32{1, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.HandOverAsyncMaster(ctx, "am", 1, 1, inc, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.ClaimAsyncMaster(ctx, "am", 1, 1, 2, claim); err != nil {
+		t.Fatalf("the handover's target, out of the ISR: %v", err)
+	}
+}

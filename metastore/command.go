@@ -227,6 +227,7 @@ var errCodes = map[string]error{
 	"invalid_replicas":  ErrInvalidReplicaAssignment,
 	"stale_master":      ErrStaleMaster,
 	"master_alive":      ErrMasterAlive,
+	"not_in_sync":       ErrNotInSync,
 	"txn_conflict":      ErrTxnConflict,
 	"txn_fenced":        ErrTxnFenced,
 	"txn_producer":      ErrTxnUnknownProducer,

@@ -56,4 +56,7 @@ var (
 	// ErrMasterAlive: an async claim or promotion to replace a master
 	// that is registered (its lease holds, or it registered again).
 	ErrMasterAlive = errors.New("metastore: the partition's async master is registered")
+	// ErrNotInSync: an async claim by a write replica that is not in the
+	// ISR the partition's master last reported (only a clean election).
+	ErrNotInSync = errors.New("metastore: not in the partition's ISR")
 )

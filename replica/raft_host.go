@@ -48,6 +48,16 @@ type HostConfig struct {
 	// (Replica.InSyncReplicas) and, a voter, out of min.insync.replicas
 	// (default 30s, Kafka's).
 	MaxFollowerLag time.Duration
+	// MemberSilence, when positive, takes a member the leader has not
+	// heard from for longer out of the ISR at once, however caught up its
+	// log was: the broker session timeout, after which the metastore
+	// fences a broker that stopped renewing (Kafka's controller takes a
+	// fenced broker out of every ISR without waiting for
+	// replica.lag.time.max.ms). A dead member thus leaves the ISR the
+	// leader reports within a lease, and cannot be counted in sync by an
+	// async master's last report (the metastore promotes only a write
+	// replica in that ISR). 0: only MaxFollowerLag applies.
+	MemberSilence time.Duration
 	// EntryCacheBytes bounds the raft entry cache of all groups together
 	// (raft.entry.cache.max.bytes; default 32 MiB). Each group also keeps
 	// at most 512 entries and 8 MiB, and drops entries every replica has.

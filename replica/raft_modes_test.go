@@ -624,3 +624,45 @@ func testDuplicateWaits(t *testing.T, mode Mode) {
 	}
 	c.net.OnSend(nil)
 }
+
+// TestRaftSilentMemberLeavesISR: with MemberSilence set (the broker
+// session), a follower the leader stops hearing from leaves the ISR once
+// that long has passed, although its log was complete and
+// replica.lag.time.max.ms (30 s here) has not passed: an idle partition's
+// dead follower would otherwise count in sync for the whole lag, and an
+// async master's last report would name it. Heard again, it returns.
+func TestRaftSilentMemberLeavesISR(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: ModeRaft}, slowElections, func(cfg *HostConfig) {
+		cfg.MaxFollowerLag = 30 * time.Second
+		cfg.MemberSilence = 300 * time.Millisecond
+	})
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	ln, lr := c.leader()
+	c.converged(lr.HighWatermark(), 10*time.Second)
+	checkFor(t, 5*time.Second, func() error {
+		if isr := lr.InSyncReplicas(); len(isr) != 4 {
+			return fmt.Errorf("ISR %v before the cut", isr)
+		}
+		return nil
+	})
+	for _, out := range []NodeID{NodeID(1 + int(ln)%3), 4} {
+		c.net.Cut(ln, out)
+		cutAt := time.Now()
+		checkFor(t, 5*time.Second, func() error {
+			if isr := lr.InSyncReplicas(); slices.Contains(isr, out) {
+				return fmt.Errorf("silent member %d still in the ISR %v", out, isr)
+			}
+			return nil
+		})
+		if took := time.Since(cutAt); took < 250*time.Millisecond { // last heard a heartbeat (20 ms) before the cut
+			t.Fatalf("member %d left the ISR %v after the cut, before MemberSilence", out, took)
+		}
+		c.net.Heal()
+		checkFor(t, 5*time.Second, func() error {
+			if isr := lr.InSyncReplicas(); !slices.Contains(isr, out) {
+				return fmt.Errorf("member %d heard again, not back in the ISR %v", out, isr)
+			}
+			return nil
+		})
+	}
+}

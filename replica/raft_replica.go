@@ -557,7 +557,9 @@ func (r *Replica) markLocked(now time.Time) uint64 {
 // return once caught up. A new leader has heard from nobody yet: like
 // Kafka's new leader, which inherits the ISR and shrinks it only after the
 // lag, it counts every follower caught up at its election. Learners (read
-// brokers) follow the same rule. It returns the in-sync replicas, the
+// brokers) follow the same rule. A member not heard from for
+// MemberSilence (the broker session) is out whatever its log: its broker
+// is fenced by then. It returns the in-sync replicas, the
 // leader first and then in raft's configuration order, and how many of
 // them are voters (min.insync.replicas).
 func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
@@ -573,12 +575,25 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 		if now.Sub(r.caughtUpLocked(id, pr.Match, last)) > lag {
 			return
 		}
+		if silence := r.host.cfg.MemberSilence; silence > 0 && now.Sub(r.heardSinceElectedLocked(id)) > silence {
+			return
+		}
 		isr = append(isr, nodeOf(id))
 		if typ != raft.ProgressTypeLearner {
 			voters++
 		}
 	})
 	return isr, voters
+}
+
+// heardSinceElectedLocked is when this leader last heard from member id,
+// or when it was elected if it has not heard from it since.
+func (r *Replica) heardSinceElectedLocked(id uint64) time.Time {
+	heard, ok := r.lastHeard[id]
+	if !ok || heard.Before(r.leaderSince) {
+		return r.leaderSince
+	}
+	return heard
 }
 
 // caughtUpLocked is when, as far as the leader can tell, member id (whose
@@ -588,10 +603,7 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 // later than it was last heard from; never before this leader's election
 // (isrLocked explains why). The ISR and the members' lag in time use it.
 func (r *Replica) caughtUpLocked(id, match, last uint64) time.Time {
-	heard, ok := r.lastHeard[id]
-	if !ok || heard.Before(r.leaderSince) {
-		heard = r.leaderSince
-	}
+	heard := r.heardSinceElectedLocked(id)
 	var caught time.Time
 	if match >= last {
 		caught = heard

@@ -251,6 +251,13 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 		return time.Time{}
 	}
 	claim, claimed := p.AsyncClaims[self]
+	if !claimed && !slices.Contains(p.InSync(), self) {
+		// Out of the ISR the master last reported (down or behind then):
+		// only a replica in it may take over (the metastore refuses the
+		// claim too). The partition waits for its master, or for a
+		// replica in sync, as Kafka's clean election does.
+		return time.Time{}
+	}
 	if !claimed {
 		c := r.Claim(uint64(max(p.LeaderEpoch, 0)))
 		claim = metastore.AsyncClaim{Term: c.Term, Index: c.Index, Offset: c.Offset}

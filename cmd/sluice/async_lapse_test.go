@@ -110,7 +110,7 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 	for _, w := range c.writers {
 		b, _ := os.ReadFile(w.logf.Name())
 		for _, line := range strings.Split(string(b), "\n") {
-			if strings.Contains(line, "promoted to async master") || strings.Contains(line, "claimed its place") || strings.Contains(line, "records were cut") ||
+			if strings.Contains(line, "promoted to master") || strings.Contains(line, "claimed its place") || strings.Contains(line, "records were cut") ||
 				strings.Contains(line, "truncating to the new master") {
 				t.Errorf("%s: a master that was still heard was replaced: %s", w.name, line)
 			}
@@ -272,4 +272,89 @@ func (l *ackedLoad) ackedSince(t time.Time, parts int) int {
 		}
 	}
 	return n
+}
+
+// TestClusterAsyncStaleReplicaNotPromoted: a write replica that was down
+// while its master went on acknowledging must not become the master when
+// it is the first back after the whole write side went down: the master
+// took it out of its ISR a lease after it stopped hearing it, and only a
+// replica in that ISR may claim the master's place (Kafka's clean
+// election). Before that rule it claimed at once (nobody else was alive to
+// claim), was promoted, and every other replica, the read broker too,
+// truncated to its log: every record acknowledged while it was down lost.
+// The partition waits for its master instead, and nothing is lost.
+func TestClusterAsyncStaleReplicaNotPromoted(t *testing.T) {
+	if testing.Short() && os.Getenv("CI") == "" {
+		t.Skip("real processes; runs in full mode and in CI")
+	}
+	session := "broker.session.timeout.ms: 3000\n"
+	c := startTestClusterLayout(t, "async", 1, clusterLayout{extra: session, metaExtra: func(int) string { return session }})
+	const topic = "stale"
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.ProduceRequestTimeout(5*time.Second), kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(250*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	adm := kadm.NewClient(prod)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.InvalidReplicationFactor) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	waitAsyncMasters(t, c, topic, 1)
+	master := electedLeaders(t, adm, topic, 1)[0]
+	stale := int32(1 + int(master)%len(c.writers))
+
+	load := startAckedLoad(ctx, prod, "s")
+	for deadline := time.Now().Add(30 * time.Second); load.count() < 500; time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d records acknowledged in 30 s", load.count())
+		}
+	}
+	c.writers[stale-1].kill()
+	before := load.count()
+	// Writes go on past a lease: the master stops hearing the replica
+	// and reports it out of the ISR.
+	time.Sleep(8 * time.Second)
+	load.halt()
+	if err := prod.Flush(ctx); err != nil {
+		t.Logf("flush: %v", err)
+	}
+	if n := load.count(); n < before+500 {
+		t.Fatalf("%d records acknowledged while broker %d was down, want 500 or more", n-before, stale)
+	}
+	// The whole write side goes down; the stale replica comes back first
+	// and alone, for a lease and a claim wait and more.
+	for _, w := range c.writers {
+		w.kill()
+	}
+	c.writers[stale-1].start(t)
+	waitReady(t, c.writers[stale-1].admin, 60*time.Second)
+	time.Sleep(10 * time.Second)
+	b, _ := os.ReadFile(c.writers[stale-1].logf.Name())
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "promoted to master") || strings.Contains(line, "claimed its place") {
+			t.Errorf("broker %d, out of the ISR, took the master's place: %s", stale, line)
+		}
+	}
+	for _, w := range c.writers {
+		if w.cmd == nil {
+			w.start(t)
+		}
+	}
+	for _, w := range c.writers {
+		waitReady(t, w.admin, 60*time.Second)
+	}
+	found := readAckedOnce(ctx, t, c.readAddrs, topic, load.records())
+	if now := electedLeaders(t, adm, topic, 1)[0]; now != master {
+		t.Errorf("master %d before, %d after", master, now)
+	}
+	t.Logf("broker %d, back first after being down for %d acknowledged records, stayed a replica; all %d acknowledged records read once", stale, load.count()-before, found)
 }

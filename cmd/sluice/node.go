@@ -198,6 +198,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		Logger:               lg,
 		EntryCacheBytes:      cfg.RaftEntryCacheMaxBytes,
 		MaxFollowerLag:       time.Duration(cfg.ReplicaLagTimeMaxMs) * time.Millisecond,
+		MemberSilence:        time.Duration(cfg.BrokerSessionTimeoutMs) * time.Millisecond,
 		ProducerIDExpiration: time.Duration(cfg.ProducerIDExpirationMs) * time.Millisecond,
 		OnLeaderChange: func(key replica.Key, leader replica.NodeID, term uint64) {
 			leaderChanges.Inc()
