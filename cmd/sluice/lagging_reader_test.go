@@ -126,16 +126,14 @@ func testLaggingReadBroker(t *testing.T, cut string) {
 		}
 	}
 	healCut := func() {
+		lab.healAddrs(t, replAddr)
 		if cut == "writers" {
 			lab.healFrom(t, "read-2", writers...)
-		} else {
-			lab.healAddrs(t, replAddr)
 		}
 	}
+	lab.cutAddrs(t, replAddr)
 	if cut == "writers" {
 		lab.cutFrom(t, "read-2", writers...)
-	} else {
-		lab.cutAddrs(t, replAddr)
 	}
 	healed := false
 	defer func() {
