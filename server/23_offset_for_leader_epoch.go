@@ -25,7 +25,7 @@ import (
 // with fetchOnlyFromLeader). A replica that is not the raft leader (a read
 // broker, which the read view names as leader, or a lagging voter) answers
 // from its own log only when that log is known complete for the epoch: a
-// later epoch starts in it. Otherwise its log end may be below what a
+// later epoch starts in it with a committed batch. Otherwise its log end may be below what a
 // consumer already read through a replica further ahead, and a client
 // would take it for a truncated log and send its position back; so it
 // asks the partition's raft leader, through the same inter-broker client
@@ -97,13 +97,15 @@ func handleOffsetForLeaderEpoch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
-			// Read the log end first: an answer below it ends where a
-			// later epoch of this log starts, so the log holds the
-			// whole epoch. An answer at it is this log's latest epoch,
-			// which may go on at the leader past this replica's end.
-			leo := r.LogEndOffset()
+			// Read the high watermark first: an answer below it ends
+			// where a later epoch of this log starts with a committed
+			// batch, which no leader takes back, so the log holds the
+			// whole epoch. Any other answer is this log's latest epoch
+			// (or one that a batch not yet committed ends), which may
+			// go on at the leader past this replica's end.
+			hw := r.HighWatermark()
 			end, ep := r.OffsetForLeaderEpoch(rp.LeaderEpoch)
-			if rp.LeaderEpoch < 0 || (end >= 0 && end < leo) {
+			if rp.LeaderEpoch < 0 || (end >= 0 && end < hw) {
 				sp.EndOffset, sp.LeaderEpoch = end, ep
 				continue
 			}
