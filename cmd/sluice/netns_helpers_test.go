@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -246,6 +247,64 @@ func (l *netLab) removeLeftovers(t *testing.T) {
 					t.Logf("removed leftover link %s", name)
 				}
 			}
+		}
+	}
+}
+
+// cutFrom cuts name off from the namespaces others only, both ways,
+// as isolate does from all of them; every other path stays.
+func (l *netLab) cutFrom(t *testing.T, name string, others ...string) {
+	t.Helper()
+	v := l.hosts[name]
+	for _, other := range others {
+		o := l.hosts[other]
+		l.must(t, "-n", v.ns, "neigh", "replace", o.addr, "lladdr", bogusMAC, "nud", "permanent", "dev", "eth0")
+		l.must(t, "-n", o.ns, "neigh", "replace", v.addr, "lladdr", bogusMAC, "nud", "permanent", "dev", "eth0")
+	}
+}
+
+// healFrom undoes cutFrom.
+func (l *netLab) healFrom(t *testing.T, name string, others ...string) {
+	t.Helper()
+	v := l.hosts[name]
+	for _, other := range others {
+		o := l.hosts[other]
+		l.must(t, "-n", v.ns, "neigh", "del", o.addr, "dev", "eth0")
+		l.must(t, "-n", o.ns, "neigh", "del", v.addr, "dev", "eth0")
+	}
+}
+
+// addAddr gives name's namespace a second address on the lab's /24 and
+// returns it: a socket bound to it can be cut off (by address) while the
+// host's first address stays reachable.
+func (l *netLab) addAddr(t *testing.T, name string) string {
+	t.Helper()
+	h := l.hosts[name]
+	i := slices.Index(l.order, name) + 2
+	a := fmt.Sprintf("%s%d", l.net, 100+i)
+	l.must(t, "-n", h.ns, "addr", "add", a+"/24", "dev", "eth0")
+	return a
+}
+
+// cutAddrs makes every namespace send what it addresses to any of addrs
+// to nobody: those addresses are unreachable from the lab, both ways for
+// a TCP connection.
+func (l *netLab) cutAddrs(t *testing.T, addrs ...string) {
+	t.Helper()
+	for _, name := range l.order {
+		for _, a := range addrs {
+			l.must(t, "-n", l.hosts[name].ns, "neigh", "replace", a, "lladdr", bogusMAC, "nud", "permanent", "dev", "eth0")
+		}
+	}
+}
+
+// healAddrs undoes cutAddrs.
+func (l *netLab) healAddrs(t *testing.T, addrs ...string) {
+	t.Helper()
+	for _, name := range l.order {
+		for _, a := range addrs {
+			// A namespace never resolved the address of its own.
+			l.cmd("-n", l.hosts[name].ns, "neigh", "del", a, "dev", "eth0")
 		}
 	}
 }
