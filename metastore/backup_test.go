@@ -208,34 +208,15 @@ func TestImageChecks(t *testing.T) {
 	if err := os.WriteFile(bare, image, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(bare, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketMeta) }); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	deleteBucket(t, bare, bucketMeta)
 	noMeta, err := os.ReadFile(bare)
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	install := func(data []byte, index uint64) error {
-		idb, err := bolt.Open(filepath.Join(t.TempDir(), "meta.db"), 0o600, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer idb.Close()
-		inst := &Node{cfg: Config{DataDir: t.TempDir()}}
-		return idb.Update(func(tx *bolt.Tx) error {
-			if err := ensureBuckets(tx); err != nil {
-				return err
-			}
-			_, err := inst.installSnapshot(tx, &pb.Snapshot{Data: data,
-				Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(1)}})
-			return err
-		})
+		_, err := installImage(t, data, index)
+		return err
 	}
 	check := func(data []byte, index uint64) error {
 		return n.checkImage(&pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(1)}})
@@ -265,4 +246,39 @@ func TestImageChecks(t *testing.T) {
 	if len(left) != 0 {
 		t.Errorf("images left behind: %v", left)
 	}
+}
+
+// deleteBucket deletes bucket name from the bbolt file at path.
+func deleteBucket(t *testing.T, path string, name []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(name) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installImage installs image as a snapshot at index into a new database
+// (its buckets made, as at a node's first start) and returns the
+// database, closed when the test ends, and the install's error.
+func installImage(t *testing.T, image []byte, index uint64) (*bolt.DB, error) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, "meta.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	inst := &Node{cfg: Config{DataDir: dir}}
+	return db, db.Update(func(tx *bolt.Tx) error {
+		if err := ensureBuckets(tx); err != nil {
+			return err
+		}
+		_, err := inst.installSnapshot(tx, &pb.Snapshot{Data: image,
+			Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(1)}})
+		return err
+	})
 }
