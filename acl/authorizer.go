@@ -1,7 +1,6 @@
 package acl
 
 import (
-	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -15,17 +14,6 @@ type Config struct {
 	// AllowIfNoACL (allow.everyone.if.no.acl.found) allows an operation
 	// on a resource that no ACL at all applies to. Default false.
 	AllowIfNoACL bool
-}
-
-// ParseSuperUsers splits super.users, Kafka's semicolon-separated list.
-func ParseSuperUsers(s string) []string {
-	var out []string
-	for _, u := range strings.Split(s, ";") {
-		if u = strings.TrimSpace(u); u != "" {
-			out = append(out, u)
-		}
-	}
-	return out
 }
 
 // Source holds the bindings: the metastore client's cache on a broker.
@@ -50,9 +38,8 @@ type SuperUserSource interface {
 // decision after the source's generation moved, so a change committed to
 // the metastore applies as soon as the broker's cache has it.
 type Authorizer struct {
-	cfg   Config
-	super map[string]bool
-	src   Source
+	cfg Config
+	src Source
 
 	mu  sync.Mutex // serialises rebuilds
 	cur atomic.Pointer[index]
@@ -60,11 +47,7 @@ type Authorizer struct {
 
 // New returns an authorizer over src.
 func New(cfg Config, src Source) *Authorizer {
-	a := &Authorizer{cfg: cfg, super: map[string]bool{}, src: src}
-	for _, u := range cfg.SuperUsers {
-		a.super[u] = true
-	}
-	return a
+	return &Authorizer{cfg: cfg, src: src}
 }
 
 // Request is who asks: the principal ("User:name") and the client's IP
@@ -82,16 +65,19 @@ type index struct {
 	prefixed  map[ResourceType]map[string][]Binding
 	maxPrefix map[ResourceType]int // the longest prefix of each type bounds the lookups
 	all       []Binding
-	// super are the source's stored super users (SuperUserSource).
+	// super are the super users: Config.SuperUsers and the source's
+	// stored ones (SuperUserSource).
 	super map[string]bool
 }
 
-func buildIndex(gen uint64, bs []Binding, super []string) *index {
+func buildIndex(gen uint64, bs []Binding, super ...[]string) *index {
 	ix := &index{gen: gen, literal: map[ResourceType]map[string][]Binding{},
 		prefixed: map[ResourceType]map[string][]Binding{}, maxPrefix: map[ResourceType]int{}, all: bs,
-		super: make(map[string]bool, len(super))}
-	for _, u := range super {
-		ix.super[u] = true
+		super: map[string]bool{}}
+	for _, us := range super {
+		for _, u := range us {
+			ix.super[u] = true
+		}
 	}
 	for _, b := range bs {
 		m := ix.literal
@@ -121,13 +107,13 @@ func (a *Authorizer) index() *index {
 	if ix := a.cur.Load(); ix != nil && ix.gen == gen {
 		return ix
 	}
-	var super []string
+	var stored []string
 	if ss, ok := a.src.(SuperUserSource); ok {
 		// Read after the bindings: a generation moved in between
 		// only makes the next decision rebuild again.
-		super = ss.StoredSuperUsers()
+		stored = ss.StoredSuperUsers()
 	}
-	ix := buildIndex(gen, bs, super)
+	ix := buildIndex(gen, bs, a.cfg.SuperUsers, stored)
 	a.cur.Store(ix)
 	return ix
 }
@@ -195,9 +181,6 @@ func applies(b Binding, r Request) bool {
 // else, when no ACL at all applies to the resource, the answer is
 // allow.everyone.if.no.acl.found; else refused.
 func (a *Authorizer) Authorize(r Request, op Operation, rt ResourceType, name string) bool {
-	if a.super[r.Principal] {
-		return true
-	}
 	ix := a.index()
 	if ix.super[r.Principal] {
 		return true

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
@@ -41,6 +44,15 @@ func TestKcatMatrix(t *testing.T) {
 		t.Logf("kcat %s: %v\nstdout (tail): %s\nstderr (tail): %s", strings.Join(args, " "), err, tail(out.String(), 600), tail(errb.String(), 600))
 		return out.String(), errb.String(), err
 	}
+	// produce runs kcat -P args on stdin: an error also when it logged
+	// one (kcat -P exits 0 after delivery errors).
+	produce := func(stdin string, args ...string) error {
+		_, stderr, err := run(stdin, args...)
+		if err == nil && strings.Contains(stderr, "ERROR") {
+			err = fmt.Errorf("%s", tail(stderr, 300))
+		}
+		return err
+	}
 	r := &toolRun{res: map[string]scenarioResult{}}
 	r.do("bootstrap-metadata", func() error {
 		out, _, err := run("", "-L", "-t", p+"-meta")
@@ -62,11 +74,7 @@ func TestKcatMatrix(t *testing.T) {
 			for _, pr := range props {
 				args = append(args, "-X", pr)
 			}
-			_, stderr, err := run(in.String(), args...)
-			if err == nil && strings.Contains(stderr, "ERROR") {
-				err = fmt.Errorf("%s", tail(stderr, 300))
-			}
-			return err
+			return produce(in.String(), args...)
 		}
 	}
 	r.do("produce-acks0", acks(p+"-acks0", "acks=0"))
@@ -203,6 +211,46 @@ func TestKcatMatrix(t *testing.T) {
 	// interrupted producer, as in Kafka). The run is interrupted once the
 	// broker holds its five records (the high watermark says so), so they
 	// are in the log when the ABORT marker follows them.
+	// waitEnd waits until partition 0 of topic has end offset want at
+	// isolation (0: read_uncommitted, 1: read_committed).
+	waitEnd := func(ctx context.Context, cl *kgo.Client, topic, what string, isolation int8, want int64) error {
+		for listEnd(ctx, t, cl, topic, isolation) != want {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: end offset (isolation %d) not %d in time", what, isolation, want)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		return nil
+	}
+	// openTxn starts kcat txnArgs (-P with a transactional.id) and writes
+	// records, one a line, to its input, which stays open: the
+	// transaction stays open too. kcat reads its input in large blocks: a
+	// line without an end after the records fills the block, so they are
+	// sent now, and it is never sent itself (the input ends, or the
+	// process is interrupted, first).
+	openTxn := func(ctx context.Context, txnArgs []string, records string) (*exec.Cmd, io.WriteCloser, *bytes.Buffer, error) {
+		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-b", addr}, txnArgs...)...)
+		stdin, err := cmd.StdinPipe()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		errb := &bytes.Buffer{}
+		cmd.Stderr = errb
+		if err := cmd.Start(); err != nil {
+			return nil, nil, nil, err
+		}
+		fmt.Fprint(stdin, records+strings.Repeat("x", 256<<10))
+		return cmd, stdin, errb, nil
+	}
+	// readCommitted is partition 0 of topic read from the beginning with
+	// isolation.level=read_committed.
+	readCommitted := func(topic string) ([]string, error) {
+		out, stderr, err := run("", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-X", "isolation.level=read_committed", "-f", "%s\n")
+		if err != nil {
+			return nil, fmt.Errorf("kcat -C: %w (%s)", err, tail(stderr, 300))
+		}
+		return strings.Fields(out), nil
+	}
 	r = &toolRun{res: map[string]scenarioResult{}}
 	r.do("txn-commit-abort", func() error {
 		topic := p + "-txn"
@@ -214,44 +262,23 @@ func TestKcatMatrix(t *testing.T) {
 			for i := from; i < from+5; i++ {
 				fmt.Fprintf(&in, "c-%d\n", i)
 			}
-			_, stderr, err := run(in.String(), txnArgs...)
-			if err == nil && strings.Contains(stderr, "ERROR") {
-				err = fmt.Errorf("%s", tail(stderr, 300))
-			}
-			return err
+			return produce(in.String(), txnArgs...)
 		}
 		if err := commit(0); err != nil {
 			return fmt.Errorf("committed transaction: %w", err)
 		}
 		cl := newClient(t, addr)
-		waitEnd := func(what string, isolation int8, want int64) error {
-			for listEnd(ctx, t, cl, topic, isolation) != want {
-				if ctx.Err() != nil {
-					return fmt.Errorf("%s: end offset (isolation %d) not %d in time", what, isolation, want)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			return nil
-		}
 		// 5 records and the COMMIT marker: offsets 0-5.
-		if err := waitEnd("after the commit", 1, 6); err != nil {
+		if err := waitEnd(ctx, cl, topic, "after the commit", 1, 6); err != nil {
 			return err
 		}
-		cmd := exec.CommandContext(ctx, "kcat", append([]string{"-b", addr}, txnArgs...)...)
-		stdin, err := cmd.StdinPipe()
+		// The five are sent now; the interrupt comes before the input
+		// ends.
+		cmd, stdin, errb, err := openTxn(ctx, txnArgs, "a-0\na-1\na-2\na-3\na-4\n")
 		if err != nil {
 			return err
 		}
-		var errb bytes.Buffer
-		cmd.Stderr = &errb
-		if err := cmd.Start(); err != nil {
-			return err
-		}
-		// kcat reads its input in large blocks: a line without an end
-		// after the records fills the block, so the five are sent now,
-		// and it is never sent itself (the interrupt comes first).
-		fmt.Fprint(stdin, "a-0\na-1\na-2\na-3\na-4\n"+strings.Repeat("x", 256<<10))
-		if err := waitEnd("the aborted transaction's records", 0, 11); err != nil {
+		if err := waitEnd(ctx, cl, topic, "the aborted transaction's records", 0, 11); err != nil {
 			cmd.Process.Kill()
 			cmd.Wait()
 			return err
@@ -269,18 +296,18 @@ func TestKcatMatrix(t *testing.T) {
 		if err := commit(5); err != nil {
 			return fmt.Errorf("second committed transaction: %w", err)
 		}
-		if err := waitEnd("after the second commit", 1, 18); err != nil {
+		if err := waitEnd(ctx, cl, topic, "after the second commit", 1, 18); err != nil {
 			return err
 		}
-		out, stderr, err := run("", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-X", "isolation.level=read_committed", "-f", "%s\n")
+		got, err := readCommitted(topic)
 		if err != nil {
-			return fmt.Errorf("kcat -C: %w (%s)", err, tail(stderr, 300))
+			return err
 		}
 		var want []string
 		for i := range 10 {
 			want = append(want, fmt.Sprintf("c-%d", i))
 		}
-		if got := strings.Fields(out); !slices.Equal(got, want) {
+		if !slices.Equal(got, want) {
 			return fmt.Errorf("read_committed read %q, want c-0..c-9", got)
 		}
 		return nil
@@ -302,38 +329,16 @@ func TestKcatMatrix(t *testing.T) {
 		defer cancel()
 		txnArgs := []string{"-P", "-t", topic, "-p", "0", "-X", "transactional.id=" + p + "-txf-tid"}
 		cl := newClient(t, addr)
-		waitEnd := func(what string, isolation int8, want int64) error {
-			for listEnd(ctx, t, cl, topic, isolation) != want {
-				if ctx.Err() != nil {
-					return fmt.Errorf("%s: end offset (isolation %d) not %d in time", what, isolation, want)
-				}
-				time.Sleep(50 * time.Millisecond)
-			}
-			return nil
-		}
-		a := exec.CommandContext(ctx, "kcat", append([]string{"-b", addr}, txnArgs...)...)
-		stdin, err := a.StdinPipe()
+		a, stdin, errb, err := openTxn(ctx, txnArgs, "f-a-0\n")
 		if err != nil {
 			return err
 		}
-		var errb bytes.Buffer
-		a.Stderr = &errb
-		if err := a.Start(); err != nil {
-			return err
-		}
-		// As in txn-commit-abort: a line without an end fills kcat's
-		// input block, so f-a-0 is sent now.
-		fmt.Fprint(stdin, "f-a-0\n"+strings.Repeat("x", 256<<10))
-		if err := waitEnd("A's record", 0, 1); err != nil {
+		if err := waitEnd(ctx, cl, topic, "A's record", 0, 1); err != nil {
 			a.Process.Kill()
 			a.Wait()
 			return err
 		}
-		_, stderr, err := run("f-b-0\n", txnArgs...)
-		if err == nil && strings.Contains(stderr, "ERROR") {
-			err = fmt.Errorf("%s", tail(stderr, 300))
-		}
-		if err != nil {
+		if err := produce("f-b-0\n", txnArgs...); err != nil {
 			a.Process.Kill()
 			a.Wait()
 			return fmt.Errorf("B: %w", err)
@@ -344,11 +349,11 @@ func TestKcatMatrix(t *testing.T) {
 		if werr == nil || !strings.Contains(errb.String(), "fenced by a newer instance") {
 			return fmt.Errorf("A after B initialized: exit %v, stderr %q; want a failure with the fenced error", werr, tail(errb.String(), 300))
 		}
-		out, stderr, err := run("", "-C", "-t", topic, "-p", "0", "-o", "beginning", "-e", "-X", "isolation.level=read_committed", "-f", "%s\n")
+		got, err := readCommitted(topic)
 		if err != nil {
-			return fmt.Errorf("kcat -C: %w (%s)", err, tail(stderr, 300))
+			return err
 		}
-		if got := strings.Fields(out); !slices.Equal(got, []string{"f-b-0"}) {
+		if !slices.Equal(got, []string{"f-b-0"}) {
 			return fmt.Errorf("read_committed read %q, want f-b-0", got)
 		}
 		return nil

@@ -234,20 +234,49 @@ func TestSaramaMatrix(t *testing.T) {
 	})
 	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
 
-	// txn-commit-abort: sarama's transactional producer (1.37+:
-	// Producer.Transaction.ID, idempotent, one request in flight), a
+	// txn-commit-abort: sarama's transactional producer (txnConfig), a
 	// transaction of c-0..c-4 committed, one of a-0..a-4 aborted, one of
 	// c-5..c-9 committed; its consumer with ReadCommitted reads exactly
 	// c-0..c-9.
-	r = &toolRun{res: map[string]scenarioResult{}}
-	r.do("txn-commit-abort", func() error {
-		topic := p + "-txn"
+	// txnConfig is the configuration of sarama's transactional producer (1.37+:
+	// Producer.Transaction.ID, idempotent, one request in flight) of id.
+	txnConfig := func(id string) *sarama.Config {
 		cfg := config()
 		cfg.Producer.Idempotent = true
 		cfg.Producer.RequiredAcks = sarama.WaitForAll
 		cfg.Net.MaxOpenRequests = 1
-		cfg.Producer.Transaction.ID = topic + "-tid"
-		pr, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		cfg.Producer.Transaction.ID = id
+		return cfg
+	}
+	// endTxn commits (commit) or aborts transaction i of pr.
+	endTxn := func(pr sarama.SyncProducer, i int, commit bool) error {
+		var err error
+		if commit {
+			err = pr.CommitTxn()
+		} else {
+			err = pr.AbortTxn()
+		}
+		if err != nil {
+			return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+		}
+		return nil
+	}
+	// readCommitted reads n values of partition 0 of topic from the
+	// start with ReadCommitted.
+	readCommitted := func(topic string, n int) ([]string, error) {
+		rc := config()
+		rc.Consumer.IsolationLevel = sarama.ReadCommitted
+		got, err := consumeWith(rc, topic, sarama.OffsetOldest, n)
+		var vals []string
+		for _, m := range got {
+			vals = append(vals, string(m.Value))
+		}
+		return vals, err
+	}
+	r = &toolRun{res: map[string]scenarioResult{}}
+	r.do("txn-commit-abort", func() error {
+		topic := p + "-txn"
+		pr, err := sarama.NewSyncProducer([]string{addr}, txnConfig(topic+"-tid"))
 		if err != nil {
 			return err
 		}
@@ -265,22 +294,11 @@ func TestSaramaMatrix(t *testing.T) {
 			if err := pr.SendMessages(msgs); err != nil {
 				return fmt.Errorf("transaction %d: %w", i, err)
 			}
-			if commit {
-				err = pr.CommitTxn()
-			} else {
-				err = pr.AbortTxn()
-			}
-			if err != nil {
-				return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+			if err := endTxn(pr, i, commit); err != nil {
+				return err
 			}
 		}
-		rc := config()
-		rc.Consumer.IsolationLevel = sarama.ReadCommitted
-		got, err := consumeWith(rc, topic, sarama.OffsetOldest, len(want))
-		var vals []string
-		for _, m := range got {
-			vals = append(vals, string(m.Value))
-		}
+		vals, err := readCommitted(topic, len(want))
 		if err != nil || !slices.Equal(vals, want) {
 			return fmt.Errorf("read_committed read %q (%v), want c-0..c-9", vals, err)
 		}
@@ -301,12 +319,7 @@ func TestSaramaMatrix(t *testing.T) {
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", in, err)
 		}
-		cfg := config()
-		cfg.Producer.Idempotent = true
-		cfg.Producer.RequiredAcks = sarama.WaitForAll
-		cfg.Net.MaxOpenRequests = 1
-		cfg.Producer.Transaction.ID = p + "-txo-tid"
-		pr, err := sarama.NewSyncProducer([]string{addr}, cfg)
+		pr, err := sarama.NewSyncProducer([]string{addr}, txnConfig(p+"-txo-tid"))
 		if err != nil {
 			return err
 		}
@@ -327,13 +340,8 @@ func TestSaramaMatrix(t *testing.T) {
 			if err := pr.AddMessageToTxn(batch[len(batch)-1], group, nil); err != nil {
 				return fmt.Errorf("transaction %d: AddMessageToTxn: %w", i, err)
 			}
-			if commit {
-				err = pr.CommitTxn()
-			} else {
-				err = pr.AbortTxn()
-			}
-			if err != nil {
-				return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+			if err := endTxn(pr, i, commit); err != nil {
+				return err
 			}
 		}
 		offs, err := adm.ListConsumerGroupOffsets(group, map[string][]int32{in: {0}})
@@ -343,13 +351,7 @@ func TestSaramaMatrix(t *testing.T) {
 		if b := offs.GetBlock(in, 0); b == nil || b.Err != sarama.ErrNoError || b.Offset != txoCommitted {
 			return fmt.Errorf("committed offset of %s/0: %+v, want %d", in, b, txoCommitted)
 		}
-		rc := config()
-		rc.Consumer.IsolationLevel = sarama.ReadCommitted
-		got, err := consumeWith(rc, out, sarama.OffsetOldest, txoCommitted)
-		var vals []string
-		for _, m := range got {
-			vals = append(vals, string(m.Value))
-		}
+		vals, err := readCommitted(out, txoCommitted)
 		if want := []string{"o-0", "o-1", "o-2", "o-3", "o-4"}; err != nil || !slices.Equal(vals, want) {
 			return fmt.Errorf("read_committed read %q (%v), want %q", vals, err, want)
 		}
@@ -361,11 +363,7 @@ func TestSaramaMatrix(t *testing.T) {
 	// PRODUCER_FENCED.
 	r.do("txn-fencing", func() error {
 		topic := p + "-txf"
-		cfg := config()
-		cfg.Producer.Idempotent = true
-		cfg.Producer.RequiredAcks = sarama.WaitForAll
-		cfg.Net.MaxOpenRequests = 1
-		cfg.Producer.Transaction.ID = p + "-txf-tid"
+		cfg := txnConfig(p + "-txf-tid")
 		cfg.Producer.Transaction.Retry.Max = 5
 		a, err := sarama.NewSyncProducer([]string{addr}, cfg)
 		if err != nil {
@@ -395,11 +393,8 @@ func TestSaramaMatrix(t *testing.T) {
 		if err := bp.CommitTxn(); err != nil {
 			return fmt.Errorf("B commit: %w", err)
 		}
-		rc := config()
-		rc.Consumer.IsolationLevel = sarama.ReadCommitted
-		got, err := consumeWith(rc, topic, sarama.OffsetOldest, 1)
-		if err != nil || len(got) != 1 || string(got[0].Value) != "f-b-0" {
-			return fmt.Errorf("read_committed read %v (%v), want f-b-0", got, err)
+		if got, err := readCommitted(topic, 1); err != nil || !slices.Equal(got, []string{"f-b-0"}) {
+			return fmt.Errorf("read_committed read %q (%v), want f-b-0", got, err)
 		}
 		return nil
 	})

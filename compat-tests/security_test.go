@@ -426,6 +426,47 @@ func TestSecureProtocol(t *testing.T) {
 		c.send(kmsg.NewPtrMetadataRequest())
 		c.expectClosed(5 * time.Second)
 	})
+	t.Run("re-authentication keeps the principal and the mechanism", func(t *testing.T) {
+		bearer := func(sub string) []byte {
+			return []byte("n,,\x01auth=Bearer " + sb.token(t, sub, nil) + "\x01\x01")
+		}
+		// Another principal: SASL_AUTHENTICATION_FAILED, then closed.
+		c := sb.dialRaw(t)
+		c.saslHandshake("OAUTHBEARER")
+		if r := c.saslAuthenticate(1, bearer("reauth-alice")); r.ErrorCode != 0 {
+			t.Fatalf("authenticate as reauth-alice: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		if hr := c.saslHandshake("OAUTHBEARER"); hr.ErrorCode != 0 {
+			t.Fatalf("re-authentication handshake: %v", kerr.ErrorForCode(hr.ErrorCode))
+		}
+		r := c.saslAuthenticate(1, bearer("reauth-bob"))
+		if r.ErrorCode != kerr.SaslAuthenticationFailed.Code || r.ErrorMessage == nil ||
+			!strings.Contains(*r.ErrorMessage, "from User:reauth-alice to User:reauth-bob") {
+			t.Fatalf("re-authentication as reauth-bob: %+v (want SASL_AUTHENTICATION_FAILED naming both principals)", r)
+		}
+		c.expectClosed(5 * time.Second)
+		// The same principal again: renewed.
+		c = sb.dialRaw(t)
+		c.saslHandshake("OAUTHBEARER")
+		c.saslAuthenticate(1, bearer("reauth-alice"))
+		c.saslHandshake("OAUTHBEARER")
+		if r := c.saslAuthenticate(1, bearer("reauth-alice")); r.ErrorCode != 0 {
+			t.Fatalf("re-authentication as reauth-alice: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		if _, err := c.roundTrip(kmsg.NewPtrMetadataRequest(), 0); err != nil {
+			t.Fatalf("metadata after re-authentication: %v", err)
+		}
+		// Another mechanism: UNSUPPORTED_SASL_MECHANISM, then closed.
+		c = sb.dialRaw(t)
+		c.saslHandshake("PLAIN")
+		if r := c.saslAuthenticate(1, []byte("\x00"+secureAdmin+"\x00"+secureAdminPass)); r.ErrorCode != 0 {
+			t.Fatalf("authenticate: %v", kerr.ErrorForCode(r.ErrorCode))
+		}
+		if hr := c.saslHandshake("SCRAM-SHA-256"); hr.ErrorCode != kerr.UnsupportedSaslMechanism.Code {
+			t.Fatalf("re-authentication handshake with SCRAM-SHA-256 after PLAIN: %v (want UNSUPPORTED_SASL_MECHANISM)", kerr.ErrorForCode(hr.ErrorCode))
+		}
+		c.expectClosed(5 * time.Second)
+	})
 	t.Run("franz-go re-authenticates", func(t *testing.T) {
 		cl := sb.client(t, scramAuth(secureAdmin, secureAdminPass, false))
 		deadline := time.Now().Add(4 * time.Second)

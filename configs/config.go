@@ -843,8 +843,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("pprof.listen: %v", err))
 		}
 	}
-	for _, u := range strings.Split(c.SuperUsers, ";") {
-		if u = strings.TrimSpace(u); u != "" && strings.IndexByte(u, ':') <= 0 {
+	for _, u := range c.SuperUserList() {
+		if strings.IndexByte(u, ':') <= 0 {
 			errs = append(errs, fmt.Errorf("super.users: %q is not a principal of the form Type:name (User:alice)", u))
 		}
 	}
@@ -874,6 +874,19 @@ func (c Config) RetentionMs() int64 {
 		return -1
 	}
 	return ms
+}
+
+// SuperUserList is super.users, Kafka's semicolon-separated list of
+// principals, as the authorizer and the admin port read it (spaces around
+// a name and empty entries dropped).
+func (c Config) SuperUserList() []string {
+	var out []string
+	for _, u := range strings.Split(c.SuperUsers, ";") {
+		if u = strings.TrimSpace(u); u != "" {
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 // TopicDefaults gives, per topic config name, the value this broker's

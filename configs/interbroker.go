@@ -9,10 +9,6 @@ import (
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
 )
 
-// interBrokerMechanisms are the SASL mechanisms a broker can authenticate
-// with to another broker.
-var interBrokerMechanisms = map[string]bool{"PLAIN": true, "SCRAM-SHA-256": true, "SCRAM-SHA-512": true}
-
 // InterBrokerListener is the listener name inter-broker requests go to
 // (docs/security.md, "Between brokers"):
 // inter.broker.listener.name, else the listener Kafka's
@@ -65,12 +61,12 @@ func (c Config) InterBroker(listener, protocol string) (InterBroker, error) {
 	if !ib.UsesSASL() {
 		return ib, nil
 	}
-	mech := strings.ToUpper(strings.TrimSpace(c.SASLMechanismInterBrokerProtocol))
+	mech, err := c.interBrokerMechanism()
+	if err != nil {
+		return ib, err
+	}
 	if mech == "" {
 		return ib, fmt.Errorf("listener %s is %s: set sasl.mechanism.inter.broker.protocol (PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512; Kafka's default GSSAPI is not served)", ib.Listener, protocol)
-	}
-	if !interBrokerMechanisms[mech] {
-		return ib, fmt.Errorf("sasl.mechanism.inter.broker.protocol %s: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
 	}
 	key := ListenerOverridePrefix + strings.ToLower(listener) + "." + strings.ToLower(mech) + jaasSuffix
 	jaas, ok := ls.JAAS[mech]
@@ -88,6 +84,17 @@ func (c Config) InterBroker(listener, protocol string) (InterBroker, error) {
 	return ib, nil
 }
 
+// interBrokerMechanism is sasl.mechanism.inter.broker.protocol ("" when
+// unset), refused unless a broker can authenticate to another with it:
+// a mechanism of a username and password, as clientconfig's clients.
+func (c Config) interBrokerMechanism() (string, error) {
+	mech := strings.ToUpper(strings.TrimSpace(c.SASLMechanismInterBrokerProtocol))
+	if mech != "" && !clientconfig.Speaks(mech) {
+		return mech, fmt.Errorf("sasl.mechanism.inter.broker.protocol %s: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", mech)
+	}
+	return mech, nil
+}
+
 // validateInterBroker checks the inter-broker keys: one way of naming the
 // listener, a known protocol and mechanism, every JAAS value readable, and
 // for an inter-broker listener this broker serves with SASL, the
@@ -100,8 +107,8 @@ func (c Config) validateInterBroker() error {
 	if p := strings.ToUpper(strings.TrimSpace(c.SecurityInterBrokerProtocol)); p != "" && !securityProtocols[p] {
 		errs = append(errs, fmt.Errorf("security.inter.broker.protocol %q: want PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL", c.SecurityInterBrokerProtocol))
 	}
-	if m := strings.ToUpper(strings.TrimSpace(c.SASLMechanismInterBrokerProtocol)); m != "" && !interBrokerMechanisms[m] {
-		errs = append(errs, fmt.Errorf("sasl.mechanism.inter.broker.protocol %s: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", m))
+	if _, err := c.interBrokerMechanism(); err != nil {
+		errs = append(errs, err)
 	}
 	for k, v := range c.ListenerOverrides {
 		if strings.HasSuffix(k, jaasSuffix) {

@@ -251,6 +251,22 @@ func (l *Log) ActiveProducers() ([]ActiveProducer, error) {
 	return out, nil
 }
 
+// ProducerStates returns ProducerState of every producer the log holds
+// state for, all read under one hold of the lock. Closed or failed: the
+// error.
+func (l *Log) ProducerStates() (map[int64]ProducerState, error) {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	if err := l.usableLocked(); err != nil {
+		return nil, err
+	}
+	out := make(map[int64]ProducerState, len(l.producers))
+	for id := range l.producers {
+		out[id], _ = l.producers.state(id)
+	}
+	return out, nil
+}
+
 // ExpireProducers forgets the producers ProducerEntry.Expired finds
 // expired at now (a producer with a transaction open here is kept) and
 // returns how many. It is the periodic sweep of

@@ -176,19 +176,10 @@ func Restore(backup, dataDir string, id uint64, listen string) (BackupInfo, erro
 			if err := ensureBuckets(tx); err != nil {
 				return err
 			}
-			for _, name := range stateBuckets {
-				if stx.Bucket(name) == nil && laterBucket(name) {
-					continue
-				}
-				if err := copyBucket(tx.Bucket(name), stx.Bucket(name)); err != nil {
-					return err
-				}
-			}
-			if stx.Bucket(bucketSharedRefs) == nil {
-				// A backup from a version without reference counts.
-				if err := rebuildSharedRefs(tx); err != nil {
-					return err
-				}
+			// ReadBackup refused a backup missing a bucket other than
+			// a later version's.
+			if err := replaceState(tx, stx); err != nil {
+				return err
 			}
 			term := max(info.Term, 1)
 			rb := tx.Bucket(bucketRaft)

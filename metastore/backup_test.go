@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -9,6 +10,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	pb "go.etcd.io/raft/v3/raftpb"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestBackupRestore: a backup taken from a serving node restores into a new
@@ -169,5 +172,113 @@ func FuzzReadBackup(f *testing.F) {
 		if err == nil && (info.ClusterID == "" || info.Applied == 0) {
 			t.Fatalf("accepted %+v", info)
 		}
+	})
+}
+
+// TestImageChecks: a peer's snapshot image is accepted by the guard
+// (checkImage) and installed when it was applied at least to the
+// snapshot's index, and refused by both when it is behind it or has no
+// meta bucket; bytes that are no bbolt file are refused by the guard.
+func TestImageChecks(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, 1, filepath.Join(dir, "a"))
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if _, err := n.Client().CreateTopic(ctxT(t), TopicSpec{Name: "t", Partitions: 1, ReplicationFactor: 1}); err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := n.Backup(&buf); err != nil {
+		t.Fatal(err)
+	}
+	image := buf.Bytes()
+	path := filepath.Join(dir, "image")
+	if err := os.WriteFile(path, image, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, err := ReadBackup(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same image without its meta bucket.
+	bare := filepath.Join(dir, "bare")
+	if err := os.WriteFile(bare, image, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deleteBucket(t, bare, bucketMeta)
+	noMeta, err := os.ReadFile(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	install := func(data []byte, index uint64) error {
+		_, err := installImage(t, data, index)
+		return err
+	}
+	check := func(data []byte, index uint64) error {
+		return n.checkImage(&pb.Snapshot{Data: data, Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(1)}})
+	}
+	for _, c := range []struct {
+		name  string
+		data  []byte
+		index uint64
+		ok    bool
+	}{
+		{"at its applied index", image, info.Applied, true},
+		{"past the snapshot's index", image, info.Applied - 1, true},
+		{"behind the snapshot's index", image, info.Applied + 1, false},
+		{"without a meta bucket", noMeta, 1, false},
+	} {
+		if err := check(c.data, c.index); (err == nil) != c.ok {
+			t.Errorf("%s: checkImage: %v, want ok %v", c.name, err, c.ok)
+		}
+		if err := install(c.data, c.index); (err == nil) != c.ok {
+			t.Errorf("%s: installSnapshot: %v, want ok %v", c.name, err, c.ok)
+		}
+	}
+	if err := check([]byte("not a bbolt file"), 1); err == nil {
+		t.Error("checkImage accepted bytes that are no bbolt file")
+	}
+	left, _ := filepath.Glob(filepath.Join(cfg.DataDir, "snapshot.*"))
+	if len(left) != 0 {
+		t.Errorf("images left behind: %v", left)
+	}
+}
+
+// deleteBucket deletes bucket name from the bbolt file at path.
+func deleteBucket(t *testing.T, path string, name []byte) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(name) }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// installImage installs image as a snapshot at index into a new database
+// (its buckets made, as at a node's first start) and returns the
+// database, closed when the test ends, and the install's error.
+func installImage(t *testing.T, image []byte, index uint64) (*bolt.DB, error) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := bolt.Open(filepath.Join(dir, "meta.db"), 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	inst := &Node{cfg: Config{DataDir: dir}}
+	return db, db.Update(func(tx *bolt.Tx) error {
+		if err := ensureBuckets(tx); err != nil {
+			return err
+		}
+		_, err := inst.installSnapshot(tx, &pb.Snapshot{Data: image,
+			Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(index), Term: proto.Uint64(1)}})
+		return err
 	})
 }

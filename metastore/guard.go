@@ -3,7 +3,6 @@ package metastore
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -279,33 +278,20 @@ func (n *Node) checkImage(s *pb.Snapshot) error {
 		return err
 	}
 	path := f.Name()
-	defer os.Remove(path)
-	_, err = f.Write(s.GetData())
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
+	if err := f.Close(); err != nil {
+		os.Remove(path)
 		return err
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
-	return db.View(func(tx *bolt.Tx) (err error) {
+	return viewImage(path, s.GetData(), func(tx *bolt.Tx) (err error) {
 		defer func() {
 			if r := recover(); r != nil {
 				err = fmt.Errorf("snapshot image: %v", r)
 			}
 		}()
-		mb := tx.Bucket(bucketMeta)
-		if mb == nil {
-			return errors.New("snapshot image without its meta bucket")
+		if _, err := imageApplied(tx, s.GetMetadata().GetIndex()); err != nil {
+			return err
 		}
-		if v := mb.Get(keyApplied); len(v) != 8 || getU64(v) < s.GetMetadata().GetIndex() {
-			return errors.New("snapshot image applied behind its index")
-		}
-		if v := mb.Get(keyMembers); v != nil {
+		if v := tx.Bucket(bucketMeta).Get(keyMembers); v != nil {
 			var m map[uint64]string
 			if err := json.Unmarshal(v, &m); err != nil {
 				return err

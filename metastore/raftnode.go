@@ -493,54 +493,86 @@ func (n *Node) sendSnapshot(m *pb.Message) {
 // Ready loop's transaction, so the install is atomic with the snapshot
 // metadata and the log reset. It returns the image's applied index.
 func (n *Node) installSnapshot(tx *bolt.Tx, snap *pb.Snapshot) (uint64, error) {
-	tmp := filepath.Join(n.cfg.DataDir, "snapshot.recv")
-	if err := os.WriteFile(tmp, snap.GetData(), 0o600); err != nil {
-		return 0, fmt.Errorf("write snapshot image: %w", err)
-	}
-	defer os.Remove(tmp)
-	src, err := bolt.Open(tmp, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
-	if err != nil {
-		return 0, fmt.Errorf("open snapshot image: %w", err)
-	}
-	defer src.Close()
+	meta := snap.GetMetadata()
 	var applied uint64
-	err = src.View(func(stx *bolt.Tx) error {
-		for _, name := range stateBuckets {
-			if tx.Bucket(name) != nil {
-				if err := tx.DeleteBucket(name); err != nil {
-					return err
-				}
-			}
-			dst, err := tx.CreateBucket(name)
-			if err != nil {
-				return err
-			}
-			if sb := stx.Bucket(name); sb != nil {
-				if err := copyBucket(dst, sb); err != nil {
-					return err
-				}
-			}
+	err := viewImage(filepath.Join(n.cfg.DataDir, "snapshot.recv"), snap.GetData(), func(stx *bolt.Tx) error {
+		var err error
+		if applied, err = imageApplied(stx, meta.GetIndex()); err != nil {
+			return err
 		}
-		if stx.Bucket(bucketSharedRefs) == nil {
-			// An image from a version without reference counts.
-			if err := rebuildSharedRefs(tx); err != nil {
-				return err
-			}
-		}
-		applied = getU64(stx.Bucket(bucketMeta).Get(keyApplied))
-		return nil
+		return replaceState(tx, stx)
 	})
 	if err != nil {
 		return 0, err
-	}
-	meta := snap.GetMetadata()
-	if applied < meta.GetIndex() {
-		return 0, fmt.Errorf("snapshot image applied %d is behind its index %d", applied, meta.GetIndex())
 	}
 	if err := saveSnapshotMeta(tx, meta, ^uint64(0)); err != nil {
 		return 0, err
 	}
 	return applied, nil
+}
+
+// viewImage writes a snapshot's image (a bbolt file) to path, opens it
+// read-only and runs fn in a read transaction of it; the file is removed
+// after. The install and the guard's check of a peer's image
+// (checkImage) read images with it.
+func viewImage(path string, data []byte, fn func(stx *bolt.Tx) error) error {
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return fmt.Errorf("write snapshot image: %w", err)
+	}
+	defer os.Remove(path)
+	src, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("open snapshot image: %w", err)
+	}
+	defer src.Close()
+	return src.View(fn)
+}
+
+// imageApplied is the applied index of image stx, refused when the image
+// has no meta bucket or applied index, or is behind index (the snapshot's):
+// it could not stand for the snapshot.
+func imageApplied(stx *bolt.Tx, index uint64) (uint64, error) {
+	mb := stx.Bucket(bucketMeta)
+	if mb == nil {
+		return 0, errors.New("snapshot image without its meta bucket")
+	}
+	v := mb.Get(keyApplied)
+	if len(v) != 8 {
+		return 0, errors.New("snapshot image without its applied index")
+	}
+	applied := getU64(v)
+	if applied < index {
+		return 0, fmt.Errorf("snapshot image applied %d is behind its index %d", applied, index)
+	}
+	return applied, nil
+}
+
+// replaceState replaces every state bucket of tx with the copy of image
+// stx's (empty where the image has none: one from a version before the
+// bucket existed) and rebuilds the shared reference counts an image from
+// a version without them lacks. A snapshot's install and a backup's
+// restore (a backup is such an image) copy the state with it.
+func replaceState(tx, stx *bolt.Tx) error {
+	for _, name := range stateBuckets {
+		if tx.Bucket(name) != nil {
+			if err := tx.DeleteBucket(name); err != nil {
+				return err
+			}
+		}
+		dst, err := tx.CreateBucket(name)
+		if err != nil {
+			return err
+		}
+		if sb := stx.Bucket(name); sb != nil {
+			if err := copyBucket(dst, sb); err != nil {
+				return err
+			}
+		}
+	}
+	if stx.Bucket(bucketSharedRefs) == nil {
+		return rebuildSharedRefs(tx)
+	}
+	return nil
 }
 
 func copyBucket(dst, src *bolt.Bucket) error {

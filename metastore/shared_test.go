@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
-	pb "go.etcd.io/raft/v3/raftpb"
-	"google.golang.org/protobuf/proto"
 )
 
 // sharedSetup opens a one-node metastore with topic "sh" (two partitions,
@@ -586,14 +584,7 @@ func TestSharedReferenceCountsRebuilt(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	db, err := bolt.Open(backup, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketSharedRefs) }); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	deleteBucket(t, backup, bucketSharedRefs)
 	rdir := filepath.Join(t.TempDir(), "restored")
 	if _, err := Restore(backup, rdir, 7, "127.0.0.1:1"); err != nil {
 		t.Fatal(err)
@@ -617,21 +608,8 @@ func TestSharedReferenceCountsRebuilt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	idir := t.TempDir()
-	idb, err := bolt.Open(filepath.Join(idir, "meta.db"), 0o600, nil)
+	idb, err := installImage(t, image, info.Applied)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer idb.Close()
-	inst := &Node{cfg: Config{DataDir: idir}}
-	if err := idb.Update(func(tx *bolt.Tx) error {
-		if err := ensureBuckets(tx); err != nil {
-			return err
-		}
-		_, err := inst.installSnapshot(tx, &pb.Snapshot{Data: image,
-			Metadata: &pb.SnapshotMetadata{Index: proto.Uint64(info.Applied), Term: proto.Uint64(1)}})
-		return err
-	}); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]uint64{}

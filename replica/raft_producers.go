@@ -48,6 +48,11 @@ func (p producerTable) seed(l *log.Log, id int64) *prodEntry {
 	if !ok {
 		return nil
 	}
+	return p.put(id, st)
+}
+
+// put enters the log's state st of producer id.
+func (p producerTable) put(id int64, st log.ProducerState) *prodEntry {
 	e := &prodEntry{Epoch: st.Epoch, CoordEpoch: st.CoordinatorEpoch, Batches: st.Batches, LastTimestamp: st.LastTimestamp}
 	p[id] = e
 	return e

@@ -691,14 +691,18 @@ func (s *raftStorage) FirstIndex() (uint64, error) {
 // snapshot, and a snapshot encodes the table. A producer idle since then
 // would otherwise be missing from the snapshot, and a replica caught up by
 // it, once leader, would take a late retry of one of its batches for a
-// new batch.
+// new batch. The log's states are read in one go (the log's producers
+// change only under s.mu, which the caller holds, so reading them one by
+// one would give the same: one go is simply fewer lock rounds).
 func (s *raftStorage) seedProducersLocked() {
-	ps, err := s.log.ActiveProducers()
+	states, err := s.log.ProducerStates()
 	if err != nil {
 		return // a closed or failed log: the table is what there is
 	}
-	for _, p := range ps {
-		s.producers.seed(s.log, p.ID)
+	for id, st := range states {
+		if s.producers[id] == nil {
+			s.producers.put(id, st)
+		}
 	}
 }
 

@@ -39,7 +39,7 @@ func handleSaslHandshake(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 		resp.SupportedMechanisms = append(resp.SupportedMechanisms, m)
 	}
 	reauth := sc.state == saslAuthenticated
-	if !sec.mechs[req.Mechanism] || (reauth && req.Mechanism != sc.authMech) {
+	if !sec.mechs[req.Mechanism] || (reauth && req.Mechanism != sc.mech) {
 		resp.ErrorCode = kerr.UnsupportedSaslMechanism.Code
 		c.closeAfter = errAuthClose{msg: "client asked for SASL mechanism " + quote(req.Mechanism) + ", which this listener does not enable: closing"}
 		return resp, nil

@@ -132,13 +132,12 @@ type saslConn struct {
 	state   saslState
 	mech    string
 	session sasl.Session
-	// reauth is set while a re-authentication (KIP-368) runs; user and
-	// authMech are the authenticated session's, expiry when it lapses
-	// (zero: never).
-	reauth   bool
-	user     string
-	authMech string
-	expiry   time.Time
+	// reauth is set while a re-authentication (KIP-368) runs; expiry
+	// is when the authenticated session lapses (zero: never). Once
+	// authenticated, mech stays the session's (a re-authentication must
+	// keep it) and conn.principal is User:<the authenticated user>.
+	reauth bool
+	expiry time.Time
 	// rawTokens: after a SaslHandshake v0, the next frames are bare SASL
 	// tokens (handleRawToken) until the exchange ends.
 	rawTokens bool
@@ -212,8 +211,8 @@ var errNoCredentialStore = errors.New("this broker's catalog keeps no SCRAM cred
 func (c *conn) completeSasl() (lifetime time.Duration, msg string) {
 	sc := c.sasl
 	principal := sc.session.Principal()
-	if sc.reauth && principal != sc.user {
-		return 0, "Cannot change principals during re-authentication from User:" + sc.user + " to User:" + principal
+	if sc.reauth && "User:"+principal != c.principal {
+		return 0, "Cannot change principals during re-authentication from " + c.principal + " to User:" + principal
 	}
 	now := time.Now()
 	maxReauth := c.listener.sec.cfg.MaxReauth
@@ -230,7 +229,6 @@ func (c *conn) completeSasl() (lifetime time.Duration, msg string) {
 		sc.expiry = now.Add(lifetime)
 	}
 	sc.state, sc.reauth, sc.session, sc.rawTokens = saslAuthenticated, false, nil, false
-	sc.user, sc.authMech = principal, sc.mech
 	c.principal = "User:" + principal
 	return lifetime, ""
 }

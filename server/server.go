@@ -200,7 +200,7 @@ func New(opts Options) (*Server, error) {
 			return nil, errors.New("server: the authorizer is on but no ACL store was given")
 		}
 		s.authz = acl.New(acl.Config{
-			SuperUsers:   acl.ParseSuperUsers(opts.Config.SuperUsers),
+			SuperUsers:   opts.Config.SuperUserList(),
 			AllowIfNoACL: opts.Config.AllowEveryoneIfNoACL,
 		}, opts.ACLs)
 		if s.groups != nil {

@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	"github.com/sluice-broker/sluice/internal/tlsconfig/pkitest"
 )
@@ -27,47 +26,17 @@ import (
 // `sluice meta backup` authenticates with SLUICE_ADMIN_HTTP_USER. /metrics
 // and /readyz stay open.
 func TestAdminHTTPRequireAuth(t *testing.T) {
-	dir := t.TempDir()
 	ports := freePorts(t, 3)
 	kafka, admin, pp := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])
-	data := filepath.Join(dir, "data")
-	lf, err := os.Create(filepath.Join(dir, "node.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binPath, "dev", "--secure", "--data-dir", data, "--admin-addr", admin, "--kafka-addr", kafka,
-		"--set", "pprof.listen="+pp)
-	cmd.Env = append(os.Environ(), "SLUICE_BOOTSTRAP_USER=admin:admin-pw")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: "dev", admin: admin, cmd: cmd, logf: lf}
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(lf.Name())
-			t.Logf("node log tail:\n%s", tail(b, 4000))
-		}
-	})
+	d := newSecureDev(t, admin)
+	d.start(t, append(os.Environ(), "SLUICE_BOOTSTRAP_USER=admin:admin-pw"), "--kafka-addr", kafka, "--set", "pprof.listen="+pp)
 	waitReady(t, admin, 60*time.Second)
 
 	// bob: a SCRAM user, not a super user.
-	pem, err := os.ReadFile(filepath.Join(data, "tls", "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(kafka), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
-		kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha512Mechanism()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	adm := scramAdmin(t, kafka, "admin", "admin-pw", kgo.DialTLSConfig(&tls.Config{RootCAs: d.caPool(t)}))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	up, err := kadm.NewClient(cl).AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-pw"}})
+	up, err := adm.AlterUserSCRAMs(ctx, nil, []kadm.UpsertSCRAM{{User: "bob", Mechanism: kadm.ScramSha512, Iterations: 4096, Password: "bob-pw"}})
 	if err != nil || up["bob"].Err != nil {
 		t.Fatalf("creating bob: %v %v", err, up)
 	}
@@ -111,7 +80,7 @@ func TestAdminHTTPRequireAuth(t *testing.T) {
 		}
 	}
 
-	backup := filepath.Join(dir, "meta.backup")
+	backup := filepath.Join(d.dir, "meta.backup")
 	run := func(env string) error {
 		c := exec.Command(binPath, "meta", "backup", backup, "--admin", admin)
 		c.Env = append(os.Environ(), env)
@@ -142,37 +111,20 @@ func TestAdminHTTPRequireAuth(t *testing.T) {
 // `sluice meta backup --admin https://...` trusts SLUICE_ADMIN_HTTP_CA and
 // presents SLUICE_ADMIN_HTTP_CERT.
 func TestAdminHTTPTLS(t *testing.T) {
-	dir := t.TempDir()
 	ports := freePorts(t, 2)
 	kafka, admin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
+	d := newSecureDev(t, admin)
+	dir := d.dir
 	ca := pkitest.NewCA(t, "admin CA")
 	caFile := pkitest.Write(t, dir, "admin-ca.crt", ca.PEM())
 	serverPEM := pkitest.Write(t, dir, "admin.pem", ca.Issue(t, "sluice-admin", "127.0.0.1"))
 	opsPEM := pkitest.Write(t, dir, "ops.pem", ca.Issue(t, "ops"))
 	intruderPEM := pkitest.Write(t, dir, "intruder.pem", ca.Issue(t, "intruder"))
-	data := filepath.Join(dir, "data")
-	lf, err := os.Create(filepath.Join(dir, "node.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binPath, "dev", "--secure", "--data-dir", data, "--admin-addr", admin, "--kafka-addr", kafka,
+	d.start(t, append(os.Environ(), "SLUICE_BOOTSTRAP_USER=admin:admin-pw"), "--kafka-addr", kafka,
 		"--set", "admin.http.ssl.keystore.location="+serverPEM,
 		"--set", "admin.http.ssl.truststore.location="+caFile,
 		"--set", "admin.http.ssl.client.auth=requested",
 		"--set", "super.users=User:CN=ops")
-	cmd.Env = append(os.Environ(), "SLUICE_BOOTSTRAP_USER=admin:admin-pw")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: "dev", admin: admin, cmd: cmd, logf: lf}
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(lf.Name())
-			t.Logf("node log tail:\n%s", tail(b, 4000))
-		}
-	})
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(ca.PEM())
 	client := func(certFile string) *http.Client {

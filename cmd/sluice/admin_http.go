@@ -16,7 +16,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sluice-broker/sluice/acl"
 	"github.com/sluice-broker/sluice/configs"
 	"github.com/sluice-broker/sluice/internal/sasl"
 	"github.com/sluice-broker/sluice/internal/tlsconfig"
@@ -123,7 +122,7 @@ func (g adminGuard) authenticate(r *http.Request) (int, string) {
 	}
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		principal := "User:" + tlsconfig.SubjectName(r.TLS.PeerCertificates[0].RawSubject)
-		if slices.Contains(g.superUsers, principal) || (cat != nil && slices.Contains(cat.StoredSuperUsers(), principal)) {
+		if g.isSuper(cat, principal) {
 			return 0, ""
 		}
 		if _, _, ok := r.BasicAuth(); !ok {
@@ -145,10 +144,16 @@ func (g adminGuard) authenticate(r *http.Request) (int, string) {
 		return http.StatusUnauthorized, "unauthorized: invalid username or password"
 	}
 	principal := "User:" + user
-	if !slices.Contains(g.superUsers, principal) && !slices.Contains(cat.StoredSuperUsers(), principal) {
+	if !g.isSuper(cat, principal) {
 		return http.StatusForbidden, "forbidden: " + principal + " is not a super user"
 	}
 	return 0, ""
+}
+
+// isSuper reports whether principal is a super user: in super.users, or
+// among the metastore's stored super users (cat nil: not connected yet).
+func (g adminGuard) isSuper(cat *metastore.Client, principal string) bool {
+	return slices.Contains(g.superUsers, principal) || (cat != nil && slices.Contains(cat.StoredSuperUsers(), principal))
 }
 
 // adminCredentials reads SCRAM credentials from the metastore client's
@@ -212,9 +217,6 @@ func startPprof(addr string, guard adminGuard, lg zerolog.Logger) (string, func(
 	lg.Info().Str("addr", ln.Addr().String()).Msg("pprof serving")
 	return ln.Addr().String(), srv.Close, nil
 }
-
-// parseSuperUsers is super.users as the authorizer reads it.
-func parseSuperUsers(s string) []string { return acl.ParseSuperUsers(s) }
 
 // adminClient is how Sluice's commands reach an admin port: admin is
 // host:port (plain HTTP) or https://host:port, then trusting the CA file

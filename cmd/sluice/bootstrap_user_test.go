@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,46 +21,24 @@ import (
 // metastore stores it, not the process's super.users): it can still
 // create ACLs and users, while a user it created, without ACLs, cannot.
 func TestBootstrapUserPersists(t *testing.T) {
-	dir := t.TempDir()
 	ports := freePorts(t, 2)
 	kafka, admin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1])
-	data := filepath.Join(dir, "data")
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "SLUICE_") {
 			env = append(env, kv)
 		}
 	}
-	lf, err := os.Create(filepath.Join(dir, "node.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: "dev", admin: admin, logf: lf}
+	d := newSecureDev(t, admin)
+	p := d.p
 	start := func(extraEnv ...string) {
 		t.Helper()
-		p.cmd = exec.Command(binPath, "dev", "--secure", "--data-dir", data, "--admin-addr", admin, "--kafka-addr", kafka)
-		p.cmd.Env = append(append([]string{}, env...), extraEnv...)
-		p.cmd.Stdout, p.cmd.Stderr = lf, lf
-		if err := p.cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		d.start(t, append(append([]string{}, env...), extraEnv...), "--kafka-addr", kafka)
 		waitReady(t, admin, 60*time.Second)
 	}
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(lf.Name())
-			t.Logf("node log tail:\n%s", tail(b, 4000))
-		}
-	})
 	start("SLUICE_BOOTSTRAP_USER=root:root-pw")
 
-	pem, err := os.ReadFile(filepath.Join(data, "tls", "ca.crt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
+	pool := d.caPool(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	adm := func(user, pass string) *kadm.Client {

@@ -69,7 +69,7 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 	if err != nil {
 		return err
 	}
-	guard := adminGuard{token: token, requireAuth: cfg.AdminHTTPRequireAuth, superUsers: parseSuperUsers(cfg.SuperUsers)}
+	guard := adminGuard{token: token, requireAuth: cfg.AdminHTTPRequireAuth, superUsers: cfg.SuperUserList()}
 	if o, ok := cfg.AdminTLS(); ok {
 		ld, err := tlsconfig.NewLoader(o)
 		if err != nil {

@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -24,27 +22,7 @@ import (
 // with an empty chunk cache, serves every acknowledged record at the
 // offset it was acknowledged at, and nothing else.
 func TestSharedDevCompaction(t *testing.T) {
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	logf, err := os.Create(filepath.Join(dir, "sluice.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	d := &sharedDev{data: filepath.Join(dir, "data"), shared: filepath.Join(dir, "shared"),
-		kafka: "127.0.0.1:" + strconv.Itoa(ports[0]), admin: "127.0.0.1:" + strconv.Itoa(ports[1]), log: logf,
-		extra: []string{"shared.compact.interval.ms=300", "shared.compact.chunks=4", "shared.gc.grace.ms=3000"}}
-	if err := os.MkdirAll(d.shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	d.start(t)
-	defer func() { d.kill9() }()
-	defer func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("sluice log:\n%s", tail(b, 4000))
-		}
-	}()
+	d := startSharedDev(t, "shared.compact.interval.ms=300", "shared.compact.chunks=4", "shared.gc.grace.ms=3000")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	adm, err := kgo.NewClient(kgo.SeedBrokers(d.kafka))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -27,27 +26,7 @@ import (
 // offset 0 gets OFFSET_OUT_OF_RANGE, resets to the start and reads what
 // is produced next.
 func TestSharedDevRetention(t *testing.T) {
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	logf, err := os.Create(filepath.Join(dir, "sluice.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	d := &sharedDev{data: filepath.Join(dir, "data"), shared: filepath.Join(dir, "shared"),
-		kafka: "127.0.0.1:" + strconv.Itoa(ports[0]), admin: "127.0.0.1:" + strconv.Itoa(ports[1]), log: logf,
-		extra: []string{"log.retention.check.interval.ms=500", "shared.gc.grace.ms=3000"}}
-	if err := os.MkdirAll(d.shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	d.start(t)
-	defer d.kill9()
-	defer func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("sluice log:\n%s", tail(b, 4000))
-		}
-	}()
+	d := startSharedDev(t, "log.retention.check.interval.ms=500", "shared.gc.grace.ms=3000")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(d.kafka), kgo.DefaultProduceTopic("ret"), kgo.ProducerLinger(2*time.Millisecond),

@@ -25,6 +25,35 @@ type sharedDev struct {
 	extra                      []string // more --set flags
 }
 
+// startSharedDev starts a sharedDev with more --set flags extra in a new
+// temporary directory (its data directory, shared directory and log). At
+// the end of the test the process is killed, and its log's tail shown if
+// the test failed.
+func startSharedDev(t *testing.T, extra ...string) *sharedDev {
+	t.Helper()
+	dir := t.TempDir()
+	ports := freePorts(t, 2)
+	logf, err := os.Create(filepath.Join(dir, "sluice.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { logf.Close() })
+	d := &sharedDev{data: filepath.Join(dir, "data"), shared: filepath.Join(dir, "shared"),
+		kafka: "127.0.0.1:" + strconv.Itoa(ports[0]), admin: "127.0.0.1:" + strconv.Itoa(ports[1]), log: logf, extra: extra}
+	if err := os.MkdirAll(d.shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.kill9)
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(logf.Name())
+			t.Logf("sluice log:\n%s", tail(b, 4000))
+		}
+	})
+	d.start(t)
+	return d
+}
+
 func (d *sharedDev) start(t *testing.T) {
 	t.Helper()
 	d.cmd = exec.Command(binPath, "dev", "--data-dir", d.data, "--kafka-addr", d.kafka, "--admin-addr", d.admin, "--log-format", "json",
@@ -40,6 +69,9 @@ func (d *sharedDev) start(t *testing.T) {
 }
 
 func (d *sharedDev) kill9() {
+	if d.cmd == nil || d.cmd.Process == nil {
+		return // never started
+	}
 	_ = d.cmd.Process.Signal(syscall.SIGKILL)
 	_, _ = d.cmd.Process.Wait()
 }
@@ -91,26 +123,7 @@ func consumeAll(t *testing.T, ctx context.Context, addr, topic string, parts int
 // produce was acknowledged, in the offsets it was acknowledged at, and
 // new records continue after them.
 func TestSharedDevProduceConsume(t *testing.T) {
-	dir := t.TempDir()
-	ports := freePorts(t, 2)
-	logf, err := os.Create(filepath.Join(dir, "sluice.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer logf.Close()
-	d := &sharedDev{data: filepath.Join(dir, "data"), shared: filepath.Join(dir, "shared"),
-		kafka: "127.0.0.1:" + strconv.Itoa(ports[0]), admin: "127.0.0.1:" + strconv.Itoa(ports[1]), log: logf}
-	if err := os.MkdirAll(d.shared, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	d.start(t)
-	defer d.kill9()
-	defer func() {
-		if t.Failed() {
-			b, _ := os.ReadFile(logf.Name())
-			t.Logf("sluice log:\n%s", tail(b, 4000))
-		}
-	}()
+	d := startSharedDev(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 

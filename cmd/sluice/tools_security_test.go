@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"os"
 	"os/exec"
@@ -25,47 +24,25 @@ import (
 // that requires a client certificate (ssl.keystore.location); a wrong
 // password and a missing client certificate are refused.
 func TestToolsCommandConfig(t *testing.T) {
-	dir := t.TempDir()
 	ports := freePorts(t, 3)
 	sasl, mtls, admin := fmt.Sprintf("127.0.0.1:%d", ports[0]), fmt.Sprintf("127.0.0.1:%d", ports[1]), fmt.Sprintf("127.0.0.1:%d", ports[2])
-	data := filepath.Join(dir, "data")
+	d := newSecureDev(t, admin)
+	dir := d.dir
 	clients := pkitest.NewCA(t, "tool clients CA")
 	clientsCA := pkitest.Write(t, dir, "clients-ca.crt", clients.PEM())
 	toolPEM := pkitest.Write(t, dir, "tool.pem", clients.Issue(t, "tool-client"))
-	lf, err := os.Create(filepath.Join(dir, "node.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(binPath, "dev", "--secure", "--data-dir", data, "--admin-addr", admin,
+	d.start(t, append(os.Environ(), "SLUICE_BOOTSTRAP_USER=admin:admin-pw"),
 		"--listeners", "SASL_SSL://"+sasl+",MTLS://"+mtls,
 		"--set", "listener.security.protocol.map=SASL_SSL:SASL_SSL,MTLS:SSL",
 		"--set", "listener.name.mtls.ssl.client.auth=required",
 		"--set", "listener.name.mtls.ssl.truststore.location="+clientsCA,
 		// The certificate's principal, as Kafka's default builder names it.
 		"--set", "super.users=User:CN=tool-client")
-	cmd.Env = append(os.Environ(), "SLUICE_BOOTSTRAP_USER=admin:admin-pw")
-	cmd.Stdout, cmd.Stderr = lf, lf
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{name: "dev", admin: admin, cmd: cmd, logf: lf}
-	t.Cleanup(func() {
-		p.kill()
-		if t.Failed() {
-			b, _ := os.ReadFile(lf.Name())
-			t.Logf("node log tail:\n%s", tail(b, 4000))
-		}
-	})
 	waitReady(t, admin, 60*time.Second)
-	ca := filepath.Join(data, "tls", "ca.crt")
+	ca := d.caFile()
 
 	// A topic and a group with a commit, made with franz-go directly.
-	pem, err := os.ReadFile(ca)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
+	pool := d.caPool(t)
 	const topic, group = "secured-orders", "secured-billing"
 	cl, err := kgo.NewClient(kgo.SeedBrokers(sasl), kgo.DialTLSConfig(&tls.Config{RootCAs: pool}),
 		kgo.SASL(scram.Auth{User: "admin", Pass: "admin-pw"}.AsSha512Mechanism()),

@@ -388,6 +388,47 @@ func produceWait(ctx context.Context, p *kafka.Producer, topic string, values ..
 	return nil
 }
 
+// newTxnProducer is a transactional producer of id, initialized.
+func newTxnProducer(ctx context.Context, id string) (*kafka.Producer, error) {
+	p, err := kafka.NewProducer(conf("transactional.id", id, "message.timeout.ms", 20000))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.InitTransactions(ctx); err != nil {
+		p.Close()
+		return nil, fmt.Errorf("InitTransactions: %w", err)
+	}
+	return p, nil
+}
+
+// endTxn commits (commit) or aborts transaction i of p.
+func endTxn(ctx context.Context, p *kafka.Producer, i int, commit bool) error {
+	var err error
+	if commit {
+		err = p.CommitTransaction(ctx)
+	} else {
+		err = p.AbortTransaction(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+	}
+	return nil
+}
+
+// readCommitted reads n values of partition 0 of topic from the start
+// with isolation.level=read_committed.
+func readCommitted(topic string, n int) ([]string, error) {
+	recs, err := consume(topic, 0, kafka.OffsetBeginning, n, nil, "isolation.level", "read_committed")
+	if err != nil {
+		return nil, err
+	}
+	var vals []string
+	for _, r := range recs {
+		vals = append(vals, string(r.value))
+	}
+	return vals, nil
+}
+
 // txnOffsets is txn-offsets (the Go test's prepareTxn): a consumer of
 // group p-txo-g (assigned partition 0 of p-txo-in, not subscribed, so its
 // GetConsumerGroupMetadata has generation -1) reads i-0..i-9; a
@@ -422,14 +463,11 @@ func txnOffsets(p string) error {
 	if len(input) != 10 {
 		return fmt.Errorf("read %d of 10 records of %s in 20 s", len(input), in)
 	}
-	pr, err := kafka.NewProducer(conf("transactional.id", p+"-txo-tid", "message.timeout.ms", 20000))
+	pr, err := newTxnProducer(ctx, p+"-txo-tid")
 	if err != nil {
 		return err
 	}
 	defer pr.Close()
-	if err := pr.InitTransactions(ctx); err != nil {
-		return fmt.Errorf("InitTransactions: %w", err)
-	}
 	for i, commit := range []bool{true, false} {
 		batch := input[5*i : 5*i+5]
 		if err := pr.BeginTransaction(); err != nil {
@@ -450,13 +488,8 @@ func txnOffsets(p string) error {
 		if err := pr.SendOffsetsToTransaction(ctx, []kafka.TopicPartition{{Topic: &in, Partition: 0, Offset: next}}, md); err != nil {
 			return fmt.Errorf("transaction %d: SendOffsetsToTransaction: %w", i, err)
 		}
-		if commit {
-			err = pr.CommitTransaction(ctx)
-		} else {
-			err = pr.AbortTransaction(ctx)
-		}
-		if err != nil {
-			return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+		if err := endTxn(ctx, pr, i, commit); err != nil {
+			return err
 		}
 	}
 	got, err := c.Committed([]kafka.TopicPartition{{Topic: &in, Partition: 0}}, 20000)
@@ -466,13 +499,9 @@ func txnOffsets(p string) error {
 	if len(got) != 1 || got[0].Error != nil || got[0].Offset != 5 {
 		return fmt.Errorf("committed offset of %s/0: %v, want 5", in, got)
 	}
-	recs, err := consume(out, 0, kafka.OffsetBeginning, 5, nil, "isolation.level", "read_committed")
+	vals, err := readCommitted(out, 5)
 	if err != nil {
 		return err
-	}
-	var vals []string
-	for _, r := range recs {
-		vals = append(vals, string(r.value))
 	}
 	if want := []string{"o-0", "o-1", "o-2", "o-3", "o-4"}; !slices.Equal(vals, want) {
 		return fmt.Errorf("read_committed read %q, want %q", vals, want)
@@ -489,31 +518,22 @@ func txnFencing(p string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	topic := p + "-txf"
-	mk := func() (*kafka.Producer, error) {
-		return kafka.NewProducer(conf("transactional.id", p+"-txf-tid", "message.timeout.ms", 20000))
-	}
-	a, err := mk()
+	a, err := newTxnProducer(ctx, p+"-txf-tid")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("A: %w", err)
 	}
 	defer a.Close()
-	if err := a.InitTransactions(ctx); err != nil {
-		return "", fmt.Errorf("A InitTransactions: %w", err)
-	}
 	if err := a.BeginTransaction(); err != nil {
 		return "", err
 	}
 	if err := produceWait(ctx, a, topic, "f-a-0"); err != nil {
 		return "", fmt.Errorf("A: %w", err)
 	}
-	b, err := mk()
+	b, err := newTxnProducer(ctx, p+"-txf-tid")
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("B: %w", err)
 	}
 	defer b.Close()
-	if err := b.InitTransactions(ctx); err != nil {
-		return "", fmt.Errorf("B InitTransactions: %w", err)
-	}
 	err = a.CommitTransaction(ctx)
 	var ke kafka.Error
 	if !errors.As(err, &ke) || ke.Code() != kafka.ErrFenced || !ke.IsFatal() {
@@ -529,12 +549,12 @@ func txnFencing(p string) (string, error) {
 	if err := b.CommitTransaction(ctx); err != nil {
 		return "", fmt.Errorf("B commit: %w", err)
 	}
-	recs, err := consume(topic, 0, kafka.OffsetBeginning, 1, nil, "isolation.level", "read_committed")
+	vals, err := readCommitted(topic, 1)
 	if err != nil {
 		return "", err
 	}
-	if len(recs) != 1 || string(recs[0].value) != "f-b-0" {
-		return "", fmt.Errorf("read_committed read %d records, want f-b-0", len(recs))
+	if !slices.Equal(vals, []string{"f-b-0"}) {
+		return "", fmt.Errorf("read_committed read %q, want f-b-0", vals)
 	}
 	return detail, nil
 }
@@ -547,20 +567,17 @@ func txnFencing(p string) (string, error) {
 func transactions(topic string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	p, err := kafka.NewProducer(conf("transactional.id", topic+"-tid", "message.timeout.ms", 20000))
+	p, err := newTxnProducer(ctx, topic+"-tid")
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	if err := p.InitTransactions(ctx); err != nil {
-		return fmt.Errorf("InitTransactions: %w", err)
-	}
 	var want []string
 	for i, commit := range []bool{true, false, true} {
 		if err := p.BeginTransaction(); err != nil {
 			return fmt.Errorf("BeginTransaction: %w", err)
 		}
-		var recs []rec
+		var vals []string
 		for j := range 5 {
 			v := fmt.Sprintf("c-%d", 5*(i/2)+j)
 			if !commit {
@@ -568,40 +585,18 @@ func transactions(topic string) error {
 			} else {
 				want = append(want, v)
 			}
-			recs = append(recs, rec{value: []byte(v), partition: 0})
+			vals = append(vals, v)
 		}
-		dc := make(chan kafka.Event, len(recs))
-		for _, r := range recs {
-			if err := p.Produce(&kafka.Message{TopicPartition: kafka.TopicPartition{Topic: &topic, Partition: 0}, Value: r.value}, dc); err != nil {
-				return err
-			}
+		if err := produceWait(ctx, p, topic, vals...); err != nil {
+			return err
 		}
-		for range recs {
-			select {
-			case ev := <-dc:
-				if err := ev.(*kafka.Message).TopicPartition.Error; err != nil {
-					return fmt.Errorf("delivery: %w", err)
-				}
-			case <-ctx.Done():
-				return errors.New("no delivery report in time")
-			}
-		}
-		if commit {
-			err = p.CommitTransaction(ctx)
-		} else {
-			err = p.AbortTransaction(ctx)
-		}
-		if err != nil {
-			return fmt.Errorf("ending transaction %d (commit %v): %w", i, commit, err)
+		if err := endTxn(ctx, p, i, commit); err != nil {
+			return err
 		}
 	}
-	got, err := consume(topic, 0, kafka.OffsetBeginning, len(want), nil, "isolation.level", "read_committed")
+	vals, err := readCommitted(topic, len(want))
 	if err != nil {
 		return err
-	}
-	var vals []string
-	for _, r := range got {
-		vals = append(vals, string(r.value))
 	}
 	if !slices.Equal(vals, want) {
 		return fmt.Errorf("read_committed read %q, want c-0..c-9", vals)

@@ -184,9 +184,7 @@ func parse(text string) (Config, error) {
 	if c.Mechanism == "" {
 		c.Mechanism = "GSSAPI" // Kafka's default
 	}
-	switch c.Mechanism {
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-	default:
+	if !Speaks(c.Mechanism) {
 		return c, fmt.Errorf("sasl.mechanism %s: this tool speaks PLAIN, SCRAM-SHA-256 and SCRAM-SHA-512", c.Mechanism)
 	}
 	if jaas != "" {
@@ -259,6 +257,12 @@ func SASLMechanism(mechanism, user, password string) sasl.Mechanism {
 	}
 	return nil
 }
+
+// Speaks reports whether SASLMechanism has a client of mechanism: the
+// mechanisms a user authenticates with by username and password (the
+// server's, internal/sasl, less OAUTHBEARER). Brokers authenticate to
+// each other with these too.
+func Speaks(mechanism string) bool { return SASLMechanism(mechanism, "", "") != nil }
 
 // parseJAAS reads the one login module of a sasl.jaas.config value:
 //
