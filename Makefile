@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-modes bench-tls lint verify clean cluster cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-modes bench-tls lint verify clean cluster cluster-shared cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -24,6 +24,11 @@ run: build
 # every process serves.
 cluster: build
 	configs/local-cluster/cluster.sh start
+
+# The same cluster on shared storage (replication.mode=shared for every
+# topic) over a local S3 server, SeaweedFS's weed, built once (see $(WEED)).
+cluster-shared: build $(WEED)
+	WEED=$(abspath $(WEED)) configs/local-cluster/cluster.sh start-shared
 
 cluster-stop:
 	configs/local-cluster/cluster.sh stop
@@ -115,10 +120,12 @@ test-unit:
 	$(GO) vet $(PKGS)
 	$(GO) test -race -count=1 -timeout 15m $(UNIT)
 
-# objstore's S3 backend against a real S3 server (weed, built here), apart
-# from `make test` (see $(WEED)).
+# objstore's S3 backend, and the split cluster in shared mode over S3,
+# against a real S3 server (weed, built here), apart from `make test` (see
+# $(WEED)).
 test-s3: $(WEED)
 	SLUICE_WEED=$(abspath $(WEED)) $(GO) test -race -count=1 -tags s3 -timeout 10m ./objstore
+	SLUICE_WEED=$(abspath $(WEED)) $(GO) test -count=1 -tags s3 -timeout 10m -run 'S3' ./cmd/sluice
 
 # Real processes on loopback: the metastore quorum losing its leader, and
 # the 3 meta + 3 write + 1 read cluster losing a partition leader in every

@@ -9,16 +9,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/weedtest"
 )
 
 // The S3 backend is tested against a real S3 server: SeaweedFS's weed,
@@ -29,8 +25,8 @@ import (
 // about ten minutes of CPU on a cold Go cache.
 
 const (
-	weedAccessKey = "sluice-test"
-	weedSecretKey = "sluice-test-secret"
+	weedAccessKey = weedtest.AccessKey
+	weedSecretKey = weedtest.SecretKey
 )
 
 var weed struct {
@@ -38,13 +34,28 @@ var weed struct {
 	endpoint string
 	err      error
 	missing  string
+	server   *weedtest.Server
 }
 
 // weedEndpoint starts one weed server for the test binary and returns the
 // host:port of its S3 gateway.
 func weedEndpoint(t *testing.T) string {
 	t.Helper()
-	weed.once.Do(func() { weed.endpoint, weed.missing, weed.err = startWeed() })
+	weed.once.Do(func() {
+		bin := os.Getenv("SLUICE_WEED")
+		if bin == "" {
+			weed.missing = "SLUICE_WEED is not set: `make test-s3` builds SeaweedFS's weed and names it"
+			return
+		}
+		if _, err := os.Stat(bin); err != nil {
+			weed.missing = fmt.Sprintf("SLUICE_WEED=%s: %v (make test-s3 builds it)", bin, err)
+			return
+		}
+		weed.server, weed.err = weedtest.Start(bin, "sluice-ready")
+		if weed.err == nil {
+			weed.endpoint = weed.server.Endpoint
+		}
+	})
 	if weed.missing != "" {
 		skipMissing(t, weed.missing)
 	}
@@ -54,139 +65,12 @@ func weedEndpoint(t *testing.T) string {
 	return weed.endpoint
 }
 
-var weedCleanup func()
-
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if weedCleanup != nil {
-		weedCleanup()
+	if weed.server != nil {
+		weed.server.Close()
 	}
 	os.Exit(code)
-}
-
-func startWeed() (endpoint, missing string, err error) {
-	bin := os.Getenv("SLUICE_WEED")
-	if bin == "" {
-		return "", "SLUICE_WEED is not set: `make test-setup` builds SeaweedFS's weed and `make test-unit` names it", nil
-	}
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Sprintf("SLUICE_WEED=%s: %v (make test-setup builds it)", bin, err), nil
-	}
-	dir, err := os.MkdirTemp("", "objstore-weed-")
-	if err != nil {
-		return "", "", err
-	}
-	cfg := fmt.Sprintf(`{"identities":[{"name":"sluice","credentials":[{"accessKey":%q,"secretKey":%q}],"actions":["Admin","Read","Write","List","Tagging"]}]}`,
-		weedAccessKey, weedSecretKey)
-	cfgPath := filepath.Join(dir, "s3.json")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
-		return "", "", err
-	}
-	ports, err := loopbackPorts(8)
-	if err != nil {
-		return "", "", err
-	}
-	data := filepath.Join(dir, "data")
-	if err := os.Mkdir(data, 0o755); err != nil {
-		return "", "", err
-	}
-	args := []string{
-		"server", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-dir=" + data,
-		"-master.port=" + strconv.Itoa(ports[0]), "-master.port.grpc=" + strconv.Itoa(ports[1]),
-		"-volume.port=" + strconv.Itoa(ports[2]), "-volume.port.grpc=" + strconv.Itoa(ports[3]),
-		"-filer", "-filer.port=" + strconv.Itoa(ports[4]), "-filer.port.grpc=" + strconv.Itoa(ports[5]),
-		"-s3", "-s3.port=" + strconv.Itoa(ports[6]), "-s3.port.grpc=" + strconv.Itoa(ports[7]),
-		"-s3.port.iceberg=0", "-s3.port.lance=0", "-s3.config=" + cfgPath,
-		"-master.telemetry=false", "-master.volumeSizeLimitMB=64", "-volume.max=0",
-	}
-	cmd := exec.Command(bin, args...)
-	logf, err := os.Create(filepath.Join(dir, "weed.log"))
-	if err != nil {
-		return "", "", err
-	}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return "", "", fmt.Errorf("start weed: %w", err)
-	}
-	weedCleanup = func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) //nolint:errcheck
-		cmd.Wait()                                      //nolint:errcheck
-		logf.Close()
-		os.RemoveAll(dir)
-	}
-	endpoint = "127.0.0.1:" + strconv.Itoa(ports[6])
-	// Serving means a bucket can be made and an object written: the S3
-	// gateway listens before the filer and the volume server are ready.
-	s, err := OpenS3(S3Config{Endpoint: endpoint, Bucket: "sluice-ready", PathStyle: true,
-		AccessKey: weedAccessKey, SecretKey: weedSecretKey})
-	if err != nil {
-		return "", "", err
-	}
-	deadline := time.Now().Add(3 * time.Minute) // a loaded two-core machine
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = s.CreateBucket(ctx)
-		if err == nil {
-			err = s.Put(ctx, "ready", []byte("ready"))
-		}
-		cancel()
-		if err == nil {
-			return endpoint, "", nil
-		}
-		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(filepath.Join(dir, "weed.log"))
-			return "", "", fmt.Errorf("weed did not serve S3 on %s within 3 minutes: %v\n%s", endpoint, err, tail(log, 4000))
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
-}
-
-// loopbackPorts returns n distinct ports free on 127.0.0.1 now, below the
-// kernel's ephemeral range, so that no outgoing connection takes one before
-// weed binds it.
-func loopbackPorts(n int) ([]int, error) {
-	lo := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				lo = v
-			}
-		}
-	}
-	if lo <= 11000 {
-		return nil, fmt.Errorf("the ephemeral port range starts at %d: no room below it", lo)
-	}
-	var r [4]byte
-	var ports []int
-	seen := map[int]bool{}
-	for tries := 0; len(ports) < n && tries < 1000; tries++ {
-		if _, err := rand.Read(r[:]); err != nil {
-			return nil, err
-		}
-		p := 10000 + int(uint32(r[0])<<8|uint32(r[1]))%(lo-11000)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		ports = append(ports, p)
-	}
-	if len(ports) < n {
-		return nil, errors.New("no free loopback ports")
-	}
-	return ports, nil
 }
 
 // skipMissing skips a test that needs something this machine lacks; under

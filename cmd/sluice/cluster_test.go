@@ -361,7 +361,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		t.Skip("real processes; runs in full mode and in CI")
 	}
 	for _, mode := range []string{"raft", "semi-sync", "async"} {
-		t.Run(mode, func(t *testing.T) { testLeaderKill(t, mode) })
+		t.Run(mode, func(t *testing.T) { testLeaderKill(t, mode, "") })
 	}
 }
 
@@ -373,10 +373,12 @@ func TestSharedClusterLeaderKill(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
 	}
-	testLeaderKill(t, "shared")
+	testLeaderKill(t, "shared", fmt.Sprintf("shared.storage.type: dir\nshared.storage.dir: %s\n", t.TempDir()))
 }
 
-func testLeaderKill(t *testing.T, mode string) {
+// testLeaderKill runs the leader kill in mode; storage is the shared
+// storage's configuration in mode shared.
+func testLeaderKill(t *testing.T, mode, storage string) {
 	var layout clusterLayout
 	after := 6 * time.Second // the load runs on this long after the kill
 	if mode == "async" {
@@ -387,11 +389,11 @@ func testLeaderKill(t *testing.T, mode string) {
 		after = 10 * time.Second
 	}
 	if mode == "shared" {
-		// Every broker on one shared directory; a surviving write
+		// Every broker on one shared storage; a surviving write
 		// broker claims the killed leader's partitions once its lease
 		// lapses (docs/shared-storage.md): a 3 s lease.
 		session := "broker.session.timeout.ms: 3000\n"
-		layout = clusterLayout{extra: session + fmt.Sprintf("shared.storage.type: dir\nshared.storage.dir: %s\nshared.upload.linger.ms: 20\n", t.TempDir()),
+		layout = clusterLayout{extra: session + storage + "shared.upload.linger.ms: 20\n",
 			metaExtra: func(int) string { return session }}
 		after = 10 * time.Second
 	}

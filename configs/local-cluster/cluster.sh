@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Starts or stops the local cluster described in README.md beside this file.
-#   cluster.sh start   # returns once every process serves
+#   cluster.sh start          # returns once every process serves
+#   cluster.sh start-shared   # the same on shared storage: a local S3
+#                             # server (SeaweedFS's weed, $WEED) first
 #   cluster.sh stop
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BIN=${BIN:-bin/sluice}
 RUN=data/local-cluster
+[[ ${1:-} == start-shared ]] && RUN=data/local-cluster-shared
 CFG=configs/local-cluster
 mkdir -p "$RUN"
 
@@ -17,31 +20,83 @@ wait_http() { # url timeout_s
   done
 }
 
+EXTRA=() # --set flags every broker (not the meta nodes) gets: start-shared
+
 start_one() { # name
-  local name=$1
+  local name=$1 args=()
   if [[ -f $RUN/$name.pid ]] && kill -0 "$(cat "$RUN/$name.pid")" 2>/dev/null; then
     echo "$name already running"; return
   fi
-  nohup "$BIN" serve --config "$CFG/$name.yaml" --log-format json >>"$RUN/$name.log" 2>&1 &
+  # Each process keeps its data in $RUN/<name> (the shared cluster in a
+  # directory of its own, so the two never mix).
+  args=(--set "data.dir=$RUN/$name")
+  [[ $name == meta-* ]] || args+=(${EXTRA[@]+"${EXTRA[@]}"})
+  nohup "$BIN" serve --config "$CFG/$name.yaml" --log-format json "${args[@]}" >>"$RUN/$name.log" 2>&1 &
   echo $! >"$RUN/$name.pid"
 }
 
-case "${1:-}" in
-start)
+# The local S3 server for start-shared: weed with its master, volume, filer
+# and S3 gateway on loopback ports 9801-9808, one identity, and the bucket
+# the brokers write to. Credentials reach the brokers through the
+# environment, as on a real deployment (never in a config file).
+S3_PORT=9808
+S3_BUCKET=sluice
+export AWS_ACCESS_KEY_ID=sluice-local AWS_SECRET_ACCESS_KEY=sluice-local-secret
+start_weed() {
+  local weed=${WEED:?WEED names the weed binary (make cluster-shared builds it)}
+  if [[ -f $RUN/weed.pid ]] && kill -0 "$(cat "$RUN/weed.pid")" 2>/dev/null; then
+    echo "weed already running"
+  else
+    mkdir -p "$RUN/weed/data"
+    printf '{"identities":[{"name":"sluice","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}\n' \
+      "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$RUN/weed/s3.json"
+    nohup "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$RUN/weed/data" \
+      -master.port=9801 -master.port.grpc=9802 -volume.port=9803 -volume.port.grpc=9804 \
+      -filer -filer.port=9805 -filer.port.grpc=9806 -s3 -s3.port=$S3_PORT -s3.port.grpc=9807 \
+      -s3.port.iceberg=0 -s3.port.lance=0 -s3.config="$RUN/weed/s3.json" \
+      -master.telemetry=false -master.volumeSizeLimitMB=64 -volume.max=0 >>"$RUN/weed.log" 2>&1 &
+    echo $! >"$RUN/weed.pid"
+  fi
+  # Serving means the bucket can be made: the S3 gateway listens before
+  # the filer and the volume server are ready. curl signs with SigV4.
+  local deadline=$((SECONDS + 180)) code
+  while :; do
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
+      --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "http://127.0.0.1:$S3_PORT/$S3_BUCKET" || true)
+    [[ $code == 200 || $code == 409 ]] && break
+    if ((SECONDS > deadline)); then echo "weed did not serve S3 on 127.0.0.1:$S3_PORT (last answer $code; see $RUN/weed.log)" >&2; return 1; fi
+    sleep 0.5
+  done
+}
+
+start_cluster() {
   for i in 1 2 3; do start_one meta-$i; done
   for i in 1 2 3; do wait_http "http://127.0.0.1:966$i/readyz" 30; done
   for i in 1 2 3; do start_one write-$i; done
   for i in 1 2; do start_one read-$i; done
   for port in 9644 9645 9646 9647 9648; do wait_http "http://127.0.0.1:$port/readyz" 60; done
   echo "cluster serving: write 127.0.0.1:9092-9094, read 127.0.0.1:9192-9193, mixed 127.0.0.1:9292-9296 (logs in $RUN)"
+}
+
+case "${1:-}" in
+start)
+  start_cluster
+  ;;
+start-shared)
+  start_weed
+  EXTRA=(--set shared.storage.type=s3 --set shared.storage.s3.endpoint=127.0.0.1:$S3_PORT
+    --set shared.storage.s3.bucket=$S3_BUCKET --set shared.storage.s3.path.style=true
+    --set replication.mode=shared)
+  start_cluster
+  echo "shared storage: S3 bucket $S3_BUCKET on 127.0.0.1:$S3_PORT (weed; every topic defaults to replication.mode=shared)"
   ;;
 stop)
-  for f in "$RUN"/*.pid; do
+  for f in data/local-cluster/*.pid data/local-cluster-shared/*.pid; do
     [[ -e $f ]] || continue
     pid=$(cat "$f")
     kill "$pid" 2>/dev/null || true
   done
-  for f in "$RUN"/*.pid; do
+  for f in data/local-cluster/*.pid data/local-cluster-shared/*.pid; do
     [[ -e $f ]] || continue
     pid=$(cat "$f")
     for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
@@ -51,5 +106,5 @@ stop)
   echo "cluster stopped"
   ;;
 *)
-  echo "usage: $0 start|stop" >&2; exit 2 ;;
+  echo "usage: $0 start|start-shared|stop" >&2; exit 2 ;;
 esac
