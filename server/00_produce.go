@@ -294,13 +294,14 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	// Stage 2: wait for each proposal as acks asks (the write for acks=1,
 	// the commit for acks=all), then answer.
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	holdFrame := panicked // a copy: the closure would move panicked to the heap
 	rc.later(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
 		defer cancel()
 		if fwdDone != nil {
 			defer close(fwdDone)
 		}
-		if keepFrame && !forwarded && !panicked {
+		if keepFrame && !forwarded && !holdFrame {
 			// Raft proposals only: raft keeps a copy of each batch
 			// once proposed, so the frame can go before the commit.
 			released := true
