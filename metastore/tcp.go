@@ -71,6 +71,16 @@ const (
 	MaxHandshaking    = 64
 	FirstFrameTimeout = 10 * time.Second
 	IdleTimeout       = 10 * time.Minute
+	// QueuedMaxRequestBytes bounds the bytes of the frames the port's
+	// connections are reading or handling, over all of them, counting
+	// every frame but the raft frames of a connection bound to a member
+	// (peerlink.Budget, Kafka's queued.max.request.bytes for this port):
+	// a connection that finds no room is not read until there is.
+	// FrameBodyTimeout bounds the reading of a counted frame's body, so
+	// that a frame announced and not sent holds its room that long at
+	// most.
+	QueuedMaxRequestBytes = 128 << 20
+	FrameBodyTimeout      = 30 * time.Second
 )
 
 // With TLS (SetTLS, internal.ssl.*) every connection is mutual TLS: both
@@ -109,6 +119,7 @@ type TCPTransport struct {
 	bounds portBounds
 
 	ln     *peerlink.Listener
+	budget *peerlink.Budget // bounds.queuedBytes, made by Start
 	h      Handler
 	mu     sync.Mutex
 	peers  map[uint64]*tcpPeer
@@ -118,6 +129,8 @@ type TCPTransport struct {
 type portBounds struct {
 	maxConns, maxHandshaking int
 	firstFrame, idle         time.Duration
+	queuedBytes              int64
+	frameBody                time.Duration
 }
 
 // The reasons Refused reports, in peerlink.Refusals' order.
@@ -129,6 +142,7 @@ const (
 	refusedBusy      // over MaxConns or MaxHandshaking
 	refusedFrame     // a frame over its kind's limit, of no known kind, or that does not decode
 	refusedHandshake // no first frame within FirstFrameTimeout
+	refusedSlowFrame // a counted frame's body not read within FrameBodyTimeout
 )
 
 // NewTCPTransport makes a transport listening on listen once started.
@@ -139,7 +153,7 @@ func NewTCPTransport(id uint64, listen string, lg zerolog.Logger) *TCPTransport 
 		refused: peerlink.NewRefusals(lg, "metastore: refused a connection (further refusals for 10s are only counted)", connRefusalNames...),
 		peers:   map[uint64]*tcpPeer{},
 		closed:  make(chan struct{}),
-		bounds:  portBounds{MaxConns, MaxHandshaking, FirstFrameTimeout, IdleTimeout},
+		bounds:  portBounds{MaxConns, MaxHandshaking, FirstFrameTimeout, IdleTimeout, QueuedMaxRequestBytes, FrameBodyTimeout},
 	}
 }
 
@@ -155,14 +169,16 @@ func (t *TCPTransport) SetTLS(l *tlsconfig.Loader) { t.tls = l }
 // from this member) and "address" (from a member registered at another
 // IP than the connection's), "busy" (MaxConns or MaxHandshaking
 // reached), "frame" (a frame over its limit, of no known kind, or that
-// does not decode) and "handshake" (no first frame in time).
+// does not decode), "handshake" (no first frame in time) and
+// "frame_timeout" (a frame that counts against QueuedMaxRequestBytes not
+// read whole within FrameBodyTimeout of its room being granted).
 func (t *TCPTransport) Refused() map[string]int64 {
 	out := map[string]int64{}
 	t.refused.Snapshot(out, true)
 	return out
 }
 
-var connRefusalNames = []string{"tls", "identity", "unknown_node", "address", "busy", "frame", "handshake"}
+var connRefusalNames = []string{"tls", "identity", "unknown_node", "address", "busy", "frame", "handshake", "frame_timeout"}
 
 // RefusalReasons are the keys Node.Refused reports: the transport's
 // (TCPTransport.Refused) and the raft messages' (guard.go).
@@ -216,6 +232,7 @@ func (t *TCPTransport) localIP() net.IP {
 // Start implements Transport.
 func (t *TCPTransport) Start(h Handler) error {
 	t.h = h
+	t.budget = peerlink.NewBudget(t.bounds.queuedBytes)
 	ln, err := peerlink.Listen(t.listen, peerlink.ListenConfig{
 		MaxConns:       t.bounds.maxConns,
 		MaxHandshaking: t.bounds.maxHandshaking,
@@ -297,7 +314,11 @@ func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate, ready fun
 		bound = from
 		return true
 	}
-	limit := func(kind byte, n int) int {
+	// limit also says whether the frame counts against the port's
+	// budget: all but the raft frames of a connection bound to a
+	// member (the quorum never waits behind strangers' frames, and
+	// those frames are a member's, checked before their body is read).
+	limit := func(kind byte, n int) (int, bool) {
 		switch kind {
 		case frameRaft:
 			if bound == 0 && n > MaxUnboundRaftFrame {
@@ -308,19 +329,19 @@ func (t *TCPTransport) serveConn(wc *wireConn, peer *x509.Certificate, ready fun
 				}
 			}
 			if bound != 0 {
-				return maxFrame
+				return maxFrame, false
 			}
-			return MaxUnboundRaftFrame
+			return MaxUnboundRaftFrame, true
 		case frameRequest:
-			return MaxRequestFrame
+			return MaxRequestFrame, true
 		}
-		return -1
+		return -1, false
 	}
 	idle := t.bounds.idle
 	if t.fromMemberHost(wc.c, peer) {
 		idle = 0
 	}
-	serveFrames(wc, t.h, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready, t.bounds.firstFrame, idle)
+	serveFrames(wc, t.h, t.closed, limit, check, func(why int, err error) { t.refuse(why, wc.c, err) }, ready, t.bounds.firstFrame, idle, t.budget, t.bounds.frameBody)
 }
 
 // fromMemberHost: the connection comes from a member's registered
@@ -344,12 +365,17 @@ func (t *TCPTransport) fromMemberHost(c net.Conn, peer *x509.Certificate) bool {
 }
 
 // serveFrames is the acceptor's side of a connection. limit gives each
-// kind's frame limit (-1: a kind an acceptor does not take); check
-// judges the sender of a raft message; refuse counts what is
-// refused. A refused frame or raft message closes the connection. The
-// first frame must come within firstFrame; each next one, when idle is
-// not 0, within idle of the previous one.
-func serveFrames(wc *wireConn, h Handler, closed <-chan struct{}, limit func(kind byte, n int) int, check func(uint64) bool, refuse func(int, error), ready func(), firstFrame, idle time.Duration) {
+// kind's frame limit (-1: a kind an acceptor does not take) and whether
+// the frame counts against budget; check judges the sender of a raft
+// message; refuse counts what is refused. A refused frame or raft
+// message closes the connection. The first frame must come within
+// firstFrame; each next one, when idle is not 0, within idle of the
+// previous one. A counted frame waits for room in budget after its
+// length and kind are read and before its body is (the connection is not
+// read meanwhile), its body must then arrive within frameBody, and it
+// holds its room until it is handled: a raft frame once stepped, a
+// request once answered.
+func serveFrames(wc *wireConn, h Handler, closed <-chan struct{}, limit func(kind byte, n int) (int, bool), check func(uint64) bool, refuse func(int, error), ready func(), firstFrame, idle time.Duration, budget *peerlink.Budget, frameBody time.Duration) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {
@@ -369,11 +395,23 @@ func serveFrames(wc *wireConn, h Handler, closed <-chan struct{}, limit func(kin
 		default:
 			_ = wc.c.SetReadDeadline(time.Time{})
 		}
-		kind, payload, err := wc.readFrame(limit)
+		var held int64
+		admit := func(n int) bool {
+			var ok bool
+			if held, ok = budget.Take(int64(n), closed); !ok {
+				return false
+			}
+			_ = wc.c.SetReadDeadline(time.Now().Add(frameBody))
+			return true
+		}
+		kind, payload, err := wc.readFrame(limit, admit)
 		if err != nil {
+			defer budget.Release(held)
 			switch {
 			case errors.Is(err, peerlink.ErrFrameTooLarge), errors.Is(err, errFrameKind):
 				refuse(refusedFrame, err)
+			case held > 0 && isTimeout(err):
+				refuse(refusedSlowFrame, err)
 			case first && isTimeout(err):
 				refuse(refusedHandshake, err)
 			}
@@ -388,34 +426,45 @@ func serveFrames(wc *wireConn, h Handler, closed <-chan struct{}, limit func(kin
 		switch kind {
 		case frameRaft:
 			msgs, err := decodeRaftBatch(payload)
+			payload = nil
 			if err != nil {
+				budget.Release(held)
 				refuse(refusedFrame, err)
 				return
 			}
 			for _, m := range msgs {
 				if !check(m.GetFrom()) {
+					budget.Release(held)
 					return
 				}
 			}
 			for _, m := range msgs {
 				h.HandleRaft(m)
 			}
+			budget.Release(held)
 		case frameRequest:
 			if len(payload) < 8 {
+				budget.Release(held)
 				refuse(refusedFrame, errors.New("short request frame"))
 				return
 			}
 			id := binary.BigEndian.Uint64(payload)
 			var req Request
-			if err := json.Unmarshal(payload[8:], &req); err != nil {
+			err := json.Unmarshal(payload[8:], &req)
+			payload = nil
+			if err != nil {
+				budget.Release(held)
 				refuse(refusedFrame, fmt.Errorf("request frame: %w", err))
 				return
 			}
 			go func() {
+				defer budget.Release(held)
 				resp := h.HandleRequest(ctx, &req)
 				body, _ := json.Marshal(resp)
 				_ = wc.writeFrame(frameResponse, id, body)
 			}()
+		default:
+			budget.Release(held)
 		}
 	}
 }
@@ -762,10 +811,12 @@ func (w *wireConn) failPending() {
 var errFrameKind = errors.New("metastore: unexpected frame kind")
 
 // readFrame reads one frame; limit gives the largest frame (kind byte
-// included) of each kind, -1 for a kind not taken. The length and kind
-// are read first: a frame over its limit is refused before its body is
+// included) of each kind, -1 for a kind not taken, and whether admit
+// (called with the frame's length) must let it in before its body is
+// read: false from admit ends the read. The length and kind are read
+// first: a frame over its limit is refused before its body is
 // allocated.
-func (w *wireConn) readFrame(limit func(kind byte, n int) int) (byte, []byte, error) {
+func (w *wireConn) readFrame(limit func(kind byte, n int) (int, bool), admit func(n int) bool) (byte, []byte, error) {
 	n, err := peerlink.ReadHeader(w.r)
 	if err != nil {
 		return 0, nil, err
@@ -777,12 +828,15 @@ func (w *wireConn) readFrame(limit func(kind byte, n int) int) (byte, []byte, er
 	if err != nil {
 		return 0, nil, err
 	}
-	max := limit(kind, n)
+	max, counted := limit(kind, n)
 	if max < 0 {
 		return 0, nil, fmt.Errorf("%w: %d", errFrameKind, kind)
 	}
 	if n > max {
 		return 0, nil, fmt.Errorf("%w: kind %d, %d bytes, limit %d", peerlink.ErrFrameTooLarge, kind, n, max)
+	}
+	if counted && admit != nil && !admit(n) {
+		return 0, nil, ErrStopped
 	}
 	b, err := peerlink.ReadBody(w.r, nil, n-1)
 	if err != nil {
@@ -846,18 +900,18 @@ func (w *wireConn) call(ctx context.Context, req *Request) (*Response, error) {
 }
 
 // responseLimit: a dialer takes responses, from the node it dialled.
-func responseLimit(kind byte, _ int) int {
+func responseLimit(kind byte, _ int) (int, bool) {
 	if kind == frameResponse {
-		return maxFrame
+		return maxFrame, false
 	}
-	return -1
+	return -1, false
 }
 
 // readResponses is the dialer's reader: it routes responses to callers.
 func (w *wireConn) readResponses() {
 	defer w.close()
 	for {
-		kind, payload, err := w.readFrame(responseLimit)
+		kind, payload, err := w.readFrame(responseLimit, nil)
 		if err != nil {
 			return
 		}

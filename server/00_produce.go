@@ -60,21 +60,12 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		s.quotas.record(rc, s.quotas.produce, quota.ProducerByteRate, float64(rc.size), s.quotas.throttledProduce)
 	}
 
-	type pending struct {
-		prop partition.Proposal
-		sp   *kmsg.ProduceResponseTopicPartition
-		p    hostedPartition
-		t    metastore.Topic // with prop: checked again before the answer (masterFencedNow)
-		// Set instead of prop when the batch goes to the leader.
-		forward *metastore.Topic
-		records []byte
-	}
-	var waits []pending
+	var waits []producePending
 	// keepFrame: something still needs the records after stage 1 (a
 	// forward to the leader, or a raft proposal until raft has copied
 	// its batch), so the frame they alias must not be reused yet.
 	// forwarded: a forward needs them until it is sent, in stage 2.
-	keepFrame, forwarded := false, false
+	keepFrame, forwarded, panicked := false, false, false
 
 	if req.Acks != 0 && req.Acks != 1 && req.Acks != -1 {
 		for _, rt := range req.Topics {
@@ -183,7 +174,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			p, err := s.partition(t, rp.Partition)
 			if err != nil && s.shouldForward(err) {
 				tt := t
-				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
+				waits = append(waits, producePending{sp: sp, forward: &tt, records: rp.Records})
 				keepFrame, forwarded = true, true
 				continue
 			}
@@ -199,10 +190,20 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 				sp.ErrorCode = kerr.NotLeaderForPartition.Code
 				continue
 			}
-			prop, err := s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version, added)
+			prop, err := func() (prop partition.Proposal, err error) {
+				// A panic in one partition's validation or proposal
+				// answers that partition UNKNOWN_SERVER_ERROR; the
+				// frame is then kept until the request ends (raft may
+				// hold part of it).
+				defer rc.containPanic("produce panicked on one partition: answered UNKNOWN_SERVER_ERROR", func(any) {
+					prop, err, panicked = nil, errPartitionPanic, true
+				})
+				faultAt(0, "stage1", t.Name, rp.Partition)
+				return s.proposeBatch(rc.ctx(), t, p, rp.Records, req.Acks, now, sp, req.TransactionID, req.Version, added)
+			}()
 			if err != nil && s.shouldForward(err) {
 				tt := t
-				waits = append(waits, pending{sp: sp, forward: &tt, records: rp.Records})
+				waits = append(waits, producePending{sp: sp, forward: &tt, records: rp.Records})
 				keepFrame, forwarded = true, true
 				continue
 			}
@@ -213,7 +214,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			s.metrics.produced.WithLabelValues(t.Name).Add(float64(len(rp.Records)))
 			// One validated batch: its header's record count.
 			s.metrics.records.WithLabelValues(t.Name).Add(float64(binary.BigEndian.Uint32(rp.Records[protocol.BatchRecordCountAt:])))
-			waits = append(waits, pending{prop: prop, sp: sp, p: p, t: t})
+			waits = append(waits, producePending{prop: prop, sp: sp, p: p, t: t})
 		}
 		resp.Topics = append(resp.Topics, st)
 	}
@@ -230,7 +231,7 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		}
 		rc.releaseFrame()
 	}
-	if keepFrame && !forwarded {
+	if keepFrame && !forwarded && !panicked {
 		// A one-voter group writes the batch before Propose returns
 		// when it can: the frame goes now if every proposal let go of
 		// its batch already.
@@ -269,12 +270,17 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			s.wg.Add(1)
 			go func() {
 				defer s.wg.Done()
+				// Nothing is answered at acks=0: a panic closes the
+				// connection, as Kafka closes one whose acks=0
+				// produce failed.
+				defer rc.containPanic("forwarding an acks=0 produce panicked: closing its connection", func(any) { rc.conn.nc.Close() })
 				defer close(fwdDone)
 				if !awaitTurn(s.ctx, fwdPrev) {
 					return
 				}
 				for _, w := range waits {
 					if w.forward != nil {
+						faultAt(0, "forward", w.forward.Name, w.sp.Partition)
 						s.forwardProduce(s.ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
 					}
 				}
@@ -288,13 +294,14 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	// Stage 2: wait for each proposal as acks asks (the write for acks=1,
 	// the commit for acks=all), then answer.
 	timeout := time.Duration(req.TimeoutMillis) * time.Millisecond
+	holdFrame := panicked // a copy: the closure would move panicked to the heap
 	rc.later(func() kmsg.Response {
 		ctx, cancel := context.WithTimeout(rc.ctx(), timeout)
 		defer cancel()
 		if fwdDone != nil {
 			defer close(fwdDone)
 		}
-		if keepFrame && !forwarded {
+		if keepFrame && !forwarded && !holdFrame {
 			// Raft proposals only: raft keeps a copy of each batch
 			// once proposed, so the frame can go before the commit.
 			released := true
@@ -311,43 +318,75 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 		}
 		turn := fwdDone == nil || awaitTurn(ctx, fwdPrev)
 		for _, w := range waits {
-			if w.forward != nil {
-				if !turn {
-					w.sp.ErrorCode = kerr.RequestTimedOut.Code
-					continue
-				}
-				s.forwardProduce(ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
-				continue
-			}
-			res, err := w.prop.Wait(ctx)
-			switch {
-			case errors.Is(err, context.DeadlineExceeded):
-				w.sp.ErrorCode = kerr.RequestTimedOut.Code
-			case errors.Is(err, context.Canceled):
-				// The broker is closing (or the connection): the
-				// answer still goes out, and the producer must retry
-				// at the leader it finds next, not give up as on
-				// UNKNOWN_SERVER_ERROR.
-				w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
-			case err != nil:
-				w.sp.ErrorCode = errorCode(err)
-				if req.Version >= 8 {
-					w.sp.ErrorMessage = errorMessage(err)
-				}
-			case s.masterFencedNow(w.t, w.sp.Partition):
-				// Written while the lease held, answered after it may
-				// have lapsed: not acknowledged (masterFenced). The
-				// producer's retry finds the batch (idempotence) if
-				// this broker is still the master.
-				w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
-			default:
-				w.sp.BaseOffset = res.BaseOffset
-				w.sp.LogStartOffset = w.p.LogStartOffset()
-			}
+			s.produceWait(ctx, rc, req, w, turn)
 		}
 		return resp
 	})
 	return nil, nil
+}
+
+// produceWait is stage 2 for one partition: its forward, or the wait for
+// its proposal; a panic in it answers that partition
+// UNKNOWN_SERVER_ERROR and the others are still answered.
+func (s *Server) produceWait(ctx context.Context, rc *reqCtx, req *kmsg.ProduceRequest, w producePending, turn bool) {
+	defer rc.containPanic("produce panicked on one partition: answered UNKNOWN_SERVER_ERROR", func(any) {
+		w.sp.ErrorCode = kerr.UnknownServerError.Code
+		w.sp.BaseOffset = -1
+		if req.Version >= 8 {
+			w.sp.ErrorMessage = errorMessage(errPartitionPanic)
+		}
+	})
+	faultAt(0, "stage2", w.topic(), w.sp.Partition)
+	if w.forward != nil {
+		if !turn {
+			w.sp.ErrorCode = kerr.RequestTimedOut.Code
+			return
+		}
+		s.forwardProduce(ctx, req, *w.forward, w.sp.Partition, w.records, w.sp)
+		return
+	}
+	res, err := w.prop.Wait(ctx)
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		w.sp.ErrorCode = kerr.RequestTimedOut.Code
+	case errors.Is(err, context.Canceled):
+		// The broker is closing (or the connection): the answer still
+		// goes out, and the producer must retry at the leader it finds
+		// next, not give up as on UNKNOWN_SERVER_ERROR.
+		w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
+	case err != nil:
+		w.sp.ErrorCode = errorCode(err)
+		if req.Version >= 8 {
+			w.sp.ErrorMessage = errorMessage(err)
+		}
+	case s.masterFencedNow(w.t, w.sp.Partition):
+		// Written while the lease held, answered after it may have
+		// lapsed: not acknowledged (masterFenced). The producer's retry
+		// finds the batch (idempotence) if this broker is still the
+		// master.
+		w.sp.ErrorCode = kerr.NotLeaderForPartition.Code
+	default:
+		w.sp.BaseOffset = res.BaseOffset
+		w.sp.LogStartOffset = w.p.LogStartOffset()
+	}
+}
+
+// producePending is one partition's work left for Produce's stage 2.
+type producePending struct {
+	prop partition.Proposal
+	sp   *kmsg.ProduceResponseTopicPartition
+	p    hostedPartition
+	t    metastore.Topic // with prop: checked again before the answer (masterFencedNow)
+	// Set instead of prop when the batch goes to the leader.
+	forward *metastore.Topic
+	records []byte
+}
+
+func (w producePending) topic() string {
+	if w.forward != nil {
+		return w.forward.Name
+	}
+	return w.t.Name
 }
 
 // sharedTopics is implemented by catalogs that can hand out a cached topic

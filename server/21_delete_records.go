@@ -29,6 +29,9 @@ import (
 // leader, or REQUEST_TIMED_OUT after TimeoutMillis. Unknown topics or
 // partitions get UNKNOWN_TOPIC_OR_PARTITION. Each topic needs DELETE on
 // it (TOPIC_AUTHORIZATION_FAILED for its partitions otherwise).
+// A panic in one partition's work answers that partition
+// UNKNOWN_SERVER_ERROR, as Kafka's ReplicaManager answers an unexpected
+// exception (reqCtx.containPanic); the others are answered as usual.
 // Version notes: v2+ flexible.
 // Roles: the partition's leader. A read broker (which the read view names
 // as leader) forwards the partition to the raft leader, as it does
@@ -42,6 +45,7 @@ type deleteTarget struct {
 	p       hostedPartition
 	forward *metastore.Topic // set instead of p: the leader is elsewhere
 	offset  int64
+	topic   string
 }
 
 func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
@@ -77,14 +81,14 @@ func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 			}
 			if err != nil && s.shouldForward(err) {
 				tt := t
-				work = append(work, deleteTarget{sp: sp, forward: &tt, offset: rp.Offset})
+				work = append(work, deleteTarget{sp: sp, forward: &tt, offset: rp.Offset, topic: t.Name})
 				continue
 			}
 			if err != nil {
 				sp.ErrorCode = errorCode(err)
 				continue
 			}
-			work = append(work, deleteTarget{sp: sp, p: p, offset: rp.Offset})
+			work = append(work, deleteTarget{sp: sp, p: p, offset: rp.Offset, topic: t.Name})
 		}
 	}
 	if len(work) == 0 {
@@ -99,6 +103,10 @@ func handleDeleteRecords(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Respons
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer rc.containPanic("delete records panicked on one partition: answered UNKNOWN_SERVER_ERROR", func(any) {
+					w.sp.ErrorCode, w.sp.LowWatermark = kerr.UnknownServerError.Code, -1
+				})
+				faultAt(21, "stage2", w.topic, w.sp.Partition)
 				if w.forward != nil {
 					s.forwardDeleteRecords(ctx, req, *w.forward, w.sp.Partition, w.offset, w.sp)
 					return

@@ -1043,12 +1043,9 @@ func (rc *reqCtx) later(fn func() kmsg.Response) {
 // dispatch does a first stage's and returns nil: the request ends
 // unanswered, and the writer closes the connection when it reaches it.
 func (rc *reqCtx) contain(fn func() kmsg.Response) (resp kmsg.Response) {
-	defer func() {
-		if p := recover(); p != nil {
-			rc.conn.handlerPanicked(rc.hdr.Key, p)
-			rc.slot.close = true
-			resp = nil
-		}
-	}()
+	defer rc.containPanic("request handler panicked in its second stage: closing its connection", func(any) {
+		rc.slot.close = true
+		resp = nil
+	})
 	return fn()
 }

@@ -1,10 +1,12 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"runtime/debug"
 	"sync"
 
+	"github.com/rs/zerolog"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -30,11 +32,9 @@ func (s *Server) dispatch(rc *reqCtx, req kmsg.Request) (resp kmsg.Response, err
 	if !ok {
 		return nil, errUnsupportedRequest{key: req.Key(), version: req.GetVersion()}
 	}
-	defer func() {
-		if p := recover(); p != nil {
-			resp, err = nil, rc.conn.handlerPanicked(req.Key(), p)
-		}
-	}()
+	defer rc.containPanic("request handler panicked: closing its connection", func(p any) {
+		resp, err = nil, errHandlerPanic{key: req.Key(), p: p}
+	})
 	return h(s, rc, req)
 }
 
@@ -53,12 +53,56 @@ func (e errHandlerPanic) Error() string {
 	return fmt.Sprintf("%s handler panicked: %v", apiName(e.key), e.p)
 }
 
-// handlerPanicked logs a handler's panic with its stack, counts it, and
-// returns the error that closes the connection.
-func (c *conn) handlerPanicked(key int16, p any) error {
-	c.srv.metrics.panics.WithLabelValues(apiName(key)).Inc()
-	c.log.Error().Str("api", apiName(key)).Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg("request handler panicked: closing its connection")
-	return errHandlerPanic{key: key, p: p}
+// containPanic, deferred, recovers a panic in the goroutine it is deferred
+// in, while it works on rc: a first stage (dispatch), a second stage
+// (reqCtx.contain), or a goroutine a handler started for some of the
+// request's partitions (Produce, DeleteRecords). The panic is logged with
+// its stack and msg, counted in sluice_request_panics_total under the
+// request's API (Server.notePanic), and onPanic says what the request
+// answers instead: for one partition's work, as Kafka's ReplicaManager
+// does for an unexpected exception on a partition, UNKNOWN_SERVER_ERROR
+// for that partition (errPartitionPanic), the rest of the request served.
+// Every recovery in a request's goroutines is this one; only recover
+// itself must be called here, in the deferred function.
+func (rc *reqCtx) containPanic(msg string, onPanic func(p any)) {
+	if p := recover(); p != nil {
+		rc.conn.srv.notePanic(rc.conn.log, apiName(rc.hdr.Key), p, msg)
+		onPanic(p)
+	}
+}
+
+// containPanic is reqCtx.containPanic for a goroutine a handler started
+// that outlives its request (the partitions a CreateTopics opens): counted
+// under api, and onPanic (optional) runs after.
+func (s *Server) containPanic(api, msg string, onPanic func(p any)) {
+	if p := recover(); p != nil {
+		s.notePanic(s.log, api, p, msg)
+		if onPanic != nil {
+			onPanic(p)
+		}
+	}
+}
+
+// notePanic logs a recovered panic with its stack and counts it.
+func (s *Server) notePanic(log zerolog.Logger, api string, p any, msg string) {
+	s.metrics.panics.WithLabelValues(api).Inc()
+	log.Error().Str("api", api).Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).Msg(msg)
+}
+
+// errPartitionPanic answers a partition whose work panicked:
+// UNKNOWN_SERVER_ERROR (errorCode's default), as Kafka answers a
+// partition whose append or delete threw an unexpected exception.
+var errPartitionPanic = errors.New("unexpected error processing the partition (the broker logged it)")
+
+// partitionFault, set by tests only, runs at the start of one partition's
+// work in a request (api, and "stage1", "stage2" or "forward"): a panic
+// injected there is one in the broker's own code.
+var partitionFault func(api int16, stage, topic string, partition int32)
+
+func faultAt(api int16, stage, topic string, partition int32) {
+	if f := partitionFault; f != nil {
+		f(api, stage, topic, partition)
+	}
 }
 
 // noResponse marks a request that is never answered (acks=0 produce).

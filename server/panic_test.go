@@ -3,10 +3,15 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
@@ -77,5 +82,125 @@ func TestHandlerPanicClosesOnlyItsConnection(t *testing.T) {
 	defer cancel()
 	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
 		t.Fatalf("metadata after the panics: %v", err)
+	}
+}
+
+// TestPartitionWorkPanicAnswersUnknownServerError injects panics into the
+// work a Produce and a DeleteRecords do for single partitions (in the
+// handler's first stage, in its second stage, and in the goroutine
+// DeleteRecords starts per partition): each is answered
+// UNKNOWN_SERVER_ERROR for that partition alone, the request's other
+// partitions are served, the connection stays open, and every panic is
+// counted under its API. A franz-go producer gets the error for the
+// faulted partition and its records to the others are written. Without
+// the recovery the panics in the second stage's goroutines end the test
+// binary.
+func TestPartitionWorkPanicAnswersUnknownServerError(t *testing.T) {
+	var armed atomic.Bool
+	partitionFault = func(api int16, stage, topic string, p int32) {
+		if !armed.Load() || topic != "pp" {
+			return
+		}
+		switch {
+		case api == 0 && stage == "stage1" && p == 1,
+			api == 0 && stage == "stage2" && p == 2,
+			api == 21 && p == 1:
+			panic(fmt.Sprintf("injected fault: %d %s %d", api, stage, p))
+		}
+	}
+	t.Cleanup(func() { partitionFault = nil })
+	b := startBroker(t, nil)
+	cl := b.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.RecordRetries(2))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	ct, err := kadm.NewClient(cl).CreateTopic(ctx, 3, 1, nil, "pp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+
+	// One Produce (acks=all) to all three partitions on one connection.
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = "pp", ct.ID
+	for p := range int32(3) {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = p, makeTestBatch(2, 10)
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	br := cl.Broker(int(b.srv.cfg.NodeID))
+	resp, err := req.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+	want := map[int32]int16{0: 0, 1: kerr.UnknownServerError.Code, 2: kerr.UnknownServerError.Code}
+	for _, sp := range resp.Topics[0].Partitions {
+		if sp.ErrorCode != want[sp.Partition] {
+			t.Errorf("produce partition %d: code %d, want %d", sp.Partition, sp.ErrorCode, want[sp.Partition])
+		}
+		if sp.ErrorCode != 0 && (sp.BaseOffset != -1 || sp.ErrorMessage == nil) {
+			t.Errorf("produce partition %d: base offset %d, message %v", sp.Partition, sp.BaseOffset, sp.ErrorMessage)
+		}
+	}
+	if got := counterValue(b.srv.metrics.panics.WithLabelValues("Produce")); got != 2 {
+		t.Fatalf("Produce panics counted: %v, want 2", got)
+	}
+
+	// The franz-go producer: partition 1 fails with the error, 0 is
+	// written (after the first request's two records).
+	res := cl.ProduceSync(ctx, &kgo.Record{Topic: "pp", Partition: 0, Value: []byte("a")}, &kgo.Record{Topic: "pp", Partition: 1, Value: []byte("b")})
+	for _, r := range res {
+		switch r.Record.Partition {
+		case 0:
+			if r.Err != nil || r.Record.Offset != 2 {
+				t.Errorf("franz-go partition 0: offset %d, %v", r.Record.Offset, r.Err)
+			}
+		case 1:
+			if !errors.Is(r.Err, kerr.UnknownServerError) {
+				t.Errorf("franz-go partition 1: %v, want UNKNOWN_SERVER_ERROR", r.Err)
+			}
+		}
+	}
+
+	// DeleteRecords: partition 1's goroutine panics, 0 and 2 are served.
+	dr := kmsg.NewPtrDeleteRecordsRequest()
+	dr.TimeoutMillis = 10000
+	drt := kmsg.NewDeleteRecordsRequestTopic()
+	drt.Topic = "pp"
+	for p := range int32(3) {
+		rp := kmsg.NewDeleteRecordsRequestTopicPartition()
+		rp.Partition, rp.Offset = p, -1
+		drt.Partitions = append(drt.Partitions, rp)
+	}
+	dr.Topics = append(dr.Topics, drt)
+	dresp, err := dr.RequestWith(ctx, br)
+	if err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+	for _, sp := range dresp.Topics[0].Partitions {
+		code, low := int16(0), int64(3)
+		switch sp.Partition {
+		case 1:
+			code, low = kerr.UnknownServerError.Code, -1
+		case 2:
+			// Its stage-2 panic came after the proposal: the two
+			// records were written, only the answer was lost, as
+			// after any error past the append.
+			low = 2
+		}
+		if sp.ErrorCode != code || sp.LowWatermark != low {
+			t.Errorf("delete records partition %d: code %d low %d, want %d %d", sp.Partition, sp.ErrorCode, sp.LowWatermark, code, low)
+		}
+	}
+	if got := counterValue(b.srv.metrics.panics.WithLabelValues("DeleteRecords")); got != 1 {
+		t.Fatalf("DeleteRecords panics counted: %v, want 1", got)
+	}
+
+	// Disarmed, the same connection serves partition 1 and 2 again.
+	armed.Store(false)
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "pp", Partition: 1, Value: []byte("c")}, &kgo.Record{Topic: "pp", Partition: 2, Value: []byte("d")}).FirstErr(); err != nil {
+		t.Fatalf("produce after the faults: %v", err)
 	}
 }

@@ -171,6 +171,7 @@ func (s *Server) refreshPartitionsWithin(timeoutMs int32, topics []string) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
+		defer s.containPanic("refreshPartitions", "following the catalog after a topic change panicked; the partitions it left are opened on first use", nil)
 		s.refreshPartitions()
 	}()
 	t := time.NewTimer(d)
@@ -261,6 +262,7 @@ func (s *Server) refreshPartitions() {
 			go func() {
 				defer opening.Done()
 				defer func() { <-slots }()
+				defer s.containPanic("refreshPartitions", "opening a replica panicked; it is opened again on first use", nil)
 				open(t, i)
 			}()
 		}

@@ -121,6 +121,9 @@ type Server struct {
 	// (decode_budget.go).
 	largeDecode chan struct{}
 	limits      *connLimits // max.connections and friends (connlimits.go)
+	// connGone wakes an accept loop backing off after a failure when a
+	// connection closes: a descriptor may be free (connClosed).
+	connGone chan struct{}
 	// clock is a coarse monotonic time, nanoseconds since epoch plus one
 	// (so never 0), that the reaper keeps: connections stamp their
 	// activity with it without a clock read per request.
@@ -149,8 +152,18 @@ func (s *Server) trackConn(c *conn, add bool) bool {
 		s.conns[c] = struct{}{}
 	} else {
 		delete(s.conns, c)
+		s.connClosed()
 	}
 	return true
+}
+
+// connClosed tells an accept loop pausing after a failure that a
+// connection closed, so a descriptor may be free.
+func (s *Server) connClosed() {
+	select {
+	case s.connGone <- struct{}{}:
+	default:
+	}
 }
 
 func (s *Server) closeConns() {
@@ -239,6 +252,7 @@ func New(opts Options) (*Server, error) {
 	s.staticTopicDefaults = opts.Config.TopicDefaults()
 	s.builtinTopicDefaults = configs.Default().TopicDefaults()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.connGone = make(chan struct{}, 1)
 	if s.txn, err = s.newTxnCoordinator(); err != nil {
 		return nil, err
 	}
@@ -307,7 +321,8 @@ func (s *Server) Addrs() []string {
 }
 
 // Accept failures (out of file descriptors, most likely) pause the loop,
-// doubling from acceptBackoffMin to acceptBackoffMax, instead of ending it;
+// doubling from acceptBackoffMin to acceptBackoffMax or until a connection
+// closes (connClosed), instead of ending it;
 // a listener whose last failure is under acceptFailWindow old (longer than
 // the longest pause, so a failure that persists keeps it failing) is
 // reported by ListenerError.
@@ -345,8 +360,12 @@ func (s *Server) acceptLoop(l *listener) {
 			if n, ok := errLog.allow(); ok {
 				s.log.Error().Err(err).Str("listener", l.cfg.Name).Int("failures", n).Dur("retry_in", backoff).Msg("accept failed")
 			}
+			// Out of descriptors (the usual failure), the next accept
+			// can only succeed once a connection closes: wait for
+			// that rather than the whole pause.
 			select {
 			case <-time.After(backoff):
+			case <-s.connGone:
 			case <-s.ctx.Done():
 				return
 			}

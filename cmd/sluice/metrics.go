@@ -73,7 +73,7 @@ func registerMetaMetrics(reg prometheus.Registerer, meta *metastore.Node) {
 	for _, reason := range metastore.RefusalReasons {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name:        "sluice_metastore_refused_total",
-			Help:        "Connections, frames and raft messages the metastore port refused, by reason: tls (failed mutual TLS handshake), identity (raft messages from another member than the certificate names or the connection spoke for), unknown_node (without TLS: raft messages from a sender that is not a member), address (without TLS: from a member registered at another IP), busy (connection or handshake bound reached), frame (a frame over its limit, of no known kind, or undecodable), handshake (no first frame in time); raft messages: type, to, from, term, commit_past_log, entries, snapshot, ack_past_log, not_leader.",
+			Help:        "Connections, frames and raft messages the metastore port refused, by reason: tls (failed mutual TLS handshake), identity (raft messages from another member than the certificate names or the connection spoke for), unknown_node (without TLS: raft messages from a sender that is not a member), address (without TLS: from a member registered at another IP), busy (connection or handshake bound reached), frame (a frame over its limit, of no known kind, or undecodable), handshake (no first frame in time), frame_timeout (a frame counted against the port's frame budget not read within 30 s); raft messages: type, to, from, term, commit_past_log, entries, snapshot, ack_past_log, not_leader.",
 			ConstLabels: prometheus.Labels{"reason": reason},
 		}, func() float64 { return float64(meta.Refused()[reason]) }))
 	}
