@@ -131,9 +131,18 @@ func testPowerLossRound(t *testing.T, policy FlushPolicy, useWAL bool, seed int6
 	mustHave := append([]int64(nil), acked...)
 	mu.Unlock()
 	durable := l.DurableOffset()
+	// The writers and the flusher run on while the cut reads the files; a
+	// slow read gives syncs time to end (and the code to act on them)
+	// during it, which must not reach the images.
+	rec.SlowCut(time.Millisecond)
 	if err := rec.Cut(); err != nil {
 		t.Fatal(err)
 	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("files at the cut, as recorded:\n%s", rec.Describe())
+		}
+	}()
 	close(stop)
 	l.Close()
 	f.Close()

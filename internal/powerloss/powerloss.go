@@ -12,9 +12,12 @@
 // the directory's entries (name and file identity); for the metastore's
 // bbolt file, which bbolt syncs through its own descriptor, the metastore
 // reports each committed transaction (fsutil.Synced). Cut is the power
-// cut: recording stops and the files are read as the page cache holds
-// them. Image then writes one image of the directory as it could be found
-// after the power comes back:
+// cut: the files are read as the page cache holds them and recording
+// stops; every sync that ends while they are read waits until the read is
+// over, so nothing the code does because of a sync after the cut (deleting
+// a file whose data is now synced elsewhere, creating the next one) can
+// reach the read. Image then writes one image of the directory as it could
+// be found after the power comes back:
 //
 //   - Exact: the last synced state exactly: every unsynced byte, file and
 //     directory change lost. Deterministic; the worst case for data that
@@ -60,6 +63,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -114,7 +119,27 @@ type Recorder struct {
 	// The page cache at the cut.
 	curDirs map[string]listing
 	curData map[fileID][]byte
+
+	// reports counts the sync reports that reached the Recorder, before
+	// they wait for mu (tests).
+	reports atomic.Int64
+	// cutPause: Cut pauses this long at each path it reads (SlowCut).
+	cutPause time.Duration
 }
+
+// SlowCut makes Cut pause d at each file and directory it reads, so the
+// process runs on longer during the cut: a test of something that syncs
+// concurrently can widen the window in which a sync ends during the read.
+// Call it before Cut.
+func (r *Recorder) SlowCut(d time.Duration) {
+	r.mu.Lock()
+	r.cutPause = d
+	r.mu.Unlock()
+}
+
+// scanHook, when set (tests), is called by Cut's read of the files with
+// each path it visits, while the Recorder is still installed.
+var scanHook func(rel string)
 
 // Start records root as it is now as durable (call it on a directory whose
 // files were synced, or on an empty or missing one) and installs the
@@ -128,7 +153,7 @@ func Start(root string) (*Recorder, error) {
 	if err := os.MkdirAll(abs, 0o755); err != nil {
 		return nil, err
 	}
-	dirs, data, err := scan(abs)
+	dirs, data, err := scan(abs, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -154,17 +179,28 @@ func (r *Recorder) stopLocked() {
 	}
 }
 
-// Cut is the power cut: recording stops and the files under root are read
-// as they are now (the page cache). Whatever the process does afterwards
+// Cut is the power cut: the files under root are read as they are now (the
+// page cache) and recording stops. Whatever the process does afterwards
 // (closing files, writing clean-shutdown markers) does not reach an image.
+//
+// The process keeps running while the files are read, so the read is not
+// one instant. What makes it one as far as durability goes: the Recorder
+// stays installed until the read is done, and every sync that ends in the
+// meantime reports to it and waits (for mu) there, so the code that synced
+// cannot act on it before the read is over. Without that, a sync after the
+// cut instant, which an image does not keep, could let the code delete a
+// file whose records it then held elsewhere (a checkpointed write-ahead log
+// file) or create the next file, and the read would find those changes: an
+// image no power cut can leave. Writes that need no sync first can still
+// land during the read; they are unsynced, as if made just before the cut.
 func (r *Recorder) Cut() error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.curDirs != nil {
 		return errors.New("powerloss: Cut called twice")
 	}
+	dirs, data, err := scan(r.root, r.cutPause)
 	r.stopLocked()
-	dirs, data, err := scan(r.root)
 	if err != nil {
 		return err
 	}
@@ -205,6 +241,7 @@ func (r *Recorder) FileSynced(f *os.File, size int64, seq uint64) {
 	}
 	// The descriptor may be write-only: read through /proc.
 	data, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
+	r.reports.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cut {
@@ -230,6 +267,7 @@ func (r *Recorder) PathSynced(path string) {
 	}
 	id, err := idOfPath(path)
 	data, rerr := os.ReadFile(path)
+	r.reports.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cut {
@@ -253,6 +291,7 @@ func (r *Recorder) DirSynced(dir string) {
 		return
 	}
 	l, err := readListing(filepath.Join(r.root, rel))
+	r.reports.Add(1)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.cut {
@@ -437,7 +476,7 @@ func (b *builder) boltFile(s, c []byte) []byte {
 }
 
 // scan reads every directory listing and file under root.
-func scan(root string) (map[string]listing, map[fileID][]byte, error) {
+func scan(root string, pause time.Duration) (map[string]listing, map[fileID][]byte, error) {
 	dirs := map[string]listing{}
 	data := map[fileID][]byte{}
 	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
@@ -445,6 +484,12 @@ func scan(root string) (map[string]listing, map[fileID][]byte, error) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
+		if scanHook != nil {
+			scanHook(rel)
+		}
+		if pause > 0 {
+			time.Sleep(pause)
+		}
 		if d.IsDir() {
 			l, err := readListing(path)
 			if err != nil {
@@ -516,4 +561,48 @@ func idOf(st *unix.Statx_t) fileID {
 		id.btime = st.Btime.Sec*1e9 + int64(st.Btime.Nsec)
 	}
 	return id
+}
+
+// Describe lists, for a failure message, every file the Recorder knows
+// under root after Cut: its path, whether its directory entry was synced
+// and is still there at the cut, the bytes recorded as synced (and the
+// sequence of that sync) and the bytes in the page cache at the cut.
+func (r *Recorder) Describe() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var lines []string
+	seen := map[string]bool{}
+	add := func(rel, name string, e entry, inS, inC bool) {
+		p := filepath.Join(rel, name)
+		if e.dir || seen[p+fmt.Sprint(e.id)] {
+			return
+		}
+		seen[p+fmt.Sprint(e.id)] = true
+		s, synced := r.synced[e.id]
+		c, alive := r.curData[e.id]
+		ls := "never synced"
+		if synced {
+			ls = fmt.Sprintf("synced %d bytes (seq %d)", len(s), r.seqs[e.id])
+		}
+		lc := "gone at the cut"
+		if alive {
+			lc = fmt.Sprintf("%d bytes at the cut", len(c))
+		}
+		lines = append(lines, fmt.Sprintf("%s ino %d: entry synced %v, at the cut %v; %s; %s", p, e.id.ino, inS, inC, ls, lc))
+	}
+	for rel, l := range r.dirs {
+		for name, e := range l {
+			_, inC := r.curDirs[rel][name]
+			inC = inC && r.curDirs[rel][name].id == e.id
+			add(rel, name, e, true, inC)
+		}
+	}
+	for rel, l := range r.curDirs {
+		for name, e := range l {
+			s, inS := r.dirs[rel][name]
+			add(rel, name, e, inS && s.id == e.id, true)
+		}
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
 }
