@@ -666,3 +666,50 @@ func TestRaftSilentMemberLeavesISR(t *testing.T) {
 		})
 	}
 }
+
+// TestRaftAsyncNewLeaderConfirmsISR: in async mode a new leader counts a
+// member in sync only once it replicates to it (no benefit of the doubt
+// for the lag): a learner it cannot reach is out of its first ISR,
+// whereas in raft mode a new leader counts every member for
+// MaxFollowerLag (30 s here). Reached again, the learner comes back.
+func TestRaftAsyncNewLeaderConfirmsISR(t *testing.T) {
+	for _, mode := range []Mode{ModeAsync, ModeRaft} {
+		t.Run(mode.String(), func(t *testing.T) {
+			c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4}, ReplicaOptions{Mode: mode}, slowElections, func(cfg *HostConfig) {
+				cfg.MaxFollowerLag = 30 * time.Second
+			})
+			c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+			ln, lr := c.leader()
+			c.converged(lr.HighWatermark(), 10*time.Second)
+			next := NodeID(1 + int(ln)%3)
+			// The learner hears from nobody from now on; leadership moves.
+			for _, n := range []NodeID{1, 2, 3} {
+				c.net.Cut(n, 4)
+			}
+			checkFor(t, 10*time.Second, func() error {
+				n, r := c.leader()
+				if n == next {
+					return nil
+				}
+				if err := r.TransferLeadership(next); err != nil {
+					return err
+				}
+				return fmt.Errorf("leader %d", n)
+			})
+			_, nr := c.leader()
+			c.produce(testBatch("after", 1, -1, 0, 0), AcksAll)
+			time.Sleep(300 * time.Millisecond)
+			isr := nr.InSyncReplicas()
+			if got, want := slices.Contains(isr, 4), mode != ModeAsync; got != want {
+				t.Fatalf("mode %v: the unreachable learner in the new leader's ISR %v: %v, want %v", mode, isr, got, want)
+			}
+			c.net.Heal()
+			checkFor(t, 10*time.Second, func() error {
+				if isr := nr.InSyncReplicas(); !slices.Contains(isr, 4) || len(isr) != 4 {
+					return fmt.Errorf("ISR %v after healing", isr)
+				}
+				return nil
+			})
+		})
+	}
+}

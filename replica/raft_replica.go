@@ -186,6 +186,9 @@ type Replica struct {
 	wasLeader   bool
 	ledTerm     uint64
 	leaderSince time.Time
+	// electedLast is this leader's last log index when it was elected
+	// (isrLocked: in async mode a member below it is out).
+	electedLast uint64
 	closed      bool
 	failed      error
 	// confPending: this leader proposed a conf change not yet applied.
@@ -559,12 +562,16 @@ func (r *Replica) markLocked(now time.Time) uint64 {
 // lag, it counts every follower caught up at its election. Learners (read
 // brokers) follow the same rule. A member not heard from for
 // MemberSilence (the broker session) is out whatever its log: its broker
-// is fenced by then. It returns the in-sync replicas, the
+// is fenced by then. In async mode, where the ISR decides who may take
+// the master's place, there is no benefit of the doubt: a member is in
+// sync only once this leader replicates to it and its log reaches what
+// the leader held when elected. It returns the in-sync replicas, the
 // leader first and then in raft's configuration order, and how many of
 // them are voters (min.insync.replicas).
 func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 	self := raftID(r.host.cfg.Node)
 	lag := r.host.cfg.MaxFollowerLag
+	async := r.opts.Load().Mode == ModeAsync
 	last := r.markLocked(now)
 	isr := []NodeID{r.host.cfg.Node}
 	voters := 1
@@ -576,6 +583,17 @@ func (r *Replica) isrLocked(now time.Time) ([]NodeID, int) {
 			return
 		}
 		if silence := r.host.cfg.MemberSilence; silence > 0 && now.Sub(r.heardSinceElectedLocked(id)) > silence {
+			return
+		}
+		if async && (pr.State != tracker.StateReplicate || pr.Match < r.electedLast) {
+			// In async mode the ISR decides who may take the master's
+			// place (the metastore's clean election), so no member
+			// gets the benefit of the doubt a new leader gives: one
+			// counts only once this leader has confirmed its log
+			// (raft replicates to it) up to at least what the leader
+			// held when elected. A replica that was down while the old
+			// master acknowledged, or that the master cannot reach
+			// after a restart, is never reported in sync.
 			return
 		}
 		isr = append(isr, nodeOf(id))
@@ -1224,6 +1242,9 @@ func (r *Replica) afterProcessLocked() {
 	}
 	if isLeader && (!r.wasLeader || bs.GetTerm() != r.ledTerm) {
 		r.leaderSince = time.Now()
+		r.st.mu.Lock()
+		r.electedLast = r.st.lastIndexLocked()
+		r.st.mu.Unlock()
 		r.marks = [isrMarks]isrMark{}
 		r.isr = nil
 		// A new term starts semi-synchronous.
