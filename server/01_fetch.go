@@ -146,7 +146,7 @@ func handleFetch(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error
 				if racks == nil {
 					racks = s.brokerRacks() // once per request, not per partition
 				}
-				if id := view.preferredReadReplica(t.Name, t.Partitions[rp.Partition], req.Rack, racks); id >= 0 {
+				if id := view.preferredReadReplica(t.Name, t.Partitions[rp.Partition], isShared(t), req.Rack, racks); id >= 0 {
 					// KIP-392: send the consumer to a read broker,
 					// with no records and at once.
 					sp.PreferredReadReplica = id

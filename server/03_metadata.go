@@ -156,7 +156,7 @@ func (s *Server) metadataTopic(view brokerView, t metastore.Topic, authOps int32
 	for i, p := range t.Partitions {
 		mp := kmsg.NewMetadataResponseTopicPartition()
 		mp.Partition = int32(i)
-		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR, mp.OfflineReplicas = view.partitionRoute(t.Name, p)
+		mp.Leader, mp.LeaderEpoch, mp.Replicas, mp.ISR, mp.OfflineReplicas = view.partitionRoute(t.Name, p, isShared(t))
 		if mp.Leader == s.cfg.NodeID {
 			// This broker's own raft replica knows its term before
 			// the metastore does (the leader publishes it

@@ -132,7 +132,7 @@ func (s *Server) shareLeader(t metastore.Topic, idx int32) (int32, int32) {
 			}
 		}
 	}
-	leader, epoch, _, _, _ := v.partitionRoute(t.Name, p)
+	leader, epoch, _, _, _ := v.partitionRoute(t.Name, p, isShared(t))
 	return leader, epoch
 }
 

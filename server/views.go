@@ -128,7 +128,13 @@ func (v *brokerView) wants(id int32) bool {
 // and learners caught up within replica.lag.time.max.ms, so a healthy
 // partition is fully replicated in every view (docs/architecture.md,
 // "Replicas and ISR").
-func (v brokerView) partitionRoute(topic string, p metastore.Partition) (leader, epoch int32, replicas, isr, offline []int32) {
+//
+// A shared partition (shared is true: replication.mode=shared) is served
+// by every read broker from the shared storage, whatever learners the
+// metastore placed (docs/shared-storage.md): the read view spreads its
+// partitions over all the read brokers it lists, and names them as its
+// replicas, all in sync.
+func (v brokerView) partitionRoute(topic string, p metastore.Partition, shared bool) (leader, epoch int32, replicas, isr, offline []int32) {
 	epoch = p.LeaderEpoch
 	leader = p.Leader
 	if leader < 0 && len(p.Voters) > 0 {
@@ -136,6 +142,14 @@ func (v brokerView) partitionRoute(topic string, p metastore.Partition) (leader,
 	}
 	switch v.name {
 	case "read":
+		if shared {
+			readers := v.listedReaders()
+			leader = -1
+			if len(readers) > 0 {
+				leader = readers[spread(topic, p.ID, len(readers))]
+			}
+			return leader, epoch, readers, slices.Clone(readers), []int32{}
+		}
 		// Read brokers only: the partition's learners, plus any
 		// combined voter (which is a reader too).
 		var readers []int32
@@ -180,6 +194,19 @@ func (v brokerView) up(id int32) bool {
 	_, w := v.writers[id]
 	_, r := v.readers[id]
 	return w || r
+}
+
+// listedReaders returns the read brokers (combined ones included) this
+// view lists, in id order.
+func (v brokerView) listedReaders() []int32 {
+	var out []int32
+	for id, r := range v.readers {
+		if r && v.listed[id] {
+			out = append(out, id)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (v brokerView) keepListed(ids []int32) []int32 {
@@ -228,10 +255,17 @@ func spread(topic string, partition int32, n int) int {
 // rack when it sent one and such a learner exists, otherwise a stable
 // spread over the learners. Only learners in the ISR are offered: a read
 // broker that lags would serve stale data, so its consumers fetch from the
-// leader meanwhile. -1 when p has none.
-func (v brokerView) preferredReadReplica(topic string, p metastore.Partition, clientRack string, racks map[int32]string) int32 {
-	inSync := p.InSync()
-	candidates := slices.DeleteFunc(v.keepListed(p.Learners), func(id int32) bool { return !slices.Contains(inSync, id) })
+// leader meanwhile. A shared partition (shared) is offered on any read
+// broker the view lists: each serves it from the shared storage. -1 when
+// p has none.
+func (v brokerView) preferredReadReplica(topic string, p metastore.Partition, shared bool, clientRack string, racks map[int32]string) int32 {
+	var candidates []int32
+	if shared {
+		candidates = v.listedReaders()
+	} else {
+		inSync := p.InSync()
+		candidates = slices.DeleteFunc(v.keepListed(p.Learners), func(id int32) bool { return !slices.Contains(inSync, id) })
+	}
 	if len(candidates) == 0 {
 		return -1
 	}

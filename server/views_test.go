@@ -41,7 +41,7 @@ func TestPartitionRoute(t *testing.T) {
 		{"mixed", []int32{2}, []int32{2, 3, 1, 11, 12}},
 	} {
 		v := clusterView(tc.view)
-		leader, epoch, replicas, _, _ := v.partitionRoute("t", p)
+		leader, epoch, replicas, _, _ := v.partitionRoute("t", p, false)
 		if !slices.Contains(tc.leaderIn, leader) || epoch != 5 || !slices.Equal(replicas, tc.replicas) {
 			t.Errorf("%s: leader %d epoch %d replicas %v", tc.view, leader, epoch, replicas)
 		}
@@ -51,7 +51,7 @@ func TestPartitionRoute(t *testing.T) {
 	seen := map[int32]bool{}
 	for i := int32(0); i < 8; i++ {
 		p.ID = i
-		l, _, _, _, _ := v.partitionRoute("t", p)
+		l, _, _, _, _ := v.partitionRoute("t", p, false)
 		seen[l] = true
 	}
 	if !seen[11] || !seen[12] {
@@ -64,14 +64,14 @@ func TestPreferredReadReplica(t *testing.T) {
 	p := metastore.Partition{ID: 3, Voters: []int32{1}, Learners: []int32{11, 12}, Leader: 1}
 	racks := map[int32]string{11: "a", 12: "b"}
 	for i := 0; i < 4; i++ {
-		if got := v.preferredReadReplica("t", p, "b", racks); got != 12 {
+		if got := v.preferredReadReplica("t", p, false, "b", racks); got != 12 {
 			t.Fatalf("rack b: got %d, want 12", got)
 		}
 	}
-	if got := v.preferredReadReplica("t", p, "", racks); got != 11 && got != 12 {
+	if got := v.preferredReadReplica("t", p, false, "", racks); got != 11 && got != 12 {
 		t.Fatalf("no rack: got %d", got)
 	}
-	if got := v.preferredReadReplica("t", metastore.Partition{Voters: []int32{1}}, "", racks); got != -1 {
+	if got := v.preferredReadReplica("t", metastore.Partition{Voters: []int32{1}}, false, "", racks); got != -1 {
 		t.Fatalf("no learners: got %d", got)
 	}
 }
@@ -86,22 +86,22 @@ func TestRouteWithFewReadReplicas(t *testing.T) {
 	read, mixed := clusterView("read"), clusterView("mixed")
 	for i := int32(0); i < 8; i++ {
 		p := metastore.Partition{ID: i, Voters: []int32{1, 2}, Learners: []int32{12}, Leader: 1}
-		if l, _, replicas, isr, _ := read.partitionRoute("t", p); l != 12 || !slices.Equal(replicas, []int32{12}) || !slices.Equal(isr, []int32{12}) {
+		if l, _, replicas, isr, _ := read.partitionRoute("t", p, false); l != 12 || !slices.Equal(replicas, []int32{12}) || !slices.Equal(isr, []int32{12}) {
 			t.Fatalf("one learner: leader %d replicas %v isr %v", l, replicas, isr)
 		}
-		if got := mixed.preferredReadReplica("t", p, "", nil); got != 12 {
+		if got := mixed.preferredReadReplica("t", p, false, "", nil); got != 12 {
 			t.Fatalf("one learner: preferred %d", got)
 		}
 	}
 	for _, learners := range [][]int32{nil, {13}} { // 13: not registered
 		p := metastore.Partition{ID: 0, Voters: []int32{1, 2}, Learners: learners, Leader: 1}
-		if l, _, replicas, _, offline := read.partitionRoute("t", p); l != -1 || !slices.Equal(replicas, learners) || !slices.Equal(offline, learners) {
+		if l, _, replicas, _, offline := read.partitionRoute("t", p, false); l != -1 || !slices.Equal(replicas, learners) || !slices.Equal(offline, learners) {
 			t.Fatalf("learners %v: read leader %d replicas %v offline %v", learners, l, replicas, offline)
 		}
-		if l, _, _, _, _ := mixed.partitionRoute("t", p); l != 1 {
+		if l, _, _, _, _ := mixed.partitionRoute("t", p, false); l != 1 {
 			t.Fatalf("learners %v: mixed leader %d", learners, l)
 		}
-		if got := mixed.preferredReadReplica("t", p, "", nil); got != -1 {
+		if got := mixed.preferredReadReplica("t", p, false, "", nil); got != -1 {
 			t.Fatalf("learners %v: preferred %d", learners, got)
 		}
 	}
@@ -140,7 +140,7 @@ func TestPartitionISR(t *testing.T) {
 		{"mixed, learner down", down(clusterView("mixed"), 11), nil, []int32{2, 3, 1, 11, 12}, []int32{2, 3, 1, 12}, []int32{11}},
 	} {
 		p := metastore.Partition{ID: 0, Voters: []int32{2, 3, 1}, Learners: []int32{11, 12}, Leader: 2, LeaderEpoch: 5, ISR: tc.reported}
-		_, _, replicas, isr, offline := tc.view.partitionRoute("t", p)
+		_, _, replicas, isr, offline := tc.view.partitionRoute("t", p, false)
 		if !slices.Equal(replicas, tc.replicas) || !slices.Equal(isr, tc.isr) || !slices.Equal(offline, tc.offline) {
 			t.Errorf("%s: replicas %v isr %v offline %v, want %v %v %v", tc.name, replicas, isr, offline, tc.replicas, tc.isr, tc.offline)
 		}
@@ -149,8 +149,36 @@ func TestPartitionISR(t *testing.T) {
 	v := clusterView("mixed")
 	for i := int32(0); i < 8; i++ {
 		p := metastore.Partition{ID: i, Voters: []int32{1}, Learners: []int32{11, 12}, Leader: 1, ISR: []int32{1, 12}}
-		if got := v.preferredReadReplica("t", p, "", nil); got != 12 {
+		if got := v.preferredReadReplica("t", p, false, "", nil); got != 12 {
 			t.Fatalf("partition %d: preferred %d with 11 lagging", i, got)
 		}
+	}
+}
+
+// TestSharedPartitionRoute: a shared partition is served by every read
+// broker from the shared storage, so the read view spreads shared
+// partitions over all the read brokers it lists (all replicas, all in
+// sync) whatever learners were placed, none included (read.replicas=0),
+// and the mixed view offers any read broker as the preferred read
+// replica; a raft partition with no learner has no read route.
+func TestSharedPartitionRoute(t *testing.T) {
+	read, mixed := clusterView("read"), clusterView("mixed")
+	led := map[int32]bool{}
+	for i := int32(0); i < 8; i++ {
+		p := metastore.Partition{ID: i, Voters: []int32{1, 2, 3}, Leader: 1, LeaderEpoch: 2}
+		l, epoch, replicas, isr, offline := read.partitionRoute("s", p, true)
+		if (l != 11 && l != 12) || epoch != 2 || !slices.Equal(replicas, []int32{11, 12}) || !slices.Equal(isr, []int32{11, 12}) || len(offline) != 0 {
+			t.Fatalf("shared partition %d in the read view: leader %d epoch %d replicas %v isr %v offline %v", i, l, epoch, replicas, isr, offline)
+		}
+		led[l] = true
+		if got := mixed.preferredReadReplica("s", p, true, "", nil); got != 11 && got != 12 {
+			t.Fatalf("shared partition %d: preferred read replica %d", i, got)
+		}
+		if l, _, _, _, _ := read.partitionRoute("s", p, false); l != -1 {
+			t.Fatalf("raft partition %d without learners routed to %d in the read view", i, l)
+		}
+	}
+	if len(led) != 2 {
+		t.Fatalf("8 shared partitions on read brokers %v: not spread over both", led)
 	}
 }
