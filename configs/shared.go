@@ -33,6 +33,10 @@ type SharedStorage struct {
 	// SharedCacheMemoryBytes bounds the in-memory cache of chunk bytes
 	// Fetch reads from.
 	SharedCacheMemoryBytes int64 `mapstructure:"shared.cache.memory.bytes"`
+	// SharedReadaheadChunks is how many chunks past the one a Fetch ended
+	// in are read into that cache in the background, so a consumer
+	// replaying history finds its next chunks there (0: none).
+	SharedReadaheadChunks int64 `mapstructure:"shared.readahead.chunks"`
 	// SharedGCGraceMs is how old an object of shared storage must be
 	// before garbage collection deletes it when no committed chunk
 	// references it (an upload whose commit never happened).
@@ -56,6 +60,7 @@ func DefaultSharedStorage() SharedStorage {
 		SharedUploadBytes:         8 << 20,
 		SharedUploadLingerMs:      250,
 		SharedCacheMemoryBytes:    64 << 20,
+		SharedReadaheadChunks:     2,
 		SharedGCGraceMs:           3600000,
 		SharedCompactIntervalMs:   60000,
 		SharedCompactChunks:       8,
@@ -89,6 +94,9 @@ func (s SharedStorage) validate() error {
 	}
 	if s.SharedCacheMemoryBytes < 1<<20 {
 		return fmt.Errorf("shared.cache.memory.bytes must be at least 1 MiB")
+	}
+	if s.SharedReadaheadChunks < 0 || s.SharedReadaheadChunks > 64 {
+		return fmt.Errorf("shared.readahead.chunks must be between 0 and 64")
 	}
 	if s.SharedGCGraceMs < 1000 {
 		return fmt.Errorf("shared.gc.grace.ms must be at least 1000")

@@ -45,6 +45,10 @@ type Config struct {
 	// CacheBytes bounds the in-memory chunk cache
 	// (shared.cache.memory.bytes).
 	CacheBytes int64
+	// Readahead is how many chunks after the one a read ended in are read
+	// into the cache in the background (shared.readahead.chunks; 0:
+	// none). At most readaheadMax such reads run at once per Host.
+	Readahead int
 	// OpTimeout bounds one upload, commit or metastore read; 0: 30 s.
 	OpTimeout time.Duration
 	// GCGrace is how old an object must be before garbage collection
@@ -84,8 +88,15 @@ type Host struct {
 	compactSeq   atomic.Uint64
 	compactFault func(key string) error
 
+	// ahead holds a slot per read-ahead in flight; aheadKeys the chunks
+	// being read ahead, each with a channel closed when its read ends (a
+	// read of the same chunk waits for it rather than reading it twice).
+	ahead     chan struct{}
+	aheadMu   sync.Mutex
+	aheadKeys map[cacheKey]chan struct{}
+
 	// Counters, for tests and metrics.
-	puts, commits, gets, putBytes, deletes, compactions, compactedChunks atomic.Int64
+	puts, commits, gets, putBytes, deletes, compactions, compactedChunks, readaheads atomic.Int64
 }
 
 var _ partition.SharedHost = (*Host)(nil)
@@ -126,6 +137,9 @@ func NewHost(cfg Config) *Host {
 		parts: map[partition.Key]*Partition{},
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
+
+		ahead:     make(chan struct{}, readaheadMax),
+		aheadKeys: map[cacheKey]chan struct{}{},
 	}
 	h.wg.Add(4)
 	go h.uploader()
@@ -216,13 +230,16 @@ func (h *Host) Keys() []partition.Key {
 // and Gets); CacheBytes is what the chunk cache holds now.
 type Stats struct {
 	Puts, Commits, Gets, PutBytes, Deletes, Compactions, CompactedChunks, CacheBytes int64
+	// Readaheads counts the chunks read ahead into the cache (their GETs
+	// are in Gets too).
+	Readaheads int64
 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
 	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
 		PutBytes: h.putBytes.Load(), Deletes: h.deletes.Load(), Compactions: h.compactions.Load(),
-		CompactedChunks: h.compactedChunks.Load(), CacheBytes: h.cache.bytes()}
+		CompactedChunks: h.compactedChunks.Load(), CacheBytes: h.cache.bytes(), Readaheads: h.readaheads.Load()}
 }
 
 func (h *Host) fence() metastore.Fence {

@@ -576,6 +576,11 @@ func (p *Partition) read(offset int64, maxBytes int, bound int64) ([]byte, int64
 			return nil, offset, fmt.Errorf("%w: chunk %s@%d ends before offset %d", partition.ErrCorrupt, ch.Key, ch.Pos, ch.LastOffset)
 		}
 	}
+	if next < bound {
+		// Stopped by maxBytes inside the history: the next reads go on
+		// from next.
+		p.readAhead(next)
+	}
 	if out == nil {
 		out = []byte{}
 	}
@@ -633,8 +638,18 @@ func (p *Partition) addChunksLocked(chs []metastore.SharedChunk) {
 	}
 }
 
-// chunkBytes returns a chunk's bytes from the cache or one ranged read.
+// chunkBytes returns a chunk's bytes from the cache or one ranged read
+// (after the read-ahead of the chunk in flight, if there is one).
 func (h *Host) chunkBytes(ctx context.Context, ch metastore.SharedChunk) ([]byte, error) {
+	if b, ok := h.cache.get(ch.Key, ch.Pos); ok {
+		return b, nil
+	}
+	h.awaitReadahead(ctx, cacheKey{ch.Key, ch.Pos})
+	return h.fetchChunk(ctx, ch)
+}
+
+// fetchChunk is chunkBytes without waiting for a read-ahead.
+func (h *Host) fetchChunk(ctx context.Context, ch metastore.SharedChunk) ([]byte, error) {
 	if b, ok := h.cache.get(ch.Key, ch.Pos); ok {
 		return b, nil
 	}

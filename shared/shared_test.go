@@ -90,14 +90,18 @@ func (e *env) ctx() context.Context {
 
 // host registers broker id (a new incarnation each call, as a restart)
 // and starts a Host for it with a fresh cache.
-func (e *env) host(id int32, linger time.Duration) *Host {
+func (e *env) host(id int32, linger time.Duration, tweak ...func(*Config)) *Host {
 	e.t.Helper()
 	inc, err := e.cat.RegisterBroker(e.ctx(), metastore.Broker{ID: id, Role: metastore.RoleWrite})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	h := NewHost(Config{NodeID: id, Incarnation: func() uint64 { return inc }, Store: e.store, Catalog: e.cat,
-		UploadBytes: 1 << 20, Linger: linger, CacheBytes: 4 << 20, Logger: zerolog.New(io.Discard)})
+	cfg := Config{NodeID: id, Incarnation: func() uint64 { return inc }, Store: e.store, Catalog: e.cat,
+		UploadBytes: 1 << 20, Linger: linger, CacheBytes: 4 << 20, Logger: zerolog.New(io.Discard)}
+	for _, f := range tweak {
+		f(&cfg)
+	}
+	h := NewHost(cfg)
 	e.t.Cleanup(func() { h.Close() })
 	return h
 }

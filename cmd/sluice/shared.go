@@ -49,6 +49,7 @@ func openSharedStorage(cfg configs.Config, catalog *metastore.Client, incarnatio
 		UploadBytes: cfg.SharedUploadBytes,
 		Linger:      time.Duration(cfg.SharedUploadLingerMs) * time.Millisecond,
 		CacheBytes:  cfg.SharedCacheMemoryBytes,
+		Readahead:   int(cfg.SharedReadaheadChunks),
 		GCGrace:     time.Duration(cfg.SharedGCGraceMs) * time.Millisecond,
 		Compact: shared.CompactConfig{
 			Interval:    time.Duration(cfg.SharedCompactIntervalMs) * time.Millisecond,
@@ -76,6 +77,7 @@ func sharedMetrics(reg prometheus.Registerer, h *shared.Host) {
 		{"sluice_shared_compactions_total", "Merged objects this broker's compactor committed in place of runs of small chunks.", true, func(s shared.Stats) int64 { return s.Compactions }},
 		{"sluice_shared_compacted_chunks_total", "Chunks this broker's compactor replaced by merged ones.", true, func(s shared.Stats) int64 { return s.CompactedChunks }},
 		{"sluice_shared_gets_total", "Ranged reads of chunks from shared storage (cache misses; one GET each).", true, func(s shared.Stats) int64 { return s.Gets }},
+		{"sluice_shared_readaheads_total", "Chunks read ahead into the chunk cache for consumers reading history (shared.readahead.chunks; their GETs are in sluice_shared_gets_total).", true, func(s shared.Stats) int64 { return s.Readaheads }},
 		{"sluice_shared_cache_bytes", "Bytes of chunks the in-memory chunk cache holds (bounded by shared.cache.memory.bytes).", false, func(s shared.Stats) int64 { return s.CacheBytes }},
 	} {
 		v := m.value
