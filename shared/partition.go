@@ -29,6 +29,12 @@ const (
 	lookupChunks = 64
 )
 
+// maxKnownChunks bounds the chunk entries a partition keeps after looking
+// them up (some 100 bytes each): a reader walking a long history keeps a
+// window around where it reads, and looks up again what fell out of it.
+// A variable for tests.
+var maxKnownChunks = 4096
+
 // Partition is one shared-mode partition on this broker: its writer when
 // this broker holds the partition's claim, a reader otherwise. It
 // implements partition.Partition and partition.Storage.
@@ -623,7 +629,10 @@ func (p *Partition) floorLocked(offset int64) (metastore.SharedChunk, bool) {
 
 // addChunksLocked adds chunks the metastore answered (or this broker just
 // committed). A known chunk overlapping one of them was replaced by it
-// (the compactor merged it) and is forgotten.
+// (the compactor merged it) and is forgotten. Past maxKnownChunks it keeps
+// the window around the chunks just added, mostly after them (readers
+// move forward), and forgets the rest: floorLocked checks that the chunk
+// it finds holds the offset, so a chunk forgotten is looked up again.
 func (p *Partition) addChunksLocked(chs []metastore.SharedChunk) {
 	for _, ch := range chs {
 		i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].LastOffset >= ch.BaseOffset })
@@ -635,6 +644,11 @@ func (p *Partition) addChunksLocked(chs []metastore.SharedChunk) {
 			continue
 		}
 		p.chunks = slices.Replace(p.chunks, i, j, ch)
+	}
+	if len(p.chunks) > maxKnownChunks && len(chs) > 0 {
+		at := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].LastOffset >= chs[0].BaseOffset })
+		lo := max(0, min(at-maxKnownChunks/4, len(p.chunks)-maxKnownChunks))
+		p.chunks = slices.Clone(p.chunks[lo : lo+maxKnownChunks])
 	}
 }
 

@@ -77,3 +77,33 @@ func TestSharedReadahead(t *testing.T) {
 		t.Logf("read-ahead %d: %d GETs for %d chunks, %d read ahead", ahead, st.Gets, len(chunks), st.Readaheads)
 	}
 }
+
+// TestSharedKnownChunksBound: a reader walking a history longer than
+// maxKnownChunks keeps at most that many chunk entries, and reads every
+// record in order, forward and again from the start (chunks it forgot
+// looked up again).
+func TestSharedKnownChunksBound(t *testing.T) {
+	old := maxKnownChunks
+	maxKnownChunks = 8
+	defer func() { maxKnownChunks = old }()
+	e := newEnv(t)
+	p := e.open(e.host(1, time.Millisecond), 0)
+	var want []string
+	for i := 0; i < 3*lookupChunks/2; i++ {
+		tag := fmt.Sprintf("k%d", i)
+		e.produceObject(1, tag, p)
+		want = append(want, tag)
+	}
+	r := e.open(e.host(2, time.Millisecond), 0)
+	for round := 0; round < 2; round++ {
+		if got := values(t, r); !equal(got, want) {
+			t.Fatalf("round %d: %d records, want %d", round, len(got), len(want))
+		}
+		r.mu.Lock()
+		known := len(r.chunks)
+		r.mu.Unlock()
+		if known > maxKnownChunks {
+			t.Fatalf("round %d: the reader keeps %d chunk entries, bound %d", round, known, maxKnownChunks)
+		}
+	}
+}
