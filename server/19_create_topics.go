@@ -24,7 +24,9 @@ import (
 // explicit assignment only without counts and naming known brokers
 // (INVALID_REQUEST, INVALID_REPLICA_ASSIGNMENT), configs Sluice knows with
 // valid values (INVALID_CONFIG, also for a name or value longer than
-// config.value.max.bytes), and a free name (TOPIC_ALREADY_EXISTS). A
+// config.value.max.bytes), and a free name (TOPIC_ALREADY_EXISTS, read
+// after a barrier that makes this broker's cache current; REQUEST_TIMED_OUT
+// when the metastore cannot be reached for it: catalogSync). A
 // request adding more than max.partitions.per.request partitions in all
 // fails whole, and a topic that would take the cluster past
 // max.partitions fails, with POLICY_VIOLATION (admin_limits.go).
@@ -63,6 +65,7 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 	// DESCRIBE_CONFIGS on the topic (TopicConfigErrorCode otherwise).
 	clusterCreate := s.authorizeCluster(rc, acl.OpCreate)
 	var created []string
+	synced := s.catalogSync(rc, req.TimeoutMillis)
 	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v6.
 	mq := s.quotas.mutations(rc, req.Version >= 6)
 	for _, rt := range req.Topics {
@@ -105,6 +108,11 @@ func handleCreateTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			} else {
 				fail(kerr.InvalidRequest.Code, fmt.Sprintf("topic '%s' is reserved for Kafka's internal use", rt.Topic))
 			}
+			resp.Topics = append(resp.Topics, st)
+			continue
+		}
+		if err := synced(); err != nil {
+			fail(kerr.RequestTimedOut.Code, catalogSyncMessage)
 			resp.Topics = append(resp.Topics, st)
 			continue
 		}

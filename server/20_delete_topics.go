@@ -12,8 +12,10 @@ import (
 // DeleteTopics (key 20). Supported: v0-6.
 //
 // Semantics: deletes each named topic from the metastore, then its local
-// partitions and their data. Unknown names get UNKNOWN_TOPIC_OR_PARTITION,
-// unknown ids UNKNOWN_TOPIC_ID; an entry with both a name and an id is
+// partitions and their data. Names and ids are looked up after a barrier
+// that makes this broker's cache current (catalogSync; REQUEST_TIMED_OUT
+// when the metastore cannot be reached for it). Unknown names get
+// UNKNOWN_TOPIC_OR_PARTITION, unknown ids UNKNOWN_TOPIC_ID; an entry with both a name and an id is
 // INVALID_REQUEST.
 // Version notes: v1 throttle; v4+ flexible; v5 error message; v6 topics by
 // name or id.
@@ -32,6 +34,7 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 		}
 	}
 	deleted := false
+	synced := s.catalogSync(rc, req.TimeoutMillis)
 	// controller_mutation_rate: strict (THROTTLING_QUOTA_EXCEEDED) from v5.
 	mq := s.quotas.mutations(rc, req.Version >= 5)
 	for _, rt := range entries {
@@ -56,6 +59,8 @@ func handleDeleteTopics(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response
 			fail(kerr.TopicAuthorizationFailed.Code, "DELETE on the topic is required")
 		case (rt.Topic != nil && *rt.Topic == coordinator.OffsetsTopic || rt.Topic == nil && rt.TopicID == offsetsTopicID) && s.offsets != nil:
 			fail(kerr.TopicDeletionDisabled.Code, coordinator.OffsetsTopic+" is a read-only view of the committed offsets and cannot be deleted (DeleteGroups and OffsetDelete remove offsets)")
+		case synced() != nil:
+			fail(kerr.RequestTimedOut.Code, catalogSyncMessage)
 		case rt.Topic != nil:
 			if t, ok = s.catalog.TopicByName(*rt.Topic); !ok {
 				fail(kerr.UnknownTopicOrPartition.Code, "this server does not host this topic")

@@ -11,7 +11,9 @@ import (
 
 // CreatePartitions (key 37). Supported: v0-3.
 //
-// Semantics: grows a topic to Count partitions. Unknown topic:
+// Semantics: grows a topic to Count partitions. The topic is looked up
+// after a barrier that makes this broker's cache current (catalogSync;
+// REQUEST_TIMED_OUT when the metastore cannot be reached for it). Unknown topic:
 // UNKNOWN_TOPIC_OR_PARTITION; a count not above the current one:
 // INVALID_PARTITIONS; a topic named twice: INVALID_REQUEST; an explicit
 // assignment must give one list per new partition, naming distinct write
@@ -35,6 +37,11 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 	// max.partitions.per.request it fails whole (Kafka's controller
 	// answers POLICY_VIOLATION past its fixed 10,000 records).
 	var added int64
+	synced := s.catalogSync(rc, req.TimeoutMillis)
+	syncErr := error(nil)
+	if len(req.Topics) > 0 {
+		syncErr = synced()
+	}
 	for _, rt := range req.Topics {
 		if t, ok := s.catalog.TopicByName(rt.Topic); ok && rt.Count > int32(len(t.Partitions)) {
 			added += int64(rt.Count) - int64(len(t.Partitions))
@@ -72,6 +79,8 @@ func handleCreatePartitions(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Resp
 		case !s.authorizeTopic(rc, acl.OpAlter, rt.Topic):
 			// Kafka: ALTER on the topic, checked before existence.
 			fail(kerr.TopicAuthorizationFailed.Code, "ALTER on the topic is required")
+		case syncErr != nil:
+			fail(kerr.RequestTimedOut.Code, catalogSyncMessage)
 		case !ok:
 			fail(kerr.UnknownTopicOrPartition.Code, fmt.Sprintf("topic %s does not exist", rt.Topic))
 		case rt.Count <= int32(len(t.Partitions)):

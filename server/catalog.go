@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"sync"
+	"time"
 
 	"github.com/sluice-broker/sluice/metastore"
 )
@@ -19,6 +21,9 @@ type Catalog interface {
 	Topics() []metastore.Topic
 	TopicByName(name string) (metastore.Topic, bool)
 	TopicByID(id metastore.TopicID) (metastore.Topic, bool)
+	// Sync waits until the cache holds every write committed before the
+	// call (a read barrier through the metastore's leader).
+	Sync(ctx context.Context) error
 
 	// CreateTopic fails with metastore.ErrTopicExists if the name is taken.
 	CreateTopic(ctx context.Context, spec metastore.TopicSpec) (metastore.Topic, error)
@@ -55,3 +60,32 @@ type Catalog interface {
 	ClientQuotas() (uint64, []metastore.ClientQuota)
 	AlterClientQuotas(ctx context.Context, changes []metastore.QuotaChange) error
 }
+
+// catalogSync makes the cache current for the topic checks of one
+// CreateTopics, DeleteTopics or CreatePartitions request: whether a topic
+// exists and how many partitions it has are then read as of a moment
+// after the request arrived, as Kafka's controller reads them, and not
+// from a cache that may lag (a broker cut off from the metastore, or one
+// that has not yet seen a change made through another broker). The
+// barrier is taken once, when the first topic needs it, and waits at most
+// half the request's timeout (5 s when it gives none); an error means the
+// topic's state is unknown here, answered REQUEST_TIMED_OUT.
+func (s *Server) catalogSync(rc *reqCtx, timeoutMs int32) func() error {
+	var once sync.Once
+	var err error
+	return func() error {
+		once.Do(func() {
+			wait := 5 * time.Second
+			if timeoutMs > 0 {
+				wait = max(time.Duration(timeoutMs)*time.Millisecond/2, 500*time.Millisecond)
+			}
+			ctx, cancel := context.WithTimeout(rc.ctx(), wait)
+			defer cancel()
+			err = s.catalog.Sync(ctx)
+		})
+		return err
+	}
+}
+
+// catalogSyncMessage is the error message of a topic the barrier failed for.
+const catalogSyncMessage = "the metastore could not be reached to read the topic's current state"

@@ -64,7 +64,10 @@ import (
 // no record twice; every record a consumer saw present at the offset it
 // saw it (nothing a read broker served was lost later); no offset going
 // back within one consumer's assignment; every acknowledged record
-// delivered to the group.
+// delivered to the group; the group's committed offsets linearizable
+// (nemesis_lin_test.go); and the topic operations two admin clients send
+// meanwhile to random write brokers (create, delete, grow scratch topics)
+// linearizable per topic name (nemesis_topic_test.go).
 //
 // Every failure names the seed and the round. SLUICE_NEMESIS_SEED replays
 // a seed (the fault schedule; process timing differs), SLUICE_NEMESIS_ROUNDS
@@ -102,7 +105,7 @@ func TestClusterNemesis(t *testing.T) {
 	if v := os.Getenv("SLUICE_NEMESIS_MODE"); v != "" {
 		mode = v
 	}
-	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{}, lin: newNemLin(),
+	n := &nemesis{t: t, seed: seed, rounds: rounds, mode: mode, rng: rand.New(rand.NewPCG(seed, 0x5eed)), faults: map[string]int{}, lin: newNemLin(), topics: newNemTopics(),
 		kinds: []string{"kill", "kill", "pause", "reassign-crash", "meta-change"}}
 	n.run(rounds)
 }
@@ -186,6 +189,9 @@ type nemesis struct {
 	// lin: the group's commits and fetches, checked for linearizability
 	// at the end (nemesis_lin_test.go).
 	lin *nemLin
+	// topics: the scratch topics' creations, deletions and growths,
+	// checked for linearizability at the end (nemesis_topic_test.go).
+	topics *nemTopics
 }
 
 // wants says whether SLUICE_NEMESIS_FAULTS (unset: every fault) allows
@@ -381,6 +387,14 @@ func (n *nemesis) run(rounds int) {
 		}()
 	}
 
+	// Topic operations on scratch topics, through the write brokers.
+	stopTopics := make(chan struct{})
+	topicsDone := make(chan struct{})
+	go func() {
+		defer close(topicsDone)
+		n.topicWorkload(stopTopics, common)
+	}()
+
 	for r := 1; r <= rounds; r++ {
 		n.round.Store(int64(r))
 		n.oneRound(r)
@@ -394,6 +408,8 @@ func (n *nemesis) run(rounds int) {
 
 	// Final: producers stop and flush, the group catches up, and the
 	// whole log is read through the read brokers.
+	close(stopTopics)
+	<-topicsDone
 	close(stopProd)
 	prodWG.Wait()
 	for i, prod := range producers {
@@ -432,6 +448,11 @@ func (n *nemesis) run(rounds int) {
 		n.failf("%v", err)
 	} else {
 		t.Logf("NEMESIS committed offsets linearizable: %d commits and fetches checked", ops)
+	}
+	if ops, err := n.topics.check(2 * time.Minute); err != nil {
+		n.failf("%v", err)
+	} else {
+		t.Logf("NEMESIS topic metadata linearizable: %d creations, deletions and growths checked (%s)", ops, n.topics.summary())
 	}
 }
 
