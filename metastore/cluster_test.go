@@ -721,3 +721,65 @@ func TestClusterCommitOvertakenWhilePaused(t *testing.T) {
 		t.Fatalf("commit after the resume: %v", err)
 	}
 }
+
+// TestClusterStaleAppendCutsNothing: a MsgApp of an older term (a deposed
+// leader's, delivered late: the meta node paused 11.5 s in the nemesis
+// sent its queued appends when it resumed) reaches the new leader, whose
+// raft ignores it. The guard counted it as a possible cut of the log and
+// lowered its floor of the last index to the message's last entry (or the
+// commit index), so the next honest acknowledgement of an entry the
+// leader has but has not committed was refused as "ack_past_log", a
+// warning that reads like lost entries. A message of a term below the
+// node's cuts nothing and no longer lowers the floor.
+func TestClusterStaleAppendCutsNothing(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.ElectionTicks = 300 })
+	lead := c.waitLeader()
+	l := c.node(lead)
+	var fs []uint64
+	for _, id := range c.ids() {
+		if id != lead {
+			fs = append(fs, id)
+		}
+	}
+	st := l.Status()
+	if st.Term < 2 {
+		t.Fatalf("term %d: no older term to forge", st.Term)
+	}
+	commit := st.Commit
+	// The followers stop answering: the next entry stays uncommitted.
+	for _, f := range fs {
+		c.hub.Pause(f)
+	}
+	ctx, cancel := shortCtx(2 * time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l.Client().CreateTopic(ctx, TopicSpec{Name: "uncommitted", Partitions: 1})
+	}()
+	var last uint64
+	checkFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		last, _ = l.ms.LastIndex()
+		if last <= commit {
+			return fmt.Errorf("last index %d, commit %d", last, commit)
+		}
+		return nil
+	})
+	msg := func(typ pb.MessageType, term uint64) *pb.Message {
+		return &pb.Message{Type: new(typ), From: new(fs[0]), To: new(lead), Term: new(term)}
+	}
+	stale := msg(pb.MsgApp, st.Term-1)
+	stale.Index, stale.LogTerm = new(uint64(1)), new(uint64(1))
+	stale.Entries = []*pb.Entry{{Index: new(uint64(2)), Term: new(st.Term - 1)}}
+	ack := msg(pb.MsgAppResp, st.Term)
+	ack.Index = new(last)
+	l.HandleRaft(stale)
+	l.HandleRaft(ack)
+	if n := l.Refused()["ack_past_log"]; n != 0 {
+		t.Fatalf("an acknowledgement of index %d, which the leader has (commit %d), was refused as past its log after a stale append (%d refusals)", last, commit, n)
+	}
+	for _, f := range fs {
+		c.hub.Resume(f)
+	}
+	<-done
+}
