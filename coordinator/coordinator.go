@@ -531,6 +531,10 @@ func storeCode(err error) int16 {
 		return kerr.CoordinatorNotAvailable.Code
 	case errors.Is(err, metastore.ErrUnknownBroker):
 		return kerr.CoordinatorNotAvailable.Code
+	case errors.Is(err, metastore.ErrOvertaken):
+		// A commit a later one of this coordinator overtook in the
+		// metastore (not written); its caller had normally given up.
+		return kerr.CoordinatorNotAvailable.Code
 	case errors.Is(err, metastore.ErrFenced):
 		// Another broker may own the group now (this one's lease
 		// lapsed): the client looks the coordinator up again.

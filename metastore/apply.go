@@ -298,6 +298,9 @@ func (a *applier) apply(c *command) (r result) {
 		if err := a.checkFence(c); err != nil {
 			return fail(err)
 		}
+		if err := a.checkCommitOrder(c); err != nil {
+			return fail(err)
+		}
 		gb, err := a.tx.Bucket(bucketOffsets).CreateBucketIfNotExists([]byte(c.Group))
 		if err != nil {
 			panic(fmt.Sprintf("metastore: offsets bucket: %v", err))
@@ -715,6 +718,34 @@ func (a *applier) delShareOwners(group string) {
 
 func ownerValue(broker int32, inc uint64) []byte {
 	return binary.BigEndian.AppendUint64(brokerKey(broker), inc)
+}
+
+// A group's owner record is the owner's broker (4 bytes) and incarnation
+// (8), then, once the owner committed offsets with a write sequence, the
+// last such sequence applied (8; readers of the first 12 bytes ignore it).
+// A claim writes the record anew, without one.
+
+// checkCommitOrder refuses a fenced commit (checkFence passed: the record
+// is the committer's) whose write sequence is below the last one applied
+// for the group, and records a higher one. Commits without one (from a
+// version before it, or unfenced) are not ordered.
+func (a *applier) checkCommitOrder(c *command) error {
+	if c.Inc == 0 || c.WriteSeq == 0 {
+		return nil
+	}
+	gob := a.tx.Bucket(bucketGroupOwners)
+	v := gob.Get([]byte(c.Group))
+	var last uint64
+	if len(v) >= 20 {
+		last = binary.BigEndian.Uint64(v[12:20])
+	}
+	switch {
+	case c.WriteSeq < last:
+		return ErrOvertaken
+	case c.WriteSeq > last:
+		a.put(gob, []byte(c.Group), binary.BigEndian.AppendUint64(ownerValue(c.BrokerID, c.Inc), c.WriteSeq))
+	}
+	return nil
 }
 
 // liveOwner says whether an owner record still holds: its broker is

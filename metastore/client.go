@@ -318,9 +318,26 @@ func (c *Client) CommitOffsets(ctx context.Context, f Fence, group string, offse
 			offs[i].CommitTime = t
 		}
 	}
-	_, err := c.write(ctx, command{Op: opCommitOffsets, Group: group, Offsets: offs, BrokerID: f.Broker, Inc: f.Incarnation})
+	cmd := command{Op: opCommitOffsets, Group: group, Offsets: offs, BrokerID: f.Broker, Inc: f.Incarnation}
+	if f.Incarnation != 0 {
+		cmd.WriteSeq = commitSeq.Add(1)
+	}
+	_, err := c.write(ctx, cmd)
 	return err
 }
+
+// commitSeq numbers this process's fenced offset commits, in the order
+// they are sent. A coordinator sends a group's commits one at a time, each
+// after the previous one answered or timed out, but one that timed out may
+// still be applied later: it waited, unread, in the buffers of a meta node
+// that was stopped or stalled, which then runs it with the deadline it
+// carried, counted from when it reads it; or the node proposed it and raft
+// forwarded it late. Applied after a later commit of the same group, it
+// would take the group's offsets back; the metastore refuses it instead
+// (ErrOvertaken). A number is compared only with those of the same
+// coordinator (broker and incarnation: one process), so a process-wide
+// counter orders them.
+var commitSeq atomic.Uint64
 
 // FetchOffsets reads a group's committed offsets linearizably; tps nil means
 // all of the group's. Partitions with no commit are left out.

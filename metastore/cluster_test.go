@@ -653,3 +653,133 @@ func TestClusterMemberChangeRightAfterElection(t *testing.T) {
 		t.Fatalf("voters after the removal: %v", st.Voters)
 	}
 }
+
+// TestClusterCommitOvertakenWhilePaused: a coordinator's offset commit
+// reaches a meta node that then stops (SIGSTOP, a long stall) with the
+// request unread in its socket buffer. The coordinator gives up ("request
+// timed out, outcome unknown"), the consumer commits a later offset through
+// the next leader and is acknowledged. When the node resumes, it reads the
+// old request and runs it with the deadline it carried, counted from then:
+// it was applied after the newer commit, and the group's committed offset
+// went back (the nemesis: "committed offset 76085, below the commit of
+// 76646 acknowledged earlier", after a meta node was paused 11.5 s). The
+// metastore now refuses a coordinator's commit that a later one of the
+// same coordinator (broker and incarnation) for the group overtook.
+func TestClusterCommitOvertakenWhilePaused(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = time.Minute })
+	ctx := ctxT(t)
+	lead := c.waitLeader()
+	var others []uint64
+	for _, id := range c.ids() {
+		if id != lead {
+			others = append(others, id)
+		}
+	}
+	cl := c.hub.HubClient(100, lead) // reaches the leader only
+	defer cl.Close()
+	inc, err := cl.RegisterBroker(ctx, Broker{ID: 7, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := Fence{Broker: 7, Incarnation: inc}
+	if owner, err := cl.ClaimGroup(ctx, "grp", f); err != nil || owner != 7 {
+		t.Fatalf("claim %d %v", owner, err)
+	}
+	tp := TopicPartition{Topic: "t", Partition: 0}
+	commit := func(ctx context.Context, cl *Client, off int64) error {
+		return cl.CommitOffsets(ctx, f, "grp", []OffsetCommit{{TopicPartition: tp, Offset: off}})
+	}
+	if err := commit(ctx, cl, 10); err != nil {
+		t.Fatal(err)
+	}
+
+	c.hub.Pause(lead)
+	sctx, cancel := shortCtx(time.Second)
+	err = commit(sctx, cl, 20)
+	cancel()
+	if err == nil {
+		t.Fatal("a commit sent to the paused leader was answered")
+	}
+	c.waitLeader(others...)
+	cl2 := c.hub.HubClient(101, others...)
+	defer cl2.Close()
+	if err := commit(ctx, cl2, 30); err != nil {
+		t.Fatalf("commit through the new leader: %v", err)
+	}
+	c.hub.Resume(lead) // returns once the held commit of 20 ran
+	c.waitLeader()
+	c.waitConverged()
+	offs, err := cl2.FetchOffsets(ctx, "grp", []TopicPartition{tp})
+	if err != nil || len(offs) != 1 {
+		t.Fatalf("fetch: %+v %v", offs, err)
+	}
+	if offs[0].Offset != 30 {
+		t.Fatalf("committed offset %d after the paused node resumed, want 30: the commit of 20, whose caller gave up before 30 was committed, was applied after it", offs[0].Offset)
+	}
+	// The coordinator's next commit is not refused.
+	if err := commit(ctx, cl2, 40); err != nil {
+		t.Fatalf("commit after the resume: %v", err)
+	}
+}
+
+// TestClusterStaleAppendCutsNothing: a MsgApp of an older term (a deposed
+// leader's, delivered late: the meta node paused 11.5 s in the nemesis
+// sent its queued appends when it resumed) reaches the new leader, whose
+// raft ignores it. The guard counted it as a possible cut of the log and
+// lowered its floor of the last index to the message's last entry (or the
+// commit index), so the next honest acknowledgement of an entry the
+// leader has but has not committed was refused as "ack_past_log", a
+// warning that reads like lost entries. A message of a term below the
+// node's cuts nothing and no longer lowers the floor.
+func TestClusterStaleAppendCutsNothing(t *testing.T) {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.ElectionTicks = 300 })
+	lead := c.waitLeader()
+	l := c.node(lead)
+	var fs []uint64
+	for _, id := range c.ids() {
+		if id != lead {
+			fs = append(fs, id)
+		}
+	}
+	st := l.Status()
+	if st.Term < 2 {
+		t.Fatalf("term %d: no older term to forge", st.Term)
+	}
+	commit := st.Commit
+	// The followers stop answering: the next entry stays uncommitted.
+	for _, f := range fs {
+		c.hub.Pause(f)
+	}
+	ctx, cancel := shortCtx(2 * time.Second)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = l.Client().CreateTopic(ctx, TopicSpec{Name: "uncommitted", Partitions: 1})
+	}()
+	var last uint64
+	checkFor(t, 2*time.Second, 5*time.Millisecond, func() error {
+		last, _ = l.ms.LastIndex()
+		if last <= commit {
+			return fmt.Errorf("last index %d, commit %d", last, commit)
+		}
+		return nil
+	})
+	msg := func(typ pb.MessageType, term uint64) *pb.Message {
+		return &pb.Message{Type: new(typ), From: new(fs[0]), To: new(lead), Term: new(term)}
+	}
+	stale := msg(pb.MsgApp, st.Term-1)
+	stale.Index, stale.LogTerm = new(uint64(1)), new(uint64(1))
+	stale.Entries = []*pb.Entry{{Index: new(uint64(2)), Term: new(st.Term - 1)}}
+	ack := msg(pb.MsgAppResp, st.Term)
+	ack.Index = new(last)
+	l.HandleRaft(stale)
+	l.HandleRaft(ack)
+	if n := l.Refused()["ack_past_log"]; n != 0 {
+		t.Fatalf("an acknowledgement of index %d, which the leader has (commit %d), was refused as past its log after a stale append (%d refusals)", last, commit, n)
+	}
+	for _, f := range fs {
+		c.hub.Resume(f)
+	}
+	<-done
+}

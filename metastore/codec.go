@@ -19,12 +19,16 @@ import (
 //	per command:
 //	  uvarint seq
 //	  u8      kind: 0 = JSON command follows, 1 = commit_offsets,
-//	          2 = commit_offsets with a fence
+//	          2 = commit_offsets with a fence, 3 = commit_offsets with a
+//	          fence and the coordinator's write sequence
 //	  kind 0: uvarint length, JSON of command
 //	  kind 1: string group, uvarint n, n times:
 //	          string topic, varint partition, varint offset,
 //	          varint leader epoch, string metadata, varint commit time (unix ms)
 //	  kind 2: varint broker, uvarint incarnation, then as kind 1
+//	  kind 3: varint broker, uvarint incarnation, uvarint write sequence,
+//	          then as kind 1 (a member of a version before kind 3 cannot
+//	          decode it: upgrade every meta node before the brokers)
 //
 // where string is uvarint length + bytes. The decoder is sticky (franz-go
 // kbin style): reads past the end set an error checked once; lengths are
@@ -41,7 +45,12 @@ func encodeBatchBinary(b *proposalBatch) []byte {
 		c := &b.Cmds[i]
 		out = binary.AppendUvarint(out, c.Seq)
 		if c.Op == opCommitOffsets {
-			if c.Inc != 0 {
+			if c.WriteSeq != 0 {
+				out = append(out, 3)
+				out = binary.AppendVarint(out, int64(c.BrokerID))
+				out = binary.AppendUvarint(out, c.Inc)
+				out = binary.AppendUvarint(out, c.WriteSeq)
+			} else if c.Inc != 0 {
 				out = append(out, 2)
 				out = binary.AppendVarint(out, int64(c.BrokerID))
 				out = binary.AppendUvarint(out, c.Inc)
@@ -176,10 +185,13 @@ func decodeBatchBinary(data []byte) (*proposalBatch, error) {
 			}
 			c.Seq = seq
 			b.Cmds = append(b.Cmds, c)
-		case 1, 2:
+		case 1, 2, 3:
 			c := command{Seq: seq, Op: opCommitOffsets}
-			if kind == 2 {
+			if kind >= 2 {
 				c.BrokerID, c.Inc = int32(r.varint()), r.uvarint()
+			}
+			if kind == 3 {
+				c.WriteSeq = r.uvarint()
 			}
 			c.Group = r.str()
 			m := r.count(6)

@@ -19,6 +19,9 @@ func TestBatchCodecRoundTrip(t *testing.T) {
 		{Seq: 3, Op: opCommitOffsets, Group: "fenced", BrokerID: 12, Inc: 1 << 33, Offsets: []OffsetCommit{
 			{TopicPartition: TopicPartition{"t", 0}, Offset: 5, CommitTime: time.UnixMilli(1700000000000).UTC()},
 		}},
+		{Seq: 4, Op: opCommitOffsets, Group: "ordered", BrokerID: 12, Inc: 1 << 33, WriteSeq: 1 << 50, Offsets: []OffsetCommit{
+			{TopicPartition: TopicPartition{"t", 1}, Offset: 6, CommitTime: time.UnixMilli(1700000000000).UTC()},
+		}},
 	}}
 	b.Cmds[0].Offsets[1].CommitTime = time.UnixMilli(0).UTC()
 	got, err := decodeBatch(encodeBatch(b))

@@ -99,12 +99,16 @@ type command struct {
 	ISR []int32 `json:"isr,omitempty"`
 	// Leaders is set_partition_leaders' changes, each applied as a
 	// set_partition_leader of its partition would be.
-	Leaders []LeaderChange   `json:"ldrs,omitempty"`
-	Group   string           `json:"g,omitempty"`
-	Offsets []OffsetCommit   `json:"offs,omitempty"`
-	TPs     []TopicPartition `json:"tps,omitempty"`
-	State   []byte           `json:"state,omitempty"`
-	Count   int64            `json:"count,omitempty"`
+	Leaders []LeaderChange `json:"ldrs,omitempty"`
+	Group   string         `json:"g,omitempty"`
+	Offsets []OffsetCommit `json:"offs,omitempty"`
+	// WriteSeq orders a fenced commit_offsets among the commits of the
+	// same coordinator (BrokerID, Inc): apply refuses one below the last
+	// it applied for the group (ErrOvertaken; apply.go).
+	WriteSeq uint64           `json:"wseq,omitempty"`
+	TPs      []TopicPartition `json:"tps,omitempty"`
+	State    []byte           `json:"state,omitempty"`
+	Count    int64            `json:"count,omitempty"`
 	// Target is a reassignment's voter set; Cancel and FixedRF qualify
 	// alter_reassignment (reassign.go).
 	Target  []int32 `json:"tgt,omitempty"`
@@ -232,6 +236,7 @@ var errCodes = map[string]error{
 	"txn_fenced":        ErrTxnFenced,
 	"txn_producer":      ErrTxnUnknownProducer,
 	"txn_concurrent":    ErrTxnConcurrent,
+	"overtaken":         ErrOvertaken,
 }
 
 var (

@@ -59,4 +59,11 @@ var (
 	// ErrNotInSync: an async claim by a write replica that is not in the
 	// ISR the partition's master last reported (only a clean election).
 	ErrNotInSync = errors.New("metastore: not in the partition's ISR")
+	// ErrOvertaken: a group coordinator's offset commit that reached the
+	// log after a later commit of the same coordinator (broker and
+	// incarnation) for the group, and is refused: applying it would take
+	// the group's offsets back. Its caller had given up on it (the
+	// coordinator sends a group's commits one at a time), so it normally
+	// reaches no one.
+	ErrOvertaken = errors.New("metastore: a later commit of the same coordinator for the group was applied first")
 )

@@ -52,9 +52,9 @@ var msgRefusalNames = []string{"type", "to", "from", "term", "commit_past_log", 
 // it), the floor.
 //
 // Raft's log (stored and not yet stored entries) grows by proposals and
-// appends, and shrinks only by a peer's MsgApp or MsgSnap (a conflicting
-// tail cut, a snapshot restored), which are stepped here, one at a time
-// (stepMu). After one, raft's last index is at least the message's last
+// appends, and shrinks only by a peer's MsgApp or MsgSnap of the node's
+// term or a later one (a conflicting tail cut, a snapshot restored), which
+// are stepped here, one at a time (stepMu). After one, raft's last index is at least the message's last
 // entry (accepted) or unchanged (rejected), and never below the commit
 // index: the floor is lowered to that, and cuts counted, both before the
 // message is handed to raft and again after. A Ready holds the effect of
@@ -319,9 +319,20 @@ func (n *Node) HandleRaft(m *pb.Message) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	g.cut(m)
+	// A MsgApp or MsgSnap of a term below this node's (a deposed
+	// leader's, delivered late) is answered without touching the log:
+	// it cuts nothing. Counted as a cut, it would lower the floor under
+	// entries the log has, and an honest acknowledgement of them would
+	// be refused until the next Ready. n.term is the last hard state's,
+	// at most raft's own.
+	cuts := m.GetTerm() >= n.term.Load()
+	if cuts {
+		g.cut(m)
+	}
 	_ = n.rn.Step(ctx, m)
-	g.cut(m)
+	if cuts {
+		g.cut(m)
+	}
 }
 
 func (n *Node) refuseMsg(why int, m *pb.Message) {

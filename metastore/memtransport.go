@@ -12,7 +12,8 @@ import (
 
 // Hub is an in-memory network for tests (NATS raft_transport_helpers_test.go
 // style): every node gets a HubTransport from it, and the hub can partition
-// nodes, drop, delay and duplicate raft messages, and run a hook on each one.
+// nodes, drop, delay and duplicate raft messages, run a hook on each one,
+// and pause a node (Pause).
 // Raft messages are marshalled and unmarshalled on the way, as on a wire, so
 // no memory is shared between nodes. Clients (HubClient) are endpoints too
 // and are partitioned like nodes.
@@ -26,11 +27,62 @@ type Hub struct {
 	delayHi time.Duration
 	onSend  func(from, to uint64, m *pb.Message) bool
 	rng     *rand.Rand
+	// paused nodes (Pause) and what waits for each: raft messages and
+	// requests sent to it, in the order they arrived.
+	paused map[uint64]bool
+	held   map[uint64][]func(*sync.WaitGroup)
 }
 
 // NewHub makes an empty network.
 func NewHub(seed int64) *Hub {
-	return &Hub{eps: map[uint64]*HubTransport{}, cut: map[[2]uint64]bool{}, rng: rand.New(rand.NewSource(seed))}
+	return &Hub{eps: map[uint64]*HubTransport{}, cut: map[[2]uint64]bool{}, rng: rand.New(rand.NewSource(seed)),
+		paused: map[uint64]bool{}, held: map[uint64][]func(*sync.WaitGroup){}}
+}
+
+// Pause makes node id look, to the network, like a stopped process
+// (SIGSTOP, a long stall): what it sends is lost, and what is sent to it,
+// raft messages and requests, waits as in its socket buffers until Resume.
+// A caller whose request waits gives up at its own deadline, not knowing
+// whether the request will run; at Resume it runs with the deadline it
+// carried (Request.TimeoutMs), counted from then, as a TCP server counts
+// it from when it reads the frame. The node itself keeps running (its
+// raft ticks: a paused leader steps down, CheckQuorum).
+func (h *Hub) Pause(id uint64) {
+	h.mu.Lock()
+	h.paused[id] = true
+	h.mu.Unlock()
+}
+
+// Resume delivers what waited for node id, in order, and returns once the
+// requests among it have been answered.
+func (h *Hub) Resume(id uint64) {
+	h.mu.Lock()
+	delete(h.paused, id)
+	held := h.held[id]
+	delete(h.held, id)
+	h.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, fn := range held {
+		fn(&wg)
+	}
+	wg.Wait()
+}
+
+func (h *Hub) isPaused(id uint64) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.paused[id]
+}
+
+// hold keeps fn for Resume if node to is paused.
+func (h *Hub) hold(to uint64, fn func(*sync.WaitGroup)) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.paused[to] {
+		return false
+	}
+	h.held[to] = append(h.held[to], fn)
+	return true
 }
 
 // Transport returns the endpoint for node id (a new one each call: a
@@ -190,6 +242,9 @@ func (t *HubTransport) Start(h Handler) error {
 
 // Send implements Transport.
 func (t *HubTransport) Send(msgs []*pb.Message) {
+	if t.hub.isPaused(t.id) {
+		return // a stopped process sends nothing
+	}
 	for _, m := range msgs {
 		to := m.GetTo()
 		dst, copies, delay := t.hub.route(t.id, to, m)
@@ -216,6 +271,9 @@ func (t *HubTransport) Send(msgs []*pb.Message) {
 				if isSnap && i == 0 {
 					t.h.ReportSnapshot(to, ok)
 				}
+			}
+			if t.hub.hold(to, func(*sync.WaitGroup) { deliver() }) {
+				continue
 			}
 			if delay > 0 {
 				time.AfterFunc(delay, deliver)
@@ -252,9 +310,33 @@ func (h *Hub) call(ctx context.Context, from, to uint64, req *Request) (*Respons
 	if dst == nil || dst.h == nil {
 		return nil, ErrUnreachable
 	}
+	if h.isPaused(from) {
+		return nil, ErrUnreachable // a stopped process sends nothing
+	}
 	if delay > 0 {
 		select {
 		case <-time.After(delay):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	// To a paused node: the request waits for Resume, and runs then with
+	// the deadline it carries (no context crosses a wire).
+	ch := make(chan *Response, 1)
+	fwd := *req
+	if h.hold(to, func(wg *sync.WaitGroup) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ch <- dst.h.HandleRequest(context.Background(), &fwd)
+		}()
+	}) {
+		select {
+		case resp := <-ch:
+			if h.isCut(to, from) {
+				return nil, ErrTimeout
+			}
+			return resp, nil
 		case <-ctx.Done():
 			return nil, ctx.Err()
 		}
