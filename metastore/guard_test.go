@@ -276,7 +276,8 @@ func FuzzMetaReceive(f *testing.F) {
 func TestTCPBoundsConnections(t *testing.T) {
 	cfg := testConfig(t, 1, t.TempDir())
 	tr := NewTCPTransport(1, "127.0.0.1:0", cfg.Logger)
-	tr.bounds = portBounds{maxConns: 8, maxHandshaking: 3, firstFrame: 2 * time.Second, idle: 2 * time.Second}
+	tr.bounds = portBounds{maxConns: 8, maxHandshaking: 3, firstFrame: 2 * time.Second, idle: 2 * time.Second,
+		queuedBytes: QueuedMaxRequestBytes, frameBody: FrameBodyTimeout}
 	cfg.Transport = tr
 	n, err := Open(cfg)
 	if err != nil {
@@ -313,6 +314,15 @@ func TestTCPBoundsConnections(t *testing.T) {
 		closedWithin(c, 10*time.Second)
 	}
 	waitRefused(t, n, map[string]int64{"busy": 1, "handshake": 3})
+	// The refusals are counted before the closed connections' serving
+	// ends: wait until none is left, or one of them would still take a
+	// place below the connection bound.
+	checkFor(t, 5*time.Second, 10*time.Millisecond, func() error {
+		if n := tr.ln.Open(); n != 0 {
+			return fmt.Errorf("%d connections still served", n)
+		}
+		return nil
+	})
 
 	// Up to the connection bound, each past its first frame (a request
 	// frame that decodes: a status call).
@@ -328,6 +338,15 @@ func TestTCPBoundsConnections(t *testing.T) {
 		c := dial()
 		req(c)
 		open = append(open, c)
+		// Past its handshake before the next is dialled: more than
+		// maxHandshaking at once would be closed as busy, leaving a
+		// place below the connection bound.
+		checkFor(t, 5*time.Second, 5*time.Millisecond, func() error {
+			if n := tr.ln.Handshaking(); n != 0 {
+				return fmt.Errorf("%d connections handshaking", n)
+			}
+			return nil
+		})
 	}
 	time.Sleep(100 * time.Millisecond)
 	if d := closedWithin(dial(), 5*time.Second); d > time.Second {

@@ -401,7 +401,9 @@ func serveFrames(wc *wireConn, h Handler, closed <-chan struct{}, limit func(kin
 			if held, ok = budget.Take(int64(n), closed); !ok {
 				return false
 			}
-			_ = wc.c.SetReadDeadline(time.Now().Add(frameBody))
+			if frameBody > 0 {
+				_ = wc.c.SetReadDeadline(time.Now().Add(frameBody))
+			}
 			return true
 		}
 		kind, payload, err := wc.readFrame(limit, admit)

@@ -59,6 +59,10 @@ func Listen(addr string, cfg ListenConfig) (*Listener, error) {
 // Addr is the bound address.
 func (l *Listener) Addr() net.Addr { return l.ln.Addr() }
 
+// Open is how many accepted connections are being served (what MaxConns
+// bounds).
+func (l *Listener) Open() int { return int(l.open.Load()) }
+
 // Handshaking is the number of accepted connections in their handshake.
 func (l *Listener) Handshaking() int { return int(l.handshaking.Load()) }
 
