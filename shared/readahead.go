@@ -2,8 +2,8 @@ package shared
 
 import (
 	"context"
-
-	"github.com/sluice-broker/sluice/metastore"
+	"slices"
+	"sort"
 )
 
 // readaheadMax bounds the read-aheads in flight on one Host: each holds a
@@ -23,15 +23,8 @@ func (p *Partition) readAhead(offset int64) {
 		return
 	}
 	p.mu.Lock()
-	var want []metastore.SharedChunk
-	for _, ch := range p.chunks {
-		if len(want) == n {
-			break
-		}
-		if ch.LastOffset >= offset {
-			want = append(want, ch)
-		}
-	}
+	i := sort.Search(len(p.chunks), func(i int) bool { return p.chunks[i].LastOffset >= offset })
+	want := slices.Clone(p.chunks[i:min(i+n, len(p.chunks))])
 	p.mu.Unlock()
 	for _, ch := range want {
 		k := cacheKey{ch.Key, ch.Pos}

@@ -20,10 +20,79 @@ import (
 // a lost connection, an error that does not say the write was refused)
 // returns at +infinity: the checker may place it anywhere after its call,
 // including after everything else, that is never.
-type nemLin struct {
+type nemLin struct{ nemHistory }
+
+// nemHistory is a history for porcupine, shared by the nemesis's checkers:
+// operations with their call and return times in nanoseconds since the
+// history began.
+type nemHistory struct {
 	start time.Time
 	mu    sync.Mutex
 	ops   []porcupine.Operation
+}
+
+func (h *nemHistory) clock() int64 { return int64(time.Since(h.start)) }
+
+func (h *nemHistory) add(op porcupine.Operation) {
+	h.mu.Lock()
+	h.ops = append(h.ops, op)
+	h.mu.Unlock()
+}
+
+// check runs porcupine with model over the history (bounded by timeout):
+// an error names, by label, the model's partitions whose own history no
+// order explains, with their last operations by call time; a check that
+// ran out of time is reported as such, not as a pass. what names the
+// operations ("offset") and whole the property and its verb ("committed
+// offsets are").
+func (h *nemHistory) check(model porcupine.Model, what, whole string, label func(part []porcupine.Operation) string, timeout time.Duration) (int, error) {
+	h.mu.Lock()
+	ops := append([]porcupine.Operation(nil), h.ops...)
+	h.mu.Unlock()
+	switch porcupine.CheckOperationsTimeout(model, ops, timeout) {
+	case porcupine.Ok:
+		return len(ops), nil
+	case porcupine.Unknown:
+		return len(ops), fmt.Errorf("the linearizability check of %d %s operations did not finish within %v", len(ops), what, timeout)
+	}
+	var bad []string
+	for _, part := range model.Partition(ops) {
+		if porcupine.CheckOperationsTimeout(model, part, timeout) != porcupine.Illegal {
+			continue
+		}
+		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
+		var last []string
+		for _, op := range part[max(0, len(part)-12):] {
+			ret := "?"
+			if op.Return != math.MaxInt64 {
+				ret = time.Duration(op.Return).String()
+			}
+			last = append(last, fmt.Sprintf("[%v,%s] client %d %s", time.Duration(op.Call), ret, op.ClientId,
+				model.DescribeOperation(op.Input, op.Output)))
+		}
+		bad = append(bad, fmt.Sprintf("%s (%d operations; the last: %v)", label(part), len(part), last))
+	}
+	return len(ops), fmt.Errorf("%s not linearizable: %v", whole, bad)
+}
+
+// partitionOpsBy splits a history by key, in key order (a porcupine
+// Model's Partition).
+func partitionOpsBy(h []porcupine.Operation, key func(porcupine.Operation) string) [][]porcupine.Operation {
+	by := map[string][]porcupine.Operation{}
+	for _, op := range h {
+		k := key(op)
+		by[k] = append(by[k], op)
+	}
+	keys := make([]string, 0, len(by))
+	for k := range by {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([][]porcupine.Operation, 0, len(keys))
+	for _, k := range keys {
+		out = append(out, by[k])
+	}
+	return out
 }
 
 type nemLinIn struct {
@@ -40,9 +109,7 @@ type nemLinOut struct {
 // are 0, 1, ...).
 const nemLinFetcher = 100
 
-func newNemLin() *nemLin { return &nemLin{start: time.Now()} }
-
-func (l *nemLin) clock() int64 { return int64(time.Since(l.start)) }
+func newNemLin() *nemLin { return &nemLin{nemHistory{start: time.Now()}} }
 
 // commitRefused: errors with which the coordinator refuses a commit without
 // writing it (Kafka's group coordinator checks these before the write).
@@ -69,38 +136,20 @@ func (l *nemLin) commit(client int, tp nemTP, offset, call int64, err error) {
 	if err != nil {
 		ret = math.MaxInt64
 	}
-	l.mu.Lock()
-	l.ops = append(l.ops, porcupine.Operation{ClientId: client, Input: nemLinIn{tp: tp, value: offset},
+	l.add(porcupine.Operation{ClientId: client, Input: nemLinIn{tp: tp, value: offset},
 		Call: call, Output: nemLinOut{}, Return: ret})
-	l.mu.Unlock()
 }
 
 // fetch records a successful fetch of tp's committed offset, called at call.
 func (l *nemLin) fetch(client int, tp nemTP, value, call int64) {
 	ret := l.clock()
-	l.mu.Lock()
-	l.ops = append(l.ops, porcupine.Operation{ClientId: client, Input: nemLinIn{fetch: true, tp: tp},
+	l.add(porcupine.Operation{ClientId: client, Input: nemLinIn{fetch: true, tp: tp},
 		Call: call, Output: nemLinOut{value: value}, Return: ret})
-	l.mu.Unlock()
 }
 
 var nemLinModel = porcupine.Model{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[nemTP][]porcupine.Operation{}
-		for _, op := range h {
-			tp := op.Input.(nemLinIn).tp
-			by[tp] = append(by[tp], op)
-		}
-		keys := make([]nemTP, 0, len(by))
-		for tp := range by {
-			keys = append(keys, tp)
-		}
-		sort.Slice(keys, func(i, j int) bool { return keys[i].String() < keys[j].String() })
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
+		return partitionOpsBy(h, func(op porcupine.Operation) string { return op.Input.(nemLinIn).tp.String() })
 	},
 	// A partition with no commit yet is fetched as nothing, which the
 	// recorder leaves out, so the first state is "no value".
@@ -125,34 +174,9 @@ var nemLinModel = porcupine.Model{
 // names the partitions whose history no order explains; a check that ran
 // out of time is reported as such, not as a pass.
 func (l *nemLin) check(timeout time.Duration) (ops int, err error) {
-	l.mu.Lock()
-	h := append([]porcupine.Operation(nil), l.ops...)
-	l.mu.Unlock()
-	res := porcupine.CheckOperationsTimeout(nemLinModel, h, timeout)
-	switch res {
-	case porcupine.Ok:
-		return len(h), nil
-	case porcupine.Unknown:
-		return len(h), fmt.Errorf("the linearizability check of %d offset operations did not finish within %v", len(h), timeout)
-	}
-	var bad []string
-	// Name the partitions whose own history fails, each checked alone.
-	for _, part := range nemLinModel.Partition(h) {
-		if porcupine.CheckOperationsTimeout(nemLinModel, part, timeout) == porcupine.Illegal {
-			tp := part[0].Input.(nemLinIn).tp
-			var ops []string
-			for _, op := range part[max(0, len(part)-12):] {
-				ret := "?"
-				if op.Return != math.MaxInt64 {
-					ret = time.Duration(op.Return).String()
-				}
-				ops = append(ops, fmt.Sprintf("[%v,%s] client %d %s", time.Duration(op.Call), ret, op.ClientId,
-					nemLinModel.DescribeOperation(op.Input, op.Output)))
-			}
-			bad = append(bad, fmt.Sprintf("%s (%d operations; the last: %v)", tp, len(part), ops))
-		}
-	}
-	return len(h), fmt.Errorf("committed offsets are not linearizable: %v", bad)
+	return l.nemHistory.check(nemLinModel, "offset", "committed offsets are", func(part []porcupine.Operation) string {
+		return part[0].Input.(nemLinIn).tp.String()
+	}, timeout)
 }
 
 // TestNemesisLinearizabilityChecker: the nemesis's offset checker passes

@@ -35,11 +35,7 @@ import (
 // error that does not say the write was refused) returns at +infinity, as
 // in nemLin: it took effect at some moment after its call, doing what it
 // does to the register then, or never.
-type nemTopics struct {
-	start time.Time
-	mu    sync.Mutex
-	ops   []porcupine.Operation
-}
+type nemTopics struct{ nemHistory }
 
 type nemTopicOp int
 
@@ -62,9 +58,7 @@ type nemTopicOut struct {
 	unknown bool
 }
 
-func newNemTopics() *nemTopics { return &nemTopics{start: time.Now()} }
-
-func (l *nemTopics) clock() int64 { return int64(time.Since(l.start)) }
+func newNemTopics() *nemTopics { return &nemTopics{nemHistory{start: time.Now()}} }
 
 // nemTopicRefused: answers that refuse the request before any write and
 // say nothing about the topic's state (dropped from the history).
@@ -94,9 +88,7 @@ func (l *nemTopics) record(client int, in nemTopicIn, call int64, code int16, er
 	case nemTopicRefused(code):
 		return
 	}
-	l.mu.Lock()
-	l.ops = append(l.ops, porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
-	l.mu.Unlock()
+	l.add(porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret})
 }
 
 // summary counts the recorded operations by kind and answer.
@@ -148,21 +140,7 @@ func nemTopicStep(s int32, in nemTopicIn) (int32, int16) {
 
 var nemTopicModel = porcupine.Model{
 	Partition: func(h []porcupine.Operation) [][]porcupine.Operation {
-		by := map[string][]porcupine.Operation{}
-		for _, op := range h {
-			topic := op.Input.(nemTopicIn).topic
-			by[topic] = append(by[topic], op)
-		}
-		keys := make([]string, 0, len(by))
-		for k := range by {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		out := make([][]porcupine.Operation, 0, len(keys))
-		for _, k := range keys {
-			out = append(out, by[k])
-		}
-		return out
+		return partitionOpsBy(h, func(op porcupine.Operation) string { return op.Input.(nemTopicIn).topic })
 	},
 	// The names are new to the cluster: no topic at first.
 	Init: func() any { return int32(0) },
@@ -197,33 +175,9 @@ var nemTopicModel = porcupine.Model{
 // names the topics whose history no order explains, with their last
 // operations; a check that ran out of time is reported as such.
 func (l *nemTopics) check(timeout time.Duration) (ops int, err error) {
-	l.mu.Lock()
-	h := append([]porcupine.Operation(nil), l.ops...)
-	l.mu.Unlock()
-	switch porcupine.CheckOperationsTimeout(nemTopicModel, h, timeout) {
-	case porcupine.Ok:
-		return len(h), nil
-	case porcupine.Unknown:
-		return len(h), fmt.Errorf("the linearizability check of %d topic operations did not finish within %v", len(h), timeout)
-	}
-	var bad []string
-	for _, part := range nemTopicModel.Partition(h) {
-		if porcupine.CheckOperationsTimeout(nemTopicModel, part, timeout) != porcupine.Illegal {
-			continue
-		}
-		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
-		var ops []string
-		for _, op := range part[max(0, len(part)-12):] {
-			ret := "?"
-			if op.Return != math.MaxInt64 {
-				ret = time.Duration(op.Return).String()
-			}
-			ops = append(ops, fmt.Sprintf("[%v,%s] client %d %s", time.Duration(op.Call), ret, op.ClientId,
-				nemTopicModel.DescribeOperation(op.Input, op.Output)))
-		}
-		bad = append(bad, fmt.Sprintf("%s (%d operations; the last: %v)", part[0].Input.(nemTopicIn).topic, len(part), ops))
-	}
-	return len(h), fmt.Errorf("topic metadata is not linearizable: %v", bad)
+	return l.nemHistory.check(nemTopicModel, "topic", "topic metadata is", func(part []porcupine.Operation) string {
+		return part[0].Input.(nemTopicIn).topic
+	}, timeout)
 }
 
 const (
