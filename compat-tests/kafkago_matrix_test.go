@@ -11,21 +11,23 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
-
-	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
 // TestKafkaGoMatrix runs the basic and admin scenarios of the matrix with
 // segmentio/kafka-go (Writer, Reader, Client; in-process). kafka-go has no
 // idempotent producer. group-rebalance runs with its ConsumerGroup;
 // group-commit-resume is covered by groups_kafkago_test.go.
-func TestKafkaGoMatrix(t *testing.T) {
+func TestKafkaGoMatrix(t *testing.T) { testKafkaGoMatrix(t, false) }
+
+// TestSharedMatrixKafkaGo runs the basic scenarios of TestKafkaGoMatrix on shared-mode topics
+// (shared_matrix_test.go).
+func TestSharedMatrixKafkaGo(t *testing.T) { testKafkaGoMatrix(t, true) }
+
+func testKafkaGoMatrix(t *testing.T, shared bool) {
 	t.Parallel()
 	const client = "kafka-go"
-	b := harness.Start(t, autoCreateOff())
+	b, p, sharedDir := matrixBroker(t, shared, "kg")
 	addr := b.KafkaAddr
-	const p = "kg"
-	prepareBasic(t, addr, p)
 	kc := &kafkago.Client{Addr: kafkago.TCP(addr), Timeout: 15 * time.Second}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -207,6 +209,10 @@ func TestKafkaGoMatrix(t *testing.T) {
 		}
 		return nil
 	})
+	if shared {
+		recordSharedResults(t, client, r.res, checkShared(t, addr, p, sharedDir))
+		return
+	}
 	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
 
 	r = &toolRun{res: map[string]scenarioResult{}}

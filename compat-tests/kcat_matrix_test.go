@@ -13,26 +13,34 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
 // TestKcatMatrix runs the basic scenarios, txn-commit-abort and
 // txn-fencing of the matrix with kcat 1.7.1 (librdkafka 2.0.2), one kcat
 // process per step. kcat has no admin commands; its groups are covered by
 // groups_kcat_test.go.
-func TestKcatMatrix(t *testing.T) {
+func TestKcatMatrix(t *testing.T) { testKcatMatrix(t, false) }
+
+// TestSharedMatrixKcat runs the basic scenarios of TestKcatMatrix on
+// shared-mode topics (shared_matrix_test.go).
+func TestSharedMatrixKcat(t *testing.T) { testKcatMatrix(t, true) }
+
+func testKcatMatrix(t *testing.T, shared bool) {
 	t.Parallel()
 	const client = "kcat"
 	_, err := exec.LookPath("kcat")
 	// txn-offsets is not expressible with kcat (compatmatrix).
 	kcatTxn := []string{"txn-commit-abort", "txn-fencing"}
-	requireToolMatrix(t, client, slices.Concat(basicScenarios, kcatTxn), err == nil, "kcat")
-	b := harness.Start(t, autoCreateOff())
+	if shared {
+		requireToolMatrix(t, client, sharedRows(), err == nil, "kcat")
+	} else {
+		requireToolMatrix(t, client, slices.Concat(basicScenarios, kcatTxn), err == nil, "kcat")
+	}
+	b, p, sharedDir := matrixBroker(t, shared, "kc")
 	addr := b.KafkaAddr
-	const p = "kc"
-	prepareBasic(t, addr, p)
-	prepareTxn(t, addr, p)
+	if !shared {
+		prepareTxn(t, addr, p)
+	}
 	run := func(stdin string, args ...string) (string, string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 40*time.Second)
 		defer cancel()
@@ -202,6 +210,10 @@ func TestKcatMatrix(t *testing.T) {
 		}
 		return nil
 	})
+	if shared {
+		recordSharedResults(t, client, r.res, checkShared(t, addr, p, sharedDir))
+		return
+	}
 	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
 
 	// txn-commit-abort: kcat -P with transactional.id sends everything it

@@ -200,19 +200,39 @@ func recordResults(t *testing.T, client string, expected []string, res map[strin
 	}
 }
 
-// basicTopics creates the topics of the basic group for prefix p, and the
+// prepareBasic creates the topics of the basic group for prefix p, and the
 // 10 records of p-cons (values c-<i>, timestamps tsBase+i*1000).
-func prepareBasic(t *testing.T, addr, p string) {
+func prepareBasic(t *testing.T, addr, p string) { prepareBasicWith(t, addr, p, nil) }
+
+// basicTopicSuffixes are the topics prepareBasic creates, p-<suffix>.
+var basicTopicSuffixes = []string{"meta", "acks0", "acks1", "acksall", "idem", "fields", "cons", "big"}
+
+// prepareBasicWith is prepareBasic with configs set on every topic it
+// creates (the shared-mode rows: replication.mode=shared).
+func prepareBasicWith(t *testing.T, addr, p string, configs map[string]*string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	adm := newAdmin(t, addr)
-	createTopic(ctx, t, adm, p+"-meta", 3, nil)
+	with := func(extra map[string]*string) map[string]*string {
+		if len(configs) == 0 && len(extra) == 0 {
+			return nil
+		}
+		m := map[string]*string{}
+		for k, v := range configs {
+			m[k] = v
+		}
+		for k, v := range extra {
+			m[k] = v
+		}
+		return m
+	}
+	createTopic(ctx, t, adm, p+"-meta", 3, with(nil))
 	for _, s := range []string{"acks0", "acks1", "acksall", "idem", "fields", "cons"} {
-		createTopic(ctx, t, adm, p+"-"+s, 1, nil)
+		createTopic(ctx, t, adm, p+"-"+s, 1, with(nil))
 	}
 	mmb := "100000"
-	createTopic(ctx, t, adm, p+"-big", 1, map[string]*string{"max.message.bytes": &mmb})
+	createTopic(ctx, t, adm, p+"-big", 1, with(map[string]*string{"max.message.bytes": &mmb}))
 	cl := newClient(t, addr)
 	var rs []*kgo.Record
 	for i := 0; i < 10; i++ {

@@ -12,22 +12,26 @@ import (
 	"time"
 
 	"github.com/IBM/sarama"
-
-	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
 // TestSaramaMatrix runs the basic, transaction and admin scenarios of the
 // matrix with IBM/sarama (protocol version 2.8, in-process), and
 // group-rebalance with its ConsumerGroup; group-commit-resume is covered
 // by groups_sarama_test.go.
-func TestSaramaMatrix(t *testing.T) {
+func TestSaramaMatrix(t *testing.T) { testSaramaMatrix(t, false) }
+
+// TestSharedMatrixSarama runs the basic scenarios of TestSaramaMatrix on shared-mode topics
+// (shared_matrix_test.go).
+func TestSharedMatrixSarama(t *testing.T) { testSaramaMatrix(t, true) }
+
+func testSaramaMatrix(t *testing.T, shared bool) {
 	t.Parallel()
 	const client = "sarama"
-	b := harness.Start(t, autoCreateOff())
+	b, p, sharedDir := matrixBroker(t, shared, "sa")
 	addr := b.KafkaAddr
-	const p = "sa"
-	prepareBasic(t, addr, p)
-	prepareTxn(t, addr, p)
+	if !shared {
+		prepareTxn(t, addr, p)
+	}
 	config := func() *sarama.Config {
 		cfg := sarama.NewConfig()
 		cfg.Version = sarama.V2_8_0_0
@@ -232,6 +236,10 @@ func TestSaramaMatrix(t *testing.T) {
 		}
 		return nil
 	})
+	if shared {
+		recordSharedResults(t, client, r.res, checkShared(t, addr, p, sharedDir))
+		return
+	}
 	recordResults(t, client, basicScenarios, r.res, checkBasic(t, addr, p))
 
 	// txn-commit-abort: sarama's transactional producer (txnConfig), a

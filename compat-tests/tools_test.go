@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/sluice-broker/sluice/compat-tests/harness"
 )
 
 // Kafka's command-line tools (the main classes of the kafka-tools 4.4.0 jar,
@@ -76,7 +78,13 @@ func (r *toolRun) do(scenario string, fn func() error) {
 	}
 }
 
-func TestToolsJava(t *testing.T) {
+func TestToolsJava(t *testing.T) { testToolsJava(t, false) }
+
+// TestSharedMatrixToolsJava runs the basic scenarios of TestToolsJava on
+// shared-mode topics (shared_matrix_test.go).
+func TestSharedMatrixToolsJava(t *testing.T) { testToolsJava(t, true) }
+
+func testToolsJava(t *testing.T, shared bool) {
 	t.Parallel()
 	var cp string
 	t.Run("java-build", func(t *testing.T) {
@@ -85,11 +93,21 @@ func TestToolsJava(t *testing.T) {
 		cp = buildJava(t)
 	})
 	// The transaction scenarios are not expressible with the tools (compatmatrix).
-	requireToolMatrix(t, toolsClient, slices.Concat(basicScenarios, adminScenarios, groupScenarios, toolScenarios), cp != "", "java, mvn and the compat-tests/java dependencies")
+	rows := slices.Concat(basicScenarios, adminScenarios, groupScenarios, toolScenarios)
+	if shared {
+		rows = sharedRows()
+	}
+	requireToolMatrix(t, toolsClient, rows, cp != "", "java, mvn and the compat-tests/java dependencies")
 
-	b := startBroker(t, autoCreateOff().ExtraArgs...)
+	var b *harness.Broker
+	p, sharedDir := "tools", ""
+	if shared {
+		b, sharedDir = startSharedBroker(t)
+		p = "shtools"
+	} else {
+		b = startBroker(t, autoCreateOff().ExtraArgs...)
+	}
 	addr := b.KafkaAddr
-	const p = "tools"
 	bs := []string{"--bootstrap-server", addr}
 	produceLines := func(topic, lines string, extra ...string) (string, error) {
 		_, stderr, err := tool(t, cp, lines, clsProducer, append(append(bs, "--topic", topic,
@@ -122,7 +140,11 @@ func TestToolsJava(t *testing.T) {
 	}
 
 	t.Run("basic", func(t *testing.T) {
-		prepareBasic(t, addr, p)
+		if shared {
+			prepareSharedBasic(t, addr, p)
+		} else {
+			prepareBasic(t, addr, p)
+		}
 		r := &toolRun{res: map[string]scenarioResult{}}
 		r.do("bootstrap-metadata", func() error {
 			out, stderr, err := tool(t, cp, "", clsTopics, append(bs, "--describe", "--topic", p+"-meta")...)
@@ -284,8 +306,15 @@ func TestToolsJava(t *testing.T) {
 			}
 			return nil
 		})
+		if shared {
+			recordSharedResults(t, toolsClient, r.res, checkShared(t, addr, p, sharedDir))
+			return
+		}
 		recordResults(t, toolsClient, basicScenarios, r.res, checkBasic(t, addr, p))
 	})
+	if shared {
+		return
+	}
 
 	t.Run("admin", func(t *testing.T) {
 		r := &toolRun{res: map[string]scenarioResult{}}
