@@ -247,10 +247,10 @@ func TestOffsetsCommitWithDecision(t *testing.T) {
 		if c := e.c.AddOffsets(ctx, id, pid, ep, group); c != 0 {
 			t.Fatal(code(c))
 		}
-		if err := e.store.TxnCommitOffsets(ctx, id, pid, ep+1, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 5}}); !errors.Is(err, metastore.ErrTxnFenced) {
+		if err := e.store.TxnCommitOffsets(ctx, metastore.Fence{}, id, pid, ep+1, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 5}}); !errors.Is(err, metastore.ErrTxnFenced) {
 			t.Errorf("TxnCommitOffsets with another epoch: %v, want ErrTxnFenced", err)
 		}
-		if err := e.store.TxnCommitOffsets(ctx, id, pid, ep, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 42}}); err != nil {
+		if err := e.store.TxnCommitOffsets(ctx, metastore.Fence{}, id, pid, ep, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 42}}); err != nil {
 			t.Fatal(err)
 		}
 		if offs, _ := e.store.FetchOffsets(ctx, group, nil); len(offs) != 0 {
