@@ -724,7 +724,9 @@ func TestClusterTxnOffsetsOvertakenWhilePaused(t *testing.T) {
 // and membership for the next coordinator to load.
 func TestClusterSaveGroupOvertakenWhilePaused(t *testing.T) {
 	s := newOvertake(t)
-	cl2 := s.late(func(ctx context.Context, cl *Client) error { return cl.SaveGroup(ctx, s.f, "grp", []byte("generation 1")) })
+	cl2 := s.late(func(ctx context.Context, cl *Client) error {
+		return cl.SaveGroup(ctx, s.f, "grp", []byte("generation 1"))
+	})
 	if err := cl2.SaveGroup(s.ctx, s.f, "grp", []byte("generation 2")); err != nil {
 		t.Fatalf("save through the new leader: %v", err)
 	}
