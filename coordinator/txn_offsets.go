@@ -113,8 +113,8 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 	g.mu.Unlock()
 	// The group's offset writes, plain and transactional, go one at a
 	// time (commitSem), each fenced and numbered: the metastore refuses
-	// one that a later one overtook (ErrOvertaken).
-	// The write is bounded as a plain commit's (offsets.commit.timeout.ms).
+	// one that a later one overtook (ErrOvertaken). The write is bounded
+	// as a plain commit's (offsets.commit.timeout.ms).
 	wctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
 	defer cancel()
 	if !g.lockCommits(wctx) {
