@@ -15,7 +15,7 @@ import (
 type TxnStore interface {
 	// TxnCommitOffsets holds offsets pending in transaction id until
 	// it commits (metastore.Client.TxnCommitOffsets).
-	TxnCommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offsets []metastore.OffsetCommit) error
+	TxnCommitOffsets(ctx context.Context, f metastore.Fence, id string, producerID int64, epoch int16, group string, offsets []metastore.OffsetCommit) error
 	// PendingTxnOffsets lists the group's partitions with offsets
 	// pending in an open transaction.
 	PendingTxnOffsets(ctx context.Context, group string) ([]metastore.TopicPartition, error)
@@ -111,10 +111,23 @@ func (c *Coordinator) TxnOffsetCommit(ctx context.Context, req *kmsg.TxnOffsetCo
 		}
 	}
 	g.mu.Unlock()
-	err := ts.TxnCommitOffsets(ctx, req.TransactionalID, req.ProducerID, req.ProducerEpoch, g.name, offs)
+	// The group's offset writes, plain and transactional, go one at a
+	// time (commitSem), each fenced and numbered: the metastore refuses
+	// one that a later one overtook (ErrOvertaken). The write is bounded
+	// as a plain commit's (offsets.commit.timeout.ms).
+	wctx, cancel := context.WithTimeout(ctx, c.cfg.CommitTimeout)
+	defer cancel()
+	if !g.lockCommits(wctx) {
+		return failAll(kerr.CoordinatorNotAvailable.Code)
+	}
+	err := ts.TxnCommitOffsets(wctx, c.fence(), req.TransactionalID, req.ProducerID, req.ProducerEpoch, g.name, offs)
+	g.unlockCommits()
 	switch {
 	case err == nil:
 		return resp
+	case errors.Is(err, metastore.ErrFenced):
+		c.fenced(g)
+		return failAll(storeCode(err))
 	case errors.Is(err, metastore.ErrTxnUnknownProducer):
 		return failAll(kerr.InvalidProducerIDMapping.Code)
 	case errors.Is(err, metastore.ErrTxnFenced):

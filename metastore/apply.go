@@ -298,7 +298,7 @@ func (a *applier) apply(c *command) (r result) {
 		if err := a.checkFence(c); err != nil {
 			return fail(err)
 		}
-		if err := a.checkCommitOrder(c); err != nil {
+		if err := a.checkWriteOrder(c, streamOffsets); err != nil {
 			return fail(err)
 		}
 		gb, err := a.tx.Bucket(bucketOffsets).CreateBucketIfNotExists([]byte(c.Group))
@@ -314,6 +314,9 @@ func (a *applier) apply(c *command) (r result) {
 		return result{}
 	case opDeleteOffsets:
 		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
+		if err := a.checkWriteOrder(c, streamOffsets); err != nil {
 			return fail(err)
 		}
 		ob := a.tx.Bucket(bucketOffsets)
@@ -335,6 +338,9 @@ func (a *applier) apply(c *command) (r result) {
 			return fail(ErrInvalidRequest)
 		}
 		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
+		if err := a.checkWriteOrder(c, streamState); err != nil {
 			return fail(err)
 		}
 		state := c.State
@@ -375,6 +381,11 @@ func (a *applier) apply(c *command) (r result) {
 		if err := a.checkFence(c); err != nil {
 			return fail(err)
 		}
+		// Sent after the group's offset writes and saves (the
+		// coordinator holds both turns): below either, it is late.
+		if err := a.checkWriteOrder(c, streamOffsets, streamState); err != nil {
+			return fail(err)
+		}
 		a.del(a.tx.Bucket(bucketGroups), []byte(c.Group))
 		a.del(a.tx.Bucket(bucketGroupOwners), []byte(c.Group))
 		a.delShareOwners(c.Group)
@@ -410,7 +421,10 @@ func (a *applier) apply(c *command) (r result) {
 				return result{Owner: owner}
 			}
 		}
-		a.put(gob, []byte(c.Group), ownerValue(c.BrokerID, c.Inc))
+		// A numbered claim starts both write streams at its number: a
+		// write of this coordinator sent before it (before the group was
+		// deleted) is late.
+		a.put(gob, []byte(c.Group), ownerRecord(c.BrokerID, c.Inc, [numStreams]uint64{c.WriteSeq, c.WriteSeq}))
 		return result{Owner: c.BrokerID}
 	case opClaimShare:
 		if c.Group == "" || c.TopicID == nil {
@@ -721,29 +735,63 @@ func ownerValue(broker int32, inc uint64) []byte {
 }
 
 // A group's owner record is the owner's broker (4 bytes) and incarnation
-// (8), then, once the owner committed offsets with a write sequence, the
-// last such sequence applied (8; readers of the first 12 bytes ignore it).
-// A claim writes the record anew, without one.
+// (8), then the last write sequence applied in each of the owner's write
+// streams (8 each, streamOffsets first; trailing zeros are left out, and
+// readers of the first 12 bytes ignore them). A claim writes the record
+// anew, its streams at the claim's sequence (none for an unnumbered one).
+//
+// A coordinator writes a group's offsets (commits, transactional offset
+// commits, offset deletes) one at a time, and its state saves one at a
+// time, but the two go concurrently; a group delete follows both. So a
+// write is ordered only against those of its own stream.
+const (
+	streamOffsets = iota
+	streamState
+	numStreams
+)
 
-// checkCommitOrder refuses a fenced commit (checkFence passed: the record
-// is the committer's) whose write sequence is below the last one applied
-// for the group, and records a higher one. Commits without one (from a
-// version before it, or unfenced) are not ordered.
-func (a *applier) checkCommitOrder(c *command) error {
+func ownerSeqs(v []byte) (seqs [numStreams]uint64) {
+	for i := range seqs {
+		if len(v) >= 20+8*i {
+			seqs[i] = binary.BigEndian.Uint64(v[12+8*i:])
+		}
+	}
+	return seqs
+}
+
+func ownerRecord(broker int32, inc uint64, seqs [numStreams]uint64) []byte {
+	v := ownerValue(broker, inc)
+	n := numStreams
+	for n > 0 && seqs[n-1] == 0 {
+		n--
+	}
+	for _, seq := range seqs[:n] {
+		v = binary.BigEndian.AppendUint64(v, seq)
+	}
+	return v
+}
+
+// checkWriteOrder refuses a fenced group write (checkFence passed: the
+// record is the writer's) whose write sequence is below the last one
+// applied in any of streams, and records a higher one. Writes without one
+// (from a version before it, or unfenced) are not ordered.
+func (a *applier) checkWriteOrder(c *command, streams ...int) error {
 	if c.Inc == 0 || c.WriteSeq == 0 {
 		return nil
 	}
 	gob := a.tx.Bucket(bucketGroupOwners)
-	v := gob.Get([]byte(c.Group))
-	var last uint64
-	if len(v) >= 20 {
-		last = binary.BigEndian.Uint64(v[12:20])
+	seqs := ownerSeqs(gob.Get([]byte(c.Group)))
+	raised := false
+	for _, s := range streams {
+		switch {
+		case c.WriteSeq < seqs[s]:
+			return ErrOvertaken
+		case c.WriteSeq > seqs[s]:
+			seqs[s], raised = c.WriteSeq, true
+		}
 	}
-	switch {
-	case c.WriteSeq < last:
-		return ErrOvertaken
-	case c.WriteSeq > last:
-		a.put(gob, []byte(c.Group), binary.BigEndian.AppendUint64(ownerValue(c.BrokerID, c.Inc), c.WriteSeq))
+	if raised {
+		a.put(gob, []byte(c.Group), ownerRecord(c.BrokerID, c.Inc, seqs))
 	}
 	return nil
 }

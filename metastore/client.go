@@ -318,26 +318,34 @@ func (c *Client) CommitOffsets(ctx context.Context, f Fence, group string, offse
 			offs[i].CommitTime = t
 		}
 	}
-	cmd := command{Op: opCommitOffsets, Group: group, Offsets: offs, BrokerID: f.Broker, Inc: f.Incarnation}
-	if f.Incarnation != 0 {
-		cmd.WriteSeq = commitSeq.Add(1)
-	}
-	_, err := c.write(ctx, cmd)
+	_, err := c.write(ctx, fencedWrite(command{Op: opCommitOffsets, Group: group, Offsets: offs}, f))
 	return err
 }
 
-// commitSeq numbers this process's fenced offset commits, in the order
-// they are sent. A coordinator sends a group's commits one at a time, each
+// commitSeq numbers this process's fenced group writes (offset commits,
+// transactional offset commits, offset deletes, group saves and deletes,
+// group claims), in the order they are sent. A coordinator sends a group's
+// offset writes one at a time, and its group saves one at a time, each
 // after the previous one answered or timed out, but one that timed out may
 // still be applied later: it waited, unread, in the buffers of a meta node
 // that was stopped or stalled, which then runs it with the deadline it
 // carried, counted from when it reads it; or the node proposed it and raft
-// forwarded it late. Applied after a later commit of the same group, it
-// would take the group's offsets back; the metastore refuses it instead
-// (ErrOvertaken). A number is compared only with those of the same
-// coordinator (broker and incarnation: one process), so a process-wide
-// counter orders them.
+// forwarded it late. Applied after a later write of the same group, it
+// would take the group's offsets or state back; the metastore refuses it
+// instead (ErrOvertaken; apply.go's checkWriteOrder). A number is compared
+// only with those of the same coordinator (broker and incarnation: one
+// process), so a process-wide counter orders them.
 var commitSeq atomic.Uint64
+
+// fencedWrite sets cmd's fence (group writes) and, for a fenced one, the
+// next write sequence.
+func fencedWrite(cmd command, f Fence) command {
+	cmd.BrokerID, cmd.Inc = f.Broker, f.Incarnation
+	if f.Incarnation != 0 {
+		cmd.WriteSeq = commitSeq.Add(1)
+	}
+	return cmd
+}
 
 // FetchOffsets reads a group's committed offsets linearizably; tps nil means
 // all of the group's. Partitions with no commit are left out.
@@ -367,13 +375,13 @@ func (c *Client) OffsetsSince(ctx context.Context, since uint64, max int) ([]Gro
 
 // DeleteOffsets deletes a group's offsets for tps.
 func (c *Client) DeleteOffsets(ctx context.Context, f Fence, group string, tps []TopicPartition) error {
-	_, err := c.write(ctx, command{Op: opDeleteOffsets, Group: group, TPs: tps, BrokerID: f.Broker, Inc: f.Incarnation})
+	_, err := c.write(ctx, fencedWrite(command{Op: opDeleteOffsets, Group: group, TPs: tps}, f))
 	return err
 }
 
 // SaveGroup stores a group's metadata, an opaque blob the coordinator owns.
 func (c *Client) SaveGroup(ctx context.Context, f Fence, group string, state []byte) error {
-	_, err := c.write(ctx, command{Op: opSaveGroup, Group: group, State: state, BrokerID: f.Broker, Inc: f.Incarnation})
+	_, err := c.write(ctx, fencedWrite(command{Op: opSaveGroup, Group: group, State: state}, f))
 	return err
 }
 
@@ -455,7 +463,7 @@ func (c *Client) LoadShareStates(ctx context.Context, group string) ([]ShareStat
 // DeleteGroup deletes a group's metadata, its offsets, its share-partition
 // states and its owner.
 func (c *Client) DeleteGroup(ctx context.Context, f Fence, group string) error {
-	_, err := c.write(ctx, command{Op: opDeleteGroup, Group: group, BrokerID: f.Broker, Inc: f.Incarnation})
+	_, err := c.write(ctx, fencedWrite(command{Op: opDeleteGroup, Group: group}, f))
 	return err
 }
 
@@ -474,7 +482,7 @@ func (c *Client) ListGroups(ctx context.Context) ([]string, error) {
 // registered, ErrFenced if not with f.Incarnation (a zero incarnation
 // claims for whatever incarnation the broker has).
 func (c *Client) ClaimGroup(ctx context.Context, group string, f Fence) (int32, error) {
-	r, err := c.write(ctx, command{Op: opClaimGroup, Group: group, BrokerID: f.Broker, Inc: f.Incarnation})
+	r, err := c.write(ctx, fencedWrite(command{Op: opClaimGroup, Group: group}, f))
 	return r.Owner, err
 }
 

@@ -666,60 +666,219 @@ func TestClusterMemberChangeRightAfterElection(t *testing.T) {
 // metastore now refuses a coordinator's commit that a later one of the
 // same coordinator (broker and incarnation) for the group overtook.
 func TestClusterCommitOvertakenWhilePaused(t *testing.T) {
-	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = time.Minute })
-	ctx := ctxT(t)
-	lead := c.waitLeader()
-	var others []uint64
-	for _, id := range c.ids() {
-		if id != lead {
-			others = append(others, id)
-		}
+	s := newOvertake(t)
+	if err := s.commit(s.ctx, s.cl, 10); err != nil {
+		t.Fatal(err)
 	}
-	cl := c.hub.HubClient(100, lead) // reaches the leader only
-	defer cl.Close()
-	inc, err := cl.RegisterBroker(ctx, Broker{ID: 7, Role: RoleRead})
+	cl2 := s.late(func(ctx context.Context, cl *Client) error { return s.commit(ctx, cl, 20) })
+	if err := s.commit(s.ctx, cl2, 30); err != nil {
+		t.Fatalf("commit through the new leader: %v", err)
+	}
+	s.resume()
+	if off := s.offset(cl2); off != 30 {
+		t.Fatalf("committed offset %d after the paused node resumed, want 30: the commit of 20, whose caller gave up before 30 was committed, was applied after it", off)
+	}
+	// The coordinator's next commit is not refused.
+	if err := s.commit(s.ctx, cl2, 40); err != nil {
+		t.Fatalf("commit after the resume: %v", err)
+	}
+}
+
+// The other fenced group writes can be overtaken the same way: each test
+// below sends one to a leader that is then paused, gives up on it, makes a
+// later write of the same coordinator through the next leader, resumes
+// the old leader (which runs the held request then) and checks that the
+// later write stands.
+
+// TestClusterTxnOffsetsOvertakenWhilePaused: a transactional offset
+// commit (TxnOffsetCommit) that timed out, then reached the log after a
+// later one of the same transaction, would replace the later pending
+// offset, and the transaction's commit would make the earlier offset the
+// group's.
+func TestClusterTxnOffsetsOvertakenWhilePaused(t *testing.T) {
+	s := newOvertake(t)
+	st := TxnState{TransactionalID: "tx", ProducerID: 5, Epoch: 0, LastProducerID: -1, LastEpoch: -1, Status: TxnOngoing}
+	v, err := s.cl.PutTxn(s.ctx, st, 0, TxnKeepOffsets)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := Fence{Broker: 7, Incarnation: inc}
-	if owner, err := cl.ClaimGroup(ctx, "grp", f); err != nil || owner != 7 {
-		t.Fatalf("claim %d %v", owner, err)
+	txnCommit := func(ctx context.Context, cl *Client, off int64) error {
+		return cl.TxnCommitOffsets(ctx, s.f, "tx", 5, 0, "grp", []OffsetCommit{{TopicPartition: s.tp, Offset: off}})
 	}
-	tp := TopicPartition{Topic: "t", Partition: 0}
-	commit := func(ctx context.Context, cl *Client, off int64) error {
-		return cl.CommitOffsets(ctx, f, "grp", []OffsetCommit{{TopicPartition: tp, Offset: off}})
+	cl2 := s.late(func(ctx context.Context, cl *Client) error { return txnCommit(ctx, cl, 20) })
+	if err := txnCommit(s.ctx, cl2, 30); err != nil {
+		t.Fatalf("transactional commit through the new leader: %v", err)
 	}
-	if err := commit(ctx, cl, 10); err != nil {
+	s.resume()
+	st.Status = TxnCompleteCommit
+	if _, err := cl2.PutTxn(s.ctx, st, v, TxnCommitOffsets); err != nil {
+		t.Fatalf("committing the transaction: %v", err)
+	}
+	if off := s.offset(cl2); off != 30 {
+		t.Fatalf("committed offset %d after the transaction committed, want 30: the transactional commit of 20, given up before 30, replaced it", off)
+	}
+}
+
+// TestClusterSaveGroupOvertakenWhilePaused: a group state save that
+// reached the log after a later save would bring back an older generation
+// and membership for the next coordinator to load.
+func TestClusterSaveGroupOvertakenWhilePaused(t *testing.T) {
+	s := newOvertake(t)
+	cl2 := s.late(func(ctx context.Context, cl *Client) error {
+		return cl.SaveGroup(ctx, s.f, "grp", []byte("generation 1"))
+	})
+	if err := cl2.SaveGroup(s.ctx, s.f, "grp", []byte("generation 2")); err != nil {
+		t.Fatalf("save through the new leader: %v", err)
+	}
+	s.resume()
+	got, err := cl2.LoadGroup(s.ctx, "grp")
+	if err != nil || string(got) != "generation 2" {
+		t.Fatalf("group state %q %v after the paused node resumed, want generation 2", got, err)
+	}
+	// Saves and commits are ordered apart (the coordinator sends them
+	// concurrently): a commit numbered before the last save still counts.
+	seq := commitSeq.Add(1)
+	cmd := command{Op: opCommitOffsets, Group: "grp", BrokerID: s.f.Broker, Inc: s.f.Incarnation, WriteSeq: seq,
+		Offsets: []OffsetCommit{{TopicPartition: s.tp, Offset: 7, CommitTime: time.Now()}}}
+	if err := cl2.SaveGroup(s.ctx, s.f, "grp", []byte("generation 3")); err != nil {
 		t.Fatal(err)
 	}
-
-	c.hub.Pause(lead)
-	sctx, cancel := shortCtx(time.Second)
-	err = commit(sctx, cl, 20)
-	cancel()
-	if err == nil {
-		t.Fatal("a commit sent to the paused leader was answered")
+	if _, err := cl2.write(s.ctx, cmd); err != nil {
+		t.Fatalf("a commit numbered before the last save: %v", err)
 	}
-	c.waitLeader(others...)
-	cl2 := c.hub.HubClient(101, others...)
-	defer cl2.Close()
-	if err := commit(ctx, cl2, 30); err != nil {
+}
+
+// TestClusterDeleteOffsetsOvertakenWhilePaused: an offset delete
+// (OffsetDelete, expiry) that reached the log after a later commit would
+// drop that commit.
+func TestClusterDeleteOffsetsOvertakenWhilePaused(t *testing.T) {
+	s := newOvertake(t)
+	if err := s.commit(s.ctx, s.cl, 10); err != nil {
+		t.Fatal(err)
+	}
+	cl2 := s.late(func(ctx context.Context, cl *Client) error {
+		return cl.DeleteOffsets(ctx, s.f, "grp", []TopicPartition{s.tp})
+	})
+	if err := s.commit(s.ctx, cl2, 30); err != nil {
 		t.Fatalf("commit through the new leader: %v", err)
 	}
-	c.hub.Resume(lead) // returns once the held commit of 20 ran
-	c.waitLeader()
-	c.waitConverged()
-	offs, err := cl2.FetchOffsets(ctx, "grp", []TopicPartition{tp})
-	if err != nil || len(offs) != 1 {
-		t.Fatalf("fetch: %+v %v", offs, err)
+	s.resume()
+	if off := s.offset(cl2); off != 30 {
+		t.Fatalf("committed offset %d after the paused node resumed, want 30: the delete given up before 30 was committed dropped it", off)
 	}
-	if offs[0].Offset != 30 {
-		t.Fatalf("committed offset %d after the paused node resumed, want 30: the commit of 20, whose caller gave up before 30 was committed, was applied after it", offs[0].Offset)
+}
+
+// TestClusterDeleteGroupOvertakenWhilePaused: a group delete that
+// reached the log after later writes of the group would drop them.
+func TestClusterDeleteGroupOvertakenWhilePaused(t *testing.T) {
+	s := newOvertake(t)
+	if err := s.commit(s.ctx, s.cl, 10); err != nil {
+		t.Fatal(err)
 	}
-	// The coordinator's next commit is not refused.
-	if err := commit(ctx, cl2, 40); err != nil {
-		t.Fatalf("commit after the resume: %v", err)
+	cl2 := s.late(func(ctx context.Context, cl *Client) error { return cl.DeleteGroup(ctx, s.f, "grp") })
+	if err := s.commit(s.ctx, cl2, 30); err != nil {
+		t.Fatalf("commit through the new leader: %v", err)
 	}
+	s.resume()
+	if off := s.offset(cl2); off != 30 {
+		t.Fatalf("committed offset %d after the paused node resumed, want 30: the group delete given up before 30 was committed dropped it", off)
+	}
+}
+
+// TestClusterCommitOvertakenByGroupDelete: a commit that reached the log
+// after the group was deleted and claimed again by the same coordinator
+// would bring back an offset of the deleted group.
+func TestClusterCommitOvertakenByGroupDelete(t *testing.T) {
+	s := newOvertake(t)
+	cl2 := s.late(func(ctx context.Context, cl *Client) error { return s.commit(ctx, cl, 20) })
+	if err := cl2.DeleteGroup(s.ctx, s.f, "grp"); err != nil {
+		t.Fatalf("delete through the new leader: %v", err)
+	}
+	if owner, err := cl2.ClaimGroup(s.ctx, "grp", s.f); err != nil || owner != s.f.Broker {
+		t.Fatalf("claim again %d %v", owner, err)
+	}
+	s.resume()
+	if off := s.offset(cl2); off != -1 {
+		t.Fatalf("committed offset %d after the paused node resumed, want none: a commit sent before the group was deleted was applied after", off)
+	}
+}
+
+// overtake is the set-up of the tests above: a three-node cluster, a
+// client that reaches only the leader, and a read broker that claimed
+// group "grp" (fence f).
+type overtake struct {
+	t      *testing.T
+	c      *testCluster
+	ctx    context.Context
+	cl     *Client
+	f      Fence
+	tp     TopicPartition
+	lead   uint64
+	others []uint64
+}
+
+func newOvertake(t *testing.T) *overtake {
+	c := newTestCluster(t, 3, func(cfg *Config) { cfg.LeaseDuration = time.Minute })
+	s := &overtake{t: t, c: c, ctx: ctxT(t), tp: TopicPartition{Topic: "t", Partition: 0}}
+	s.lead = c.waitLeader()
+	for _, id := range c.ids() {
+		if id != s.lead {
+			s.others = append(s.others, id)
+		}
+	}
+	s.cl = c.hub.HubClient(100, s.lead) // reaches the leader only
+	t.Cleanup(func() { s.cl.Close() })
+	inc, err := s.cl.RegisterBroker(s.ctx, Broker{ID: 7, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.f = Fence{Broker: 7, Incarnation: inc}
+	if owner, err := s.cl.ClaimGroup(s.ctx, "grp", s.f); err != nil || owner != 7 {
+		t.Fatalf("claim %d %v", owner, err)
+	}
+	return s
+}
+
+func (s *overtake) commit(ctx context.Context, cl *Client, off int64) error {
+	return cl.CommitOffsets(ctx, s.f, "grp", []OffsetCommit{{TopicPartition: s.tp, Offset: off}})
+}
+
+// late pauses the leader, sends it write, which must time out (its caller
+// gives up), and returns a client of the next leader.
+func (s *overtake) late(write func(context.Context, *Client) error) *Client {
+	s.t.Helper()
+	s.c.hub.Pause(s.lead)
+	sctx, cancel := shortCtx(time.Second)
+	err := write(sctx, s.cl)
+	cancel()
+	if err == nil {
+		s.t.Fatal("a write sent to the paused leader was answered")
+	}
+	s.c.waitLeader(s.others...)
+	cl2 := s.c.hub.HubClient(101, s.others...)
+	s.t.Cleanup(func() { cl2.Close() })
+	return cl2
+}
+
+// resume resumes the old leader, which runs the held write, and waits
+// until every node applied what the leader did.
+func (s *overtake) resume() {
+	s.c.hub.Resume(s.lead) // returns once the held write ran
+	s.c.waitLeader()
+	s.c.waitConverged()
+}
+
+// offset reads the group's committed offset of tp (-1: none).
+func (s *overtake) offset(cl *Client) int64 {
+	s.t.Helper()
+	offs, err := cl.FetchOffsets(s.ctx, "grp", []TopicPartition{s.tp})
+	if err != nil || len(offs) > 1 {
+		s.t.Fatalf("fetch: %+v %v", offs, err)
+	}
+	if len(offs) == 0 {
+		return -1
+	}
+	return offs[0].Offset
 }
 
 // TestClusterStaleAppendCutsNothing: a MsgApp of an older term (a deposed

@@ -103,8 +103,9 @@ func (c *Client) DeleteTxn(ctx context.Context, id string, version uint64) error
 
 // TxnCommitOffsets adds offsets to those transaction id commits for group,
 // pending until it commits. The producer id must be the stored one and
-// the epoch not older.
-func (c *Client) TxnCommitOffsets(ctx context.Context, id string, producerID int64, epoch int16, group string, offsets []OffsetCommit) error {
+// the epoch not older. f fences it as CommitOffsets (the group's
+// coordinator; the zero Fence writes unfenced).
+func (c *Client) TxnCommitOffsets(ctx context.Context, f Fence, id string, producerID int64, epoch int16, group string, offsets []OffsetCommit) error {
 	t := time.Now()
 	offs := make([]OffsetCommit, len(offsets))
 	copy(offs, offsets)
@@ -113,7 +114,7 @@ func (c *Client) TxnCommitOffsets(ctx context.Context, id string, producerID int
 			offs[i].CommitTime = t
 		}
 	}
-	_, err := c.write(ctx, command{Op: opTxnOffsets, Name: id, Group: group, Offsets: offs, ProducerID: producerID, ProducerEpoch: epoch})
+	_, err := c.write(ctx, fencedWrite(command{Op: opTxnOffsets, Name: id, Group: group, Offsets: offs, ProducerID: producerID, ProducerEpoch: epoch}, f))
 	return err
 }
 
@@ -221,6 +222,10 @@ func (a *applier) applyTxn(c *command) result {
 		if c.Group == "" {
 			return fail(ErrInvalidRequest)
 		}
+		// Fenced and ordered as a commit of the group's coordinator.
+		if err := a.checkFence(c); err != nil {
+			return fail(err)
+		}
 		switch {
 		case !found || cur.ProducerID != c.ProducerID:
 			return fail(ErrTxnUnknownProducer)
@@ -228,6 +233,9 @@ func (a *applier) applyTxn(c *command) result {
 			return fail(ErrTxnFenced)
 		case cur.Status == TxnPrepareCommit || cur.Status == TxnPrepareAbort:
 			return fail(ErrTxnConcurrent)
+		}
+		if err := a.checkWriteOrder(c, streamOffsets); err != nil {
+			return fail(err)
 		}
 		b := a.tx.Bucket(bucketTxnOffsets)
 		for _, o := range c.Offsets {

@@ -247,10 +247,10 @@ func TestOffsetsCommitWithDecision(t *testing.T) {
 		if c := e.c.AddOffsets(ctx, id, pid, ep, group); c != 0 {
 			t.Fatal(code(c))
 		}
-		if err := e.store.TxnCommitOffsets(ctx, id, pid, ep+1, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 5}}); !errors.Is(err, metastore.ErrTxnFenced) {
+		if err := e.store.TxnCommitOffsets(ctx, metastore.Fence{}, id, pid, ep+1, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 5}}); !errors.Is(err, metastore.ErrTxnFenced) {
 			t.Errorf("TxnCommitOffsets with another epoch: %v, want ErrTxnFenced", err)
 		}
-		if err := e.store.TxnCommitOffsets(ctx, id, pid, ep, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 42}}); err != nil {
+		if err := e.store.TxnCommitOffsets(ctx, metastore.Fence{}, id, pid, ep, group, []metastore.OffsetCommit{{TopicPartition: tpA, Offset: 42}}); err != nil {
 			t.Fatal(err)
 		}
 		if offs, _ := e.store.FetchOffsets(ctx, group, nil); len(offs) != 0 {
@@ -325,8 +325,16 @@ func TestSweep(t *testing.T) {
 	if m := e.markers.take(); !slices.Equal(m, []string{fmt.Sprintf("b-1:%d/%d:false", pid, ep+1)}) {
 		t.Errorf("markers %v", m)
 	}
-	if _, a, to := e.c.Stats(); a != 1 || to != 1 {
-		t.Errorf("stats: %d aborted, %d timed out; want 1 and 1", a, to)
+	// The abort is counted once its write returns, which may be after
+	// the state is visible.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		_, a, to := e.c.Stats()
+		if a == 1 && to == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("stats: %d aborted, %d timed out; want 1 and 1", a, to)
+		}
 	}
 	if c := e.c.EndTxn(ctx, "slow", pid, ep, true, 0).Code; c != kerr.ProducerFenced.Code {
 		t.Errorf("EndTxn of the timed-out producer: %s, want PRODUCER_FENCED", code(c))
