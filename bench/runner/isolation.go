@@ -18,15 +18,31 @@ package main
 // listeners: producers stay on the raft leaders, consumers are sent to the
 // read brokers (preferred read replica).
 //
-// Every process is pinned with taskset: write brokers, metastore and
-// Kafka's brokers on -broker-cpu, Sluice's read brokers on -read-cpu, the
-// generator on -gen-cpu. Each broker's CPU is its user+system time from
-// /proc over the generator's run, divided by the run's wall time.
+// The generator runs as two processes at once, so that the readers' client
+// work lands where the readers' broker work does: the writer side (the
+// producers at the fixed rate and the one tailing consumer that measures
+// end-to-end latency) and the reader side (sluice-bench -producers 0: the
+// N tailing consumers or the N replaying groups). Every process is pinned
+// with taskset:
+//
+//	-broker-cpu    (0)  Sluice's write brokers and metastore; Kafka's three brokers
+//	-write-gen-cpu (0)  the writer-side generator, both systems
+//	-read-cpu      (1)  Sluice's read brokers
+//	-read-gen-cpu  (1)  the reader-side generator, both systems
+//
+// This models write machines (write brokers and their producer clients)
+// next to read machines (read brokers and their reader clients). Kafka has
+// no read brokers: its reader side is alone on -read-gen-cpu and its reads
+// are served on -broker-cpu (kafka-follower's by broker 3, there too). A
+// replay run's history is written before both processes start, by a
+// writer-side run of its own, outside the measured window. Each broker's
+// CPU is its user+system time from /proc over the two processes' run,
+// divided by that run's wall time; each generator's CPU is reported too.
 //
 // Then read scale-out (Sluice): a backlog written once is read from the
-// start by -iso-scale-readers direct consumers, with both read brokers
-// and again after read-2 has left (SIGTERM: it releases its lease and the
-// read view drops it).
+// start by -iso-scale-readers direct consumers of a reader-side generator
+// alone, with both read brokers and again after read-2 has left (SIGTERM:
+// it releases its lease and the read view drops it).
 //
 // Rounds (-pairs) alternate which system goes first. The rate is
 // -iso-rate, or half the acks=all saturation (4 producers, no consumers)
@@ -112,16 +128,33 @@ type isoCluster struct {
 
 // isoRun is one generator run and the CPU of every node during it.
 type isoRun struct {
-	System  string             `json:"system"`
-	Label   string             `json:"label"` // alone, tail-N, replay-N, scale-K
-	Readers int                `json:"readers"`
-	Round   int                `json:"round"`
-	Rate    float64            `json:"rate"`
-	Gen     genResult          `json:"gen"`
+	System  string    `json:"system"`
+	Label   string    `json:"label"` // alone, tail-N, replay-N, scale-K
+	Readers int       `json:"readers"`
+	Round   int       `json:"round"`
+	Rate    float64   `json:"rate"`
+	Gen     genResult `json:"gen"` // the writer side (the reader side alone in scale-N runs)
+	// ReadGen is the reader-side generator's result (nil when the run
+	// had none).
+	ReadGen *genResult `json:"read_gen,omitempty"`
+	// Backlog is the replaying readers' MB/s, both sides together.
 	Backlog float64            `json:"backlog_mb_per_s"`
 	CPU     map[string]float64 `json:"cpu_cores"` // node -> CPU-seconds per wall second
-	Load    string             `json:"load_avg"`
-	Err     string             `json:"error,omitempty"`
+	// GenCPU is each generator's CPU-seconds per wall second: "writer",
+	// "reader".
+	GenCPU map[string]float64 `json:"gen_cpu_cores,omitempty"`
+	Load   string             `json:"load_avg"`
+	Err    string             `json:"error,omitempty"`
+}
+
+// tailMBPerS is the tailing consumers' MB/s, both sides together (the
+// latency probe included).
+func (r isoRun) tailMBPerS() float64 {
+	t := r.Gen.Consume.MBPerS
+	if r.ReadGen != nil {
+		t += r.ReadGen.Consume.MBPerS
+	}
+	return t
 }
 
 func isoGroups(s string) ([]int, error) {
@@ -170,9 +203,9 @@ func isolation(o *opts) error {
 			b, _ := json.Marshal(r)
 			fmt.Fprintln(raw, string(b))
 		}
-		logf("  %s %s: produce %.0f rec/s ack p99 %.1f ms, e2e p99 %.1f ms, tail %.1f MB/s, backlog %.1f MB/s, cpu %s %s",
+		logf("  %s %s: produce %.0f rec/s ack p99 %.1f ms, e2e p99 %.1f ms, tail %.1f MB/s, backlog %.1f MB/s, cpu %s, generators %s %s",
 			r.System, r.Label, r.Gen.Produce.RecordsPerS, r.Gen.Produce.Ack.P99, r.Gen.Consume.E2E.P99,
-			r.Gen.Consume.MBPerS, r.Backlog, fmtCPU(r.CPU), r.Err)
+			r.tailMBPerS(), r.Backlog, fmtCPU(r.CPU), fmtCPU(r.GenCPU), r.Err)
 	}
 	// One cluster start per kind per round; kafka and kafka-follower
 	// share it.
@@ -204,7 +237,7 @@ func isolation(o *opts) error {
 			}
 			err = func() error {
 				// Saturation, short, 4 producers, no consumers.
-				r := c.gen(o, "saturation", round, 0, []string{"-producers", "4", "-consumers", "0"}, "")
+				r := c.gen(o, isoWorkload{label: "saturation", writer: []string{"-producers", "4", "-consumers", "0"}}, round, "")
 				record(r)
 				if r.Err != "" {
 					return fmt.Errorf("%s saturation: %s", kind, r.Err)
@@ -226,7 +259,7 @@ func isolation(o *opts) error {
 						rack = "r3"
 					}
 					for _, w := range isoWorkloads(o, groups, rate) {
-						r := c.gen(o, w.label, round, w.readers, w.args, rack)
+						r := c.gen(o, w, round, rack)
 						r.System, r.Rate = sys, rate
 						record(r)
 					}
@@ -251,10 +284,15 @@ func isolation(o *opts) error {
 	return nil
 }
 
+// isoWorkload is one measured run: the writer side's generator arguments,
+// the reader side's (nil: no reader side), and the records of history
+// written before both start (replay runs).
 type isoWorkload struct {
 	label   string
 	readers int
-	args    []string
+	writer  []string
+	reader  []string
+	prefill int64
 }
 
 func isoWorkloads(o *opts, groups []int, rate float64) []isoWorkload {
@@ -263,18 +301,74 @@ func isoWorkloads(o *opts, groups []int, rate float64) []isoWorkload {
 	if prefill <= 0 {
 		prefill = int64(rate * o.duration.Seconds())
 	}
-	base := []string{"-producers", "4", "-rate", r}
-	ws := []isoWorkload{{label: "alone", args: append(append([]string{}, base...), "-consumers", "1")}}
+	// The writer side is the same in every run: the producers at the
+	// fixed rate and one tailing consumer measuring end-to-end latency.
+	writer := func() []string { return []string{"-producers", "4", "-rate", r, "-consumers", "1"} }
+	ws := []isoWorkload{{label: "alone", writer: writer()}}
 	for _, n := range groups {
-		ws = append(ws, isoWorkload{label: fmt.Sprintf("tail-%d", n), readers: n,
-			args: append(append([]string{}, base...), "-consumers", strconv.Itoa(1+n))})
+		ws = append(ws, isoWorkload{label: fmt.Sprintf("tail-%d", n), readers: n, writer: writer(),
+			reader: []string{"-producers", "0", "-consumers", strconv.Itoa(n)}})
 	}
 	for _, n := range groups {
-		ws = append(ws, isoWorkload{label: fmt.Sprintf("replay-%d", n), readers: n,
-			args: append(append([]string{}, base...), "-consumers", "1", "-backlog-readers", strconv.Itoa(n),
-				"-backlog-groups", "-prefill", strconv.FormatInt(prefill, 10))})
+		ws = append(ws, isoWorkload{label: fmt.Sprintf("replay-%d", n), readers: n, writer: writer(),
+			reader:  []string{"-producers", "0", "-consumers", "0", "-backlog-readers", strconv.Itoa(n), "-backlog-groups"},
+			prefill: prefill})
 	}
 	return ws
+}
+
+// isoGenArgs is the taskset command line of one generator process pinned
+// to cpu, on topic, with extra (the side's own flags) last.
+func isoGenArgs(o *opts, cpu, seeds, topic, label, rack string, extra []string) []string {
+	args := []string{"-c", cpu, o.genBin, "-brokers", seeds, "-topic", topic,
+		"-partitions", "8", "-replication", "3", "-record-size", "1024",
+		"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-label", label, "-quiet"}
+	if rack != "" {
+		args = append(args, "-client-rack", rack)
+	}
+	return append(args, extra...)
+}
+
+// isoFillArgs writes records records to topic (created if need be) with 4
+// producers on the writer side's CPU, as fast as they are acknowledged.
+func isoFillArgs(o *opts, seeds, topic string, records int64) []string {
+	return []string{"-c", o.writeGenCPU, o.genBin, "-brokers", seeds, "-topic", topic,
+		"-partitions", "8", "-replication", "3", "-record-size", "1024", "-producers", "4", "-consumers", "0",
+		"-records", strconv.FormatInt(records, 10), "-duration", "0", "-warmup", "0s", "-quiet"}
+}
+
+// mergeIsoRun fills r from the writer side's output and the reader
+// side's (readOut "" when the run had no reader side): the produce and
+// latency figures are the writer side's, the read MB/s both sides'.
+func mergeIsoRun(r *isoRun, writeOut string, writeErr error, readOut string, readErr error, hasReader bool) {
+	mergeIsoRunAs(r, "writer-side", writeOut, writeErr, readOut, readErr, hasReader)
+}
+
+// mergeIsoRunAs is mergeIsoRun whose first generator is named first in
+// errors (scale-N runs have a reader side alone).
+func mergeIsoRunAs(r *isoRun, first, writeOut string, writeErr error, readOut string, readErr error, hasReader bool) {
+	var errs []string
+	line := lastLine(writeOut)
+	if jerr := json.Unmarshal([]byte(line), &r.Gen); jerr != nil {
+		errs = append(errs, fmt.Sprintf("%s generator output %q: %v (run error %v)", first, line, jerr, writeErr))
+	} else if writeErr != nil {
+		errs = append(errs, first+" generator: "+writeErr.Error())
+	}
+	r.Backlog = r.Gen.Backlog.MBPerS
+	if hasReader {
+		var g genResult
+		line := lastLine(readOut)
+		if jerr := json.Unmarshal([]byte(line), &g); jerr != nil {
+			errs = append(errs, fmt.Sprintf("reader-side generator output %q: %v (run error %v)", line, jerr, readErr))
+		} else {
+			r.ReadGen = &g
+			r.Backlog += g.Backlog.MBPerS
+			if readErr != nil {
+				errs = append(errs, "reader-side generator: "+readErr.Error())
+			}
+		}
+	}
+	r.Err = strings.Join(errs, "; ")
 }
 
 func contains(l []string, s string) bool {
@@ -310,29 +404,35 @@ func fmtCPU(cpu map[string]float64) string {
 	return b.String()
 }
 
-// gen runs the generator once on a fresh topic and reads every node's CPU
-// around it.
-func (c *isoCluster) gen(o *opts, label string, round, readers int, extra []string, rack string) isoRun {
-	r := isoRun{System: c.kind, Label: label, Readers: readers, Round: round, Load: loadavg(), CPU: map[string]float64{}}
-	topic := fmt.Sprintf("iso-%s-%s-%d", label, rack, round)
-	args := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic,
-		"-partitions", "8", "-replication", "3", "-record-size", "1024",
-		"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-label", label, "-quiet"}
-	if rack != "" {
-		args = append(args, "-client-rack", rack)
+// gen runs workload w once on a fresh topic: its history first (replay
+// runs), then the writer-side and the reader-side generators at the same
+// time, reading every node's CPU around the two.
+func (c *isoCluster) gen(o *opts, w isoWorkload, round int, rack string) isoRun {
+	r := isoRun{System: c.kind, Label: w.label, Readers: w.readers, Round: round, Load: loadavg(), CPU: map[string]float64{}}
+	topic := fmt.Sprintf("iso-%s-%s-%d", w.label, rack, round)
+	if w.prefill > 0 {
+		// Outside the measured window, as the history a replay reads
+		// was written before the replay.
+		if m := c.measure(o, isoFillArgs(o, c.seeds, topic, w.prefill)); m.err != nil {
+			r.Err = fmt.Sprintf("writing the history: %v: %s", m.err, lastLine(m.out))
+			return r
+		}
 	}
-	args = append(args, extra...)
-	out, cpu, err := c.runGen(o, args)
-	r.CPU = cpu
-	line := lastLine(out)
-	if jerr := json.Unmarshal([]byte(line), &r.Gen); jerr != nil {
-		r.Err = fmt.Sprintf("generator output %q: %v (run error %v)", line, jerr, err)
-		return r
+	argss := [][]string{isoGenArgs(o, o.writeGenCPU, c.seeds, topic, w.label, rack, w.writer)}
+	if w.reader != nil {
+		argss = append(argss, isoGenArgs(o, o.readGenCPU, c.seeds, topic, w.label, rack, w.reader))
 	}
-	r.Backlog = r.Gen.Backlog.MBPerS
-	if err != nil {
-		r.Err = "generator: " + err.Error()
+	wall, cpuSec, gens := c.measureAll(o, argss...)
+	for n, v := range cpuSec {
+		r.CPU[n] = v / wall
 	}
+	r.GenCPU = map[string]float64{"writer": gens[0].util}
+	readOut, readErr := "", error(nil)
+	if len(gens) > 1 {
+		r.GenCPU["reader"] = gens[1].util
+		readOut, readErr = gens[1].out, gens[1].err
+	}
+	mergeIsoRun(&r, gens[0].out, gens[0].err, readOut, readErr, w.reader != nil)
 	return r
 }
 
@@ -358,6 +458,21 @@ type genMeasure struct {
 }
 
 func (c *isoCluster) measure(o *opts, args []string) genMeasure {
+	wall, cpuSec, gens := c.measureAll(o, args)
+	return genMeasure{out: gens[0].out, wall: wall, genUtil: gens[0].util, cpuSec: cpuSec, err: gens[0].err}
+}
+
+// genProc is one generator process of a measured run.
+type genProc struct {
+	out  string
+	err  error
+	util float64 // its CPU-seconds per wall second of the whole run
+}
+
+// measureAll starts one generator per argument list (taskset args) at
+// once and waits for all of them; wall is from their start until the last
+// has ended, cpuSec every node's CPU-seconds over that time.
+func (c *isoCluster) measureAll(o *opts, argss ...[]string) (wall float64, cpuSec map[string]float64, gens []genProc) {
 	before := map[string]float64{}
 	for _, n := range c.nodes {
 		if s, err := readProc(n.cmd.Process.Pid); err == nil {
@@ -366,52 +481,60 @@ func (c *isoCluster) measure(o *opts, args []string) genMeasure {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), o.duration+5*time.Minute)
 	defer cancel()
-	gen := exec.CommandContext(ctx, "taskset", args...)
-	var out strings.Builder
-	gen.Stdout = &out
-	gen.Stderr = os.Stderr
+	gens = make([]genProc, len(argss))
+	cmds := make([]*exec.Cmd, len(argss))
+	outs := make([]strings.Builder, len(argss))
+	var wg sync.WaitGroup
 	t0 := time.Now()
-	m := genMeasure{err: gen.Run(), cpuSec: map[string]float64{}}
-	m.wall = time.Since(t0).Seconds()
-	m.out = out.String()
+	for i, args := range argss {
+		cmds[i] = exec.CommandContext(ctx, "taskset", args...)
+		cmds[i].Stdout = &outs[i]
+		cmds[i].Stderr = os.Stderr
+		if err := cmds[i].Start(); err != nil {
+			gens[i].err = err
+			continue
+		}
+		wg.Add(1)
+		go func(i int) { defer wg.Done(); gens[i].err = cmds[i].Wait() }(i)
+	}
+	wg.Wait()
+	wall = time.Since(t0).Seconds()
+	cpuSec = map[string]float64{}
 	for _, n := range c.nodes {
 		if s, perr := readProc(n.cmd.Process.Pid); perr == nil {
-			m.cpuSec[n.name] = s.cpu - before[n.name]
+			cpuSec[n.name] = s.cpu - before[n.name]
 		}
 	}
-	if ps := gen.ProcessState; ps != nil && m.wall > 0 {
-		m.genUtil = (ps.UserTime() + ps.SystemTime()).Seconds() / m.wall
+	for i := range gens {
+		gens[i].out = outs[i].String()
+		if ps := cmds[i].ProcessState; ps != nil && wall > 0 {
+			gens[i].util = (ps.UserTime() + ps.SystemTime()).Seconds() / wall
+		}
 	}
-	return m
+	return wall, cpuSec, gens
 }
 
 // scaleOut writes a backlog and reads it from the start with both read
 // brokers, then with one.
 func (c *isoCluster) scaleOut(o *opts, round int, rate float64, record func(isoRun)) []isoRun {
 	topic := fmt.Sprintf("iso-backlog-%d", round)
-	fill := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic,
-		"-partitions", "8", "-replication", "3", "-record-size", "1024", "-producers", "4", "-consumers", "0",
-		"-records", strconv.FormatInt(o.isoScaleRecords, 10), "-duration", "0", "-warmup", "0s", "-quiet"}
 	logf("scale-out: writing %d records", o.isoScaleRecords)
-	if _, _, err := c.runGen(o, fill); err != nil {
+	if _, _, err := c.runGen(o, isoFillArgs(o, c.seeds, topic, o.isoScaleRecords)); err != nil {
 		logf("  backlog write failed: %v", err)
 		return nil
 	}
+	// The readers alone: a reader-side generator with no producers.
 	read := func(label string) isoRun {
-		args := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic, "-create-topic=false",
-			"-record-size", "1024", "-producers", "1", "-rate", "10", "-consumers", "0",
-			"-backlog-readers", strconv.Itoa(o.isoScaleReaders),
-			"-duration", o.duration.String(), "-warmup", o.warmup.String(), "-quiet", "-label", label}
+		args := isoGenArgs(o, o.readGenCPU, c.seeds, topic, label, "", []string{"-create-topic=false",
+			"-producers", "0", "-consumers", "0", "-backlog-readers", strconv.Itoa(o.isoScaleReaders)})
 		r := isoRun{System: "sluice", Label: label, Round: round, Readers: o.isoScaleReaders, Load: loadavg()}
-		out, cpu, err := c.runGen(o, args)
-		r.CPU = cpu
-		line := lastLine(out)
-		if jerr := json.Unmarshal([]byte(line), &r.Gen); jerr != nil {
-			r.Err = fmt.Sprintf("generator output %q: %v (run error %v)", line, jerr, err)
-		} else if err != nil {
-			r.Err = "generator: " + err.Error()
+		m := c.measure(o, args)
+		r.CPU = map[string]float64{}
+		for n, v := range m.cpuSec {
+			r.CPU[n] = v / m.wall
 		}
-		r.Backlog = r.Gen.Backlog.MBPerS
+		r.GenCPU = map[string]float64{"reader": m.genUtil}
+		mergeIsoRunAs(&r, "reader-side", m.out, m.err, "", nil, false)
 		record(r)
 		return r
 	}
@@ -439,7 +562,9 @@ func (c *isoCluster) scaleOut(o *opts, round int, rate float64, record func(isoR
 	// The producers alone again with one learner fewer: the difference in
 	// the write brokers' CPU from the "alone" run is the cost of one read
 	// broker's learner stream (docs/capacity.md).
-	r := c.gen(o, "alone-1r", round, 0, isoWorkloads(o, nil, rate)[0].args, "")
+	w := isoWorkloads(o, nil, rate)[0]
+	w.label = "alone-1r"
+	r := c.gen(o, w, round, "")
 	r.System, r.Rate = "sluice", rate
 	record(r)
 	res = append(res, r)
@@ -816,13 +941,13 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	} else {
 		p(" (half the saturation measured at the start of the run's first cluster, %s)", firstKind(runs))
 	}
-	p("; one tailing consumer measures end-to-end latency. *tail-N* adds N tailing consumers (each reading every partition); *replay-N* adds N consumer groups (one member each) that start at the end of the warm-up and read the topic from the start, its history prefilled with ")
+	p("; one tailing consumer measures end-to-end latency (these five clients are the writer side). *tail-N* adds N tailing consumers (each reading every partition); *replay-N* adds N consumer groups (one member each) that start at the end of the warm-up and read the topic from the start (these readers are the reader side), its history written beforehand with ")
 	if o.isoPrefill > 0 {
 		p("%d records", o.isoPrefill)
 	} else {
 		p("as many records as the run produces")
 	}
-	p(". Saturation (same topic shape, 4 producers, no consumers, records/s per start):")
+	p(". Saturation (same topic shape, 4 producers on the writer side's CPU, no consumers, records/s per start):")
 	for _, k := range []string{"sluice", "kafka"} {
 		if v := sat[k]; len(v) > 0 {
 			p(" %s %s;", k, joinNums(v))
@@ -836,7 +961,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	}
 	p(".\n\n")
 	p("Systems: **sluice** is the split cluster (3 metastore, 3 write and 2 read brokers, separate processes); clients are seeded on the write brokers' mixed listeners, so producers reach the raft leaders and consumers are sent to the read brokers. **kafka** is 3 brokers in KRaft combined mode, readers on the partition leaders; **kafka-follower** is the same cluster (broker.rack r1..r3, RackAwareReplicaSelector) with client.rack=r3, so every reader fetches from broker 3's replicas (KIP-392).\n\n")
-	p("CPU layout (taskset CPU lists): %s holds the write brokers, the metastore and all three Kafka brokers; %s Sluice's read brokers; %s the generator. On a 2-core machine this cannot show separate machines: the read brokers share a core with the generator, write brokers and metastore share one core, the network is loopback, and all brokers share one disk and one page cache, so a read broker's page-cache misses and its disk reads land on the writers' disk. Per-broker CPU (CPU-seconds per wall second over the generator's whole run, a replay run's prefill included, from /proc) is the figure that carries over; docs/capacity.md extrapolates from it.\n\n", o.brokerCPU, o.readCPU, o.genCPU)
+	p("%s", isoLayoutText(o))
 
 	// Medians over rounds per (system, label).
 	type key struct{ sys, label string }
@@ -861,23 +986,33 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 		}
 		return median(v)
 	}
-	p("| System | Readers | Produced rec/s | Ack p50 ms | Ack p99 ms | Ack p99.9 ms | p99 vs alone | Tail e2e p50 ms | Tail e2e p99 ms | Tailing read MB/s | Replay read MB/s | Broker CPU (cores) | Runs ok |\n")
-	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	p("| System | Readers | Produced rec/s | Ack p50 ms | Ack p99 ms | Ack p99.9 ms | p99 vs alone | Tail e2e p50 ms | Tail e2e p99 ms | Tailing read MB/s | Replay read MB/s | Broker CPU (cores) | Generator CPU (cores) | Runs ok |\n")
+	p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, k := range order {
 		rs := byKey[k]
 		ok := 0
-		cpu := map[string][]float64{}
+		cpu, gcpu := map[string][]float64{}, map[string][]float64{}
 		for _, r := range rs {
 			if r.Err == "" {
 				ok++
 				for n, v := range r.CPU {
 					cpu[n] = append(cpu[n], v)
 				}
+				for n, v := range r.GenCPU {
+					gcpu[n] = append(gcpu[n], v)
+				}
 			}
 		}
-		mc := map[string]float64{}
+		mc, mg := map[string]float64{}, map[string]float64{}
 		for n, v := range cpu {
 			mc[n] = median(v)
+		}
+		for n, v := range gcpu {
+			mg[n] = median(v)
+		}
+		gens := fmtCPU(mg)
+		if gens == "" {
+			gens = "—"
 		}
 		p99 := med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P99 })
 		alone := med(byKey[key{k.sys, "alone"}], func(r isoRun) float64 { return r.Gen.Produce.Ack.P99 })
@@ -886,7 +1021,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 			vs = fmt.Sprintf("%+.0f %%", (p99/alone-1)*100)
 		}
 		if ok == 0 {
-			p("| %s | %s | failed: %s |||||||||| 0/%d |\n", k.sys, k.label, strings.ReplaceAll(rs[0].Err, "|", "/"), len(rs))
+			p("| %s | %s | failed: %s ||||||||||| 0/%d |\n", k.sys, k.label, strings.ReplaceAll(rs[0].Err, "|", "/"), len(rs))
 			continue
 		}
 		produced := med(rs, func(r isoRun) float64 { return r.Gen.Produce.RecordsPerS })
@@ -894,18 +1029,18 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 		if produced < 0.95*rate {
 			behind = " (behind)"
 		}
-		p("| %s | %s | %.0f%s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %d/%d |\n", k.sys, k.label,
+		p("| %s | %s | %.0f%s | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %.1f | %.1f | %s | %s | %d/%d |\n", k.sys, k.label,
 			produced, behind,
 			med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P50 }), p99,
 			med(rs, func(r isoRun) float64 { return r.Gen.Produce.Ack.P999 }), vs,
 			med(rs, func(r isoRun) float64 { return r.Gen.Consume.E2E.P50 }),
 			med(rs, func(r isoRun) float64 { return r.Gen.Consume.E2E.P99 }),
-			med(rs, func(r isoRun) float64 { return r.Gen.Consume.MBPerS }),
-			med(rs, func(r isoRun) float64 { return r.Backlog }), fmtCPU(mc), ok, len(rs))
+			med(rs, func(r isoRun) float64 { return r.tailMBPerS() }),
+			med(rs, func(r isoRun) float64 { return r.Backlog }), fmtCPU(mc), gens, ok, len(rs))
 	}
-	p("\nBroker names: w1–w3 write brokers, r1–r2 read brokers, m1–m3 metastore, k1–k3 Kafka brokers. *(behind)*: the producers fell short of the fixed rate by more than 5 %% in the measured window (the broker, or the machine, could not keep up), so that row's latencies are not at the fixed rate. Tailing read MB/s counts every tailing consumer (the latency probe included); replay MB/s the replaying groups over the measured window (a group that has caught up reads at the produce rate).\n\n")
+	p("\nBroker names: w1–w3 write brokers, r1–r2 read brokers, m1–m3 metastore, k1–k3 Kafka brokers. *(behind)*: the producers fell short of the fixed rate by more than 5 %% in the measured window (the broker, or the machine, could not keep up), so that row's latencies are not at the fixed rate. Tailing read MB/s counts every tailing consumer of both generator processes (the writer side's latency probe included); replay MB/s the replaying groups over the measured window (a group that has caught up reads at the produce rate). Produced records/s, ack and end-to-end latency are the writer side's. Generator CPU: CPU-seconds per wall second of the writer-side and the reader-side process; a generator near 1.0 was using a whole core, so it was short of CPU and its figures include its own queueing.\n\n")
 	if len(scale) > 0 {
-		p("**Read scale-out (Sluice).** %d records of 1 KiB written once, then read from the start by %d direct consumers (each every partition) through the mixed listeners while one producer adds 10 records/s; MB/s over the measured window, per round:\n\n", o.isoScaleRecords, o.isoScaleReaders)
+		p("**Read scale-out (Sluice).** %d records of 1 KiB written once, then read from the start by %d direct consumers (each every partition) of a reader-side generator alone (CPU %s), through the mixed listeners, nothing writing meanwhile; MB/s over the measured window, per round:\n\n", o.isoScaleRecords, o.isoScaleReaders, o.readGenCPU)
 		p("| Read brokers | Read MB/s | Broker CPU (cores) |\n|---|---|---|\n")
 		var alone1 []isoRun
 		for _, r := range scale {
@@ -939,6 +1074,19 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	}
 	p("Reproduce: `make bench-isolation` (BENCH_ISOLATION_ARGS, e.g. `-pairs 3 -duration 30s -warmup 5s`; the defaults run N = 1, 4, 8 and every system).\n")
 	return b.String()
+}
+
+// isoLayoutText states the CPU layout of the section's runs, what it
+// models and what it cannot show.
+func isoLayoutText(o *opts) string {
+	return fmt.Sprintf("CPU layout (taskset CPU lists): the generator runs as two processes at once, a *writer side* (the producers and the one tailing consumer that measures end-to-end latency) and a *reader side* (the tail-N and replay-N readers). "+
+		"CPU %s holds Sluice's write brokers and metastore, all three Kafka brokers, and (CPU %s) the writer-side generator of both systems; "+
+		"CPU %s holds Sluice's read brokers and (CPU %s) the reader-side generator of both systems, which for Kafka is alone there: Kafka has no read brokers, so its readers are served by brokers on CPU %s (kafka-follower's by broker 3, there too). "+
+		"The layout models write machines (write brokers with their producer clients) next to read machines (read brokers with their reader clients): the readers' work, serving and consuming, lands on the read side unless the broker has to serve it from the write side (Kafka). "+
+		"It cannot show separate machines: each side is one core shared by its brokers and its clients (the writer-side generator takes CPU the write brokers would have to themselves; the read brokers and their readers share one core, which bounds read MB/s); the network is loopback; all brokers share one disk and one page cache, so a read broker's page-cache misses and its disk reads land on the writers' disk. "+
+		"A replay run's history is written before both processes start (a writer-side run of its own) and is not measured. "+
+		"Per-broker CPU (CPU-seconds per wall second over the two processes' run, from /proc) is the figure that carries over; docs/capacity.md extrapolates from it.\n\n",
+		o.brokerCPU, o.writeGenCPU, o.readCPU, o.readGenCPU, o.brokerCPU)
 }
 
 func joinNums(v []float64) string {

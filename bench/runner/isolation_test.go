@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,20 +23,31 @@ func isoTestRun(sys, label string, p99, backlog float64, errText string) isoRun 
 // bound; and the section survives a whole new report.
 func TestRenderIsolation(t *testing.T) {
 	o := &opts{command: "make bench-isolation", version: "test", pairs: 2, duration: 8 * time.Second, warmup: 3 * time.Second,
-		isoFsync: "group", isoScaleRecords: 1000, isoScaleReaders: 2, brokerCPU: "0", readCPU: "1", genCPU: "1"}
+		isoFsync: "group", isoScaleRecords: 1000, isoScaleReaders: 2, brokerCPU: "0", readCPU: "1", genCPU: "1",
+		writeGenCPU: "0", readGenCPU: "1"}
 	runs := []isoRun{
 		isoTestRun("sluice", "alone", 10, 0, ""), isoTestRun("sluice", "alone", 12, 0, ""),
 		isoTestRun("sluice", "replay-1", 11, 5, ""), isoTestRun("sluice", "replay-1", 11, 5, ""),
 		isoTestRun("kafka", "alone", 10, 0, ""), isoTestRun("kafka", "replay-1", 20, 5, ""),
 		isoTestRun("kafka-follower", "alone", 0, 0, "boom | broken"),
 	}
+	// Two replay runs whose reader side read 3 of the 5 MB/s and whose
+	// generators' CPU is known; the other runs come from older raw files.
+	for i := 2; i < 4; i++ {
+		runs[i].GenCPU = map[string]float64{"writer": 0.3, "reader": 0.5 + 0.1*float64(i)}
+	}
 	scale := []isoRun{isoTestRun("sluice", "scale-2", 0, 0.2, ""), isoTestRun("sluice", "scale-1", 0, 0.1, "")}
 	text := renderIsolation(o, runs, scale, map[string][]float64{"sluice": {2000}}, []int{1}, 1000,
 		"2026-01-01 00:00 UTC", "50.0 40.0 30.0", "1.0 1.0 1.0", time.Minute)
 	for _, want := range []string{
 		"| sluice | replay-1 | 1000 | 1.0 | 11.0 | 22.0 | +0 % |",
+		"| 5.0 | r1 0.25 w1 0.50 | reader 0.75 writer 0.30 | 2/2 |",
+		"| sluice | alone | 1000 | 1.0 | 11.0 | 22.0 | — |",
+		"| r1 0.25 w1 0.50 | — | 2/2 |",
+		"CPU 0 holds Sluice's write brokers and metastore, all three Kafka brokers, and (CPU 0) the writer-side generator",
+		"CPU 1 holds Sluice's read brokers and (CPU 1) the reader-side generator",
 		"| kafka | replay-1 | 1000 | 1.0 | 20.0 | 40.0 | +100 % |",
-		"| kafka-follower | alone | failed: boom / broken |",
+		"| kafka-follower | alone | failed: boom / broken ||||||||||| 0/1 |",
 		"| 2 | 0.2 (readers finished within the window",
 		"| 1 | 0.1 | r1 0.25 w1 0.50 |",
 		"a loaded machine",
@@ -53,5 +65,78 @@ func TestRenderIsolation(t *testing.T) {
 	}
 	if rep := keepSections(path, "# B\n\nnew\n\n## Reproduce\n"); strings.Count(rep, "replay-1") != 2 {
 		t.Fatalf("isolation section not carried over:\n%s", rep)
+	}
+}
+
+// The writer side of every run is the same fixed-rate producers and one
+// latency probe, pinned with the write side; the readers go to a second
+// process with no producers, pinned with the read side; a replay run's
+// history is written by a run of its own on the write side.
+func TestIsoWorkloadArgs(t *testing.T) {
+	o := &opts{genBin: "gen", duration: 8 * time.Second, warmup: 2 * time.Second, writeGenCPU: "0", readGenCPU: "1"}
+	ws := isoWorkloads(o, []int{1, 4}, 3000)
+	var labels []string
+	for _, w := range ws {
+		labels = append(labels, w.label)
+		if got := strings.Join(w.writer, " "); got != "-producers 4 -rate 3000 -consumers 1" {
+			t.Errorf("%s: writer side %q", w.label, got)
+		}
+	}
+	if got := strings.Join(labels, ","); got != "alone,tail-1,tail-4,replay-1,replay-4" {
+		t.Fatalf("workloads %s", got)
+	}
+	if ws[0].reader != nil || ws[0].prefill != 0 {
+		t.Errorf("alone has a reader side %v or history %d", ws[0].reader, ws[0].prefill)
+	}
+	if got := strings.Join(ws[2].reader, " "); got != "-producers 0 -consumers 4" || ws[2].prefill != 0 {
+		t.Errorf("tail-4: reader side %q, history %d", got, ws[2].prefill)
+	}
+	if got := strings.Join(ws[4].reader, " "); got != "-producers 0 -consumers 0 -backlog-readers 4 -backlog-groups" ||
+		ws[4].prefill != 24000 {
+		t.Errorf("replay-4: reader side %q, history %d (want rate x duration = 24000)", got, ws[4].prefill)
+	}
+	o.isoPrefill = 500
+	if w := isoWorkloads(o, []int{1}, 3000)[2]; w.prefill != 500 {
+		t.Errorf("-iso-prefill 500: history %d", w.prefill)
+	}
+	rd := isoGenArgs(o, o.readGenCPU, "s:1", "t", "replay-4", "r3", ws[4].reader)
+	if got := strings.Join(rd, " "); got != "-c 1 gen -brokers s:1 -topic t -partitions 8 -replication 3 -record-size 1024 "+
+		"-duration 8s -warmup 2s -label replay-4 -quiet -client-rack r3 -producers 0 -consumers 0 -backlog-readers 4 -backlog-groups" {
+		t.Errorf("reader-side command line %q", got)
+	}
+	if got := strings.Join(isoFillArgs(o, "s:1", "t", 24000), " "); !strings.HasPrefix(got, "-c 0 gen ") ||
+		!strings.Contains(got, "-records 24000 -duration 0") || !strings.Contains(got, "-consumers 0") {
+		t.Errorf("history command line %q", got)
+	}
+}
+
+// The row's produce and latency figures are the writer side's, its read
+// MB/s both sides'; either side's failure fails the row.
+func TestMergeIsoRun(t *testing.T) {
+	w := `progress
+{"window_s":6,"produce":{"records_per_s":3000,"ack_latency":{"p99_ms":4}},"consume":{"mb_per_s":3,"e2e_latency":{"p99_ms":7}},"backlog":{"mb_per_s":0}}`
+	rd := `{"produce":{"records_per_s":0},"consume":{"mb_per_s":12},"backlog":{"mb_per_s":40}}`
+	var r isoRun
+	mergeIsoRun(&r, w, nil, rd, nil, true)
+	if r.Err != "" || r.Gen.Produce.RecordsPerS != 3000 || r.Gen.Produce.Ack.P99 != 4 || r.Gen.Consume.E2E.P99 != 7 {
+		t.Fatalf("writer-side figures lost: %+v", r)
+	}
+	if r.tailMBPerS() != 15 || r.Backlog != 40 || r.ReadGen == nil {
+		t.Fatalf("tail %.1f MB/s, replay %.1f MB/s, want 15 and 40", r.tailMBPerS(), r.Backlog)
+	}
+	r = isoRun{}
+	mergeIsoRun(&r, w, nil, "", errors.New("exit status 1"), true)
+	if !strings.Contains(r.Err, "reader-side generator output") || r.Gen.Produce.RecordsPerS != 3000 {
+		t.Fatalf("a reader side without output: %q", r.Err)
+	}
+	r = isoRun{}
+	mergeIsoRun(&r, w, errors.New("exit status 1"), rd, nil, true)
+	if !strings.HasPrefix(r.Err, "writer-side generator: exit status 1") || r.Backlog != 40 {
+		t.Fatalf("a failed writer side: %q", r.Err)
+	}
+	r = isoRun{}
+	mergeIsoRun(&r, w, nil, "", nil, false)
+	if r.Err != "" || r.ReadGen != nil || r.tailMBPerS() != 3 {
+		t.Fatalf("no reader side: %+v", r)
 	}
 }

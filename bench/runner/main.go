@@ -71,6 +71,8 @@ type opts struct {
 	isoScaleRecords int64
 	isoScaleReaders int
 	readCPU         string
+	writeGenCPU     string // -isolation: the writer-side generator
+	readGenCPU      string // -isolation: the reader-side generator
 	isoFromRaw      string
 
 	clusterPairs   int // the cluster section (cluster.go)
@@ -188,6 +190,8 @@ func main() {
 	flag.IntVar(&o.isoScaleReaders, "iso-scale-readers", 4, "consumers reading the backlog in the read scale-out runs (-isolation; 0 = none)")
 	flag.StringVar(&o.isoFromRaw, "iso-from-raw", "", "with -isolation: render the section from this -raw file of an earlier run instead of running")
 	flag.StringVar(&o.readCPU, "read-cpu", "1", "cores for Sluice's read brokers (taskset list, -isolation)")
+	flag.StringVar(&o.writeGenCPU, "write-gen-cpu", "0", "cores for the writer-side generator: producers and the latency-probe consumer (taskset list, -isolation; with -broker-cpu by default)")
+	flag.StringVar(&o.readGenCPU, "read-gen-cpu", "1", "cores for the reader-side generator: the tailing and replaying readers (taskset list, -isolation; with -read-cpu by default)")
 	flag.IntVar(&o.clusterPairs, "cluster-pairs", 2, "Sluice/Kafka cluster pairs of the cluster section (-section cluster, and part of a whole run; 0 leaves it out of a whole run)")
 	flag.Int64Var(&o.clusterRecords, "cluster-records", 1000000, "records of 1 KiB per run of the cluster section")
 	flag.DurationVar(&o.clusterMaxDur, "cluster-max-duration", 90*time.Second, "bound on a cluster section run's sending time")

@@ -33,6 +33,13 @@
 // ShareFetch round trip and, with -broker-pid, the broker's CPU time and
 // peak RSS over the drain (share.go).
 //
+// -producers 0 is the readers-only mode: the run writes nothing, its
+// tailing consumers (-consumers) and backlog readers (-backlog-readers)
+// read a topic another process writes, for -duration with -warmup left out
+// as in any run, and the result has the same shape with the produce
+// figures zero. Its tailing consumers measure no end-to-end latency: the
+// send times in the values are on the writing process's clock.
+//
 // Two helper modes measure the loopback TCP ceiling without a broker:
 //
 //	sluice-bench tcp-sink -addr 127.0.0.1:7000 -duration 5s
@@ -150,7 +157,7 @@ func main() {
 	fs.BoolVar(&c.Idempotent, "idempotent", true, "idempotent producer (needs acks=all)")
 	fs.StringVar(&c.Compression, "compression", "none", "none, gzip, snappy, lz4 or zstd")
 	fs.DurationVar(&c.Linger, "linger", 5*time.Millisecond, "producer linger (the Java client's default since Kafka 4.0 is 5ms)")
-	fs.IntVar(&c.Producers, "producers", 1, "producer clients")
+	fs.IntVar(&c.Producers, "producers", 1, "producer clients (0 = readers only: read a topic another process writes)")
 	fs.IntVar(&c.Consumers, "consumers", 1, "tailing consumer clients, each reading every partition; they measure end-to-end latency")
 	fs.IntVar(&c.BacklogReaders, "backlog-readers", 0, "extra consumer clients that start at the end of the warm-up and read every partition from the start")
 	fs.BoolVar(&c.BacklogGroups, "backlog-groups", false, "backlog readers are consumer-group members (one group each, reset to the start) instead of direct partition consumers")
@@ -208,8 +215,13 @@ func (c *config) validate() error {
 	if c.Warmup >= c.Duration {
 		return errors.New("-warmup must be shorter than -duration")
 	}
-	if c.Producers < 1 || c.Consumers < 0 || c.BacklogReaders < 0 || c.Partitions < 1 {
-		return errors.New("need at least one producer and one partition")
+	if c.Producers < 0 || c.Consumers < 0 || c.BacklogReaders < 0 || c.Partitions < 1 {
+		return errors.New("need at least one partition, and no negative client count")
+	}
+	if c.Producers == 0 {
+		if err := c.validateReadersOnly(); err != nil {
+			return err
+		}
 	}
 	switch c.Acks {
 	case "all", "-1", "1", "0":
@@ -250,6 +262,22 @@ func (c *config) validate() error {
 			return fmt.Errorf("-command-config %s: %w", c.CommandConfig, err)
 		}
 		c.SecurityProtocol = cc.Protocol
+	}
+	return nil
+}
+
+// validateReadersOnly checks a -producers 0 run: readers and a duration,
+// nothing that writes.
+func (c *config) validateReadersOnly() error {
+	switch {
+	case c.ShareConsumers > 0:
+		return nil // a share drain has no producer clients either
+	case c.Consumers+c.BacklogReaders == 0:
+		return errors.New("-producers 0 needs -consumers or -backlog-readers")
+	case c.Records > 0:
+		return errors.New("-producers 0 runs for -duration: no -records")
+	case c.Prefill > 0 || c.Rate > 0 || c.TxnRecords > 0:
+		return errors.New("-producers 0 writes nothing: no -prefill, -rate or -txn-records")
 	}
 	return nil
 }
@@ -506,8 +534,14 @@ func run(ctx context.Context, c *config) (*result, error) {
 		}()
 		return nil
 	}
+	// Without producers of its own the run cannot tell a record's send
+	// time on its clock: its tailing consumers count records only.
+	tailLat := &e2eH
+	if c.Producers == 0 {
+		tailLat = nil
+	}
 	for i := 0; i < c.Consumers; i++ {
-		if err := startConsumer(endAt, &cons, &e2eH, ""); err != nil {
+		if err := startConsumer(endAt, &cons, tailLat, ""); err != nil {
 			return res, err
 		}
 	}
@@ -637,6 +671,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 	sending := true
 	backlogStarted := false
 	done := producersDone
+	if c.Producers == 0 {
+		done = nil // readers only: the run ends at -duration
+	}
 	var acked chan struct{} // closed once the last record is acknowledged
 	for sending {
 		select {
@@ -692,6 +729,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 	<-producersDone
 	flush(clients)
 	want := prod.records.Load() * int64(c.Consumers)
+	if c.Producers == 0 {
+		want = 0 // what another process wrote is not counted here
+	}
 	drainUntil := time.Now().Add(c.Drain)
 	for cons.records.Load() < want && time.Now().Before(drainUntil) && ctx.Err() == nil {
 		time.Sleep(20 * time.Millisecond)
@@ -728,7 +768,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 	cs.Records = atEnd.cons - atWarm.cons
 	cs.RecordsPerS = round(float64(cs.Records)/window, 1)
 	cs.MBPerS = round(float64(atEnd.consB-atWarm.consB)/window/1e6, 2)
-	cs.Missing = want - cons.records.Load()
+	if c.Producers > 0 {
+		cs.Missing = want - cons.records.Load()
+	}
 	cs.E2E = e2eH.summary()
 	bk := &res.Backlog
 	bk.Records = back.records.Load()

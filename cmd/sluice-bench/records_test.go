@@ -22,6 +22,35 @@ func TestRecordsWindow(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and starts the broker")
 	}
+	addr := startDev(t)
+	c := &config{Brokers: addr, Topic: "records-window", Partitions: 4, Replication: 1, RecordSize: 1024,
+		Acks: "all", Idempotent: true, Compression: "none", Linger: 5 * time.Millisecond, Producers: 1,
+		Consumers: 0, Records: 40000, MaxDuration: 2 * time.Minute, Drain: 10 * time.Second,
+		CreateTopic: true, Isolation: "read_uncommitted", Quiet: true}
+	if err := c.validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	res, err := run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No warm-up: the window holds every record.
+	if res.Produce.Records != c.Records || res.Produce.TotalRecords != c.Records {
+		t.Fatalf("window counted %d records, the run acknowledged %d, want %d in both", res.Produce.Records, res.Produce.TotalRecords, c.Records)
+	}
+	// The window in the result is rounded to the millisecond.
+	want := float64(c.Records) / res.WindowS
+	if d := res.Produce.RecordsPerS/want - 1; d > 0.01 || d < -0.01 || res.Produce.MBPerS <= 0 {
+		t.Fatalf("%.1f records/s (%.2f MB/s) over %.3f s, want %.1f", res.Produce.RecordsPerS, res.Produce.MBPerS, res.WindowS, want)
+	}
+}
+
+// startDev builds and starts a `sluice dev` broker for the test and
+// returns its Kafka address.
+func startDev(t *testing.T) string {
+	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "sluice")
 	if out, err := exec.Command("go", "build", "-o", bin, "../sluice").CombinedOutput(); err != nil {
@@ -57,26 +86,5 @@ func TestRecordsWindow(t *testing.T) {
 			t.Fatal("sluice dev not ready within a minute")
 		}
 	}
-	c := &config{Brokers: addr, Topic: "records-window", Partitions: 4, Replication: 1, RecordSize: 1024,
-		Acks: "all", Idempotent: true, Compression: "none", Linger: 5 * time.Millisecond, Producers: 1,
-		Consumers: 0, Records: 40000, MaxDuration: 2 * time.Minute, Drain: 10 * time.Second,
-		CreateTopic: true, Isolation: "read_uncommitted", Quiet: true}
-	if err := c.validate(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	res, err := run(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// No warm-up: the window holds every record.
-	if res.Produce.Records != c.Records || res.Produce.TotalRecords != c.Records {
-		t.Fatalf("window counted %d records, the run acknowledged %d, want %d in both", res.Produce.Records, res.Produce.TotalRecords, c.Records)
-	}
-	// The window in the result is rounded to the millisecond.
-	want := float64(c.Records) / res.WindowS
-	if d := res.Produce.RecordsPerS/want - 1; d > 0.01 || d < -0.01 || res.Produce.MBPerS <= 0 {
-		t.Fatalf("%.1f records/s (%.2f MB/s) over %.3f s, want %.1f", res.Produce.RecordsPerS, res.Produce.MBPerS, res.WindowS, want)
-	}
+	return addr
 }
