@@ -302,6 +302,11 @@ type conn struct {
 	frameStart atomic.Int64
 	lastActive atomic.Int64
 	pending    atomic.Int32
+	// opened is when the connection was accepted (Server.since); spoke
+	// is set once its first frame is read, or once the accept loop found
+	// its first bytes waiting or closed it as silent (fdshed.go).
+	opened int64
+	spoke  atomic.Bool
 	// progress counts the bytes read from the socket, plus one for each
 	// window of a frame granted room; frameHeld is what the frame being
 	// read holds in queued.max.request.bytes (0 between frames). The
@@ -393,6 +398,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		c.sasl = &saslConn{}
 	}
 	c.lastActive.Store(s.now())
+	c.opened = s.since()
 	if !s.trackConn(c, true) {
 		nc.Close()
 		cancel()
@@ -445,6 +451,7 @@ func (c *conn) readLoop() error {
 		}
 		c.frameStart.Store(0)
 		c.lastActive.Store(c.srv.now())
+		c.spoke.Store(true)
 		// A throttle may have begun while the frame was read (the
 		// previous request answered late): the request waits it out.
 		if err := c.waitMuted(); err != nil {
