@@ -1014,16 +1014,36 @@ func (rc *reqCtx) throttled(resp kmsg.Response, d time.Duration) bool {
 	rc.conn.wg.Add(1)
 	go func() {
 		defer rc.conn.wg.Done()
+		answered := false
+		// A panic here (encoding the response, say) is contained as one
+		// in a handler's second stage: logged and counted under the
+		// request's API, the request ends unanswered and the writer
+		// closes the connection when it reaches it.
+		defer rc.containPanic("answering a throttled response panicked: closing its connection", func(any) {
+			rc.slot.close = true
+			if !answered {
+				rc.answer(nil)
+			}
+		})
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-rc.ctx().Done():
 		}
+		if throttleFault != nil {
+			throttleFault(rc.hdr.Key)
+		}
 		rc.answer(resp)
+		answered = true
 	}()
 	return true
 }
+
+// throttleFault, set by tests only, runs in the goroutine that delays a
+// throttled response, before it answers: a panic injected there is one
+// in the broker's own code.
+var throttleFault func(api int16)
 
 func (rc *reqCtx) answer(resp kmsg.Response) {
 	if resp == nil {
