@@ -1,9 +1,11 @@
 package server
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
 	"net"
+	"slices"
 	"syscall"
 	"time"
 )
@@ -15,8 +17,9 @@ import (
 // until they went (connections.max.idle.ms, ten minutes). So, as nginx
 // drains its idle keep-alive connections when it runs out of connection
 // slots, an accept that fails for want of descriptors (EMFILE, ENFILE)
-// closes the oldest connection that has not sent a byte in silentGrace
-// since it was accepted and frees its descriptor for the next accept.
+// closes the oldest connections that have not sent a byte in silentGrace
+// since they were accepted (up to shedBatch) and frees their descriptors
+// for the next accepts.
 // Every Kafka client sends its first request (ApiVersions, or a SASL
 // handshake; a TLS client its ClientHello) as soon as it connects, so a
 // connection that said nothing for that long is not a client waiting for
@@ -31,39 +34,49 @@ func isDescriptorErr(err error) bool {
 	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
-// shedSilent closes the oldest silent connection (see silentGrace) and
-// says so; otherwise, if a connection that has sent nothing is younger
-// than the grace, retry is how long until it is not (0 if there is none).
-func (s *Server) shedSilent() (shed bool, retry time.Duration) {
+// shedBatch is how many silent connections one failed accept closes at
+// most (nginx drains up to 32 idle connections at once when it runs out):
+// a flood of them is cleared in a few rounds, not one accept each.
+const shedBatch = 32
+
+// shedSilent closes the oldest silent connections (see silentGrace), up
+// to shedBatch, and says how many; when it closes none but a connection
+// that has sent nothing is younger than the grace, retry is how long
+// until it is not (0 if there is none).
+func (s *Server) shedSilent() (shed int, retry time.Duration) {
 	now := s.since()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for {
-		var oldest *conn
-		for c := range s.conns {
-			if c.spoke.Load() || c.progress.Load() != 0 {
-				continue
+	var silent []*conn
+	for c := range s.conns {
+		if !c.spoke.Load() && c.progress.Load() == 0 {
+			silent = append(silent, c)
+		}
+	}
+	slices.SortFunc(silent, func(a, b *conn) int { return cmp.Compare(a.opened, b.opened) })
+	for _, c := range silent {
+		if shed == shedBatch {
+			break
+		}
+		if age := time.Duration(now - c.opened); age < silentGrace {
+			if shed == 0 {
+				retry = silentGrace - age
 			}
-			if oldest == nil || c.opened < oldest.opened {
-				oldest = c
-			}
+			break
 		}
-		if oldest == nil {
-			return false, 0
-		}
-		if age := time.Duration(now - oldest.opened); age < silentGrace {
-			return false, silentGrace - age
-		}
-		if unread(oldest.nc) {
-			oldest.spoke.Store(true) // its first bytes are there
+		if unread(c.nc) {
+			c.spoke.Store(true) // its first bytes are there
 			continue
 		}
-		oldest.spoke.Store(true) // not picked twice
-		oldest.cancel()
-		oldest.nc.Close()
-		s.metrics.connsDropped.WithLabelValues("silent").Inc()
-		return true, 0
+		c.spoke.Store(true) // not picked twice
+		c.cancel()
+		c.nc.Close()
+		shed++
 	}
+	if shed > 0 {
+		s.metrics.connsDropped.WithLabelValues("silent").Add(float64(shed))
+	}
+	return shed, retry
 }
 
 // unread says whether nc's socket holds received bytes not yet read.

@@ -367,10 +367,10 @@ func (s *Server) acceptLoop(l *listener) {
 			// and wait for that rather than the whole pause.
 			wait := backoff
 			if isDescriptorErr(err) {
-				if shed, retry := s.shedSilent(); shed {
+				if shed, retry := s.shedSilent(); shed > 0 {
 					wait = min(wait, acceptBackoffMin)
 					if n, ok := shedLog.allow(); ok {
-						s.log.Warn().Str("listener", l.cfg.Name).Int("closed", n).Msg("out of file descriptors: closed connections that had sent nothing")
+						s.log.Warn().Str("listener", l.cfg.Name).Int("times", n).Int("closed", shed).Msg("out of file descriptors: closed connections that had sent nothing")
 					}
 				} else if retry > 0 {
 					wait = min(wait, retry)
