@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -327,6 +328,67 @@ func TestDescriptorExhaustion(t *testing.T) {
 	}
 	roundTrip(t, b.KafkaAddr, "after-emfile", 5*time.Second)
 	t.Logf("broker VmHWM %d MiB", vmHWM(t, b)>>20)
+	b.RequireRunning(t)
+}
+
+// TestSilentConnectionsShedOutOfDescriptors: connections that never send
+// a byte hold every descriptor the broker may open (its RLIMIT_NOFILE
+// lowered to what it has open plus 20, then 200 of them dialled, and
+// never closed here). An accept failing for want of descriptors closes
+// the oldest of them, so a new client behind them in the kernel's
+// backlog is served within a second, a connection that has sent a
+// request is left open, and the closes are counted.
+func TestSilentConnectionsShedOutOfDescriptors(t *testing.T) {
+	b := startBroker(t)
+	pid := b.Pid()
+	// A client that has spoken before the flood: it must not be shed.
+	talker := dialFrom(t, "127.0.0.1", b.KafkaAddr)
+	talk := func(corr int32) error {
+		talker.SetDeadline(time.Now().Add(5 * time.Second))
+		req := kmsg.NewPtrApiVersionsRequest()
+		if _, err := talker.Write(kmsg.NewRequestFormatter().AppendRequest(nil, req, corr)); err != nil {
+			return err
+		}
+		var size [4]byte
+		if _, err := io.ReadFull(talker, size[:]); err != nil {
+			return err
+		}
+		_, err := io.CopyN(io.Discard, talker, int64(binary.BigEndian.Uint32(size[:])))
+		return err
+	}
+	if err := talk(1); err != nil {
+		t.Fatalf("ApiVersions before the flood: %v", err)
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := uint64(len(fds) + 20)
+	setNofile(t, pid, limit)
+	t.Logf("broker has %d descriptors open; RLIMIT_NOFILE set to %d", len(fds), limit)
+	for i := 0; i < 200; i++ {
+		dialFrom(t, "127.0.0.1", b.KafkaAddr)
+	}
+	// The new client's connection is behind the 200 in the backlog.
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := newClient(t, b.KafkaAddr).Ping(ctx); err != nil {
+		t.Fatalf("metadata behind silent connections: %v", err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("a new client's metadata took %v with silent connections holding the descriptors, want under 1s", took)
+	} else {
+		t.Logf("a new client's metadata in %v", took.Round(time.Millisecond))
+	}
+	if err := talk(2); err != nil {
+		t.Errorf("the connection that had sent a request was closed: %v", err)
+	}
+	if n := metricValue(t, b, `sluice_connections_dropped_total{reason="silent"}`); n < 1 {
+		t.Errorf(`sluice_connections_dropped_total{reason="silent"} = %v, want the silent connections closed`, n)
+	} else {
+		t.Logf("%v silent connections closed", n)
+	}
 	b.RequireRunning(t)
 }
 

@@ -34,7 +34,16 @@ type TCPConfig struct {
 	// name the node id its hello declares (tlsconfig.NodeName).
 	TLS    *tlsconfig.Loader
 	Logger zerolog.Logger
+	// QueuedBytes bounds the bytes of the frames the port's inbound
+	// connections are reading or handling, over all of them
+	// (peerlink.Budget, the semantics of Kafka's queued.max.request.bytes):
+	// 0 is DefaultQueuedBytes, below 0 unbounded.
+	QueuedBytes int64
 }
+
+// DefaultQueuedBytes is the replication port's frame budget by default:
+// two frames of the largest size.
+const DefaultQueuedBytes = 2 * maxFrameBytes
 
 // TCPTransport is the production Transport: one outbound TCP connection
 // per peer broker, written by one goroutine that coalesces everything
@@ -74,6 +83,9 @@ type TCPTransport struct {
 	cancel  context.CancelFunc
 
 	refused *peerlink.Refusals
+	// budget is what the inbound connections' frames hold, from the
+	// moment their length is read until they are handled (QueuedBytes).
+	budget *peerlink.Budget
 
 	dropped atomic.Int64 // by streams already closed
 }
@@ -83,6 +95,16 @@ const tcpMagic = 0x534c5254 // "SLRT"
 // helloTimeout bounds the wait for a new connection's hello (a variable
 // for tests).
 var helloTimeout = 10 * time.Second
+
+// frameBodyTimeout bounds the wait for a frame's body once it has room in
+// the budget, so a peer that stops sending in the middle of a frame gives
+// its room back (a variable for tests).
+var frameBodyTimeout = 30 * time.Second
+
+// keepFrameBuf is the largest buffer an inbound connection keeps between
+// frames for the next one (larger ones are allocated per frame): outside
+// the budget, so bounded here.
+const keepFrameBuf = 4 << 20
 
 // maxHandshaking bounds the inbound connections that have not sent their
 // hello yet; more are closed at once.
@@ -94,12 +116,16 @@ func NewTCPTransport(cfg TCPConfig) (*TCPTransport, error) {
 	if cfg.QueueLen <= 0 {
 		cfg.QueueLen = 1024
 	}
+	if cfg.QueuedBytes == 0 {
+		cfg.QueuedBytes = DefaultQueuedBytes
+	}
 	lg := cfg.Logger.With().Str("component", "raft-transport").Logger()
 	t := &TCPTransport{
 		cfg: cfg, lg: lg,
 		peers:   map[NodeID]*peerlink.Stream{},
 		inbound: map[NodeID]net.Conn{},
 		refused: newRefusals(lg),
+		budget:  peerlink.NewBudget(cfg.QueuedBytes),
 	}
 	ln, err := peerlink.Listen(cfg.Listen, peerlink.ListenConfig{
 		MaxHandshaking: maxHandshaking,
@@ -309,23 +335,66 @@ func (t *TCPTransport) read(a *peerlink.Accepted) {
 	}
 	var buf []byte
 	for {
-		b, err := peerlink.ReadFrame(br, buf, maxFrameBytes)
+		b, held, err := t.readFrame(rc, br, buf)
 		if err != nil {
-			if errors.Is(err, peerlink.ErrFrameTooLarge) {
+			switch {
+			case errors.Is(err, peerlink.ErrFrameTooLarge):
 				t.refuse(RefusedFrame, c, from, err)
+			case held >= 0 && isTimeout(err):
+				t.refuse(RefusedFrameTimeout, c, from, err)
 			}
 			return
 		}
-		buf = b
 		msgs, err := decodeFrame(b)
+		if err == nil {
+			if h := t.h.Load(); h != nil {
+				(*h)(from, msgs)
+			}
+		}
+		t.budget.Release(held)
 		if err != nil {
 			t.refuse(RefusedFrame, c, from, err)
 			return
 		}
-		if h := t.h.Load(); h != nil {
-			(*h)(from, msgs)
+		if cap(b) <= keepFrameBuf {
+			buf = b
+		} else {
+			buf = nil
 		}
 	}
+}
+
+// readFrame reads one frame of an inbound connection: its length, then,
+// once the budget has room for it, its body within frameBodyTimeout (the
+// body's memory is taken as its bytes arrive). The frame holds its room
+// until the caller releases held, after handling it. On an error, held
+// is -1 if the frame never had room, otherwise 0 (already given back:
+// a timeout then was the body's).
+func (t *TCPTransport) readFrame(rc net.Conn, br *bufio.Reader, buf []byte) ([]byte, int64, error) {
+	n, err := peerlink.ReadHeader(br)
+	if err != nil {
+		return nil, -1, err
+	}
+	if n > maxFrameBytes {
+		return nil, -1, fmt.Errorf("%w: %d bytes, limit %d", peerlink.ErrFrameTooLarge, n, maxFrameBytes)
+	}
+	held, ok := t.budget.Take(int64(n), t.ctx.Done())
+	if !ok {
+		return nil, -1, t.ctx.Err()
+	}
+	rc.SetReadDeadline(time.Now().Add(frameBodyTimeout))
+	b, err := peerlink.ReadBody(br, buf, n)
+	rc.SetReadDeadline(time.Time{})
+	if err != nil {
+		t.budget.Release(held)
+		return nil, 0, err
+	}
+	return b, held, nil
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // dial connects to a peer broker: TCP from the listening IP, mutual TLS

@@ -48,12 +48,17 @@ const (
 	RefusedSnapshot   // a snapshot that does not decode or has an impossible configuration
 	RefusedAckPastLog // MsgAppResp acknowledging an index this leader does not have
 	RefusedNotLeader  // a leader's message from another node than the term's leader
+
+	// A frame whose body did not arrive within frameBodyTimeout of its
+	// room in the port's budget (TCPTransport): the connection is closed.
+	RefusedFrameTimeout
 	numRefusals
 )
 
 var refusalNames = [numRefusals]string{
 	"handshake", "unknown_node", "address", "busy", "frame", "tls", "identity",
 	"type", "to", "from", "term", "group", "not_member", "commit_past_log", "entries", "snapshot", "ack_past_log", "not_leader",
+	"frame_timeout",
 }
 
 func (r Refusal) String() string {

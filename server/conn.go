@@ -302,6 +302,11 @@ type conn struct {
 	frameStart atomic.Int64
 	lastActive atomic.Int64
 	pending    atomic.Int32
+	// opened is when the connection was accepted (Server.since); spoke
+	// is set once its first frame is read, or once the accept loop found
+	// its first bytes waiting or closed it as silent (fdshed.go).
+	opened int64
+	spoke  atomic.Bool
 	// progress counts the bytes read from the socket, plus one for each
 	// window of a frame granted room; frameHeld is what the frame being
 	// read holds in queued.max.request.bytes (0 between frames). The
@@ -393,6 +398,7 @@ func (s *Server) serveConn(l *listener, nc net.Conn, ip netip.Addr) {
 		c.sasl = &saslConn{}
 	}
 	c.lastActive.Store(s.now())
+	c.opened = s.since()
 	if !s.trackConn(c, true) {
 		nc.Close()
 		cancel()
@@ -445,6 +451,7 @@ func (c *conn) readLoop() error {
 		}
 		c.frameStart.Store(0)
 		c.lastActive.Store(c.srv.now())
+		c.spoke.Store(true)
 		// A throttle may have begun while the frame was read (the
 		// previous request answered late): the request waits it out.
 		if err := c.waitMuted(); err != nil {
@@ -1007,16 +1014,36 @@ func (rc *reqCtx) throttled(resp kmsg.Response, d time.Duration) bool {
 	rc.conn.wg.Add(1)
 	go func() {
 		defer rc.conn.wg.Done()
+		answered := false
+		// A panic here (encoding the response, say) is contained as one
+		// in a handler's second stage: logged and counted under the
+		// request's API, the request ends unanswered and the writer
+		// closes the connection when it reaches it.
+		defer rc.containPanic("answering a throttled response panicked: closing its connection", func(any) {
+			rc.slot.close = true
+			if !answered {
+				rc.answer(nil)
+			}
+		})
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-rc.ctx().Done():
 		}
+		if throttleFault != nil {
+			throttleFault(rc.hdr.Key)
+		}
 		rc.answer(resp)
+		answered = true
 	}()
 	return true
 }
+
+// throttleFault, set by tests only, runs in the goroutine that delays a
+// throttled response, before it answers: a panic injected there is one
+// in the broker's own code.
+var throttleFault func(api int16)
 
 func (rc *reqCtx) answer(resp kmsg.Response) {
 	if resp == nil {

@@ -84,7 +84,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_connections_refused_total", Help: "Connections closed at once because their IP address had max.connections.per.ip (or its override) open or was past its connection_creation_rate quota, by listener.",
 		}, []string{"listener"}),
 		connsDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "sluice_connections_dropped_total", Help: "Connections the broker closed, by reason: idle (connections.max.idle.ms), request_timeout (socket.request.timeout.ms), stalled_frame (queued.max.request.stall.ms) or slow_frame (queued.min.request.bytes.per.second).",
+			Name: "sluice_connections_dropped_total", Help: "Connections the broker closed, by reason: idle (connections.max.idle.ms), request_timeout (socket.request.timeout.ms), stalled_frame (queued.max.request.stall.ms), slow_frame (queued.min.request.bytes.per.second) or silent (no byte sent since it was accepted, closed when an accept failed for want of file descriptors).",
 		}, []string{"reason"}),
 		responseWaits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "sluice_connection_response_waits_total", Help: "Times a connection's next request was not read because the responses it had not read held more than queued.max.response.bytes.",

@@ -204,3 +204,46 @@ func TestPartitionWorkPanicAnswersUnknownServerError(t *testing.T) {
 		t.Fatalf("produce after the faults: %v", err)
 	}
 }
+
+// TestThrottledAnswerPanicClosesOnlyItsConnection: a panic in the
+// goroutine that holds back a throttled response for a client too old to
+// throttle itself (Metadata v4 past a request_percentage quota) is
+// contained as a handler's is: counted under the request's API, the
+// connection that sent it closed, and other clients served. Without the
+// recovery the panic ends the test binary.
+func TestThrottledAnswerPanicClosesOnlyItsConnection(t *testing.T) {
+	var faulted atomic.Int32
+	throttleFault = func(api int16) {
+		if api == 3 { // Metadata
+			faulted.Add(1)
+			panic("throttled answer fault")
+		}
+	}
+	t.Cleanup(func() { throttleFault = nil }) // after the broker has closed
+	b, admin := quotaBroker(t)
+	alterQuota(t, admin, []quotaEnt{{"client-id", "raw"}}, "request_percentage", 0.0001)
+
+	c := dialRaw(t, b.addr)
+	req := kmsg.NewPtrMetadataRequest()
+	req.Version = 4 // before v6 the broker holds the response back itself
+	c.send(req, 1)
+	start := time.Now()
+	_, err := c.recv(kmsg.NewPtrMetadataResponse(), false)
+	var ne net.Error
+	if err == nil || (errors.As(err, &ne) && ne.Timeout()) {
+		t.Fatalf("connection not closed after its throttled answer panicked: %v (after %v)", err, time.Since(start))
+	}
+	if faulted.Load() != 1 {
+		t.Fatalf("the throttled answer's goroutine ran the fault %d times, want 1: the test did not reach it", faulted.Load())
+	}
+	if got := counterValue(b.srv.metrics.panics.WithLabelValues("Metadata")); got != 1 {
+		t.Fatalf("sluice_request_panics_total{api=Metadata} = %v, want 1", got)
+	}
+	// Another client is served.
+	cl := b.client(t, kgo.ClientID("free"))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := kmsg.NewPtrMetadataRequest().RequestWith(ctx, cl); err != nil {
+		t.Fatalf("metadata after the panic: %v", err)
+	}
+}

@@ -336,6 +336,7 @@ func (s *Server) acceptLoop(l *listener) {
 	defer s.wg.Done()
 	var backoff time.Duration
 	errLog, refusedLog := everyFewSeconds(), everyFewSeconds()
+	againLog, shedLog := everyFewSeconds(), everyFewSeconds()
 	for {
 		waited, err := s.limits.waitRoom(s.ctx)
 		if waited > 0 {
@@ -361,10 +362,22 @@ func (s *Server) acceptLoop(l *listener) {
 				s.log.Error().Err(err).Str("listener", l.cfg.Name).Int("failures", n).Dur("retry_in", backoff).Msg("accept failed")
 			}
 			// Out of descriptors (the usual failure), the next accept
-			// can only succeed once a connection closes: wait for
-			// that rather than the whole pause.
+			// can only succeed once a connection closes: close one
+			// that has said nothing since it was accepted (fdshed.go),
+			// and wait for that rather than the whole pause.
+			wait := backoff
+			if isDescriptorErr(err) {
+				if shed, retry := s.shedSilent(); shed > 0 {
+					wait = min(wait, acceptBackoffMin)
+					if n, ok := shedLog.allow(); ok {
+						s.log.Warn().Str("listener", l.cfg.Name).Int("times", n).Int("closed", shed).Msg("out of file descriptors: closed connections that had sent nothing")
+					}
+				} else if retry > 0 {
+					wait = min(wait, retry)
+				}
+			}
 			select {
-			case <-time.After(backoff):
+			case <-time.After(wait):
 			case <-s.connGone:
 			case <-s.ctx.Done():
 				return
@@ -374,7 +387,9 @@ func (s *Server) acceptLoop(l *listener) {
 		if backoff > 0 {
 			backoff = 0
 			l.failedAt.Store(0)
-			s.log.Info().Str("listener", l.cfg.Name).Msg("accepting connections again")
+			if n, ok := againLog.allow(); ok {
+				s.log.Info().Str("listener", l.cfg.Name).Int("times", n).Msg("accepting connections again")
+			}
 		}
 		ip := remoteIP(nc)
 		ok, limit, err := s.limits.admit(s.ctx, ip)
