@@ -214,6 +214,7 @@ func (a *applier) apply(c *command) (r result) {
 		a.dropAsyncClaims(br.ID)
 		if !slices.Contains(a.decommissioned(), br.ID) {
 			a.addLearner(br)
+			a.placeVoterless(br)
 		}
 		return result{Inc: inc, Visible: true}
 	case opShutdownBroker:
@@ -906,4 +907,34 @@ func loadImage(tx *bolt.Tx) *image {
 		mustUnmarshal(v, &img.SuperUsers)
 	}
 	return img
+}
+
+// placeVoterless gives a registering write broker the partitions placed
+// on no voter: those of topics created while no write broker was
+// registered (a sole broker between its lease's expiry and its
+// registration again). Without a voter such a partition has no leader
+// ever; it gets this broker as its only voter and leader.
+func (a *applier) placeVoterless(br Broker) {
+	switch br.Role {
+	case RoleWrite, RoleCombined, "":
+	default:
+		return
+	}
+	for _, t := range a.topics() {
+		changed := false
+		for i := range t.Partitions {
+			p := &t.Partitions[i]
+			if len(p.Voters) > 0 || p.Target != nil {
+				continue
+			}
+			p.Voters, p.Leader, p.ISR = []int32{br.ID}, br.ID, nil
+			p.Learners = slices.DeleteFunc(p.Learners, func(id int32) bool { return id == br.ID })
+			p.InitVoters, p.InitLearners = nil, nil
+			keepInitial(p)
+			changed = true
+		}
+		if changed {
+			a.putTopic(t)
+		}
+	}
 }

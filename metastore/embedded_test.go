@@ -502,3 +502,42 @@ func TestSetPartitionLeaders(t *testing.T) {
 		t.Fatalf("watcher behind the history: %+v", resp)
 	}
 }
+
+// TestRegisterPlacesVoterless: a topic created while no write broker is
+// registered (a sole broker between its lease's expiry and its
+// registration again) has partitions on no voter; the next write broker
+// to register becomes their voter and leader, so they get a leader.
+func TestRegisterPlacesVoterless(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	defer n.Close()
+	c := n.Client()
+	ctx := ctxT(t)
+	top, err := c.CreateTopic(ctx, TopicSpec{Name: "gap", Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range top.Partitions {
+		if len(p.Voters) != 0 || p.Leader != -1 {
+			t.Fatalf("created with no broker: %+v", p)
+		}
+	}
+	if _, err := c.RegisterBroker(ctx, Broker{ID: 7, Role: RoleCombined}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		got, _ := c.TopicByName("gap")
+		ok := len(got.Partitions) == 2
+		for _, p := range got.Partitions {
+			v, _ := p.Initial()
+			ok = ok && slices.Equal(p.Voters, []int32{7}) && p.Leader == 7 && slices.Equal(v, []int32{7}) && !slices.Contains(p.Learners, 7)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after registering broker 7: %+v", got.Partitions)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
