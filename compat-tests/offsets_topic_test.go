@@ -233,3 +233,67 @@ func TestConsumerOffsetsTopicCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestConsumerOffsetsTopicTransactional: offsets a transaction commits
+// (TxnOffsetCommit, then EndTxn commit) appear in __consumer_offsets like
+// plain commits, also once the view has read past earlier commits.
+func TestConsumerOffsetsTopicTransactional(t *testing.T) {
+	t.Parallel()
+	b := startBroker(t)
+	ctx := harness.Context(t, 60*time.Second)
+	adm := newAdmin(t, b.KafkaAddr)
+	const topic, group, txid = "txorders", "txn-view-group", "txn-view"
+	createTopic(ctx, t, adm, topic, 1, nil)
+
+	// A plain commit first, read through the view: it has polled past it.
+	os := kadm.Offsets{}
+	os.Add(kadm.Offset{Topic: topic, Partition: 0, At: 1, LeaderEpoch: -1})
+	if resp, err := adm.CommitOffsets(ctx, group, os); err != nil || resp.Error() != nil {
+		t.Fatalf("plain commit: %v / %v", err, resp.Error())
+	}
+	readOffsetsTopic(ctx, t, b.KafkaAddr, func(rs []offsetsRecord) bool {
+		_, ok := latest(rs, group, topic, 0)
+		return ok
+	})
+
+	cl := newClient(t, b.KafkaAddr, kgo.DefaultProduceTopic(topic), kgo.TransactionalID(txid),
+		kgo.TransactionTimeout(30*time.Second))
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatalf("BeginTransaction: %v", err)
+	}
+	if err := cl.ProduceSync(ctx, kgo.StringRecord("in-txn")).FirstErr(); err != nil {
+		t.Fatalf("transactional produce: %v", err)
+	}
+	pid, epoch, err := cl.ProducerID(ctx)
+	if err != nil {
+		t.Fatalf("ProducerID: %v", err)
+	}
+	ao := kmsg.NewPtrAddOffsetsToTxnRequest()
+	ao.TransactionalID, ao.ProducerID, ao.ProducerEpoch, ao.Group = txid, pid, epoch, group
+	if aor, err := ao.RequestWith(ctx, cl); err != nil || aor.ErrorCode != 0 {
+		t.Fatalf("AddOffsetsToTxn: %v / %v", err, kerr.ErrorForCode(aor.ErrorCode))
+	}
+	oc := kmsg.NewPtrTxnOffsetCommitRequest()
+	oc.TransactionalID, oc.ProducerID, oc.ProducerEpoch, oc.Group = txid, pid, epoch, group
+	oc.Topics = []kmsg.TxnOffsetCommitRequestTopic{{Topic: topic, Partitions: []kmsg.TxnOffsetCommitRequestTopicPartition{{Partition: 0, Offset: 5, LeaderEpoch: -1}}}}
+	ocr, err := oc.RequestWith(ctx, cl)
+	if err != nil {
+		t.Fatalf("TxnOffsetCommit: %v", err)
+	}
+	if code := ocr.Topics[0].Partitions[0].ErrorCode; code != 0 {
+		t.Fatalf("TxnOffsetCommit: %v", kerr.ErrorForCode(code))
+	}
+	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatalf("EndTransaction: %v", err)
+	}
+	if offs := groupOffsets(ctx, t, adm, group, topic); offs[0] != 5 {
+		t.Fatalf("after the commit the group's offsets are %v, want 5", offs)
+	}
+	// The view polls about every second; 20 s is many polls.
+	vctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	readOffsetsTopic(vctx, t, b.KafkaAddr, func(rs []offsetsRecord) bool {
+		r, ok := latest(rs, group, topic, 0)
+		return ok && r.value.Offset == 5
+	})
+}

@@ -47,7 +47,8 @@ import (
 //	txn_state      transactional id -> JSON TxnState (txn.go)
 //	txn_offsets    u16 len | transactional id | u16 len | group | topic 0x00
 //	               partition(u32) -> binary offsetValue: offsets a
-//	               transaction committed, pending until it commits
+//	               transaction committed, pending until it commits (Rev:
+//	               the revision that stored it; 0 if stored before)
 //	group_configs  group -> JSON map[string]string: dynamic group configs
 //	               (Kafka's GROUP config resource)
 //	share_owners   u16 len | group | topic id (16 bytes) | partition(u32)

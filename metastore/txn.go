@@ -241,7 +241,7 @@ func (a *applier) applyTxn(c *command) result {
 		for _, o := range c.Offsets {
 			a.put(b, txnOffsetKey(c.Name, c.Group, o.Topic, o.Partition), encodeOffsetValue(offsetValue{
 				Offset: o.Offset, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata,
-				CommitTime: o.CommitTime.UnixMilli(),
+				CommitTime: o.CommitTime.UnixMilli(), Rev: a.index,
 			}))
 		}
 		return result{}
@@ -250,6 +250,13 @@ func (a *applier) applyTxn(c *command) result {
 }
 
 // endTxnOffsets commits (or drops) every pending offset of transaction id.
+// A committed offset takes the revision of this entry (the marker), so
+// readers of commits since a revision see it. A pending offset whose
+// partition has a commit stored after it (a plain commit between the
+// transactional commit and the marker) is dropped, as Kafka's
+// replayEndTransactionMarker keeps the later of the two record offsets.
+// Pending offsets stored before they carried their revision (Rev 0) are
+// applied as before.
 func (a *applier) endTxnOffsets(id string, commit bool) {
 	b := a.tx.Bucket(bucketTxnOffsets)
 	prefix := txnPrefix(id)
@@ -268,7 +275,20 @@ func (a *applier) endTxnOffsets(id string, commit bool) {
 		if err != nil {
 			panic(fmt.Sprintf("metastore: offsets bucket: %v", err))
 		}
-		a.put(gb, append([]byte{}, okey...), append([]byte{}, v...))
+		pv, err := decodeOffsetValue(v)
+		if err != nil { // not ours to judge: stored as it was, as before
+			a.put(gb, append([]byte{}, okey...), append([]byte{}, v...))
+			continue
+		}
+		if pv.Rev != 0 {
+			if stored := gb.Get(okey); stored != nil {
+				if cv, err := decodeOffsetValue(stored); err == nil && cv.Rev > pv.Rev {
+					continue
+				}
+			}
+		}
+		pv.Rev = a.index
+		a.put(gb, append([]byte{}, okey...), encodeOffsetValue(pv))
 	}
 	for _, k := range keys {
 		a.del(b, k)
