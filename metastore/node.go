@@ -57,6 +57,9 @@ type Node struct {
 	confState *pb.ConfState
 	snapIndex uint64
 	isLeader  bool
+	// removedSelf: an applied entry removed this node; it stops unless
+	// entries committed after it add it back (stopIfRemoved).
+	removedSelf bool
 
 	leader atomic.Uint64
 	term   atomic.Uint64

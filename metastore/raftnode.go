@@ -196,6 +196,9 @@ func (n *Node) handleReady(rd raft.Ready) bool {
 			cc.apply()
 		}
 	}
+	if n.removedSelf {
+		n.stopIfRemoved(newApply)
+	}
 	if !n.isLeader {
 		n.send(rd.Messages) // step 2, follower: after the write
 	}
@@ -412,8 +415,11 @@ func (n *Node) applyConfChange(tx *bolt.Tx, cc *pb.ConfChange, idx uint64, skip 
 				delete(n.members, id)
 				n.membersMu.Unlock()
 				if id == n.id {
-					n.lg.Warn().Msg("this node was removed from the metastore group; stopping")
-					go n.Close()
+					// Stopped once everything committed is applied
+					// (stopIfRemoved): a member added back under its
+					// old id with an empty directory replays its own
+					// earlier removal before the entry that re-adds it.
+					n.removedSelf = true
 				} else {
 					n.tr.RemovePeer(id)
 				}
@@ -428,6 +434,23 @@ func (n *Node) applyConfChange(tx *bolt.Tx, cc *pb.ConfChange, idx uint64, skip 
 		}
 	}
 	return pc, d
+}
+
+// stopIfRemoved stops the node when it is not a member once it has applied
+// every entry it knows committed. A removal of this node followed, in
+// entries already committed, by its addition back is no removal.
+func (n *Node) stopIfRemoved(applied uint64) {
+	n.membersMu.Lock()
+	_, member := n.members[n.id]
+	n.membersMu.Unlock()
+	switch {
+	case member:
+		n.removedSelf = false
+	case applied >= n.rn.Status().GetCommit():
+		n.removedSelf = false
+		n.lg.Warn().Msg("this node was removed from the metastore group; stopping")
+		go n.Close()
+	}
 }
 
 func (n *Node) setMembers(m map[uint64]string) {
