@@ -139,12 +139,15 @@ func (n *nemesis) metaChange(r int) (string, time.Duration) {
 		membersAre([]int{1, 2, 3}))
 	healed := time.Since(start)
 
-	// The three agree: same members, same addresses, same leader.
+	// The three agree: same members, same addresses, same leader, on two
+	// polls a second apart (a member that stops after applying an entry
+	// can still answer the first).
 	want := map[string]string{}
 	for i := 1; i <= 3; i++ {
 		want[strconv.Itoa(i)] = configValue(n.t, meta(i).cfg, "meta.listen")
 	}
 	deadline := time.Now().Add(60 * time.Second)
+	agreed := 0
 	for {
 		var got []string
 		agree := true
@@ -163,8 +166,13 @@ func (n *nemesis) metaChange(r int) (string, time.Duration) {
 			leader = st.Leader
 		}
 		if agree {
-			break
+			if agreed++; agreed == 2 {
+				break
+			}
+			time.Sleep(time.Second)
+			continue
 		}
+		agreed = 0
 		if time.Now().After(deadline) {
 			n.failf("meta-change: the meta nodes disagree 60 s after the changes: %v (want members %v)", got, want)
 			break
