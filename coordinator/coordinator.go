@@ -348,7 +348,7 @@ func (c *Coordinator) Claim(ctx context.Context, group string) (int32, error) {
 	// The claim records the owner's incarnation: this broker's own, or
 	// the candidate's as the catalog knows it (the metastore refuses a
 	// stale one).
-	f := metastore.Fence{Broker: candidate}
+	f := metastore.Fence{Broker: candidate, OnBehalf: true}
 	if candidate == c.cfg.BrokerID {
 		f = c.fence()
 	} else {

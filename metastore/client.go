@@ -303,6 +303,11 @@ func (c *Client) WaitRevision(ctx context.Context, rev uint64) error { return c.
 type Fence struct {
 	Broker      int32
 	Incarnation uint64
+	// OnBehalf marks a write this process makes for another broker (a
+	// group claimed for the broker placement picked): it carries no
+	// write sequence, since this process's numbers are not that
+	// broker's, and one of them would order that broker's own writes.
+	OnBehalf bool
 }
 
 // CommitOffsets stores offsets for a group. A zero CommitTime is set to now.
@@ -341,7 +346,7 @@ var commitSeq atomic.Uint64
 // next write sequence.
 func fencedWrite(cmd command, f Fence) command {
 	cmd.BrokerID, cmd.Inc = f.Broker, f.Incarnation
-	if f.Incarnation != 0 {
+	if f.Incarnation != 0 && !f.OnBehalf {
 		cmd.WriteSeq = commitSeq.Add(1)
 	}
 	return cmd

@@ -997,3 +997,33 @@ func TestClusterRejoinSameIDReplaysOwnRemoval(t *testing.T) {
 	default:
 	}
 }
+
+// A broker that claims a group for the broker placement picked (a
+// FindCoordinator answered by another broker) must not order that
+// broker's writes with its own process's write sequence: each process
+// numbers its writes from its own start, so the other broker's commits
+// would be refused as overtaken until its counter caught up.
+func TestClaimOnBehalfCarriesNoSequence(t *testing.T) {
+	c := newTestCluster(t, 1, nil)
+	ctx := ctxT(t)
+	cl := c.node(c.waitLeader()).Client()
+	inc, err := cl.RegisterBroker(ctx, Broker{ID: 8, Role: RoleRead})
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := commitSeq.Load()
+	t.Cleanup(func() { commitSeq.Store(max(saved, commitSeq.Load())) })
+	commitSeq.Store(1_000_000) // the claiming process has written a lot
+	if owner, err := cl.ClaimGroup(ctx, "g", Fence{Broker: 8, Incarnation: inc, OnBehalf: true}); err != nil || owner != 8 {
+		t.Fatalf("claim for 8: %d %v", owner, err)
+	}
+	commitSeq.Store(10) // broker 8's own process, which has written little
+	f := Fence{Broker: 8, Incarnation: inc}
+	offs := []OffsetCommit{{TopicPartition: TopicPartition{Topic: "t", Partition: 0}, Offset: 5}}
+	if err := cl.CommitOffsets(ctx, f, "g", offs); err != nil {
+		t.Fatalf("the owner's first commit: %v", err)
+	}
+	if err := cl.SaveGroup(ctx, f, "g", []byte("state")); err != nil {
+		t.Fatalf("the owner's first save: %v", err)
+	}
+}
