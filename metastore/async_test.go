@@ -275,3 +275,69 @@ func TestAsyncClaimNeedsISR(t *testing.T) {
 		t.Fatalf("the handover's target, out of the ISR: %v", err)
 	}
 }
+
+// TestAsyncMasterMovedOff: a reassignment that takes the async master off
+// the partition clears the record once it finishes (the master is no
+// longer a replica; the leader among the new voters records itself), and
+// the claims with it; the last promotion's takeover point stays. A move
+// that keeps the master keeps the record.
+func TestAsyncMasterMovedOff(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	c := n.Client()
+	ctx := ctxT(t)
+	top, err := c.CreateTopic(ctx, TopicSpec{Name: "mv", Partitions: 1, ReplicationFactor: -1, Assignment: [][]int32{{1, 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func() Partition {
+		tp, ok := c.TopicByName("mv")
+		if !ok {
+			t.Fatal("topic gone")
+		}
+		return tp.Partitions[0]
+	}
+	if err := c.SetAsyncMaster(ctx, "mv", 0, 1); err != nil {
+		t.Fatal(err)
+	}
+	claim := AsyncClaim{Term: 2, Index: 10, Offset: 100}
+	if err := c.ClaimAsyncMaster(ctx, "mv", 0, 1, 2, claim); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.PromoteAsyncMaster(ctx, "mv", 0, 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []int32{1, 2, 3} {
+		if _, err := c.RegisterBroker(ctx, Broker{ID: id, Role: RoleWrite}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The master (2) stays: the record stays.
+	if err := c.AlterReassignment(ctx, "mv", 0, []int32{2, 3}, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.FinishReassignment(ctx, top.ID, "mv", 0, []int32{2, 3}); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.AsyncMaster == nil || *p.AsyncMaster != 2 || p.AsyncTakeover == nil || *p.AsyncTakeover != claim {
+		t.Fatalf("after a move that kept the master: %+v", p)
+	}
+	// The master leaves.
+	if err := c.AlterReassignment(ctx, "mv", 0, []int32{3, 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.AsyncMaster == nil || *p.AsyncMaster != 2 {
+		t.Fatalf("in the move, the master it leads until the new voters take over is still recorded: %+v", p)
+	}
+	if err := c.FinishReassignment(ctx, top.ID, "mv", 0, []int32{3, 1}); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.AsyncMaster != nil || p.AsyncClaims != nil || p.AsyncHandover != nil || p.AsyncTakeover == nil || *p.AsyncTakeover != claim {
+		t.Fatalf("after a move that took the master off: %+v", p)
+	}
+	if err := c.SetAsyncMaster(ctx, "mv", 0, 3); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -129,6 +129,14 @@ func (a *applier) finishReassignment(c *command) error {
 	// A broker that became a voter is no longer a learner of it, and a
 	// read-and-write broker that stopped being a voter goes on reading.
 	p.Learners = slices.DeleteFunc(p.Learners, func(id int32) bool { return slices.Contains(p.Voters, id) })
+	if p.AsyncMaster != nil && !slices.Contains(p.Voters, *p.AsyncMaster) {
+		// The async master moved off the partition: the record no longer
+		// names a replica (the leader among the new voters records itself
+		// once it is their sole voter), and claims to its place are moot.
+		// The takeover point stays: a replica that still holds an older
+		// master's log follows the next recorded master from it.
+		p.AsyncMaster, p.AsyncClaims, p.AsyncHandover = nil, nil, nil
+	}
 	// A learner that became a voter (a combined broker) frees its slot.
 	a.fillTopic(t, readBrokers(a.placeable()))
 	a.putTopic(t)

@@ -98,6 +98,11 @@ func (h *Host) Promote(key Key, t Takeover) error {
 	if h.openAnd(key, done) {
 		return nil
 	}
+	var term uint64
+	if h.openAnd(key, func(st *raftStorage) bool { term = st.hs.GetTerm(); return term > t.Term }) {
+		// Refused before the rewrite, which would close the replica.
+		return fmt.Errorf("%w: the takeover is in term %d, this replica is in term %d", ErrNotPromotable, t.Term, term)
+	}
 	_, err := h.rewrite(key, "", Members{}, ReplicaOptions{}, false, func(st *raftStorage) error {
 		st.mu.Lock()
 		defer st.mu.Unlock()
@@ -107,6 +112,14 @@ func (h *Host) Promote(key Key, t Takeover) error {
 		}
 		if len(cs.GetVotersOutgoing()) > 0 || !slices.Contains(append(slices.Clone(cs.GetVoters()), cs.GetLearners()...), self) {
 			return fmt.Errorf("%w: configuration %v", ErrNotPromotable, cs)
+		}
+		if term := st.hs.GetTerm(); term > t.Term {
+			// A claim is taken in the replica's term or a later one, and
+			// the promotion campaigns above it: a replica already past
+			// t.Term has moved on from that takeover (a promotion from it
+			// that ran, or raft elections since), and its log past t.Index
+			// may hold acknowledged records a promotion would cut.
+			return fmt.Errorf("%w: the takeover is in term %d, this replica is in term %d", ErrNotPromotable, t.Term, term)
 		}
 		last := st.lastIndexLocked()
 		if last < t.Index || t.Index < st.snapIndex {
@@ -164,7 +177,7 @@ func (h *Host) follow(topic string, key Key, members Members, opts ReplicaOption
 		cs := st.cs
 		return slices.Equal(cs.GetVoters(), []uint64{mid}) && len(cs.GetVotersOutgoing()) == 0 && st.hs.GetTerm() >= t.Term
 	}
-	if h.openAnd(key, done) {
+	if h.openAnd(key, func(st *raftStorage) bool { return done(st) || pastTakeover(st, t) }) {
 		r, _ := h.Get(key)
 		return r, 0, nil
 	}
@@ -174,6 +187,9 @@ func (h *Host) follow(topic string, key Key, members Members, opts ReplicaOption
 		defer st.mu.Unlock()
 		cs := st.cs
 		if done(st) {
+			return nil
+		}
+		if pastTakeover(st, t) {
 			return nil
 		}
 		if t.Index < st.snapIndex {
@@ -206,6 +222,23 @@ func (h *Host) follow(topic string, key Key, members Members, opts ReplicaOption
 		return st.rewriteLocked(soleVoter(mid, cs, raftID(h.cfg.Node)), t.Index, max(st.hs.GetTerm(), t.Term), commit, applied)
 	})
 	return r, cut, err
+}
+
+// pastTakeover says whether st's configuration comes from a change the log
+// made after takeover t, in a term above it: the new master's era (a
+// reassignment or a mode change since). The metastore keeps the last
+// promotion's takeover after the master changes by other means, so such a
+// replica may be asked to follow from it; forced back to a configuration
+// as of the takeover, it would drop that change (a new leader demoted to
+// a learner of a master that left). It is left as it is. Call with st.mu
+// held.
+func pastTakeover(st *raftStorage, t Takeover) bool {
+	c := st.confIndex
+	if c <= t.Index || c <= st.forcedAt {
+		return false
+	}
+	m, ok := st.metaLocked(c)
+	return ok && m.term > t.Term
 }
 
 // failoverHook, set by tests only, runs between the steps of a rewrite;

@@ -584,3 +584,68 @@ func TestRaftAsyncFailoverLaggingLearner(t *testing.T) {
 		}
 	}
 }
+
+// TestRaftAsyncStaleTakeover: the metastore keeps a promotion's takeover
+// point after the master changes by other means (a reassignment moves the
+// group through raft's configuration), so a replica may be asked to
+// promote itself or to follow from a takeover it moved past. Node 2 is
+// promoted from node 1 and goes on writing; the group then leaves the
+// async configuration for voters 2 and 3 (as a move does) and takes more
+// writes. Asked again to promote from the old takeover, node 2 refuses
+// (it is in a later term): before, it cut every record written since.
+// Asked to follow the departed master from it, node 3, whose configuration
+// comes from a change after the takeover, keeps its configuration and its
+// log. Every acknowledged record stays on both.
+func TestRaftAsyncStaleTakeover(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, []NodeID{2, 3}, ReplicaOptions{Mode: ModeAsync})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c.produce(testBatch("before", 3, -1, 0, 0), AcksAll)
+	c.converged(3, 10*time.Second)
+	tk := c.rep(2).Claim(c.rep(1).Term())
+	c.stop(1)
+	if err := c.hosts[2].Promote(c.key, tk); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.reps[2], _ = c.hosts[2].Get(c.key)
+	delete(c.reps, 1)
+	c.mu.Unlock()
+	r3, _, err := c.hosts[3].Follow(c.topic, c.key, c.members, c.opts, 2, tk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.reps[3] = r3
+	c.mu.Unlock()
+	if ln, _ := c.leader(); ln != 2 {
+		t.Fatalf("leader %d after promoting 2", ln)
+	}
+	c.produce(testBatch("promoted", 4, -1, 0, 0), AcksAll)
+	c.converged(7, 10*time.Second)
+	if err := c.rep(2).ChangeMembership(ctx, Members{Voters: []NodeID{2, 3}}); err != nil {
+		t.Fatal(err)
+	}
+	last := c.produce(testBatch("moved", 5, -1, 0, 0), AcksAll)
+	c.converged(last.LastOffset+1, 10*time.Second)
+
+	if err := c.hosts[2].Promote(c.key, tk); !errors.Is(err, ErrNotPromotable) {
+		t.Fatalf("promoted again from a takeover it moved past: %v", err)
+	}
+	r3, cut, err := c.hosts[3].Follow(c.topic, c.key, c.members, c.opts, 1, tk)
+	if err != nil || cut != 0 {
+		t.Fatalf("following the departed master from the old takeover: cut %d, %v", cut, err)
+	}
+	c.mu.Lock()
+	c.reps[3] = r3
+	c.mu.Unlock()
+	if got := r3.Members(); !sameMembers(got.Voters, []NodeID{2, 3}) {
+		t.Fatalf("node 3's configuration %+v, want voters 2 and 3", got)
+	}
+	if got := c.hosts[2].TruncatedRecords() + c.hosts[3].TruncatedRecords(); got != 0 {
+		t.Fatalf("%d records cut", got)
+	}
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+	c.sameBytes()
+}

@@ -117,10 +117,27 @@ func takeoverOf(c metastore.AsyncClaim) partition.Takeover {
 	return partition.Takeover{Term: c.Term, Index: c.Index, Offset: c.Offset}
 }
 
+// promotedElsewhere says whether p's record names another broker as its
+// master after a promotion (a takeover point is recorded), so that a
+// replica here whose configuration names another sole voter must follow it
+// from that point. The takeover point stays recorded after the master
+// changes by other means (a reassignment: the new voters elect a leader in
+// raft's configuration, which records itself once their sole voter), so
+// the record is acted on only while it names a write replica of the
+// partition and no reassignment is in progress: in a move, and between its
+// end and the new leader's record, the replicas' configuration comes from
+// the log, and forcing it back to a master that left (or is leaving) from
+// a stale takeover point demoted the new leader and left the partition
+// without one.
+func (s *Server) promotedElsewhere(p metastore.Partition) bool {
+	return p.AsyncMaster != nil && p.AsyncTakeover != nil && *p.AsyncMaster != s.cfg.NodeID &&
+		p.Target == nil && slices.Contains(p.Voters, *p.AsyncMaster)
+}
+
 // asyncFollowTarget returns the master p's replica here must follow from
 // the recorded takeover, if its configuration names another sole voter.
 func (s *Server) asyncFollowTarget(p metastore.Partition, m partition.Members) (int32, bool) {
-	if p.AsyncMaster == nil || p.AsyncTakeover == nil || *p.AsyncMaster == s.cfg.NodeID {
+	if !s.promotedElsewhere(p) {
 		return 0, false
 	}
 	if len(m.Voters) != 1 || int32(m.Voters[0]) == *p.AsyncMaster {
@@ -198,8 +215,15 @@ func (s *Server) asyncStep(ctx context.Context, rec asyncRecorder, tp metastore.
 	m := r.Members()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if p.AsyncMaster != nil && *p.AsyncMaster == self && p.AsyncTakeover != nil && !(len(m.Voters) == 1 && int32(m.Voters[0]) == self) {
-		// Promoted in the metastore, not here yet (a crash between).
+	if p.AsyncMaster != nil && *p.AsyncMaster == self && p.AsyncTakeover != nil && p.Target == nil &&
+		len(m.Voters) == 1 && int32(m.Voters[0]) != self && r.Term() <= p.AsyncTakeover.Term {
+		// Promoted in the metastore, not here yet (a crash between): the
+		// replica is still a learner of the master it replaces, in a term
+		// no later than the takeover's. A master recorded otherwise keeps
+		// the last promotion's takeover point in the record, which must
+		// not be taken for its own: promoted from it again, a master that
+		// went on writing (in later terms, as promoted masters do) or one
+		// in a reassignment's configuration cut its log back to it.
 		if err := s.raft.Promote(k, takeoverOf(*p.AsyncTakeover)); err != nil {
 			lg.Warn().Err(err).Msg("async failover: promoting this replica")
 		}

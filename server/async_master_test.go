@@ -174,3 +174,44 @@ func TestAsyncMasterFencedAtAck(t *testing.T) {
 		t.Fatalf("with the lease and its registration in the view: %v", kerr.ErrorForCode(code))
 	}
 }
+
+// TestAsyncRecordAfterPromotion: a leader records itself async master
+// unless the record names another master promoted from a takeover in a
+// term no earlier than the leader's own: that leader is an old master that
+// missed the promotion (paused past its lease), which must follow, not
+// write over the promotion. Seen in the nemesis: the old master, resumed
+// after a pause, recorded itself over the promoted one, then "promoted"
+// itself again from the new master's takeover; two masters. A leader in a
+// later term (a promoted master, or one a reassignment's raft election
+// made) records itself.
+func TestAsyncRecordAfterPromotion(t *testing.T) {
+	b := startBrokerWith(t, nil, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	async := "async"
+	if _, err := kadm.NewClient(b.client(t)).CreateTopic(ctx, 1, 1, map[string]*string{"replication.mode": &async}, "rec"); err != nil {
+		t.Fatal(err)
+	}
+	tp, ok := b.meta.Client().TopicByName("rec")
+	if !ok {
+		t.Fatal("no topic")
+	}
+	self := b.srv.cfg.NodeID
+	other := self + 1
+	p := tp.Partitions[0]
+	p.AsyncMaster, p.AsyncTakeover = &other, &metastore.AsyncClaim{Term: 5, Index: 40, Offset: 400}
+	if b.srv.asyncRecordDue(tp, p, 5) {
+		t.Fatal("a leader in the takeover's term recorded itself over the promoted master")
+	}
+	if !b.srv.asyncRecordDue(tp, p, 6) {
+		t.Fatal("a leader in a later term did not record itself")
+	}
+	p.AsyncTakeover = nil
+	if !b.srv.asyncRecordDue(tp, p, 1) {
+		t.Fatal("a leader did not record itself over a master set without a promotion")
+	}
+	p.AsyncMaster = &self
+	if b.srv.asyncRecordDue(tp, p, 1) {
+		t.Fatal("recorded again")
+	}
+}

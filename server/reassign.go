@@ -93,7 +93,7 @@ func (s *Server) RunReassignments(ctx context.Context, every time.Duration) {
 			}
 			// The common case, nothing to do, costs no goroutine and
 			// no raft lock.
-			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), s.desiredFor(tp, p)) && !s.asyncRecordDue(tp, p) {
+			if p := tp.Partitions[k.Index]; p.Target == nil && sameMembers(r.Members(), s.desiredFor(tp, p)) && !s.asyncRecordDue(tp, p, r.Term()) {
 				continue
 			}
 			pending = true
@@ -138,14 +138,23 @@ func (s *Server) desiredFor(tp metastore.Topic, p metastore.Partition) partition
 	return m
 }
 
-// asyncRecordDue says whether this leader must record in the metastore
-// that it is p's async master (async mode) or that p has none (raft and
-// semi-sync), once its configuration is the desired one.
-func (s *Server) asyncRecordDue(tp metastore.Topic, p metastore.Partition) bool {
+// asyncRecordDue says whether this leader, in raft term term, must record
+// in the metastore that it is p's async master (async mode) or that p has
+// none (raft and semi-sync), once its configuration is the desired one.
+// A leader in a term no later than the recorded promotion's takeover,
+// while the record names another master, is from before that promotion
+// (an old master that missed it: paused past its lease, say): it follows
+// the new master (async_master.go) and must not record itself over it. A
+// promoted master leads in a later term, and so does a leader elected in
+// raft's configuration since (a reassignment).
+func (s *Server) asyncRecordDue(tp metastore.Topic, p metastore.Partition, term uint64) bool {
 	if p.Target != nil {
 		return false
 	}
 	if s.asyncMode(tp) {
+		if p.AsyncMaster != nil && *p.AsyncMaster != s.cfg.NodeID && p.AsyncTakeover != nil && term <= p.AsyncTakeover.Term {
+			return false
+		}
 		return p.AsyncMaster == nil || *p.AsyncMaster != s.cfg.NodeID
 	}
 	return p.AsyncMaster != nil
@@ -198,7 +207,7 @@ func (s *Server) reconcileMembers(ctx context.Context, ra reassigner, r partitio
 	defer cancel()
 	self := partition.NodeID(s.cfg.NodeID)
 	if sameMembers(cur, want) {
-		if rec, ok := s.catalog.(asyncRecorder); ok && s.asyncRecordDue(tp, p) {
+		if rec, ok := s.catalog.(asyncRecorder); ok && s.asyncRecordDue(tp, p, r.Term()) {
 			master := int32(-1)
 			if s.asyncMode(tp) {
 				master = s.cfg.NodeID
