@@ -270,19 +270,8 @@ func TestRaftAsyncJoinAfterPromotion(t *testing.T) {
 	c.converged(5, 10*time.Second)
 	tk := c.rep(2).Claim(c.rep(1).Term())
 	c.stop(1)
-	if err := c.hosts[2].Promote(c.key, tk); err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.reps[2], _ = c.hosts[2].Get(c.key)
-	c.mu.Unlock()
-	r3, _, err := c.hosts[3].Follow(c.topic, c.key, c.members, c.opts, 2, tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.reps[3] = r3
-	c.mu.Unlock()
+	c.promote(2, tk)
+	c.follow(3, 2, tk)
 	if ln, _ := c.leader(); ln != 2 {
 		t.Fatalf("leader %d after promoting 2", ln)
 	}
@@ -473,12 +462,7 @@ func TestRaftAsyncFollowCrash(t *testing.T) {
 	tk := c.rep(2).Claim(m.Term())
 	c.stop(1)
 	c.net.Heal()
-	if err := c.hosts[2].Promote(c.key, tk); err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.reps[2], _ = c.hosts[2].Get(c.key)
-	c.mu.Unlock()
+	c.promote(2, tk)
 
 	h := c.newHost(1)
 	c.mu.Lock()
@@ -604,20 +588,11 @@ func TestRaftAsyncStaleTakeover(t *testing.T) {
 	c.converged(3, 10*time.Second)
 	tk := c.rep(2).Claim(c.rep(1).Term())
 	c.stop(1)
-	if err := c.hosts[2].Promote(c.key, tk); err != nil {
-		t.Fatal(err)
-	}
+	c.promote(2, tk)
 	c.mu.Lock()
-	c.reps[2], _ = c.hosts[2].Get(c.key)
 	delete(c.reps, 1)
 	c.mu.Unlock()
-	r3, _, err := c.hosts[3].Follow(c.topic, c.key, c.members, c.opts, 2, tk)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.mu.Lock()
-	c.reps[3] = r3
-	c.mu.Unlock()
+	c.follow(3, 2, tk)
 	if ln, _ := c.leader(); ln != 2 {
 		t.Fatalf("leader %d after promoting 2", ln)
 	}

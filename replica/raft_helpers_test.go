@@ -468,3 +468,30 @@ func (c *testCluster) sameBytes() {
 var errOutOfOrder = log.ErrOutOfOrderSequence
 
 func marshalForTest(m *raftpb.ConfChange) ([]byte, error) { return proto.Marshal(m) }
+
+// promote promotes n's replica from takeover tk (Host.Promote) and takes
+// the new replica as the cluster's replica of n.
+func (c *testCluster) promote(n NodeID, tk Takeover) {
+	c.t.Helper()
+	if err := c.hosts[n].Promote(c.key, tk); err != nil {
+		c.t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.reps[n], _ = c.hosts[n].Get(c.key)
+	c.mu.Unlock()
+}
+
+// follow makes n's replica follow master from takeover tk (Host.Follow),
+// takes the new replica as the cluster's replica of n, and returns how
+// many records it cut.
+func (c *testCluster) follow(n, master NodeID, tk Takeover) int64 {
+	c.t.Helper()
+	r, cut, err := c.hosts[n].Follow(c.topic, c.key, c.members, c.opts, master, tk)
+	if err != nil {
+		c.t.Fatalf("node %d following %d: %v", n, master, err)
+	}
+	c.mu.Lock()
+	c.reps[n] = r
+	c.mu.Unlock()
+	return cut
+}

@@ -32,31 +32,8 @@ func TestClusterAsyncMasterLapseNotReplaced(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
 	}
-	session := "broker.session.timeout.ms: 3000\n"
-	c := startTestClusterLayout(t, "async", 1, clusterLayout{extra: session, metaExtra: func(int) string { return session }})
 	const topic, parts = "lapse", 3
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
-		kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.ProduceRequestTimeout(5*time.Second),
-		kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(250*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	adm := kadm.NewClient(prod)
-	// With a 3 s lease on a loaded machine a broker may be between a
-	// lapse and its new registration: too few brokers for 3 replicas.
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		_, err := adm.CreateTopic(ctx, parts, 3, nil, topic)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.InvalidReplicationFactor) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
-	waitAsyncMasters(t, c, topic, parts)
+	c, ctx, prod, adm := startAsyncTopic(t, topic, parts, 3, 3*time.Minute, kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
 	masters := electedLeaders(t, adm, topic, parts)
 
 	load := startAckedLoad(ctx, prod, "l")
@@ -287,28 +264,8 @@ func TestClusterAsyncStaleReplicaNotPromoted(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
 	}
-	session := "broker.session.timeout.ms: 3000\n"
-	c := startTestClusterLayout(t, "async", 1, clusterLayout{extra: session, metaExtra: func(int) string { return session }})
 	const topic = "stale"
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
-		kgo.ProduceRequestTimeout(5*time.Second), kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(250*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	adm := kadm.NewClient(prod)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		_, err := adm.CreateTopic(ctx, 1, 3, nil, topic)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.InvalidReplicationFactor) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
-	waitAsyncMasters(t, c, topic, 1)
+	c, ctx, prod, adm := startAsyncTopic(t, topic, 1, 3, 3*time.Minute)
 	master := electedLeaders(t, adm, topic, 1)[0]
 	stale := int32(1 + int(master)%len(c.writers))
 
@@ -357,4 +314,37 @@ func TestClusterAsyncStaleReplicaNotPromoted(t *testing.T) {
 		t.Errorf("master %d before, %d after", master, now)
 	}
 	t.Logf("broker %d, back first after being down for %d acknowledged records, stayed a replica; all %d acknowledged records read once", stale, load.count()-before, found)
+}
+
+// startAsyncTopic starts the async-mode cluster (one read broker) with a
+// 3 s broker lease, and a producer client (opts added) for topic, created
+// with parts partitions of replication factor rf once enough write brokers
+// are registered, with a recorded master for each partition. ctx ends after
+// d; the client closes at the test's end.
+func startAsyncTopic(t *testing.T, topic string, parts int32, rf int16, d time.Duration, opts ...kgo.Opt) (*testCluster, context.Context, *kgo.Client, *kadm.Client) {
+	t.Helper()
+	session := "broker.session.timeout.ms: 3000\n"
+	c := startTestClusterLayout(t, "async", 1, clusterLayout{extra: session, metaExtra: func(int) string { return session }})
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	prod, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
+		kgo.ProduceRequestTimeout(5 * time.Second), kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(250 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	adm := kadm.NewClient(prod)
+	// With a 3 s lease on a loaded machine a broker may be between a
+	// lapse and its new registration: too few brokers for rf replicas.
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
+		_, err := adm.CreateTopic(ctx, parts, rf, nil, topic)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, kerr.InvalidReplicationFactor) || time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+	}
+	waitAsyncMasters(t, c, topic, int(parts))
+	return c, ctx, prod, adm
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"os"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // TestClusterAsyncReassignAfterFailover: an async partition whose master
@@ -31,28 +27,8 @@ func TestClusterAsyncReassignAfterFailover(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
 	}
-	session := "broker.session.timeout.ms: 3000\n"
-	c := startTestClusterLayout(t, "async", 1, clusterLayout{extra: session, metaExtra: func(int) string { return session }})
 	const topic = "amove"
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
-		kgo.ProduceRequestTimeout(5*time.Second), kgo.MaxBufferedRecords(2000), kgo.MetadataMinAge(250*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prod.Close()
-	adm := kadm.NewClient(prod)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(500 * time.Millisecond) {
-		_, err := adm.CreateTopic(ctx, 1, 2, nil, topic)
-		if err == nil {
-			break
-		}
-		if !errors.Is(err, kerr.InvalidReplicationFactor) || time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-	}
-	waitAsyncMasters(t, c, topic, 1)
+	c, ctx, prod, adm := startAsyncTopic(t, topic, 1, 2, 4*time.Minute)
 	replicas := func() []int32 {
 		md, err := adm.Metadata(ctx, topic)
 		if err != nil {
