@@ -276,7 +276,7 @@ func TestSharedDiskCacheCorrupt(t *testing.T) {
 }
 
 // TestSharedChunkOneGet: eight readers asking at once for a chunk that is
-// in no cache share one ranged read.
+// in no cache share one ranged read; a ninth, later, finds it in memory.
 func TestSharedChunkOneGet(t *testing.T) {
 	e, want := diskEnv(t, 1)
 	store := &countingStore{Dir: e.store, gate: make(chan struct{})}
@@ -314,5 +314,13 @@ func TestSharedChunkOneGet(t *testing.T) {
 	}
 	if n := store.gets.Load(); n != 1 || r.Stats().MemoryMisses != readers {
 		t.Fatalf("%d readers of one chunk (%d memory misses): %d GETs, want 1", readers, r.Stats().MemoryMisses, n)
+	}
+	// The chunk (about 500 bytes) fits in the 1 KiB memory cache: the
+	// next read is a memory hit.
+	if _, err := rp.Read(0, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if st := r.Stats(); st.MemoryHits != 1 || st.MemoryMisses != readers || store.gets.Load() != 1 {
+		t.Fatalf("a ninth read: %d memory hits, %d misses, %d GETs", st.MemoryHits, st.MemoryMisses, store.gets.Load())
 	}
 }
