@@ -246,6 +246,10 @@ func isolation(o *opts) error {
 		if r.Err != "" {
 			return fmt.Errorf("%s saturation: %s", kind, r.Err)
 		}
+		if r.Gen.Produce.RecordsPerS <= 0 {
+			// Half of nothing is no rate to compare at.
+			return fmt.Errorf("%s saturation: no record acknowledged in the measured window (a longer -duration, or a less loaded machine)", kind)
+		}
 		sat[kind] = append(sat[kind], r.Gen.Produce.RecordsPerS)
 	}
 	if rate <= 0 {
