@@ -44,8 +44,9 @@ func caughtUp(t *testing.T, r *Partition, hw int64) {
 // a read_committed fetch on either is told the aborted transactions of
 // its range, also when the ABORT marker is in a later chunk than the
 // range; a new writer that claims the partition keeps a transaction
-// opened before the claim open, and its abort is reported on both; a
-// marker of an older coordinator epoch is refused.
+// opened before the claim open, and its abort is reported on both; so
+// does the writer restarted (a new incarnation); a marker of an older
+// coordinator epoch is refused.
 func TestSharedTransactions(t *testing.T) {
 	e := newEnv(t)
 	h1 := e.host(1, 5*time.Millisecond)
@@ -130,13 +131,26 @@ func TestSharedTransactions(t *testing.T) {
 		{8, 9}:  {a11},
 	})
 
+	// A restart of the writer (a new incarnation of broker 2, a new Host
+	// with an empty cache) keeps a transaction open across it too.
+	put(w, txnBatch(1, "t14", 14, 0, 0)) // 12
+	check("14 open", 12, nil)
+	w = e.open(e.host(2, 5*time.Millisecond), 0)
+	put(w, batch(1, "plain", -1, 0, 0)) // 13, on the restarted writer
+	if !w.IsLeader() || !w.InOpenTxn(14) {
+		t.Fatalf("restarted writer: leader %v, transaction of 14 open %v", w.IsLeader(), w.InOpenTxn(14))
+	}
+	check("14 open after the restart", 12, nil)
+	putMarker(w, marker(14, 0, true, 0)) // 14: commit 14
+	check("14 committed", 15, map[[2]int64][]partition.AbortedTxn{{12, 15}: nil})
+
 	// The coordinator epoch rule of a log (log.ProducerEntry.CheckMarker).
 	put(w, txnBatch(1, "t13", 13, 0, 0)) // 12
 	putMarker(w, marker(13, 0, true, 5)) // 13
 	if _, err := w.ProposeMarker(marker(13, 0, false, 3), 0, partition.AcksAll); !errors.Is(err, partition.ErrCoordinatorFenced) {
 		t.Fatalf("marker of an older coordinator epoch: %v", err)
 	}
-	check("13 committed", 14, map[[2]int64][]partition.AbortedTxn{{12, 14}: nil})
+	check("13 committed", 17, map[[2]int64][]partition.AbortedTxn{{0, 17}: {a11, a12}})
 }
 
 // TestSharedTransactionsCompacted: the compactor's merged chunk keeps the
