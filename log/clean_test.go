@@ -805,7 +805,7 @@ func testCleanTransactions(t *testing.T, retainEmpty bool) {
 	if fu := l.FirstUnstableOffset(); fu != 11 {
 		t.Fatalf("first unstable offset %d, want 11", fu)
 	}
-	if a := l.AbortedTxns(0, 100); len(a) != 1 || a[0] != (AbortedTxn{ProducerID: 7, FirstOffset: 2, LastOffset: 3}) {
+	if a := mustAborted(l.AbortedTxns(0, 100)); len(a) != 1 || a[0] != (AbortedTxn{ProducerID: 7, FirstOffset: 2, LastOffset: 3}) {
 		t.Fatalf("aborted transactions %v", a)
 	}
 	data := func() string {
@@ -862,7 +862,7 @@ func testCleanTransactions(t *testing.T, retainEmpty bool) {
 	check("second pass", "0:a=committed 6:d=7 8:e=9 10:b=newer 12:c=after 14:z14=1",
 		"0d1 2d0 3A1h 4d0 5C1h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1",
 		"0d1 3A1h 5C1h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1")
-	if a := l.AbortedTxns(0, 100); len(a) != 1 {
+	if a := mustAborted(l.AbortedTxns(0, 100)); len(a) != 1 {
 		t.Fatalf("aborted transactions before the horizon: %v", a)
 	}
 	// Before the horizon the markers stay. With retainEmpty the emptied
@@ -878,7 +878,7 @@ func testCleanTransactions(t *testing.T, retainEmpty bool) {
 	check("after the horizon", "0:a=committed 6:d=7 8:e=9 10:b=newer 12:c=after 14:z14=1 15:z15=1 16:z16=1",
 		"0d1 2d0 3c0h 4d0 5c0h 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1h 14d1 15d1 16d1",
 		"0d1 6d1 7C1 8d1 9C1 10d1 11d0 12d1 13C1 14d1 15d1 16d1")
-	if a := l.AbortedTxns(0, 100); len(a) != 0 {
+	if a := mustAborted(l.AbortedTxns(0, 100)); len(a) != 0 {
 		t.Fatalf("aborted transactions after their marker went: %v", a)
 	}
 	if fu := l.FirstUnstableOffset(); fu != -1 {
@@ -894,7 +894,7 @@ func testCleanTransactions(t *testing.T, retainEmpty bool) {
 	if fu := l.FirstUnstableOffset(); fu != -1 {
 		t.Fatalf("first unstable offset %d after reopening, want none", fu)
 	}
-	if a := l.AbortedTxns(0, 100); len(a) != 0 {
+	if a := mustAborted(l.AbortedTxns(0, 100)); len(a) != 0 {
 		t.Fatalf("aborted transactions after reopening: %v", a)
 	}
 }

@@ -154,8 +154,8 @@ func (l *Log) InOpenTxn(producerID int64) bool {
 // AbortedTxns lists the aborted transactions that a fetch of [from, upTo)
 // must be told about: those whose marker is at or after from and whose
 // first batch is before upTo (Kafka's collectAbortedTxns), in marker
-// order.
-func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
+// order. It never fails (the error is the partition interface's).
+func (l *Log) AbortedTxns(from, upTo int64) ([]AbortedTxn, error) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	a := l.txns.aborted
@@ -166,7 +166,7 @@ func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
 			out = append(out, a[i])
 		}
 	}
-	return out
+	return out, nil
 }
 
 // TxnTracker keeps a partition's open transactions by the log's rules

@@ -52,7 +52,7 @@ func TestTransactionIndex(t *testing.T) {
 			{7, 10, "[{1 5 7}]"},
 			{8, 10, "[]"},
 		} {
-			got := fmt.Sprint(l.AbortedTxns(c.from, c.upTo))
+			got := fmt.Sprint(mustAborted(l.AbortedTxns(c.from, c.upTo)))
 			if c.want == "[]" && got == "[]" {
 				continue
 			}
@@ -87,7 +87,7 @@ func TestTransactionIndex(t *testing.T) {
 	if got := l.FirstUnstableOffset(); got != 5 {
 		t.Errorf("after truncating to 7: first unstable offset %d, want 5", got)
 	}
-	if got := fmt.Sprint(l.AbortedTxns(0, 10)); got != "[{2 3 6}]" {
+	if got := fmt.Sprint(mustAborted(l.AbortedTxns(0, 10))); got != "[{2 3 6}]" {
 		t.Errorf("after truncating to 7: aborted %s, want [{2 3 6}]", got)
 	}
 	l.Close()
@@ -109,7 +109,7 @@ func TestTransactionIndexReplicated(t *testing.T) {
 	if a, b := leader.FirstUnstableOffset(), follower.FirstUnstableOffset(); a != b {
 		t.Errorf("first unstable offset: leader %d, follower %d", a, b)
 	}
-	if a, b := fmt.Sprint(leader.AbortedTxns(0, 100)), fmt.Sprint(follower.AbortedTxns(0, 100)); a != b {
+	if a, b := fmt.Sprint(mustAborted(leader.AbortedTxns(0, 100))), fmt.Sprint(mustAborted(follower.AbortedTxns(0, 100))); a != b {
 		t.Errorf("aborted: leader %s, follower %s", a, b)
 	}
 }
@@ -244,4 +244,12 @@ func TestMarkerEpochs(t *testing.T) {
 	}
 	coordEpoch("after truncating the last marker", 10)
 	l.Close()
+}
+
+// mustAborted is AbortedTxns's list, which a Log always has.
+func mustAborted(a []AbortedTxn, err error) []AbortedTxn {
+	if err != nil {
+		panic(err)
+	}
+	return a
 }

@@ -70,7 +70,9 @@ type Storage interface {
 	// least ts, and that timestamp; found is false past the last.
 	OffsetForTimestamp(ts int64) (offset int64, timestamp int64, found bool, err error)
 	// AbortedTxns lists the aborted transactions overlapping [from, upTo).
-	AbortedTxns(from, upTo int64) []AbortedTxn
+	// An error means the list could not be read whole: a read_committed
+	// fetch must then not return the records of that range.
+	AbortedTxns(from, upTo int64) ([]AbortedTxn, error)
 	// InOpenTxn says whether the producer has an open transaction here.
 	InOpenTxn(producerID int64) bool
 	// ProducerState is what the log holds for one idempotent producer.

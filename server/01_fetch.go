@@ -341,15 +341,24 @@ func (s *Server) fillFetch(req *kmsg.FetchRequest, parts []fetchPart, quotaMax i
 			res.Range.Release()
 			continue
 		}
-		fp.rng = res.Range
-		total += int(res.Range.Len)
 		if committed && res.Range.Len > 0 {
-			for _, a := range p.Storage().AbortedTxns(rp.FetchOffset, res.NextOffset) {
+			aborted, err := p.Storage().AbortedTxns(rp.FetchOffset, res.NextOffset)
+			if err != nil {
+				// Records without the aborted transactions among them
+				// would hand aborted records to a read_committed
+				// consumer: none this time; it fetches again.
+				res.Range.Release()
+				s.log.Warn().Err(err).Msg("fetch: reading aborted transactions")
+				continue
+			}
+			for _, a := range aborted {
 				at := kmsg.NewFetchResponseTopicPartitionAbortedTransaction()
 				at.ProducerID, at.FirstOffset = a.ProducerID, a.FirstOffset
 				sp.AbortedTransactions = append(sp.AbortedTransactions, at)
 			}
 		}
+		fp.rng = res.Range
+		total += int(res.Range.Len)
 	}
 	return total
 }

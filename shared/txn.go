@@ -238,7 +238,7 @@ func (p *Partition) lastChunk(hw int64) (metastore.SharedChunk, error) {
 // [from, upTo) must be told about, from the committed chunk entries: the
 // chunks from the one holding from, and after the one holding upTo-1 as
 // long as a transaction open there that began below upTo is still open.
-func (p *Partition) AbortedTxns(from, upTo int64) []partition.AbortedTxn {
+func (p *Partition) AbortedTxns(from, upTo int64) ([]partition.AbortedTxn, error) {
 	hw := p.HighWatermark()
 	ctx, cancel := p.h.ctx()
 	defer cancel()
@@ -248,14 +248,11 @@ func (p *Partition) AbortedTxns(from, upTo int64) []partition.AbortedTxn {
 	for off := max(from, p.LogStartOffset()); off < hw; {
 		ch, err := p.chunkAt(ctx, off)
 		if err != nil {
-			p.h.cfg.Logger.Warn().Err(err).Str("topic", p.topic).Int32("partition", p.key.Index).
-				Int64("offset", off).Msg("reading aborted transactions")
-			break
+			return nil, fmt.Errorf("aborted transactions of %s-%d at offset %d: %w", p.topic, p.key.Index, off, err)
 		}
 		s, err := decodeTxns(ch.Txns)
 		if err != nil {
-			p.h.cfg.Logger.Warn().Err(err).Str("topic", p.topic).Int32("partition", p.key.Index).Msg("reading aborted transactions")
-			break
+			return nil, fmt.Errorf("aborted transactions of %s-%d at offset %d: %w", p.topic, p.key.Index, off, err)
 		}
 		for _, a := range s.aborted {
 			if log.AbortedInRange(a, from, upTo) {
@@ -277,7 +274,7 @@ func (p *Partition) AbortedTxns(from, upTo int64) []partition.AbortedTxn {
 		}
 		off = ch.LastOffset + 1
 	}
-	return out
+	return out, nil
 }
 
 // InOpenTxn: on the writer, whether an accepted batch of the producer
