@@ -294,6 +294,17 @@ func (n *nemesis) run(rounds int) {
 			n.fatalf("SLUICE_NEMESIS_FAULTS=%s names no fault this run can make", only)
 		}
 	}
+	if n.mode == "shared" {
+		// Shared-storage mode on the directory backend: one directory
+		// every broker process sees (each process's mount namespace
+		// inherits it), outside every node's data directory and outside
+		// the file systems a power cut shuts down. It stands for a
+		// durable NFS server (a sync export): what a broker wrote there
+		// survives the broker's own power cut, diskfull and slowdisk
+		// stay on the broker's own data directory, and no fault touches
+		// the storage itself.
+		layout.extra += "shared.storage.type: dir\nshared.storage.dir: " + t.TempDir() + "\nshared.upload.linger.ms: 20\n"
+	}
 	n.c = startTestClusterLayout(t, n.mode, 2, layout)
 	n.procs = map[string]*proc{}
 	for _, p := range n.c.all() {
