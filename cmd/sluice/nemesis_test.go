@@ -75,6 +75,9 @@ import (
 // long one). The checker holds raft's promise (nothing acknowledged lost);
 // SLUICE_NEMESIS_MODE runs the cluster in another replication mode, whose
 // promise is weaker: there the checker reports what the mode lost.
+// SLUICE_NEMESIS_MODE=shared runs shared-storage mode on the directory
+// backend, a directory every broker sees that no fault touches (a durable
+// NFS server); its promise is raft's.
 // SLUICE_NEMESIS_FAULTS, a comma-separated list of the fault names above,
 // restricts the faults to those, SLUICE_NEMESIS_VICTIMS (process names,
 // meta-1, write-2, read-1...) the processes that kill, pause and the cuts
