@@ -33,6 +33,13 @@ type SharedStorage struct {
 	// SharedCacheMemoryBytes bounds the in-memory cache of chunk bytes
 	// Fetch reads from.
 	SharedCacheMemoryBytes int64 `mapstructure:"shared.cache.memory.bytes"`
+	// SharedCacheDir and SharedCacheDiskBytes are the chunk cache's disk
+	// tier: chunks read from shared storage or pushed out of memory are
+	// kept in files there, within this many bytes (0: no disk tier). The
+	// directory holds nothing that cannot be read again from shared
+	// storage; "" is data.dir/shared-cache.
+	SharedCacheDir       string `mapstructure:"shared.cache.dir"`
+	SharedCacheDiskBytes int64  `mapstructure:"shared.cache.disk.bytes"`
 	// SharedReadaheadChunks is how many chunks past the one a Fetch ended
 	// in are read into that cache in the background, so a consumer
 	// replaying history finds its next chunks there (0: none).
@@ -60,6 +67,7 @@ func DefaultSharedStorage() SharedStorage {
 		SharedUploadBytes:         8 << 20,
 		SharedUploadLingerMs:      250,
 		SharedCacheMemoryBytes:    64 << 20,
+		SharedCacheDiskBytes:      1 << 30,
 		SharedReadaheadChunks:     2,
 		SharedGCGraceMs:           3600000,
 		SharedCompactIntervalMs:   60000,
@@ -94,6 +102,9 @@ func (s SharedStorage) validate() error {
 	}
 	if s.SharedCacheMemoryBytes < 1<<20 {
 		return fmt.Errorf("shared.cache.memory.bytes must be at least 1 MiB")
+	}
+	if s.SharedCacheDiskBytes != 0 && s.SharedCacheDiskBytes < 1<<20 {
+		return fmt.Errorf("shared.cache.disk.bytes must be 0 (no disk cache) or at least 1 MiB")
 	}
 	if s.SharedReadaheadChunks < 0 || s.SharedReadaheadChunks > 64 {
 		return fmt.Errorf("shared.readahead.chunks must be between 0 and 64")

@@ -225,8 +225,22 @@ func TestRaftMembershipChangeRightAfterElection(t *testing.T) {
 // learner first), then a read broker joins; replaying "add learner 2" on a
 // configuration where 2 is already the voter would demote the last voter.
 func TestRaftJoinFromInitialConfiguration(t *testing.T) {
+	joinFromInitialConfiguration(t, ModeRaft)
+}
+
+// TestRaftAsyncJoinFromInitialConfiguration: the same in async mode, where
+// a replica takes leader messages only from a voter of its configuration
+// (mayLeadLocked). The joiners start from the initial configuration, which
+// names node 1, not the master they hear from (node 2): found by the
+// nemesis as a reassignment that never finished, its newcomer refusing
+// every message of the master.
+func TestRaftAsyncJoinFromInitialConfiguration(t *testing.T) {
+	joinFromInitialConfiguration(t, ModeAsync)
+}
+
+func joinFromInitialConfiguration(t *testing.T, mode Mode) {
 	initial := Members{Voters: []NodeID{1}, Learners: []NodeID{4}}
-	c := newTestCluster(t, initial.Voters, initial.Learners, ReplicaOptions{Mode: ModeRaft})
+	c := newTestCluster(t, initial.Voters, initial.Learners, ReplicaOptions{Mode: mode})
 	c.mu.Lock() // Assigned reads it
 	c.joining = map[NodeID]bool{2: true, 5: true}
 	c.mu.Unlock()

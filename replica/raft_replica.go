@@ -193,6 +193,9 @@ type Replica struct {
 	failed      error
 	// confPending: this leader proposed a conf change not yet applied.
 	confPending bool
+	// adoptLead and adoptTerm: the leader an empty replica accepted in
+	// async mode before its configuration names it (mayLeadLocked).
+	adoptLead, adoptTerm uint64
 	// semi: this leader's semi-sync state (raft_semisync.go).
 	semi semiSyncState
 	// stepHook, set by tests only, runs before each peer message is

@@ -133,7 +133,7 @@ func (r *Replica) checkLocked(m *raftpb.Message, mayDefer bool) (Refusal, bool, 
 		if !raftcheck.FromLeader(m, bs.GetTerm(), bs.Lead) {
 			return RefusedNotLeader, false, nil
 		}
-		if r.opts.Load().Mode == ModeAsync && !r.mayLead(m.GetFrom()) {
+		if r.opts.Load().Mode == ModeAsync && !r.mayLeadLocked(m) {
 			return RefusedNotLeader, false, nil
 		}
 	}
@@ -219,24 +219,45 @@ func (r *Replica) isMember(id uint64) bool {
 	return false
 }
 
-// mayLead: in async mode only the voter of the replica's configuration
-// leads. A promotion changes the master below raft (raft_failover.go):
-// until this replica follows the new master (Host.Follow), its log may
-// hold, committed, what the new master never received, and raft would
-// answer the new master's probe under that commit index with an
-// acknowledgement of it (handleAppendEntries), a match the new master
-// then keeps after the replica cut its log: it would never send the
-// replica its entries again. After following, the old master, in the
-// term the takeover kept, would be taken for the leader. A replica with
-// no voter in its configuration yet (raft's initial state) accepts any.
-func (r *Replica) mayLead(id uint64) bool {
+// mayLeadLocked: in async mode only the voter of the replica's
+// configuration leads. A promotion changes the master below raft
+// (raft_failover.go): until this replica follows the new master
+// (Host.Follow), its log may hold, committed, what the new master never
+// received, and raft would answer the new master's probe under that commit
+// index with an acknowledgement of it (handleAppendEntries), a match the
+// new master then keeps after the replica cut its log: it would never send
+// the replica its entries again. After following, the old master, in the
+// term the takeover kept, would be taken for the leader. A replica with no
+// voter in its configuration yet (raft's initial state) accepts any.
+//
+// A replica whose log is empty accepts the leader of the term it first
+// hears from as well, for that term (adopt): it holds nothing another
+// master could have written, so it has no match to acknowledge wrongly,
+// and its configuration is the group's initial one until it applies the
+// changes the leader sends, which may be what made that leader a voter.
+// Without this a broker joining a partition (a reassignment's newcomer, a
+// read broker added back) whose master is no initial voter refused every
+// message from it and never caught up: the reassignment never finished.
+func (r *Replica) mayLeadLocked(m *raftpb.Message) bool {
+	id := m.GetFrom()
+	if r.adoptLead == id && r.adoptTerm == m.GetTerm() {
+		return true
+	}
 	r.st.mu.Lock()
-	defer r.st.mu.Unlock()
 	cs := r.st.cs
+	empty := r.st.snapIndex == 0 && r.st.lastIndexLocked() == 0
+	r.st.mu.Unlock()
 	if len(cs.GetVoters()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
 		return true
 	}
-	return slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id)
+	if slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id) {
+		return true
+	}
+	if empty && m.GetTerm() >= r.rn.BasicStatus().GetTerm() {
+		r.adoptLead, r.adoptTerm = id, m.GetTerm()
+		return true
+	}
+	return false
 }
 
 // validEntries: a MsgApp's entries are in sequence and of no future term

@@ -1,6 +1,10 @@
 package shared
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/sluice-broker/sluice/metastore"
+)
 
 // TestCacheBound: the chunk cache never holds more than its limit, drops
 // the least recently used chunk first, and does not keep a chunk larger
@@ -8,7 +12,7 @@ import "testing"
 func TestCacheBound(t *testing.T) {
 	c := newCache(1000)
 	for i := 0; i < 10; i++ {
-		c.put("o", int64(i), make([]byte, 300))
+		c.put(metastore.SharedChunk{Key: "o", Pos: int64(i), Len: 300}, make([]byte, 300))
 		if c.bytes() > 1000 {
 			t.Fatalf("after %d puts the cache holds %d bytes", i+1, c.bytes())
 		}
@@ -29,7 +33,7 @@ func TestCacheBound(t *testing.T) {
 			t.Fatalf("chunk %d, among the last three, was dropped", i)
 		}
 	}
-	c.put("big", 0, make([]byte, 1001))
+	c.put(metastore.SharedChunk{Key: "big", Len: 1001}, make([]byte, 1001))
 	if _, ok := c.get("big", 0); ok || c.bytes() > 1000 {
 		t.Fatalf("a chunk over the limit was kept (%d bytes held)", c.bytes())
 	}

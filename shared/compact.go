@@ -209,8 +209,11 @@ func (p *Partition) merge(epoch int32, run []metastore.SharedChunk) (metastore.S
 	maxTs := int64(-1)
 	for _, ch := range run {
 		b, ok := h.cache.get(ch.Key, ch.Pos)
+		if !ok && h.disk != nil {
+			b, ok = h.disk.get(ch)
+		}
 		if !ok {
-			// Not through the cache: these bytes are read once, and
+			// Not into the cache: these bytes are read once, and
 			// the merged chunk is what readers ask for from now on.
 			var err error
 			if b, err = h.cfg.Store.GetRange(ctx, ch.Key, ch.Pos, ch.Len); err != nil {

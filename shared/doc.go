@@ -44,9 +44,13 @@
 //
 // Any broker serves Fetch for a shared partition: the chunk holding an
 // offset is the floor entry of the partition's chunks in the metastore,
-// and its bytes come from a bounded in-memory cache of whole chunks,
-// filled by one ranged read (GetRange) per chunk. A broker restarted with
-// an empty disk serves the whole history at once. A broker that is not
+// and its bytes come from a bounded in-memory cache of whole chunks, then
+// from a bounded disk cache (diskcache.go: files checked by their CRC on
+// every read), else from one ranged read (GetRange) of the chunk, shared
+// by every reader of it at that moment; read-ahead (readahead.go) fills
+// the memory cache with the chunks after the one a reader stopped in. A
+// broker restarted with an empty disk serves the whole history at once.
+// A broker that is not
 // the partition's writer learns the high watermark from the metastore
 // (linearizable reads, at most one per partition every refreshEvery, and
 // a poll while fetches wait).
@@ -71,7 +75,7 @@
 // (replace_shared_chunks). Readers that still know the old chunks read
 // them until they are collected, then look the offsets up again.
 //
-// Not built yet: a disk cache and read-ahead, transactions (transactional
+// Not built yet: transactions (transactional
 // batches and markers are refused), and a producer table rebuilt from
 // more than the partition's last rebuildOffsets offsets.
 package shared

@@ -45,6 +45,13 @@ type Config struct {
 	// CacheBytes bounds the in-memory chunk cache
 	// (shared.cache.memory.bytes).
 	CacheBytes int64
+	// CacheDir and CacheDiskBytes are the disk tier of the chunk cache
+	// (shared.cache.dir, shared.cache.disk.bytes; diskcache.go): chunks
+	// read from shared storage, or pushed out of memory, are kept there
+	// within CacheDiskBytes. CacheDir "" or CacheDiskBytes 0: no disk
+	// tier.
+	CacheDir       string
+	CacheDiskBytes int64
 	// Readahead is how many chunks after the one a read ended in are read
 	// into the cache in the background (shared.readahead.chunks; 0:
 	// none). At most readaheadMax such reads run at once per Host.
@@ -66,6 +73,12 @@ type Config struct {
 type Host struct {
 	cfg   Config
 	cache *cache
+	disk  *diskCache // nil: no disk tier
+
+	// loads are the ranged reads of chunks in flight, so that readers
+	// of one chunk at once share one GET.
+	loadMu sync.Mutex
+	loads  map[cacheKey]*load
 
 	mu     sync.Mutex
 	parts  map[partition.Key]*Partition
@@ -97,6 +110,15 @@ type Host struct {
 
 	// Counters, for tests and metrics.
 	puts, commits, gets, putBytes, deletes, compactions, compactedChunks, readaheads atomic.Int64
+	memHits, memMisses                                                               atomic.Int64
+}
+
+// load is one ranged read of a chunk in flight; done is closed when b
+// and err are set.
+type load struct {
+	done chan struct{}
+	b    []byte
+	err  error
 }
 
 var _ partition.SharedHost = (*Host)(nil)
@@ -140,6 +162,16 @@ func NewHost(cfg Config) *Host {
 
 		ahead:     make(chan struct{}, readaheadMax),
 		aheadKeys: map[cacheKey]chan struct{}{},
+		loads:     map[cacheKey]*load{},
+	}
+	if cfg.CacheDir != "" && cfg.CacheDiskBytes > 0 {
+		d, err := openDiskCache(cfg.CacheDir, cfg.CacheDiskBytes, cfg.Logger)
+		if err != nil {
+			cfg.Logger.Error().Err(err).Msg("the chunk cache's disk tier is off")
+		} else {
+			h.disk = d
+			h.cache.onEvict = d.put
+		}
 	}
 	h.wg.Add(4)
 	go h.uploader()
@@ -165,6 +197,9 @@ func (h *Host) Close() error {
 	h.mu.Unlock()
 	close(h.stop)
 	h.wg.Wait()
+	if h.disk != nil {
+		h.disk.close()
+	}
 	for _, p := range parts {
 		p.close()
 	}
@@ -227,19 +262,32 @@ func (h *Host) Keys() []partition.Key {
 // (one GET each), the bytes uploaded and the objects deleted (retention,
 // DeleteRecords, garbage collection), the merged objects the compactor
 // swapped in and the chunks they replaced (its PUTs and GETs are in Puts
-// and Gets); CacheBytes is what the chunk cache holds now.
+// and Gets); CacheBytes is what the in-memory chunk cache holds now.
 type Stats struct {
 	Puts, Commits, Gets, PutBytes, Deletes, Compactions, CompactedChunks, CacheBytes int64
 	// Readaheads counts the chunks read ahead into the cache (their GETs
 	// are in Gets too).
 	Readaheads int64
+	// MemoryHits and MemoryMisses count the chunk reads of Fetch and
+	// the like that found their chunk in memory or not (read-aheads and
+	// the compactor are not counted).
+	MemoryHits, MemoryMisses int64
+	// Disk is the disk tier's counters (zero without one); its misses
+	// are looked for in shared storage (Gets), or wait for a read of the
+	// chunk already in flight.
+	Disk DiskStats
 }
 
 // Stats returns the Host's counters.
 func (h *Host) Stats() Stats {
-	return Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
+	s := Stats{Puts: h.puts.Load(), Commits: h.commits.Load(), Gets: h.gets.Load(),
 		PutBytes: h.putBytes.Load(), Deletes: h.deletes.Load(), Compactions: h.compactions.Load(),
-		CompactedChunks: h.compactedChunks.Load(), CacheBytes: h.cache.bytes(), Readaheads: h.readaheads.Load()}
+		CompactedChunks: h.compactedChunks.Load(), CacheBytes: h.cache.bytes(), Readaheads: h.readaheads.Load(),
+		MemoryHits: h.memHits.Load(), MemoryMisses: h.memMisses.Load()}
+	if h.disk != nil {
+		s.Disk = h.disk.stats()
+	}
+	return s
 }
 
 func (h *Host) fence() metastore.Fence {
@@ -436,7 +484,7 @@ func (h *Host) upload(buf []*pending) {
 		// The bytes the writer just uploaded are what its readers ask
 		// for next: keep them (a copy, so the cache's byte bound is what
 		// it holds, not the whole object behind a slice).
-		h.cache.put(key, r.pos, slices.Clone(body[r.pos:r.pos+r.bytes]))
+		h.cache.put(chunks[i], slices.Clone(body[r.pos:r.pos+r.bytes]))
 		r.p.committed(chunks[i], r.pds)
 	}
 }

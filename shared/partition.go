@@ -652,21 +652,79 @@ func (p *Partition) addChunksLocked(chs []metastore.SharedChunk) {
 	}
 }
 
-// chunkBytes returns a chunk's bytes from the cache or one ranged read
-// (after the read-ahead of the chunk in flight, if there is one).
+// chunkBytes returns a chunk's bytes from the cache, memory then disk, or
+// one ranged read (after the read-ahead of the chunk in flight, if there
+// is one).
 func (h *Host) chunkBytes(ctx context.Context, ch metastore.SharedChunk) ([]byte, error) {
 	if b, ok := h.cache.get(ch.Key, ch.Pos); ok {
+		h.memHits.Add(1)
 		return b, nil
 	}
+	h.memMisses.Add(1)
 	h.awaitReadahead(ctx, cacheKey{ch.Key, ch.Pos})
 	return h.fetchChunk(ctx, ch)
 }
 
-// fetchChunk is chunkBytes without waiting for a read-ahead.
+// fetchChunk is chunkBytes without waiting for a read-ahead or counting
+// memory hits. Readers of one chunk at once share one ranged read: the
+// first reads, the others wait for its bytes (and read it themselves
+// only if that read failed). A chunk read from disk or shared storage
+// is kept in memory, and one read from shared storage is written to the
+// disk tier too (in the background).
 func (h *Host) fetchChunk(ctx context.Context, ch metastore.SharedChunk) ([]byte, error) {
-	if b, ok := h.cache.get(ch.Key, ch.Pos); ok {
-		return b, nil
+	k := cacheKey{ch.Key, ch.Pos}
+	for waited := false; ; waited = true {
+		if b, ok := h.cache.get(ch.Key, ch.Pos); ok {
+			return b, nil
+		}
+		if h.disk != nil {
+			if b, ok := h.disk.get(ch); ok {
+				h.cache.put(ch, b)
+				return b, nil
+			}
+		}
+		h.loadMu.Lock()
+		l, busy := h.loads[k]
+		if !busy || waited {
+			if !busy {
+				l = &load{done: make(chan struct{})}
+				h.loads[k] = l
+			} else {
+				l = nil // read it alone: the shared read failed
+			}
+		}
+		h.loadMu.Unlock()
+		if busy && !waited {
+			select {
+			case <-l.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: reading %s from shared storage: %v", partition.ErrNotLeader, ch.Key, ctx.Err())
+			}
+			if l.err == nil {
+				return l.b, nil
+			}
+			continue
+		}
+		b, err := h.getChunk(ctx, ch)
+		if err == nil {
+			h.cache.put(ch, b)
+			if h.disk != nil {
+				h.disk.put(ch, b)
+			}
+		}
+		if l != nil {
+			l.b, l.err = b, err
+			h.loadMu.Lock()
+			delete(h.loads, k)
+			h.loadMu.Unlock()
+			close(l.done)
+		}
+		return b, err
 	}
+}
+
+// getChunk is one ranged read of ch from shared storage.
+func (h *Host) getChunk(ctx context.Context, ch metastore.SharedChunk) ([]byte, error) {
 	b, err := h.cfg.Store.GetRange(ctx, ch.Key, ch.Pos, ch.Len)
 	if errors.Is(err, objstore.ErrNotFound) {
 		return nil, fmt.Errorf("%w: reading %s from shared storage: %w", partition.ErrNotLeader, ch.Key, err)
@@ -678,7 +736,6 @@ func (h *Host) fetchChunk(ctx context.Context, ch metastore.SharedChunk) ([]byte
 	if int64(len(b)) != ch.Len {
 		return nil, fmt.Errorf("%w: %s holds %d bytes at %d, the chunk %d", partition.ErrCorrupt, ch.Key, len(b), ch.Pos, ch.Len)
 	}
-	h.cache.put(ch.Key, ch.Pos, b)
 	return b, nil
 }
 

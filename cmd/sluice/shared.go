@@ -2,6 +2,8 @@ package main
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,16 +43,28 @@ func openSharedStorage(cfg configs.Config, catalog *metastore.Client, incarnatio
 	default:
 		return nil, nil, fmt.Errorf("shared.storage.type %q is not dir or s3", cfg.SharedStorageType)
 	}
+	cacheDir := cfg.SharedCacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(cfg.DataDir, "shared-cache")
+	}
+	if cfg.SharedCacheDiskBytes > 0 {
+		// Fail here, loudly, rather than run without the disk tier.
+		if err := os.MkdirAll(cacheDir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("shared.cache.dir: %w", err)
+		}
+	}
 	h := shared.NewHost(shared.Config{
-		NodeID:      cfg.NodeID,
-		Incarnation: incarnation,
-		Store:       store,
-		Catalog:     catalog,
-		UploadBytes: cfg.SharedUploadBytes,
-		Linger:      time.Duration(cfg.SharedUploadLingerMs) * time.Millisecond,
-		CacheBytes:  cfg.SharedCacheMemoryBytes,
-		Readahead:   int(cfg.SharedReadaheadChunks),
-		GCGrace:     time.Duration(cfg.SharedGCGraceMs) * time.Millisecond,
+		NodeID:         cfg.NodeID,
+		Incarnation:    incarnation,
+		Store:          store,
+		Catalog:        catalog,
+		UploadBytes:    cfg.SharedUploadBytes,
+		Linger:         time.Duration(cfg.SharedUploadLingerMs) * time.Millisecond,
+		CacheBytes:     cfg.SharedCacheMemoryBytes,
+		CacheDir:       cacheDir,
+		CacheDiskBytes: cfg.SharedCacheDiskBytes,
+		Readahead:      int(cfg.SharedReadaheadChunks),
+		GCGrace:        time.Duration(cfg.SharedGCGraceMs) * time.Millisecond,
 		Compact: shared.CompactConfig{
 			Interval:    time.Duration(cfg.SharedCompactIntervalMs) * time.Millisecond,
 			Chunks:      int(cfg.SharedCompactChunks),
@@ -79,6 +93,14 @@ func sharedMetrics(reg prometheus.Registerer, h *shared.Host) {
 		{"sluice_shared_gets_total", "Ranged reads of chunks from shared storage (cache misses; one GET each).", true, func(s shared.Stats) int64 { return s.Gets }},
 		{"sluice_shared_readaheads_total", "Chunks read ahead into the chunk cache for consumers reading history (shared.readahead.chunks; their GETs are in sluice_shared_gets_total).", true, func(s shared.Stats) int64 { return s.Readaheads }},
 		{"sluice_shared_cache_bytes", "Bytes of chunks the in-memory chunk cache holds (bounded by shared.cache.memory.bytes).", false, func(s shared.Stats) int64 { return s.CacheBytes }},
+		{"sluice_shared_cache_memory_hits_total", "Chunk reads served from the in-memory chunk cache.", true, func(s shared.Stats) int64 { return s.MemoryHits }},
+		{"sluice_shared_cache_memory_misses_total", "Chunk reads that did not find their chunk in memory (looked for on disk, then in shared storage).", true, func(s shared.Stats) int64 { return s.MemoryMisses }},
+		{"sluice_shared_cache_disk_hits_total", "Chunk reads served from the chunk cache's disk tier (shared.cache.dir).", true, func(s shared.Stats) int64 { return s.Disk.Hits }},
+		{"sluice_shared_cache_disk_misses_total", "Chunk lookups the disk tier could not serve (then read from shared storage); invalid entries included.", true, func(s shared.Stats) int64 { return s.Disk.Misses }},
+		{"sluice_shared_cache_disk_invalid_total", "Disk cache entries found torn or corrupt on read (deleted; the chunk is read from shared storage again).", true, func(s shared.Stats) int64 { return s.Disk.Invalid }},
+		{"sluice_shared_cache_disk_writes_total", "Chunks written to the disk tier.", true, func(s shared.Stats) int64 { return s.Disk.Writes }},
+		{"sluice_shared_cache_disk_skipped_total", "Chunks not written to the disk tier because its write queue was full.", true, func(s shared.Stats) int64 { return s.Disk.Skipped }},
+		{"sluice_shared_cache_disk_bytes", "Bytes of the disk tier's entries (bounded by shared.cache.disk.bytes).", false, func(s shared.Stats) int64 { return s.Disk.Bytes }},
 	} {
 		v := m.value
 		f := func() float64 { return float64(v(h.Stats())) }
