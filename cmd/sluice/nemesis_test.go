@@ -458,6 +458,9 @@ func (n *nemesis) run(rounds int) {
 	n.checkCommits()
 	final := n.readAll(tps, end)
 	n.check(tps, final)
+	if n.mode == "shared" {
+		n.logSharedCache()
+	}
 	if ops, err := n.lin.check(2 * time.Minute); err != nil {
 		n.failf("%v", err)
 	} else {
@@ -468,6 +471,22 @@ func (n *nemesis) run(rounds int) {
 	} else {
 		t.Logf("NEMESIS topic metadata linearizable: %d creations, deletions and growths checked (%s)", ops, n.topics.summary())
 	}
+}
+
+// logSharedCache logs, per broker, what its chunk cache's disk tier did
+// since the broker last started: a power cut leaves entries torn (they are
+// written without fsync), which a read must find invalid and replace
+// from shared storage; the checker above says whether any reached a
+// client.
+func (n *nemesis) logSharedCache() {
+	var parts []string
+	for _, p := range append(append([]*proc{}, n.c.writers...), n.c.readers...) {
+		m := func(name string) int64 {
+			return int64(metricValue(n.t, p.admin, "sluice_shared_cache_disk_"+name+"_total"))
+		}
+		parts = append(parts, fmt.Sprintf("%s hits %d invalid %d writes %d", p.name, m("hits"), m("invalid"), m("writes")))
+	}
+	n.t.Logf("NEMESIS shared chunk cache on disk, since each broker's last start: %s", strings.Join(parts, "; "))
 }
 
 // onAck records a producer's outcome for one record.
