@@ -151,9 +151,10 @@ func recordSharedResults(t *testing.T, client string, res map[string]scenarioRes
 // runSharedClientScenarios runs the basic group of one external client
 // (Python, JavaScript, confluent-kafka-go) on shared topics and records
 // its shared rows. The transaction topics are created in raft mode (the
-// basic group's process runs the transaction scenarios too;
-// transactions on shared topics are not built), and those results are
-// only logged.
+// broker's default; the basic group's process runs the transaction
+// scenarios too), and those results are only logged: transactions on
+// shared topics are checked by the Java client's run (shared_mode_test.go)
+// and on real processes in cmd/sluice (TestSharedClusterTransactions).
 func runSharedClientScenarios(t *testing.T, client, prefix, dir string, timeout time.Duration, argv func(group, addr, prefix string) []string) {
 	t.Helper()
 	b, sdir := startSharedBroker(t)

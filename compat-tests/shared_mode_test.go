@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"context"
 	"path/filepath"
 	"testing"
 	"time"
@@ -16,9 +17,11 @@ import (
 // well. The produce and consume rows are recorded as the java-client
 // column of the matrix's shared-mode table (shared_matrix_test.go), with
 // the broker-side checks of what the produce rows stored; the admin and
-// group rows must pass as they do on raft topics (checked, not
-// recorded). The transaction rows are not checked: transactions on
-// shared topics are not built (docs/shared-storage.md).
+// group rows must pass as they do on raft topics, and the transaction
+// rows (on shared topics too, by the cluster default) must pass with the
+// broker-side checks of the raft rows (checkTxn: what read_committed and
+// read_uncommitted consumers read back, the group's committed offset);
+// checked, not recorded.
 func TestSharedMatrixJava(t *testing.T) {
 	t.Parallel()
 	var cp string
@@ -49,8 +52,34 @@ func TestSharedMatrixJava(t *testing.T) {
 			}
 		}
 	}
+	txnCheck := checkTxn(t, b.KafkaAddr, p)
 	for _, s := range txnScenarios {
-		t.Logf("%s on a shared topic (not built, not checked): %+v", s, res[s])
+		r, ok := res[s]
+		switch {
+		case !ok:
+			t.Errorf("%s: no result from the Java client", s)
+		case r.result != "pass":
+			t.Errorf("%s on a shared topic: %s %s", s, r.result, r.detail)
+		default:
+			if problem := txnCheck(s); problem != "" {
+				t.Errorf("%s on a shared topic, checked on the broker: %s", s, problem)
+			}
+		}
+	}
+	rcs, err := newAdmin(t, b.KafkaAddr).DescribeTopicConfigs(context.Background(), p+"-txn", p+"-txo-in", p+"-txo-out", p+"-txf")
+	if err != nil {
+		t.Fatalf("describing the transaction topics: %v", err)
+	}
+	for _, rc := range rcs {
+		mode := ""
+		for _, c := range rc.Configs {
+			if c.Key == "replication.mode" {
+				mode = c.MaybeValue()
+			}
+		}
+		if rc.Err != nil || mode != "shared" {
+			t.Errorf("transaction topic %s: replication.mode %q (%v), want shared", rc.Name, mode, rc.Err)
+		}
 	}
 	objects, _ := filepath.Glob(filepath.Join(dir, "data", "*", "*", "*"))
 	t.Logf("%d objects in the shared directory", len(objects))

@@ -1,6 +1,7 @@
 package log
 
 import (
+	"cmp"
 	"io"
 	"slices"
 	"sort"
@@ -161,9 +162,83 @@ func (l *Log) AbortedTxns(from, upTo int64) []AbortedTxn {
 	i := sort.Search(len(a), func(i int) bool { return a[i].LastOffset >= from })
 	var out []AbortedTxn
 	for ; i < len(a); i++ {
-		if a[i].FirstOffset < upTo {
+		if AbortedInRange(a[i], from, upTo) {
 			out = append(out, a[i])
 		}
 	}
 	return out
+}
+
+// TxnTracker keeps a partition's open transactions by the log's rules
+// (the same update a Log applies to every batch it stores), for a
+// partition whose batches are kept outside a Log (replication.mode=shared):
+// the first offset of each producer's open transaction, and the aborted
+// transaction each ABORT marker closes. It is not safe for concurrent use.
+type TxnTracker struct{ t txnState }
+
+// OpenTxn is one open transaction: its producer and the offset of its
+// first batch.
+type OpenTxn struct {
+	ProducerID  int64
+	FirstOffset int64
+}
+
+// NewTxnTracker returns a tracker with the transactions open listed.
+func NewTxnTracker(open []OpenTxn) *TxnTracker {
+	x := &TxnTracker{t: newTxnState()}
+	for _, o := range open {
+		x.t.ongoing[o.ProducerID] = o.FirstOffset
+	}
+	return x
+}
+
+// Apply records a batch stored at h.BaseOffset (batch: its bytes, read
+// for a marker's control type) and returns the aborted transaction its
+// ABORT marker closed, if it is one.
+func (x *TxnTracker) Apply(batch []byte, h *protocol.BatchHeader) (AbortedTxn, bool) {
+	x.t.update(h, markerOf(batch, h).typ, 0)
+	if n := len(x.t.aborted); n > 0 {
+		a := x.t.aborted[n-1]
+		x.t.aborted = x.t.aborted[:0]
+		return a, true
+	}
+	return AbortedTxn{}, false
+}
+
+// FirstUnstable is the first offset of the earliest open transaction, -1
+// without one (the last stable offset, below the high watermark).
+func (x *TxnTracker) FirstUnstable() int64 { return x.t.firstUnstable() }
+
+// Open returns the first offset of the producer's open transaction.
+func (x *TxnTracker) Open(producerID int64) (int64, bool) {
+	first, ok := x.t.ongoing[producerID]
+	return first, ok
+}
+
+// OpenTxns lists the open transactions by first offset, then producer.
+func (x *TxnTracker) OpenTxns() []OpenTxn {
+	out := make([]OpenTxn, 0, len(x.t.ongoing))
+	for id, first := range x.t.ongoing {
+		out = append(out, OpenTxn{ProducerID: id, FirstOffset: first})
+	}
+	slices.SortFunc(out, func(a, b OpenTxn) int {
+		if a.FirstOffset != b.FirstOffset {
+			return cmp.Compare(a.FirstOffset, b.FirstOffset)
+		}
+		return cmp.Compare(a.ProducerID, b.ProducerID)
+	})
+	return out
+}
+
+// AbortedInRange says whether a fetch of [from, upTo) must be told about
+// the aborted transaction a: its marker is at or after from and its first
+// batch before upTo (Kafka's collectAbortedTxns).
+func AbortedInRange(a AbortedTxn, from, upTo int64) bool {
+	return a.LastOffset >= from && a.FirstOffset < upTo
+}
+
+// MarkerCoordEpoch is the coordinator epoch of the transaction marker
+// batch (what ProducerEntry.Update takes), -1 for any other batch.
+func MarkerCoordEpoch(batch []byte, h *protocol.BatchHeader) int32 {
+	return markerOf(batch, h).coordEpoch
 }

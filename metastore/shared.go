@@ -55,6 +55,10 @@ type SharedChunk struct {
 	Len int64  `json:"n"`
 	// MaxTimestamp is the largest timestamp in the chunk's batches.
 	MaxTimestamp int64 `json:"ts,omitempty"`
+	// Txns is the chunk's transaction summary, opaque here (package
+	// shared writes and reads it): the transactions open at the chunk's
+	// end and those its ABORT markers closed; empty when there are none.
+	Txns string `json:"x,omitempty"`
 }
 
 // SharedPartition is what the metastore holds for one shared-mode

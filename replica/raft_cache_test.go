@@ -139,3 +139,32 @@ func TestRaftIndexRecordsLeaveMemory(t *testing.T) {
 		t.Fatalf("end offset of the last entry %d, want %d", got, last.LastOffset+1)
 	}
 }
+
+// A learner that stopped (a read broker gone, whose learner slots the
+// metastore keeps for its learner grace) does not pin the leader's entry
+// cache: once the leader has not heard from it for an election timeout,
+// the entries every other member has leave memory, so that a partition
+// led here does not hold maxCacheBytes for the absent broker and the
+// host's budget stays with the groups that are replicating. Back, the
+// learner reads what it missed from the log.
+func TestRaftEntryCacheNotPinnedByStoppedLearner(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1, 2, 3}, []NodeID{4, 5}, ReplicaOptions{Mode: ModeRaft, Log: bigSegments()}, slowElections)
+	c.produce(testBatch("warm", 1, -1, 0, 0), AcksAll)
+	c.converged(1, 10*time.Second)
+	c.stop(5)
+	big := strings.Repeat("v", 64<<10)
+	for i := range 64 { // 4 MiB: under a group's maxCacheBytes
+		c.produce(testBatch(fmt.Sprint(big, i), 1, -1, 0, 0), AcksAll)
+	}
+	ln, _ := c.leader()
+	h := c.hosts[ln]
+	checkFor(t, 10*time.Second, func() error {
+		if b := h.EntryCacheBytes(); b != 0 {
+			return fmt.Errorf("the leader's entry cache holds %d bytes that every running member has", b)
+		}
+		return nil
+	})
+	c.start(5)
+	c.converged(65, 20*time.Second)
+	c.sameBytes()
+}

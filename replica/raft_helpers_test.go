@@ -78,6 +78,9 @@ type testCluster struct {
 	// joining: nodes that start with Host.OpenJoining (members is then
 	// the group's initial configuration, which they are not in).
 	joining map[NodeID]bool
+	// master: the async master the test records, as the metastore does
+	// once a master is its partition's sole voter (0: none recorded).
+	master NodeID
 
 	mu       sync.Mutex
 	seq      int32 // next sequence of the idem producer
@@ -127,6 +130,11 @@ func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions
 		defer c.mu.Unlock()
 		_, running := c.hosts[n]
 		return running || c.joining[n] || slices.Contains(c.members.Voters, n) || slices.Contains(c.members.Learners, n)
+	}
+	c.cfg.AsyncMaster = func(Key) (NodeID, bool) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.master, c.master != 0
 	}
 	for _, f := range tweak {
 		f(&c.cfg)

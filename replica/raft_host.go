@@ -92,6 +92,13 @@ type HostConfig struct {
 	// joining one above all) learns of newer members only from the log
 	// they send it. Nil: only the applied configuration counts.
 	Assigned func(key Key, n NodeID) bool
+	// AsyncMaster reports the broker the metastore records as the async
+	// master of partition key, when it records one and no promotion
+	// (a takeover) for it: in async mode a replica takes a leader's
+	// messages from it as from a voter of its own configuration
+	// (mayLeadLocked). A promoted master is followed through Host.Follow
+	// instead. Nil: only the applied configuration counts.
+	AsyncMaster func(key Key) (NodeID, bool)
 }
 
 // Host owns every raft group of one broker: the scheduler's workers, one

@@ -230,10 +230,10 @@ func TestRaftJoinFromInitialConfiguration(t *testing.T) {
 
 // TestRaftAsyncJoinFromInitialConfiguration: the same in async mode, where
 // a replica takes leader messages only from a voter of its configuration
-// (mayLeadLocked). The joiners start from the initial configuration, which
-// names node 1, not the master they hear from (node 2): found by the
-// nemesis as a reassignment that never finished, its newcomer refusing
-// every message of the master.
+// or the master the metastore records (mayLeadLocked). The joiners start
+// from the initial configuration, which names node 1, not the master they
+// hear from (node 2): found by the nemesis as a reassignment that never
+// finished, its newcomer refusing every message of the master.
 func TestRaftAsyncJoinFromInitialConfiguration(t *testing.T) {
 	joinFromInitialConfiguration(t, ModeAsync)
 }
@@ -277,6 +277,12 @@ func joinFromInitialConfiguration(t *testing.T, mode Mode) {
 		return nil
 	})
 	change(Members{Voters: []NodeID{2}, Learners: []NodeID{4}})
+	if mode == ModeAsync {
+		// Node 2 is the sole voter: the server records it master.
+		c.mu.Lock()
+		c.master = 2
+		c.mu.Unlock()
+	}
 	c.stop(1)
 	// A read broker joins the group as it is now.
 	c.start(5)

@@ -193,9 +193,6 @@ type Replica struct {
 	failed      error
 	// confPending: this leader proposed a conf change not yet applied.
 	confPending bool
-	// adoptLead and adoptTerm: the leader an empty replica accepted in
-	// async mode before its configuration names it (mayLeadLocked).
-	adoptLead, adoptTerm uint64
 	// semi: this leader's semi-sync state (raft_semisync.go).
 	semi semiSyncState
 	// stepHook, set by tests only, runs before each peer message is
@@ -1069,15 +1066,29 @@ func (r *Replica) durableLocked() error {
 // trimCacheLocked drops the cached entries no one will read from memory:
 // those applied here that every other replica (voters and learners) has
 // too, as far as a leader knows; a follower only serves its cache if it
-// becomes leader, when a miss costs a read from the page cache.
+// becomes leader, when a miss costs a read from the page cache. A member
+// the leader has not heard from for an election timeout (a read broker
+// that stopped, a voter that is down) is not waited for: it would
+// otherwise pin up to maxCacheBytes of every partition it is a member of
+// for as long as it is away (a read broker's learner slots are kept for
+// the metastore's learner grace), and once that exceeds the host's budget
+// every group on the host, the healthy ones included, loses its cache and
+// reads what it sends and applies back from the log. A member that comes
+// back reads what it missed from the log, as a lagging one always has.
 func (r *Replica) trimCacheLocked() {
 	upTo := r.applied
 	if r.isLeader.Load() {
 		self := raftID(r.host.cfg.Node)
+		now := time.Now()
+		away := time.Duration(r.host.cfg.ElectionTicks) * r.host.cfg.TickInterval
 		r.rn.WithProgress(func(id uint64, _ raft.ProgressType, pr tracker.Progress) {
-			if id != self && pr.Match < upTo {
-				upTo = pr.Match
+			if id == self || pr.Match >= upTo {
+				return
 			}
+			if r.stoppedPeerLocked(id) || now.Sub(r.heardSinceElectedLocked(id)) > away {
+				return
+			}
+			upTo = pr.Match
 		})
 	}
 	r.st.mu.Lock()

@@ -230,22 +230,19 @@ func (r *Replica) isMember(id uint64) bool {
 // term the takeover kept, would be taken for the leader. A replica with no
 // voter in its configuration yet (raft's initial state) accepts any.
 //
-// A replica whose log is empty accepts the leader of the term it first
-// hears from as well, for that term (adopt): it holds nothing another
-// master could have written, so it has no match to acknowledge wrongly,
-// and its configuration is the group's initial one until it applies the
-// changes the leader sends, which may be what made that leader a voter.
-// Without this a broker joining a partition (a reassignment's newcomer, a
-// read broker added back) whose master is no initial voter refused every
-// message from it and never caught up: the reassignment never finished.
+// A replica that is behind the log (a broker joining the partition
+// starts from the group's initial configuration and learns of later
+// voters only from the changes the leader sends) also takes the master
+// the metastore records, when no promotion is recorded (AsyncMaster):
+// without a promotion no replica holds entries a master lacks, and
+// without this a broker joining a partition whose master is no voter of
+// the initial configuration refused every message from that master and
+// never caught up (a reassignment that never finished, found by the
+// nemesis).
 func (r *Replica) mayLeadLocked(m *raftpb.Message) bool {
 	id := m.GetFrom()
-	if r.adoptLead == id && r.adoptTerm == m.GetTerm() {
-		return true
-	}
 	r.st.mu.Lock()
 	cs := r.st.cs
-	empty := r.st.snapIndex == 0 && r.st.lastIndexLocked() == 0
 	r.st.mu.Unlock()
 	if len(cs.GetVoters()) == 0 && len(cs.GetVotersOutgoing()) == 0 {
 		return true
@@ -253,9 +250,10 @@ func (r *Replica) mayLeadLocked(m *raftpb.Message) bool {
 	if slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id) {
 		return true
 	}
-	if empty && m.GetTerm() >= r.rn.BasicStatus().GetTerm() {
-		r.adoptLead, r.adoptTerm = id, m.GetTerm()
-		return true
+	if f := r.host.cfg.AsyncMaster; f != nil {
+		if n, ok := f(r.key); ok && raftID(n) == id {
+			return true
+		}
 	}
 	return false
 }

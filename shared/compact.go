@@ -252,8 +252,13 @@ func (p *Partition) merge(epoch int32, run []metastore.SharedChunk) (metastore.S
 			return metastore.SharedChunk{}, err
 		}
 	}
+	txns, err := mergeTxns(run)
+	if err != nil {
+		return metastore.SharedChunk{}, err
+	}
 	m := metastore.SharedChunk{TopicID: p.key.TopicID, Partition: p.key.Index, LeaderEpoch: epoch,
-		BaseOffset: run[0].BaseOffset, LastOffset: run[len(run)-1].LastOffset, Key: key, Len: int64(len(body)), MaxTimestamp: maxTs}
+		BaseOffset: run[0].BaseOffset, LastOffset: run[len(run)-1].LastOffset, Key: key, Len: int64(len(body)), MaxTimestamp: maxTs,
+		Txns: txns}
 	if err := h.cfg.Catalog.ReplaceSharedChunks(ctx, f, run, m); err != nil {
 		// The merged object stays unreferenced: garbage collection
 		// deletes it after the grace period. A refusal is not the

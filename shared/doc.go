@@ -65,6 +65,19 @@
 // count per object, so the question "does any chunk name this object" is
 // one lookup.
 //
+// # Transactions
+//
+// Transactional batches and the coordinator's markers (ProposeMarker)
+// are proposed like any other batch, markers checked with
+// log.ProducerEntry.CheckMarker. The open transactions follow the log's
+// rule (log.TxnTracker); each chunk entry carries their summary
+// (metastore.SharedChunk.Txns, txn.go): what is open at its end and the
+// aborted transactions its ABORT markers closed. The last stable offset
+// and a read_committed fetch's aborted transactions are answered from
+// the chunk entries on every broker; a new writer takes the open
+// transactions from the last entry, so no rebuild window applies to
+// them (it bounds only the producer table).
+//
 // # Compaction
 //
 // The writer's compactor (compact.go) merges runs of more than
@@ -75,7 +88,6 @@
 // (replace_shared_chunks). Readers that still know the old chunks read
 // them until they are collected, then look the offsets up again.
 //
-// Not built yet: transactions (transactional
-// batches and markers are refused), and a producer table rebuilt from
-// more than the partition's last rebuildOffsets offsets.
+// Not built yet: a producer table rebuilt from more than the partition's
+// last rebuildOffsets offsets.
 package shared

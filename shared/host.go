@@ -14,6 +14,7 @@ import (
 	"github.com/sluice-broker/sluice/metastore"
 	"github.com/sluice-broker/sluice/objstore"
 	"github.com/sluice-broker/sluice/partition"
+	"github.com/sluice-broker/sluice/protocol"
 )
 
 // Catalog is what a Host needs from the metastore (*metastore.Client).
@@ -133,6 +134,10 @@ type pending struct {
 	last  int64
 	maxTs int64
 	prop  *proposal
+	// hd is the batch's header, stamped; txn says it is transactional
+	// (data or marker), for the chunk's transaction summary.
+	hd  protocol.BatchHeader
+	txn bool
 }
 
 // NewHost starts a Host's uploader and its leadership check.
@@ -450,6 +455,9 @@ func (h *Host) upload(buf []*pending) {
 		}
 		ch.Len = int64(len(body)) - r.pos
 		r.bytes = ch.Len
+		r.p.wmu.Lock()
+		ch.Txns = r.p.cutTxnsLocked(r.pds)
+		r.p.wmu.Unlock()
 		chunks = append(chunks, ch)
 	}
 	fail := func(err error) {

@@ -52,21 +52,25 @@ type Partition struct {
 	next      int64 // the next offset to assign
 	producers map[int64]*log.ProducerEntry
 	inflight  []*pending // accepted, not committed, in offset order
-	dups      []dupWait  // retries answered once their original commits
+	// txns tracks the transactions of every accepted batch, cutTxns
+	// those of the batches cut into objects so far (txn.go).
+	txns, cutTxns *log.TxnTracker
+	dups          []dupWait // retries answered once their original commits
 	// compactFrom is where the compactor's next pass starts, for writer
 	// generation compactGen (compact.go).
 	compactGen  uint64
 	compactFrom int64
 
 	// mu guards the read state.
-	mu        sync.Mutex
-	start     int64
-	end       int64 // the committed end offset (high watermark) as last seen
-	refreshed time.Time
-	chunks    []metastore.SharedChunk // known chunks, sorted by base offset
-	watchers  map[chan<- struct{}]struct{}
-	polling   bool
-	closed    bool
+	mu         sync.Mutex
+	start      int64
+	end        int64 // the committed end offset (high watermark) as last seen
+	refreshed  time.Time
+	chunks     []metastore.SharedChunk // known chunks, sorted by base offset
+	lso, lsoAt int64                   // the last stable offset last read, at high watermark lsoAt
+	watchers   map[chan<- struct{}]struct{}
+	polling    bool
+	closed     bool
 }
 
 type dupWait struct {
@@ -126,15 +130,24 @@ func (p *proposal) BatchReleased() <-chan struct{} { return released }
 // upload. The proposal is answered once the batch's object is committed
 // in the metastore, whatever acks asks.
 func (p *Partition) Propose(batch []byte, acks partition.Acks) (partition.Proposal, error) {
+	return p.propose(batch, 0)
+}
+
+// ProposeMarker is Propose for a transaction marker a coordinator sent
+// with transaction version txnVersion: the producer's epoch and last
+// coordinator epoch are checked by the log's rules
+// (log.ProducerEntry.CheckMarker).
+func (p *Partition) ProposeMarker(batch []byte, txnVersion int8, acks partition.Acks) (partition.Proposal, error) {
+	return p.propose(batch, txnVersion)
+}
+
+func (p *Partition) propose(batch []byte, txnVersion int8) (partition.Proposal, error) {
 	var hd protocol.BatchHeader
 	if err := hd.Decode(batch); err != nil {
 		return nil, fmt.Errorf("%w: %v", partition.ErrCorrupt, err)
 	}
 	if int64(len(batch)) != hd.Size {
 		return nil, fmt.Errorf("%w: batch length %d, %d bytes", partition.ErrCorrupt, hd.Size, len(batch))
-	}
-	if hd.IsTransactional() || hd.IsControl() {
-		return nil, fmt.Errorf("%w: transactional batch", partition.ErrSharedUnsupported)
 	}
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
@@ -143,24 +156,32 @@ func (p *Partition) Propose(batch []byte, acks partition.Acks) (partition.Propos
 			return nil, err
 		}
 	}
+	coordEpoch := int32(-1)
 	if hd.ProducerID >= 0 {
 		e := p.producers[hd.ProducerID]
-		dup, isDup, err := e.Check(&hd)
-		if err != nil {
-			return nil, err
-		}
-		if isDup {
-			res := partition.ProduceResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset, Duplicate: true}
-			prop := newProposal()
-			p.mu.Lock()
-			committed := dup.LastOffset < p.end
-			p.mu.Unlock()
-			if committed {
-				prop.finish(res, nil)
-			} else {
-				p.dups = append(p.dups, dupWait{last: dup.LastOffset, res: res, prop: prop})
+		if hd.IsControl() {
+			coordEpoch = log.MarkerCoordEpoch(batch, &hd)
+			if err := e.CheckMarker(&hd, coordEpoch, txnVersion); err != nil {
+				return nil, err
 			}
-			return prop, nil
+		} else {
+			dup, isDup, err := e.Check(&hd)
+			if err != nil {
+				return nil, err
+			}
+			if isDup {
+				res := partition.ProduceResult{BaseOffset: dup.FirstOffset, LastOffset: dup.LastOffset, Duplicate: true}
+				prop := newProposal()
+				p.mu.Lock()
+				committed := dup.LastOffset < p.end
+				p.mu.Unlock()
+				if committed {
+					prop.finish(res, nil)
+				} else {
+					p.dups = append(p.dups, dupWait{last: dup.LastOffset, res: res, prop: prop})
+				}
+				return prop, nil
+			}
 		}
 	}
 	b := slices.Clone(batch)
@@ -169,19 +190,18 @@ func (p *Partition) Propose(batch []byte, acks partition.Acks) (partition.Propos
 	protocol.Batch(b).SetLeaderEpoch(p.epoch)
 	hd.BaseOffset, hd.LeaderEpoch = base, p.epoch
 	if hd.ProducerID >= 0 {
-		p.producers[hd.ProducerID] = p.producers[hd.ProducerID].Update(&hd, -1)
+		p.producers[hd.ProducerID] = p.producers[hd.ProducerID].Update(&hd, coordEpoch)
+	}
+	txn := hd.ProducerID >= 0 && hd.IsTransactional()
+	if txn {
+		p.txns.Apply(b, &hd)
 	}
 	pd := &pending{p: p, gen: p.gen, epoch: p.epoch, batch: b, base: base, last: hd.LastOffset(),
-		maxTs: hd.MaxTimestamp, prop: newProposal()}
+		maxTs: hd.MaxTimestamp, prop: newProposal(), hd: hd, txn: txn}
 	p.next = pd.last + 1
 	p.inflight = append(p.inflight, pd)
 	p.h.enqueue(pd)
 	return pd.prop, nil
-}
-
-// ProposeMarker: transactions are not built for shared partitions.
-func (p *Partition) ProposeMarker(batch []byte, txnVersion int8, acks partition.Acks) (partition.Proposal, error) {
-	return nil, fmt.Errorf("%w: transaction marker", partition.ErrSharedUnsupported)
 }
 
 // tryClaim claims the partition if it is not written here yet (Open, and
@@ -241,8 +261,13 @@ func (p *Partition) claimLocked() error {
 	if err != nil {
 		return fmt.Errorf("%w: rebuilding producer state: %v", partition.ErrNotLeader, err)
 	}
+	open, err := p.openAtEnd(ctx, sp)
+	if err != nil {
+		return fmt.Errorf("%w: reading open transactions: %v", partition.ErrNotLeader, err)
+	}
 	p.gen++
 	p.writer, p.epoch, p.next, p.producers = true, epoch, sp.EndOffset, producers
+	p.txns, p.cutTxns = log.NewTxnTracker(open), log.NewTxnTracker(open)
 	p.mu.Lock()
 	p.end, p.refreshed = sp.EndOffset, time.Now()
 	p.setStartLocked(sp.StartOffset)
@@ -273,9 +298,9 @@ func (p *Partition) rebuildProducers(ctx context.Context, sp metastore.SharedPar
 				return nil, err
 			}
 			read += int64(len(data))
-			if err := walkBatches(data, func(hd *protocol.BatchHeader, _ []byte) bool {
+			if err := walkBatches(data, func(hd *protocol.BatchHeader, b []byte) bool {
 				if hd.ProducerID >= 0 && hd.LastOffset() >= from {
-					out[hd.ProducerID] = out[hd.ProducerID].Update(hd, -1)
+					out[hd.ProducerID] = out[hd.ProducerID].Update(hd, log.MarkerCoordEpoch(b, hd))
 				}
 				return true
 			}); err != nil {
@@ -297,7 +322,7 @@ func (p *Partition) reset(gen uint64, err error) {
 		return
 	}
 	p.gen++
-	p.writer, p.producers = false, nil
+	p.writer, p.producers, p.txns, p.cutTxns = false, nil, nil, nil
 	for _, pd := range p.inflight {
 		pd.prop.finish(partition.ProduceResult{}, err)
 	}
@@ -407,9 +432,6 @@ func (p *Partition) HighWatermark() int64 {
 	defer p.mu.Unlock()
 	return p.end
 }
-
-// LastStableOffset is the high watermark: no transactions here.
-func (p *Partition) LastStableOffset() int64 { return p.HighWatermark() }
 
 func (p *Partition) LogStartOffset() int64 {
 	p.refresh(refreshEvery)
@@ -861,10 +883,6 @@ func (p *Partition) OffsetForTimestamp(ts int64) (int64, int64, bool, error) {
 	return -1, -1, false, nil
 }
 
-func (p *Partition) AbortedTxns(from, upTo int64) []partition.AbortedTxn { return nil }
-
-func (p *Partition) InOpenTxn(producerID int64) bool { return false }
-
 // ProducerState is the writer's table entry; a reader holds none.
 func (p *Partition) ProducerState(producerID int64) (partition.ProducerState, bool) {
 	p.wmu.Lock()
@@ -888,6 +906,9 @@ func (p *Partition) ActiveProducers() ([]partition.ActiveProducer, error) {
 	out := make([]partition.ActiveProducer, 0, len(p.producers))
 	for id, e := range p.producers {
 		ap := partition.ActiveProducer{ID: id, Epoch: e.Epoch, LastSequence: -1, LastTimestamp: -1, CurrentTxnStartOffset: -1, CoordinatorEpoch: e.CoordEpoch}
+		if first, open := p.txns.Open(id); open {
+			ap.CurrentTxnStartOffset = first
+		}
 		if n := len(e.Batches); n > 0 {
 			ap.LastSequence = e.Batches[n-1].LastSequence
 		}

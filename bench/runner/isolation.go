@@ -45,15 +45,17 @@ package main
 // it releases its lease and the read view drops it).
 //
 // Rounds (-pairs) alternate which system goes first. The rate is
-// -iso-rate, or half the acks=all saturation (4 producers, no consumers)
-// measured at the start of the first cluster (Sluice's, with the default
-// -iso-systems); every cluster's saturation is reported.
+// -iso-rate, or half the lowest acks=all saturation (4 producers, no
+// consumers) of the systems compared, each measured on a fresh cluster of
+// its own before the rounds, so that no system runs above its saturation;
+// every saturation is reported.
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -61,6 +63,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -143,8 +146,11 @@ type isoRun struct {
 	// GenCPU is each generator's CPU-seconds per wall second: "writer",
 	// "reader".
 	GenCPU map[string]float64 `json:"gen_cpu_cores,omitempty"`
-	Load   string             `json:"load_avg"`
-	Err    string             `json:"error,omitempty"`
+	// Written is the backlog records the scale-out runs read (fewer
+	// than -iso-scale-records when the write hit isoFillBound).
+	Written int64  `json:"written,omitempty"`
+	Load    string `json:"load_avg"`
+	Err     string `json:"error,omitempty"`
 }
 
 // tailMBPerS is the tailing consumers' MB/s, both sides together (the
@@ -219,6 +225,38 @@ func isolation(o *opts) error {
 			kinds = append(kinds, k)
 		}
 	}
+	// Saturation first, on a fresh cluster of every kind, and the fixed
+	// rate half of the lowest: a rate above one system's saturation
+	// would leave every row of that system behind, its latencies those
+	// of a queue rather than of the fixed rate.
+	for _, kind := range kinds {
+		logf("saturation: %s cluster; load average %s", kind, loadavg())
+		c, err := startIsoCluster(o, kind, o.isoFsync)
+		setIsoCurrent(c)
+		if err != nil {
+			if c != nil {
+				c.stop()
+			}
+			return err
+		}
+		r := c.gen(o, isoWorkload{label: "saturation", writer: []string{"-producers", "4", "-consumers", "0"}}, 0, "")
+		setIsoCurrent(nil)
+		c.stop()
+		record(r)
+		if r.Err != "" {
+			return fmt.Errorf("%s saturation: %s", kind, r.Err)
+		}
+		if r.Gen.Produce.RecordsPerS <= 0 {
+			// Half of nothing is no rate to compare at.
+			return fmt.Errorf("%s saturation: no record acknowledged in the measured window (a longer -duration, or a less loaded machine)", kind)
+		}
+		sat[kind] = append(sat[kind], r.Gen.Produce.RecordsPerS)
+	}
+	if rate <= 0 {
+		kind, lowest := lowestSaturation(sat)
+		rate = max(float64(int(lowest/2/100)*100), 100)
+		logf("fixed produce rate: %.0f records/s (half of %s's saturation, the lowest)", rate, kind)
+	}
 	var scale []isoRun
 	for round := 1; round <= o.pairs; round++ {
 		order := kinds
@@ -236,20 +274,6 @@ func isolation(o *opts) error {
 				return err
 			}
 			err = func() error {
-				// Saturation, short, 4 producers, no consumers.
-				r := c.gen(o, isoWorkload{label: "saturation", writer: []string{"-producers", "4", "-consumers", "0"}}, round, "")
-				record(r)
-				if r.Err != "" {
-					return fmt.Errorf("%s saturation: %s", kind, r.Err)
-				}
-				sat[kind] = append(sat[kind], r.Gen.Produce.RecordsPerS)
-				if rate <= 0 {
-					rate = float64(int(r.Gen.Produce.RecordsPerS/2/100) * 100)
-					if rate < 100 {
-						rate = 100
-					}
-					logf("fixed produce rate: %.0f records/s (half of %s's saturation)", rate, kind)
-				}
 				for _, sys := range systems {
 					if (sys == "sluice") != (kind == "sluice") {
 						continue
@@ -330,12 +354,19 @@ func isoGenArgs(o *opts, cpu, seeds, topic, label, rack string, extra []string) 
 }
 
 // isoFillArgs writes records records to topic (created if need be) with 4
-// producers on the writer side's CPU, as fast as they are acknowledged.
+// producers on the writer side's CPU, as fast as they are acknowledged,
+// for at most isoFillBound.
 func isoFillArgs(o *opts, seeds, topic string, records int64) []string {
 	return []string{"-c", o.writeGenCPU, o.genBin, "-brokers", seeds, "-topic", topic,
 		"-partitions", "8", "-replication", "3", "-record-size", "1024", "-producers", "4", "-consumers", "0",
-		"-records", strconv.FormatInt(records, 10), "-duration", "0", "-warmup", "0s", "-quiet"}
+		"-records", strconv.FormatInt(records, 10), "-duration", "0", "-warmup", "0s",
+		"-max-duration", isoFillBound.String(), "-quiet"}
 }
+
+// isoFillBound bounds the time a history or backlog write may take (a
+// slow machine writes fewer records than asked rather than stalling the
+// run).
+const isoFillBound = 2 * time.Minute
 
 // mergeIsoRun fills r from the writer side's output and the reader
 // side's (readOut "" when the run had no reader side): the produce and
@@ -518,16 +549,21 @@ func (c *isoCluster) measureAll(o *opts, argss ...[]string) (wall float64, cpuSe
 // brokers, then with one.
 func (c *isoCluster) scaleOut(o *opts, round int, rate float64, record func(isoRun)) []isoRun {
 	topic := fmt.Sprintf("iso-backlog-%d", round)
-	logf("scale-out: writing %d records", o.isoScaleRecords)
-	if _, _, err := c.runGen(o, isoFillArgs(o, c.seeds, topic, o.isoScaleRecords)); err != nil {
-		logf("  backlog write failed: %v", err)
+	logf("scale-out: writing %d records (at most %s)", o.isoScaleRecords, isoFillBound)
+	out, _, err := c.runGen(o, isoFillArgs(o, c.seeds, topic, o.isoScaleRecords))
+	var fill genResult
+	if jerr := json.Unmarshal([]byte(lastLine(out)), &fill); err != nil || jerr != nil {
+		logf("  backlog write failed: %v %v", err, jerr)
 		return nil
 	}
+	// What the readers can read: fewer than asked when the write hit
+	// its time bound.
+	written := fill.Produce.TotalRecords
 	// The readers alone: a reader-side generator with no producers.
 	read := func(label string) isoRun {
 		args := isoGenArgs(o, o.readGenCPU, c.seeds, topic, label, "", []string{"-create-topic=false",
 			"-producers", "0", "-consumers", "0", "-backlog-readers", strconv.Itoa(o.isoScaleReaders)})
-		r := isoRun{System: "sluice", Label: label, Round: round, Readers: o.isoScaleReaders, Load: loadavg()}
+		r := isoRun{System: "sluice", Label: label, Round: round, Readers: o.isoScaleReaders, Load: loadavg(), Written: written}
 		m := c.measure(o, args)
 		r.CPU = map[string]float64{}
 		for n, v := range m.cpuSec {
@@ -939,7 +975,8 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	if o.isoRate > 0 {
 		p(" (-iso-rate)")
 	} else {
-		p(" (half the saturation measured at the start of the run's first cluster, %s)", firstKind(runs))
+		k, v := lowestSaturation(sat)
+		p(" (half the lowest saturation of the systems compared, %s's %.0f, so that every system runs below its saturation)", k, v)
 	}
 	p("; one tailing consumer measures end-to-end latency (these five clients are the writer side). *tail-N* adds N tailing consumers (each reading every partition); *replay-N* adds N consumer groups (one member each) that start at the end of the warm-up and read the topic from the start (these readers are the reader side), its history written beforehand with ")
 	if o.isoPrefill > 0 {
@@ -947,7 +984,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	} else {
 		p("as many records as the run produces")
 	}
-	p(". Saturation (same topic shape, 4 producers on the writer side's CPU, no consumers, records/s per start):")
+	p(". Saturation (same topic shape, 4 producers on the writer side's CPU, no consumers, records/s; measured before the rounds on a fresh cluster of each system, which the measured runs do not reuse):")
 	for _, k := range []string{"sluice", "kafka"} {
 		if v := sat[k]; len(v) > 0 {
 			p(" %s %s;", k, joinNums(v))
@@ -1054,7 +1091,14 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 				continue
 			}
 			capped := ""
-			if total := float64(o.isoScaleRecords*1024*int64(o.isoScaleReaders)) / 1e6; r.Backlog*r.Gen.WindowS >= 0.9*total {
+			written := r.Written
+			if written == 0 { // a -raw file of an earlier version
+				written = o.isoScaleRecords
+			}
+			if written < o.isoScaleRecords {
+				n += fmt.Sprintf(" (%d records written of %d: the write hit its %s bound)", written, o.isoScaleRecords, isoFillBound)
+			}
+			if total := float64(written*1024*int64(o.isoScaleReaders)) / 1e6; r.Backlog*r.Gen.WindowS >= 0.9*total {
 				capped = " (readers finished within the window: a lower bound; raise -iso-scale-records)"
 			}
 			p("| %s | %.1f%s | %s |\n", n, r.Backlog, capped, fmtCPU(r.CPU))
@@ -1099,14 +1143,18 @@ func joinNums(v []float64) string {
 
 func nproc() int { return runtime.NumCPU() }
 
-// firstKind is the system whose saturation run came first.
-func firstKind(runs []isoRun) string {
-	for _, r := range runs {
-		if r.Label == "saturation" {
-			return r.System
+// lowestSaturation is the system with the lowest median saturation, and
+// that median.
+func lowestSaturation(sat map[string][]float64) (string, float64) {
+	kind, lowest := "none", 0.0
+	for _, k := range slices.Sorted(maps.Keys(sat)) {
+		if v := sat[k]; len(v) > 0 {
+			if m := median(v); kind == "none" || m < lowest {
+				kind, lowest = k, m
+			}
 		}
 	}
-	return "none"
+	return kind, lowest
 }
 
 // isolationFromRaw renders the section again from the -raw file of an

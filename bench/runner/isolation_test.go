@@ -37,7 +37,9 @@ func TestRenderIsolation(t *testing.T) {
 		runs[i].GenCPU = map[string]float64{"writer": 0.3, "reader": 0.5 + 0.1*float64(i)}
 	}
 	scale := []isoRun{isoTestRun("sluice", "scale-2", 0, 0.2, ""), isoTestRun("sluice", "scale-1", 0, 0.1, "")}
-	text := renderIsolation(o, runs, scale, map[string][]float64{"sluice": {2000}}, []int{1}, 1000,
+	// scale-1's backlog write hit its time bound: 500 records of 1000.
+	scale[1].Written = 500
+	text := renderIsolation(o, runs, scale, map[string][]float64{"sluice": {2000}, "kafka": {1900}}, []int{1}, 1000,
 		"2026-01-01 00:00 UTC", "50.0 40.0 30.0", "1.0 1.0 1.0", time.Minute)
 	for _, want := range []string{
 		"| sluice | replay-1 | 1000 | 1.0 | 11.0 | 22.0 | +0 % |",
@@ -49,7 +51,9 @@ func TestRenderIsolation(t *testing.T) {
 		"| kafka | replay-1 | 1000 | 1.0 | 20.0 | 40.0 | +100 % |",
 		"| kafka-follower | alone | failed: boom / broken ||||||||||| 0/1 |",
 		"| 2 | 0.2 (readers finished within the window",
-		"| 1 | 0.1 | r1 0.25 w1 0.50 |",
+		"| 1 (500 records written of 1000: the write hit its 2m0s bound) | 0.1 (readers finished within the window",
+		"half the lowest saturation of the systems compared, kafka's 1900",
+		"records/s; measured before the rounds on a fresh cluster of each system, which the measured runs do not reuse): sluice 2000; kafka 1900;",
 		"a loaded machine",
 	} {
 		if !strings.Contains(text, want) {
@@ -105,7 +109,8 @@ func TestIsoWorkloadArgs(t *testing.T) {
 		t.Errorf("reader-side command line %q", got)
 	}
 	if got := strings.Join(isoFillArgs(o, "s:1", "t", 24000), " "); !strings.HasPrefix(got, "-c 0 gen ") ||
-		!strings.Contains(got, "-records 24000 -duration 0") || !strings.Contains(got, "-consumers 0") {
+		!strings.Contains(got, "-records 24000 -duration 0") || !strings.Contains(got, "-consumers 0") ||
+		!strings.Contains(got, "-max-duration 2m0s") {
 		t.Errorf("history command line %q", got)
 	}
 }
@@ -138,5 +143,24 @@ func TestMergeIsoRun(t *testing.T) {
 	mergeIsoRun(&r, w, nil, "", nil, false)
 	if r.Err != "" || r.ReadGen != nil || r.tailMBPerS() != 3 {
 		t.Fatalf("no reader side: %+v", r)
+	}
+}
+
+// The fixed rate is half of the lowest system's saturation (the median
+// of its starts), whichever system was measured first.
+func TestLowestSaturation(t *testing.T) {
+	for _, c := range []struct {
+		sat  map[string][]float64
+		kind string
+		v    float64
+	}{
+		{map[string][]float64{"sluice": {91700}, "kafka": {38338}}, "kafka", 38338},
+		{map[string][]float64{"kafka": {50000, 70000, 60000}, "sluice": {40000}}, "sluice", 40000},
+		{map[string][]float64{"sluice": {30000, 90000, 100000}, "kafka": {80000}}, "kafka", 80000},
+		{map[string][]float64{}, "none", 0},
+	} {
+		if k, v := lowestSaturation(c.sat); k != c.kind || v != c.v {
+			t.Errorf("%v: %s %.0f, want %s %.0f", c.sat, k, v, c.kind, c.v)
+		}
 	}
 }

@@ -186,7 +186,7 @@ func main() {
 	flag.Float64Var(&o.isoRate, "iso-rate", 0, "fixed produce rate, records/s (-isolation; 0 = half the first Sluice cluster's saturation)")
 	flag.Int64Var(&o.isoPrefill, "iso-prefill", 0, "records of history before a replay run (-isolation; 0 = rate x duration)")
 	flag.StringVar(&o.isoFsync, "iso-fsync", "group", "Sluice log.fsync of the cluster (-isolation; Kafka flushes every message unless never)")
-	flag.Int64Var(&o.isoScaleRecords, "iso-scale-records", 200000, "records of 1 KiB read back in the read scale-out runs (-isolation)")
+	flag.Int64Var(&o.isoScaleRecords, "iso-scale-records", 1000000, "records of 1 KiB read back in the read scale-out runs (-isolation)")
 	flag.IntVar(&o.isoScaleReaders, "iso-scale-readers", 4, "consumers reading the backlog in the read scale-out runs (-isolation; 0 = none)")
 	flag.StringVar(&o.isoFromRaw, "iso-from-raw", "", "with -isolation: render the section from this -raw file of an earlier run instead of running")
 	flag.StringVar(&o.readCPU, "read-cpu", "1", "cores for Sluice's read brokers (taskset list, -isolation)")

@@ -210,7 +210,8 @@ func runNode(ctx context.Context, cfg configs.Config) error {
 		// A replica whose storage or raft fails is offline here and
 		// the broker goes on (replica.Replica.Failed); the metric
 		// below counts it.
-		Assigned: assignedTo(catalog),
+		Assigned:    assignedTo(catalog),
+		AsyncMaster: asyncMasterOf(catalog),
 	})
 	if err != nil {
 		return err

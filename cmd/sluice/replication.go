@@ -55,6 +55,23 @@ func assignedTo(c *metastore.Client) func(replica.Key, replica.NodeID) bool {
 	}
 }
 
+// asyncMasterOf is replica.HostConfig.AsyncMaster from the metastore's
+// view: the partition's recorded async master while no promotion is
+// recorded for it.
+func asyncMasterOf(c *metastore.Client) func(replica.Key) (replica.NodeID, bool) {
+	return func(k replica.Key) (replica.NodeID, bool) {
+		t, ok := c.TopicByID(metastore.TopicID(k.TopicID))
+		if !ok || k.Index < 0 || int(k.Index) >= len(t.Partitions) {
+			return 0, false
+		}
+		p := t.Partitions[k.Index]
+		if p.AsyncMaster == nil || p.AsyncTakeover != nil {
+			return 0, false
+		}
+		return replica.NodeID(*p.AsyncMaster), true
+	}
+}
+
 // raftCollector exports the raft host's health: replicas offline after a
 // failure, and what peers sent that was refused.
 type raftCollector struct {
