@@ -59,9 +59,18 @@ func (a *applier) alterReassignment(c *command) error {
 	}
 	p := &t.Partitions[c.Partition]
 	keepInitial(p)
+	shared := isSharedTopic(t)
 	if c.Cancel {
 		if !p.Reassigning() {
 			return ErrNoReassignment
+		}
+		if shared {
+			// A shared partition has no raft group part way anywhere
+			// (a target left by an earlier version that never
+			// finished it): cancelling just drops it.
+			p.Target = nil
+			a.putTopic(t)
+			return nil
 		}
 		// The raft group may already be part way (or all the way) to
 		// the target: it is moved back to the original voters, and the
@@ -78,7 +87,20 @@ func (a *applier) alterReassignment(c *command) error {
 		return fmt.Errorf("%w: the replication factor would change from %d to %d but AllowReplicationFactorChange is false",
 			ErrInvalidReplicationFactor, len(p.Voters), len(c.Target))
 	}
-	if p.Target == nil && sameSet(c.Target, p.Voters) {
+	if shared {
+		// A shared partition's data is in shared storage, not on its
+		// replicas: its voters only say which write brokers may claim
+		// it (claimSharedLeader), so the move completes here, at once.
+		// A leader that is no longer a voter is deposed: the first new
+		// voter is named leader in the next epoch, so the old leader's
+		// commits are fenced from now on and it steps down when it sees
+		// the epoch, and the new one claims the partition (the claim
+		// moves the epoch once more).
+		p.Voters, p.Target = slices.Clone(c.Target), nil
+		if !slices.Contains(p.Voters, p.Leader) {
+			p.Leader, p.LeaderEpoch, p.ISR = p.Voters[0], p.LeaderEpoch+1, nil
+		}
+	} else if p.Target == nil && sameSet(c.Target, p.Voters) {
 		p.Voters = slices.Clone(c.Target)
 	} else {
 		p.Target = slices.Clone(c.Target)

@@ -23,6 +23,12 @@ import (
 // last claimed it, by compare-and-set on the leader epoch, so a deposed
 // writer may still upload but never commit.
 
+// isSharedTopic says whether t is a shared-mode topic: replication.mode
+// shared in its own configs (pinned when it is created).
+func isSharedTopic(t *Topic) bool {
+	return strings.EqualFold(t.Configs["replication.mode"], "shared")
+}
+
 const (
 	opClaimSharedLeader    op = "claim_shared_leader"
 	opCommitSharedChunks   op = "commit_shared_chunks"

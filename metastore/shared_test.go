@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 
@@ -722,5 +723,70 @@ func TestSharedReplace(t *testing.T) {
 	stored, counted := sharedRefs(t, n)
 	if fmt.Sprint(stored) != fmt.Sprint(counted) {
 		t.Fatalf("reference counts %v, chunk entries %v", stored, counted)
+	}
+}
+
+// TestSharedReassignment: a shared partition's reassignment completes when
+// it is recorded (there is no data on the replicas to move, and no raft
+// leader that would ever finish it): the voters are the target at once and
+// nothing is listed as in progress. A leader that stays keeps its epoch; a
+// leader moved out is deposed (its commits fenced) and the first new voter
+// named leader in the next epoch, which it then claims.
+func TestSharedReassignment(t *testing.T) {
+	dir := t.TempDir()
+	_, c, id, f1, f2 := sharedSetup(t, dir)
+	ctx := ctxT(t)
+	inc3, err := c.RegisterBroker(ctx, Broker{ID: 3, Role: RoleWrite})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f3 := Fence{Broker: 3, Incarnation: inc3}
+	top, _ := c.TopicByName("sh")
+	ep1, err := c.ClaimSharedLeader(ctx, f1, "sh", 0, top.Partitions[0].LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{chunk(id, 0, ep1, 0, 9, "o1")}); err != nil || errs[0] != nil {
+		t.Fatalf("commit: %v %v", err, errs)
+	}
+	// [1 2] -> [3 1]: broker 1 stays, and stays leader.
+	if err := c.AlterReassignment(ctx, "sh", 0, []int32{3, 1}, true); err != nil {
+		t.Fatal(err)
+	}
+	p := func() Partition { top, _ := c.TopicByName("sh"); return top.Partitions[0] }
+	if got := p(); got.Reassigning() || !slices.Equal(got.Voters, []int32{3, 1}) || got.Leader != 1 || got.LeaderEpoch != ep1 {
+		t.Fatalf("after [1 2] -> [3 1]: %+v, want voters [3 1], leader 1 in epoch %d, nothing in progress", got, ep1)
+	}
+	if errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{chunk(id, 0, ep1, 10, 19, "o2")}); err != nil || errs[0] != nil {
+		t.Fatalf("commit of the leader that stayed: %v %v", err, errs)
+	}
+	if _, err := c.ClaimSharedLeader(ctx, f2, "sh", 0, ep1); err == nil {
+		t.Fatal("broker 2, no longer a voter, claimed the partition")
+	}
+	// [3 1] -> [2 3]: broker 1 is out; broker 2 is named leader in the
+	// next epoch and broker 1's commits are fenced.
+	if err := c.AlterReassignment(ctx, "sh", 0, []int32{2, 3}, true); err != nil {
+		t.Fatal(err)
+	}
+	got := p()
+	if got.Reassigning() || !slices.Equal(got.Voters, []int32{2, 3}) || got.Leader != 2 || got.LeaderEpoch != ep1+1 {
+		t.Fatalf("after [3 1] -> [2 3]: %+v, want voters [2 3], leader 2 in epoch %d, nothing in progress", got, ep1+1)
+	}
+	if errs, err := c.CommitSharedChunks(ctx, f1, []SharedChunk{chunk(id, 0, ep1, 20, 29, "o3")}); err != nil || !errors.Is(errs[0], ErrFenced) {
+		t.Fatalf("commit of the deposed leader: %v %v, want fenced", err, errs)
+	}
+	ep3, err := c.ClaimSharedLeader(ctx, f2, "sh", 0, got.LeaderEpoch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs, err := c.CommitSharedChunks(ctx, f2, []SharedChunk{chunk(id, 0, ep3, 20, 29, "o4")}); err != nil || errs[0] != nil {
+		t.Fatalf("commit of the new leader: %v %v", err, errs)
+	}
+	if _, err := c.ClaimSharedLeader(ctx, f3, "sh", 0, ep3); err != nil {
+		t.Fatalf("voter 3 claiming: %v", err)
+	}
+	// Nothing is in progress, so there is nothing to cancel.
+	if err := c.AlterReassignment(ctx, "sh", 0, nil, false); !errors.Is(err, ErrNoReassignment) {
+		t.Fatalf("cancel: %v, want no reassignment in progress", err)
 	}
 }

@@ -21,7 +21,10 @@ import (
 // every partition as learners by themselves and cannot be named.
 // The answer comes once the target is recorded in the metastore; the
 // partition's raft leader then carries the move out (server/reassign.go)
-// and ListPartitionReassignments shows it until it completes.
+// and ListPartitionReassignments shows it until it completes. A partition
+// of a shared-mode topic has no raft group and no data on its replicas:
+// the metastore completes its move when it records it, naming a new write
+// leader if the current one is moved out (docs/shared-storage.md).
 // Errors per partition: UNKNOWN_TOPIC_OR_PARTITION; INVALID_REPLICA_ASSIGNMENT
 // for an empty list, a broker named twice, or one that is not a registered
 // write broker; NO_REASSIGNMENT_IN_PROGRESS when cancelling a partition that

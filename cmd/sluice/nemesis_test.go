@@ -75,6 +75,9 @@ import (
 // long one). The checker holds raft's promise (nothing acknowledged lost);
 // SLUICE_NEMESIS_MODE runs the cluster in another replication mode, whose
 // promise is weaker: there the checker reports what the mode lost.
+// SLUICE_NEMESIS_MODE=shared runs shared-storage mode on the directory
+// backend, a directory every broker sees that no fault touches (a durable
+// NFS server); its promise is raft's.
 // SLUICE_NEMESIS_FAULTS, a comma-separated list of the fault names above,
 // restricts the faults to those, SLUICE_NEMESIS_VICTIMS (process names,
 // meta-1, write-2, read-1...) the processes that kill, pause and the cuts
@@ -294,6 +297,17 @@ func (n *nemesis) run(rounds int) {
 			n.fatalf("SLUICE_NEMESIS_FAULTS=%s names no fault this run can make", only)
 		}
 	}
+	if n.mode == "shared" {
+		// Shared-storage mode on the directory backend: one directory
+		// every broker process sees (each process's mount namespace
+		// inherits it), outside every node's data directory and outside
+		// the file systems a power cut shuts down. It stands for a
+		// durable NFS server (a sync export): what a broker wrote there
+		// survives the broker's own power cut, diskfull and slowdisk
+		// stay on the broker's own data directory, and no fault touches
+		// the storage itself.
+		layout.extra += "shared.storage.type: dir\nshared.storage.dir: " + t.TempDir() + "\nshared.upload.linger.ms: 20\n"
+	}
 	n.c = startTestClusterLayout(t, n.mode, 2, layout)
 	n.procs = map[string]*proc{}
 	for _, p := range n.c.all() {
@@ -444,6 +458,9 @@ func (n *nemesis) run(rounds int) {
 	n.checkCommits()
 	final := n.readAll(tps, end)
 	n.check(tps, final)
+	if n.mode == "shared" {
+		n.logSharedCache()
+	}
 	if ops, err := n.lin.check(2 * time.Minute); err != nil {
 		n.failf("%v", err)
 	} else {
@@ -454,6 +471,22 @@ func (n *nemesis) run(rounds int) {
 	} else {
 		t.Logf("NEMESIS topic metadata linearizable: %d creations, deletions and growths checked (%s)", ops, n.topics.summary())
 	}
+}
+
+// logSharedCache logs, per broker, what its chunk cache's disk tier did
+// since the broker last started: a power cut leaves entries torn (they are
+// written without fsync), which a read must find invalid and replace
+// from shared storage; the checker above says whether any reached a
+// client.
+func (n *nemesis) logSharedCache() {
+	var parts []string
+	for _, p := range append(append([]*proc{}, n.c.writers...), n.c.readers...) {
+		m := func(name string) int64 {
+			return int64(metricValue(n.t, p.admin, "sluice_shared_cache_disk_"+name+"_total"))
+		}
+		parts = append(parts, fmt.Sprintf("%s hits %d invalid %d writes %d", p.name, m("hits"), m("invalid"), m("writes")))
+	}
+	n.t.Logf("NEMESIS shared chunk cache on disk, since each broker's last start: %s", strings.Join(parts, "; "))
 }
 
 // onAck records a producer's outcome for one record.
