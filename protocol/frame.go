@@ -89,7 +89,7 @@ func ReadFrameBody(r io.Reader, buf []byte) error {
 // a byte field of a request beyond it copies it (the group coordinator),
 // since such a slice would keep its whole frame alive.
 const (
-	maxFreeFrames    = 8         // buffers kept on the free list
+	maxFreeFrames    = 32        // buffers kept on the free list (a batch of a large Produce takes one)
 	maxFreeBytes     = 64 << 20  // bytes kept on the free list
 	minPooledFrame   = 4 << 10   // smaller frames are allocated each time
 	maxPooledFrame   = 64 << 20  // larger ones too: rare, and too big to keep

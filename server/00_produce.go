@@ -52,6 +52,42 @@ func init() { register(0, handleProduce) }
 
 func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, error) {
 	req := kreq.(*kmsg.ProduceRequest)
+	return s.produce(rc, req, decodedProduce{req})
+}
+
+// produceSource gives Produce's first stage a request's topics and
+// partitions in order: from a decoded request, or read from the socket
+// as stage 1 goes (produce_stream.go), so that a large request's batches
+// are written one by one as they arrive.
+type produceSource interface {
+	// topic returns the request's i-th topic, its partitions allocated
+	// but not read yet, or nil after the last one.
+	topic(i int) (*kmsg.ProduceRequestTopic, error)
+	// partition reads the topic's i-th partition.
+	partition(rt *kmsg.ProduceRequestTopic, i int) error
+	// written: nothing reads the partition's records any more (its
+	// batch is in the log), so their memory may go now.
+	written(rt *kmsg.ProduceRequestTopic, i int)
+	// done: the last partition was handled; the rest of the request is
+	// read.
+	done() error
+}
+
+// decodedProduce is a request decoded whole: its frame goes at once
+// (releaseFrame).
+type decodedProduce struct{ req *kmsg.ProduceRequest }
+
+func (d decodedProduce) topic(i int) (*kmsg.ProduceRequestTopic, error) {
+	if i < len(d.req.Topics) {
+		return &d.req.Topics[i], nil
+	}
+	return nil, nil
+}
+func (decodedProduce) partition(*kmsg.ProduceRequestTopic, int) error { return nil }
+func (decodedProduce) written(*kmsg.ProduceRequestTopic, int)         {}
+func (decodedProduce) done() error                                    { return nil }
+
+func (s *Server) produce(rc *reqCtx, req *kmsg.ProduceRequest, src produceSource) (kmsg.Response, error) {
 	resp := req.ResponseKind().(*kmsg.ProduceResponse)
 	if !rc.quotaExempt(0) {
 		// producer_byte_rate counts the request's size, as in Kafka;
@@ -117,7 +153,14 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 	// Stage 1, in request order: validate and propose every partition's
 	// batch, so one producer's in-flight requests reach the log in order.
 	now := time.Now().UnixMilli()
-	for _, rt := range req.Topics {
+	for ti := 0; ; ti++ {
+		rt, err := src.topic(ti)
+		if err != nil {
+			return nil, err
+		}
+		if rt == nil {
+			break
+		}
 		st := kmsg.NewProduceResponseTopic()
 		st.Topic, st.TopicID = rt.Topic, rt.TopicID
 		var t metastore.Topic
@@ -147,7 +190,11 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			}
 		}
 		st.Partitions = make([]kmsg.ProduceResponseTopicPartition, len(rt.Partitions))
-		for i, rp := range rt.Partitions {
+		for i := range rt.Partitions {
+			if err := src.partition(rt, i); err != nil {
+				return nil, err
+			}
+			rp := &rt.Partitions[i]
 			sp := &st.Partitions[i]
 			*sp = kmsg.NewProduceResponseTopicPartition()
 			sp.Partition = rp.Partition
@@ -215,8 +262,16 @@ func handleProduce(s *Server, rc *reqCtx, kreq kmsg.Request) (kmsg.Response, err
 			// One validated batch: its header's record count.
 			s.metrics.records.WithLabelValues(t.Name).Add(float64(binary.BigEndian.Uint32(rp.Records[protocol.BatchRecordCountAt:])))
 			waits = append(waits, producePending{prop: prop, sp: sp, p: p, t: t})
+			select {
+			case <-prop.BatchReleased():
+				src.written(rt, i)
+			default:
+			}
 		}
 		resp.Topics = append(resp.Topics, st)
+	}
+	if err := src.done(); err != nil {
+		return nil, err
 	}
 	// releaseFrame gives the frame back once no batch is read from it
 	// any more, before waiting for the flush or the commit, so the bytes

@@ -445,7 +445,25 @@ func (c *conn) readLoop() error {
 		c.frameBaseP.Store(c.progress.Load())
 		c.frameSeq.Add(1)
 		c.frameStart.Store(now)
-		frame, held, err := c.readFrame(br, n)
+		var frame []byte
+		var split *protocol.ProduceFrame
+		var held int64
+		if c.splitProduce(br, n) {
+			var stream *produceStream
+			split, stream, held, err = c.readProduceFrame(br, n)
+			if err != nil {
+				return err
+			}
+			if stream != nil {
+				if err := c.handleProduceStream(stream); err != nil {
+					return err
+				}
+				continue
+			}
+			frame = split.Frame
+		} else {
+			frame, held, err = c.readFrame(br, n)
+		}
 		if err != nil {
 			return err
 		}
@@ -461,7 +479,7 @@ func (c *conn) readLoop() error {
 		if c.sasl != nil && c.sasl.rawTokens {
 			err = c.handleRawToken(frame, held)
 		} else {
-			err = c.handle(frame, held)
+			err = c.handle(frame, split, held)
 		}
 		if err != nil {
 			return err
@@ -632,6 +650,92 @@ func (c *conn) readFrame(br *bufio.Reader, n int) (frame []byte, held int64, err
 	return frame, held, nil
 }
 
+// splitProduce reports whether the n-byte frame whose size prefix was
+// just read is a Produce request large enough to be read by
+// readProduceFrame: each large batch into a buffer of its own, so that the
+// memory a connection holds follows the bytes that have arrived and each
+// batch goes back to the pool once it is written, instead of a buffer of
+// the whole frame (about 8 MB from producers that fill a request with a
+// 1 MB batch per partition) being held from its first byte to the end of
+// its first stage on every producer's connection at once.
+func (c *conn) splitProduce(br *bufio.Reader, n int) bool {
+	if n <= firstWindow || (c.sasl != nil && c.sasl.rawTokens) {
+		return false
+	}
+	h, err := br.Peek(4)
+	if err != nil {
+		return false // readFrame meets the same error
+	}
+	key, version := int16(binary.BigEndian.Uint16(h)), int16(binary.BigEndian.Uint16(h[2:]))
+	return key == 0 && version >= protocol.ProduceMinServed && protocol.Supported(key, version)
+}
+
+// readProduceFrame is readFrame for a large Produce frame (splitProduce):
+// the same windows of queued.max.request.bytes, each counted before it is
+// read. It reads the request's header and the fields before its topics;
+// a request that can be handled as it arrives (ProduceStream.Streamable)
+// is returned as a stream for handleProduceStream, which reads the rest;
+// any other is read whole, each large batch into a buffer of its own
+// (protocol.ReadProduceFrame).
+func (c *conn) readProduceFrame(br *bufio.Reader, n int) (f *protocol.ProduceFrame, s *produceStream, held int64, err error) {
+	wr := &windowReader{c: c, r: br, n: n}
+	ps := protocol.NewProduceStream(wr, n)
+	err = ps.ReadPrefix()
+	if err == nil && ps.Streamable() {
+		return nil, &produceStream{c: c, wr: wr, ps: ps}, 0, nil
+	}
+	if err == nil {
+		f, err = ps.ReadAll()
+	} else {
+		ps.Frame().Release()
+	}
+	budget := &c.srv.requestBytes
+	budget.endFrame(c)
+	c.frameHeld.Store(0)
+	if err != nil {
+		// What it took past the bound counts within it again before
+		// it is given back, not after.
+		budget.release(wr.held)
+		return nil, nil, 0, err
+	}
+	return f, nil, wr.held, nil
+}
+
+// windowReader reads a frame's n bytes from r, counting each window
+// against queued.max.request.bytes (conn.reserve) before it reads it, as
+// readFrame does.
+type windowReader struct {
+	c    *conn
+	r    io.Reader
+	n    int   // frame bytes
+	got  int   // read so far
+	room int   // bytes of the current window not read yet
+	held int64 // what the frame holds in the budget
+}
+
+func (w *windowReader) Read(p []byte) (int, error) {
+	if w.got >= w.n {
+		return 0, io.EOF
+	}
+	if w.room == 0 {
+		win := min(w.n-w.got, max(firstWindow, min(w.got, maxWindow)))
+		h, err := w.c.reserve(int64(win), w.held)
+		w.held += h
+		w.c.frameHeld.Store(w.held)
+		if err != nil {
+			return 0, err
+		}
+		w.room = win
+	}
+	if len(p) > w.room {
+		p = p[:w.room]
+	}
+	k, err := w.r.Read(p)
+	w.got += k
+	w.room -= k
+	return k, err
+}
+
 // reserve counts n bytes of the frame being read against
 // queued.max.request.bytes, waiting for room: a small frame whole (held
 // < 0), or a large frame's window, the frame holding held already
@@ -658,7 +762,7 @@ func (c *conn) reserve(n, held int64) (int64, error) {
 // handle runs one request's first stage. A returned error closes the
 // connection. held is what the frame counts against
 // queued.max.request.bytes; the request's reqCtx gives it back.
-func (c *conn) handle(frame []byte, held int64) error {
+func (c *conn) handle(frame []byte, split *protocol.ProduceFrame, held int64) error {
 	defer func() {
 		if held > 0 { // no reqCtx took it over
 			c.srv.requestBytes.release(held)
@@ -714,9 +818,19 @@ func (c *conn) handle(frame []byte, held int64) error {
 		c.srv.metrics.badRequests.Inc()
 		return errMalformed{key: key, version: version, err: err}
 	}
+	size := len(frame)
+	if split != nil {
+		// The large batches, read into buffers of their own, go back
+		// into the decoded request.
+		if err := split.Attach(req.(*kmsg.ProduceRequest)); err != nil {
+			c.srv.metrics.badRequests.Inc()
+			return errMalformed{key: key, version: version, err: err}
+		}
+		size = split.Size
+	}
 	sl.api, sl.start = c.listener.metrics.api(key), time.Now()
 	c.enqueue(sl)
-	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: sl.start, frame: frame, size: len(frame)}
+	rc := &reqCtx{conn: c, hdr: hdr, slot: sl, start: sl.start, frame: frame, split: split, size: size}
 	rc.held.Store(held)
 	held = 0
 	sl.api.requests.Inc()
@@ -945,6 +1059,9 @@ type reqCtx struct {
 	// frame is the request's frame buffer until releaseFrame gives it
 	// back to the pool; the decoded request's byte fields alias it.
 	frame []byte
+	// split, for a large Produce frame read batch by batch
+	// (conn.readProduceFrame), holds frame and the batches' buffers.
+	split *protocol.ProduceFrame
 	// held is what the request counts against queued.max.request.bytes
 	// until releaseFrame or finish, whichever comes first, gives it back.
 	held atomic.Int64
@@ -965,10 +1082,13 @@ func (rc *reqCtx) view() string         { return rc.conn.listener.cfg.View }
 // used any more: kmsg copies strings out of the frame, but byte fields
 // (produce records, tags) alias it.
 func (rc *reqCtx) releaseFrame() {
-	if rc.frame != nil {
+	if rc.split != nil {
+		rc.split.Release()
+		rc.split = nil
+	} else if rc.frame != nil {
 		protocol.PutFrameBuffer(rc.frame)
-		rc.frame = nil
 	}
+	rc.frame = nil
 	rc.releaseBytes()
 }
 
