@@ -214,7 +214,10 @@ func (s *ProduceStream) NextTopic() (name string, id [16]byte, partitions int, o
 		if err != nil {
 			return "", id, 0, false, err
 		}
-		name = string(p.out[at : at+max(l, 0)])
+		if l < 0 { // a topic's name is not nullable: a decoder refuses it
+			return "", id, 0, false, fmt.Errorf("%w: a null topic name", ErrProduceFrame)
+		}
+		name = string(p.out[at : at+l])
 	}
 	s.partsLeft, err = p.arrayLen(s.flexible)
 	if err == nil && s.partsLeft*6 > p.left { // as a decoder checks it

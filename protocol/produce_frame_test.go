@@ -139,3 +139,133 @@ func TestReadProduceFrameRefusesLengthsPastTheFrame(t *testing.T) {
 		t.Fatalf("short frame: %v", err)
 	}
 }
+
+// FuzzProduceFrame: any body, read whole (ReadProduceFrame) or as a
+// stream (ProduceStream), never panics. For a Produce version the broker
+// serves: the frame read whole decodes with kmsg as the body read at once
+// does (the same request, or both refused), and a stream read to its end
+// gives kmsg's topics, partitions and records.
+func FuzzProduceFrame(f *testing.F) {
+	// Small seeds (records of a few bytes: the stream reads every records
+	// field into a buffer of its own whatever its size); the large ones
+	// of the tests above make each run of the fuzzer a hundred times
+	// slower.
+	for version := int16(3); version <= 13; version++ {
+		req := kmsg.NewPtrProduceRequest()
+		req.Version, req.Acks, req.TimeoutMillis = version, -1, 1000
+		for ti, name := range []string{"a", "bb"} {
+			rt := kmsg.NewProduceRequestTopic()
+			rt.Topic, rt.TopicID = name, [16]byte{byte(ti + 1)}
+			for p, r := range [][]byte{nil, {}, []byte("records")} {
+				rp := kmsg.NewProduceRequestTopicPartition()
+				rp.Partition, rp.Records = int32(p), r
+				if version >= 9 && p == 2 {
+					rp.UnknownTags.Set(1, []byte("t"))
+				}
+				rt.Partitions = append(rt.Partitions, rp)
+			}
+			req.Topics = append(req.Topics, rt)
+		}
+		body := kmsg.NewRequestFormatter(kmsg.FormatterClientID("cl")).AppendRequest(nil, req, 7)[4:]
+		f.Add(body)
+		f.Add(body[:len(body)/2])
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		if len(body) < 4 {
+			return
+		}
+		// The broker reads a frame this way only for Produce at a
+		// version it serves (conn.splitProduce); any other input must
+		// still be refused without a panic.
+		key, version := int16(body[0])<<8|int16(body[1]), int16(body[2])<<8|int16(body[3])
+		served := key == 0 && version >= ProduceMinServed && Supported(key, version)
+		want := kmsg.NewPtrProduceRequest()
+		want.SetVersion(version)
+		var wantErr error
+		if !served {
+			wantErr = errors.New("not a Produce version the broker serves")
+		} else if _, rest, err := ParseRequestHeader(body, want.IsFlexible()); err != nil {
+			wantErr = err
+		} else {
+			wantErr = want.ReadFrom(rest)
+		}
+
+		fr, err := ReadProduceFrame(bytes.NewReader(body), len(body))
+		if err == nil {
+			defer fr.Release()
+		}
+		if err == nil && served {
+			got := kmsg.NewPtrProduceRequest()
+			got.SetVersion(version)
+			_, rest, gotErr := ParseRequestHeader(fr.Frame, got.IsFlexible())
+			if gotErr == nil {
+				gotErr = got.ReadFrom(rest)
+			}
+			if (gotErr == nil) != (wantErr == nil) {
+				t.Fatalf("read whole: the frame decodes with %v, the body with %v", gotErr, wantErr)
+			}
+			if gotErr == nil {
+				if err := fr.Attach(got); err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("read whole: decoded differently from the whole body")
+				}
+			}
+		}
+
+		s := NewProduceStream(bytes.NewReader(body), len(body))
+		defer s.Frame().Release()
+		if err := s.ReadPrefix(); err != nil {
+			return
+		}
+		// The broker parses the header it read (handleProduceStream).
+		if _, _, err := ParseRequestHeader(s.Frame().Frame, version >= 9); err != nil {
+			return
+		}
+		type part struct {
+			p    int32
+			recs []byte
+		}
+		var parts []part
+		for {
+			_, _, n, ok, err := s.NextTopic()
+			if err != nil {
+				return
+			}
+			if !ok {
+				break
+			}
+			for range n {
+				p, recs, i, err := s.NextPartition()
+				if err != nil {
+					return
+				}
+				parts = append(parts, part{p, bytes.Clone(recs)})
+				if i >= 0 {
+					s.ReleaseBatch(i)
+				}
+			}
+		}
+		if err := s.Finish(); err != nil || !served {
+			return
+		}
+		if wantErr != nil {
+			t.Fatalf("stream: read to its end what kmsg refuses (%v)", wantErr)
+		}
+		var wantParts []part
+		for _, wt := range want.Topics {
+			for _, wp := range wt.Partitions {
+				wantParts = append(wantParts, part{wp.Partition, wp.Records})
+			}
+		}
+		if len(parts) != len(wantParts) {
+			t.Fatalf("stream: %d partitions, kmsg %d", len(parts), len(wantParts))
+		}
+		for i := range parts {
+			if parts[i].p != wantParts[i].p || !bytes.Equal(parts[i].recs, wantParts[i].recs) {
+				t.Fatalf("stream: partition %d differs", i)
+			}
+		}
+	})
+}
