@@ -132,15 +132,25 @@ func TestClusterReadReplicas(t *testing.T) {
 // listeners until n distinct records arrived, and fails on duplicates.
 func readEverything(ctx context.Context, t *testing.T, addrs []string, topic string, n int) {
 	t.Helper()
-	cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond))
+	if seen := readDistinct(ctx, t, addrs, topic, n, 20*time.Second); len(seen) != n {
+		t.Fatalf("read %d of %d records through the read listeners", len(seen), n)
+	}
+}
+
+// readDistinct reads topic from the start through addrs (with opts) until
+// want distinct values arrived or wait passed, fails the test on a value
+// read twice, and returns the values read.
+func readDistinct(ctx context.Context, t *testing.T, addrs []string, topic string, want int, wait time.Duration, opts ...kgo.Opt) map[string]bool {
+	t.Helper()
+	cons, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cons.Close()
 	seen := map[string]bool{}
-	deadline := time.Now().Add(20 * time.Second)
-	for len(seen) < n && time.Now().Before(deadline) {
+	deadline := time.Now().Add(wait)
+	for len(seen) < want && time.Now().Before(deadline) {
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
 		fs := cons.PollRecords(pctx, 500)
 		pcancel()
@@ -156,7 +166,5 @@ func readEverything(ctx context.Context, t *testing.T, addrs []string, topic str
 			seen[string(r.Value)] = true
 		})
 	}
-	if len(seen) != n {
-		t.Fatalf("read %d of %d records through the read listeners", len(seen), n)
-	}
+	return seen
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -78,31 +77,7 @@ func TestSharedClusterTransactions(t *testing.T) {
 
 	read := func(addrs []string, iso kgo.IsolationLevel, want int) map[string]bool {
 		t.Helper()
-		cons, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(iso),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(300*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cons.Close()
-		seen := map[string]bool{}
-		deadline := time.Now().Add(30 * time.Second)
-		for len(seen) < want && time.Now().Before(deadline) {
-			pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)
-			fs := cons.PollRecords(pctx, 500)
-			pcancel()
-			fs.EachError(func(tp string, p int32, err error) {
-				if !errors.Is(err, context.DeadlineExceeded) {
-					t.Logf("fetch %s/%d: %v", tp, p, err)
-				}
-			})
-			fs.EachRecord(func(r *kgo.Record) {
-				if seen[string(r.Value)] {
-					t.Errorf("%s read twice", r.Value)
-				}
-				seen[string(r.Value)] = true
-			})
-		}
-		return seen
+		return readDistinct(ctx, t, addrs, topic, want, 30*time.Second, kgo.FetchIsolationLevel(iso))
 	}
 	count := func(seen map[string]bool, prefix string) int {
 		n := 0
