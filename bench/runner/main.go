@@ -558,6 +558,11 @@ type genResult struct {
 	} `json:"txn"`
 	Backlog struct {
 		MBPerS float64 `json:"mb_per_s"`
+		// Readers-only runs: seconds until every backlog reader had
+		// read the whole topic, and the MB/s over that time (0: not
+		// within the run).
+		CaughtUpS      float64 `json:"caught_up_s"`
+		CaughtUpMBPerS float64 `json:"caught_up_mb_per_s"`
 	} `json:"backlog"`
 	Share struct {
 		Records          int64   `json:"records"`

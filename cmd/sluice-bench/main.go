@@ -384,6 +384,13 @@ type result struct {
 		Records     int64   `json:"records"`
 		RecordsPerS float64 `json:"records_per_s"`
 		MBPerS      float64 `json:"mb_per_s"`
+		// Readers-only runs (-producers 0 -consumers 0): seconds from
+		// the backlog readers' start until every one of them had read
+		// the whole topic as it stood then (the run ends there), and
+		// the bytes they read over that time; 0 when they had not by
+		// -duration.
+		CaughtUpS      float64 `json:"caught_up_s"`
+		CaughtUpMBPerS float64 `json:"caught_up_mb_per_s"`
 	} `json:"backlog"`
 	Share shareResult `json:"share"`
 }
@@ -463,6 +470,12 @@ func run(ctx context.Context, c *config) (*result, error) {
 		return res, fmt.Errorf("end offsets for %d of %d partitions", len(endAt), c.Partitions)
 	}
 
+	// Readers only: the backlog is the topic as it stands when the
+	// backlog readers start; the run ends once each has read it.
+	var backlogTarget atomic.Int64 // records all backlog readers must read
+	var backlogDoneAt atomic.Int64 // monotonic ns since base, once read
+	backlogDone := make(chan struct{})
+	var backlogStartNs int64
 	var (
 		prod, cons, back counters
 		ackH, e2eH       hist
@@ -528,8 +541,13 @@ func run(ctx context.Context, c *config) (*result, error) {
 						}
 					}
 				})
-				cnt.records.Add(n)
+				total := cnt.records.Add(n)
 				cnt.bytes.Add(b)
+				if cnt == &back {
+					if want := backlogTarget.Load(); want > 0 && total >= want && backlogDoneAt.CompareAndSwap(0, now()) {
+						close(backlogDone)
+					}
+				}
 			}
 		}()
 		return nil
@@ -671,9 +689,11 @@ func run(ctx context.Context, c *config) (*result, error) {
 	sending := true
 	backlogStarted := false
 	done := producersDone
+	readersOnly := c.Producers == 0 && c.Consumers == 0 && c.BacklogReaders > 0
 	if c.Producers == 0 {
 		done = nil // readers only: the run ends at -duration
 	}
+	var caughtUp <-chan struct{}
 	var acked chan struct{} // closed once the last record is acknowledged
 	for sending {
 		select {
@@ -683,6 +703,28 @@ func run(ctx context.Context, c *config) (*result, error) {
 			atWarm = take()
 			if !backlogStarted {
 				backlogStarted = true
+				if readersOnly {
+					var sum int64
+					ends, err := adm.ListEndOffsets(ctx, c.Topic)
+					if err != nil {
+						return res, fmt.Errorf("list end offsets: %w", err)
+					}
+					starts, err := adm.ListStartOffsets(ctx, c.Topic)
+					if err != nil {
+						return res, fmt.Errorf("list start offsets: %w", err)
+					}
+					ends.Each(func(o kadm.ListedOffset) {
+						sum += o.Offset
+						if so, ok := starts.Lookup(c.Topic, o.Partition); ok {
+							sum -= so.Offset
+						}
+					})
+					if sum > 0 {
+						backlogTarget.Store(sum * int64(c.BacklogReaders))
+						caughtUp = backlogDone
+					}
+					backlogStartNs = now()
+				}
 				for i := 0; i < c.BacklogReaders; i++ {
 					group := ""
 					if c.BacklogGroups {
@@ -705,6 +747,9 @@ func run(ctx context.Context, c *config) (*result, error) {
 			done, acked = nil, make(chan struct{})
 			go func() { flush(clients); close(acked) }()
 		case <-acked:
+			atEnd, endTime = take(), time.Now()
+			sending = false
+		case <-caughtUp:
 			atEnd, endTime = take(), time.Now()
 			sending = false
 		case t := <-tick.C:
@@ -776,6 +821,11 @@ func run(ctx context.Context, c *config) (*result, error) {
 	bk.Records = back.records.Load()
 	bk.RecordsPerS = round(float64(atEnd.back-atWarm.back)/window, 1)
 	bk.MBPerS = round(float64(atEnd.backB-atWarm.backB)/window/1e6, 2)
+	if d := backlogDoneAt.Load(); d > 0 {
+		secs := float64(d-backlogStartNs) / 1e9
+		bk.CaughtUpS = round(secs, 3)
+		bk.CaughtUpMBPerS = round(float64(back.bytes.Load())/secs/1e6, 2)
+	}
 	res.WindowS = round(window, 3)
 	res.ElapsedS = round(time.Since(start).Seconds(), 3)
 	if e, ok := firstErr.Load().(string); ok {

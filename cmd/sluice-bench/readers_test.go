@@ -92,3 +92,43 @@ func TestReadersOnly(t *testing.T) {
 		t.Fatalf("backlog reader read %d records (%.2f MB/s)", rres.Backlog.Records, rres.Backlog.MBPerS)
 	}
 }
+
+// TestBacklogReadersCatchUp: backlog readers alone (-producers 0
+// -consumers 0) on a topic written beforehand end the run once each has
+// read the whole topic, and report that time and the MB/s over it.
+func TestBacklogReadersCatchUp(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and starts the broker")
+	}
+	addr := startDev(t)
+	base := config{Brokers: addr, Topic: "backlog-catch-up", Partitions: 4, Replication: 1, RecordSize: 1024,
+		Acks: "all", Idempotent: true, Compression: "none", Linger: 5 * time.Millisecond,
+		MaxDuration: time.Minute, Drain: 10 * time.Second, CreateTopic: true, Isolation: "read_uncommitted", Quiet: true}
+	w, r := base, base
+	w.Producers, w.Consumers, w.Records = 2, 0, 20000
+	r.Producers, r.Consumers, r.BacklogReaders, r.CreateTopic = 0, 0, 3, false
+	r.Duration = 60 * time.Second
+	for _, c := range []*config{&w, &r} {
+		if err := c.validate(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wres, err := run(ctx, &w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rres, err := run(ctx, &r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := wres.Produce.TotalRecords * 3
+	if b := rres.Backlog; b.CaughtUpS <= 0 || b.CaughtUpMBPerS <= 0 || b.Records < want {
+		t.Fatalf("backlog readers: %d records of %d, caught up after %.2f s (%.1f MB/s)", b.Records, want, b.CaughtUpS, b.CaughtUpMBPerS)
+	}
+	if rres.ElapsedS >= r.Duration.Seconds() {
+		t.Fatalf("the run went on for %.1f s after the readers had read everything", rres.ElapsedS)
+	}
+	t.Logf("%d records read in %.2f s: %.1f MB/s", rres.Backlog.Records, rres.Backlog.CaughtUpS, rres.Backlog.CaughtUpMBPerS)
+}
