@@ -290,8 +290,11 @@ func isolation(o *opts) error {
 					// start (leaders settling, first segments, cold
 					// caches): Sluice's first alone run measured ack
 					// p99 164 and 430 ms where the later ones measured
-					// 39-108 ms. One unmeasured alone run first, so the
-					// alone row is a baseline like the others.
+					// 39-108 ms. One unmeasured alone run first. It did
+					// not remove the effect (the next run at 21:42 UTC
+					// on 2026-12-06: alone p99 124 and 470 ms, later
+					// rows 29-147 ms, falling over each round), so a
+					// fresh cluster settles for longer than one run.
 					warm := isoWorkloads(o, nil, rate)[0]
 					warm.label = "warm-up"
 					logf("  %s: an unmeasured warm-up run", sys)
