@@ -835,15 +835,22 @@ func (c *conn) handle(frame []byte, split *protocol.ProduceFrame, held int64) er
 	held = 0
 	sl.api.requests.Inc()
 	resp, err := c.srv.dispatch(rc, req)
-	c.srv.quotas.recordRequestTime(rc, key, time.Since(sl.start))
+	return c.complete(rc, key, resp, err)
+}
+
+// complete ends a dispatched request: its handling time is charged to the
+// client's request quota, and a synchronous answer is sent (or, when the
+// handler failed, its slot ends unanswered).
+func (c *conn) complete(rc *reqCtx, key int16, resp kmsg.Response, err error) error {
+	c.srv.quotas.recordRequestTime(rc, key, time.Since(rc.slot.start))
 	if err != nil {
 		if !rc.async {
 			// Nothing will finish it: its slot ends unanswered so
 			// the writer, which waits for it, lets the connection
 			// close.
 			rc.releaseBytes()
-			sl.skip = true
-			c.answer(sl, nil)
+			rc.slot.skip = true
+			c.answer(rc.slot, nil)
 		}
 		return err
 	}

@@ -74,19 +74,7 @@ func (c *conn) handleProduceStream(s *produceStream) error {
 		err = errMalformed{key: 0, version: ps.Version, err: fmt.Errorf("%w: handled before it was read to its end", protocol.ErrProduceFrame)}
 	}
 	s.finishRead()
-	c.srv.quotas.recordRequestTime(rc, 0, time.Since(sl.start))
-	if err != nil {
-		if !rc.async {
-			rc.releaseBytes()
-			sl.skip = true
-			c.answer(sl, nil)
-		}
-		return err
-	}
-	if !rc.async {
-		rc.finish(resp)
-	}
-	return c.closeAfter
+	return c.complete(rc, 0, resp, err)
 }
 
 // dispatchProduce is dispatch for a streamed Produce request.

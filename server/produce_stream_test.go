@@ -25,16 +25,7 @@ func TestProduceStreamWritesBatchesAsTheyArrive(t *testing.T) {
 	}
 	batches := [][]byte{makeTestBatch(200, 1000), makeTestBatch(300, 1000)} // ~200 and ~300 KB
 	for _, version := range []int16{8, 11} {
-		req := kmsg.NewPtrProduceRequest()
-		req.Version, req.Acks, req.TimeoutMillis = version, -1, 10000
-		rt := kmsg.NewProduceRequestTopic()
-		rt.Topic = "stream"
-		for p, recs := range batches {
-			rp := kmsg.NewProduceRequestTopicPartition()
-			rp.Partition, rp.Records = int32(p), recs
-			rt.Partitions = append(rt.Partitions, rp)
-		}
-		req.Topics = append(req.Topics, rt)
+		req := streamTestRequest(version, -1, batches)
 		frame := kmsg.NewRequestFormatter(kmsg.FormatterClientID("raw")).AppendRequest(nil, req, 7)
 		// Everything up to the middle of the second batch.
 		cut := bytes.Index(frame, batches[1]) + len(batches[1])/2
@@ -99,16 +90,7 @@ func TestProduceStreamWritesBatchesAsTheyArrive(t *testing.T) {
 
 	// acks=0 is read whole (its large batches in buffers of their own)
 	// and handled once it has all arrived.
-	req := kmsg.NewPtrProduceRequest()
-	req.Version, req.Acks, req.TimeoutMillis = 9, 0, 10000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic = "stream"
-	for p, recs := range batches {
-		rp := kmsg.NewProduceRequestTopicPartition()
-		rp.Partition, rp.Records = int32(p), recs
-		rt.Partitions = append(rt.Partitions, rp)
-	}
-	req.Topics = append(req.Topics, rt)
+	req := streamTestRequest(9, 0, batches)
 	before, err := adm.ListEndOffsets(ctx, "stream")
 	if err != nil {
 		t.Fatal(err)
@@ -130,4 +112,20 @@ func TestProduceStreamWritesBatchesAsTheyArrive(t *testing.T) {
 		}
 	}
 	b.requestBytesIdle(t)
+}
+
+// streamTestRequest is a Produce request to topic "stream" with one
+// partition per batch, partition i holding batches[i].
+func streamTestRequest(version, acks int16, batches [][]byte) *kmsg.ProduceRequest {
+	req := kmsg.NewPtrProduceRequest()
+	req.Version, req.Acks, req.TimeoutMillis = version, acks, 10000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic = "stream"
+	for p, recs := range batches {
+		rp := kmsg.NewProduceRequestTopicPartition()
+		rp.Partition, rp.Records = int32(p), recs
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics, rt)
+	return req
 }

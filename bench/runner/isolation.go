@@ -235,12 +235,8 @@ func isolation(o *opts) error {
 	// of a queue rather than of the fixed rate.
 	for _, kind := range kinds {
 		logf("saturation: %s cluster; load average %s", kind, loadavg())
-		c, err := startIsoCluster(o, kind, o.isoFsync)
-		setIsoCurrent(c)
+		c, err := startIsoCurrent(o, kind)
 		if err != nil {
-			if c != nil {
-				c.stop()
-			}
 			return err
 		}
 		r := c.gen(o, isoWorkload{label: "saturation", writer: []string{"-producers", "4", "-consumers", "0"}}, 0, "")
@@ -269,12 +265,8 @@ func isolation(o *opts) error {
 		}
 		for _, kind := range order {
 			logf("isolation round %d/%d: %s cluster; load average %s", round, o.pairs, kind, loadavg())
-			c, err := startIsoCluster(o, kind, o.isoFsync)
-			setIsoCurrent(c)
+			c, err := startIsoCurrent(o, kind)
 			if err != nil {
-				if c != nil {
-					c.stop()
-				}
 				return err
 			}
 			err = func() error {
@@ -378,6 +370,17 @@ func isoFillArgs(o *opts, seeds, topic string, records int64) []string {
 		"-partitions", "8", "-replication", "3", "-record-size", "1024", "-producers", "4", "-consumers", "0",
 		"-records", strconv.FormatInt(records, 10), "-duration", "0", "-warmup", "0s",
 		"-max-duration", isoFillBound.String(), "-quiet"}
+}
+
+// startIsoCurrent starts a fresh cluster of kind as the current one
+// (setIsoCurrent); a cluster that failed to start is stopped.
+func startIsoCurrent(o *opts, kind string) (*isoCluster, error) {
+	c, err := startIsoCluster(o, kind, o.isoFsync)
+	setIsoCurrent(c)
+	if err != nil && c != nil {
+		c.stop()
+	}
+	return c, err
 }
 
 // isoScaleBound bounds a read scale-out run: its readers reading the
