@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -255,7 +256,8 @@ func TestWriter(t *testing.T) {
 
 // TestListenerSurvivesEMFILE: with the process out of file descriptors
 // Accept fails; the listener counts it, backs off and accepts again once
-// descriptors are free.
+// descriptors are free, and the connection that waited in the backlog
+// meanwhile is served.
 func TestListenerSurvivesEMFILE(t *testing.T) {
 	srv := startServer(t, "127.0.0.1:0")
 	defer srv.l.Close()
@@ -264,36 +266,51 @@ func TestListenerSurvivesEMFILE(t *testing.T) {
 	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &old); err != nil {
 		t.Skip("getrlimit:", err)
 	}
-	// Hold descriptors up to a low limit: the client's dial still gets
-	// one of the last ones, the listener's accept then finds none.
 	lim := old
 	lim.Cur = 64
 	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
 		t.Skip("setrlimit:", err)
 	}
-	defer syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
-	var held []net.Conn
-	var clients []net.Conn
+	restored := false
+	restore := func() {
+		if !restored {
+			restored = true
+			syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
+		}
+	}
+	defer restore()
+	var held []*os.File
 	release := func() {
-		for _, c := range held {
-			c.Close()
+		for _, f := range held {
+			f.Close()
 		}
 		held = nil
 	}
 	defer release()
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	// Fill the table with client connections (each costs this process
-	// one descriptor, and one more once accepted) until dialling fails.
+	// Take every descriptor left, then free exactly one: the dial below
+	// takes it, so the connection waits in the listen backlog while the
+	// listener's Accept finds no descriptor (whoever wins a race for the
+	// last descriptor does not matter: there is only one, and the dial
+	// has it before the connection exists).
 	for range 200 {
-		c, err := net.Dial("tcp", addr)
+		f, err := os.Open(os.DevNull)
 		if err != nil {
 			break
 		}
-		held = append(held, c)
+		held = append(held, f)
+	}
+	if len(held) == 0 {
+		t.Fatal("no descriptor to hold under the lowered limit")
+	}
+	held[len(held)-1].Close()
+	held = held[:len(held)-1]
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write(append(AppendHeader(nil, 3), "ok|"...)); err != nil {
+		t.Fatal(err)
 	}
 	waitFor(t, 10*time.Second, func() error {
 		if srv.l.AcceptErrors.Load() == 0 {
@@ -301,20 +318,14 @@ func TestListenerSurvivesEMFILE(t *testing.T) {
 		}
 		return nil
 	})
+	if srv.count() != 0 {
+		t.Fatal("a connection was served while the listener had no descriptor")
+	}
 	release()
-	syscall.Setrlimit(syscall.RLIMIT_NOFILE, &old)
-	// Still listening: a new client is served.
-	c, err := net.Dial("tcp", addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clients = append(clients, c)
-	before := srv.count()
-	if _, err := c.Write(append(AppendHeader(nil, 3), "ok|"...)); err != nil {
-		t.Fatal(err)
-	}
+	restore()
+	// Still listening: the waiting connection is accepted and served.
 	waitFor(t, 10*time.Second, func() error {
-		if srv.count() <= before {
+		if srv.count() == 0 {
 			return errors.New("the listener stopped serving after EMFILE")
 		}
 		return nil
