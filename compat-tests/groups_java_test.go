@@ -18,14 +18,17 @@ func runJava(t *testing.T, classpath string, timeout time.Duration, class string
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, "java", jvm(classpath, append([]string{class}, args...)...)...)
+	// The group coordinator's side of the client logs at info (joins,
+	// generations, errors that reset the member): what a failed run needs.
+	cmd := exec.CommandContext(ctx, "java", jvm(classpath, append([]string{
+		"-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients.consumer.internals=info", class}, args...)...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
 	err := cmd.Run()
 	t.Logf("%s %v ran for %v\nstdout:\n%s", class, args, time.Since(start).Round(time.Millisecond), tail(out.String(), 8<<10))
 	if err != nil || ctx.Err() != nil {
-		t.Fatalf("%s failed (%v, ctx %v)\nstderr (tail):\n%s", class, err, ctx.Err(), tail(errb.String(), 16<<10))
+		t.Fatalf("%s failed (%v, ctx %v)\nstderr (tail):\n%s", class, err, ctx.Err(), tail(errb.String(), 64<<10))
 	}
 	return out.String()
 }

@@ -44,6 +44,8 @@ public final class GroupRebalance {
         final String topic;
         final AtomicBoolean stop = new AtomicBoolean();
         final Set<Integer> assigned = ConcurrentHashMap.newKeySet();
+        // Set once the last commit is done and close (leaving) begins.
+        volatile boolean closing;
 
         Member(String name, Properties props, String topic) {
             this.name = name;
@@ -76,7 +78,16 @@ public final class GroupRebalance {
                         for (TopicPartition tp : parts) assigned.add(tp.partition());
                     }
                     public void onPartitionsLost(Collection<TopicPartition> parts) {
-                        failure.compareAndSet(null, name + ": partitions lost " + parts);
+                        // A consumer closing while a rebalance is in
+                        // progress (another member left at the same
+                        // time) gives its partitions up as lost: the Java
+                        // client's onLeavePrepare does so by design, and
+                        // nothing is pending then (committed below,
+                        // before close). Lost at any other time means
+                        // the coordinator dropped the member.
+                        if (!closing) {
+                            failure.compareAndSet(null, name + ": partitions lost " + parts);
+                        }
                     }
                 });
                 while (!stop.get()) {
@@ -95,9 +106,25 @@ public final class GroupRebalance {
                     }
                     Thread.sleep(50); // slow enough for the rebalances to land mid-stream
                 }
-                if (!pending.isEmpty()) {
-                    c.commitSync(pending);
+                // Commit what is pending before leaving. The others are
+                // leaving too, so a rebalance may be in progress: poll
+                // (which rejoins, and commits partitions being revoked
+                // in onPartitionsRevoked), process what it returns, and
+                // commit again.
+                long until = System.currentTimeMillis() + 60_000;
+                while (!pending.isEmpty()) {
+                    try {
+                        c.commitSync(pending);
+                        pending.clear();
+                    } catch (org.apache.kafka.common.errors.RebalanceInProgressException e) {
+                        if (System.currentTimeMillis() > until) throw e;
+                        for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                            seen.merge(r.partition() + ":" + r.offset(), 1, Integer::sum);
+                            pending.put(new TopicPartition(r.topic(), r.partition()), new OffsetAndMetadata(r.offset() + 1));
+                        }
+                    }
                 }
+                closing = true;
             } catch (Exception e) {
                 e.printStackTrace();
                 failure.compareAndSet(null, name + ": " + e);
