@@ -291,7 +291,7 @@ func isolation(o *opts) error {
 					warm.label = "warm-up"
 					logf("  %s: an unmeasured warm-up run", sys)
 					c.gen(o, warm, round, rack)
-					for _, w := range isoWorkloads(o, groups, rate) {
+					for _, w := range isoRoundOrder(isoWorkloads(o, groups, rate), round) {
 						r := c.gen(o, w, round, rack)
 						r.System, r.Rate = sys, rate
 						record(r)
@@ -326,6 +326,9 @@ type isoWorkload struct {
 	writer  []string
 	reader  []string
 	prefill int64
+	// topicTag tells apart the topics of two runs of one label in a
+	// round (alone, first and last).
+	topicTag string
 }
 
 func isoWorkloads(o *opts, groups []int, rate float64) []isoWorkload {
@@ -348,6 +351,29 @@ func isoWorkloads(o *opts, groups []int, rate float64) []isoWorkload {
 			prefill: prefill})
 	}
 	return ws
+}
+
+// isoRoundOrder is the order of one round's runs on its cluster: alone
+// first and again last, the reader rows between them, reversed in even
+// rounds. A cluster's latency drifts over its life (falling over a
+// round in the 2026-12-06 runs: alone p99 124-470 ms first, 29-52 ms an
+// hour in), so a fixed order would compare alone, always first, against
+// reader rows always measured later. With alone at both ends and the
+// middle reversed every other round, every row's mean position in the
+// cluster's life is the same over two rounds, and a linear drift cancels
+// out of the medians that "p99 vs alone" compares.
+func isoRoundOrder(ws []isoWorkload, round int) []isoWorkload {
+	if len(ws) == 0 || ws[0].label != "alone" {
+		return ws
+	}
+	mid := slices.Clone(ws[1:])
+	if round%2 == 0 {
+		slices.Reverse(mid)
+	}
+	out := append([]isoWorkload{ws[0]}, mid...)
+	end := ws[0]
+	end.topicTag = "end" // a topic of its own, as every run has
+	return append(out, end)
 }
 
 // isoGenArgs is the taskset command line of one generator process pinned
@@ -465,6 +491,9 @@ func fmtCPU(cpu map[string]float64) string {
 func (c *isoCluster) gen(o *opts, w isoWorkload, round int, rack string) isoRun {
 	r := isoRun{System: c.kind, Label: w.label, Readers: w.readers, Round: round, Load: loadavg(), CPU: map[string]float64{}}
 	topic := fmt.Sprintf("iso-%s-%s-%d", w.label, rack, round)
+	if w.topicTag != "" {
+		topic += "-" + w.topicTag
+	}
 	if w.prefill > 0 {
 		// Outside the measured window, as the history a replay reads
 		// was written before the replay.
@@ -1015,7 +1044,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	} else {
 		p("as many records as the run produces")
 	}
-	p(". Each fresh cluster first runs the *alone* workload once, unmeasured (on its own topic): a cluster's first run pays for its start")
+	p(". Each fresh cluster first runs the *alone* workload once, unmeasured (on its own topic): a cluster's first run pays for its start. A round measures *alone* first and again last, the reader rows between, in reverse order in even rounds, so that every row's mean position in a cluster's life is the same (a cluster's latency drifts as it ages) and *p99 vs alone* compares medians over the same span")
 	p(". Saturation (same topic shape, 4 producers on the writer side's CPU, no consumers, records/s; measured before the rounds on a fresh cluster of each system, which the measured runs do not reuse):")
 	for _, k := range []string{"sluice", "kafka"} {
 		if v := sat[k]; len(v) > 0 {

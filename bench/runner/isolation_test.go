@@ -99,6 +99,33 @@ func TestIsoWorkloadArgs(t *testing.T) {
 		ws[4].prefill != 24000 {
 		t.Errorf("replay-4: reader side %q, history %d (want rate x duration = 24000)", got, ws[4].prefill)
 	}
+	for _, tc := range []struct {
+		round int
+		want  string
+	}{
+		{1, "alone,tail-1,tail-4,replay-1,replay-4,alone/end"},
+		{2, "alone,replay-4,replay-1,tail-4,tail-1,alone/end"},
+		{3, "alone,tail-1,tail-4,replay-1,replay-4,alone/end"},
+	} {
+		var got []string
+		for _, w := range isoRoundOrder(ws, tc.round) {
+			l := w.label
+			if w.topicTag != "" {
+				l += "/" + w.topicTag
+			}
+			got = append(got, l)
+		}
+		if g := strings.Join(got, ","); g != tc.want {
+			t.Errorf("round %d order %s, want %s", tc.round, g, tc.want)
+		}
+	}
+	labels = labels[:0]
+	for _, w := range ws {
+		labels = append(labels, w.label+w.topicTag)
+	}
+	if got := strings.Join(labels, ","); got != "alone,tail-1,tail-4,replay-1,replay-4" {
+		t.Errorf("isoRoundOrder changed its argument: %s", got)
+	}
 	o.isoPrefill = 500
 	if w := isoWorkloads(o, []int{1}, 3000)[2]; w.prefill != 500 {
 		t.Errorf("-iso-prefill 500: history %d", w.prefill)
