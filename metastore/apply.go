@@ -671,6 +671,9 @@ func (a *applier) checkPartitionLimit(limit, n int64) error {
 }
 
 func (a *applier) putTopic(t *Topic) {
+	for i := range t.Partitions {
+		markDeparted(&t.Partitions[i])
+	}
 	t.Revision = a.index
 	a.put(a.tx.Bucket(bucketTopics), t.ID[:], mustJSON(t))
 	a.put(a.tx.Bucket(bucketTopicNames), []byte(t.Name), t.ID[:])
@@ -929,7 +932,9 @@ func (a *applier) placeVoterless(br Broker) {
 			}
 			p.Voters, p.Leader, p.ISR = []int32{br.ID}, br.ID, nil
 			p.Learners = slices.DeleteFunc(p.Learners, func(id int32) bool { return id == br.ID })
-			p.InitVoters, p.InitLearners = nil, nil
+			// A new group: this broker founds it, whatever it was
+			// before.
+			p.InitVoters, p.InitLearners, p.Departed = nil, nil, nil
 			keepInitial(p)
 			changed = true
 		}

@@ -218,6 +218,26 @@ func keepInitial(p *Partition) {
 	}
 }
 
+// markDeparted records in p.Departed the brokers of p's initial
+// configuration that are neither voters nor learners of it now: whatever
+// removed them (a completed reassignment, a retired or surplus learner, a
+// decommission), their replicas are deleted, so they can never again open
+// the partition as founders (Partition.Founder). A broker only in Target
+// counts as departed too: it is being added back. putTopic calls it for
+// every partition it stores, so no placement change can miss it.
+func markDeparted(p *Partition) {
+	if p.InitVoters == nil {
+		return // never changed
+	}
+	for _, ids := range [][]int32{p.InitVoters, p.InitLearners} {
+		for _, id := range ids {
+			if !slices.Contains(p.Voters, id) && !slices.Contains(p.Learners, id) && !slices.Contains(p.Departed, id) {
+				p.Departed = append(p.Departed, id)
+			}
+		}
+	}
+}
+
 func (a *applier) topics() []*Topic {
 	var out []*Topic
 	_ = a.tx.Bucket(bucketTopics).ForEach(func(_, v []byte) error {

@@ -268,3 +268,71 @@ func TestKeepInitial(t *testing.T) {
 		t.Fatalf("round trip %+v %v", back, err)
 	}
 }
+
+// TestFounderDeparted: a broker of a partition's initial configuration
+// that a completed reassignment removed is no founder any more, also once
+// it is placed on the partition again; the brokers that never left are.
+// A partition stored before Departed existed decodes with its initial
+// brokers as founders.
+func TestFounderDeparted(t *testing.T) {
+	cfg := testConfig(t, 1, t.TempDir())
+	cfg.LeaseDuration = time.Hour
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := n.Client()
+	ctx := ctxT(t)
+	for _, b := range []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 10, Role: RoleRead}} {
+		if _, err := c.RegisterBroker(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	top, err := c.CreateTopic(ctx, TopicSpec{Name: "f", Partitions: 1, ReplicationFactor: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	part := func() Partition {
+		tp, _ := c.TopicByName("f")
+		return tp.Partitions[0]
+	}
+	first := part().Voters[0]
+	other := first%3 + 1
+	if p := part(); !p.Founder(first) || !p.Founder(10) || p.Founder(other) || p.Departed != nil {
+		t.Fatalf("new partition %+v", p)
+	}
+	move := func(to int32) {
+		t.Helper()
+		if err := c.AlterReassignment(ctx, "f", 0, []int32{to}, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.FinishReassignment(ctx, top.ID, "f", 0, []int32{to}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	move(other)
+	if p := part(); p.Founder(first) || p.Founder(other) || !p.Founder(10) || !reflect.DeepEqual(p.Departed, []int32{first}) {
+		t.Fatalf("moved away %+v", p)
+	}
+	// Placed again (in Target, then a voter): still no founder.
+	if err := c.AlterReassignment(ctx, "f", 0, []int32{first}, true); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.Founder(first) {
+		t.Fatalf("moving back %+v", p)
+	}
+	if err := c.FinishReassignment(ctx, top.ID, "f", 0, []int32{first}); err != nil {
+		t.Fatal(err)
+	}
+	if p := part(); p.Founder(first) || !reflect.DeepEqual(p.Voters, []int32{first}) || !reflect.DeepEqual(p.Departed, []int32{first}) {
+		t.Fatalf("moved back %+v", p)
+	}
+
+	var old Partition
+	if err := json.Unmarshal([]byte(`{"ID":0,"Voters":[2],"Learners":[10],"Leader":2,"InitVoters":[1],"InitLearners":[10]}`), &old); err != nil {
+		t.Fatal(err)
+	}
+	if !old.Founder(1) || !old.Founder(10) || old.Founder(2) {
+		t.Fatalf("old encoding %+v", old)
+	}
+}

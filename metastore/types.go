@@ -44,6 +44,14 @@ type Partition struct {
 	// means "never changed: the same as Voters and Learners".
 	InitVoters   []int32 `json:",omitempty"`
 	InitLearners []int32 `json:",omitempty"`
+	// Departed lists the brokers of the initial configuration that have
+	// since left the partition's voters and learners (apply records them
+	// whenever it stores the partition: markDeparted). Such a broker's
+	// replica was deleted, so even when it is placed on the partition
+	// again it is no founder (see Founder): the group it would found is
+	// gone. Nil in partitions stored before it existed, and in those
+	// whose founders never left.
+	Departed []int32 `json:",omitempty"`
 	// ISR is the replicas, voters and learners, the partition's raft
 	// leader counts in sync (caught up within replica.lag.time.max.ms),
 	// as it last reported them with its leader and epoch. Nil until the
@@ -80,6 +88,20 @@ func (p Partition) Initial() (voters, learners []int32) {
 		return p.Voters, p.Learners
 	}
 	return p.InitVoters, p.InitLearners
+}
+
+// Founder says whether broker id opens its replica of the partition as
+// one of the raft group's founders: it is in the initial configuration
+// (Initial) and has never left the partition since (Departed). A founder
+// without state starts from the initial configuration and its first voter
+// campaigns at once; anyone else joins the running group from the
+// initial configuration and learns its role from the group's log.
+func (p Partition) Founder(id int32) bool {
+	if slices.Contains(p.Departed, id) {
+		return false
+	}
+	iv, il := p.Initial()
+	return slices.Contains(iv, id) || slices.Contains(il, id)
 }
 
 // Reassigning says whether an operator's reassignment is in progress (what

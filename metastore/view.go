@@ -442,6 +442,7 @@ func cloneTopic(t Topic) Topic {
 		p.Target = append([]int32(nil), p.Target...)
 		p.InitVoters = append([]int32(nil), p.InitVoters...)
 		p.InitLearners = append([]int32(nil), p.InitLearners...)
+		p.Departed = append([]int32(nil), p.Departed...)
 		p.ISR = slices.Clone(p.ISR)
 		if p.AsyncMaster != nil {
 			p.AsyncMaster = new(*p.AsyncMaster)

@@ -354,9 +354,14 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	r.term.Store(hs.GetTerm())
 	// A group's sole voter campaigns at once on every open (no other
 	// voter can lead it; a single node's partitions take writes as soon
-	// as they open instead of after an election timeout).
-	sole := len(st.cs.GetVoters()) == 1 && st.cs.GetVoters()[0] == raftID(h.cfg.Node) && len(st.cs.GetVotersOutgoing()) == 0
+	// as they open instead of after an election timeout). A joining
+	// replica without state is not one, whatever the initial
+	// configuration says: it may be a founder that was moved away and
+	// back, whose group now lives elsewhere (joinWait).
+	sole := len(st.cs.GetVoters()) == 1 && st.cs.GetVoters()[0] == raftID(h.cfg.Node) && len(st.cs.GetVotersOutgoing()) == 0 &&
+		!(fresh && join)
 	r.sole = sole
+	r.joinWait = fresh && join
 	if (fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node) || sole {
 		r.raftMu.Lock()
 		_ = rn.Campaign()

@@ -248,7 +248,16 @@ type Replica struct {
 	// reaches no voter that has not opened the group yet, and raft alone
 	// would wait a whole randomized election timeout (2-4 s) to retry.
 	founderTicks int
-	watchers     map[chan<- struct{}]struct{}
+	// joinWait: opened without state to join a running group
+	// (Host.OpenJoining), this replica has not yet applied a
+	// configuration change that names it nor installed a snapshot, so
+	// its configuration is the group's initial one, which may list it as
+	// a voter (a founder moved away and back) while the group has long
+	// left it. Its raft is not ticked until then, so it never campaigns
+	// in that configuration: with one voter it would elect itself on an
+	// empty log (raftMu).
+	joinWait bool
+	watchers map[chan<- struct{}]struct{}
 }
 
 // HeardFrom is when this replica last stepped a raft message from node n
@@ -733,6 +742,9 @@ func (r *Replica) processLocked() {
 		}
 	}
 	for range ticks {
+		if r.joinWait {
+			break
+		}
 		r.rn.Tick()
 		if r.founderTicks > 0 {
 			r.founderTicks--
@@ -959,6 +971,7 @@ func (r *Replica) storageAppendLocked(m *raftpb.Message) error {
 		}
 		si := snap.GetMetadata().GetIndex()
 		r.applied = si
+		r.joinWait = false // the snapshot's configuration is the group's
 		r.setHW(r.st.endOffsetOf(si))
 		r.lg.Info().Uint64("index", si).Int64("offset", r.log.LogStartOffset()).Msg("installed raft snapshot")
 	}
@@ -1115,6 +1128,14 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		return nil
 	}
 	r.endSoloLocked()
+	if r.joinWait {
+		self := raftID(r.host.cfg.Node)
+		for _, c := range cc.AsV2().Changes {
+			if c.GetNodeId() == self {
+				r.joinWait = false
+			}
+		}
+	}
 	r.st.mu.Lock()
 	forced := e.GetIndex() <= r.st.forcedAt
 	held := e.GetIndex() <= r.st.confIndex

@@ -56,11 +56,12 @@ func (s *Server) assigned(p metastore.Partition) bool {
 
 // openReplica opens this broker's replica of partition idx of t. A raft
 // replica without state on disk starts from the configuration the group
-// was created with: a broker that was in it is one of the group's founders
-// (it may campaign at once, as at creation); any other broker joins a
-// running group (a reassignment or a read broker that registered later)
-// and replays the configuration changes in the log from there
-// (replica.Host.OpenJoining).
+// was created with: a broker that was in it and never left the partition
+// is one of the group's founders (metastore.Partition.Founder; it may
+// campaign at once, as at creation); any other broker, a founder moved
+// away and back included, joins a running group (a reassignment or a read
+// broker that registered later) and replays the configuration changes in
+// the log from there (replica.Host.OpenJoining).
 func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Replica, error) {
 	if _, ok := s.handingOver.Load(k); ok {
 		// Closed for an async handover (HandOffAsyncMasters): opened
@@ -69,7 +70,7 @@ func (s *Server) openReplica(t metastore.Topic, k partition.Key) (partition.Repl
 	}
 	iv, il := t.Partitions[k.Index].Initial()
 	initial := members(metastore.Partition{Voters: iv, Learners: il})
-	founder := slices.Contains(iv, s.cfg.NodeID) || slices.Contains(il, s.cfg.NodeID)
+	founder := t.Partitions[k.Index].Founder(s.cfg.NodeID)
 	if p := t.Partitions[k.Index]; p.AsyncMaster != nil && p.AsyncTakeover != nil && *p.AsyncMaster != s.cfg.NodeID {
 		// Another broker was promoted async master: follow it before
 		// raft runs here (async_master.go). A returning old master cuts
