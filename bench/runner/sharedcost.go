@@ -210,12 +210,6 @@ func runSharedCost(o *opts, r *sharedCostRun, weed *weedtest.Server) {
 		mode = "raft"
 	}
 	extra := "replication.mode: " + mode + "\n" + session
-	if mode == "shared" {
-		// No learner replicas on the read brokers: a read broker that is
-		// a learner of a partition is refused a wiped disk (its raft
-		// state would be lost), shared partition or not.
-		extra += "read.replicas: 0\n"
-	}
 	switch r.Backend {
 	case "dir":
 		dir, err := os.MkdirTemp(o.tmp, "sluice-bench-shared-")
@@ -255,7 +249,27 @@ func sharedCostMeasure(o *opts, c *isoCluster, r *sharedCostRun) error {
 	for _, m := range names {
 		before[m] = c.sumMetric(m)
 	}
-	args := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic,
+	// The topic is created here: a shared one with read.replicas=0, no
+	// learner replicas on the read brokers (a read broker that is a
+	// learner of a partition is refused an emptied disk, its raft state
+	// lost, shared partition or not).
+	adm, cl, err := adminClient(c.seeds)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	var tcfg map[string]*string
+	if r.Backend != "raft" {
+		zero := "0"
+		tcfg = map[string]*string{"read.replicas": &zero}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	_, err = adm.CreateTopic(ctx, modesPartitions, 3, tcfg, topic)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("create %s: %w", topic, err)
+	}
+	args := []string{"-c", o.genCPU, o.genBin, "-brokers", c.seeds, "-topic", topic, "-create-topic=false",
 		"-partitions", strconv.Itoa(modesPartitions), "-replication", "3", "-record-size", strconv.Itoa(recSize),
 		"-producers", "4", "-consumers", "0", "-records", strconv.FormatInt(records, 10),
 		"-duration", "0", "-max-duration", o.sharedCostMax.String(), "-warmup", "0s", "-quiet", "-label", r.Backend}
@@ -268,12 +282,7 @@ func sharedCostMeasure(o *opts, c *isoCluster, r *sharedCostRun) error {
 	r.Puts, r.PutBytes = delta(names[0]), delta(names[1])
 	r.Commits, r.Compactions = delta(names[2]), delta(names[3])
 
-	adm, cl, err := adminClient(c.seeds)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel = context.WithTimeout(context.Background(), 60*time.Second)
 	ends, err := adm.ListEndOffsets(ctx, topic)
 	cancel()
 	if err != nil {
@@ -486,7 +495,7 @@ func renderCostModel(b *strings.Builder, runs []sharedCostRun) {
 	putsGB := s3.Puts / (s3.WrittenBytes / 1e9)
 	coldGB := perGB(s3.Cold.Gets, s3.Cold.Bytes)
 	puts := putsGB * gbMonth
-	getsTail := coldGB * gbMonth * readers        // each read broker fetches each chunk once; the groups share its cache
+	getsTail := coldGB * gbMonth * readers           // each read broker fetches each chunk once; the groups share its cache
 	getsWorst := coldGB * gbMonth * readers * groups // no group finds a chunk in cache
 	storage := storedGB * priceGBMonth
 	p("**Cost model** (AWS S3 Standard; assumed list prices, not read from AWS's pricing page here: PUT $0.005 per 1,000, GET $0.0004 per 1,000, storage $0.023 per GB-month; DELETE free; data transfer inside a region free; LIST requests of the garbage-collection sweep, a few per minute, left out). "+
