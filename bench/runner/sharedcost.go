@@ -419,10 +419,11 @@ const (
 func renderSharedCost(o *opts, runs []sharedCostRun, date, loadStart, loadEnd string, elapsed time.Duration) string {
 	var b strings.Builder
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
-	p("Measured by `%s` on %s (Sluice %s); load average %s at the start, %s at the end. %s "+
+	p("Measured by `%s` on %s (Sluice %s); load average %s at the start, %s at the end. "+
+		"One machine of %d cores runs the whole cluster (3 metastore, 3 write and 2 read brokers, each its own process, write brokers and metastore pinned to CPUs %s, read brokers to %s, the generator to %s), on loopback and one disk. "+
 		"The s3 backend is a SeaweedFS server (weed, one process: master, volume server, filer and S3 gateway) on the same machine, unpinned, on the same disk; dir is one directory of that disk. "+
 		"The readers run in the runner's own process, unpinned.\n\n",
-		o.command, date, o.version, loadStart, loadEnd, isoLayoutText(o))
+		o.command, date, o.version, loadStart, loadEnd, nproc(), o.brokerCPU, o.readCPU, o.genCPU)
 	p("| backend | history written (GB of record values) | acks=all records/s, 4 producers | ack p50 / p99 ms | PUTs per GB written | bytes per PUT (MB) | metastore commits per GB written | compactions |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		if r.Err != "" && r.WrittenBytes == 0 {
@@ -441,7 +442,7 @@ func renderSharedCost(o *opts, runs []sharedCostRun, date, loadStart, loadEnd st
 		p("| %s | %.2f | %.0f | %.0f / %.0f | %s | %s | %s | %.0f |\n", r.Backend, gb, r.Write.Produce.RecordsPerS,
 			r.Write.Produce.Ack.P50, r.Write.Produce.Ack.P99, puts, per, commits, r.Compactions)
 	}
-	p("\n| backend | read brokers emptied and restarted: ready (s) | first record (s) | whole history (s) | MB/s after the first record | GETs per GB read, cold | again at once (s) | MB/s | GETs per GB read, warm | disk-cache hits, warm |\n|---|---|---|---|---|---|---|---|---|---|\n")
+	p("\n| backend | read brokers emptied and restarted: /readyz answers (s) | first record (s) | whole history (s) | MB/s after the first record | GETs per GB read, cold | again at once (s) | MB/s | GETs per GB read, warm | disk-cache hits, warm |\n|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		if r.Cold.AllS == 0 {
 			if r.Err != "" && r.WrittenBytes > 0 {
@@ -495,15 +496,15 @@ func renderCostModel(b *strings.Builder, runs []sharedCostRun) {
 	putsGB := s3.Puts / (s3.WrittenBytes / 1e9)
 	coldGB := perGB(s3.Cold.Gets, s3.Cold.Bytes)
 	puts := putsGB * gbMonth
-	getsTail := coldGB * gbMonth * readers           // each read broker fetches each chunk once; the groups share its cache
-	getsWorst := coldGB * gbMonth * readers * groups // no group finds a chunk in cache
+	getsTail := coldGB * gbMonth           // the read broker serving a partition reads each chunk once; the groups share its cache
+	getsWorst := coldGB * gbMonth * groups // no group finds a chunk in cache
 	storage := storedGB * priceGBMonth
 	p("**Cost model** (AWS S3 Standard; assumed list prices, not read from AWS's pricing page here: PUT $0.005 per 1,000, GET $0.0004 per 1,000, storage $0.023 per GB-month; DELETE free; data transfer inside a region free; LIST requests of the garbage-collection sweep, a few per minute, left out). "+
-		"Worked example: %.0f MB/s written around the clock (%.0f GB a month), %.0f consumer groups reading everything, %.0f read brokers, %.0f days of retention (%.0f GB stored), with the s3 run's %.0f PUTs per GB written and %.0f GETs per GB read cold:\n\n",
-		mbps, gbMonth, groups, readers, days, storedGB, putsGB, coldGB)
+		"Worked example: %.0f MB/s written around the clock (%.0f GB a month), %.0f consumer groups reading everything through the read view (which gives each partition one read broker), %.0f days of retention (%.0f GB stored), with the s3 run's %.0f PUTs per GB written and %.0f GETs per GB read cold:\n\n",
+		mbps, gbMonth, groups, days, storedGB, putsGB, coldGB)
 	p("| item | requests a month | $ a month |\n|---|---|---|\n")
 	p("| PUTs (uploads and compaction) | %.3g | %.0f |\n", puts, puts*pricePut)
-	p("| GETs, consumers keeping up (each read broker reads each chunk once; the groups share its cache) | %.3g | %.0f |\n", getsTail, getsTail*priceGet)
+	p("| GETs, consumers keeping up (each chunk read once, by the read broker serving its partition; the groups share its cache) | %.3g | %.0f |\n", getsTail, getsTail*priceGet)
 	p("| GETs, worst case (every group's read misses every cache) | %.3g | %.0f |\n", getsWorst, getsWorst*priceGet)
 	p("| storage (%.0f GB, 7 days) | | %.0f |\n", storedGB, storage)
 	p("| total, consumers keeping up | | %.0f |\n\n", puts*pricePut+getsTail*priceGet+storage)

@@ -27,8 +27,8 @@ func TestSharedCostModel(t *testing.T) {
 	out := b.String()
 	for _, want := range []string{
 		"| PUTs (uploads and compaction) | 3.11e+07 | 156 |", // 120/GB x 259,200 GB x $0.005/1000
-		"| 2.59e+07 | 10 |", // GETs keeping up: 50/GB x 259,200 x 2 read brokers x $0.0004/1000
-		"| 7.78e+07 | 31 |", // worst case: x 3 groups
+		"| 1.3e+07 | 5 |",   // GETs keeping up: 50/GB x 259,200 GB x $0.0004/1000
+		"| 3.89e+07 | 16 |", // worst case: x 3 groups
 		"| storage (60480 GB, 7 days) | | 1391 |",
 		"| 8 MiB | $389 | $156 | $154 |", // 3 writers, 33.3 MB/s each: 10 objects/s at 100 ms, 4 at 250 ms, 3.97 by size
 	} {
