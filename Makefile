@@ -227,11 +227,11 @@ bench-modes:
 # read broker's cold start on a long history, and a cost model from them:
 # a split cluster per backend (weed's S3, a shared directory, raft for
 # comparison), each writing its history and read back by emptied read
-# brokers (bench/runner -shared-cost; about 20 minutes with the defaults, 10
-# GB over S3 and 2 GB each over the directory and raft; needs that much
-# free disk and more; BENCH_SHARED_COST_ARGS, e.g.
-# "-shared-cost-runs s3:1,dir:1,raft:1"): writes its section of
-# docs/replication-modes.md.
+# brokers (bench/runner -shared-cost; the defaults write 10 GB over S3 and 2
+# GB each over the directory and raft, and need several times that in free
+# disk; 3, 2 and 2 GB took 6 minutes on a loaded two-core machine;
+# BENCH_SHARED_COST_ARGS, e.g. "-shared-cost-runs s3:1,dir:1,raft:1"):
+# writes its section of docs/replication-modes.md.
 bench-shared-cost: $(WEED)
 	BENCH_COMMAND="make bench-shared-cost$(if $(BENCH_SHARED_COST_ARGS), BENCH_SHARED_COST_ARGS='$(BENCH_SHARED_COST_ARGS)')" bash bench/run.sh -shared-cost -weed $(abspath $(WEED)) -out docs/replication-modes.md $(BENCH_SHARED_COST_ARGS)
 
