@@ -11,7 +11,7 @@ PKGS     := ./...
 # a starved CPU.
 UNIT     = $(shell $(GO) list ./... | grep -v '/cmd/sluice$$')
 
-.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-modes bench-tls lint verify clean cluster cluster-shared cluster-stop image deploy-check
+.PHONY: build run test test-setup test-s3 test-suites test-unit test-faults test-compat compat fuzz attacks bench bench-compaction bench-cluster bench-isolation bench-modes bench-shared-cost bench-tls lint verify clean cluster cluster-shared cluster-stop image deploy-check
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
@@ -222,6 +222,18 @@ bench-isolation:
 # docs/replication-modes.md.
 bench-modes:
 	BENCH_COMMAND="make bench-modes$(if $(BENCH_MODES_ARGS), BENCH_MODES_ARGS='$(BENCH_MODES_ARGS)')" bash bench/run.sh -modes -out docs/replication-modes.md $(BENCH_MODES_ARGS)
+
+# Shared-storage mode's object-store requests per GB written and read, a
+# read broker's cold start on a long history, and a cost model from them:
+# a split cluster per backend (weed's S3, a shared directory, raft for
+# comparison), each writing its history and read back by emptied read
+# brokers (bench/runner -shared-cost; the defaults write 10 GB over S3 and 2
+# GB each over the directory and raft, and need several times that in free
+# disk; 3, 2 and 2 GB took 6 minutes on a loaded two-core machine;
+# BENCH_SHARED_COST_ARGS, e.g. "-shared-cost-runs s3:1,dir:1,raft:1"):
+# writes its section of docs/replication-modes.md.
+bench-shared-cost: $(WEED)
+	BENCH_COMMAND="make bench-shared-cost$(if $(BENCH_SHARED_COST_ARGS), BENCH_SHARED_COST_ARGS='$(BENCH_SHARED_COST_ARGS)')" bash bench/run.sh -shared-cost -weed $(abspath $(WEED)) -out docs/replication-modes.md $(BENCH_SHARED_COST_ARGS)
 
 # The cost of TLS: PLAINTEXT, SSL and SASL_SSL listeners of one node in
 # rotating paired runs (bench/tls.sh; about 4 minutes; BENCH_TLS_ARGS,

@@ -6,6 +6,7 @@
 #   bash bench/run.sh -pairs 5 -duration 15s
 #   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
 #   bash bench/run.sh -modes -out docs/replication-modes.md   # the replication modes (no Kafka)
+#   bash bench/run.sh -shared-cost -weed bin/weed-... -out docs/replication-modes.md   # shared storage's requests and cold start
 #   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
 #   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn, share, cluster)
 set -euo pipefail
@@ -16,9 +17,10 @@ KAFKA_VERSION=4.4.0
 CACHE=${SLUICE_BENCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sluice-bench}
 LIBS="$CACHE/kafka-$KAFKA_VERSION/libs"
 
-# -modes compares Sluice's replication modes with each other: no Kafka.
+# -modes compares Sluice's replication modes with each other, -shared-cost
+# measures shared-storage mode alone: no Kafka.
 NEED_KAFKA=1
-for a in "$@"; do [ "$a" = -modes ] && NEED_KAFKA=0; done
+for a in "$@"; do [ "$a" = -modes ] || [ "$a" = -shared-cost ] && NEED_KAFKA=0; done
 tools="taskset dd findmnt"
 [ $NEED_KAFKA = 1 ] && tools="java mvn $tools"
 for tool in $tools; do

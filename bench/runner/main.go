@@ -79,6 +79,10 @@ type opts struct {
 	clusterRecords int64
 	clusterMaxDur  time.Duration
 	modes          bool // -modes: make bench-modes (modes.go)
+	sharedCostOn   bool // -shared-cost: make bench-shared-cost (sharedcost.go)
+	sharedCostRuns string
+	sharedCostMax  time.Duration
+	weedBin        string
 	modesList      string
 	modesRounds    int
 	modesRecords   int64
@@ -195,6 +199,10 @@ func main() {
 	flag.IntVar(&o.clusterPairs, "cluster-pairs", 2, "Sluice/Kafka cluster pairs of the cluster section (-section cluster, and part of a whole run; 0 leaves it out of a whole run)")
 	flag.Int64Var(&o.clusterRecords, "cluster-records", 1000000, "records of 1 KiB per run of the cluster section")
 	flag.DurationVar(&o.clusterMaxDur, "cluster-max-duration", 90*time.Second, "bound on a cluster section run's sending time")
+	flag.BoolVar(&o.sharedCostOn, "shared-cost", false, "instead of the workloads, measure shared-storage mode's object-store requests and a read broker's cold start (make bench-shared-cost) and write its section of -out")
+	flag.StringVar(&o.sharedCostRuns, "shared-cost-runs", "s3:10,dir:2,raft:2", "backend:GB of history per cluster, in order (-shared-cost; backends s3, dir, raft)")
+	flag.DurationVar(&o.sharedCostMax, "shared-cost-max", 30*time.Minute, "bound on writing the history and on each read of it (-shared-cost)")
+	flag.StringVar(&o.weedBin, "weed", "", "SeaweedFS weed binary for the s3 backend (-shared-cost)")
 	flag.BoolVar(&o.modes, "modes", false, "instead of the workloads, compare the replication modes on a Sluice split cluster (make bench-modes) and write its section of -out")
 	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async,shared", "replication modes compared (-modes; shared runs every broker on one shared directory)")
 	flag.IntVar(&o.modesRounds, "modes-rounds", 2, "rounds; each runs every mode on a fresh cluster, the order rotating (-modes)")
@@ -255,6 +263,9 @@ func mainErr(o *opts) error {
 	}
 	if o.modes {
 		return modes(o)
+	}
+	if o.sharedCostOn {
+		return sharedCost(o)
 	}
 	if o.pairs < 1 {
 		return errors.New("-pairs must be at least 1")
