@@ -34,6 +34,12 @@ func (a *applier) claimDirectory(c *command) result {
 	if cur := b.Get(k); cur != nil && string(cur) != c.Name {
 		var voterOf, learnerOf []string
 		for _, t := range a.topics() {
+			if isSharedTopic(t) {
+				// A shared partition's data is in shared storage and
+				// the metastore; a broker's disk holds only a cache of
+				// it, which a new disk rebuilds.
+				continue
+			}
 			for _, p := range t.Partitions {
 				name := fmt.Sprintf("%s-%d", t.Name, p.ID)
 				switch {

@@ -1,6 +1,7 @@
 package metastore
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -42,6 +43,40 @@ func TestClaimDirectory(t *testing.T) {
 			t.Fatalf("broker %d dir %q: %v", step.broker, step.dir, err)
 		case step.wantErr != "" && (err == nil || !strings.Contains(err.Error(), step.wantErr)):
 			t.Fatalf("broker %d dir %q: %v, want %q", step.broker, step.dir, err, step.wantErr)
+		}
+	}
+}
+
+// TestClaimDirectorySharedTopic: a new disk under a broker placed only on
+// shared-mode partitions is fine: their data is in shared storage and
+// the metastore, and the broker's disk held only a cache of it.
+func TestClaimDirectorySharedTopic(t *testing.T) {
+	n := openSingle(t, t.TempDir())
+	c := n.Client()
+	ctx := ctxT(t)
+	for id := int32(1); id <= 4; id++ {
+		role := RoleWrite
+		if id == 4 {
+			role = RoleRead
+		}
+		if _, err := c.RegisterBroker(ctx, Broker{ID: id, Role: role}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "s", Partitions: 2, ReplicationFactor: 3,
+		Configs: map[string]string{"replication.mode": "shared"}}); err != nil {
+		t.Fatal(err)
+	}
+	top, _ := c.TopicByName("s")
+	if !slices.Contains(top.Partitions[0].Learners, 4) {
+		t.Fatalf("the read broker is no learner of the shared partition (%+v): the test would not test the rule", top.Partitions[0])
+	}
+	for _, id := range []int32{2, 4} {
+		if err := c.ClaimDirectory(ctx, id, "dir-a"); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.ClaimDirectory(ctx, id, "dir-b"); err != nil {
+			t.Fatalf("broker %d on a new disk, placed only on shared partitions: %v", id, err)
 		}
 	}
 }
