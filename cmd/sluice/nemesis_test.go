@@ -1008,13 +1008,13 @@ func (n *nemesis) stuckState() {
 	}
 }
 
-// dumpStacks, for a liveness failure, logs each broker's counts of raft
+// dumpStacks, for a liveness failure, logs each process's counts of raft
 // messages it refused (a replica refusing its leader logs only the first
 // refusal every 10 s) and makes it write every goroutine's stack to its
 // log (SIGQUIT, which ends it), so the kept logs show where a stuck
 // partition waits.
 func (n *nemesis) dumpStacks() {
-	for _, p := range append(append([]*proc{}, n.c.writers...), n.c.readers...) {
+	for _, p := range n.c.all() {
 		if resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + p.admin + "/metrics"); err == nil {
 			b, _ := io.ReadAll(resp.Body)
 			resp.Body.Close()
