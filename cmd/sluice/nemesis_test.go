@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -939,10 +940,95 @@ func (n *nemesis) waitServing(healed time.Time) (writes, group time.Duration) {
 			return writes, group
 		}
 		if time.Now().After(deadline) {
+			n.stuckState()
 			n.fatalf("90 s after the fault healed: %v", stuck)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// stuckState logs, for a liveness failure, what the test knows of each
+// partition (the highest offset acknowledged, read by the group and
+// committed) beside what the write and read views answer (end offsets,
+// leaders) and the group's assignment, so the kept process logs can be
+// read against it.
+func (n *nemesis) stuckState() {
+	n.mu.Lock()
+	for _, tp := range n.tps {
+		ack, read := int64(-1), int64(-1)
+		if a := n.acked[tp]; len(a) > 0 {
+			ack = a[len(a)-1].offset
+		}
+		for o := range n.consumed[tp] {
+			read = max(read, o)
+		}
+		n.t.Logf("stuck state %s: last acknowledged %d, highest read %d, highest commit acknowledged %d", tp, ack, read, n.commitAcked[tp])
+	}
+	n.t.Logf("stuck state: failed commits this round: %v", n.commitErrs)
+	n.mu.Unlock()
+	for _, v := range []struct {
+		name string
+		adm  *kadm.Client
+	}{{"write", n.adm}, {"read", n.radm}} {
+		ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+		lo, err := v.adm.ListEndOffsets(ctx, nemTopic, nemMoveTopic)
+		md, merr := v.adm.Metadata(ctx, nemTopic, nemMoveTopic)
+		cancel()
+		n.t.Logf("stuck state, %s view: end offsets %v (err %v)", v.name, lo, err)
+		if merr == nil {
+			for _, topic := range []string{nemTopic, nemMoveTopic} {
+				for _, p := range md.Topics[topic].Partitions.Sorted() {
+					n.t.Logf("stuck state, %s view: %s/%d leader %d epoch %d replicas %v isr %v err %v", v.name, topic, p.Partition, p.Leader, p.LeaderEpoch, p.Replicas, p.ISR, p.Err)
+				}
+			}
+		} else {
+			n.t.Logf("stuck state, %s view: metadata: %v", v.name, merr)
+		}
+	}
+	defer n.dumpStacks()
+	ctx, cancel := context.WithTimeout(n.ctx, 5*time.Second)
+	dg, err := n.radm.DescribeGroups(ctx, nemGroup)
+	cancel()
+	if err != nil {
+		n.t.Logf("stuck state: describing the group: %v", err)
+		return
+	}
+	for _, g := range dg.Sorted() {
+		n.t.Logf("stuck state: group %s coordinator %d state %s err %v", g.Group, g.Coordinator.NodeID, g.State, g.Err)
+		for _, m := range g.Members {
+			a, _ := m.Assigned.AsConsumer()
+			var tps []string
+			if a != nil {
+				for _, t := range a.Topics {
+					tps = append(tps, fmt.Sprintf("%s%v", t.Topic, t.Partitions))
+				}
+			}
+			n.t.Logf("stuck state: member %s (%s) assigned %v", m.MemberID, m.ClientID, tps)
+		}
+	}
+}
+
+// dumpStacks, for a liveness failure, logs each process's counts of raft
+// messages it refused (a replica refusing its leader logs only the first
+// refusal every 10 s) and makes it write every goroutine's stack to its
+// log (SIGQUIT, which ends it), so the kept logs show where a stuck
+// partition waits.
+func (n *nemesis) dumpStacks() {
+	for _, p := range n.c.all() {
+		if resp, err := (&http.Client{Timeout: 2 * time.Second}).Get("http://" + p.admin + "/metrics"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			for _, line := range strings.Split(string(b), "\n") {
+				if strings.HasPrefix(line, "sluice_raft_refused_total") && !strings.HasSuffix(line, " 0") {
+					n.t.Logf("stuck state, %s: %s", p.name, line)
+				}
+			}
+		}
+		if p.cmd != nil && p.cmd.Process != nil {
+			p.cmd.Process.Signal(syscall.SIGQUIT)
+		}
+	}
+	time.Sleep(2 * time.Second)
 }
 
 func (n *nemesis) waitLed(within time.Duration) {
