@@ -198,13 +198,30 @@ func (t *TCPTransport) Send(to NodeID, msgs []Envelope) {
 	t.mu.Unlock()
 	// Encode now, in the caller's goroutine: raft's doc.go asks that
 	// messages be marshalled before the raft loop moves on.
-	b, err := encodeEnvelopes(nil, msgs)
+	// Into a pooled buffer, given back once the stream has copied it
+	// into its write (or dropped it): a leader encodes every batch once
+	// per peer, so fresh buffers made each write broker allocate several
+	// times the bytes it replicated, and collect that often.
+	bp := sendBufs.Get().(*[]byte)
+	b, err := encodeEnvelopes((*bp)[:0], msgs)
 	if err != nil {
+		sendBufs.Put(bp)
 		t.lg.Error().Err(err).Msg("raft transport: encoding messages")
 		return
 	}
-	p.Send(peerlink.Item{N: len(msgs), B: b})
+	p.Send(peerlink.Item{N: len(msgs), B: b, Done: func(bool) {
+		if cap(b) <= keepSendBuf {
+			*bp = b[:0]
+			sendBufs.Put(bp)
+		}
+	}})
 }
+
+// sendBufs holds encoding buffers for Send; keepSendBuf bounds the ones
+// kept (a buffer is as large as the largest batch of messages it held).
+var sendBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const keepSendBuf = 8 << 20
 
 // encodeItems makes one frame of every queued batch (see encodeFrame).
 func encodeItems(dst []byte, items []peerlink.Item) ([]byte, error) {
