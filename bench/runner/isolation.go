@@ -355,13 +355,14 @@ func isoWorkloads(o *opts, groups []int, rate float64) []isoWorkload {
 
 // isoRoundOrder is the order of one round's runs on its cluster: alone
 // first and again last, the reader rows between them, reversed in even
-// rounds. A cluster's latency drifts over its life (falling over a
-// round in the 2026-12-06 runs: alone p99 124-470 ms first, 29-52 ms an
-// hour in), so a fixed order would compare alone, always first, against
-// reader rows always measured later. With alone at both ends and the
-// middle reversed every other round, every row's mean position in the
-// cluster's life is the same over two rounds, and a linear drift cancels
-// out of the medians that "p99 vs alone" compares.
+// rounds. With a fixed order, alone was always a fresh cluster's first
+// run, compared against reader rows always measured later (on
+// 2026-12-06 alone measured p99 124-470 ms and the later rows 29-147 ms).
+// With alone at both ends and the middle reversed every other round,
+// every row's mean position in the cluster's life is the same over two
+// rounds, so a drift over that life cancels out of the medians that
+// "p99 vs alone" compares. (The first trial of this order found no
+// drift: its last alone runs were as slow as its first.)
 func isoRoundOrder(ws []isoWorkload, round int) []isoWorkload {
 	if len(ws) == 0 || ws[0].label != "alone" {
 		return ws
@@ -1044,7 +1045,7 @@ func renderIsolation(o *opts, runs, scale []isoRun, sat map[string][]float64, gr
 	} else {
 		p("as many records as the run produces")
 	}
-	p(". Each fresh cluster first runs the *alone* workload once, unmeasured (on its own topic): a cluster's first run pays for its start. A round measures *alone* first and again last, the reader rows between, in reverse order in even rounds, so that every row's mean position in a cluster's life is the same (a cluster's latency drifts as it ages) and *p99 vs alone* compares medians over the same span")
+	p(". Each fresh cluster first runs the *alone* workload once, unmeasured (on its own topic): a cluster's first run pays for its start. A round measures *alone* first and again last, the reader rows between, in reverse order in even rounds, so that no row gains from its place in a cluster's life and *p99 vs alone* compares medians over the same span")
 	p(". Saturation (same topic shape, 4 producers on the writer side's CPU, no consumers, records/s; measured before the rounds on a fresh cluster of each system, which the measured runs do not reuse):")
 	for _, k := range []string{"sluice", "kafka"} {
 		if v := sat[k]; len(v) > 0 {
