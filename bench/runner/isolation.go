@@ -401,13 +401,27 @@ func isoFillArgs(o *opts, seeds, topic string, records int64) []string {
 
 // startIsoCurrent starts a fresh cluster of kind as the current one
 // (setIsoCurrent); a cluster that failed to start is stopped.
+//
+// A start that fails is tried twice more on fresh ports: the ports are
+// picked free and then bound by the processes, and another process can
+// take one in between (a read listener found its port in use at 00:38
+// UTC on 2026-12-07 and ended a 20-minute run).
 func startIsoCurrent(o *opts, kind string) (*isoCluster, error) {
-	c, err := startIsoCluster(o, kind, o.isoFsync)
-	setIsoCurrent(c)
-	if err != nil && c != nil {
-		c.stop()
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var c *isoCluster
+		c, err = startIsoCluster(o, kind, o.isoFsync)
+		setIsoCurrent(c)
+		if err == nil {
+			return c, nil
+		}
+		if c != nil {
+			c.stop()
+		}
+		setIsoCurrent(nil)
+		logf("%s cluster did not start (attempt %d of 3): %v", kind, attempt, err)
 	}
-	return c, err
+	return nil, err
 }
 
 // isoScaleBound bounds a read scale-out run: its readers reading the
