@@ -10,15 +10,7 @@ func TestClaimDirectory(t *testing.T) {
 	n := openSingle(t, t.TempDir())
 	c := n.Client()
 	ctx := ctxT(t)
-	for id := int32(1); id <= 4; id++ {
-		role := RoleWrite
-		if id == 4 {
-			role = RoleRead
-		}
-		if _, err := c.RegisterBroker(ctx, Broker{ID: id, Role: role}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerThreeWriteOneRead(t, c)
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -54,15 +46,7 @@ func TestClaimDirectorySharedTopic(t *testing.T) {
 	n := openSingle(t, t.TempDir())
 	c := n.Client()
 	ctx := ctxT(t)
-	for id := int32(1); id <= 4; id++ {
-		role := RoleWrite
-		if id == 4 {
-			role = RoleRead
-		}
-		if _, err := c.RegisterBroker(ctx, Broker{ID: id, Role: role}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerThreeWriteOneRead(t, c)
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "s", Partitions: 2, ReplicationFactor: 3,
 		Configs: map[string]string{"replication.mode": "shared"}}); err != nil {
 		t.Fatal(err)
@@ -77,6 +61,20 @@ func TestClaimDirectorySharedTopic(t *testing.T) {
 		}
 		if err := c.ClaimDirectory(ctx, id, "dir-b"); err != nil {
 			t.Fatalf("broker %d on a new disk, placed only on shared partitions: %v", id, err)
+		}
+	}
+}
+
+// registerThreeWriteOneRead registers write brokers 1-3 and read broker 4.
+func registerThreeWriteOneRead(t *testing.T, c *Client) {
+	t.Helper()
+	for id := int32(1); id <= 4; id++ {
+		role := RoleWrite
+		if id == 4 {
+			role = RoleRead
+		}
+		if _, err := c.RegisterBroker(ctxT(t), Broker{ID: id, Role: role}); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

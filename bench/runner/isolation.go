@@ -89,8 +89,10 @@ func setIsoCurrent(c *isoCluster) {
 }
 
 // stopClusterOnSignal makes SIGINT or SIGTERM stop the cluster of the
-// moment (three JVMs or eight Sluice processes) before the runner leaves.
-func stopClusterOnSignal() {
+// moment (three JVMs or eight Sluice processes), then run each of also
+// (what else the caller started, such as an S3 server), before the
+// runner leaves.
+func stopClusterOnSignal(also ...func()) {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {
@@ -99,6 +101,9 @@ func stopClusterOnSignal() {
 		isoMu.Lock()
 		if isoCurrent != nil {
 			isoCurrent.stop()
+		}
+		for _, f := range also {
+			f()
 		}
 		os.Exit(1)
 	}()

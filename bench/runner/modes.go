@@ -35,13 +35,11 @@ import (
 	"fmt"
 	"math"
 	"os"
-	"os/signal"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -126,17 +124,7 @@ func modes(o *opts) error {
 		}
 		defer raw.Close()
 	}
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sig
-		logf("%v: stopping the cluster", s)
-		isoMu.Lock()
-		if isoCurrent != nil {
-			isoCurrent.stop()
-		}
-		os.Exit(1)
-	}()
+	stopClusterOnSignal()
 	started := time.Now()
 	loadStart := loadavg()
 	date := time.Now().UTC().Format("2006-01-02 15:04 UTC")

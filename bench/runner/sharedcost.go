@@ -36,11 +36,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -121,20 +119,11 @@ func sharedCost(o *opts) error {
 		defer raw.Close()
 	}
 	var weed *weedtest.Server
-	sig := make(chan os.Signal, 1)
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		s := <-sig
-		logf("%v: stopping the cluster", s)
-		isoMu.Lock()
-		if isoCurrent != nil {
-			isoCurrent.stop()
-		}
+	stopClusterOnSignal(func() {
 		if weed != nil {
 			weed.Close()
 		}
-		os.Exit(1)
-	}()
+	})
 	started := time.Now()
 	loadStart := loadavg()
 	date := time.Now().UTC().Format("2006-01-02 15:04 UTC")
