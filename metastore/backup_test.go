@@ -28,11 +28,7 @@ func TestBackupRestore(t *testing.T) {
 	}
 	c := n.Client()
 	ctx := ctxT(t)
-	for _, b := range []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 10, Role: RoleRead}} {
-		if _, err := c.RegisterBroker(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerBrokers(t, c, []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 10, Role: RoleRead}}...)
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "kept", Partitions: 3, ReplicationFactor: 1}); err != nil {
 		t.Fatal(err)
 	}

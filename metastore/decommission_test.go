@@ -25,12 +25,7 @@ func TestDecommission(t *testing.T) {
 	}
 	c := n.Client()
 	ctx := ctxT(t)
-	for _, b := range []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 4, Role: RoleWrite},
-		{ID: 10, Role: RoleRead}, {ID: 11, Role: RoleRead}, {ID: 12, Role: RoleRead}} {
-		if _, err := c.RegisterBroker(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerBrokers(t, c, []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 4, Role: RoleWrite}, {ID: 10, Role: RoleRead}, {ID: 11, Role: RoleRead}, {ID: 12, Role: RoleRead}}...)
 	// 8 partitions over 4 write brokers, 2 learners each.
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "d", Partitions: 8, ReplicationFactor: 3, Configs: map[string]string{ReadReplicasConfig: "2"}}); err != nil {
 		t.Fatal(err)

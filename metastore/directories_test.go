@@ -10,7 +10,7 @@ func TestClaimDirectory(t *testing.T) {
 	n := openSingle(t, t.TempDir())
 	c := n.Client()
 	ctx := ctxT(t)
-	registerThreeWriteOneRead(t, c)
+	registerBrokers(t, c, Broker{ID: 1, Role: RoleWrite}, Broker{ID: 2, Role: RoleWrite}, Broker{ID: 3, Role: RoleWrite}, Broker{ID: 4, Role: RoleRead})
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "t", Partitions: 2, ReplicationFactor: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +46,7 @@ func TestClaimDirectorySharedTopic(t *testing.T) {
 	n := openSingle(t, t.TempDir())
 	c := n.Client()
 	ctx := ctxT(t)
-	registerThreeWriteOneRead(t, c)
+	registerBrokers(t, c, Broker{ID: 1, Role: RoleWrite}, Broker{ID: 2, Role: RoleWrite}, Broker{ID: 3, Role: RoleWrite}, Broker{ID: 4, Role: RoleRead})
 	if _, err := c.CreateTopic(ctx, TopicSpec{Name: "s", Partitions: 2, ReplicationFactor: 3,
 		Configs: map[string]string{"replication.mode": "shared"}}); err != nil {
 		t.Fatal(err)
@@ -61,20 +61,6 @@ func TestClaimDirectorySharedTopic(t *testing.T) {
 		}
 		if err := c.ClaimDirectory(ctx, id, "dir-b"); err != nil {
 			t.Fatalf("broker %d on a new disk, placed only on shared partitions: %v", id, err)
-		}
-	}
-}
-
-// registerThreeWriteOneRead registers write brokers 1-3 and read broker 4.
-func registerThreeWriteOneRead(t *testing.T, c *Client) {
-	t.Helper()
-	for id := int32(1); id <= 4; id++ {
-		role := RoleWrite
-		if id == 4 {
-			role = RoleRead
-		}
-		if _, err := c.RegisterBroker(ctxT(t), Broker{ID: id, Role: role}); err != nil {
-			t.Fatal(err)
 		}
 	}
 }

@@ -91,3 +91,14 @@ func copyDir(t testing.TB, src, dst string) {
 		}
 	}
 }
+
+// registerBrokers registers each broker with c, failing the test on an
+// error.
+func registerBrokers(t testing.TB, c *Client, bs ...Broker) {
+	t.Helper()
+	for _, b := range bs {
+		if _, err := c.RegisterBroker(ctxT(t), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

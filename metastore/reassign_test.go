@@ -21,11 +21,7 @@ func TestReassignment(t *testing.T) {
 	}
 	c := n.Client()
 	ctx := ctxT(t)
-	for _, b := range []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 10, Role: RoleRead}} {
-		if _, err := c.RegisterBroker(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerBrokers(t, c, []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 10, Role: RoleRead}}...)
 	top, err := c.CreateTopic(ctx, TopicSpec{Name: "r", Partitions: 2, ReplicationFactor: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -283,11 +279,7 @@ func TestFounderDeparted(t *testing.T) {
 	}
 	c := n.Client()
 	ctx := ctxT(t)
-	for _, b := range []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 10, Role: RoleRead}} {
-		if _, err := c.RegisterBroker(ctx, b); err != nil {
-			t.Fatal(err)
-		}
-	}
+	registerBrokers(t, c, []Broker{{ID: 1, Role: RoleWrite}, {ID: 2, Role: RoleWrite}, {ID: 3, Role: RoleWrite}, {ID: 10, Role: RoleRead}}...)
 	top, err := c.CreateTopic(ctx, TopicSpec{Name: "f", Partitions: 1, ReplicationFactor: 1})
 	if err != nil {
 		t.Fatal(err)
