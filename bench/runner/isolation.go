@@ -406,27 +406,16 @@ func isoFillArgs(o *opts, seeds, topic string, records int64) []string {
 
 // startIsoCurrent starts a fresh cluster of kind as the current one
 // (setIsoCurrent); a cluster that failed to start is stopped.
-//
-// A start that fails is tried twice more on fresh ports: the ports are
-// picked free and then bound by the processes, and another process can
-// take one in between (a read listener found its port in use at 00:38
-// UTC on 2026-12-07 and ended a 20-minute run).
 func startIsoCurrent(o *opts, kind string) (*isoCluster, error) {
-	var err error
-	for attempt := 1; attempt <= 3; attempt++ {
-		var c *isoCluster
-		c, err = startIsoCluster(o, kind, o.isoFsync)
-		setIsoCurrent(c)
-		if err == nil {
-			return c, nil
-		}
+	c, err := startIsoCluster(o, kind, o.isoFsync)
+	if err != nil {
 		if c != nil {
 			c.stop()
 		}
 		setIsoCurrent(nil)
-		logf("%s cluster did not start (attempt %d of 3): %v", kind, attempt, err)
+		return nil, err
 	}
-	return nil, err
+	return c, nil
 }
 
 // isoScaleBound bounds a read scale-out run: its readers reading the
@@ -728,7 +717,30 @@ func startIsoCluster(o *opts, kind, fsync string) (*isoCluster, error) {
 
 // startIsoClusterWith is startIsoCluster whose Sluice brokers get the
 // YAML lines extra in their config, its metastore nodes metaExtra.
+//
+// A start that fails is tried twice more, each time a fresh cluster on
+// fresh ports: the ports are picked free and bound later by the
+// processes, and another process can take one in between (a read
+// listener found its port in use at 00:38 UTC on 2026-12-07 and ended a
+// 20-minute run); on a loaded machine a start can also miss its
+// deadline. The last attempt's cluster and error are returned.
 func startIsoClusterWith(o *opts, kind, fsync, extra, metaExtra string) (*isoCluster, error) {
+	var c *isoCluster
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		if c != nil {
+			c.stop()
+		}
+		c, err = startIsoClusterOnce(o, kind, fsync, extra, metaExtra)
+		if err == nil {
+			return c, nil
+		}
+		logf("%s cluster did not start (attempt %d of 3): %v", kind, attempt, err)
+	}
+	return c, err
+}
+
+func startIsoClusterOnce(o *opts, kind, fsync, extra, metaExtra string) (*isoCluster, error) {
 	dir, err := os.MkdirTemp(o.tmp, "sluice-bench-iso-"+kind+"-")
 	if err != nil {
 		return nil, err

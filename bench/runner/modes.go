@@ -187,15 +187,6 @@ func runMode(o *opts, mode string, round int) modeRun {
 		extra += "shared.storage.type: dir\nshared.storage.dir: " + dir + "\n"
 	}
 	c, err := startIsoClusterWith(o, "sluice", o.isoFsync, extra, session)
-	if err != nil {
-		// One retry on a fresh cluster: on a loaded machine a start
-		// can miss its deadline.
-		logf("  cluster start failed: %v; retrying once", err)
-		if c != nil {
-			c.stop()
-		}
-		c, err = startIsoClusterWith(o, "sluice", o.isoFsync, extra, session)
-	}
 	setIsoCurrent(c)
 	defer func() {
 		setIsoCurrent(nil)
