@@ -64,6 +64,11 @@ var (
 	ErrBusy = errors.New("replica: too many pending proposals")
 	// ErrReplicaClosed: the replica or its host was closed.
 	ErrReplicaClosed = errors.New("replica: raft replica closed")
+	// ErrDirInUse: the partition's directory still belongs to another
+	// replica: a deleted topic of the same name whose replica is not
+	// removed yet. Retriable (NOT_LEADER_OR_FOLLOWER): the removal
+	// follows.
+	ErrDirInUse = errors.New("replica: partition directory still held by a deleted topic of the same name")
 	// ErrReplicaFailed: the replica stopped for good after its storage
 	// failed or raft panicked (the cause is in the message only); the
 	// partition is offline on this broker (KAFKA_STORAGE_ERROR) until it

@@ -12,7 +12,7 @@ import (
 // ErrNotLeader NOT_LEADER_OR_FOLLOWER (6), ErrNotEnoughReplicas
 // NOT_ENOUGH_REPLICAS (19), ErrProposalDropped and ErrBusy
 // REQUEST_TIMED_OUT (7) (the client retries), ErrReplicaClosed
-// NOT_LEADER_OR_FOLLOWER (6). Idempotence errors are the log package's
+// and ErrDirInUse NOT_LEADER_OR_FOLLOWER (6). Idempotence errors are the log package's
 // (log.ErrOutOfOrderSequence, log.ErrInvalidProducerEpoch).
 var (
 	// ErrNotLeader: this replica is not the raft leader, or stopped being
@@ -29,6 +29,10 @@ var (
 	ErrBusy = partition.ErrBusy
 	// ErrReplicaClosed: the replica or its host was closed.
 	ErrReplicaClosed = partition.ErrReplicaClosed
+	// ErrDirInUse: the partition's directory (named by topic name and
+	// index) still belongs to the replica of a deleted topic of the same
+	// name, not removed yet; nothing was opened.
+	ErrDirInUse = partition.ErrDirInUse
 	// ErrReplicaFailed: the replica stopped for good after its storage
 	// failed or raft panicked (the cause is in the message only); the
 	// partition is offline on this broker (KAFKA_STORAGE_ERROR) until it

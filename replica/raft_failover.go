@@ -5,9 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
-	"strconv"
 
 	"go.etcd.io/raft/v3/raftpb"
 
@@ -330,11 +328,18 @@ func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptio
 			h.mu.Unlock()
 			return nil, fmt.Errorf("replica: %s-%d is being opened", topic, key.Index)
 		}
+		if err := h.claimDirLocked(topic, key); err != nil {
+			h.mu.Unlock()
+			return nil, err
+		}
 		done := make(chan struct{})
 		h.opening[key] = done
 		defer func() {
 			h.mu.Lock()
 			delete(h.opening, key)
+			if h.reps[key] == nil {
+				h.releaseDirLocked(topic, key)
+			}
 			h.mu.Unlock()
 			close(done)
 		}()
@@ -381,7 +386,7 @@ func (h *Host) rewrite(key Key, topic string, members Members, opts ReplicaOptio
 // rewriteFiles opens the log and raft storage of a replica that is not
 // running, runs fn on the storage and closes both.
 func (h *Host) rewriteFiles(topic string, key Key, members Members, opts ReplicaOptions, fn func(st *raftStorage) error) error {
-	dir := filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(key.Index)))
+	dir := h.partitionDir(topic, key.Index)
 	lg := h.lg.With().Str("topic", topic).Int32("partition", key.Index).Logger()
 	l, err := log.Open(dir, opts.Log, log.Options{Logger: lg, Flusher: h.cfg.Flusher})
 	if err != nil {

@@ -122,8 +122,14 @@ type Host struct {
 	mu      sync.RWMutex
 	reps    map[Key]*Replica
 	opening map[Key]chan struct{} // Opens under way
-	list    []*Replica            // for the ticker
-	closed  bool
+	// dirs: which key each partition directory belongs to, from the
+	// start of its Open until Remove has deleted or closed it. A
+	// directory is named by topic name and index, so a topic deleted and
+	// created again under its name has a new key but the old one's
+	// directory (claimDirLocked).
+	dirs   map[string]Key
+	list   []*Replica // for the ticker
+	closed bool
 
 	refused *peerlink.Refusals
 	failed  atomic.Int64 // open replicas that stopped after a failure
@@ -190,6 +196,7 @@ func NewHost(cfg HostConfig) (*Host, error) {
 	h.refused = newRefusals(h.lg)
 	h.cache.max = cfg.EntryCacheBytes
 	h.opening = map[Key]chan struct{}{}
+	h.dirs = map[string]Key{}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.tr.Handle(h.receive)
 	h.wg.Add(2)
@@ -230,6 +237,10 @@ func (h *Host) open(topic string, key Key, members Members, opts ReplicaOptions,
 		<-ch
 		h.mu.Lock()
 	}
+	if err := h.claimDirLocked(topic, key); err != nil {
+		h.mu.Unlock()
+		return nil, err
+	}
 	// The log's recovery and the raft state's fsyncs run without h.mu, so
 	// opening many partitions does not hold up the others' messages and
 	// ticks.
@@ -244,10 +255,12 @@ func (h *Host) open(topic string, key Key, members Members, opts ReplicaOptions,
 	}()
 	r, err := h.openReplica(topic, key, members, opts, join)
 	if err != nil {
+		h.releaseDir(topic, key)
 		return nil, err
 	}
 	h.mu.Lock()
 	if h.closed {
+		h.releaseDirLocked(topic, key)
 		h.mu.Unlock()
 		r.close()
 		return nil, ErrReplicaClosed
@@ -268,6 +281,40 @@ func (h *Host) open(topic string, key Key, members Members, opts ReplicaOptions,
 	return r, nil
 }
 
+// partitionDir is the directory of partition index of topic.
+func (h *Host) partitionDir(topic string, index int32) string {
+	return filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(index)))
+}
+
+// claimDirLocked gives key the directory of its partition, or returns
+// ErrDirInUse while the replica of another key, a deleted topic of the
+// same name, still has it: opened over that replica's files, the new
+// partition would take the old one's records, and the old one's removal
+// would delete the new one's. Callers hold h.mu.
+func (h *Host) claimDirLocked(topic string, key Key) error {
+	dir := h.partitionDir(topic, key.Index)
+	if other, ok := h.dirs[dir]; ok && other != key {
+		return fmt.Errorf("%w: %s-%d (topic id %x) is still being removed", ErrDirInUse, topic, key.Index, other.TopicID)
+	}
+	h.dirs[dir] = key
+	return nil
+}
+
+// releaseDirLocked gives key's directory up, if key holds it. Callers
+// hold h.mu.
+func (h *Host) releaseDirLocked(topic string, key Key) {
+	dir := h.partitionDir(topic, key.Index)
+	if h.dirs[dir] == key {
+		delete(h.dirs, dir)
+	}
+}
+
+func (h *Host) releaseDir(topic string, key Key) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.releaseDirLocked(topic, key)
+}
+
 // soleElectionWait bounds how long Open waits for a group's sole voter to
 // be elected.
 const soleElectionWait = 5 * time.Second
@@ -280,7 +327,10 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	if !isMember && !join {
 		return nil, fmt.Errorf("replica: node %d is not a member of %s-%d", h.cfg.Node, topic, key.Index)
 	}
-	dir := filepath.Join(h.cfg.Dir, topic+"-"+strconv.Itoa(int(key.Index)))
+	dir := h.partitionDir(topic, key.Index)
+	if err := h.removeOtherTopic(dir, key); err != nil {
+		return nil, err
+	}
 	// Durably: a partition directory lost to a power cut would bring the
 	// replica back empty, having forgotten the entries and votes it
 	// acknowledged.
@@ -373,6 +423,21 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	return r, nil
 }
 
+// removeOtherTopic deletes dir if it holds a partition of another topic
+// id: a topic deleted while this broker was down or before its replica's
+// removal finished, whose name a new topic (key's) took. The caller holds
+// dir's claim, so no open replica uses it. RemoveStale does the same at
+// start; Kafka deletes such stray logs too.
+func (h *Host) removeOtherTopic(dir string, key Key) error {
+	id, err := readTopicID(dir)
+	if err != nil || id == key.TopicID {
+		return nil // absent, or not (yet) a partition directory
+	}
+	h.lg.Warn().Str("dir", filepath.Base(dir)).Hex("stale_topic_id", id[:]).Hex("topic_id", key.TopicID[:]).
+		Msg("removing a replica of a deleted topic of the same name")
+	return os.RemoveAll(dir)
+}
+
 // Get returns an open replica.
 func (h *Host) Get(key Key) (*Replica, bool) {
 	h.mu.RLock()
@@ -419,6 +484,7 @@ func (h *Host) Remove(key Key, deleteData bool) error {
 			err = errors.Join(err, rerr)
 		}
 	}
+	h.releaseDir(r.topic, key)
 	return err
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -487,4 +488,61 @@ func TestRaftCrashInJointConfiguration(t *testing.T) {
 	})
 	c.converged(acked[len(acked)-1].res.LastOffset+1, 15*time.Second)
 	c.checkAcked(acked)
+}
+
+// TestRaftSameNameNewTopic: a topic deleted and created again under the
+// same name has a new topic id but the same partition directories. The new
+// partition's replica is not opened over the old one's files while the old
+// replica is open (nor its partition.metadata rewritten), and it opens
+// empty once the old one is removed. A directory the old topic left behind
+// (closed, data kept) is removed, not served as the new topic's log.
+func TestRaftSameNameNewTopic(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, nil, ReplicaOptions{Mode: ModeRaft})
+	c.produce(testBatch("old", 1, -1, 0, 0), AcksAll)
+	h := c.hosts[1]
+	dir := filepath.Join(h.cfg.Dir, "t-7")
+	oldID := c.key.TopicID
+	newKey := Key{TopicID: [16]byte{7, 7}, Index: c.key.Index}
+	members := Members{Voters: []NodeID{1}}
+	if _, err := h.Open("t", newKey, members, c.opts); !errors.Is(err, ErrDirInUse) {
+		t.Fatalf("opening the new topic's partition over the open old one: %v, want ErrDirInUse", err)
+	}
+	if id, err := readTopicID(dir); err != nil || id != oldID {
+		t.Fatalf("the old replica's topic id is now %x (%v), want %x", id, err, oldID)
+	}
+	if err := h.Remove(c.key, true); err != nil {
+		t.Fatal(err)
+	}
+	r, err := h.Open("t", newKey, members, c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := r.LogEndOffset(); end != 0 {
+		t.Fatalf("the new topic's partition opened with log end %d, want 0", end)
+	}
+	p, err := r.Propose(testBatch("new", 1, -1, 0, 0), AcksAll)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := p.Wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Closed with its data kept, then its topic deleted and created again
+	// while the directory stayed (as after a failed removal).
+	if err := h.Remove(newKey, false); err != nil {
+		t.Fatal(err)
+	}
+	third := Key{TopicID: [16]byte{3, 3}, Index: c.key.Index}
+	r, err = h.Open("t", third, members, c.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end := r.LogEndOffset(); end != 0 {
+		t.Fatalf("a left-behind directory of a deleted topic was opened as the new topic's log (log end %d)", end)
+	}
+	if id, err := readTopicID(dir); err != nil || id != third.TopicID {
+		t.Fatalf("topic id %x (%v), want %x", id, err, third.TopicID)
+	}
 }

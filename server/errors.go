@@ -73,7 +73,8 @@ func errorCode(err error) int16 {
 	case errors.Is(err, partition.ErrOffsetOutOfRange):
 		return kerr.OffsetOutOfRange.Code
 	case errors.Is(err, partition.ErrPartitionClosed), errors.Is(err, partition.ErrClosed),
-		errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrReplicaClosed), errors.Is(err, errNotHosted):
+		errors.Is(err, partition.ErrNotLeader), errors.Is(err, partition.ErrReplicaClosed), errors.Is(err, partition.ErrDirInUse),
+		errors.Is(err, errNotHosted):
 		return kerr.NotLeaderForPartition.Code
 	case errors.Is(err, partition.ErrNotEnoughReplicas):
 		return kerr.NotEnoughReplicas.Code

@@ -48,11 +48,23 @@ type revisionWatcher interface {
 
 // FollowCatalog applies catalog changes made elsewhere (another broker's
 // DeleteTopics or config change) to the local partitions until ctx ends.
+// A refresh that left a partition unopened because a deleted topic of the
+// same name still held its directory is retried after reopenRetry, even
+// with no change to follow: a follower's replica must not wait for the
+// next change to join its group.
 func (s *Server) FollowCatalog(ctx context.Context) {
 	w, ok := s.catalog.(revisionWatcher)
+	complete := true
 	for ctx.Err() == nil {
 		if ok {
-			if err := w.WaitRevision(ctx, w.Revision()+1); err != nil {
+			wait, cancel := ctx, context.CancelFunc(func() {})
+			if !complete {
+				wait, cancel = context.WithTimeout(ctx, reopenRetry)
+			}
+			err := w.WaitRevision(wait, w.Revision()+1)
+			retry := err != nil && !complete && ctx.Err() == nil && wait.Err() != nil
+			cancel()
+			if err != nil && !retry {
 				if ctx.Err() == nil {
 					time.Sleep(time.Second)
 				}
@@ -65,9 +77,13 @@ func (s *Server) FollowCatalog(ctx context.Context) {
 			case <-time.After(time.Second):
 			}
 		}
-		s.refreshPartitions()
+		complete = s.refreshPartitions()
 	}
 }
+
+// reopenRetry is how soon FollowCatalog refreshes again after a refresh
+// that could not open every partition assigned here.
+const reopenRetry = 500 * time.Millisecond
 
 // RunRetention applies every hosted partition's retention each interval
 // until ctx ends.

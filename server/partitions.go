@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -214,30 +215,22 @@ func (s *Server) electedOnce(topics []string) bool {
 // openParallel is how many replicas refreshPartitions opens at once.
 const openParallel = 16
 
-// refreshPartitions makes the hosted partitions follow the catalog: opens
-// the ones assigned here (in a cluster a follower must run its replica
-// before any client asks for it), reapplies topic configs, and removes the
-// partitions of deleted topics. Called after changes this broker made and
-// whenever the catalog changes.
-func (s *Server) refreshPartitions() {
+// refreshPartitions makes the hosted partitions follow the catalog: removes
+// the partitions of deleted topics and those moved away, opens the ones
+// assigned here (in a cluster a follower must run its replica before any
+// client asks for it), and reapplies topic configs. Called after changes
+// this broker made and whenever the catalog changes. It reports false when
+// a partition assigned here could not open yet because a deleted topic of
+// the same name held its directory (FollowCatalog retries).
+func (s *Server) refreshPartitions() (complete bool) {
+	topics := s.catalog.Topics()
 	live := make(map[partition.Key]metastore.Topic)
 	// gone: partitions reassigned away from this broker, whose
 	// reassignment is complete (never while one is in progress: the raft
 	// group may still count on this replica).
 	gone := make(map[partition.Key]bool)
 	names := make(map[string]bool)
-	// Replicas not open yet are opened openParallel at a time: opening a
-	// new group waits on fsyncs and, for a sole voter, on its own
-	// election, which overlap across partitions (one at a time, a topic
-	// of 2100 partitions took minutes to create on a loaded single node).
-	var opening sync.WaitGroup
-	slots := make(chan struct{}, openParallel)
-	open := func(t metastore.Topic, i int) {
-		if _, err := s.partition(t, int32(i)); err != nil {
-			s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
-		}
-	}
-	for _, t := range s.catalog.Topics() {
+	for _, t := range topics {
 		names[t.Name] = true
 		for i, p := range t.Partitions {
 			k := partition.Key{TopicID: t.ID, Index: int32(i)}
@@ -245,6 +238,47 @@ func (s *Server) refreshPartitions() {
 			if !s.assigned(p) && p.Target == nil {
 				gone[k] = true
 			}
+		}
+	}
+	// Removals first: a topic deleted and created again under its name
+	// has new partitions in the old ones' directories, which open only
+	// once the old replicas are gone (replica.ErrDirInUse).
+	if s.shared != nil {
+		for _, k := range s.shared.Keys() {
+			if _, ok := live[k]; !ok {
+				_ = s.shared.Remove(k) // its topic was deleted
+			}
+		}
+	}
+	for _, r := range s.raft.Replicas() {
+		k := r.Key()
+		if _, ok := live[k]; ok && !gone[k] {
+			continue
+		}
+		if err := s.raft.Remove(k, true); err != nil {
+			s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
+		} else if gone[k] {
+			s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
+		}
+	}
+	// Replicas not open yet are opened openParallel at a time: opening a
+	// new group waits on fsyncs and, for a sole voter, on its own
+	// election, which overlap across partitions (one at a time, a topic
+	// of 2100 partitions took minutes to create on a loaded single node).
+	var opening sync.WaitGroup
+	var failed atomic.Bool
+	slots := make(chan struct{}, openParallel)
+	open := func(t metastore.Topic, i int) {
+		if _, err := s.partition(t, int32(i)); err != nil {
+			if errors.Is(err, partition.ErrDirInUse) {
+				failed.Store(true)
+			}
+			s.log.Error().Err(err).Str("topic", t.Name).Int("partition", i).Msg("opening replica")
+		}
+	}
+	for _, t := range topics {
+		for i, p := range t.Partitions {
+			k := partition.Key{TopicID: t.ID, Index: int32(i)}
 			if !s.assigned(p) {
 				continue
 			}
@@ -270,28 +304,14 @@ func (s *Server) refreshPartitions() {
 	}
 	opening.Wait()
 	s.topicSeries.follow(s.metrics, names)
-	if s.shared != nil {
-		for _, k := range s.shared.Keys() {
-			if _, ok := live[k]; !ok {
-				_ = s.shared.Remove(k) // its topic was deleted
-			}
-		}
-	}
 	for _, r := range s.raft.Replicas() {
-		k := r.Key()
-		t, ok := live[k]
-		if !ok || gone[k] {
-			if err := s.raft.Remove(k, true); err != nil {
-				s.log.Error().Err(err).Str("topic", r.Topic()).Int32("partition", k.Index).Msg("removing replica")
-			} else if ok {
-				s.log.Info().Str("topic", r.Topic()).Int32("partition", k.Index).Msg("partition moved away from this broker: replica deleted")
+		if t, ok := live[r.Key()]; ok {
+			if err := r.SetOptions(s.replicaOptions(t)); err != nil {
+				s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", r.Key().Index).Msg("refusing topic config")
 			}
-			continue
-		}
-		if err := r.SetOptions(s.replicaOptions(t)); err != nil {
-			s.log.Error().Err(err).Str("topic", t.Name).Int32("partition", k.Index).Msg("refusing topic config")
 		}
 	}
+	return !failed.Load()
 }
 
 // readablePartition finds partition idx of a topic for a read-side request
