@@ -310,6 +310,13 @@
 //	            configuration twice makes raft panic.
 //	raft.snap   crc32c u32 | the last snapshot's data (below), for the
 //	            producer table after a restart.
+//	raft.joining empty; present while a replica opened joining without
+//	            state (OpenJoining) has not yet applied a configuration
+//	            change naming it nor installed a snapshot. Created durably
+//	            before raft.state, removed durably before the change's
+//	            raft.conf is written. While it is there the replica is not
+//	            ticked, so it never campaigns in its initial configuration
+//	            (a founder moved away and back would elect itself).
 //
 // Snapshot data: "SLSN" | snapOffset i64 | producer count u32 | per producer:
 // id i64 | epoch i16 | n u8 | n x (firstSeq i32 | lastSeq i32 | firstOffset i64 |

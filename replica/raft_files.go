@@ -26,6 +26,9 @@ const (
 	// (raft_failover.go) supersedes the log's configuration changes.
 	forcedFileName = "raft.forced"
 	ccFileName     = "raft.confs"
+	// joiningFileName marks a replica opened joining without state that
+	// has not yet taken the group's configuration (Replica.joinWait).
+	joiningFileName = "raft.joining"
 
 	indexRecordSize = 32
 	stateSlotSize   = 128
@@ -548,4 +551,21 @@ func loadConfState(dir string) (*raftpb.ConfState, uint64, error) {
 	}
 	cs.ProtoReflect().SetUnknown(nil)
 	return cs, index, nil
+}
+
+// clearJoinWait ends joinWait: this replica has the group's configuration
+// (a configuration change naming it, or a snapshot). Its mark on disk goes
+// first, durably, before what applying the change persists: a mark found
+// at open means the change was not applied, and is applied again. If the
+// mark cannot be removed the replica waits again after a restart, until
+// the group's next change or snapshot reaches it (logged).
+func (r *Replica) clearJoinWait() {
+	r.joinWait = false
+	if err := os.Remove(filepath.Join(r.dir, joiningFileName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		r.lg.Warn().Err(err).Msg("removing the joining mark")
+		return
+	}
+	if err := fsutil.SyncDir(r.dir); err != nil {
+		r.lg.Warn().Err(err).Msg("removing the joining mark")
+	}
 }

@@ -347,6 +347,18 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	}
 	_, statErr := os.Stat(filepath.Join(dir, stateFileName))
 	fresh := errors.Is(statErr, os.ErrNotExist)
+	// A replica joining without state waits for the group's
+	// configuration (joinWait), across restarts too: marked on disk
+	// before any raft state is, and unmarked once it has the group's
+	// configuration (clearJoinWait).
+	if fresh && join {
+		if err := fsutil.WriteFileSync(dir, joiningFileName, nil); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	_, joinErr := os.Stat(filepath.Join(dir, joiningFileName))
+	joinWait := joinErr == nil
 	initial := raftpb.EnsureConfState(&raftpb.ConfState{Voters: raftIDs(members.Voters), Learners: raftIDs(members.Learners)})
 	st, err := openStorage(dir, l, initial, lg)
 	if st != nil {
@@ -409,9 +421,9 @@ func (h *Host) openReplica(topic string, key Key, members Members, opts ReplicaO
 	// configuration says: it may be a founder that was moved away and
 	// back, whose group now lives elsewhere (joinWait).
 	sole := len(st.cs.GetVoters()) == 1 && st.cs.GetVoters()[0] == raftID(h.cfg.Node) && len(st.cs.GetVotersOutgoing()) == 0 &&
-		!(fresh && join)
+		!joinWait
 	r.sole = sole
-	r.joinWait = fresh && join
+	r.joinWait = joinWait
 	if (fresh && !join && len(members.Voters) > 0 && members.Voters[0] == h.cfg.Node) || sole {
 		r.raftMu.Lock()
 		_ = rn.Campaign()

@@ -25,3 +25,23 @@ func TestJoiningFounderDoesNotCampaign(t *testing.T) {
 		}
 	}
 }
+
+// TestJoiningFounderRestartsWaiting: the same returning founder, stopped
+// and started again before it applied a configuration change naming it
+// (its raft state now exists, from the entries it was sent), still waits:
+// the wait is kept on disk, not inferred from an empty directory. Without
+// that it reopened as the sole voter of its initial configuration and
+// elected itself over a part of the group's log.
+func TestJoiningFounderRestartsWaiting(t *testing.T) {
+	c := newTestCluster(t, nil, nil, ReplicaOptions{})
+	c.members = Members{Voters: []NodeID{1}}
+	c.joining = map[NodeID]bool{1: true}
+	c.start(1)
+	c.stop(1)
+	r := c.start(1)
+	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if r.IsLeader() || r.Term() > 0 {
+			t.Fatalf("the joining replica campaigned after a restart: leader %v, term %d", r.IsLeader(), r.Term())
+		}
+	}
+}

@@ -971,7 +971,7 @@ func (r *Replica) storageAppendLocked(m *raftpb.Message) error {
 		}
 		si := snap.GetMetadata().GetIndex()
 		r.applied = si
-		r.joinWait = false // the snapshot's configuration is the group's
+		r.clearJoinWait() // the snapshot's configuration is the group's
 		r.setHW(r.st.endOffsetOf(si))
 		r.lg.Info().Uint64("index", si).Int64("offset", r.log.LogStartOffset()).Msg("installed raft snapshot")
 	}
@@ -1132,7 +1132,8 @@ func (r *Replica) applyConfChangeLocked(e *raftpb.Entry) error {
 		self := raftID(r.host.cfg.Node)
 		for _, c := range cc.AsV2().Changes {
 			if c.GetNodeId() == self {
-				r.joinWait = false
+				r.clearJoinWait()
+				break
 			}
 		}
 	}
