@@ -66,7 +66,9 @@ HELM_VERSION := v3.22.0
 HELM_STAMP   := bin/.helm-built-$(HELM_VERSION)
 WEED_VERSION := v0.0.0-20261109003541-7506e5f91cd6
 WEED         := bin/weed-$(WEED_VERSION)
-test-setup: $(VENV)/.installed $(JS_STAMP) $(MAVEN_STAMP) $(HELM_STAMP) $(PROMTOOL)
+S3PROXY_VERSION := 4.1.0
+S3PROXY         := bin/s3proxy-$(S3PROXY_VERSION)-jar-with-dependencies.jar
+test-setup: $(VENV)/.installed $(JS_STAMP) $(MAVEN_STAMP) $(HELM_STAMP) $(PROMTOOL) $(S3PROXY)
 	@command -v kcat >/dev/null 2>&1 || echo "kcat not found: install it (Debian/Ubuntu: apt-get install kcat); the kcat tests are skipped"
 
 # helm for the chart tests in cmd/sluice (deploy_test.go pins the same
@@ -87,12 +89,22 @@ $(PROMTOOL):
 	GOBIN=$(abspath bin) $(GO) install github.com/prometheus/prometheus/cmd/promtool@$(PROMTOOL_VERSION) || \
 	  echo "promtool could not be built: the deploy/monitoring checks are skipped"
 
-# SeaweedFS's weed, the real S3 server the objstore S3 tests start, built
-# once from its Go module (its go.mod has replace directives, so `go install
-# module@version` refuses it: the module is downloaded, then built in the
-# module cache as the main module). Only `make test-s3` needs it: a cold
-# build costs about ten minutes of CPU, too much for `make test`. If the
-# build fails the S3 tests say so (a skip, or a failure under CI=true).
+# S3Proxy, the real S3 server the S3 tests of `make test` start (package
+# internal/s3test): its jar with dependencies, fetched once from Maven
+# Central. If that fails the S3 tests say so (a skip, or a failure under
+# CI=true).
+$(S3PROXY):
+	@mkdir -p bin
+	mvn -B -q dependency:copy -Dartifact=org.gaul:s3proxy:$(S3PROXY_VERSION):jar:jar-with-dependencies -DoutputDirectory=$(abspath bin) || \
+	  echo "S3Proxy $(S3PROXY_VERSION) could not be fetched: the S3 tests will be skipped"
+
+# SeaweedFS's weed, a second real S3 server for the same tests
+# (`make test-s3`), `make cluster-shared` and the shared-storage benchmark,
+# built once from its Go module (its go.mod has replace directives, so `go
+# install module@version` refuses it: the module is downloaded, then built
+# in the module cache as the main module). A cold build costs about ten
+# minutes of CPU, too much for `make test`. If the build fails the S3 tests
+# say so (a skip, or a failure under CI=true).
 $(WEED):
 	@mkdir -p bin
 	@if (cd / && $(GO) mod download github.com/seaweedfs/seaweedfs@$(WEED_VERSION)) && \
@@ -116,16 +128,17 @@ $(MAVEN_STAMP): compat-tests/java/pom.xml
 	@touch $@
 
 # vet, then the unit packages with the race detector.
+# The S3 tests (objstore's S3 backend here, the split cluster in shared
+# mode over S3 in test-faults) run against S3Proxy.
 test-unit:
 	$(GO) vet $(PKGS)
-	$(GO) test -race -count=1 -timeout 15m $(UNIT)
+	SLUICE_S3PROXY_JAR=$(abspath $(S3PROXY)) $(GO) test -race -count=1 -timeout 15m $(UNIT)
 
-# objstore's S3 backend, and the split cluster in shared mode over S3,
-# against a real S3 server (weed, built here), apart from `make test` (see
-# $(WEED)).
+# The same S3 tests against SeaweedFS's weed instead (built here), apart
+# from `make test` (see $(WEED)).
 test-s3: $(WEED)
-	SLUICE_WEED=$(abspath $(WEED)) $(GO) test -race -count=1 -tags s3 -timeout 10m ./objstore
-	SLUICE_WEED=$(abspath $(WEED)) $(GO) test -count=1 -tags s3 -timeout 10m -run 'S3' ./cmd/sluice
+	SLUICE_WEED=$(abspath $(WEED)) $(GO) test -race -count=1 -timeout 10m -run 'S3' ./objstore
+	SLUICE_WEED=$(abspath $(WEED)) $(GO) test -count=1 -timeout 10m -run 'S3' ./cmd/sluice
 
 # Real processes on loopback: the metastore quorum losing its leader, and
 # the 3 meta + 3 write + 1 read cluster losing a partition leader in every
@@ -133,7 +146,7 @@ test-s3: $(WEED)
 # and the deploy/monitoring files checked against a real cluster.
 # The nemesis (docs/reliability.md) runs here with 8 fault rounds.
 test-faults:
-	PROMTOOL=$(abspath $(PROMTOOL)) $(GO) test -count=1 -p 1 -timeout 20m ./cmd/sluice/...
+	PROMTOOL=$(abspath $(PROMTOOL)) SLUICE_S3PROXY_JAR=$(abspath $(S3PROXY)) $(GO) test -count=1 -p 1 -timeout 20m ./cmd/sluice/...
 
 # The nemesis (TestClusterNemesis) for ROUNDS fault rounds against the
 # split cluster in network namespaces (root; otherwise without network

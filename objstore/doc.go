@@ -59,10 +59,9 @@
 // # Tests
 //
 // storetest_test.go is one conformance suite run against both backends: a
-// temporary directory, and a real SeaweedFS S3 server started by the test
-// from the weed binary that `make test-s3` builds (SLUICE_WEED names it;
-// the S3 tests carry the build tag s3, and `make test-s3` runs them: not
-// part of `make test`, since building weed costs about ten minutes of CPU
-// on a cold Go cache; without the binary they are skipped, and fail
-// instead under CI=true).
+// temporary directory, and a real S3 server started by the test (package
+// internal/s3test): S3Proxy in `make test` (SLUICE_S3PROXY_JAR names the
+// jar make test-setup fetches), SeaweedFS's weed in `make test-s3`
+// (SLUICE_WEED names the binary it builds). Without either the S3 tests
+// are skipped, and fail instead under CI=true.
 package objstore

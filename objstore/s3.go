@@ -183,13 +183,20 @@ func (s *S3) GetRange(ctx context.Context, key string, off, n int64) ([]byte, er
 	if err := checkRange(key, off, n); err != nil {
 		return nil, err
 	}
-	end := off + n - 1
-	if end < off { // off+n overflows: to the end of the object
-		end = math.MaxInt64
-	}
 	var opts minio.GetObjectOptions
-	if err := opts.SetRange(off, end); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRange, err)
+	switch {
+	case n < math.MaxInt64-off:
+		if err := opts.SetRange(off, off+n-1); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidRange, err)
+		}
+	case off > 0:
+		// off+n overflows or nearly: to the end of the object, as an
+		// open range ("bytes=off-"; from 0, no range at all). A last byte
+		// position near MaxInt64 is valid HTTP, but not every server
+		// survives it (S3Proxy's answer was cut short).
+		if err := opts.SetRange(off, 0); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidRange, err)
+		}
 	}
 	return s.get(ctx, key, opts)
 }

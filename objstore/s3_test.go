@@ -1,5 +1,3 @@
-//go:build s3
-
 package objstore
 
 import (
@@ -14,61 +12,47 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluice-broker/sluice/internal/weedtest"
+	"github.com/sluice-broker/sluice/internal/s3test"
 )
 
-// The S3 backend is tested against a real S3 server: SeaweedFS's weed,
-// built from its Go module by `make test-s3` (the Makefile's
-// WEED_VERSION), started here on loopback with a data directory of its
-// own. SLUICE_WEED names the binary. These tests carry the build tag s3
-// and run in `make test-s3`, not in `make test`: building weed costs
-// about ten minutes of CPU on a cold Go cache.
+// The S3 backend is tested against a real S3 server started here on
+// loopback with a data directory of its own (package s3test): S3Proxy in
+// `make test` (SLUICE_S3PROXY_JAR names its jar, which make test-setup
+// fetches), SeaweedFS's weed in `make test-s3` (SLUICE_WEED names the
+// binary it builds). Without either the tests are skipped, and fail under
+// CI=true.
 
-const (
-	weedAccessKey = weedtest.AccessKey
-	weedSecretKey = weedtest.SecretKey
-)
-
-var weed struct {
+var server struct {
 	once     sync.Once
 	endpoint string
 	err      error
 	missing  string
-	server   *weedtest.Server
+	srv      *s3test.Server
 }
 
-// weedEndpoint starts one weed server for the test binary and returns the
-// host:port of its S3 gateway.
-func weedEndpoint(t *testing.T) string {
+// serverEndpoint starts one S3 server for the test binary and returns the
+// host:port it serves S3 on.
+func serverEndpoint(t *testing.T) string {
 	t.Helper()
-	weed.once.Do(func() {
-		bin := os.Getenv("SLUICE_WEED")
-		if bin == "" {
-			weed.missing = "SLUICE_WEED is not set: `make test-s3` builds SeaweedFS's weed and names it"
-			return
-		}
-		if _, err := os.Stat(bin); err != nil {
-			weed.missing = fmt.Sprintf("SLUICE_WEED=%s: %v (make test-s3 builds it)", bin, err)
-			return
-		}
-		weed.server, weed.err = weedtest.Start(bin, "sluice-ready")
-		if weed.err == nil {
-			weed.endpoint = weed.server.Endpoint
+	server.once.Do(func() {
+		server.srv, server.missing, server.err = s3test.FromEnv("sluice-ready")
+		if server.srv != nil {
+			server.endpoint = server.srv.Endpoint
 		}
 	})
-	if weed.missing != "" {
-		skipMissing(t, weed.missing)
+	if server.missing != "" {
+		skipMissing(t, server.missing)
 	}
-	if weed.err != nil {
-		t.Fatal(weed.err)
+	if server.err != nil {
+		t.Fatal(server.err)
 	}
-	return weed.endpoint
+	return server.endpoint
 }
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if weed.server != nil {
-		weed.server.Close()
+	if server.srv != nil {
+		server.srv.Close()
 	}
 	os.Exit(code)
 }
@@ -94,7 +78,7 @@ func skipMissing(t *testing.T, what string) {
 // every test starts empty, and deletes what the test left there at the end.
 //
 // SLUICE_S3_ENDPOINT points the tests at another S3-compatible store (a
-// real bucket) instead of the weed server: SLUICE_S3_BUCKET (which must
+// real bucket) instead of the server started here: SLUICE_S3_BUCKET (which must
 // exist), SLUICE_S3_TLS=true, SLUICE_S3_PATH_STYLE=true, SLUICE_S3_REGION,
 // and the credentials in SLUICE_S3_ACCESS_KEY and SLUICE_S3_SECRET_KEY or,
 // without them, AWS's environment, credentials file or instance role.
@@ -112,8 +96,8 @@ func newS3(t *testing.T, conditional bool) *S3 {
 	}
 	external := cfg.Endpoint != ""
 	if !external {
-		cfg.Endpoint, cfg.Bucket, cfg.PathStyle = weedEndpoint(t), "sluice-test", true
-		cfg.AccessKey, cfg.SecretKey = weedAccessKey, weedSecretKey
+		cfg.Endpoint, cfg.Bucket, cfg.PathStyle = serverEndpoint(t), "sluice-test", true
+		cfg.AccessKey, cfg.SecretKey = s3test.AccessKey, s3test.SecretKey
 	}
 	s, err := OpenS3(cfg)
 	if err != nil {
@@ -182,11 +166,11 @@ func TestS3Prefixes(t *testing.T) {
 // failures, never one of the sentinels a caller acts on.
 func TestS3BadCredentials(t *testing.T) {
 	if os.Getenv("SLUICE_S3_ENDPOINT") != "" {
-		t.Skip("runs against the weed server only")
+		t.Skip("runs against the server started here only")
 	}
-	endpoint := weedEndpoint(t)
-	s, err := OpenS3(S3Config{Endpoint: endpoint, Bucket: "sluice-test", PathStyle: true,
-		AccessKey: weedAccessKey, SecretKey: "wrong", ConditionalWrites: true})
+	endpoint := serverEndpoint(t)
+	s, err := OpenS3(S3Config{Endpoint: endpoint, Bucket: "sluice-ready", PathStyle: true,
+		AccessKey: s3test.AccessKey, SecretKey: "wrong", ConditionalWrites: true})
 	if err != nil {
 		t.Fatal(err)
 	}

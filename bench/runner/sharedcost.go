@@ -44,7 +44,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/sluice-broker/sluice/internal/weedtest"
+	"github.com/sluice-broker/sluice/internal/s3test"
 )
 
 const sharedCostSection = "shared-cost"
@@ -118,7 +118,7 @@ func sharedCost(o *opts) error {
 		}
 		defer raw.Close()
 	}
-	var weed *weedtest.Server
+	var weed *s3test.Server
 	stopClusterOnSignal(func() {
 		if weed != nil {
 			weed.Close()
@@ -135,9 +135,9 @@ func sharedCost(o *opts) error {
 				r.Err = "no -weed binary"
 				continue
 			}
-			os.Setenv("AWS_ACCESS_KEY_ID", weedtest.AccessKey)
-			os.Setenv("AWS_SECRET_ACCESS_KEY", weedtest.SecretKey)
-			if weed, err = weedtest.Start(o.weedBin, "sluice-bench"); err != nil {
+			os.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+			os.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+			if weed, err = s3test.StartWeed(o.weedBin, "sluice-bench"); err != nil {
 				r.Err = scrubErr(o, err)
 				continue
 			}
@@ -190,7 +190,7 @@ func (c *isoCluster) sumMetric(name string, names ...string) float64 {
 	return s
 }
 
-func runSharedCost(o *opts, r *sharedCostRun, weed *weedtest.Server) {
+func runSharedCost(o *opts, r *sharedCostRun, weed *s3test.Server) {
 	r.Load = loadavg()
 	defer func() { r.LoadEnd = loadavg() }()
 	session := fmt.Sprintf("broker.session.timeout.ms: %d\n", o.modesSession.Milliseconds())
