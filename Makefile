@@ -26,9 +26,10 @@ cluster: build
 	configs/local-cluster/cluster.sh start
 
 # The same cluster on shared storage (replication.mode=shared for every
-# topic) over a local S3 server, SeaweedFS's weed, built once (see $(WEED)).
-cluster-shared: build $(WEED)
-	WEED=$(abspath $(WEED)) configs/local-cluster/cluster.sh start-shared
+# topic) over a local S3 server, S3Proxy (its jar fetched once, see
+# $(S3PROXY)).
+cluster-shared: build $(S3PROXY)
+	S3PROXY_JAR=$(abspath $(S3PROXY)) configs/local-cluster/cluster.sh start-shared
 
 cluster-stop:
 	configs/local-cluster/cluster.sh stop
@@ -90,8 +91,8 @@ $(PROMTOOL):
 	  echo "promtool could not be built: the deploy/monitoring checks are skipped"
 
 # S3Proxy, the real S3 server the S3 tests of `make test` start (package
-# internal/s3test): its jar with dependencies, fetched once from Maven
-# Central. If that fails the S3 tests say so (a skip, or a failure under
+# internal/s3test) and `make cluster-shared` runs: its jar with
+# dependencies, fetched once from Maven Central. If that fails the S3 tests say so (a skip, or a failure under
 # CI=true).
 $(S3PROXY):
 	@mkdir -p bin
@@ -99,7 +100,7 @@ $(S3PROXY):
 	  echo "S3Proxy $(S3PROXY_VERSION) could not be fetched: the S3 tests will be skipped"
 
 # SeaweedFS's weed, a second real S3 server for the same tests
-# (`make test-s3`), `make cluster-shared` and the shared-storage benchmark,
+# (`make test-s3`) and the shared-storage benchmark,
 # built once from its Go module (its go.mod has replace directives, so `go
 # install module@version` refuses it: the module is downloaded, then built
 # in the module cache as the main module). A cold build costs about ten

@@ -2,7 +2,7 @@
 # Starts or stops the local cluster described in README.md beside this file.
 #   cluster.sh start          # returns once every process serves
 #   cluster.sh start-shared   # the same on shared storage: a local S3
-#                             # server (SeaweedFS's weed, $WEED) first
+#                             # server (S3Proxy, the jar $S3PROXY_JAR) first
 #   cluster.sh stop
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,36 +35,34 @@ start_one() { # name
   echo $! >"$RUN/$name.pid"
 }
 
-# The local S3 server for start-shared: weed with its master, volume, filer
-# and S3 gateway on loopback ports 9801-9808, one identity, and the bucket
-# the brokers write to. Credentials reach the brokers through the
-# environment, as on a real deployment (never in a config file).
+# The local S3 server for start-shared: S3Proxy (a Java S3 server over a
+# local directory) on loopback port 9808, one identity, and the bucket the
+# brokers write to. Credentials reach the brokers through the environment,
+# as on a real deployment (never in a config file).
 S3_PORT=9808
 S3_BUCKET=sluice
 export AWS_ACCESS_KEY_ID=sluice-local AWS_SECRET_ACCESS_KEY=sluice-local-secret
-start_weed() {
-  local weed=${WEED:?WEED names the weed binary (make cluster-shared builds it)}
-  if [[ -f $RUN/weed.pid ]] && kill -0 "$(cat "$RUN/weed.pid")" 2>/dev/null; then
-    echo "weed already running"
+start_s3() {
+  local jar=${S3PROXY_JAR:?S3PROXY_JAR names the S3Proxy jar (make cluster-shared fetches it)}
+  if [[ -f $RUN/s3proxy.pid ]] && kill -0 "$(cat "$RUN/s3proxy.pid")" 2>/dev/null; then
+    echo "s3proxy already running"
   else
-    mkdir -p "$RUN/weed/data"
-    printf '{"identities":[{"name":"sluice","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","Write","List","Tagging"]}]}\n' \
-      "$AWS_ACCESS_KEY_ID" "$AWS_SECRET_ACCESS_KEY" >"$RUN/weed/s3.json"
-    nohup "$weed" server -ip=127.0.0.1 -ip.bind=127.0.0.1 -dir="$RUN/weed/data" \
-      -master.port=9801 -master.port.grpc=9802 -volume.port=9803 -volume.port.grpc=9804 \
-      -filer -filer.port=9805 -filer.port.grpc=9806 -s3 -s3.port=$S3_PORT -s3.port.grpc=9807 \
-      -s3.port.iceberg=0 -s3.port.lance=0 -s3.config="$RUN/weed/s3.json" \
-      -master.telemetry=false -master.volumeSizeLimitMB=64 -volume.max=0 >>"$RUN/weed.log" 2>&1 &
-    echo $! >"$RUN/weed.pid"
+    mkdir -p "$RUN/s3proxy/data"
+    printf '%s\n' "s3proxy.endpoint=http://127.0.0.1:$S3_PORT" "s3proxy.authorization=aws-v2-or-v4" \
+      "s3proxy.identity=$AWS_ACCESS_KEY_ID" "s3proxy.credential=$AWS_SECRET_ACCESS_KEY" \
+      "jclouds.provider=filesystem-nio2" "jclouds.filesystem.basedir=$PWD/$RUN/s3proxy/data" >"$RUN/s3proxy/s3proxy.conf"
+    nohup java -Xmx256m -jar "$jar" --properties "$RUN/s3proxy/s3proxy.conf" >>"$RUN/s3proxy.log" 2>&1 &
+    echo $! >"$RUN/s3proxy.pid"
   fi
-  # Serving means the bucket can be made: the S3 gateway listens before
-  # the filer and the volume server are ready. curl signs with SigV4.
-  local deadline=$((SECONDS + 180)) code
+  # Serving means the bucket can be made (or exists). curl signs with SigV4;
+  # the empty body's SHA-256 is named, as S3 servers check it.
+  local deadline=$((SECONDS + 60)) code
+  local empty=e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855
   while :; do
-    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT --aws-sigv4 "aws:amz:us-east-1:s3" \
+    code=$(curl -s -o /dev/null -w '%{http_code}' -X PUT -H "x-amz-content-sha256: $empty" --aws-sigv4 "aws:amz:us-east-1:s3" \
       --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" "http://127.0.0.1:$S3_PORT/$S3_BUCKET" || true)
     [[ $code == 200 || $code == 409 ]] && break
-    if ((SECONDS > deadline)); then echo "weed did not serve S3 on 127.0.0.1:$S3_PORT (last answer $code; see $RUN/weed.log)" >&2; return 1; fi
+    if ((SECONDS > deadline)); then echo "s3proxy did not serve S3 on 127.0.0.1:$S3_PORT (last answer $code; see $RUN/s3proxy.log)" >&2; return 1; fi
     sleep 0.5
   done
 }
@@ -83,12 +81,12 @@ start)
   start_cluster
   ;;
 start-shared)
-  start_weed
+  start_s3
   EXTRA=(--set shared.storage.type=s3 --set shared.storage.s3.endpoint=127.0.0.1:$S3_PORT
     --set shared.storage.s3.bucket=$S3_BUCKET --set shared.storage.s3.path.style=true
     --set replication.mode=shared)
   start_cluster
-  echo "shared storage: S3 bucket $S3_BUCKET on 127.0.0.1:$S3_PORT (weed; every topic defaults to replication.mode=shared)"
+  echo "shared storage: S3 bucket $S3_BUCKET on 127.0.0.1:$S3_PORT (S3Proxy; every topic defaults to replication.mode=shared)"
   ;;
 stop)
   for f in data/local-cluster/*.pid data/local-cluster-shared/*.pid; do
