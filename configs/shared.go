@@ -30,6 +30,12 @@ type SharedStorage struct {
 	// its oldest batch waited this long.
 	SharedUploadBytes    int64 `mapstructure:"shared.upload.bytes"`
 	SharedUploadLingerMs int64 `mapstructure:"shared.upload.linger.ms"`
+	// SharedUploadParallel is how many objects a write broker has in
+	// flight at once: uploading, or uploaded and waiting for their turn
+	// to commit (commits keep the order the objects were cut in). The
+	// buffer and the objects in flight hold at most this many times
+	// SharedUploadBytes; beyond it produce requests wait.
+	SharedUploadParallel int64 `mapstructure:"shared.upload.parallel"`
 	// SharedCacheMemoryBytes bounds the in-memory cache of chunk bytes
 	// Fetch reads from.
 	SharedCacheMemoryBytes int64 `mapstructure:"shared.cache.memory.bytes"`
@@ -66,6 +72,7 @@ func DefaultSharedStorage() SharedStorage {
 		SharedS3ConditionalWrites: true,
 		SharedUploadBytes:         8 << 20,
 		SharedUploadLingerMs:      250,
+		SharedUploadParallel:      4,
 		SharedCacheMemoryBytes:    64 << 20,
 		SharedCacheDiskBytes:      1 << 30,
 		SharedReadaheadChunks:     2,
@@ -99,6 +106,9 @@ func (s SharedStorage) validate() error {
 	}
 	if s.SharedUploadLingerMs < 1 {
 		return fmt.Errorf("shared.upload.linger.ms must be at least 1")
+	}
+	if s.SharedUploadParallel < 1 || s.SharedUploadParallel > 64 {
+		return fmt.Errorf("shared.upload.parallel must be between 1 and 64")
 	}
 	if s.SharedCacheMemoryBytes < 1<<20 {
 		return fmt.Errorf("shared.cache.memory.bytes must be at least 1 MiB")

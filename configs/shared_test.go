@@ -17,6 +17,7 @@ func TestSharedStorageConfigValidate(t *testing.T) {
 		"unknown type":       {func(c *Config) { c.SharedStorageType = "nfs" }, "not dir or s3"},
 		"shared default":     {func(c *Config) { c.ReplicationMode = "shared" }, "shared.storage.type"},
 		"tiny upload buffer": {func(c *Config) { c.SharedStorageType, c.SharedStorageDir, c.SharedUploadBytes = "dir", "/x", 10 }, "shared.upload.bytes"},
+		"no upload slot":     {func(c *Config) { c.SharedStorageType, c.SharedStorageDir, c.SharedUploadParallel = "dir", "/x", 0 }, "shared.upload.parallel"},
 		"tiny disk cache":    {func(c *Config) { c.SharedStorageType, c.SharedStorageDir, c.SharedCacheDiskBytes = "dir", "/x", 10 }, "shared.cache.disk.bytes"},
 	} {
 		c := Default()

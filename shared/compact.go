@@ -29,7 +29,7 @@ import (
 // sequence of their own, apart from the uploads', so that condemning
 // one (garbage collection condemns a writer's objects up to a sequence)
 // never fences an upload in flight. One broker compacts one run at a
-// time, each within the operation timeout, as the uploader uploads.
+// time, each within the operation timeout, as the committer commits.
 
 // CompactConfig bounds the compactor.
 type CompactConfig struct {

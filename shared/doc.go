@@ -22,20 +22,43 @@
 // (log.ProducerEntry's Check and Update, the one implementation a log and
 // a raft replica use too), assigns the batch its offsets (the committed
 // end plus what is in flight), stamps them, and appends it to the Host's
-// upload buffer, shared by all its partitions. The uploader cuts the buffer
-// into one object when it holds shared.upload.bytes or its oldest batch
-// waited shared.upload.linger.ms: each partition's batches are one
-// contiguous run of the object, in offset order. It writes the object with
-// PutIfAbsent under data/<node>/<incarnation>/<sequence> and commits all
-// of its chunks in one metastore command; acks=1 and acks=all are answered
-// once the commit applied (there is no local copy for acks=1 to mean
-// anything else). Objects are uploaded and committed one at a time, so a
-// partition's chunks commit in offset order.
+// upload buffer, shared by all its partitions.
+//
+// The upload pipeline (upload.go): the uploader cuts an object from the
+// head of the buffer when it holds shared.upload.bytes or its oldest batch
+// waited shared.upload.linger.ms, at most shared.upload.bytes of batches
+// (or one larger batch); each partition's batches are one contiguous run
+// of the object, in offset order. It starts the object's PutIfAbsent,
+// under data/<node>/<incarnation>/<sequence>, at once, so up to
+// shared.upload.parallel objects upload together: with an object store
+// whose PUT takes 50-100 ms, one upload at a time would bound a broker to
+// 10-20 objects a second and make every batch wait behind the previous
+// object's PUT. The committer takes the objects in the order they were
+// cut, waits for each one's upload and commits all of its chunks in one
+// metastore command, one object at a time, so a partition's chunks reach
+// the metastore in offset order (it refuses a chunk whose base offset is
+// not the partition's end). acks=1 and acks=all are answered once the
+// commit applied (there is no local copy for acks=1 to mean anything
+// else). An object holds its slot from its cut to the end of its commit.
+// The buffer and the objects in flight hold at most
+// shared.upload.parallel × shared.upload.bytes of batches: Propose waits
+// for room beyond it (back-pressure, before it takes any partition lock).
+// Close cuts no more objects, lets those in flight upload and commit (or
+// fail) as usual, and answers the batches still in the buffer, and a
+// Propose waiting for room, NOT_LEADER_OR_FOLLOWER.
 //
 // Any failure of an upload or a commit (an error, a fenced or refused
 // chunk, a commit whose outcome is unknown) answers the batches involved
-// NOT_LEADER_OR_FOLLOWER and drops the partition's writer state; the next
-// Propose claims the partition again, reads the committed end from the
+// NOT_LEADER_OR_FOLLOWER and ends the partition's writer generation. Its
+// batches in objects cut after the failed one, of the same generation,
+// are answered so too and left out of their objects' commits: their
+// offsets follow offsets that did not commit (or, after a commit whose
+// answer was lost, may have). The other partitions of those objects
+// commit as usual. The metastore would refuse most such chunks by itself
+// (an older epoch, a base offset past the end), but not one that follows
+// a commit that applied and whose answer was lost: the writer checks the
+// generation before every commit. The next Propose (or the leadership
+// check) claims the partition again, reads the committed end from the
 // metastore and rebuilds the producer table from the tail of the
 // partition, so a producer's retry of a batch that did commit is answered
 // as the duplicate it is.

@@ -2,8 +2,6 @@ package shared
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -40,9 +38,16 @@ type Config struct {
 	Store       objstore.Store
 	Catalog     Catalog
 	// UploadBytes and Linger bound the upload buffer
-	// (shared.upload.bytes, shared.upload.linger.ms).
+	// (shared.upload.bytes, shared.upload.linger.ms): an object is cut
+	// when it holds UploadBytes or its oldest batch waited Linger, and
+	// holds at most UploadBytes (or one larger batch).
 	UploadBytes int64
 	Linger      time.Duration
+	// Parallel is how many objects may be in flight at once
+	// (shared.upload.parallel; 0: 4): uploading, or uploaded and waiting
+	// to commit. The buffer and the objects in flight hold at most
+	// Parallel × UploadBytes of batches; Propose waits beyond it.
+	Parallel int
 	// CacheBytes bounds the in-memory chunk cache
 	// (shared.cache.memory.bytes).
 	CacheBytes int64
@@ -85,11 +90,25 @@ type Host struct {
 	parts  map[partition.Key]*Partition
 	closed bool
 
-	bufMu    sync.Mutex
-	buf      []*pending
-	bufBytes int64
-	oldest   time.Time
-	kick     chan struct{}
+	// bufMu guards the upload buffer and the byte budget: held is the
+	// bytes of the batches accepted and not yet done with (in the buffer
+	// or in an object in flight), at most Parallel × UploadBytes; room
+	// is broadcast when it shrinks. bufClosed: the Host is closing, and
+	// nothing is accepted any more.
+	bufMu     sync.Mutex
+	room      *sync.Cond
+	held      int64
+	buf       []*pending
+	bufBytes  int64
+	oldest    time.Time
+	bufClosed bool
+	kick      chan struct{}
+
+	// slots holds a token per object in flight (at most Parallel);
+	// objects carries them, in the order they were cut, from the
+	// uploader to the committer.
+	slots   chan struct{}
+	objects chan *object
 
 	seq  atomic.Uint64
 	stop chan struct{}
@@ -129,7 +148,8 @@ type pending struct {
 	p     *Partition
 	gen   uint64 // the writer generation that accepted it
 	epoch int32
-	batch []byte // stamped with its offsets; owned
+	batch []byte // stamped with its offsets; owned; nil once cut
+	size  int64  // len(batch), what it holds of the Host's budget
 	base  int64
 	last  int64
 	maxTs int64
@@ -138,9 +158,11 @@ type pending struct {
 	// (data or marker), for the chunk's transaction summary.
 	hd  protocol.BatchHeader
 	txn bool
+	// queued is when it entered the upload buffer.
+	queued time.Time
 }
 
-// NewHost starts a Host's uploader and its leadership check.
+// NewHost starts a Host's uploader, committer and leadership check.
 func NewHost(cfg Config) *Host {
 	if cfg.OpTimeout <= 0 {
 		cfg.OpTimeout = 30 * time.Second
@@ -150,6 +172,9 @@ func NewHost(cfg Config) *Host {
 	}
 	if cfg.Linger <= 0 {
 		cfg.Linger = 250 * time.Millisecond
+	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = 4
 	}
 	if cfg.CacheBytes <= 0 {
 		cfg.CacheBytes = 64 << 20
@@ -165,6 +190,9 @@ func NewHost(cfg Config) *Host {
 		kick:  make(chan struct{}, 1),
 		stop:  make(chan struct{}),
 
+		slots:   make(chan struct{}, cfg.Parallel),
+		objects: make(chan *object, cfg.Parallel),
+
 		ahead:     make(chan struct{}, readaheadMax),
 		aheadKeys: map[cacheKey]chan struct{}{},
 		loads:     map[cacheKey]*load{},
@@ -178,16 +206,20 @@ func NewHost(cfg Config) *Host {
 			h.cache.onEvict = d.put
 		}
 	}
-	h.wg.Add(4)
+	h.room = sync.NewCond(&h.bufMu)
+	h.wg.Add(5)
 	go h.uploader()
+	go h.committer()
 	go h.leadership()
 	go h.gc()
 	go h.compactor()
 	return h
 }
 
-// Close stops the uploader; batches not yet committed are answered
-// NOT_LEADER_OR_FOLLOWER. It does not close the Store.
+// Close stops the uploader: the objects in flight are uploaded and
+// committed (or fail) as usual, and the batches not yet cut into an
+// object are answered NOT_LEADER_OR_FOLLOWER, as is a Propose waiting for
+// room. It does not close the Store.
 func (h *Host) Close() error {
 	h.mu.Lock()
 	if h.closed {
@@ -201,6 +233,10 @@ func (h *Host) Close() error {
 	}
 	h.mu.Unlock()
 	close(h.stop)
+	h.bufMu.Lock()
+	h.bufClosed = true
+	h.room.Broadcast()
+	h.bufMu.Unlock()
 	h.wg.Wait()
 	if h.disk != nil {
 		h.disk.close()
@@ -348,151 +384,5 @@ func (h *Host) leadership() {
 		for _, p := range parts {
 			p.checkLeadership()
 		}
-	}
-}
-
-// enqueue adds an accepted batch to the upload buffer.
-func (h *Host) enqueue(pd *pending) {
-	h.bufMu.Lock()
-	if len(h.buf) == 0 {
-		h.oldest = time.Now()
-	}
-	h.buf = append(h.buf, pd)
-	h.bufBytes += int64(len(pd.batch))
-	h.bufMu.Unlock()
-	select {
-	case h.kick <- struct{}{}:
-	default:
-	}
-}
-
-// uploader cuts the buffer into objects, one at a time: when it holds
-// UploadBytes or its oldest batch waited Linger.
-func (h *Host) uploader() {
-	defer h.wg.Done()
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	for {
-		h.bufMu.Lock()
-		n, size, oldest := len(h.buf), h.bufBytes, h.oldest
-		h.bufMu.Unlock()
-		if n > 0 && (size >= h.cfg.UploadBytes || time.Since(oldest) >= h.cfg.Linger) {
-			h.bufMu.Lock()
-			buf := h.buf
-			h.buf, h.bufBytes = nil, 0
-			h.bufMu.Unlock()
-			h.upload(buf)
-			continue
-		}
-		wait := time.Hour
-		if n > 0 {
-			wait = h.cfg.Linger - time.Since(oldest)
-		}
-		timer.Reset(wait)
-		select {
-		case <-h.stop:
-			return
-		case <-h.kick:
-		case <-timer.C:
-		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-	}
-}
-
-// upload writes one object holding buf's batches, grouped by partition,
-// and commits its chunks; then it answers the batches.
-func (h *Host) upload(buf []*pending) {
-	type run struct {
-		p     *Partition
-		pds   []*pending
-		pos   int64
-		bytes int64
-	}
-	var runs []*run
-	byPart := map[*Partition]*run{}
-	for _, pd := range buf {
-		select {
-		case <-pd.prop.done:
-			continue // its writer generation ended: already answered
-		default:
-		}
-		r := byPart[pd.p]
-		if r != nil && r.pds[0].gen != pd.gen {
-			// A new generation behind an old one that was not
-			// answered yet: the old one's commit will fail (its
-			// epoch is gone), and this batch's offsets follow
-			// offsets that will not commit, so the new generation
-			// ends too.
-			pd.p.reset(pd.gen, fmt.Errorf("%w: partition leadership changed", partition.ErrNotLeader))
-			continue
-		}
-		if r == nil {
-			r = &run{p: pd.p}
-			byPart[pd.p] = r
-			runs = append(runs, r)
-		}
-		r.pds = append(r.pds, pd)
-	}
-	if len(runs) == 0 {
-		return
-	}
-	var body []byte
-	chunks := make([]metastore.SharedChunk, 0, len(runs))
-	inc := h.cfg.Incarnation()
-	key := fmt.Sprintf("data/%d/%d/%020d", h.cfg.NodeID, inc, h.seq.Add(1))
-	for _, r := range runs {
-		r.pos = int64(len(body))
-		ch := metastore.SharedChunk{TopicID: r.p.key.TopicID, Partition: r.p.key.Index, LeaderEpoch: r.pds[0].epoch,
-			BaseOffset: r.pds[0].base, LastOffset: r.pds[len(r.pds)-1].last, Key: key, Pos: r.pos, MaxTimestamp: -1}
-		for _, pd := range r.pds {
-			body = append(body, pd.batch...)
-			ch.MaxTimestamp = max(ch.MaxTimestamp, pd.maxTs)
-		}
-		ch.Len = int64(len(body)) - r.pos
-		r.bytes = ch.Len
-		r.p.wmu.Lock()
-		ch.Txns = r.p.cutTxnsLocked(r.pds)
-		r.p.wmu.Unlock()
-		chunks = append(chunks, ch)
-	}
-	fail := func(err error) {
-		for _, r := range runs {
-			r.p.reset(r.pds[0].gen, err)
-		}
-	}
-	ctx, cancel := h.ctx()
-	defer cancel()
-	if err := h.cfg.Store.PutIfAbsent(ctx, key, body); err != nil {
-		h.cfg.Logger.Warn().Err(err).Str("key", key).Msg("shared storage upload failed")
-		fail(fmt.Errorf("%w: upload to shared storage failed: %v", partition.ErrNotLeader, err))
-		return
-	}
-	h.puts.Add(1)
-	h.putBytes.Add(int64(len(body)))
-	errs, err := h.cfg.Catalog.CommitSharedChunks(ctx, metastore.Fence{Broker: h.cfg.NodeID, Incarnation: inc}, chunks)
-	if err != nil {
-		h.cfg.Logger.Warn().Err(err).Str("key", key).Msg("committing shared chunks failed")
-		fail(fmt.Errorf("%w: commit to the metastore failed: %v", partition.ErrNotLeader, err))
-		return
-	}
-	h.commits.Add(1)
-	for i, r := range runs {
-		if errs[i] != nil {
-			if !errors.Is(errs[i], metastore.ErrFenced) {
-				h.cfg.Logger.Warn().Err(errs[i]).Str("topic", r.p.topic).Int32("partition", r.p.key.Index).Msg("shared chunk refused")
-			}
-			r.p.reset(r.pds[0].gen, fmt.Errorf("%w: chunk refused by the metastore: %v", partition.ErrNotLeader, errs[i]))
-			continue
-		}
-		// The bytes the writer just uploaded are what its readers ask
-		// for next: keep them (a copy, so the cache's byte bound is what
-		// it holds, not the whole object behind a slice).
-		h.cache.put(chunks[i], slices.Clone(body[r.pos:r.pos+r.bytes]))
-		r.p.committed(chunks[i], r.pds)
 	}
 }

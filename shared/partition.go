@@ -149,6 +149,19 @@ func (p *Partition) propose(batch []byte, txnVersion int8) (partition.Proposal, 
 	if int64(len(batch)) != hd.Size {
 		return nil, fmt.Errorf("%w: batch length %d, %d bytes", partition.ErrCorrupt, hd.Size, len(batch))
 	}
+	// Room in the upload budget is reserved before the writer lock is
+	// taken (the committer that makes room needs it), and given back
+	// unless the batch is queued.
+	size := int64(len(batch))
+	if err := p.h.admit(size); err != nil {
+		return nil, err
+	}
+	queued := false
+	defer func() {
+		if !queued {
+			p.h.release(size)
+		}
+	}()
 	p.wmu.Lock()
 	defer p.wmu.Unlock()
 	if !p.writer {
@@ -196,11 +209,11 @@ func (p *Partition) propose(batch []byte, txnVersion int8) (partition.Proposal, 
 	if txn {
 		p.txns.Apply(b, &hd)
 	}
-	pd := &pending{p: p, gen: p.gen, epoch: p.epoch, batch: b, base: base, last: hd.LastOffset(),
+	pd := &pending{p: p, gen: p.gen, epoch: p.epoch, batch: b, size: size, base: base, last: hd.LastOffset(),
 		maxTs: hd.MaxTimestamp, prop: newProposal(), hd: hd, txn: txn}
 	p.next = pd.last + 1
 	p.inflight = append(p.inflight, pd)
-	p.h.enqueue(pd)
+	queued = p.h.enqueue(pd)
 	return pd.prop, nil
 }
 
@@ -310,6 +323,13 @@ func (p *Partition) rebuildProducers(ctx context.Context, sp metastore.SharedPar
 		}
 	}
 	return out, nil
+}
+
+// writing says whether writer generation gen is still this partition's.
+func (p *Partition) writing(gen uint64) bool {
+	p.wmu.Lock()
+	defer p.wmu.Unlock()
+	return p.writer && p.gen == gen
 }
 
 // reset ends writer generation gen (a failed upload or commit, a lost

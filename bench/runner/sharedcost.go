@@ -448,7 +448,7 @@ func renderSharedCost(o *opts, runs []sharedCostRun, date, loadStart, loadEnd st
 		p("| %s | %.1f | %.1f | %.1f | %.1f | %s | %.1f | %.1f | %s | %s |\n", r.Backend, r.Cold.ReadyS, r.Cold.FirstS, r.Cold.AllS, r.Cold.MBPerS,
 			gets, r.Warm.AllS, r.Warm.MBPerS, wgets, disk)
 	}
-	p("\nHow it is measured (bench/runner/sharedcost.go): a fresh cluster per backend (3 metastore, 3 write, 2 read brokers), the broker default replication.mode shared (s3, dir) or raft, log.fsync=group, every shared.* setting at its default (8 MiB uploads, 250 ms linger, 64 MiB memory and 1 GiB disk cache per broker, read-ahead 2). "+
+	p("\nHow it is measured (bench/runner/sharedcost.go): a fresh cluster per backend (3 metastore, 3 write, 2 read brokers), the broker default replication.mode shared (s3, dir) or raft, log.fsync=group, every shared.* setting at its default (8 MiB uploads, 250 ms linger, 4 uploads in flight, 64 MiB memory and 1 GiB disk cache per broker, read-ahead 2). "+
 		"**History**: one topic of %d partitions, replication factor 3, 1 KiB records written by 4 idempotent acks=all producers (sluice-bench) as fast as they are acknowledged, seeded on the write brokers' mixed listeners. "+
 		"PUTs are the write brokers' `sluice_shared_puts_total` over the write (uploads and compacted objects), commits their `sluice_shared_commits_total` (one metastore command per object). "+
 		"**Cold start**: both read brokers stopped, their data directories deleted (chunk cache included) and started again; from that moment one client seeded on their read listeners reads every partition from offset 0 to the end offsets the write brokers answered (the read view spreads the partitions over both). "+

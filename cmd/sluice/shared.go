@@ -60,6 +60,7 @@ func openSharedStorage(cfg configs.Config, catalog *metastore.Client, incarnatio
 		Catalog:        catalog,
 		UploadBytes:    cfg.SharedUploadBytes,
 		Linger:         time.Duration(cfg.SharedUploadLingerMs) * time.Millisecond,
+		Parallel:       int(cfg.SharedUploadParallel),
 		CacheBytes:     cfg.SharedCacheMemoryBytes,
 		CacheDir:       cacheDir,
 		CacheDiskBytes: cfg.SharedCacheDiskBytes,
