@@ -91,7 +91,8 @@ $(PROMTOOL):
 	  echo "promtool could not be built: the deploy/monitoring checks are skipped"
 
 # S3Proxy, the real S3 server the S3 tests of `make test` start (package
-# internal/s3test) and `make cluster-shared` runs: its jar with
+# internal/s3test), `make cluster-shared` and `make bench-shared-cost`
+# run: its jar with
 # dependencies, fetched once from Maven Central. If that fails the S3 tests say so (a skip, or a failure under
 # CI=true).
 $(S3PROXY):
@@ -100,7 +101,7 @@ $(S3PROXY):
 	  echo "S3Proxy $(S3PROXY_VERSION) could not be fetched: the S3 tests will be skipped"
 
 # SeaweedFS's weed, a second real S3 server for the same tests
-# (`make test-s3`) and the shared-storage benchmark,
+# (`make test-s3`),
 # built once from its Go module (its go.mod has replace directives, so `go
 # install module@version` refuses it: the module is downloaded, then built
 # in the module cache as the main module). A cold build costs about ten
@@ -239,15 +240,15 @@ bench-modes:
 
 # Shared-storage mode's object-store requests per GB written and read, a
 # read broker's cold start on a long history, and a cost model from them:
-# a split cluster per backend (weed's S3, a shared directory, raft for
+# a split cluster per backend (S3 on S3Proxy, a shared directory, raft for
 # comparison), each writing its history and read back by emptied read
 # brokers (bench/runner -shared-cost; the defaults write 10 GB over S3 and 2
 # GB each over the directory and raft, and need several times that in free
 # disk; 3, 2 and 2 GB took 6 minutes on a loaded two-core machine;
 # BENCH_SHARED_COST_ARGS, e.g. "-shared-cost-runs s3:1,dir:1,raft:1"):
 # writes its section of docs/replication-modes.md.
-bench-shared-cost: $(WEED)
-	BENCH_COMMAND="make bench-shared-cost$(if $(BENCH_SHARED_COST_ARGS), BENCH_SHARED_COST_ARGS='$(BENCH_SHARED_COST_ARGS)')" bash bench/run.sh -shared-cost -weed $(abspath $(WEED)) -out docs/replication-modes.md $(BENCH_SHARED_COST_ARGS)
+bench-shared-cost: $(S3PROXY)
+	BENCH_COMMAND="make bench-shared-cost$(if $(BENCH_SHARED_COST_ARGS), BENCH_SHARED_COST_ARGS='$(BENCH_SHARED_COST_ARGS)')" bash bench/run.sh -shared-cost -s3proxy $(abspath $(S3PROXY)) -out docs/replication-modes.md $(BENCH_SHARED_COST_ARGS)
 
 # The cost of TLS: PLAINTEXT, SSL and SASL_SSL listeners of one node in
 # rotating paired runs (bench/tls.sh; about 4 minutes; BENCH_TLS_ARGS,

@@ -6,7 +6,7 @@
 #   bash bench/run.sh -pairs 5 -duration 15s
 #   bash bench/run.sh -workloads W1,W3 -out /tmp/b.md
 #   bash bench/run.sh -modes -out docs/replication-modes.md   # the replication modes (no Kafka)
-#   bash bench/run.sh -shared-cost -weed bin/weed-... -out docs/replication-modes.md   # shared storage's requests and cold start
+#   bash bench/run.sh -shared-cost -s3proxy bin/s3proxy-...jar -out docs/replication-modes.md   # shared storage's requests and cold start
 #   bash bench/run.sh -profile /tmp/prof        # pprof of Sluice under W1 and W3
 #   bash bench/run.sh -section tls              # one section of BENCHMARKS.md alone (tls, txn, share, cluster)
 set -euo pipefail

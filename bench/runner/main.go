@@ -83,6 +83,7 @@ type opts struct {
 	sharedCostRuns string
 	sharedCostMax  time.Duration
 	weedBin        string
+	s3proxyJar     string // -s3proxy: the S3Proxy jar (make bench-shared-cost)
 	modesList      string
 	modesRounds    int
 	modesRecords   int64
@@ -202,7 +203,8 @@ func main() {
 	flag.BoolVar(&o.sharedCostOn, "shared-cost", false, "instead of the workloads, measure shared-storage mode's object-store requests and a read broker's cold start (make bench-shared-cost) and write its section of -out")
 	flag.StringVar(&o.sharedCostRuns, "shared-cost-runs", "s3:10,dir:2,raft:2", "backend:GB of history per cluster, in order (-shared-cost; backends s3, dir, raft)")
 	flag.DurationVar(&o.sharedCostMax, "shared-cost-max", 30*time.Minute, "bound on writing the history and on each read of it (-shared-cost)")
-	flag.StringVar(&o.weedBin, "weed", "", "SeaweedFS weed binary for the s3 backend (-shared-cost)")
+	flag.StringVar(&o.weedBin, "weed", "", "SeaweedFS weed binary for the s3 backend (-shared-cost), when -s3proxy is not given")
+	flag.StringVar(&o.s3proxyJar, "s3proxy", "", "S3Proxy jar with dependencies for the s3 backend (-shared-cost)")
 	flag.BoolVar(&o.modes, "modes", false, "instead of the workloads, compare the replication modes on a Sluice split cluster (make bench-modes) and write its section of -out")
 	flag.StringVar(&o.modesList, "modes-list", "raft,semi-sync,async,shared", "replication modes compared (-modes; shared runs every broker on one shared directory)")
 	flag.IntVar(&o.modesRounds, "modes-rounds", 2, "rounds; each runs every mode on a fresh cluster, the order rotating (-modes)")

@@ -5,8 +5,9 @@ package main
 // a history, on the split cluster of -modes (3 metastore, 3 write and 2
 // read brokers, startIsoClusterWith), one fresh cluster per backend:
 //
-//   - s3: every broker on one bucket of a local SeaweedFS server (weed,
-//     -weed; started here, unpinned, on this machine's disk);
+//   - s3: every broker on one bucket of a local S3 server (S3Proxy from
+//     its jar, -s3proxy, or SeaweedFS's weed, -weed; started here,
+//     unpinned, on this machine's disk);
 //   - dir: every broker on one shared directory;
 //   - raft: the raft mode, for comparison (no object store).
 //
@@ -131,13 +132,18 @@ func sharedCost(o *opts) error {
 		r := &plan[i]
 		logf("shared-cost %s: %.1f GB of history; load average %s", r.Backend, r.GB, loadavg())
 		if r.Backend == "s3" && weed == nil {
-			if o.weedBin == "" {
-				r.Err = "no -weed binary"
-				continue
-			}
 			os.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
 			os.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
-			if weed, err = s3test.StartWeed(o.weedBin, "sluice-bench"); err != nil {
+			switch {
+			case o.s3proxyJar != "":
+				weed, err = s3test.StartS3Proxy(o.s3proxyJar, "sluice-bench")
+			case o.weedBin != "":
+				weed, err = s3test.StartWeed(o.weedBin, "sluice-bench")
+			default:
+				r.Err = "no S3 server: neither -s3proxy nor -weed"
+				continue
+			}
+			if err != nil {
 				r.Err = scrubErr(o, err)
 				continue
 			}
@@ -159,6 +165,14 @@ func sharedCost(o *opts) error {
 	}
 	logf("section %s written into %s in %s", sharedCostSection, o.out, time.Since(started).Round(time.Second))
 	return nil
+}
+
+// s3ServerName says which S3 server the s3 backend ran on.
+func s3ServerName(o *opts) string {
+	if o.s3proxyJar != "" {
+		return "an S3Proxy server (one Java process over a local directory)"
+	}
+	return "a SeaweedFS server (weed, one process: master, volume server, filer and S3 gateway)"
 }
 
 func summarizeSharedCost(r sharedCostRun) string {
@@ -410,9 +424,9 @@ func renderSharedCost(o *opts, runs []sharedCostRun, date, loadStart, loadEnd st
 	p := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	p("Measured by `%s` on %s (Sluice %s); load average %s at the start, %s at the end. "+
 		"One machine of %d cores runs the whole cluster (3 metastore, 3 write and 2 read brokers, each its own process, write brokers and metastore pinned to CPUs %s, read brokers to %s, the generator to %s), on loopback and one disk. "+
-		"The s3 backend is a SeaweedFS server (weed, one process: master, volume server, filer and S3 gateway) on the same machine, unpinned, on the same disk; dir is one directory of that disk. "+
+		"The s3 backend is %s on the same machine, unpinned, on the same disk; dir is one directory of that disk. "+
 		"The readers run in the runner's own process, unpinned.\n\n",
-		o.command, date, o.version, loadStart, loadEnd, nproc(), o.brokerCPU, o.readCPU, o.genCPU)
+		o.command, date, o.version, loadStart, loadEnd, nproc(), o.brokerCPU, o.readCPU, o.genCPU, s3ServerName(o))
 	p("| backend | history written (GB of record values) | acks=all records/s, 4 producers | ack p50 / p99 ms | PUTs per GB written | bytes per PUT (MB) | metastore commits per GB written | compactions |\n|---|---|---|---|---|---|---|---|\n")
 	for _, r := range runs {
 		if r.Err != "" && r.WrittenBytes == 0 {
