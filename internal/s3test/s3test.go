@@ -129,7 +129,7 @@ func StartS3Proxy(jar, bucket string) (*Server, error) {
 	if home := os.Getenv("JAVA_HOME"); home != "" {
 		java = filepath.Join(home, "bin", "java")
 	}
-	return s.serve("s3proxy", java, []string{"-Xmx256m", "-jar", jar, "--properties", propsPath}, endpoint, bucket, time.Minute)
+	return s.serve("s3proxy", java, []string{"-Xmx256m", "-jar", jar, "--properties", propsPath}, endpoint, bucket, 2*time.Minute)
 }
 
 // FromEnv starts the server the environment names: weed if SLUICE_WEED
