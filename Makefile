@@ -97,7 +97,8 @@ $(PROMTOOL):
 # CI=true).
 $(S3PROXY):
 	@mkdir -p bin
-	mvn -B -q dependency:copy -Dartifact=org.gaul:s3proxy:$(S3PROXY_VERSION):jar:jar-with-dependencies -DoutputDirectory=$(abspath bin) || \
+	@echo "fetching S3Proxy $(S3PROXY_VERSION)'s jar from Maven Central"
+	@mvn -B -q dependency:copy -Dartifact=org.gaul:s3proxy:$(S3PROXY_VERSION):jar:jar-with-dependencies -DoutputDirectory=$(abspath bin) || \
 	  echo "S3Proxy $(S3PROXY_VERSION) could not be fetched: the S3 tests will be skipped"
 
 # SeaweedFS's weed, a second real S3 server for the same tests
