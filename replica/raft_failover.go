@@ -239,6 +239,15 @@ func pastTakeover(st *raftStorage, t Takeover) bool {
 	return ok && m.term > t.Term
 }
 
+// pastOrFollowed says whether st is past takeover t: it followed a master
+// from t or a later takeover (its forced configuration is as of t's index
+// or later, and its log was cut there), or its configuration comes from a
+// change the log made after t (pastTakeover). Its log then holds nothing
+// the masters since t lack. Call with st.mu held.
+func pastOrFollowed(st *raftStorage, t Takeover) bool {
+	return (st.forcedAt > 0 && st.forcedAt >= t.Index) || pastTakeover(st, t)
+}
+
 // failoverHook, set by tests only, runs between the steps of a rewrite;
 // an error stops it there, as a crash would.
 var failoverHook func(step string) error

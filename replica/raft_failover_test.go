@@ -624,3 +624,137 @@ func TestRaftAsyncStaleTakeover(t *testing.T) {
 	c.converged(final.LastOffset+1, 10*time.Second)
 	c.sameBytes()
 }
+
+// TestRaftAsyncMissedMasterMove: a read broker (4) that is down while a
+// reassignment moves the async master, after a promotion, from the promoted
+// master (2) to another write broker (3), and is restarted as a broker
+// opens such a partition (FollowJoining the recorded master from the
+// recorded takeover), catches up with the new master. Its configuration
+// comes from a change master 2 made after the takeover, so following
+// leaves it as it is, naming 2 the voter; before, it refused every message
+// from 3 (only its configuration's voter led it), the only one that could
+// send it the changes that make 3 the master, and never followed the
+// partition again. The metastore records 3 as the master and 2's takeover
+// (AsyncMaster): a replica past that takeover takes the recorded master as
+// its leader.
+func TestRaftAsyncMissedMasterMove(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, []NodeID{2, 3, 4}, ReplicaOptions{Mode: ModeAsync})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	c.produce(testBatch("warm", 3, -1, 0, 0), AcksAll)
+	c.converged(3, 10*time.Second)
+	tk := c.rep(2).Claim(c.rep(1).Term())
+	c.stop(1)
+	c.promote(2, tk)
+	c.follow(3, 2, tk)
+	c.follow(4, 2, tk)
+	c.mu.Lock()
+	c.master, c.takeover = 2, &tk
+	c.mu.Unlock()
+	// A configuration change by the promoted master: every replica's
+	// configuration now comes from after the takeover.
+	if err := c.rep(2).ChangeMembership(ctx, Members{Voters: []NodeID{2}, Learners: []NodeID{3, 4}}); err != nil {
+		t.Fatal(err)
+	}
+	c.produce(testBatch("promoted", 2, -1, 0, 0), AcksAll)
+	c.converged(5, 10*time.Second)
+
+	// Node 4 goes down; the master moves from 2 to 3 through raft's
+	// configuration, as a reassignment does, and 3 records itself master.
+	c.stop(4)
+	checkFor(t, 10*time.Second, func() error { return c.rep(2).LeaveAsync(ctx, []NodeID{2, 3}) })
+	if err := c.rep(2).TransferLeadership(3); err != nil {
+		t.Fatal(err)
+	}
+	checkFor(t, 10*time.Second, func() error {
+		if !c.rep(3).IsLeader() {
+			return errors.New("3 does not lead yet")
+		}
+		return nil
+	})
+	if err := c.rep(3).EnterAsync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.mu.Lock()
+	c.master = 3
+	c.mu.Unlock()
+	c.produce(testBatch("moved", 4, -1, 0, 0), AcksAll)
+
+	h := c.newHost(4)
+	r4, cut, err := h.FollowJoining(c.topic, c.key, c.members, c.opts, 3, tk)
+	if err != nil || cut != 0 {
+		t.Fatalf("restarting 4: cut %d, %v", cut, err)
+	}
+	c.mu.Lock()
+	c.hosts[4], c.reps[4] = h, r4
+	c.mu.Unlock()
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+	if got := r4.Members(); !sameMembers(got.Voters, []NodeID{3}) {
+		t.Fatalf("node 4's configuration %+v, want 3 the sole voter", got)
+	}
+	if got := h.Refused()[RefusedNotLeader.String()]; got != 0 {
+		t.Fatalf("node 4 refused %d leader messages", got)
+	}
+}
+
+// TestRaftAsyncDivergedAppendRefused: a replica whose committed log goes
+// past a promotion's takeover point (node 3 got records from the old master
+// that the promoted node 2 never received) and that takes the new master's
+// messages before it follows it (here because the master is recorded
+// without the promotion, which only a bug would do: mayLeadLocked refuses
+// them otherwise) refuses the appends that disagree with what it
+// committed (RefusedDiverged), instead of letting raft acknowledge its
+// commit index: the new master would keep that match after the replica cut
+// its log, ignore its rejections as stale and never send it the log again,
+// with nothing said above debug level. Once it follows, it converges.
+func TestRaftAsyncDivergedAppendRefused(t *testing.T) {
+	c := newTestCluster(t, []NodeID{1}, []NodeID{2, 3}, ReplicaOptions{Mode: ModeAsync})
+	c.produce(testBatch("warm", 3, -1, 0, 0), AcksAll)
+	c.converged(3, 10*time.Second)
+	tk := c.rep(2).Claim(c.rep(1).Term())
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool { return !(from == 1 && to == 2) })
+	var lost ProduceResult
+	for i := range 3 {
+		lost = c.produce(testBatch(fmt.Sprint("lost", i), 2, -1, 0, 0), AcksAll)
+	}
+	checkFor(t, 5*time.Second, func() error {
+		if got := c.rep(3).HighWatermark(); got != lost.LastOffset+1 {
+			return fmt.Errorf("node 3 high watermark %d", got)
+		}
+		return nil
+	})
+	c.stop(1)
+	c.mu.Lock()
+	delete(c.reps, 1)
+	c.mu.Unlock()
+	// The new master's log passes node 3's before node 3 hears from it.
+	c.net.OnSend(func(from, to NodeID, e Envelope) bool { return !(from == 2 && to == 3) })
+	c.promote(2, tk)
+	c.mu.Lock()
+	ahead := c.reps[3]
+	delete(c.reps, 3)
+	c.master = 2 // recorded without its takeover: node 3 takes 2 as its leader
+	c.mu.Unlock()
+	for i := range 5 {
+		c.produce(testBatch(fmt.Sprint("new", i), 1, -1, 0, 0), AcksAll)
+	}
+	c.net.OnSend(nil)
+	checkFor(t, 5*time.Second, func() error {
+		if got := c.hosts[3].Refused()[RefusedDiverged.String()]; got == 0 {
+			return errors.New("node 3 refused no diverged append yet")
+		}
+		return nil
+	})
+	if got := ahead.HighWatermark(); got != lost.LastOffset+1 {
+		t.Fatalf("node 3 high watermark %d before following, want %d", got, lost.LastOffset+1)
+	}
+	c.mu.Lock()
+	c.reps[3] = ahead
+	c.mu.Unlock()
+	if cut := c.follow(3, 2, tk); cut != 6 {
+		t.Fatalf("node 3 cut %d records, want 6", cut)
+	}
+	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
+	c.converged(final.LastOffset+1, 10*time.Second)
+}

@@ -81,6 +81,9 @@ type testCluster struct {
 	// master: the async master the test records, as the metastore does
 	// once a master is its partition's sole voter (0: none recorded).
 	master NodeID
+	// takeover: the last promotion's takeover point the test records
+	// with master (nil: no promotion).
+	takeover *Takeover
 
 	mu       sync.Mutex
 	seq      int32 // next sequence of the idem producer
@@ -131,10 +134,10 @@ func newTestCluster(t *testing.T, voters, learners []NodeID, opts ReplicaOptions
 		_, running := c.hosts[n]
 		return running || c.joining[n] || slices.Contains(c.members.Voters, n) || slices.Contains(c.members.Learners, n)
 	}
-	c.cfg.AsyncMaster = func(Key) (NodeID, bool) {
+	c.cfg.AsyncMaster = func(Key) (NodeID, *Takeover, bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		return c.master, c.master != 0
+		return c.master, c.takeover, c.master != 0
 	}
 	for _, f := range tweak {
 		f(&c.cfg)

@@ -93,12 +93,15 @@ type HostConfig struct {
 	// they send it. Nil: only the applied configuration counts.
 	Assigned func(key Key, n NodeID) bool
 	// AsyncMaster reports the broker the metastore records as the async
-	// master of partition key, when it records one and no promotion
-	// (a takeover) for it: in async mode a replica takes a leader's
-	// messages from it as from a voter of its own configuration
-	// (mayLeadLocked). A promoted master is followed through Host.Follow
-	// instead. Nil: only the applied configuration counts.
-	AsyncMaster func(key Key) (NodeID, bool)
+	// master of partition key, when it records one, and the last
+	// promotion's takeover point (nil if none was recorded): in async
+	// mode a replica takes a leader's messages from it as from a voter of
+	// its own configuration (mayLeadLocked), after a promotion only once
+	// its log is past that takeover (it followed from it, or its
+	// configuration comes from a change made after it). A replica that
+	// is not is made to follow through Host.Follow instead. Nil: only
+	// the applied configuration counts.
+	AsyncMaster func(key Key) (NodeID, *Takeover, bool)
 }
 
 // Host owns every raft group of one broker: the scheduler's workers, one

@@ -48,6 +48,10 @@ const (
 	RefusedSnapshot   // a snapshot that does not decode or has an impossible configuration
 	RefusedAckPastLog // MsgAppResp acknowledging an index this leader does not have
 	RefusedNotLeader  // a leader's message from another node than the term's leader
+	// A leader's append starting below this replica's commit index that
+	// disagrees with an entry this replica committed: its committed log
+	// is not the leader's (divergedLocked).
+	RefusedDiverged
 
 	// A frame whose body did not arrive within frameBodyTimeout of its
 	// room in the port's budget (TCPTransport): the connection is closed.
@@ -58,7 +62,7 @@ const (
 var refusalNames = [numRefusals]string{
 	"handshake", "unknown_node", "address", "busy", "frame", "tls", "identity",
 	"type", "to", "from", "term", "group", "not_member", "commit_past_log", "entries", "snapshot", "ack_past_log", "not_leader",
-	"frame_timeout",
+	"diverged", "frame_timeout",
 }
 
 func (r Refusal) String() string {
@@ -170,12 +174,58 @@ func (r *Replica) checkLocked(m *raftpb.Message, mayDefer bool) (Refusal, bool, 
 		if !validEntries(m) {
 			return RefusedEntries, false, nil
 		}
+		if diverged, err := r.divergedLocked(m, mayDefer); err != nil {
+			return 0, false, err
+		} else if diverged {
+			return RefusedDiverged, false, nil
+		}
 	case raftpb.MsgSnap:
 		if !r.validSnapshot(m) {
 			return RefusedSnapshot, false, nil
 		}
 	}
 	return 0, true, nil
+}
+
+// divergedLocked: m, a leader's append starting below this replica's
+// commit index, disagrees with the log this replica committed: its
+// previous entry, or one of its entries up to the commit index, is not
+// the one this replica holds at that index (another term). raft answers
+// an append below its commit index with an acknowledgement of that index
+// without looking at its log (handleAppendEntries); the leader takes it
+// for a match and, once the replica rejects the entries after it, ignores
+// every rejection at or below that match as stale: the replica would never
+// receive the log again, and neither side would say so above debug level.
+// Only a log changed below raft can get there (an async failover's
+// promotion or cut that this replica has not followed yet); refused, the
+// append is logged and counted, and the leader keeps probing. Like
+// lastIndexLocked, it may store the pending Ready first (errCheckLater if
+// mayDefer), so that the stored log is raft's.
+func (r *Replica) divergedLocked(m *raftpb.Message, mayDefer bool) (bool, error) {
+	commit := r.rn.BasicStatus().GetCommit()
+	prev := m.GetIndex()
+	if prev >= commit {
+		return false, nil
+	}
+	if _, err := r.lastIndexLocked(commit, mayDefer); err != nil {
+		return false, err
+	}
+	differs := func(i, term uint64) bool {
+		t, err := r.st.Term(i)
+		return err == nil && t != term // compacted: raft's snapshot rules apply
+	}
+	if prev > 0 && differs(prev, m.GetLogTerm()) {
+		return true, nil
+	}
+	for _, e := range m.GetEntries() {
+		if e.GetIndex() > commit {
+			break
+		}
+		if differs(e.GetIndex(), e.GetTerm()) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // lastIndexLocked is raft's last index when it matters, that is when want
@@ -233,12 +283,19 @@ func (r *Replica) isMember(id uint64) bool {
 // A replica that is behind the log (a broker joining the partition
 // starts from the group's initial configuration and learns of later
 // voters only from the changes the leader sends) also takes the master
-// the metastore records, when no promotion is recorded (AsyncMaster):
-// without a promotion no replica holds entries a master lacks, and
-// without this a broker joining a partition whose master is no voter of
-// the initial configuration refused every message from that master and
-// never caught up (a reassignment that never finished, found by the
-// nemesis).
+// the metastore records (AsyncMaster): without this a broker joining a
+// partition whose master is no voter of the initial configuration refused
+// every message from that master and never caught up (a reassignment that
+// never finished, found by the nemesis). After a promotion it does so only
+// once it is past the recorded takeover (pastOrFollowed): its log then
+// holds nothing the masters since lack, which the log's own changes made
+// (a reassignment, raft elections), never a promotion. Before, a replica
+// that was down, or cut off, while a reassignment moved the master (from
+// the promoted one to another write broker) kept, from its configuration,
+// only the master that left as the one that may lead: it refused every
+// message of the new one, which alone could send it the change, and
+// followed that partition no more (a read broker restarted during a
+// nemesis reassignment round; TestRaftAsyncMissedMasterMove).
 func (r *Replica) mayLeadLocked(m *raftpb.Message) bool {
 	id := m.GetFrom()
 	r.st.mu.Lock()
@@ -250,12 +307,20 @@ func (r *Replica) mayLeadLocked(m *raftpb.Message) bool {
 	if slices.Contains(cs.GetVoters(), id) || slices.Contains(cs.GetVotersOutgoing(), id) {
 		return true
 	}
-	if f := r.host.cfg.AsyncMaster; f != nil {
-		if n, ok := f(r.key); ok && raftID(n) == id {
-			return true
-		}
+	f := r.host.cfg.AsyncMaster
+	if f == nil {
+		return false
 	}
-	return false
+	n, t, ok := f(r.key)
+	if !ok || raftID(n) != id {
+		return false
+	}
+	if t == nil {
+		return true
+	}
+	r.st.mu.Lock()
+	defer r.st.mu.Unlock()
+	return pastOrFollowed(r.st, *t)
 }
 
 // validEntries: a MsgApp's entries are in sequence and of no future term

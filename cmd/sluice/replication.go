@@ -56,19 +56,23 @@ func assignedTo(c *metastore.Client) func(replica.Key, replica.NodeID) bool {
 }
 
 // asyncMasterOf is replica.HostConfig.AsyncMaster from the metastore's
-// view: the partition's recorded async master while no promotion is
-// recorded for it.
-func asyncMasterOf(c *metastore.Client) func(replica.Key) (replica.NodeID, bool) {
-	return func(k replica.Key) (replica.NodeID, bool) {
+// view: the partition's recorded async master and the last promotion's
+// takeover point, if one is recorded.
+func asyncMasterOf(c *metastore.Client) func(replica.Key) (replica.NodeID, *replica.Takeover, bool) {
+	return func(k replica.Key) (replica.NodeID, *replica.Takeover, bool) {
 		t, ok := c.TopicByID(metastore.TopicID(k.TopicID))
 		if !ok || k.Index < 0 || int(k.Index) >= len(t.Partitions) {
-			return 0, false
+			return 0, nil, false
 		}
 		p := t.Partitions[k.Index]
-		if p.AsyncMaster == nil || p.AsyncTakeover != nil {
-			return 0, false
+		if p.AsyncMaster == nil {
+			return 0, nil, false
 		}
-		return replica.NodeID(*p.AsyncMaster), true
+		var tk *replica.Takeover
+		if c := p.AsyncTakeover; c != nil {
+			tk = &replica.Takeover{Term: c.Term, Index: c.Index, Offset: c.Offset}
+		}
+		return replica.NodeID(*p.AsyncMaster), tk, true
 	}
 }
 
