@@ -282,14 +282,7 @@ func TestRaftAsyncJoinAfterPromotion(t *testing.T) {
 		t.Fatal(err)
 	}
 	after := c.produce(testBatch("after", 4, -1, 0, 0), AcksAll)
-	h := c.newHost(5)
-	r5, cut, err := h.FollowJoining(c.topic, c.key, c.members, c.opts, 2, tk)
-	if err != nil || cut != 0 {
-		t.Fatalf("joining: cut %d, %v", cut, err)
-	}
-	c.mu.Lock()
-	c.hosts[5], c.reps[5] = h, r5
-	c.mu.Unlock()
+	r5 := c.followJoining(5, 2, tk)
 	c.converged(after.LastOffset+1, 10*time.Second)
 	c.sameBytes()
 	if got := r5.Members(); !sameMembers(got.Voters, []NodeID{2}) || !sameMembers(got.Learners, []NodeID{1, 3, 5}) {
@@ -431,6 +424,22 @@ func (c *testCluster) newHost(n NodeID) *Host {
 		c.t.Fatal(err)
 	}
 	return h
+}
+
+// followJoining starts node n on a new host as a broker joining the
+// partition after a promotion does (FollowJoining master from tk), and
+// adds it to the cluster; Follow must cut nothing.
+func (c *testCluster) followJoining(n, master NodeID, tk Takeover) *Replica {
+	c.t.Helper()
+	h := c.newHost(n)
+	r, cut, err := h.FollowJoining(c.topic, c.key, c.members, c.opts, master, tk)
+	if err != nil || cut != 0 {
+		c.t.Fatalf("node %d following %d: cut %d, %v", n, master, cut, err)
+	}
+	c.mu.Lock()
+	c.hosts[n], c.reps[n] = h, r
+	c.mu.Unlock()
+	return r
 }
 
 // TestRaftAsyncFollowCrash: a returning old master whose Follow stops
@@ -680,20 +689,13 @@ func TestRaftAsyncMissedMasterMove(t *testing.T) {
 	c.mu.Unlock()
 	c.produce(testBatch("moved", 4, -1, 0, 0), AcksAll)
 
-	h := c.newHost(4)
-	r4, cut, err := h.FollowJoining(c.topic, c.key, c.members, c.opts, 3, tk)
-	if err != nil || cut != 0 {
-		t.Fatalf("restarting 4: cut %d, %v", cut, err)
-	}
-	c.mu.Lock()
-	c.hosts[4], c.reps[4] = h, r4
-	c.mu.Unlock()
+	r4 := c.followJoining(4, 3, tk)
 	final := c.produce(testBatch("final", 1, -1, 0, 0), AcksAll)
 	c.converged(final.LastOffset+1, 10*time.Second)
 	if got := r4.Members(); !sameMembers(got.Voters, []NodeID{3}) {
 		t.Fatalf("node 4's configuration %+v, want 3 the sole voter", got)
 	}
-	if got := h.Refused()[RefusedNotLeader.String()]; got != 0 {
+	if got := r4.host.Refused()[RefusedNotLeader.String()]; got != 0 {
 		t.Fatalf("node 4 refused %d leader messages", got)
 	}
 }
