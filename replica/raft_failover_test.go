@@ -268,9 +268,7 @@ func TestRaftAsyncJoinAfterPromotion(t *testing.T) {
 	}
 	c.produce(testBatch("before", 2, -1, 0, 0), AcksAll)
 	c.converged(5, 10*time.Second)
-	tk := c.rep(2).Claim(c.rep(1).Term())
-	c.stop(1)
-	c.promote(2, tk)
+	tk := c.failOver(1, 2)
 	c.follow(3, 2, tk)
 	if ln, _ := c.leader(); ln != 2 {
 		t.Fatalf("leader %d after promoting 2", ln)
@@ -424,6 +422,16 @@ func (c *testCluster) newHost(n NodeID) *Host {
 		c.t.Fatal(err)
 	}
 	return h
+}
+
+// failOver stops master from and promotes to in its place, from the
+// takeover to claims at from's term, which it returns.
+func (c *testCluster) failOver(from, to NodeID) Takeover {
+	c.t.Helper()
+	tk := c.rep(to).Claim(c.rep(from).Term())
+	c.stop(from)
+	c.promote(to, tk)
+	return tk
 }
 
 // followJoining starts node n on a new host as a broker joining the
@@ -595,9 +603,7 @@ func TestRaftAsyncStaleTakeover(t *testing.T) {
 	defer cancel()
 	c.produce(testBatch("before", 3, -1, 0, 0), AcksAll)
 	c.converged(3, 10*time.Second)
-	tk := c.rep(2).Claim(c.rep(1).Term())
-	c.stop(1)
-	c.promote(2, tk)
+	tk := c.failOver(1, 2)
 	c.mu.Lock()
 	delete(c.reps, 1)
 	c.mu.Unlock()
@@ -652,9 +658,7 @@ func TestRaftAsyncMissedMasterMove(t *testing.T) {
 	defer cancel()
 	c.produce(testBatch("warm", 3, -1, 0, 0), AcksAll)
 	c.converged(3, 10*time.Second)
-	tk := c.rep(2).Claim(c.rep(1).Term())
-	c.stop(1)
-	c.promote(2, tk)
+	tk := c.failOver(1, 2)
 	c.follow(3, 2, tk)
 	c.follow(4, 2, tk)
 	c.mu.Lock()

@@ -253,6 +253,24 @@ func proposeAll(t *testing.T, parts []*Partition, pid int64, tags ...string) []p
 	return out
 }
 
+// wantFailedObjectAnswers checks failedObjectEnv's answers after object
+// 1 failed: partition 0's batches (a1-a3) NOT_LEADER_OR_FOLLOWER,
+// partition 1's (b1-b3) committed at offsets 0-2.
+func wantFailedObjectAnswers(t *testing.T, e *env, props map[string]partition.Proposal) {
+	t.Helper()
+	for _, tag := range []string{"a1", "a2", "a3"} {
+		if _, err := props[tag].Wait(e.ctx()); !errors.Is(err, partition.ErrNotLeader) {
+			t.Fatalf("%s: %v, want NOT_LEADER_OR_FOLLOWER", tag, err)
+		}
+	}
+	for i, tag := range []string{"b1", "b2", "b3"} {
+		res, err := props[tag].Wait(e.ctx())
+		if err != nil || res.BaseOffset != int64(i) {
+			t.Fatalf("%s: %+v, %v; want offset %d", tag, res, err, i)
+		}
+	}
+}
+
 // failedObjectEnv proposes, on broker 1 with four uploads in flight and
 // objects cut by size alone, object 1: a1 a2 (partition 0); object 2:
 // a3 (partition 0) b1 (partition 1); object 3: b2 b3 (partition 1).
@@ -288,17 +306,7 @@ func TestSharedPipelinedUploadFailure(t *testing.T) {
 			return injected
 		}
 	})
-	for _, tag := range []string{"a1", "a2", "a3"} {
-		if _, err := props[tag].Wait(e.ctx()); !errors.Is(err, partition.ErrNotLeader) {
-			t.Fatalf("%s: %v, want NOT_LEADER_OR_FOLLOWER", tag, err)
-		}
-	}
-	for i, tag := range []string{"b1", "b2", "b3"} {
-		res, err := props[tag].Wait(e.ctx())
-		if err != nil || res.BaseOffset != int64(i) {
-			t.Fatalf("%s: %+v, %v; want offset %d", tag, res, err, i)
-		}
-	}
+	wantFailedObjectAnswers(t, e, props)
 	store.mu.Lock()
 	done := slices.Clone(store.done)
 	store.mu.Unlock()
@@ -353,17 +361,7 @@ func TestSharedPipelinedCommitLost(t *testing.T) {
 			}
 		}
 	})
-	for _, tag := range []string{"a1", "a2", "a3"} {
-		if _, err := props[tag].Wait(e.ctx()); !errors.Is(err, partition.ErrNotLeader) {
-			t.Fatalf("%s: %v, want NOT_LEADER_OR_FOLLOWER", tag, err)
-		}
-	}
-	for i, tag := range []string{"b1", "b2", "b3"} {
-		res, err := props[tag].Wait(e.ctx())
-		if err != nil || res.BaseOffset != int64(i) {
-			t.Fatalf("%s: %+v, %v; want offset %d", tag, res, err, i)
-		}
-	}
+	wantFailedObjectAnswers(t, e, props)
 	if sp := e.chunks(0); sp.EndOffset != 2 || len(sp.Chunks) != 1 || objectSeq(sp.Chunks[0].Key) != 1 {
 		t.Fatalf("partition 0 after object 1's lost commit: %+v, want only object 1's chunk, end 2", sp)
 	}
