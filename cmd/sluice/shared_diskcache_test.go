@@ -21,8 +21,8 @@ import (
 // shared storage: GETs), and again with no GET at all, every chunk from
 // disk; killed with SIGKILL and restarted with its data directory, the
 // read broker serves it all from disk again, no GET; restarted with its
-// cache directory deleted, it reads from shared storage again and serves
-// every record.
+// data directory emptied (the disk lost), it reads from shared storage
+// again and serves every record.
 func TestSharedClusterDiskCache(t *testing.T) {
 	if testing.Short() && os.Getenv("CI") == "" {
 		t.Skip("real processes; runs in full mode and in CI")
@@ -124,15 +124,27 @@ func TestSharedClusterDiskCache(t *testing.T) {
 		t.Fatalf("after a restart: %v GETs, %v disk hits", third.gets, third.diskHits)
 	}
 
+	// The disk lost: every file the read broker wrote is deleted, the
+	// directory itself left empty. Nothing is copied to it before it
+	// serves: the first read comes from shared storage.
 	reader.kill()
-	if err := os.RemoveAll(filepath.Join(readerData, "shared-cache")); err != nil {
+	entries, err := os.ReadDir(readerData)
+	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(readerData, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if left, err := os.ReadDir(readerData); err != nil || len(left) != 0 {
+		t.Fatalf("data directory not empty: %v, %v", left, err)
 	}
 	restart()
 	readEverything(ctx, t, c.readAddrs, topic, n)
 	fourth := settled()
-	t.Logf("after a restart without the cache directory: %+v", fourth)
+	t.Logf("after a restart on an empty data directory: %+v", fourth)
 	if fourth.gets == 0 || fourth.diskWrites == 0 {
-		t.Fatalf("cache directory deleted: %v GETs, %v written to disk", fourth.gets, fourth.diskWrites)
+		t.Fatalf("data directory emptied: %v GETs, %v written to disk", fourth.gets, fourth.diskWrites)
 	}
 }
