@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -55,24 +58,78 @@ func (h *nemHistory) check(model porcupine.Model, what, whole string, label func
 	case porcupine.Unknown:
 		return len(ops), fmt.Errorf("the linearizability check of %d %s operations did not finish within %v", len(ops), what, timeout)
 	}
-	var bad []string
-	for _, part := range model.Partition(ops) {
-		if porcupine.CheckOperationsTimeout(model, part, timeout) != porcupine.Illegal {
-			continue
-		}
-		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
-		var last []string
-		for _, op := range part[max(0, len(part)-12):] {
+	describe := func(ops []porcupine.Operation) []string {
+		var out []string
+		for _, op := range ops {
 			ret := "?"
 			if op.Return != math.MaxInt64 {
 				ret = time.Duration(op.Return).String()
 			}
-			last = append(last, fmt.Sprintf("[%v,%s] client %d %s", time.Duration(op.Call), ret, op.ClientId,
+			out = append(out, fmt.Sprintf("[%v,%s] client %d %s", time.Duration(op.Call), ret, op.ClientId,
 				model.DescribeOperation(op.Input, op.Output)))
 		}
-		bad = append(bad, fmt.Sprintf("%s (%d operations; the last: %v)", label(part), len(part), last))
+		return out
 	}
-	return len(ops), fmt.Errorf("%s not linearizable: %v", whole, bad)
+	keep := os.Getenv("SLUICE_TEST_KEEP_LOGS")
+	var bad []string
+	for i, part := range model.Partition(ops) {
+		res, info := porcupine.CheckOperationsVerbose(model, part, timeout)
+		if res != porcupine.Illegal {
+			continue
+		}
+		stuck, placed := stuckAt(part, info)
+		sort.Slice(part, func(i, j int) bool { return part[i].Call < part[j].Call })
+		// Where the longest order found ends: the last operations it
+		// placed, and every operation (by call time) around the earliest
+		// return it could not place.
+		// (Unknown outcomes, open to the end, only if called within 30 s.)
+		var around []porcupine.Operation
+		for _, op := range part {
+			if op.Call <= stuck && op.Return >= stuck-int64(2*time.Second) &&
+				(op.Return != math.MaxInt64 || op.Call >= stuck-int64(30*time.Second)) {
+				around = append(around, op)
+			}
+		}
+		around = around[max(0, len(around)-40):]
+		msg := fmt.Sprintf("%s (%d operations; the longest order found places %d, ending %v; then stuck at the return at %v, among %v)",
+			label(part), len(part), len(placed), describe(placed[max(0, len(placed)-4):]), time.Duration(stuck), describe(around))
+		if keep != "" {
+			name := fmt.Sprintf("nemesis-%s-%d", what, i)
+			if err := porcupine.VisualizePath(model, info, filepath.Join(keep, name+".html")); err == nil {
+				msg += "; porcupine's view in " + name + ".html"
+			}
+			if err := os.WriteFile(filepath.Join(keep, name+".txt"), []byte(strings.Join(describe(part), "\n")+"\n"), 0o644); err == nil {
+				msg += ", every operation in " + name + ".txt"
+			}
+		}
+		bad = append(bad, msg)
+	}
+	return len(ops), fmt.Errorf("%s not linearizable (operation times are from %s): %v", whole, h.start.UTC().Format(time.RFC3339Nano), bad)
+}
+
+// stuckAt: of porcupine's longest partial order of part (info from its
+// verbose check), the operations it placed, in order, and the earliest
+// return among those it did not place: the point no order explains.
+func stuckAt(part []porcupine.Operation, info porcupine.LinearizationInfo) (int64, []porcupine.Operation) {
+	var placed []porcupine.Operation
+	for _, p := range info.PartialLinearizationsOperations() {
+		for _, l := range p {
+			if len(l) > len(placed) {
+				placed = l
+			}
+		}
+	}
+	in := map[porcupine.Operation]bool{}
+	for _, op := range placed {
+		in[op] = true
+	}
+	stuck := int64(math.MaxInt64)
+	for _, op := range part {
+		if !in[op] && op.Return < stuck {
+			stuck = op.Return
+		}
+	}
+	return stuck, placed
 }
 
 // partitionOpsBy splits a history by key, in key order (a porcupine
@@ -190,39 +247,40 @@ func TestNemesisLinearizabilityChecker(t *testing.T) {
 		name string
 		ops  func(l *nemLin)
 		ok   bool
+		say  string // in the error of a history that fails
 	}{
 		{"acknowledged then read", func(l *nemLin) {
 			l.ops = append(l.ops,
 				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 5}, Call: at(l, 1), Output: nemLinOut{}, Return: at(l, 2)},
 				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 3), Output: nemLinOut{value: 5}, Return: at(l, 4)})
-		}, true},
+		}, true, ""},
 		{"read goes back after an acknowledged commit", func(l *nemLin) {
 			l.ops = append(l.ops,
 				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 3}, Call: at(l, 1), Output: nemLinOut{}, Return: at(l, 2)},
 				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 5}, Call: at(l, 3), Output: nemLinOut{}, Return: at(l, 4)},
 				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 5), Output: nemLinOut{value: 3}, Return: at(l, 6)})
-		}, false},
+		}, false, "places 2, ending [[1ns,2ns] client 0 commit t/0 3 [3ns,4ns] client 0 commit t/0 5]; then stuck at the return at 6ns"},
 		{"unknown commit seen later", func(l *nemLin) {
 			l.ops = append(l.ops,
 				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 7}, Call: at(l, 1), Output: nemLinOut{}, Return: math.MaxInt64},
 				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 5), Output: nemLinOut{value: 7}, Return: at(l, 6)})
-		}, true},
+		}, true, ""},
 		{"unknown commit never seen", func(l *nemLin) {
 			l.ops = append(l.ops,
 				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 2}, Call: at(l, 1), Output: nemLinOut{}, Return: at(l, 2)},
 				porcupine.Operation{ClientId: 0, Input: nemLinIn{tp: tp, value: 7}, Call: at(l, 3), Output: nemLinOut{}, Return: math.MaxInt64},
 				porcupine.Operation{ClientId: 100, Input: nemLinIn{fetch: true, tp: tp}, Call: at(l, 5), Output: nemLinOut{value: 2}, Return: at(l, 6)})
-		}, true},
+		}, true, ""},
 		{"refused commits are no writes", func(l *nemLin) {
 			l.commit(0, tp, 4, l.clock(), nil)
 			l.commit(1, tp, 9, l.clock(), kerr.IllegalGeneration)
 			l.fetch(100, tp, 9, l.clock()) // a refused commit was read back
-		}, false},
+		}, false, ""},
 		{"a timed-out commit may have been written", func(l *nemLin) {
 			l.commit(0, tp, 4, l.clock(), nil)
 			l.commit(1, tp, 9, l.clock(), kerr.CoordinatorNotAvailable)
 			l.fetch(100, tp, 9, l.clock())
-		}, true},
+		}, true, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := newNemLin()
@@ -230,6 +288,9 @@ func TestNemesisLinearizabilityChecker(t *testing.T) {
 			_, err := l.check(10 * time.Second)
 			if (err == nil) != tc.ok {
 				t.Fatalf("check: %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !strings.Contains(err.Error(), tc.say) {
+				t.Fatalf("check: %v, want it to say %q", err, tc.say)
 			}
 		})
 	}

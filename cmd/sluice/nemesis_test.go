@@ -754,7 +754,9 @@ func (n *nemesis) oneRound(r int) {
 		detail, hold = n.metaChange(r)
 	}
 	n.faults[kind]++
-	n.t.Logf("NEMESIS seed=%d round %d: %s %s (held %v)", n.seed, r, kind, detail, hold.Round(time.Millisecond))
+	// The checkers' clock (their operation times) dates each fault.
+	n.t.Logf("NEMESIS seed=%d round %d: %s %s (held %v, healed at %v)", n.seed, r, kind, detail, hold.Round(time.Millisecond),
+		time.Duration(n.lin.clock()).Round(time.Millisecond))
 	healed := time.Now()
 	n.mu.Lock()
 	clear(n.firstAck)
