@@ -9,11 +9,14 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/anishathalye/porcupine"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // nemLin records the nemesis group's offset commits and fetches with their
@@ -183,6 +186,31 @@ func commitRefused(err error) bool {
 	return false
 }
 
+// commitAttempts counts the OffsetCommit requests a client wrote (a kgo
+// hook). franz-go sends a commit again by itself when an attempt is cut
+// off or answered COORDINATOR_NOT_AVAILABLE or NOT_COORDINATOR, and the
+// caller sees only the last attempt's answer; an earlier attempt's
+// outcome is unknown (the coordinator's metastore write may still land).
+type commitAttempts struct{ n atomic.Int64 }
+
+var _ kgo.HookBrokerWrite = (*commitAttempts)(nil)
+
+func (c *commitAttempts) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == kmsg.OffsetCommit.Int16() {
+		c.n.Add(1)
+	}
+}
+
+// refusedAfterRetry: err, the answer to a commit that took tries
+// requests; a refusal (commitRefused) after more than one says only that
+// the last attempt wrote nothing, so it becomes an unknown outcome.
+func refusedAfterRetry(tries int64, err error) error {
+	if tries <= 1 || err == nil || !commitRefused(err) {
+		return err
+	}
+	return fmt.Errorf("refused at the last of %d attempts; an earlier one may have been written: %v", tries, err)
+}
+
 // commit records one partition's commit of offset, called at call: err nil
 // is a commit the coordinator acknowledged.
 func (l *nemLin) commit(client int, tp nemTP, offset, call int64, err error) {
@@ -276,6 +304,16 @@ func TestNemesisLinearizabilityChecker(t *testing.T) {
 			l.commit(1, tp, 9, l.clock(), kerr.IllegalGeneration)
 			l.fetch(100, tp, 9, l.clock()) // a refused commit was read back
 		}, false, ""},
+		{"a commit refused only at its second attempt may have been written", func(l *nemLin) {
+			l.commit(0, tp, 4, l.clock(), nil)
+			l.commit(1, tp, 9, l.clock(), refusedAfterRetry(2, kerr.IllegalGeneration))
+			l.fetch(100, tp, 9, l.clock())
+		}, true, ""},
+		{"a commit refused at its only attempt was not", func(l *nemLin) {
+			l.commit(0, tp, 4, l.clock(), nil)
+			l.commit(1, tp, 9, l.clock(), refusedAfterRetry(1, kerr.IllegalGeneration))
+			l.fetch(100, tp, 9, l.clock())
+		}, false, "stuck at the return"},
 		{"a timed-out commit may have been written", func(l *nemLin) {
 			l.commit(0, tp, 4, l.clock(), nil)
 			l.commit(1, tp, 9, l.clock(), kerr.CoordinatorNotAvailable)

@@ -456,6 +456,9 @@ func (n *nemesis) run(rounds int) {
 	}
 	close(stopCons)
 	consWG.Wait()
+	n.mu.Lock()
+	t.Logf("NEMESIS commits that failed after the last round: %v", n.commitErrs)
+	n.mu.Unlock()
 	n.checkCommits()
 	final := n.readAll(tps, end)
 	n.check(tps, final)
@@ -523,10 +526,11 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 			}
 		}
 	}
+	attempts := &commitAttempts{}
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(n.c.readAddrs...), kgo.ConsumerGroup(nemGroup),
 		kgo.ConsumeTopics(nemTopic, nemMoveTopic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(), kgo.FetchMaxWait(300 * time.Millisecond),
-		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second),
+		kgo.SessionTimeout(10 * time.Second), kgo.HeartbeatInterval(time.Second), kgo.WithHooks(attempts),
 		kgo.OnPartitionsAssigned(forget), kgo.OnPartitionsRevoked(forget), kgo.OnPartitionsLost(forget)}, common...)...)
 	if err != nil {
 		n.t.Error(err)
@@ -573,9 +577,11 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 		}
 		cctx, ccancel := context.WithTimeout(n.ctx, 5*time.Second)
 		call := n.lin.clock()
+		sent := attempts.n.Load()
 		cl.CommitOffsetsSync(cctx, unc, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
+			tries := attempts.n.Load() - sent
 			if err != nil || resp == nil {
 				n.commitErrs[fmt.Sprint(err)]++
 				if req != nil {
@@ -591,10 +597,14 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 				for _, rp := range rt.Partitions {
 					tp := nemTP{rt.Topic, rp.Partition}
 					if o, ok := unc[rt.Topic][rp.Partition]; ok {
-						n.lin.commit(id, tp, o.Offset, call, kerr.ErrorForCode(rp.ErrorCode))
+						n.lin.commit(id, tp, o.Offset, call, refusedAfterRetry(tries, kerr.ErrorForCode(rp.ErrorCode)))
 					}
 					if rp.ErrorCode != 0 {
-						n.commitErrs[kerr.ErrorForCode(rp.ErrorCode).Error()]++
+						key := kerr.ErrorForCode(rp.ErrorCode).Error()
+						if tries > 1 {
+							key += " (at a retry)"
+						}
+						n.commitErrs[key]++
 						continue
 					}
 					if o := unc[rt.Topic][rp.Partition].Offset; o > n.commitAcked[tp] {
