@@ -189,7 +189,10 @@ type nemesis struct {
 	firstAck, firstCommit map[nemTP]time.Time
 	// commitErrs counts the group's failed commits this round, by error.
 	commitErrs map[string]int
-	tps        []nemTP
+	// commitCalls and commitRequests: the consumers' commits and the
+	// OffsetCommit requests they took (franz-go's retries included).
+	commitCalls, commitRequests atomic.Int64
+	tps                         []nemTP
 	// lin: the group's commits and fetches, checked for linearizability
 	// at the end (nemesis_lin_test.go).
 	lin *nemLin
@@ -457,7 +460,8 @@ func (n *nemesis) run(rounds int) {
 	close(stopCons)
 	consWG.Wait()
 	n.mu.Lock()
-	t.Logf("NEMESIS commits that failed after the last round: %v", n.commitErrs)
+	t.Logf("NEMESIS commits that failed after the last round: %v; %d commits sent %d OffsetCommit requests", n.commitErrs,
+		n.commitCalls.Load(), n.commitRequests.Load())
 	n.mu.Unlock()
 	n.checkCommits()
 	final := n.readAll(tps, end)
@@ -537,6 +541,7 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 		return
 	}
 	defer cl.Close()
+	defer func() { n.commitRequests.Add(attempts.n.Load()) }()
 	for {
 		select {
 		case <-stop:
@@ -578,6 +583,7 @@ func (n *nemesis) consume(id int, stop chan struct{}, common []kgo.Opt) {
 		cctx, ccancel := context.WithTimeout(n.ctx, 5*time.Second)
 		call := n.lin.clock()
 		sent := attempts.n.Load()
+		n.commitCalls.Add(1)
 		cl.CommitOffsetsSync(cctx, unc, func(_ *kgo.Client, req *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			n.mu.Lock()
 			defer n.mu.Unlock()
