@@ -34,7 +34,10 @@ func TestClusterTopicRecreated(t *testing.T) {
 	const topic, parts, n = "again", 16, 800
 	ctx, cancel := context.WithTimeout(context.Background(), 180*time.Second)
 	defer cancel()
-	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...))
+	// A request to the paused broker (franz-go sends metadata requests to
+	// any broker) must time out well within its lease, or the deletion
+	// and the creation come after the lease lapsed (10 s by default).
+	admCl, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.RequestTimeoutOverhead(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
