@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestClusterTopicRecreated: a topic deleted and at once created again
@@ -58,8 +59,9 @@ func TestClusterTopicRecreated(t *testing.T) {
 		}
 		// Created again at once, within the paused broker's lease (a
 		// broker whose lease lapsed takes no new replicas).
+		var created kadm.CreateTopicResponse
 		for deadline := time.Now().Add(20 * time.Second); ; {
-			_, err := adm.CreateTopic(ctx, parts, 3, nil, topic)
+			created, err = adm.CreateTopic(ctx, parts, 3, nil, topic)
 			if err == nil {
 				break
 			}
@@ -70,6 +72,14 @@ func TestClusterTopicRecreated(t *testing.T) {
 		}
 		resume()
 		waitLeaders(t, adm, topic, parts)
+		// The clients below are new: one that first asked a broker not
+		// caught up yet (the resumed one) would learn the deleted
+		// topic's id, and franz-go takes a later, different id for a
+		// topic recreated under it and fails its records
+		// (UNKNOWN_TOPIC_ID). That is the client's rule, not the
+		// broker's, so the test waits for every broker to answer with
+		// the new id.
+		waitTopicID(ctx, t, append(append([]string{}, c.writeAddrs...), c.readAddrs...), topic, created.ID, 20*time.Second)
 		prefix := fmt.Sprintf("gen%d-", gen)
 		prod, err := kgo.NewClient(kgo.SeedBrokers(c.writeAddrs...), kgo.DefaultProduceTopic(topic),
 			kgo.RecordPartitioner(kgo.RoundRobinPartitioner()), kgo.RecordDeliveryTimeout(30*time.Second))
@@ -152,5 +162,43 @@ func waitFullISR(ctx context.Context, t *testing.T, adm *kadm.Client, topic stri
 			t.Fatalf("%s: partitions without %d replicas in sync after %v: %s", topic, want, d, strings.Join(short, ", "))
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// waitTopicID waits until the broker at each of addrs answers Metadata
+// for topic with id, and fails the test naming the first that does not
+// within d.
+func waitTopicID(ctx context.Context, t *testing.T, addrs []string, topic string, id [16]byte, d time.Duration) {
+	t.Helper()
+	for _, addr := range addrs {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.RequestTimeoutOverhead(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seed := cl.SeedBrokers()[0] // this broker, not one it names
+		last := "no answer"
+		for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+			req := kmsg.NewPtrMetadataRequest()
+			rt := kmsg.NewMetadataRequestTopic()
+			rt.Topic = kmsg.StringPtr(topic)
+			req.Topics = append(req.Topics, rt)
+			resp, err := seed.Request(ctx, req)
+			if err == nil {
+				mt := resp.(*kmsg.MetadataResponse).Topics
+				if len(mt) == 1 && mt[0].ErrorCode == 0 && mt[0].TopicID == id {
+					break
+				}
+				if len(mt) == 1 {
+					last = fmt.Sprintf("topic id %x, error %d", mt[0].TopicID, mt[0].ErrorCode)
+				}
+			} else {
+				last = err.Error()
+			}
+			if time.Now().After(deadline) {
+				cl.Close()
+				t.Fatalf("the broker at %s did not answer topic %s with its new id %x within %v: %s", addr, topic, id, d, last)
+			}
+		}
+		cl.Close()
 	}
 }
