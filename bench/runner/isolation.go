@@ -51,6 +51,7 @@ package main
 // every saturation is reported.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -693,18 +694,6 @@ func readViewBrokers(addr string) (int, error) {
 
 // ---------------------------------------------------------------- clusters
 
-func freePorts(n int) ([]int, error) {
-	var p []int
-	for i := 0; i < n; i++ {
-		x, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		p = append(p, x)
-	}
-	return p, nil
-}
-
 // startIsoCluster starts a cluster of kind (sluice: the split cluster;
 // kafka: 3 brokers in KRaft combined mode) with RF 3 and
 // min.insync.replicas=2 by default. fsync is Sluice's log.fsync; Kafka
@@ -810,7 +799,7 @@ func (c *isoCluster) startSluice(o *opts, fsync string) error {
 	serve := func(name, cpu, cfg string) (*isoNode, error) {
 		return c.spawn(name, cpu, o.sluiceBin, "serve", "--config", cfg, "--log-format", "json", "--log-level", "warn")
 	}
-	var ready []string
+	var ready []*isoNode
 	for i := 0; i < 3; i++ {
 		name := fmt.Sprintf("m%d", i+1)
 		f, err := write(name, fmt.Sprintf(`node.id: %d
@@ -830,11 +819,11 @@ listeners: []
 			return err
 		}
 		n.admin = fmt.Sprintf("127.0.0.1:%d", metaAdmin[i])
-		ready = append(ready, n.admin)
+		ready = append(ready, n)
 	}
-	for _, a := range ready {
-		if err := waitReady(a, 60*time.Second); err != nil {
-			return fmt.Errorf("metastore %s: %v (logs in %s)", a, err, c.dir)
+	for _, n := range ready {
+		if err := waitReady(n, 60*time.Second); err != nil {
+			return fmt.Errorf("metastore %s: %v (logs in %s)", n.admin, err, c.dir)
 		}
 	}
 	var seeds []string
@@ -871,7 +860,7 @@ log.fsync: %s
 			return err
 		}
 		n.admin = fmt.Sprintf("127.0.0.1:%d", admin)
-		ready = append(ready, n.admin)
+		ready = append(ready, n)
 		if role == "write" {
 			n.mixed = fmt.Sprintf("127.0.0.1:%d", mixed)
 			seeds = append(seeds, n.mixed)
@@ -879,30 +868,64 @@ log.fsync: %s
 			n.read = fmt.Sprintf("127.0.0.1:%d", own)
 		}
 	}
-	for _, a := range ready {
-		if err := waitReady(a, 90*time.Second); err != nil {
-			return fmt.Errorf("broker %s: %v (logs in %s)", a, err, c.dir)
+	for _, n := range ready {
+		if err := waitReady(n, 90*time.Second); err != nil {
+			return fmt.Errorf("broker %s: %v (logs in %s)", n.admin, err, c.dir)
 		}
 	}
 	c.seeds = strings.Join(seeds, ",")
 	return nil
 }
 
-func waitReady(admin string, d time.Duration) error {
+// waitReady waits until n's admin endpoint answers /readyz, for at most d.
+// A process that has exited is reported at once with the last line of its
+// log (a listener's port taken by another process between freePorts and
+// the bind, say), instead of being waited for until d runs out.
+func waitReady(n *isoNode, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for {
-		resp, err := http.Get("http://" + admin + "/readyz")
+		resp, err := http.Get("http://" + n.admin + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
 				return nil
 			}
 		}
+		if exited(n) {
+			return fmt.Errorf("exited: %s", lastLogLine(n))
+		}
 		if time.Now().After(deadline) {
 			return errors.New("not ready in time")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// exited reports whether n's process has ended. Nothing reaps it before
+// kill9 or stop, so an ended process is a zombie: /proc shows state Z.
+func exited(n *isoNode) bool {
+	if n.cmd == nil || n.cmd.Process == nil {
+		return false
+	}
+	if n.cmd.ProcessState != nil {
+		return true
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.cmd.Process.Pid))
+	if err != nil {
+		return os.IsNotExist(err)
+	}
+	// The state follows the command name, which is in parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && (b[i+2] == 'Z' || b[i+2] == 'X')
+}
+
+// lastLogLine is the last non-empty line n's process wrote to its log.
+func lastLogLine(n *isoNode) string {
+	b, err := os.ReadFile(n.log.Name())
+	if err != nil {
+		return err.Error()
+	}
+	return lastLine(string(b))
 }
 
 func (c *isoCluster) startKafka(o *opts, fsync string) error {

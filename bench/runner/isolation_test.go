@@ -2,7 +2,9 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -189,5 +191,35 @@ func TestLowestSaturation(t *testing.T) {
 		if k, v := lowestSaturation(c.sat); k != c.kind || v != c.v {
 			t.Errorf("%v: %s %.0f, want %s %.0f", c.sat, k, v, c.kind, c.v)
 		}
+	}
+}
+
+// A process that exits before it is ready is reported at once, with the
+// last line it logged, not waited for until the deadline.
+func TestWaitReadyReportsExitedProcess(t *testing.T) {
+	dir := t.TempDir()
+	n := &isoNode{name: "w9"}
+	var err error
+	if n.log, err = os.Create(filepath.Join(dir, "w9.log")); err != nil {
+		t.Fatal(err)
+	}
+	n.cmd = exec.Command("sh", "-c", "echo starting; echo 'listen tcp: bind: address already in use' >&2; exit 1")
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer kill9(n)
+	port, err := freePort() // nothing answers there
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.admin = fmt.Sprintf("127.0.0.1:%d", port)
+	start := time.Now()
+	err = waitReady(n, time.Minute)
+	if err == nil || !strings.Contains(err.Error(), "exited: listen tcp: bind: address already in use") {
+		t.Fatalf("waitReady = %v, want the process's exit and its last log line", err)
+	}
+	if took := time.Since(start); took > 10*time.Second {
+		t.Fatalf("waitReady took %v to notice the exit", took)
 	}
 }

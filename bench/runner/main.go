@@ -28,8 +28,11 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sluice-broker/sluice/internal/s3test"
 )
 
 type opts struct {
@@ -532,14 +535,46 @@ func lastLine(s string) string {
 	return s
 }
 
+// freePorts returns n loopback ports free now and not handed out before
+// in this process. They lie below the kernel's ephemeral range
+// (s3test.LoopbackPorts): a port from that range, as listening on port 0
+// gives, can be taken by any outgoing connection, a starting cluster's own
+// among them, before the broker meant to listen there binds it (a write
+// broker of the cluster section found its port taken so on 2026-12-07).
+func freePorts(n int) ([]int, error) {
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	var out []int
+	for tries := 0; len(out) < n && tries < 10; tries++ {
+		ps, err := s3test.LoopbackPorts(n - len(out))
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range ps {
+			if !portsGiven[p] {
+				portsGiven[p] = true
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) < n {
+		return nil, errors.New("no free loopback ports")
+	}
+	return out, nil
+}
+
 func freePort() (int, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := freePorts(1)
 	if err != nil {
 		return 0, err
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port, nil
+	return p[0], nil
 }
+
+var (
+	portsMu    sync.Mutex
+	portsGiven = map[int]bool{}
+)
 
 // ---------------------------------------------------------------- one run
 

@@ -338,7 +338,7 @@ func modeMeasure(o *opts, c *isoCluster, mode string, round int, r *modeRun) err
 	if err := c.start(vn); err != nil {
 		return err
 	}
-	if err := waitReady(vn.admin, 90*time.Second); err != nil {
+	if err := waitReady(vn, 90*time.Second); err != nil {
 		return fmt.Errorf("%s after its restart: %v", vn.name, err)
 	}
 	r.Acked, r.Lost, r.ReadAll = l.verify(c.seeds, topic, adm)

@@ -333,7 +333,7 @@ func sharedCostMeasure(o *opts, c *isoCluster, r *sharedCostRun) error {
 	readyCh := make(chan float64, 1)
 	go func() {
 		for _, n := range readers {
-			if waitReady(n.admin, 5*time.Minute) != nil {
+			if waitReady(n, 5*time.Minute) != nil {
 				readyCh <- -1
 				return
 			}
