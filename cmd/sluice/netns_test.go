@@ -549,9 +549,9 @@ func (s *cutScenario) verify(how string) map[string][]string {
 	return where
 }
 
-// metadataLeaders asks one broker (the seed of cl) for the leaders of
-// topic's partitions (-1: none).
-func metadataLeaders(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int32, error) {
+// topicMetadata asks one broker (the seed of cl), not one it names, for
+// topic's Metadata, waiting at most 2 s.
+func topicMetadata(ctx context.Context, cl *kgo.Client, topic string) (*kmsg.MetadataResponse, error) {
 	req := kmsg.NewPtrMetadataRequest()
 	rt := kmsg.NewMetadataRequestTopic()
 	rt.Topic = kmsg.StringPtr(topic)
@@ -562,8 +562,18 @@ func metadataLeaders(ctx context.Context, cl *kgo.Client, topic string) (map[int
 	if err != nil {
 		return nil, err
 	}
+	return resp.(*kmsg.MetadataResponse), nil
+}
+
+// metadataLeaders asks one broker (the seed of cl) for the leaders of
+// topic's partitions (-1: none).
+func metadataLeaders(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int32, error) {
+	resp, err := topicMetadata(ctx, cl, topic)
+	if err != nil {
+		return nil, err
+	}
 	out := map[int32]int32{}
-	for _, t := range resp.(*kmsg.MetadataResponse).Topics {
+	for _, t := range resp.Topics {
 		for _, p := range t.Partitions {
 			out[p.Partition] = p.Leader
 			if p.ErrorCode != 0 {

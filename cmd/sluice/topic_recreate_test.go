@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // TestClusterTopicRecreated: a topic deleted and at once created again
@@ -175,16 +174,11 @@ func waitTopicID(ctx context.Context, t *testing.T, addrs []string, topic string
 		if err != nil {
 			t.Fatal(err)
 		}
-		seed := cl.SeedBrokers()[0] // this broker, not one it names
 		last := "no answer"
 		for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
-			req := kmsg.NewPtrMetadataRequest()
-			rt := kmsg.NewMetadataRequestTopic()
-			rt.Topic = kmsg.StringPtr(topic)
-			req.Topics = append(req.Topics, rt)
-			resp, err := seed.Request(ctx, req)
+			resp, err := topicMetadata(ctx, cl, topic)
 			if err == nil {
-				mt := resp.(*kmsg.MetadataResponse).Topics
+				mt := resp.Topics
 				if len(mt) == 1 && mt[0].ErrorCode == 0 && mt[0].TopicID == id {
 					break
 				}
